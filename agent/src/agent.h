@@ -1,0 +1,104 @@
+/* Shared declarations of the ForgeVM guest agent. The wire format is described in
+ * docs/protocol.md; keep the two in step. */
+#ifndef FVM_AGENT_H
+#define FVM_AGENT_H
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "json.h"
+
+#define AGENT_VERSION "0.1.0"
+#define PROTO_VERSION 1
+#define PORT_NAME "org.forgevm.agent"
+
+#define HDR_SIZE 12
+#define MAX_PAYLOAD (1u << 20)      /* frames larger than this are refused by both sides */
+#define DATA_CHUNK 65536            /* largest DATA payload the agent sends */
+#define INITIAL_WINDOW (256u * 1024) /* per-stream credit before the first WINDOW frame */
+#define OUTQ_HIGH (4u * 1024 * 1024) /* stop producing while this much waits for the host */
+
+enum frame_kind { K_HELLO = 1, K_REQ = 2, K_RES = 3, K_DATA = 4, K_WINDOW = 5, K_EVENT = 6 };
+enum { F_EOF = 1 };
+enum { CH_IN = 0, CH_OUT = 1, CH_ERR = 2 };
+
+enum sess_type { S_EXEC = 1, S_READ, S_WRITE };
+
+typedef struct sess {
+  uint32_t id;
+  enum sess_type type;
+  struct sess *next;
+  /* exec */
+  pid_t pid;
+  int in_fd, out_fd, err_fd, pty;
+  int64_t credit[3];
+  int exited, status, timed_out;
+  uint64_t deadline_ms, grace_ms;
+  char *inbuf;
+  size_t inlen, inoff;
+  int in_eof;
+  uint32_t in_unacked;
+  /* read / write */
+  int fd;
+  uint64_t done;
+  int64_t remaining;
+  char *tmp_path, *final_path;
+  int mode;
+} sess;
+
+/* main.c: output queue and framing */
+uint64_t now_ms(void);
+void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const void *p, size_t n);
+void send_json(uint32_t id, uint8_t kind, jbuf *b);
+void send_error(uint32_t id, const char *code, const char *fmt, ...);
+void send_errno(uint32_t id, int err, const char *what);
+void send_ok(uint32_t id);
+void send_window(uint32_t id, uint8_t chan, uint32_t n);
+size_t outq_bytes(void);
+void watch_fd(int fd, uint32_t events, void *ptr);
+void unwatch_fd(int fd);
+sess *sess_find(uint32_t id);
+sess *sess_new(uint32_t id, enum sess_type t);
+void sess_free(sess *s);
+extern sess *sessions;
+extern int epfd;
+
+/* exec.c */
+void op_exec(uint32_t id, const jdoc *d);
+void op_signal(uint32_t id, const jdoc *d);
+void op_resize(uint32_t id, const jdoc *d);
+void exec_on_fd(sess *s, int which, uint32_t events);
+void exec_on_data(sess *s, const uint8_t *p, size_t n, int eof);
+void exec_on_window(sess *s, uint8_t chan, uint32_t n);
+void exec_reap(pid_t pid, int status);
+void exec_tick(sess *s, uint64_t now);
+uint64_t exec_next_deadline(sess *s);
+
+/* files.c */
+void op_write(uint32_t id, const jdoc *d);
+void write_on_data(sess *s, const uint8_t *p, size_t n, int eof);
+void op_read(uint32_t id, const jdoc *d);
+int read_pump(sess *s); /* returns 1 while more can be sent right away */
+void op_stat(uint32_t id, const jdoc *d);
+void op_list(uint32_t id, const jdoc *d);
+void op_mkdir(uint32_t id, const jdoc *d);
+void op_remove(uint32_t id, const jdoc *d);
+void op_move(uint32_t id, const jdoc *d);
+void op_chmod(uint32_t id, const jdoc *d);
+void op_glob(uint32_t id, const jdoc *d);
+int mkdir_parents(const char *path, mode_t mode);
+
+/* system.c */
+void op_metrics(uint32_t id, const jdoc *d);
+void op_configure(uint32_t id, const jdoc *d);
+void op_shutdown(uint32_t id, const jdoc *d);
+void boot_init(void);
+void power_off(void);
+extern int shutdown_requested;
+const char *errno_code(int err);
+
+/* helpers for reading request fields */
+char *req_str(const jdoc *d, const char *key);
+int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
+int req_bool(const jdoc *d, const char *key, int def);
+void alog(const char *fmt, ...);
+#endif

@@ -1,0 +1,439 @@
+/* Process execution: pipes or a PTY, streamed output under per-stream credit, stdin from the
+ * host, timeouts that kill the whole process group, signals and terminal resize. */
+#define _GNU_SOURCE
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pty.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define EXIT_GRACE_MS 200  /* after exit, how long to wait for pipes held open by background jobs */
+#define MAX_ARGS 4096
+#define MAX_ENV 4096
+
+static void *tag_of(sess *s, int which) { return (void *)((uintptr_t)s | (uintptr_t)which); }
+
+static int *fd_of(sess *s, int which) {
+  return which == CH_IN ? &s->in_fd : which == CH_OUT ? &s->out_fd : &s->err_fd;
+}
+
+/* Re-arm epoll for one stream according to credit and the host queue. */
+static void rearm(sess *s, int which) {
+  int fd = *fd_of(s, which);
+  if (fd < 0) return;
+  uint32_t ev = 0;
+  if (which == CH_IN) {
+    if (s->inlen > s->inoff) ev = EPOLLOUT;
+    if (s->pty) {
+      /* in_fd and out_fd are the same PTY master: one registration carries both interests */
+      if (s->credit[CH_OUT] > 0 && outq_bytes() < OUTQ_HIGH) ev |= EPOLLIN;
+    }
+  } else {
+    if (s->credit[which] > 0 && outq_bytes() < OUTQ_HIGH) ev = EPOLLIN;
+    if (s->pty && s->inlen > s->inoff) ev |= EPOLLOUT;
+  }
+  /* An fd with no interest must leave the set: EPOLLHUP is reported even with an empty mask. */
+  if (!ev) unwatch_fd(fd);
+  else watch_fd(fd, ev, tag_of(s, which == CH_IN && s->pty ? CH_OUT : which));
+}
+
+static void close_stream(sess *s, int which) {
+  int *fd = fd_of(s, which);
+  if (*fd < 0) return;
+  int shared = s->pty && (which == CH_IN || which == CH_OUT);
+  if (shared) {
+    /* the PTY master serves both directions: close it once, when output ends */
+    if (which == CH_IN) { s->in_fd = -1; return; }
+    s->in_fd = -1;
+  }
+  unwatch_fd(*fd);
+  close(*fd);
+  *fd = -1;
+  if (which != CH_IN) send_frame(s->id, K_DATA, (uint8_t)which, F_EOF, NULL, 0);
+}
+
+static void flush_stdin(sess *s) {
+  while (s->in_fd >= 0 && s->inoff < s->inlen) {
+    ssize_t w = write(s->in_fd, s->inbuf + s->inoff, s->inlen - s->inoff);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) break;
+    if (w <= 0) { /* reader went away: discard the rest */
+      s->in_unacked += (uint32_t)(s->inlen - s->inoff);
+      s->inoff = s->inlen;
+      break;
+    }
+    s->inoff += (size_t)w;
+    s->in_unacked += (uint32_t)w;
+  }
+  if (s->inoff == s->inlen) s->inoff = s->inlen = 0;
+  if (s->in_unacked) { send_window(s->id, CH_IN, s->in_unacked); s->in_unacked = 0; }
+  if (s->in_eof && s->inlen == 0 && s->in_fd >= 0) {
+    if (s->pty) { char eot = 4; if (write(s->in_fd, &eot, 1) < 0) {} s->in_fd = -1; }
+    else close_stream(s, CH_IN);
+  }
+  if (s->in_fd >= 0) rearm(s, CH_IN);
+}
+
+void exec_on_data(sess *s, const uint8_t *p, size_t n, int eof) {
+  if (s->in_fd < 0) {
+    if (n) send_window(s->id, CH_IN, (uint32_t)n); /* stdin closed: keep the host's credit flowing */
+    return;
+  }
+  if (n) {
+    if (s->inlen + n > 2 * INITIAL_WINDOW + MAX_PAYLOAD) return; /* host broke its window: drop */
+    char *nb = realloc(s->inbuf, s->inlen + n);
+    if (!nb) return;
+    s->inbuf = nb;
+    memcpy(s->inbuf + s->inlen, p, n);
+    s->inlen += n;
+  }
+  if (eof) s->in_eof = 1;
+  flush_stdin(s);
+}
+
+void exec_on_window(sess *s, uint8_t chan, uint32_t n) {
+  if (chan != CH_OUT && chan != CH_ERR) return;
+  s->credit[chan] += n;
+  if (s->credit[chan] > (int64_t)INITIAL_WINDOW * 256) s->credit[chan] = (int64_t)INITIAL_WINDOW * 256;
+  rearm(s, chan);
+}
+
+static void pump_output(sess *s, int which) {
+  static char buf[DATA_CHUNK];
+  int fd = *fd_of(s, which);
+  while (fd >= 0 && s->credit[which] > 0 && outq_bytes() < OUTQ_HIGH) {
+    size_t want = s->credit[which] < DATA_CHUNK ? (size_t)s->credit[which] : DATA_CHUNK;
+    ssize_t r = read(fd, buf, want);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) break;
+    if (r <= 0) { close_stream(s, which); return; } /* EOF, or EIO from a PTY whose slave closed */
+    s->credit[which] -= r;
+    send_frame(s->id, K_DATA, (uint8_t)which, 0, buf, (size_t)r);
+    if ((size_t)r < want) break;
+  }
+  rearm(s, which);
+}
+
+void exec_on_fd(sess *s, int which, uint32_t events) {
+  if (which == CH_OUT && s->pty && (events & EPOLLOUT)) flush_stdin(s);
+  if (which == CH_IN) { flush_stdin(s); return; }
+  if (*fd_of(s, which) < 0) return;
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump_output(s, which);
+}
+
+void exec_reap(pid_t pid, int status) {
+  for (sess *s = sessions; s; s = s->next) {
+    if (s->type == S_EXEC && s->pid == pid && !s->exited) {
+      s->exited = 1;
+      s->status = status;
+      s->grace_ms = now_ms() + EXIT_GRACE_MS;
+      return;
+    }
+  }
+}
+
+uint64_t exec_next_deadline(sess *s) {
+  if (!s->exited) return s->deadline_ms;
+  return s->grace_ms;
+}
+
+static void finish(sess *s) {
+  int code, sig = 0;
+  if (s->timed_out) code = 124;
+  else if (WIFEXITED(s->status)) code = WEXITSTATUS(s->status);
+  else if (WIFSIGNALED(s->status)) { sig = WTERMSIG(s->status); code = 128 + sig; }
+  else code = 255;
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"ok\":true,\"exit_code\":");
+  jb_int(&b, code);
+  jb_cstr(&b, s->timed_out ? ",\"timed_out\":true" : ",\"timed_out\":false");
+  if (sig) { jb_cstr(&b, ",\"signal\":"); jb_int(&b, sig); }
+  jb_cstr(&b, "}");
+  send_json(s->id, K_RES, &b);
+  jb_free(&b);
+  sess_free(s);
+}
+
+void exec_tick(sess *s, uint64_t now) {
+  if (!s->exited && s->deadline_ms && now >= s->deadline_ms) {
+    s->timed_out = 1;
+    s->deadline_ms = 0;
+    kill(-s->pid, SIGKILL);
+  }
+  if (s->out_fd >= 0) rearm(s, CH_OUT);
+  if (s->err_fd >= 0) rearm(s, CH_ERR);
+  if (!s->exited) return;
+  int open_out = s->out_fd >= 0, open_err = s->err_fd >= 0;
+  if (open_out || open_err) {
+    if (now < s->grace_ms) return;
+    /* Background processes still hold the pipes. Send what is buffered if the host has room,
+     * then stop waiting; anything they write later is theirs to lose. */
+    int starved = (open_out && s->credit[CH_OUT] <= 0) || (open_err && s->credit[CH_ERR] <= 0);
+    if (starved) return;
+    if (open_out) pump_output(s, CH_OUT);
+    if (open_err) pump_output(s, CH_ERR);
+    if (s->out_fd >= 0) close_stream(s, CH_OUT);
+    if (s->err_fd >= 0) close_stream(s, CH_ERR);
+  }
+  finish(s);
+}
+
+static char **json_str_array(const jdoc *d, int t, int max, const char *err_field, uint32_t id) {
+  if (d->toks[t].type != J_ARR || d->toks[t].size > max) {
+    send_error(id, "EINVAL", "\"%s\" must be an array of at most %d strings", err_field, max);
+    return NULL;
+  }
+  int n = d->toks[t].size;
+  char **out = calloc((size_t)n + 1, sizeof(char *));
+  int i = t + 1;
+  for (int k = 0; k < n; k++) {
+    out[k] = json_strdup(d, i, NULL);
+    if (!out[k]) {
+      send_error(id, "EINVAL", "\"%s\" must contain only strings", err_field);
+      for (int j = 0; j < k; j++) free(out[j]);
+      free(out);
+      return NULL;
+    }
+    i = json_skip(d, i);
+  }
+  return out;
+}
+
+static void free_strv(char **v) {
+  if (!v) return;
+  for (char **p = v; *p; p++) free(*p);
+  free(v);
+}
+
+/* Sets or replaces NAME=value in env (a NULL-terminated, malloc'd vector). */
+static char **env_set(char **env, int *n, const char *name, size_t nlen, const char *val) {
+  for (int i = 0; i < *n; i++) {
+    if (!strncmp(env[i], name, nlen) && env[i][nlen] == '=') {
+      free(env[i]);
+      if (asprintf(&env[i], "%.*s=%s", (int)nlen, name, val) < 0) env[i] = NULL;
+      return env;
+    }
+  }
+  char **ne = realloc(env, sizeof(char *) * (size_t)(*n + 2));
+  if (!ne) return env;
+  if (asprintf(&ne[*n], "%.*s=%s", (int)nlen, name, val) < 0) return ne;
+  ne[++*n] = NULL;
+  return ne;
+}
+
+static int make_pipe(int p[2]) { return pipe2(p, O_CLOEXEC); }
+
+void op_exec(uint32_t id, const jdoc *d) {
+  char **argv = NULL, **env = NULL, *cwd = NULL, *user = NULL;
+  int nenv = 0;
+  int t = json_get(d, 0, "argv");
+  if (t >= 0) {
+    if (!(argv = json_str_array(d, t, MAX_ARGS, "argv", id))) return;
+    if (!argv[0]) { free(argv); send_error(id, "EINVAL", "\"argv\" must not be empty"); return; }
+  } else {
+    char *cmd = req_str(d, "cmd");
+    if (!cmd) { send_error(id, "EINVAL", "exec needs \"argv\" (array) or \"cmd\" (string)"); return; }
+    argv = calloc(4, sizeof(char *));
+    argv[0] = strdup("/bin/sh");
+    argv[1] = strdup("-c");
+    argv[2] = cmd;
+  }
+  int64_t timeout_ms, rows, cols, uid_req;
+  if (req_int(d, "timeout_ms", 0, &timeout_ms) < 0 || timeout_ms < 0) {
+    free_strv(argv);
+    send_error(id, "EINVAL", "\"timeout_ms\" must be a non-negative integer");
+    return;
+  }
+  req_int(d, "uid", -1, &uid_req);
+  int use_stdin = req_bool(d, "stdin", 0);
+  int pt = json_get(d, 0, "pty");
+  int use_pty = pt >= 0 && d->toks[pt].type == J_OBJ;
+  rows = 24; cols = 80;
+  if (use_pty) {
+    int64_t v;
+    if (json_int(d, json_get(d, pt, "rows"), &v) == 0 && v > 0 && v < 10000) rows = v;
+    if (json_int(d, json_get(d, pt, "cols"), &v) == 0 && v > 0 && v < 10000) cols = v;
+  }
+  cwd = req_str(d, "cwd");
+  user = req_str(d, "user");
+
+  /* Resolve the user before forking so that a bad name is an error reply, not a dead child. */
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const char *home = "/root", *uname = "root";
+  struct passwd *pw = NULL;
+  if (user && *user) {
+    char *end;
+    long n = strtol(user, &end, 10);
+    pw = *end ? getpwnam(user) : getpwuid((uid_t)n);
+    if (!pw && *end) {
+      send_error(id, "EINVAL", "unknown user \"%.64s\" (not in the guest's /etc/passwd)", user);
+      goto out;
+    }
+    if (!pw) { uid = (uid_t)n; gid = (gid_t)n; uname = user; home = "/"; }
+  } else if (uid_req >= 0) {
+    pw = getpwuid((uid_t)uid_req);
+    if (!pw) { uid = (uid_t)uid_req; gid = (gid_t)uid_req; uname = "?"; home = "/"; }
+  } else {
+    pw = getpwuid(0);
+  }
+  if (pw) { uid = pw->pw_uid; gid = pw->pw_gid; home = pw->pw_dir; uname = pw->pw_name; }
+
+  env = calloc(1, sizeof(char *));
+  env = env_set(env, &nenv, "PATH", 4, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  env = env_set(env, &nenv, "HOME", 4, home);
+  env = env_set(env, &nenv, "USER", 4, uname);
+  env = env_set(env, &nenv, "LOGNAME", 7, uname);
+  env = env_set(env, &nenv, "LANG", 4, "C.UTF-8");
+  if (use_pty) env = env_set(env, &nenv, "TERM", 4, "xterm-256color");
+  int et = json_get(d, 0, "env");
+  if (et >= 0 && d->toks[et].type == J_OBJ) {
+    if (d->toks[et].size > MAX_ENV) { send_error(id, "EINVAL", "too many \"env\" entries"); goto out; }
+    int i = et + 1;
+    for (int k = 0; k < d->toks[et].size; k++) {
+      size_t klen;
+      char *key = json_strdup(d, i, &klen);
+      char *val = json_strdup(d, i + 1, NULL);
+      if (!key || !val || !klen || strchr(key, '=') || memchr(key, 0, klen)) {
+        free(key);
+        free(val);
+        send_error(id, "EINVAL", "\"env\" must map names (without '=') to strings");
+        goto out;
+      }
+      env = env_set(env, &nenv, key, klen, val);
+      free(key);
+      free(val);
+      i = json_skip(d, i + 1);
+    }
+  } else if (et >= 0 && !(d->toks[et].type == J_PRIM && d->src[d->toks[et].start] == 'n')) {
+    send_error(id, "EINVAL", "\"env\" must be an object of strings");
+    goto out;
+  }
+
+  int in[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1}, master = -1, slave = -1;
+  if (use_pty) {
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    if (openpty(&master, &slave, NULL, NULL, &ws) < 0) { send_errno(id, errno, "openpty"); goto out; }
+    fcntl(master, F_SETFD, FD_CLOEXEC);
+    if (make_pipe(errp) < 0) { close(master); close(slave); send_errno(id, errno, "pipe"); goto out; }
+  } else {
+    if ((use_stdin && make_pipe(in) < 0) || make_pipe(outp) < 0 || make_pipe(errp) < 0) {
+      send_errno(id, errno, "pipe");
+      goto out;
+    }
+  }
+
+  pid_t pid = fork();
+  if (pid < 0) { send_errno(id, errno, "fork"); goto out; }
+  if (pid == 0) {
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    for (int s = 1; s < 32; s++) signal(s, SIG_DFL);
+    setsid();
+    int devnull = open("/dev/null", O_RDWR);
+    if (use_pty) {
+      ioctl(slave, TIOCSCTTY, 0);
+      dup2(use_stdin ? slave : devnull, 0);
+      dup2(slave, 1);
+      dup2(errp[1], 2);
+    } else {
+      dup2(use_stdin ? in[0] : devnull, 0);
+      dup2(outp[1], 1);
+      dup2(errp[1], 2);
+    }
+    if (cwd && *cwd && chdir(cwd) < 0) {
+      dprintf(2, "forgevm: cannot change directory to '%s': %s\n", cwd, strerror(errno));
+      _exit(126);
+    }
+    if (uid || gid) {
+      if (pw) initgroups(pw->pw_name, gid); else setgroups(0, NULL);
+      if (setgid(gid) < 0 || setuid(uid) < 0) {
+        dprintf(2, "forgevm: cannot switch to uid %u: %s\n", (unsigned)uid, strerror(errno));
+        _exit(126);
+      }
+    }
+    if (!(cwd && *cwd) && chdir(home) < 0 && chdir("/") < 0) {}
+    environ = env;
+    execvp(argv[0], argv);
+    int e = errno;
+    dprintf(2, "forgevm: cannot execute '%s': %s\n", argv[0], strerror(e));
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  sess *s = sess_new(id, S_EXEC);
+  if (!s) { kill(-pid, SIGKILL); send_error(id, "ENOMEM", "agent out of memory"); goto out; }
+  s->pid = pid;
+  s->pty = use_pty;
+  if (use_pty) {
+    close(slave);
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    s->out_fd = master;
+    s->in_fd = use_stdin ? master : -1;
+    close(errp[1]);
+    s->err_fd = errp[0];
+  } else {
+    if (in[0] >= 0) { close(in[0]); s->in_fd = in[1]; fcntl(in[1], F_SETFL, O_NONBLOCK); }
+    close(outp[1]);
+    close(errp[1]);
+    s->out_fd = outp[0];
+    s->err_fd = errp[0];
+  }
+  fcntl(s->out_fd, F_SETFL, O_NONBLOCK);
+  fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
+  if (timeout_ms > 0) s->deadline_ms = now_ms() + (uint64_t)timeout_ms;
+  rearm(s, CH_OUT);
+  rearm(s, CH_ERR);
+  if (s->in_fd >= 0 && !use_pty) rearm(s, CH_IN);
+  {
+    jbuf b;
+    jb_init(&b);
+    jb_cstr(&b, "{\"event\":\"started\",\"pid\":");
+    jb_int(&b, pid);
+    jb_cstr(&b, "}");
+    send_json(id, K_EVENT, &b);
+    jb_free(&b);
+  }
+out:
+  free_strv(argv);
+  free_strv(env);
+  free(cwd);
+  free(user);
+}
+
+void op_signal(uint32_t id, const jdoc *d) {
+  int64_t target, sig;
+  if (req_int(d, "target", -1, &target) < 0 || target < 0) { send_error(id, "EINVAL", "\"target\" (exec request id) is required"); return; }
+  if (req_int(d, "signal", SIGTERM, &sig) < 0 || sig < 1 || sig > 64) { send_error(id, "EINVAL", "\"signal\" must be 1..64"); return; }
+  sess *s = sess_find((uint32_t)target);
+  if (!s || s->type != S_EXEC) { send_error(id, "ESRCH", "no running exec with id %lld", (long long)target); return; }
+  int group = req_bool(d, "group", 1);
+  if (kill(group ? -s->pid : s->pid, (int)sig) < 0 && errno != ESRCH) { send_errno(id, errno, "kill"); return; }
+  send_ok(id);
+}
+
+void op_resize(uint32_t id, const jdoc *d) {
+  int64_t target, rows, cols;
+  req_int(d, "target", -1, &target);
+  req_int(d, "rows", 0, &rows);
+  req_int(d, "cols", 0, &cols);
+  sess *s = sess_find((uint32_t)target);
+  if (!s || s->type != S_EXEC || !s->pty || s->out_fd < 0) { send_error(id, "ESRCH", "no running PTY exec with id %lld", (long long)target); return; }
+  if (rows < 1 || rows > 9999 || cols < 1 || cols > 9999) { send_error(id, "EINVAL", "\"rows\" and \"cols\" must be 1..9999"); return; }
+  struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  if (ioctl(s->out_fd, TIOCSWINSZ, &ws) < 0) { send_errno(id, errno, "resize"); return; }
+  send_ok(id);
+}

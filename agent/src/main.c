@@ -1,0 +1,428 @@
+/* ForgeVM guest agent: PID 1 of every VM. Boots the guest (system.c), then serves the host over
+ * one virtio-serial port with a framed, multiplexed protocol. Single-threaded: every source of
+ * work is a file descriptor in one epoll set, so a long exec never blocks a file read. */
+#define _GNU_SOURCE
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+int epfd = -1;
+static int port_fd = -1;
+static int port_connected = 0; /* host side of the port is open */
+static int sig_fd = -1;
+sess *sessions = NULL;
+int shutdown_requested = 0;
+
+/* Tags for epoll data that are not sessions. */
+static int tag_port, tag_sig;
+
+typedef struct frame {
+  struct frame *next;
+  size_t len, off;
+  uint8_t data[];
+} frame;
+static frame *outq_head, *outq_tail;
+static size_t outq_total;
+
+void alog(const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (n > (int)sizeof buf - 2) n = sizeof buf - 2;
+  buf[n++] = '\n';
+  dprintf(2, "forgevm-agent: %.*s", n, buf);
+}
+
+uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+size_t outq_bytes(void) { return outq_total; }
+
+static void put32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static uint32_t get32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void port_watch_update(void);
+
+void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const void *p, size_t n) {
+  if (n > MAX_PAYLOAD) {
+    /* Never emit a frame the host would reject; report the failure instead. */
+    if (kind == K_RES) send_error(id, "E2BIG", "response too large (%zu bytes)", n);
+    return;
+  }
+  frame *f = malloc(sizeof(frame) + HDR_SIZE + n);
+  if (!f) { alog("out of memory queueing frame"); return; }
+  f->next = NULL;
+  f->len = HDR_SIZE + n;
+  f->off = 0;
+  put32(f->data, (uint32_t)n);
+  put32(f->data + 4, id);
+  f->data[8] = kind;
+  f->data[9] = chan;
+  f->data[10] = flags;
+  f->data[11] = 0;
+  if (n) memcpy(f->data + HDR_SIZE, p, n);
+  if (outq_tail) outq_tail->next = f; else outq_head = f;
+  outq_tail = f;
+  outq_total += f->len;
+  port_watch_update();
+}
+
+void send_json(uint32_t id, uint8_t kind, jbuf *b) {
+  if (b->oom) { send_error(id, "ENOMEM", "agent out of memory"); return; }
+  send_frame(id, kind, 0, 0, b->buf, b->len);
+}
+
+void send_error(uint32_t id, const char *code, const char *fmt, ...) {
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"ok\":false,\"error\":{\"code\":");
+  jb_str(&b, code, strlen(code));
+  jb_cstr(&b, ",\"message\":");
+  jb_str(&b, msg, strlen(msg));
+  jb_cstr(&b, "}}");
+  send_frame(id, K_RES, 0, 0, b.buf, b.len);
+  jb_free(&b);
+}
+
+void send_errno(uint32_t id, int err, const char *what) {
+  send_error(id, errno_code(err), "%s: %s", what, strerror(err));
+}
+
+void send_ok(uint32_t id) { send_frame(id, K_RES, 0, 0, "{\"ok\":true}", 11); }
+
+void send_window(uint32_t id, uint8_t chan, uint32_t n) {
+  uint8_t p[4];
+  put32(p, n);
+  send_frame(id, K_WINDOW, chan, 0, p, 4);
+}
+
+void watch_fd(int fd, uint32_t events, void *ptr) {
+  struct epoll_event ev = {.events = events, .data.ptr = ptr};
+  if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno == ENOENT) epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+void unwatch_fd(int fd) { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL); }
+
+sess *sess_find(uint32_t id) {
+  for (sess *s = sessions; s; s = s->next)
+    if (s->id == id) return s;
+  return NULL;
+}
+
+sess *sess_new(uint32_t id, enum sess_type t) {
+  sess *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->id = id;
+  s->type = t;
+  s->in_fd = s->out_fd = s->err_fd = s->fd = -1;
+  s->credit[CH_OUT] = s->credit[CH_ERR] = INITIAL_WINDOW;
+  s->next = sessions;
+  sessions = s;
+  return s;
+}
+
+void sess_free(sess *s) {
+  for (sess **pp = &sessions; *pp; pp = &(*pp)->next) {
+    if (*pp == s) { *pp = s->next; break; }
+  }
+  int fds[] = {s->in_fd, s->out_fd, s->err_fd, s->fd};
+  for (int i = 0; i < 4; i++) {
+    if (fds[i] < 0) continue;
+    int dup = 0;
+    for (int j = 0; j < i; j++) dup |= fds[j] == fds[i];
+    if (!dup) { unwatch_fd(fds[i]); close(fds[i]); }
+  }
+  if (s->tmp_path) unlink(s->tmp_path);
+  free(s->tmp_path);
+  free(s->final_path);
+  free(s->inbuf);
+  free(s);
+}
+
+/* ---- request helpers ---- */
+char *req_str(const jdoc *d, const char *key) { return json_strdup(d, json_get(d, 0, key), NULL); }
+int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out) {
+  int t = json_get(d, 0, key);
+  *out = def;
+  if (t < 0) return 0;
+  if (d->toks[t].type == J_PRIM && d->src[d->toks[t].start] == 'n') return 0; /* null */
+  return json_int(d, t, out);
+}
+int req_bool(const jdoc *d, const char *key, int def) {
+  int v = json_bool(d, json_get(d, 0, key));
+  return v < 0 ? def : v;
+}
+
+static void op_hello(uint32_t id) {
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"ok\":true,\"proto\":");
+  jb_int(&b, PROTO_VERSION);
+  jb_cstr(&b, ",\"agent\":\"" AGENT_VERSION "\",\"pid\":");
+  jb_int(&b, getpid());
+  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\"]}");
+  send_json(id, id ? K_RES : K_HELLO, &b);
+  jb_free(&b);
+}
+
+static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
+  jdoc d;
+  if (json_parse(&d, (const char *)p, (int)n, 4096) < 0 || d.toks[0].type != J_OBJ) {
+    json_free(&d);
+    send_error(id, "EPROTO", "malformed request: expected a JSON object");
+    return;
+  }
+  char *op = req_str(&d, "op");
+  if (!op) {
+    send_error(id, "EPROTO", "request has no \"op\" string");
+  } else if (sess_find(id)) {
+    send_error(id, "EPROTO", "request id %u is already in flight", id);
+  } else if (!strcmp(op, "hello")) op_hello(id);
+  else if (!strcmp(op, "ping")) send_ok(id);
+  else if (!strcmp(op, "exec")) op_exec(id, &d);
+  else if (!strcmp(op, "signal")) op_signal(id, &d);
+  else if (!strcmp(op, "resize")) op_resize(id, &d);
+  else if (!strcmp(op, "write")) op_write(id, &d);
+  else if (!strcmp(op, "read")) op_read(id, &d);
+  else if (!strcmp(op, "stat")) op_stat(id, &d);
+  else if (!strcmp(op, "list")) op_list(id, &d);
+  else if (!strcmp(op, "mkdir")) op_mkdir(id, &d);
+  else if (!strcmp(op, "remove")) op_remove(id, &d);
+  else if (!strcmp(op, "move")) op_move(id, &d);
+  else if (!strcmp(op, "chmod")) op_chmod(id, &d);
+  else if (!strcmp(op, "glob")) op_glob(id, &d);
+  else if (!strcmp(op, "metrics")) op_metrics(id, &d);
+  else if (!strcmp(op, "configure")) op_configure(id, &d);
+  else if (!strcmp(op, "shutdown")) op_shutdown(id, &d);
+  else send_error(id, "ENOSYS", "unknown op \"%.64s\"", op);
+  free(op);
+  json_free(&d);
+}
+
+static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const uint8_t *p, size_t n) {
+  sess *s;
+  switch (kind) {
+    case K_REQ:
+      dispatch(id, p, n);
+      break;
+    case K_DATA:
+      s = sess_find(id);
+      if (!s) break; /* stream already ended (e.g. after an error reply): drop */
+      if (s->type == S_EXEC && chan == CH_IN) exec_on_data(s, p, n, flags & F_EOF);
+      else if (s->type == S_WRITE && chan == CH_IN) write_on_data(s, p, n, flags & F_EOF);
+      break;
+    case K_WINDOW:
+      if (n != 4 || chan > CH_ERR) break;
+      s = sess_find(id);
+      if (!s) break;
+      if (s->type == S_EXEC) exec_on_window(s, chan, get32(p));
+      else if (s->type == S_READ && chan == CH_OUT) {
+        s->credit[CH_OUT] += get32(p);
+        if (s->credit[CH_OUT] > (int64_t)MAX_PAYLOAD * 64) s->credit[CH_OUT] = (int64_t)MAX_PAYLOAD * 64;
+      }
+      break;
+    default:
+      if (id) send_error(id, "EPROTO", "unknown frame kind %u", kind);
+      break;
+  }
+}
+
+/* ---- port I/O ---- */
+static uint8_t *inbuf;
+static size_t inlen;
+static uint64_t skip_left; /* bytes of an oversized frame still to discard */
+
+static void port_read(void) {
+  for (;;) {
+    if (inlen == HDR_SIZE + MAX_PAYLOAD) break;
+    ssize_t r = read(port_fd, inbuf + inlen, HDR_SIZE + MAX_PAYLOAD - inlen);
+    if (r <= 0) break;
+    inlen += (size_t)r;
+    size_t off = 0;
+    for (;;) {
+      if (skip_left) {
+        size_t k = inlen - off < skip_left ? inlen - off : (size_t)skip_left;
+        off += k;
+        skip_left -= k;
+        if (skip_left) break;
+      }
+      if (inlen - off < HDR_SIZE) break;
+      uint32_t n = get32(inbuf + off);
+      uint32_t id = get32(inbuf + off + 4);
+      if (n > MAX_PAYLOAD) {
+        /* The header is still self-consistent, so resynchronise by discarding the payload. */
+        send_error(id, "E2BIG", "frame of %u bytes exceeds the %u byte limit", n, MAX_PAYLOAD);
+        off += HDR_SIZE;
+        skip_left = n;
+        continue;
+      }
+      if (inlen - off < HDR_SIZE + n) break;
+      on_frame(id, inbuf[off + 8], inbuf[off + 9], inbuf[off + 10], inbuf + off + HDR_SIZE, n);
+      off += HDR_SIZE + n;
+    }
+    memmove(inbuf, inbuf + off, inlen - off);
+    inlen -= off;
+  }
+}
+
+static void port_flush(void) {
+  while (outq_head) {
+    frame *f = outq_head;
+    ssize_t w = write(port_fd, f->data + f->off, f->len - f->off);
+    if (w <= 0) break;
+    f->off += (size_t)w;
+    outq_total -= (size_t)w;
+    if (f->off < f->len) break;
+    outq_head = f->next;
+    if (!outq_head) outq_tail = NULL;
+    free(f);
+  }
+}
+
+static void port_watch_update(void) {
+  if (port_fd < 0 || !port_connected) return;
+  watch_fd(port_fd, EPOLLIN | (outq_head ? EPOLLOUT : 0), &tag_port);
+}
+
+/* virtio-serial reports POLLHUP while no host is attached; it must leave the epoll set then or
+ * the loop would spin. It is polled on a timer until the host is back, then hello is sent again. */
+static void port_check_connected(void) {
+  struct pollfd p = {.fd = port_fd, .events = POLLIN};
+  poll(&p, 1, 0);
+  int connected = !(p.revents & POLLHUP);
+  if (connected && !port_connected) {
+    port_connected = 1;
+    inlen = 0;
+    skip_left = 0;
+    op_hello(0);
+    port_watch_update();
+  } else if (!connected && port_connected) {
+    port_connected = 0;
+    unwatch_fd(port_fd);
+  }
+}
+
+static int open_port(void) {
+  for (int tries = 0; tries < 1000; tries++) {
+    DIR *dir = opendir("/sys/class/virtio-ports");
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+      if (e->d_name[0] == '.') continue;
+      char path[300], name[128] = {0};
+      snprintf(path, sizeof path, "/sys/class/virtio-ports/%s/name", e->d_name);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      ssize_t r = read(fd, name, sizeof name - 1);
+      close(fd);
+      if (r > 0 && name[r - 1] == '\n') name[r - 1] = 0;
+      if (strcmp(name, PORT_NAME)) continue;
+      snprintf(path, sizeof path, "/dev/%s", e->d_name);
+      closedir(dir);
+      return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    }
+    if (dir) closedir(dir);
+    usleep(10000);
+  }
+  errno = ENOENT;
+  return -1;
+}
+
+static void on_sigchld(void) {
+  struct signalfd_siginfo si;
+  while (read(sig_fd, &si, sizeof si) == sizeof si) {
+  }
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) exec_reap(pid, status);
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  if (getpid() == 1) boot_init();
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+
+  epfd = epoll_create1(EPOLL_CLOEXEC);
+  inbuf = malloc(HDR_SIZE + MAX_PAYLOAD);
+  port_fd = open_port();
+  if (port_fd < 0 || !inbuf || epfd < 0 || sig_fd < 0) {
+    alog("cannot open the host channel %s: %s", PORT_NAME, strerror(errno));
+    for (;;) pause(); /* PID 1 must not exit; the host times out and shows this log */
+  }
+  watch_fd(sig_fd, EPOLLIN, &tag_sig);
+  port_check_connected();
+
+  struct epoll_event evs[64];
+  for (;;) {
+    uint64_t now = now_ms();
+    int timeout = port_connected ? -1 : 50;
+    int busy = 0;
+    for (sess *s = sessions, *nx; s; s = nx) {
+      nx = s->next;
+      if (s->type == S_READ) busy |= read_pump(s);
+      else if (s->type == S_EXEC) {
+        exec_tick(s, now);
+      }
+    }
+    for (sess *s = sessions; s; s = s->next) {
+      if (s->type != S_EXEC) continue;
+      uint64_t dl = exec_next_deadline(s);
+      if (!dl) continue;
+      int t = dl <= now ? 0 : (int)(dl - now);
+      if (timeout < 0 || t < timeout) timeout = t;
+    }
+    if (busy) timeout = 0;
+    port_flush();
+    if (shutdown_requested && !outq_head) power_off();
+    port_watch_update();
+    int n = epoll_wait(epfd, evs, 64, timeout);
+    for (int i = 0; i < n; i++) {
+      void *tag = evs[i].data.ptr;
+      if (tag == &tag_port) {
+        if (evs[i].events & (EPOLLHUP | EPOLLERR)) { port_check_connected(); continue; }
+        if (evs[i].events & EPOLLIN) port_read();
+        if (evs[i].events & EPOLLOUT) port_flush();
+      } else if (tag == &tag_sig) {
+        on_sigchld();
+      } else {
+        /* exec pipe: the low bits of the pointer say which stream */
+        uintptr_t v = (uintptr_t)tag;
+        exec_on_fd((sess *)(v & ~(uintptr_t)3), (int)(v & 3), evs[i].events);
+      }
+    }
+    if (!port_connected) port_check_connected();
+  }
+}

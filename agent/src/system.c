@@ -1,0 +1,296 @@
+/* Guest bring-up as PID 1 (mounts, modules, root switch, hostname, disk growth) and the
+ * system-level operations: configure (identity, clock, entropy), metrics, shutdown. */
+#define _GNU_SOURCE
+#include "agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Kernel ABI constants, spelled out so the agent builds without kernel headers. */
+#define RNDADDENTROPY 0x40085203
+#ifndef BLKGETSIZE64
+#define BLKGETSIZE64 0x80081272
+#endif
+#define EXT4_IOC_RESIZE_FS 0x40086610
+
+static const struct { int e; const char *n; } errnames[] = {
+  {ENOENT, "ENOENT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"}, {EEXIST, "EEXIST"}, {ENOTDIR, "ENOTDIR"},
+  {EISDIR, "EISDIR"}, {ENOTEMPTY, "ENOTEMPTY"}, {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"}, {EDQUOT, "EDQUOT"},
+  {EROFS, "EROFS"}, {ELOOP, "ELOOP"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {EBUSY, "EBUSY"}, {EXDEV, "EXDEV"},
+  {ENOMEM, "ENOMEM"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {ETXTBSY, "ETXTBSY"}, {EFBIG, "EFBIG"},
+  {ESRCH, "ESRCH"}, {EAGAIN, "EAGAIN"}, {EIO, "EIO"},
+};
+
+const char *errno_code(int err) {
+  for (size_t i = 0; i < sizeof errnames / sizeof *errnames; i++)
+    if (errnames[i].e == err) return errnames[i].n;
+  return "EIO";
+}
+
+static char cmdline[4096];
+
+/* Value of fvm.KEY=... on the kernel command line, or NULL. */
+static const char *cmdline_get(const char *key, char *out, size_t outsz) {
+  size_t kl = strlen(key);
+  for (char *p = cmdline; (p = strstr(p, key)); p += kl) {
+    if ((p == cmdline || p[-1] == ' ') && p[kl] == '=') {
+      const char *v = p + kl + 1;
+      size_t n = strcspn(v, " \n");
+      if (n >= outsz) n = outsz - 1;
+      memcpy(out, v, n);
+      out[n] = 0;
+      return out;
+    }
+  }
+  return NULL;
+}
+
+static void load_modules(void) {
+  FILE *f = fopen("/modules.order", "re");
+  if (!f) return;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = 0;
+    if (!*line) continue;
+    char path[512];
+    snprintf(path, sizeof path, "/lib/modules/%s", line);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { alog("module %s missing", line); continue; }
+    if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST) alog("module %s: %s", line, strerror(errno));
+    close(fd);
+  }
+  fclose(f);
+}
+
+static int wait_for(const char *path, int ms) {
+  for (int i = 0; i < ms; i += 5) {
+    if (access(path, F_OK) == 0) return 0;
+    usleep(5000);
+  }
+  return -1;
+}
+
+/* Grow the root filesystem to fill its disk: the overlay may be larger than the image. */
+static void grow_root(const char *dev) {
+  int bd = open(dev, O_RDONLY | O_CLOEXEC);
+  uint64_t bytes = 0;
+  if (bd < 0 || ioctl(bd, BLKGETSIZE64, &bytes) < 0) { if (bd >= 0) close(bd); return; }
+  close(bd);
+  struct statvfs sv;
+  if (statvfs("/", &sv) < 0 || !sv.f_frsize) return;
+  uint64_t blocks = bytes / sv.f_frsize;
+  if (blocks <= sv.f_blocks + 1024) return; /* already (nearly) full size: nothing to do */
+  int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  if (ioctl(fd, EXT4_IOC_RESIZE_FS, &blocks) < 0) alog("cannot grow root filesystem: %s", strerror(errno));
+  close(fd);
+}
+
+static void loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  strcpy(ifr.ifr_name, "lo");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  close(s);
+}
+
+static void mount_fs(const char *src, const char *dst, const char *type, unsigned long fl, const char *opt) {
+  mkdir(dst, 0755);
+  if (mount(src, dst, type, fl, opt) < 0 && errno != EBUSY) alog("mount %s on %s: %s", type, dst, strerror(errno));
+}
+
+void boot_init(void) {
+  mount_fs("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+  mount_fs("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  mount_fs("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
+    if (n > 0) cmdline[n] = 0;
+    close(fd);
+  }
+  load_modules();
+
+  char root[64], val[256];
+  if (cmdline_get("fvm.root", root, sizeof root)) {
+    char dev[80];
+    snprintf(dev, sizeof dev, "/dev/%s", root);
+    if (wait_for(dev, 10000) < 0) alog("root disk %s did not appear", dev);
+    int ro = cmdline_get("fvm.ro", val, sizeof val) && val[0] == '1';
+    mkdir("/newroot", 0755);
+    if (mount(dev, "/newroot", "ext4", ro ? MS_RDONLY : 0, NULL) < 0) {
+      alog("cannot mount root %s: %s; staying in the initramfs", dev, strerror(errno));
+    } else {
+      /* switch_root: the initramfs cannot be pivoted away, so move the new root over "/" */
+      mkdir("/newroot/dev", 0755);
+      mkdir("/newroot/proc", 0555);
+      mkdir("/newroot/sys", 0555);
+      mount("/dev", "/newroot/dev", NULL, MS_MOVE, NULL);
+      mount("/proc", "/newroot/proc", NULL, MS_MOVE, NULL);
+      mount("/sys", "/newroot/sys", NULL, MS_MOVE, NULL);
+      if (chdir("/newroot") == 0 && mount(".", "/", NULL, MS_MOVE, NULL) == 0 && chroot(".") == 0) {
+        if (chdir("/") < 0) {}
+        if (!ro) grow_root(dev);
+      } else {
+        alog("switching root failed: %s", strerror(errno));
+      }
+    }
+  }
+  mount_fs("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=0620,ptmxmode=0666");
+  mount_fs("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  mount_fs("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+  if (access("/dev/ptmx", F_OK) < 0) symlink("pts/ptmx", "/dev/ptmx");
+  if (cmdline_get("fvm.hostname", val, sizeof val)) sethostname(val, strlen(val));
+  loopback_up();
+}
+
+static int hexnib(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Identity and host-provided state: hostname, wall clock, entropy. Run at boot and after a
+ * restore, so that clones never share random state or a stale clock. */
+void op_configure(uint32_t id, const jdoc *d) {
+  char *host = req_str(d, "hostname");
+  if (host) {
+    size_t n = strlen(host);
+    if (n == 0 || n > 63 || sethostname(host, n) < 0) {
+      send_error(id, "EINVAL", "\"hostname\" must be 1..63 characters");
+      free(host);
+      return;
+    }
+    int fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) { dprintf(fd, "%s\n", host); close(fd); }
+    free(host);
+  }
+  int64_t t;
+  if (req_int(d, "time_ms", -1, &t) == 0 && t > 0) {
+    struct timespec ts = {.tv_sec = t / 1000, .tv_nsec = (t % 1000) * 1000000};
+    clock_settime(CLOCK_REALTIME, &ts);
+  }
+  char *seed = req_str(d, "seed_hex");
+  if (seed) {
+    size_t n = strlen(seed) / 2;
+    if (n > 512) n = 512;
+    struct { int count, size; unsigned char buf[512]; } ent;
+    for (size_t i = 0; i < n; i++) {
+      int hi = hexnib(seed[2 * i]), lo = hexnib(seed[2 * i + 1]);
+      if (hi < 0 || lo < 0) { send_error(id, "EINVAL", "\"seed_hex\" must be hexadecimal"); free(seed); return; }
+      ent.buf[i] = (unsigned char)(hi << 4 | lo);
+    }
+    ent.count = (int)n * 8;
+    ent.size = (int)n;
+    int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ioctl(fd, RNDADDENTROPY, &ent) < 0) {
+      /* without CAP_SYS_ADMIN semantics (not PID 1 in tests) fall back to mixing in uncredited */
+      if (fd >= 0 && write(fd, ent.buf, n) < 0) {}
+    }
+    if (fd >= 0) close(fd);
+    free(seed);
+  }
+  send_ok(id);
+}
+
+static void read_file(const char *path, char *buf, size_t sz) {
+  buf[0] = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, sz - 1);
+  close(fd);
+  buf[n > 0 ? n : 0] = 0;
+}
+
+static uint64_t meminfo(const char *text, const char *key) {
+  const char *p = strstr(text, key);
+  return p ? strtoull(p + strlen(key), NULL, 10) * 1024 : 0;
+}
+
+void op_metrics(uint32_t id, const jdoc *d) {
+  (void)d;
+  static char buf[8192];
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"ok\":true,\"cpu\":{");
+  read_file("/proc/stat", buf, sizeof buf);
+  unsigned long long v[8] = {0};
+  sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+  const char *names[] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
+  for (int i = 0; i < 8; i++) {
+    if (i) jb_cstr(&b, ",");
+    jb_key(&b, names[i]);
+    jb_uint(&b, v[i]);
+  }
+  jb_cstr(&b, ",\"count\":");
+  jb_int(&b, sysconf(_SC_NPROCESSORS_ONLN));
+  jb_cstr(&b, ",\"ticks_per_second\":");
+  jb_int(&b, sysconf(_SC_CLK_TCK));
+  read_file("/proc/loadavg", buf, sizeof buf);
+  double l1 = 0, l5 = 0, l15 = 0;
+  sscanf(buf, "%lf %lf %lf", &l1, &l5, &l15);
+  jb_cstr(&b, ",\"load\":[");
+  jb_double(&b, l1); jb_cstr(&b, ","); jb_double(&b, l5); jb_cstr(&b, ","); jb_double(&b, l15);
+  jb_cstr(&b, "]},\"memory\":{");
+  read_file("/proc/meminfo", buf, sizeof buf);
+  jb_cstr(&b, "\"total\":"); jb_uint(&b, meminfo(buf, "MemTotal:"));
+  jb_cstr(&b, ",\"free\":"); jb_uint(&b, meminfo(buf, "MemFree:"));
+  jb_cstr(&b, ",\"available\":"); jb_uint(&b, meminfo(buf, "MemAvailable:"));
+  jb_cstr(&b, "},\"disk\":{");
+  struct statvfs sv;
+  if (statvfs("/", &sv) == 0) {
+    jb_cstr(&b, "\"total\":"); jb_uint(&b, (uint64_t)sv.f_blocks * sv.f_frsize);
+    jb_cstr(&b, ",\"free\":"); jb_uint(&b, (uint64_t)sv.f_bavail * sv.f_frsize);
+    jb_cstr(&b, ",\"used\":"); jb_uint(&b, (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+  }
+  int procs = 0;
+  DIR *dir = opendir("/proc");
+  struct dirent *e;
+  while (dir && (e = readdir(dir)))
+    if (e->d_name[0] >= '1' && e->d_name[0] <= '9') procs++;
+  if (dir) closedir(dir);
+  struct sysinfo si;
+  sysinfo(&si);
+  jb_cstr(&b, "},\"processes\":");
+  jb_int(&b, procs);
+  jb_cstr(&b, ",\"uptime_s\":");
+  jb_int(&b, si.uptime);
+  jb_cstr(&b, "}");
+  send_json(id, K_RES, &b);
+  jb_free(&b);
+}
+
+void op_shutdown(uint32_t id, const jdoc *d) {
+  (void)d;
+  sync();
+  send_ok(id);
+  /* main.c powers off once the reply has been written to the host */
+  if (getpid() == 1) shutdown_requested = 1;
+}
+
+void power_off(void) {
+  sync();
+  usleep(50000); /* let QEMU hand the last reply to the host socket */
+  reboot(RB_POWER_OFF);
+}

@@ -1,0 +1,6 @@
+// Host side of the guest agent protocol.
+export * from "./frame.js";
+export * from "./errors.js";
+export * from "./messages.js";
+export { AgentChannel } from "./channel.js";
+export type { ExecSession, BufferedExecResult, ReadFileStream, RequestOptions } from "./channel.js";

@@ -1,0 +1,122 @@
+// One definition per wire message of the guest protocol. Field names match agent/src/*.c.
+
+export const PROTOCOL_VERSION = 1;
+
+export interface Hello {
+  ok: true;
+  proto: number;
+  agent: string;
+  pid: number;
+  features: string[];
+}
+
+export interface ExecRequest {
+  op: "exec";
+  /** Program and arguments; when absent, `cmd` runs under /bin/sh -c. */
+  argv?: string[];
+  cmd?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  /** User name or numeric uid (as a string) to run as. */
+  user?: string;
+  uid?: number;
+  /** Whether the host will stream stdin; otherwise stdin is /dev/null. */
+  stdin?: boolean;
+  /** Kill the process group after this many ms and report exit code 124. */
+  timeout_ms?: number;
+  pty?: { rows: number; cols: number };
+}
+
+export interface ExecResult {
+  ok: true;
+  exit_code: number;
+  timed_out: boolean;
+  signal?: number;
+}
+
+export interface ExecStarted {
+  event: "started";
+  pid: number;
+}
+
+export interface WriteRequest {
+  op: "write";
+  path: string;
+  mode?: number;
+  uid?: number;
+  gid?: number;
+  parents?: boolean;
+}
+
+export interface ReadRequest {
+  op: "read";
+  path: string;
+  offset?: number;
+  length?: number;
+}
+
+export type FileType = "file" | "dir" | "symlink" | "fifo" | "socket" | "chardev" | "blockdev" | "other";
+
+export interface FileStat {
+  type: FileType;
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime_ms: number;
+  target?: string;
+}
+
+export interface DirEntry extends FileStat {
+  name: string;
+}
+
+export interface Metrics {
+  cpu: {
+    user: number;
+    nice: number;
+    system: number;
+    idle: number;
+    iowait: number;
+    irq: number;
+    softirq: number;
+    steal: number;
+    count: number;
+    ticks_per_second: number;
+    load: [number, number, number];
+  };
+  memory: { total: number; free: number; available: number };
+  disk: { total: number; free: number; used: number };
+  processes: number;
+  uptime_s: number;
+}
+
+export interface ConfigureRequest {
+  op: "configure";
+  hostname?: string;
+  time_ms?: number;
+  seed_hex?: string;
+}
+
+/** Simple request/response operations and their replies. */
+export interface SimpleOps {
+  hello: { req: { op: "hello" }; res: Hello };
+  ping: { req: { op: "ping" }; res: { ok: true } };
+  stat: { req: { op: "stat"; path: string }; res: { ok: true } & FileStat };
+  list: { req: { op: "list"; path: string }; res: { ok: true; entries: DirEntry[]; truncated: boolean } };
+  mkdir: { req: { op: "mkdir"; path: string; mode?: number; parents?: boolean }; res: { ok: true } };
+  remove: { req: { op: "remove"; path: string; recursive?: boolean }; res: { ok: true } };
+  move: { req: { op: "move"; from: string; to: string; overwrite?: boolean }; res: { ok: true } };
+  chmod: { req: { op: "chmod"; path: string; mode: number }; res: { ok: true } };
+  glob: { req: { op: "glob"; pattern: string }; res: { ok: true; matches: string[]; truncated: boolean } };
+  metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };
+  configure: { req: ConfigureRequest; res: { ok: true } };
+  signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };
+  resize: { req: { op: "resize"; target: number; rows: number; cols: number }; res: { ok: true } };
+  shutdown: { req: { op: "shutdown" }; res: { ok: true } };
+}
+
+export interface ErrorReply {
+  ok: false;
+  error: { code: string; message: string };
+}
