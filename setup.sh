@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Sets ForgeVM up on a Debian or Ubuntu machine: system packages, npm dependencies, the
+# TypeScript build, the static guest agent, then `forgevm setup` (guest kernel, initramfs,
+# default image). Idempotent: a second run checks each step and does nothing already done.
+#   ./setup.sh [--quiet]      FORGEVM_DATA_DIR=… picks the data directory
+set -euo pipefail
+cd "$(dirname "$0")"
+QUIET=0
+[ "${1:-}" = "--quiet" ] && QUIET=1
+say() { [ "$QUIET" = 1 ] || echo "setup: $*"; }
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
+  SUDO=sudo
+fi
+
+# 1. System packages (QEMU, image and agent build tools).
+PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils ca-certificates"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+else
+  say "Debian packages: already installed"
+fi
+
+# 2. Node.js 20+ and npm dependencies.
+node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "setup: Node.js 20 or newer is required" >&2; exit 1; }
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: installing npm dependencies"
+  npm ci --no-audit --no-fund --loglevel=error
+else
+  say "npm dependencies: already installed"
+fi
+
+# 3. Build: TypeScript (when any source is newer than the last build) and the agent (make).
+if [ ! -f dist/.built ] || [ -n "$(find src test bench tsconfig.json package.json -newer dist/.built -print -quit 2>/dev/null)" ]; then
+  echo "setup: building TypeScript"
+  npx tsc -p tsconfig.json
+  touch dist/.built
+else
+  say "TypeScript: up to date"
+fi
+if make -s -q -C agent 2>/dev/null; then
+  say "agent: up to date"
+else
+  echo "setup: building the guest agent"
+  make -s -C agent
+fi
+
+# 4. Guest kernel, initramfs and the default image, under the data directory.
+if [ "$QUIET" = 1 ]; then node dist/src/cli/main.js setup --quiet; else node dist/src/cli/main.js setup; fi
+
+# 5. Put `forgevm` on the PATH.
+target="$(pwd)/bin/forgevm"
+if [ "$(readlink /usr/local/bin/forgevm 2>/dev/null || true)" != "$target" ]; then
+  if $SUDO ln -sf "$target" /usr/local/bin/forgevm 2>/dev/null; then
+    echo "setup: linked /usr/local/bin/forgevm"
+  else
+    echo "setup: could not link /usr/local/bin/forgevm; use $target"
+  fi
+else
+  say "forgevm command: on the PATH"
+fi
+say "done"

@@ -1,0 +1,131 @@
+// A running sandbox: one VM plus the operations every interface offers on it. The REST API,
+// CLI and SDKs all call these, so behaviour is the same everywhere.
+import type { Readable } from "node:stream";
+import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
+import type { Vm } from "../providers/provider.js";
+
+export interface ExecOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  /** User name or numeric uid to run as (default root). */
+  user?: string;
+  /** Kill the whole process group after this many ms; the exit code is then 124. */
+  timeoutMs?: number;
+  stdin?: string | Uint8Array;
+  /** Keep at most this many bytes of each of stdout and stderr. */
+  maxOutputBytes?: number;
+}
+
+export interface ExecOutput {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** Output beyond maxOutputBytes was dropped. */
+  truncated: boolean;
+  durationMs: number;
+}
+
+export class Sandbox {
+  constructor(
+    readonly id: string,
+    readonly image: string,
+    readonly vm: Vm,
+    private readonly onDestroy: (sb: Sandbox) => void,
+  ) {}
+
+  /** Runs a command (a shell string, or argv without a shell) and waits for it. */
+  async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecOutput> {
+    const t0 = performance.now();
+    const r = await this.vm.channel.execBuffered(
+      {
+        ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
+        env: opts.env,
+        cwd: opts.cwd,
+        user: opts.user,
+        timeout_ms: opts.timeoutMs,
+      },
+      { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes },
+    );
+    return {
+      exitCode: r.exit_code,
+      stdout: r.stdout.toString("utf8"),
+      stderr: r.stderr.toString("utf8"),
+      timedOut: r.timed_out,
+      truncated: r.truncated,
+      durationMs: Math.round(performance.now() - t0),
+    };
+  }
+
+  /** Starts a command whose output streams as it is produced (consume stdout and stderr). */
+  execStream(command: string | string[], opts: Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number } } = {}): ExecSession {
+    return this.vm.channel.exec({
+      ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
+      env: opts.env,
+      cwd: opts.cwd,
+      user: opts.user,
+      timeout_ms: opts.timeoutMs,
+      stdin: opts.stdin,
+      pty: opts.pty,
+    });
+  }
+
+  /** Writes a file atomically, creating parent directories. */
+  writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number } = {}) {
+    return this.vm.channel.writeFile(path, data, opts);
+  }
+
+  /** Reads a whole file (refusing files larger than maxBytes). */
+  readFile(path: string, maxBytes?: number): Promise<Buffer> {
+    return this.vm.channel.readFileBuffer(path, maxBytes);
+  }
+
+  /** Streams a file out of the guest. */
+  readFileStream(path: string) {
+    return this.vm.channel.readFile(path);
+  }
+
+  async listFiles(path: string): Promise<DirEntry[]> {
+    return (await this.vm.channel.request<"list">({ op: "list", path })).entries;
+  }
+
+  async stat(path: string): Promise<FileStat> {
+    const { ok: _ok, ...st } = await this.vm.channel.request<"stat">({ op: "stat", path });
+    return st;
+  }
+
+  async mkdir(path: string, mode?: number): Promise<void> {
+    await this.vm.channel.request<"mkdir">({ op: "mkdir", path, mode, parents: true });
+  }
+
+  async remove(path: string, recursive = false): Promise<void> {
+    await this.vm.channel.request<"remove">({ op: "remove", path, recursive });
+  }
+
+  async move(from: string, to: string, overwrite = true): Promise<void> {
+    await this.vm.channel.request<"move">({ op: "move", from, to, overwrite });
+  }
+
+  async chmod(path: string, mode: number): Promise<void> {
+    await this.vm.channel.request<"chmod">({ op: "chmod", path, mode });
+  }
+
+  async glob(pattern: string): Promise<string[]> {
+    return (await this.vm.channel.request<"glob">({ op: "glob", pattern })).matches;
+  }
+
+  async metrics(): Promise<Metrics> {
+    const { ok: _ok, ...m } = await this.vm.channel.request<"metrics">({ op: "metrics" });
+    return m;
+  }
+
+  /** Stops the VM and removes all of its files. */
+  async destroy(): Promise<void> {
+    await this.vm.destroy();
+    this.onDestroy(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.destroy();
+  }
+}

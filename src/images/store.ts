@@ -1,0 +1,73 @@
+// The local image store: each image is a directory holding a read-only ext4 root filesystem
+// and its metadata. Image pulls and imports (later) install into the same layout.
+import { readFile, readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { Paths } from "../config/paths.js";
+
+/** The image a spawn gets when none is named: Debian bookworm minbase with python3 and bash. */
+export const DEFAULT_IMAGE = "forgevm/debian:bookworm";
+
+export interface ImageMeta {
+  name: string;
+  /** How it was made, e.g. "debootstrap bookworm minbase". */
+  source: string;
+  createdAt: string;
+  /** Size of rootfs.ext4 in bytes. */
+  size: number;
+  /** Packages or layers it contains, informational. */
+  description?: string;
+}
+
+export interface LocalImage extends ImageMeta {
+  dir: string;
+  rootfs: string;
+}
+
+export class ImageNotFoundError extends Error {
+  override name = "ImageNotFoundError";
+}
+
+/** Directory name of an image: its name with every character outside [A-Za-z0-9._-] replaced. */
+export function imageSlug(name: string): string {
+  return name.replace(/[^A-Za-z0-9._-]/g, "_");
+}
+
+export function imageDir(paths: Paths, name: string): string {
+  return join(paths.imagesDir, imageSlug(name));
+}
+
+/** Finds a local image by name ("default" means DEFAULT_IMAGE). */
+export async function resolveImage(paths: Paths, name: string = DEFAULT_IMAGE): Promise<LocalImage> {
+  const wanted = name === "default" ? DEFAULT_IMAGE : name;
+  const dir = imageDir(paths, wanted);
+  try {
+    const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as ImageMeta;
+    const rootfs = join(dir, "rootfs.ext4");
+    await stat(rootfs);
+    return { ...meta, dir, rootfs };
+  } catch {
+    const hint = wanted === DEFAULT_IMAGE ? "run ./setup.sh to build it" : `local images: ${(await listImages(paths)).map((i) => i.name).join(", ") || "none"}`;
+    throw new ImageNotFoundError(`image "${wanted}" is not in ${paths.imagesDir} (${hint})`);
+  }
+}
+
+/** All complete images in the store. */
+export async function listImages(paths: Paths): Promise<LocalImage[]> {
+  let names: string[];
+  try {
+    names = await readdir(paths.imagesDir);
+  } catch {
+    return [];
+  }
+  const out: LocalImage[] = [];
+  for (const n of names) {
+    const dir = join(paths.imagesDir, n);
+    try {
+      const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as ImageMeta;
+      out.push({ ...meta, dir, rootfs: join(dir, "rootfs.ext4") });
+    } catch {
+      // a directory without metadata is an unfinished build: not an image
+    }
+  }
+  return out;
+}

@@ -1,0 +1,50 @@
+// The QEMU command line for one microVM. Pure, so tests can check it without launching.
+import type { Accel, VmSpec } from "../provider.js";
+
+export const AGENT_PORT_NAME = "org.forgevm.agent";
+
+export interface VmFiles {
+  kernel: string;
+  initramfs: string;
+  /** qcow2 overlay over the image; absent when the VM has no disk. */
+  disk?: string;
+  agentSocket: string;
+  consoleSocket: string;
+  qmpSocket: string;
+}
+
+/** Kernel command line: quiet serial console (a chatty console costs seconds under TCG). */
+export function kernelCmdline(spec: VmSpec): string {
+  const parts = ["console=ttyS0", "quiet", "panic=-1", "reboot=t"];
+  if (spec.rootfs) parts.push("fvm.root=vda");
+  if (spec.hostname) parts.push(`fvm.hostname=${spec.hostname}`);
+  return parts.join(" ");
+}
+
+export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel): string[] {
+  const args = [
+    "-M", "microvm,rtc=on",
+    "-accel", accel,
+    "-cpu", accel === "kvm" ? "host" : "max",
+    "-m", String(spec.memoryMb),
+    "-smp", String(spec.vcpus),
+    "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+    "-kernel", files.kernel,
+    "-initrd", files.initramfs,
+    "-append", kernelCmdline(spec),
+    "-chardev", `socket,id=con,path=${files.consoleSocket},server=on,wait=off`,
+    "-serial", "chardev:con",
+    "-device", "virtio-serial-device",
+    "-chardev", `socket,id=agent,path=${files.agentSocket},server=on,wait=off`,
+    "-device", `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
+    "-device", "virtio-rng-device",
+    "-qmp", `unix:${files.qmpSocket},server=on,wait=off`,
+  ];
+  if (files.disk) {
+    args.push(
+      "-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`,
+      "-device", "virtio-blk-device,drive=root",
+    );
+  }
+  return args.concat(spec.qemuArgs ?? []);
+}

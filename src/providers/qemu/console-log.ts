@@ -1,0 +1,62 @@
+// The guest's serial console, captured to a bounded per-VM log file plus an in-memory tail
+// that boot errors quote.
+import { createConnection, type Socket } from "node:net";
+import { openSync, writeSync, closeSync, readFileSync, writeFileSync, fstatSync } from "node:fs";
+
+const FILE_CAP = 1024 * 1024; // bytes kept on disk; older output is dropped
+const TAIL_CAP = 16 * 1024;
+
+export class ConsoleLog {
+  private fd: number;
+  private size = 0;
+  private tail = "";
+  private socket: Socket | null = null;
+
+  constructor(readonly path: string) {
+    this.fd = openSync(path, "a", 0o600);
+    this.size = fstatSync(this.fd).size;
+  }
+
+  /** Starts reading the console socket QEMU serves. */
+  attach(socketPath: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const s = createConnection(socketPath);
+      s.once("connect", () => {
+        this.socket = s;
+        resolve();
+      });
+      s.once("error", reject);
+      s.on("data", (d: Buffer) => this.append(d));
+      s.on("error", () => {}); // after connect: VM went away; nothing to do
+    });
+  }
+
+  /** The last `bytes` characters the guest printed. */
+  getTail(bytes = 4096): string {
+    return this.tail.slice(-bytes);
+  }
+
+  close(): void {
+    this.socket?.destroy();
+    this.socket = null;
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
+  }
+
+  private append(d: Buffer): void {
+    this.tail = (this.tail + d.toString("utf8")).slice(-TAIL_CAP);
+    if (this.fd < 0) return;
+    if (this.size + d.length > FILE_CAP) this.compact();
+    writeSync(this.fd, d);
+    this.size += d.length;
+  }
+
+  // Keep the newest half when the log reaches its cap, so a chatty guest cannot fill the disk.
+  private compact(): void {
+    closeSync(this.fd);
+    const keep = readFileSync(this.path).subarray(-FILE_CAP / 2);
+    writeFileSync(this.path, keep, { mode: 0o600 });
+    this.fd = openSync(this.path, "a", 0o600);
+    this.size = keep.length;
+  }
+}

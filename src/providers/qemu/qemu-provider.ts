@@ -1,0 +1,268 @@
+// The QEMU microvm provider: launches one QEMU process per VM with the shared kernel and
+// initramfs, the image as a read-only backing file under a per-VM qcow2 overlay, the agent's
+// virtio-serial channel, the serial console and a QMP socket, all in the VM's own directory.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, openSync } from "node:fs";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
+import { createConnection, type Socket } from "node:net";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { AgentChannel } from "../../agent-client/index.js";
+import type { Paths } from "../../config/paths.js";
+import { run } from "../../util/process.js";
+import { BootError, type Accel, type Provider, type ProviderHealth, type Vm, type VmInfo, type VmSpec } from "../provider.js";
+import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
+import { qemuArgs, type VmFiles } from "./args.js";
+import { ConsoleLog } from "./console-log.js";
+
+export interface QemuProviderOptions {
+  paths: Paths;
+  accel?: AccelMode;
+  qemuBinary?: string;
+  /** Default hello deadline; TCG boots are slower, so the default depends on the accel. */
+  bootTimeoutMs?: number;
+}
+
+const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
+const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+export class QemuProvider implements Provider {
+  readonly name = "qemu";
+  private verdict: Promise<AccelVerdict> | null = null;
+  private readonly live = new Set<QemuVm>();
+  private readonly qemu: string;
+
+  constructor(private readonly opts: QemuProviderOptions) {
+    this.qemu = opts.qemuBinary ?? "qemu-system-x86_64";
+  }
+
+  /** The accelerator in use (probing KVM on first call when accel is auto). */
+  accel(): Promise<AccelVerdict> {
+    this.verdict ??= this.qemuVersion().then((qemuVersion) =>
+      resolveAccel(this.opts.accel ?? "auto", {
+        stateDir: this.opts.paths.stateDir,
+        kernel: this.opts.paths.kernel,
+        qemuVersion,
+        probe: () => this.probeKvm(),
+      }),
+    );
+    this.verdict.catch(() => (this.verdict = null));
+    return this.verdict;
+  }
+
+  async health(): Promise<ProviderHealth> {
+    const problems: string[] = [];
+    const details: Record<string, string> = {};
+    let accel: Accel | null = null;
+    try {
+      details.qemu = await this.qemuVersion();
+    } catch (e) {
+      problems.push(`QEMU is not usable: ${(e as Error).message}`);
+    }
+    for (const [what, p] of [["kernel", this.opts.paths.kernel], ["initramfs", this.opts.paths.initramfs]] as const) {
+      try {
+        await stat(p);
+        details[what] = p;
+      } catch {
+        problems.push(`${what} missing at ${p} (run ./setup.sh)`);
+      }
+    }
+    if (!problems.length) {
+      try {
+        const v = await this.accel();
+        accel = v.accel;
+        details.accel_reason = v.reason;
+      } catch (e) {
+        problems.push((e as Error).message);
+      }
+    }
+    return { name: this.name, healthy: problems.length === 0, accel, problems, details };
+  }
+
+  async spawn(spec: VmSpec): Promise<Vm> {
+    validateSpec(spec);
+    const { accel } = await this.accel();
+    return this.launch(spec, accel);
+  }
+
+  /** Destroys every VM this provider started and still tracks. */
+  async destroyAll(): Promise<void> {
+    await Promise.all([...this.live].map((vm) => vm.destroy()));
+  }
+
+  private async qemuVersion(): Promise<string> {
+    const { stdout } = await run(this.qemu, ["--version"]);
+    return stdout.split("\n")[0].trim();
+  }
+
+  private async probeKvm(): Promise<boolean> {
+    try {
+      const vm = await this.launch(
+        { id: `probe-${randomBytes(4).toString("hex")}`, memoryMb: 128, vcpus: 1, bootTimeoutMs: 8000 },
+        "kvm",
+      );
+      const ok = (await vm.channel.request<"ping">({ op: "ping" }, { timeoutMs: 3000 })).ok;
+      await vm.destroy();
+      return ok;
+    } catch {
+      return false;
+    }
+  }
+
+  private async launch(spec: VmSpec, accel: Accel): Promise<QemuVm> {
+    const dir = join(this.opts.paths.vmsDir, spec.id);
+    const files: VmFiles = {
+      kernel: this.opts.paths.kernel,
+      initramfs: this.opts.paths.initramfs,
+      agentSocket: join(dir, "agent.sock"),
+      consoleSocket: join(dir, "console.sock"),
+      qmpSocket: join(dir, "qmp.sock"),
+    };
+    if (files.consoleSocket.length > MAX_SOCKET_PATH) {
+      throw new Error(`VM directory path is too long for unix sockets (${files.consoleSocket.length} > ${MAX_SOCKET_PATH}): use a shorter data directory (FORGEVM_DATA_DIR)`);
+    }
+    await mkdir(this.opts.paths.vmsDir, { recursive: true });
+    try {
+      await mkdir(dir, { mode: 0o700 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`a VM with id ${spec.id} already exists`);
+      throw e;
+    }
+    const started = performance.now();
+    let child: ChildProcess | null = null;
+    let consoleLog: ConsoleLog | null = null;
+    let exited: Promise<void> = Promise.resolve();
+    const cleanup = async () => {
+      consoleLog?.close();
+      if (child && child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGKILL");
+        await exited;
+      }
+      await rm(dir, { recursive: true, force: true });
+    };
+    try {
+      if (spec.rootfs) {
+        files.disk = join(dir, "disk.qcow2");
+        const imageBytes = (await stat(spec.rootfs)).size;
+        const diskBytes = Math.max(imageBytes, (spec.diskMb ?? 0) * 1024 * 1024);
+        await run("qemu-img", ["create", "-q", "-f", "qcow2", "-b", spec.rootfs, "-F", "raw", files.disk, String(diskBytes)]);
+      }
+      consoleLog = new ConsoleLog(join(dir, "console.log"));
+      const errFd = openSync(join(dir, "qemu.log"), "w", 0o600);
+      // Detached: the VM belongs to this server's state, not to its process group, so a
+      // Ctrl-C in a terminal does not kill VMs behind the server's back.
+      child = spawn(this.qemu, qemuArgs(spec, files, accel), { detached: true, stdio: ["ignore", "ignore", errFd] });
+      closeSync(errFd);
+      const proc = child;
+      exited = new Promise<void>((r) => proc.once("exit", () => r()));
+      child.once("error", () => {}); // reported through the exit and the log below
+
+      const qemuLog = () => readFile(join(dir, "qemu.log"), "utf8").catch(() => "");
+      await waitForSockets([files.consoleSocket, files.agentSocket], proc, 10_000).catch(async (e) => {
+        throw new BootError(`QEMU did not start: ${e.message}\n${(await qemuLog()).trim()}`, "");
+      });
+      await consoleLog.attach(files.consoleSocket);
+      const channel = new AgentChannel(await connect(files.agentSocket));
+      const deadline = spec.bootTimeoutMs ?? this.opts.bootTimeoutMs ?? (accel === "kvm" ? 15_000 : 60_000);
+      let timer: NodeJS.Timeout | undefined;
+      const failure = await Promise.race([
+        channel.hello.then(() => null, (e: Error) => `the agent channel closed before hello (${e.message})`),
+        exited.then(() => "QEMU exited before the agent said hello"),
+        new Promise<string>((r) => (timer = setTimeout(() => r(`the agent did not say hello within ${deadline} ms`), deadline))),
+      ]);
+      clearTimeout(timer);
+      if (failure) {
+        channel.close();
+        const tail = consoleLog.getTail();
+        const log = (await qemuLog()).trim();
+        throw new BootError(
+          `VM ${spec.id} failed to boot (${accel}): ${failure}${log ? `\nQEMU: ${log}` : ""}\n--- console tail ---\n${tail}`,
+          tail,
+        );
+      }
+      const hello = await channel.hello;
+      // New identity state from the host: wall clock and entropy (never shared between VMs).
+      await channel.request<"configure">({ op: "configure", time_ms: Date.now(), seed_hex: randomBytes(64).toString("hex") });
+      const info: VmInfo = {
+        id: spec.id,
+        pid: proc.pid!,
+        dir,
+        accel,
+        memoryMb: spec.memoryMb,
+        vcpus: spec.vcpus,
+        agentVersion: hello.agent,
+        bootMs: Math.round(performance.now() - started),
+      };
+      const vm = new QemuVm(info, channel, consoleLog, proc, exited, cleanup, () => this.live.delete(vm));
+      this.live.add(vm);
+      return vm;
+    } catch (e) {
+      await cleanup();
+      throw e;
+    }
+  }
+}
+
+class QemuVm implements Vm {
+  private destroying: Promise<void> | null = null;
+
+  constructor(
+    readonly info: VmInfo,
+    readonly channel: AgentChannel,
+    private readonly console: ConsoleLog,
+    private readonly proc: ChildProcess,
+    readonly exited: Promise<void>,
+    private readonly cleanup: () => Promise<void>,
+    private readonly forget: () => void,
+  ) {}
+
+  consoleTail(bytes = 4096): string {
+    return this.console.getTail(bytes);
+  }
+
+  destroy(): Promise<void> {
+    this.destroying ??= (async () => {
+      this.channel.close();
+      await this.cleanup();
+      this.forget();
+    })();
+    return this.destroying;
+  }
+
+  get pid(): number {
+    return this.proc.pid!;
+  }
+}
+
+function validateSpec(spec: VmSpec): void {
+  if (!ID_RE.test(spec.id)) throw new RangeError(`id "${spec.id}" must be 1-63 lowercase letters, digits or dashes`);
+  if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 65536) {
+    throw new RangeError(`memoryMb must be an integer between 64 and 65536, got ${spec.memoryMb}`);
+  }
+  if (!Number.isInteger(spec.vcpus) || spec.vcpus < 1 || spec.vcpus > 64) {
+    throw new RangeError(`vcpus must be an integer between 1 and 64, got ${spec.vcpus}`);
+  }
+  if (spec.hostname !== undefined && !/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/.test(spec.hostname)) {
+    throw new RangeError(`hostname "${spec.hostname}" must be 1-63 letters, digits or dashes`);
+  }
+}
+
+async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`QEMU exited with ${proc.exitCode ?? proc.signalCode}`);
+    const ok = await Promise.all(paths.map((p) => stat(p).then(() => true, () => false)));
+    if (ok.every(Boolean)) return;
+    if (Date.now() > end) throw new Error(`its sockets did not appear within ${timeoutMs} ms`);
+    await sleep(5);
+  }
+}
+
+function connect(path: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = createConnection(path);
+    s.once("connect", () => resolve(s));
+    s.once("error", reject);
+  });
+}

@@ -1,0 +1,46 @@
+// Running host programs (qemu-img, mkfs.ext4, …) with their output captured for error messages.
+import { spawn, type SpawnOptions } from "node:child_process";
+
+export class CommandError extends Error {
+  override name = "CommandError";
+  constructor(
+    message: string,
+    readonly command: string,
+    readonly exitCode: number | null,
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Runs a program to completion; rejects with its stderr tail when it fails or cannot start. */
+export function run(
+  cmd: string,
+  args: string[],
+  opts: SpawnOptions & { input?: Buffer | string; maxOutput?: number } = {},
+): Promise<{ stdout: string; stderr: string }> {
+  const max = opts.maxOutput ?? 4 * 1024 * 1024;
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { ...opts, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (d) => {
+      if (stdout.length < max) stdout += d;
+    });
+    child.stderr!.on("data", (d) => {
+      stderr = (stderr + d).slice(-max);
+    });
+    child.on("error", (e: NodeJS.ErrnoException) => {
+      const hint = e.code === "ENOENT" ? ` (is it installed? run ./setup.sh)` : "";
+      reject(new CommandError(`cannot run ${cmd}: ${e.message}${hint}`, cmd, null, ""));
+    });
+    child.on("close", (code) => {
+      if (code === 0) resolve({ stdout, stderr });
+      else {
+        const tail = stderr.trim().split("\n").slice(-8).join("\n");
+        reject(new CommandError(`${cmd} ${args.join(" ")} failed with exit code ${code}${tail ? `:\n${tail}` : ""}`, cmd, code, stderr));
+      }
+    });
+    child.stdin!.end(opts.input ?? "");
+  });
+}
