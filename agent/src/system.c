@@ -43,6 +43,7 @@ const char *errno_code(int err) {
 }
 
 static char cmdline[4096];
+static int set_hostname(const char *name);
 
 /* Value of fvm.KEY=... on the kernel command line, or NULL. */
 static const char *cmdline_get(const char *key, char *out, size_t outsz) {
@@ -139,7 +140,10 @@ void boot_init(void) {
     int ro = cmdline_get("fvm.ro", val, sizeof val) && val[0] == '1';
     mkdir("/newroot", 0755);
     if (mount(dev, "/newroot", "ext4", ro ? MS_RDONLY : 0, NULL) < 0) {
-      alog("cannot mount root %s: %s; staying in the initramfs", dev, strerror(errno));
+      /* A VM without its root filesystem is useless: stop, so the host reports a boot error
+       * with this line in the console tail instead of a VM that half works. */
+      alog("cannot mount root filesystem %s: %s", dev, strerror(errno));
+      power_off();
     } else {
       /* switch_root: the initramfs cannot be pivoted away, so move the new root over "/" */
       mkdir("/newroot/dev", 0755);
@@ -160,8 +164,17 @@ void boot_init(void) {
   mount_fs("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   mount_fs("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
   if (access("/dev/ptmx", F_OK) < 0) symlink("pts/ptmx", "/dev/ptmx");
-  if (cmdline_get("fvm.hostname", val, sizeof val)) sethostname(val, strlen(val));
+  if (cmdline_get("fvm.hostname", val, sizeof val)) set_hostname(val);
   loopback_up();
+}
+
+/* The kernel's hostname and /etc/hostname agree, so tools reading either see the same name. */
+static int set_hostname(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > 63 || sethostname(name, n) < 0) return -1;
+  int fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) { dprintf(fd, "%s\n", name); close(fd); }
+  return 0;
 }
 
 static int hexnib(char c) {
@@ -176,15 +189,9 @@ static int hexnib(char c) {
 void op_configure(uint32_t id, const jdoc *d) {
   char *host = req_str(d, "hostname");
   if (host) {
-    size_t n = strlen(host);
-    if (n == 0 || n > 63 || sethostname(host, n) < 0) {
-      send_error(id, "EINVAL", "\"hostname\" must be 1..63 characters");
-      free(host);
-      return;
-    }
-    int fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) { dprintf(fd, "%s\n", host); close(fd); }
+    int bad = set_hostname(host) < 0;
     free(host);
+    if (bad) { send_error(id, "EINVAL", "\"hostname\" must be 1..63 characters"); return; }
   }
   int64_t t;
   if (req_int(d, "time_ms", -1, &t) == 0 && t > 0) {

@@ -262,7 +262,9 @@ export class AgentChannel extends EventEmitter {
 
   private fail(p: Pending, err: Error): void {
     if (p.timer) clearTimeout(p.timer);
-    for (const s of p.incoming?.values() ?? []) if (!s.readableEnded) s.destroy(err);
+    // Destroyed without the error: the result promise carries it, and a stream nobody listens
+    // to for errors must not crash the process.
+    for (const s of p.incoming?.values() ?? []) if (!s.readableEnded) s.destroy();
     p.outgoing?.abort();
     p.reject(err);
   }

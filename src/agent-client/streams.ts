@@ -18,7 +18,12 @@ export class IncomingStream extends Readable {
   accept(chunk: Buffer): boolean {
     if (chunk.length > this.outstanding) return false;
     this.outstanding -= chunk.length;
-    if (this.destroyed) return true;
+    // A consumer that stopped reading (destroyed the stream) must not stall the guest process:
+    // discard and keep the credit flowing so the process can run to its end.
+    if (this.destroyed) {
+      this.release(chunk.length);
+      return true;
+    }
     if (this.push(chunk)) this.release(chunk.length);
     else this.owed += chunk.length;
     return true;

@@ -3,7 +3,7 @@
 // virtio-serial channel, the serial console and a QMP socket, all in the VM's own directory.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { createConnection, type Socket } from "node:net";
 import { join } from "node:path";
@@ -13,7 +13,7 @@ import type { Paths } from "../../config/paths.js";
 import { run } from "../../util/process.js";
 import { BootError, type Accel, type Provider, type ProviderHealth, type Vm, type VmInfo, type VmSpec } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
-import { qemuArgs, type VmFiles } from "./args.js";
+import { hostTscKhz, qemuArgs, type VmFiles } from "./args.js";
 import { ConsoleLog } from "./console-log.js";
 
 export interface QemuProviderOptions {
@@ -22,6 +22,11 @@ export interface QemuProviderOptions {
   qemuBinary?: string;
   /** Default hello deadline; TCG boots are slower, so the default depends on the accel. */
   bootTimeoutMs?: number;
+  /**
+   * Kill this provider's VMs when the Node process exits (default true). A server that
+   * re-attaches to its VMs after a restart turns this off.
+   */
+  killOnExit?: boolean;
 }
 
 const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
@@ -32,9 +37,23 @@ export class QemuProvider implements Provider {
   private verdict: Promise<AccelVerdict> | null = null;
   private readonly live = new Set<QemuVm>();
   private readonly qemu: string;
+  private readonly tscKhz = hostTscKhz(readFileSync("/proc/cpuinfo", "utf8"));
 
   constructor(private readonly opts: QemuProviderOptions) {
     this.qemu = opts.qemuBinary ?? "qemu-system-x86_64";
+    if (opts.killOnExit !== false) process.once("exit", () => this.killAllSync());
+  }
+
+  // Last resort at process exit: only synchronous calls work here.
+  private killAllSync(): void {
+    for (const vm of this.live) {
+      try {
+        process.kill(vm.info.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+      rmSync(vm.info.dir, { recursive: true, force: true });
+    }
   }
 
   /** The accelerator in use (probing KVM on first call when accel is auto). */
@@ -152,7 +171,7 @@ export class QemuProvider implements Provider {
       const errFd = openSync(join(dir, "qemu.log"), "w", 0o600);
       // Detached: the VM belongs to this server's state, not to its process group, so a
       // Ctrl-C in a terminal does not kill VMs behind the server's back.
-      child = spawn(this.qemu, qemuArgs(spec, files, accel), { detached: true, stdio: ["ignore", "ignore", errFd] });
+      child = spawn(this.qemu, qemuArgs(spec, files, accel, this.tscKhz), { detached: true, stdio: ["ignore", "ignore", errFd] });
       closeSync(errFd);
       const proc = child;
       exited = new Promise<void>((r) => proc.once("exit", () => r()));
@@ -166,7 +185,7 @@ export class QemuProvider implements Provider {
       const channel = new AgentChannel(await connect(files.agentSocket));
       const deadline = spec.bootTimeoutMs ?? this.opts.bootTimeoutMs ?? (accel === "kvm" ? 15_000 : 60_000);
       let timer: NodeJS.Timeout | undefined;
-      const failure = await Promise.race([
+      let failure = await Promise.race([
         channel.hello.then(() => null, (e: Error) => `the agent channel closed before hello (${e.message})`),
         exited.then(() => "QEMU exited before the agent said hello"),
         new Promise<string>((r) => (timer = setTimeout(() => r(`the agent did not say hello within ${deadline} ms`), deadline))),
@@ -174,6 +193,9 @@ export class QemuProvider implements Provider {
       clearTimeout(timer);
       if (failure) {
         channel.close();
+        // The channel usually closes a moment before QEMU is reaped: say which really happened.
+        const stopped = await Promise.race([exited.then(() => true), sleep(500).then(() => false)]);
+        if (stopped) failure = `QEMU exited (${proc.exitCode ?? proc.signalCode}) before the agent said hello`;
         const tail = consoleLog.getTail();
         const log = (await qemuLog()).trim();
         throw new BootError(
