@@ -3,6 +3,12 @@ import type { Accel, VmSpec } from "../provider.js";
 
 export const AGENT_PORT_NAME = "org.forgevm.agent";
 
+/**
+ * TCG translation cache size. QEMU defaults to 1 GiB, which a small VM never needs and which
+ * shows up in host RSS as the cache fills; 64 MiB was measured to cost no boot or exec time.
+ */
+export const TCG_TB_MIB = 64;
+
 export interface VmFiles {
   kernel: string;
   initramfs: string;
@@ -30,7 +36,7 @@ export function kernelCmdline(spec: VmSpec, opts: { tscKhz?: number } = {}): str
 export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?: number): string[] {
   const args = [
     "-M", "microvm,rtc=on",
-    "-accel", accel,
+    "-accel", accel === "tcg" ? `tcg,tb-size=${TCG_TB_MIB}` : accel,
     "-cpu", accel === "kvm" ? "host" : "max",
     "-m", String(spec.memoryMb),
     "-smp", String(spec.vcpus),

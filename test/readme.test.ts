@@ -1,0 +1,32 @@
+// The README's TypeScript snippet, copied verbatim into the repository folder and run.
+import assert from "node:assert/strict";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { it } from "node:test";
+import { run } from "../src/util/process.js";
+
+const repo = fileURLToPath(new URL("../../", import.meta.url));
+
+it("the README hello snippet prints 42", async () => {
+  const readme = await readFile(join(repo, "README.md"), "utf8");
+  const m = /<!-- snippet:hello -->\s*```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(m, "README has the hello snippet");
+  const file = join(repo, `.readme-hello-${process.pid}.mjs`);
+  await writeFile(file, m[1]);
+  try {
+    const { stdout } = await run(process.execPath, [file], { cwd: repo });
+    assert.equal(stdout, "42\n");
+  } finally {
+    await rm(file, { force: true });
+  }
+});
+
+it("the README quick start names the set-up and test commands CI runs", async () => {
+  const readme = await readFile(join(repo, "README.md"), "utf8");
+  const ci = await readFile(join(repo, ".ci", "run"), "utf8");
+  assert.match(readme, /```sh\n\.\/setup\.sh && forgevm run -- python3 -c 'print\(6\*7\)'\n```/);
+  assert.match(readme, /```sh\nnpm test\n```/);
+  assert.match(ci, /^\.\/setup\.sh$/m);
+  assert.match(ci, /^npm test$/m);
+});
