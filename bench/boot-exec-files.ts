@@ -2,7 +2,7 @@
 //   cold boot to agent hello (p50/p95 over BOOTS boots) beside a bare QEMU boot of the same
 //   kernel and initramfs to its first serial byte, measured in the same run (ratio reported);
 //   exec round trip of `true` (p50/p99 over EXECS); 100 MiB upload and download throughput;
-//   host RSS of one idle VM's QEMU process.
+//   host RSS of one idle VM's QEMU process (after boot, and after the exec and file runs).
 // Usage: node dist/bench/boot-exec-files.js [--boots N] [--execs N] [--mib N]
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -19,6 +19,11 @@ const { values } = parseArgs({
 const BOOTS = Number(values.boots);
 const EXECS = Number(values.execs);
 const MIB = Number(values.mib);
+
+async function rssKb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
+}
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -54,8 +59,12 @@ async function main() {
   const hello: number[] = [];
   const spawnTotal: number[] = [];
   const bare: number[] = [];
+  const noDisk: number[] = [];
   for (let i = 0; i < BOOTS; i++) {
     bare.push(await bareBoot(forge.paths.kernel, forge.paths.initramfs, verdict.accel, tsc));
+    const nd = await forge.provider.spawn({ id: `bench-nodisk-${i}`, memoryMb: 512, vcpus: 1 });
+    noDisk.push(nd.info.bootMs);
+    await nd.destroy();
     const t0 = performance.now();
     const vm = await forge.provider.spawn({ id: `bench-${i}`, rootfs: image.rootfs, memoryMb: 512, vcpus: 1, diskMb: 2048 });
     spawnTotal.push(performance.now() - t0);
@@ -64,6 +73,8 @@ async function main() {
   }
 
   const sb = await forge.spawn({ memoryMb: 512 });
+  await new Promise((r) => setTimeout(r, 2000));
+  const rssIdleKb = await rssKb(sb.vm.info.pid);
   const execs: number[] = [];
   for (let i = 0; i < EXECS; i++) {
     const t0 = performance.now();
@@ -87,9 +98,7 @@ async function main() {
   if (!back.equals(data)) throw new Error("download differs from upload");
   await sb.remove("/root/bench.bin");
 
-  await new Promise((r) => setTimeout(r, 2000));
-  const status = await readFile(`/proc/${sb.vm.info.pid}/status`, "utf8");
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
+  const rssAfterKb = await rssKb(sb.vm.info.pid);
   await forge.close();
 
   const p50Hello = pct(hello, 50);
@@ -105,6 +114,7 @@ async function main() {
       runs: BOOTS,
       hello_ms: { p50: p50Hello, p95: pct(hello, 95) },
       spawn_total_ms: { p50: pct(spawnTotal, 50), p95: pct(spawnTotal, 95) },
+      hello_without_disk_ms: { p50: pct(noDisk, 50), p95: pct(noDisk, 95) },
       bare_qemu_first_serial_byte_ms: { p50: p50Bare, p95: pct(bare, 95) },
       ratio_hello_to_bare_p50: Math.round((p50Hello / p50Bare) * 100) / 100,
     },
@@ -115,7 +125,11 @@ async function main() {
       upload_mib_s: Math.round((MIB / upS) * 10) / 10,
       download_mib_s: Math.round((MIB / downS) * 10) / 10,
     },
-    idle_vm: { memory_mb: 512, qemu_rss_mib: Math.round(rssKb / 1024) },
+    qemu_rss_mib: {
+      memory_mb: 512,
+      idle_after_boot: Math.round(rssIdleKb / 1024),
+      after_exec_and_file_runs: Math.round(rssAfterKb / 1024),
+    },
   }, null, 2));
 }
 

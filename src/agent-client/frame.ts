@@ -6,7 +6,7 @@ export const HEADER_SIZE = 12;
 /** Largest payload either side may send; a larger header means a broken or hostile peer. */
 export const MAX_PAYLOAD = 1 << 20;
 /** Credit each stream starts with, in bytes, before the receiver grants more. */
-export const INITIAL_WINDOW = 256 * 1024;
+export const INITIAL_WINDOW = 1024 * 1024;
 /** Largest DATA payload the host sends. */
 export const DATA_CHUNK = 64 * 1024;
 
