@@ -41,6 +41,7 @@ export function run(
         reject(new CommandError(`${cmd} ${args.join(" ")} failed with exit code ${code}${tail ? `:\n${tail}` : ""}`, cmd, code, stderr));
       }
     });
+    child.stdin!.on("error", () => {}); // a program that exits without reading its input
     child.stdin!.end(opts.input ?? "");
   });
 }
