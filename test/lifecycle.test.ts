@@ -24,6 +24,18 @@ describe("lifecycle", () => {
     await sb.destroy(); // idempotent
   });
 
+  it("shuts the guest down on request: QEMU exits and destroy cleans up", async () => {
+    const forge = await testForge();
+    const sb = await forge.spawn({ memoryMb: 256 });
+    const { pid, dir } = sb.vm.info;
+    await sb.exec("echo persisted > /root/f && sync");
+    assert.deepEqual(await sb.vm.channel.request<"shutdown">({ op: "shutdown" }), { ok: true });
+    await sb.vm.exited;
+    assert.equal(alive(pid), false);
+    await sb.destroy();
+    await assert.rejects(stat(dir), { code: "ENOENT" });
+  });
+
   it("fails with a deadline error when the guest never says hello", async () => {
     const forge = await testForge();
     // -S: QEMU starts with the CPU stopped, so the agent never runs.

@@ -5,7 +5,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { AgentError, type Sandbox } from "../src/index.js";
 import { INITIAL_WINDOW } from "../src/agent-client/index.js";
-import { testForge, waitFor } from "./helpers.js";
+import { stat } from "node:fs/promises";
+import { alive, testForge, waitFor } from "./helpers.js";
 
 let sb: Sandbox;
 
@@ -15,7 +16,10 @@ before(async () => {
 });
 
 after(async () => {
+  const { pid, dir } = sb.vm.info;
   await sb?.destroy();
+  assert.equal(alive(pid), false, "QEMU still running after destroy");
+  await assert.rejects(stat(dir), { code: "ENOENT" });
 });
 
 describe("exec", () => {
