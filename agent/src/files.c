@@ -65,6 +65,18 @@ static void stat_json(jbuf *b, const struct stat *st) {
   jb_int(b, (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
 }
 
+/* Ends a read or write stream: reply with the byte count and drop the session. */
+static void finish_transfer(sess *s) {
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"ok\":true,\"size\":");
+  jb_uint(&b, s->done);
+  jb_cstr(&b, "}");
+  send_json(s->id, K_RES, &b);
+  jb_free(&b);
+  sess_free(s);
+}
+
 /* ---- write ---- */
 void op_write(uint32_t id, const jdoc *d) {
   char *path = need_path(id, d, "path");
@@ -122,14 +134,7 @@ void write_on_data(sess *s, const uint8_t *p, size_t n, int eof) {
   }
   free(s->tmp_path);
   s->tmp_path = NULL; /* renamed: nothing to clean up */
-  jbuf b;
-  jb_init(&b);
-  jb_cstr(&b, "{\"ok\":true,\"size\":");
-  jb_uint(&b, s->done);
-  jb_cstr(&b, "}");
-  send_json(s->id, K_RES, &b);
-  jb_free(&b);
-  sess_free(s);
+  finish_transfer(s);
 }
 
 /* ---- read ---- */
@@ -179,14 +184,7 @@ int read_pump(sess *s) {
     return 1;
   }
   send_frame(s->id, K_DATA, CH_OUT, F_EOF, NULL, 0);
-  jbuf b;
-  jb_init(&b);
-  jb_cstr(&b, "{\"ok\":true,\"size\":");
-  jb_uint(&b, s->done);
-  jb_cstr(&b, "}");
-  send_json(s->id, K_RES, &b);
-  jb_free(&b);
-  sess_free(s);
+  finish_transfer(s);
   return 0;
 }
 
