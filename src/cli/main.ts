@@ -5,6 +5,8 @@ import { Forge } from "../core/forge.js";
 import { defaultDataDir, pathsFor } from "../config/paths.js";
 import { listImages } from "../images/store.js";
 import { runSetup } from "../setup/index.js";
+import { serveForever } from "../api/serve.js";
+import { ApiClient } from "./client.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
 
@@ -25,9 +27,122 @@ function envOption(v: string, acc: Record<string, string>) {
 const program = new Command("forgevm")
   .description("Disposable, isolated microVMs for AI agents and people")
   .version(pkg.version, "-V, --version")
-  .option("--data-dir <dir>", "data directory (default: $FORGEVM_DATA_DIR or ~/.local/share/forgevm)");
+  .option("--data-dir <dir>", "data directory (default: $FORGEVM_DATA_DIR or ~/.local/share/forgevm)")
+  .option("--server <url>", "ForgeVM server URL (env FORGEVM_URL)", process.env.FORGEVM_URL ?? "http://127.0.0.1:7423")
+  .option("--api-key <key>", "API key (env FORGEVM_API_KEY)", process.env.FORGEVM_API_KEY);
 
 const dataDir = () => (program.opts().dataDir as string | undefined) ?? defaultDataDir();
+const client = () => new ApiClient(program.opts().server as string, program.opts().apiKey as string | undefined);
+
+interface SandboxView {
+  id: string;
+  state: string;
+  image: string;
+  memory_mb: number;
+  vcpus: number;
+  created_at: string;
+  expires_at: string;
+}
+
+program
+  .command("serve")
+  .description("run the REST API server (port 7423 by default; see forgevm.yaml)")
+  .option("--config <file>", "config file (default: ./forgevm.yaml, then ~/.forgevm/config.yaml)")
+  .action(async (o: { config?: string }) => {
+    if (program.opts().dataDir) process.env.FORGEVM_DATA_DIR = program.opts().dataDir;
+    await serveForever(pkg.version, o.config);
+  });
+
+program
+  .command("spawn")
+  .description("create a sandbox on the server and print it")
+  .option("-i, --image <name>", "image name")
+  .option("--ttl <duration>", "lifetime, e.g. 30m or 1h")
+  .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", 64, 65536))
+  .option("-c, --vcpus <n>", "vCPUs", intOption("--vcpus", 1, 64))
+  .option("--json", "print JSON")
+  .action(async (o) => {
+    const sb = await client().request<SandboxView>("POST", "/sandboxes", { image: o.image, ttl: o.ttl, memory_mb: o.memory, vcpus: o.vcpus });
+    console.log(o.json ? JSON.stringify(sb, null, 2) : sb.id);
+  });
+
+program
+  .command("list")
+  .alias("ls")
+  .description("list live sandboxes")
+  .option("--json", "print JSON")
+  .action(async (o: { json?: boolean }) => {
+    const list = await client().request<SandboxView[]>("GET", "/sandboxes");
+    if (o.json) return console.log(JSON.stringify(list, null, 2));
+    if (!list.length) return console.log("no sandboxes");
+    console.log(["ID", "STATE", "IMAGE", "MEM", "CPUS", "EXPIRES"].join("\t"));
+    for (const s of list) console.log([s.id, s.state, s.image, `${s.memory_mb}M`, s.vcpus, s.expires_at].join("\t"));
+  });
+
+program
+  .command("exec")
+  .description("run a command in a sandbox, streaming its output; exits with its exit code")
+  .argument("<id>", "sandbox id")
+  .argument("<command...>", "command (use -- before it)")
+  .option("-t, --timeout <duration>", "e.g. 30s")
+  .option("-w, --workdir <dir>", "working directory")
+  .option("-u, --user <user>", "user to run as")
+  .option("-e, --env <NAME=VALUE>", "environment variable (repeatable)", envOption, {})
+  .action(async (id: string, command: string[], o) => {
+    const body = {
+      command: command[0],
+      args: command.length > 1 ? command.slice(1) : undefined,
+      timeout: o.timeout,
+      workdir: o.workdir,
+      user: o.user,
+      env: Object.keys(o.env).length ? o.env : undefined,
+      stream: true,
+    };
+    const res = await client().fetch("POST", `/sandboxes/${encodeURIComponent(id)}/exec`, body);
+    if (!res.ok) {
+      const e = (await res.json().catch(() => ({}))) as { message?: string };
+      throw new Error(e.message ?? `HTTP ${res.status}`);
+    }
+    let buf = "";
+    let code = 1;
+    const dec = new TextDecoder();
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buf += dec.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = JSON.parse(buf.slice(0, nl)) as { stream: string; data: string; exit_code?: number };
+        buf = buf.slice(nl + 1);
+        if (line.stream === "stdout") process.stdout.write(line.data);
+        else if (line.stream === "stderr") process.stderr.write(line.data);
+        else if (line.stream === "exit") code = line.exit_code ?? 1;
+        else if (line.stream === "error") console.error(`forgevm: ${line.data}`);
+      }
+    }
+    process.exitCode = code;
+  });
+
+program
+  .command("kill")
+  .alias("destroy")
+  .description("destroy sandboxes")
+  .argument("<id...>", "sandbox ids")
+  .action(async (ids: string[]) => {
+    for (const id of ids) {
+      await client().request("DELETE", `/sandboxes/${encodeURIComponent(id)}`);
+      console.log(`destroyed ${id}`);
+    }
+  });
+
+program
+  .command("logs")
+  .description("print the last lines of a sandbox's console")
+  .argument("<id>", "sandbox id")
+  .option("-n, --lines <n>", "how many lines", intOption("--lines", 1, 100000), 100)
+  .option("--json", "print JSON")
+  .action(async (id: string, o: { lines: number; json?: boolean }) => {
+    const lines = await client().request<string[]>("GET", `/sandboxes/${encodeURIComponent(id)}/logs?lines=${o.lines}`);
+    console.log(o.json ? JSON.stringify(lines, null, 2) : lines.join("\n"));
+  });
 
 program
   .command("version")

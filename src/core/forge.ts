@@ -1,15 +1,39 @@
-// Entry point of the core: opens the data directory, owns the provider and the live sandboxes.
+// The core: sandbox lifecycle over a provider, recorded in the store, announced as events.
+// Every interface (library, CLI, REST) calls these functions; none of them knows about HTTP.
 import { randomBytes } from "node:crypto";
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
-import { DEFAULT_IMAGE, resolveImage } from "../images/store.js";
+import { DEFAULT_IMAGE, ImageNotFoundError, resolveImage } from "../images/store.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
+import { openDb, type Db } from "../store/db.js";
+import { EventStore } from "../store/events.js";
+import { SandboxStore, type SandboxRow } from "../store/sandboxes.js";
+import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
+import { EventBus } from "./events.js";
 import { Sandbox } from "./sandbox.js";
 
 export interface ForgeOptions {
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
   dataDir?: string;
   accel?: AccelMode;
+  /** SQLite file; default `<dataDir>/forgevm.db`. */
+  dbPath?: string;
+  /** Defaults for spawns that leave fields out. */
+  defaults?: Partial<SpawnDefaults>;
+  /** Check expiries every this many ms (0 disables the reaper; default 1000). */
+  reapIntervalMs?: number;
+  /** How long rows of destroyed sandboxes are kept (default 7 days). */
+  historyRetentionMs?: number;
+}
+
+export interface SpawnDefaults {
+  image: string;
+  memoryMb: number;
+  vcpus: number;
+  diskMb: number;
+  ttlMs: number;
 }
 
 export interface SpawnOptions {
@@ -21,55 +45,217 @@ export interface SpawnOptions {
   diskMb?: number;
   hostname?: string;
   bootTimeoutMs?: number;
+  /** Lifetime; the reaper destroys the sandbox when it passes. */
+  ttlMs?: number;
+  ownerId?: string;
+  metadata?: Record<string, string>;
 }
 
-export const SPAWN_DEFAULTS = { memoryMb: 512, vcpus: 1, diskMb: 2048 } as const;
+export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
 
 export class Forge {
   private readonly live = new Map<string, Sandbox>();
+  private readonly destroying = new Map<string, Promise<void>>();
+  private reaper: NodeJS.Timeout | null = null;
+  readonly sandboxes: SandboxStore;
+  readonly events: EventBus;
+  readonly defaults: SpawnDefaults;
+  private closed = false;
 
   private constructor(
     readonly paths: Paths,
     readonly provider: QemuProvider,
-  ) {}
+    private readonly db: Db,
+    private readonly opts: ForgeOptions,
+  ) {
+    this.sandboxes = new SandboxStore(db);
+    this.events = new EventBus(new EventStore(db));
+    this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
+  }
 
   /** Opens ForgeVM on a data directory that ./setup.sh has prepared. */
   static async open(opts: ForgeOptions = {}): Promise<Forge> {
     const paths = pathsFor(opts.dataDir ?? defaultDataDir());
-    return new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel() }));
+    const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
+    const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel() }), db, opts);
+    await forge.reconcile();
+    const every = opts.reapIntervalMs ?? 1000;
+    if (every > 0) {
+      forge.reaper = setInterval(() => void forge.reap(), every);
+      forge.reaper.unref();
+    }
+    return forge;
   }
 
-  /** Boots a sandbox and returns once its agent answers. */
+  /** Boots a sandbox and returns once its agent answers; a failed boot is recorded as `error`. */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
-    const image = await resolveImage(this.paths, opts.image ?? DEFAULT_IMAGE);
-    const id = `sb-${randomBytes(5).toString("hex")}`;
-    const vm = await this.provider.spawn({
-      id,
-      rootfs: image.rootfs,
-      memoryMb: opts.memoryMb ?? SPAWN_DEFAULTS.memoryMb,
-      vcpus: opts.vcpus ?? SPAWN_DEFAULTS.vcpus,
-      diskMb: opts.diskMb ?? SPAWN_DEFAULTS.diskMb,
-      hostname: opts.hostname ?? id,
-      bootTimeoutMs: opts.bootTimeoutMs,
+    if (this.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+    const d = this.defaults;
+    const imageName = opts.image ?? d.image;
+    const image = await resolveImage(this.paths, imageName).catch((e) => {
+      throw e instanceof ImageNotFoundError ? badRequest(`image: ${e.message}`) : e;
     });
-    const sb = new Sandbox(id, image.name, vm, (s) => this.live.delete(s.id));
-    this.live.set(id, sb);
-    return sb;
+    const id = `sb-${randomBytes(4).toString("hex")}`;
+    const now = Date.now();
+    const row: SandboxRow = {
+      id,
+      state: "creating",
+      provider: this.provider.name,
+      image: image.name,
+      memory_mb: opts.memoryMb ?? d.memoryMb,
+      vcpus: opts.vcpus ?? d.vcpus,
+      disk_mb: opts.diskMb ?? d.diskMb,
+      owner_id: opts.ownerId ?? null,
+      metadata: opts.metadata ?? null,
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(now + (opts.ttlMs ?? d.ttlMs)).toISOString(),
+      destroyed_at: null,
+      error: null,
+      vm_pid: null,
+      vm_dir: null,
+      manager_pid: process.pid,
+    };
+    this.sandboxes.insert(row);
+    this.events.emit("sandbox.created", id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
+    try {
+      const vm = await this.provider.spawn({
+        id,
+        rootfs: image.rootfs,
+        memoryMb: row.memory_mb,
+        vcpus: row.vcpus,
+        diskMb: row.disk_mb,
+        hostname: opts.hostname ?? id,
+        bootTimeoutMs: opts.bootTimeoutMs,
+      });
+      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit);
+      this.live.set(id, sb);
+      this.sandboxes.update(id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir });
+      this.events.emit("sandbox.running", id, { boot_ms: vm.info.bootMs, accel: vm.info.accel });
+      // Destroyed while booting (e.g. by the reaper or a DELETE): do not hand it out.
+      if (this.sandboxes.get(id)?.state !== "running" || this.closed) {
+        await this.destroy(id);
+        throw new ForgevmError("CONFLICT", `sandbox ${id} was destroyed while it was starting`);
+      }
+      return sb;
+    } catch (e) {
+      if (this.sandboxes.get(id)?.state === "creating") {
+        const reason = (e as Error).message;
+        this.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+        this.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
+      }
+      throw e;
+    }
   }
 
-  get(id: string): Sandbox | undefined {
-    return this.live.get(id);
+  /** The stored record of any sandbox ever seen (history included). */
+  get(id: string): SandboxRow {
+    const row = this.sandboxes.get(id);
+    if (!row) throw notFound(`sandbox ${id} not found`);
+    return row;
   }
 
-  list(): Sandbox[] {
-    return [...this.live.values()];
+  /** Live sandboxes (creating or running), newest first. */
+  list(ownerId?: string): SandboxRow[] {
+    return this.sandboxes.list(["creating", "running"], ownerId);
   }
 
-  /** Destroys every sandbox this instance started. */
+  /** The running sandbox with this id, ready for exec and file operations. */
+  sandbox(id: string): Sandbox {
+    const sb = this.live.get(id);
+    if (sb) return sb;
+    const row = this.sandboxes.get(id);
+    if (!row) throw notFound(`sandbox ${id} not found`);
+    if (row.state === "creating") throw conflict(`sandbox ${id} is still starting`);
+    throw notFound(`sandbox ${id} is ${row.state}${row.error ? ` (${row.error.split("\n")[0]})` : ""}`);
+  }
+
+  /** Sets a new expiry `ttlMs` from now. */
+  extend(id: string, ttlMs: number): SandboxRow {
+    const row = this.get(id);
+    if (row.state !== "running" && row.state !== "creating") throw notFound(`sandbox ${id} is ${row.state}`);
+    this.sandboxes.update(id, { expires_at: new Date(Date.now() + ttlMs).toISOString() });
+    return this.get(id);
+  }
+
+  /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
+  destroy(id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
+    const pending = this.destroying.get(id);
+    if (pending) return pending;
+    const row = this.get(id);
+    if (row.state === "destroyed" || row.state === "error") return Promise.resolve();
+    const p = (async () => {
+      // Mark first so concurrent spawn completion and the reaper see it at once.
+      this.sandboxes.update(id, { state: "destroyed", destroyed_at: new Date().toISOString() });
+      const sb = this.live.get(id);
+      this.live.delete(id);
+      if (sb) await sb.vm.destroy();
+      this.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
+    })().finally(() => this.destroying.delete(id));
+    this.destroying.set(id, p);
+    return p;
+  }
+
+  /** Destroys every live sandbox whose expiry has passed; returns how many. */
+  async prune(): Promise<number> {
+    const expired = this.sandboxes.expired(new Date().toISOString());
+    await Promise.all(expired.map((r) => this.destroy(r.id, "expired")));
+    return expired.length;
+  }
+
+  /** The last `lines` lines of a sandbox's serial console. */
+  async logs(id: string, lines = 100): Promise<string[]> {
+    const row = this.get(id);
+    const text = row.vm_dir ? await readFile(join(row.vm_dir, "console.log"), "utf8").catch(() => "") : "";
+    return text.replace(/\r/g, "").split("\n").filter((l) => l.length).slice(-lines);
+  }
+
+  /** Stops the reaper and destroys every sandbox this process runs. */
   async close(): Promise<void> {
-    await Promise.all(this.list().map((s) => s.destroy()));
+    this.closed = true;
+    if (this.reaper) clearInterval(this.reaper);
+    await Promise.all([...this.live.keys()].map((id) => this.destroy(id)));
     await this.provider.destroyAll();
+    this.db.close();
   }
+
+  private async reap(): Promise<void> {
+    try {
+      await this.prune();
+      const cutoff = new Date(Date.now() - (this.opts.historyRetentionMs ?? 7 * 86_400_000)).toISOString();
+      this.sandboxes.pruneHistory(cutoff);
+    } catch {
+      // the next tick tries again
+    }
+  }
+
+  // A previous ForgeVM process may have died with VMs running. Nothing can drive them without
+  // their channel state, so they are stopped (only QEMU processes whose command line names their
+  // own VM directory, so an unrelated process that reused the pid is never touched) and marked.
+  // VMs of another ForgeVM process that is still alive on this data directory are left alone.
+  private async reconcile(): Promise<void> {
+    for (const row of this.sandboxes.list(["creating", "running"])) {
+      if (this.live.has(row.id)) continue;
+      if (row.manager_pid && row.manager_pid !== process.pid && (await isForgevmProcess(row.manager_pid))) continue;
+      if (row.vm_pid && row.vm_dir) {
+        const cmd = await readFile(`/proc/${row.vm_pid}/cmdline`, "utf8").catch(() => "");
+        if (cmd.includes("qemu-system") && cmd.includes(row.vm_dir)) {
+          try {
+            process.kill(row.vm_pid, "SIGKILL");
+          } catch {
+            // gone meanwhile
+          }
+        }
+      }
+      await rm(row.vm_dir ?? join(this.paths.vmsDir, row.id), { recursive: true, force: true });
+      this.sandboxes.update(row.id, { state: "error", error: "the server restarted and could not re-attach to this VM", destroyed_at: new Date().toISOString() });
+      this.events.emit("sandbox.error", row.id, { error: "server restarted" });
+    }
+  }
+}
+
+async function isForgevmProcess(pid: number): Promise<boolean> {
+  const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+  return cmd.includes("node");
 }
 
 function envAccel(): AccelMode | undefined {

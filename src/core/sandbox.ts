@@ -3,6 +3,7 @@
 import type { Readable } from "node:stream";
 import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
+import type { Emit } from "./events.js";
 
 export interface ExecOptions {
   env?: Record<string, string>;
@@ -31,12 +32,14 @@ export class Sandbox {
     readonly id: string,
     readonly image: string,
     readonly vm: Vm,
-    private readonly onDestroy: (sb: Sandbox) => void,
+    private readonly onDestroy: (sb: Sandbox) => Promise<void>,
+    private readonly emit: Emit = () => {},
   ) {}
 
   /** Runs a command (a shell string, or argv without a shell) and waits for it. */
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecOutput> {
     const t0 = performance.now();
+    this.emit("exec.started", this.id, { command });
     const r = await this.vm.channel.execBuffered(
       {
         ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
@@ -47,6 +50,7 @@ export class Sandbox {
       },
       { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes },
     );
+    this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
     return {
       exitCode: r.exit_code,
       stdout: r.stdout.toString("utf8"),
@@ -59,7 +63,8 @@ export class Sandbox {
 
   /** Starts a command whose output streams as it is produced (consume stdout and stderr). */
   execStream(command: string | string[], opts: Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number } } = {}): ExecSession {
-    return this.vm.channel.exec({
+    this.emit("exec.started", this.id, { command, stream: true });
+    const s = this.vm.channel.exec({
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
       env: opts.env,
       cwd: opts.cwd,
@@ -68,11 +73,18 @@ export class Sandbox {
       stdin: opts.stdin,
       pty: opts.pty,
     });
+    s.result.then(
+      (r) => this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out }),
+      () => {},
+    );
+    return s;
   }
 
   /** Writes a file atomically, creating parent directories. */
-  writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number } = {}) {
-    return this.vm.channel.writeFile(path, data, opts);
+  async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number } = {}) {
+    const r = await this.vm.channel.writeFile(path, data, opts);
+    this.emit("file.written", this.id, { path, size: r.size });
+    return r;
   }
 
   /** Reads a whole file (refusing files larger than maxBytes). */
@@ -121,8 +133,7 @@ export class Sandbox {
 
   /** Stops the VM and removes all of its files. */
   async destroy(): Promise<void> {
-    await this.vm.destroy();
-    this.onDestroy(this);
+    await this.onDestroy(this);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

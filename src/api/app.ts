@@ -1,0 +1,90 @@
+// The Fastify application: built apart from listen() so tests can inject requests.
+import swagger from "@fastify/swagger";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import Fastify, { type FastifyInstance } from "fastify";
+import type { Forge } from "../core/forge.js";
+import { installErrorHandling } from "./errors.js";
+import { execRoutes } from "./routes/exec.js";
+import { fileRoutes } from "./routes/files.js";
+import { sandboxRoutes } from "./routes/sandboxes.js";
+import { systemRoutes } from "./routes/system.js";
+
+export const API_PREFIX = "/api/v1";
+
+export interface AppOptions {
+  forge: Forge;
+  version: string;
+  apiKey?: string;
+  bodyLimitBytes?: number;
+  maxOutputBytes?: number;
+  logger?: boolean;
+}
+
+function keyMatches(given: string, expected: string): boolean {
+  // Hash both so the comparison takes the same time whatever the lengths.
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    bodyLimit: opts.bodyLimitBytes ?? 256 * 1024 * 1024,
+    requestIdHeader: "x-request-id",
+    genReqId: () => randomUUID(),
+    // Reject wrong types instead of coercing them; keep unknown body fields (ignored).
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const routePatterns: { method: string; re: RegExp }[] = [];
+  app.addHook("onRoute", (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const re = new RegExp(`^${r.url.replace(/:[^/]+/g, "[^/]+")}/?$`);
+    for (const m of methods) if (m !== "HEAD") routePatterns.push({ method: m, re });
+  });
+
+  // CORS preflight is answered before authentication; then every request needs the key.
+  app.addHook("onRequest", async (req, reply) => {
+    reply.header("X-Request-ID", req.id);
+    reply.header("Access-Control-Allow-Origin", "*");
+    if (req.method === "OPTIONS") {
+      reply
+        .header("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+        .header("Access-Control-Allow-Headers", "Content-Type, X-API-Key, X-User-ID, X-Request-ID")
+        .header("Access-Control-Max-Age", "600")
+        .status(204)
+        .send();
+      return reply;
+    }
+    if (!opts.apiKey) return;
+    const given = req.headers["x-api-key"];
+    if (typeof given === "string" && keyMatches(given, opts.apiKey)) return;
+    reply.status(401).send({ code: "UNAUTHORIZED", message: "missing or invalid API key: send it in the X-API-Key header" });
+    return reply;
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.0.3",
+      info: { title: "ForgeVM API", version: opts.version, description: "Disposable microVM sandboxes" },
+      components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
+      security: [{ apiKey: [] }],
+    },
+  });
+
+  installErrorHandling(app, routePatterns);
+
+  await app.register(
+    async (api) => {
+      await api.register(sandboxRoutes, { forge: opts.forge });
+      await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
+      await api.register(fileRoutes, { forge: opts.forge });
+      await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
+      api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+    },
+    { prefix: API_PREFIX },
+  );
+  return app;
+}

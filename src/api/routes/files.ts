@@ -1,0 +1,132 @@
+// File routes: write (JSON text/base64, or a raw streamed body), read (streamed), delete, list,
+// stat, glob, move, chmod.
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { Readable } from "node:stream";
+import { posix } from "node:path";
+import { Type } from "typebox";
+import { badRequest } from "../../core/errors.js";
+import type { Forge } from "../../core/forge.js";
+import { FileInfo, FileWrite, IdParams, PathQuery, Status } from "../schemas.js";
+import { fileInfoView } from "../views.js";
+
+function absPath(p: string, field = "path"): string {
+  if (!p.trim()) throw badRequest(`${field} must not be empty`);
+  if (!p.startsWith("/")) throw badRequest(`${field} must be an absolute path, got "${p}"`);
+  if (p.includes("\0")) throw badRequest(`${field} must not contain NUL bytes`);
+  return p;
+}
+
+function parseMode(m: string | undefined): number {
+  if (m === undefined) return 0o644;
+  if (!/^0?[0-7]{3,4}$/.test(m)) throw badRequest(`mode must be an octal string such as "0644", got "${m}"`);
+  return parseInt(m, 8);
+}
+
+export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  // Raw uploads stream straight through to the guest instead of being buffered.
+  app.addContentTypeParser("application/octet-stream", (_req, payload, done) => done(null, payload));
+
+  app.post(
+    "/sandboxes/:id/files",
+    {
+      schema: {
+        tags: ["files"],
+        params: IdParams,
+        querystring: Type.Object({ path: Type.Optional(Type.String()), mode: Type.Optional(Type.String()) }),
+        body: Type.Union([FileWrite, Type.Unsafe<unknown>({ type: "string", format: "binary" })]),
+        response: { 200: Status("written") },
+      },
+      // The union cannot validate a stream; JSON bodies are checked by hand below.
+      validatorCompiler: () => () => true,
+    },
+    async (req) => {
+      const sb = forge.sandbox(req.params.id);
+      const ct = String(req.headers["content-type"] ?? "");
+      if (ct.startsWith("application/octet-stream")) {
+        const path = absPath(req.query.path ?? "", "path (query)");
+        await sb.writeFile(path, req.body as Readable, { mode: parseMode(req.query.mode) });
+        return { status: "written" as const };
+      }
+      const b = req.body as Record<string, unknown> | null;
+      if (!b || typeof b !== "object" || Array.isArray(b)) throw badRequest("body must be a JSON object with path and content");
+      if (typeof b.path !== "string") throw badRequest("path is required (a string)");
+      if (typeof b.content !== "string") throw badRequest("content is required (a string)");
+      if (b.mode !== undefined && typeof b.mode !== "string") throw badRequest('mode must be an octal string such as "0644"');
+      const enc = b.encoding ?? "utf8";
+      if (enc !== "utf8" && enc !== "utf-8" && enc !== "base64") throw badRequest('encoding must be "utf8" or "base64"');
+      if (enc === "base64" && !/^[A-Za-z0-9+/\r\n]*={0,2}\s*$/.test(b.content)) throw badRequest("content is not valid base64");
+      const data = Buffer.from(b.content, enc === "base64" ? "base64" : "utf8");
+      await sb.writeFile(absPath(b.path), data, { mode: parseMode(b.mode as string | undefined) });
+      return { status: "written" as const };
+    },
+  );
+
+  app.get("/sandboxes/:id/files", { schema: { tags: ["files"], params: IdParams, querystring: PathQuery } }, async (req, reply) => {
+    const sb = forge.sandbox(req.params.id);
+    const r = sb.readFileStream(absPath(req.query.path));
+    // Wait for the guest to open the file, so a missing path is a JSON 404 rather than a
+    // broken download.
+    const st = await Promise.race([r.stat, r.done.then(() => null)]);
+    reply.header("Content-Type", "application/octet-stream");
+    if (st) reply.header("Content-Length", String(st.size));
+    return reply.send(r.stream);
+  });
+
+  app.delete(
+    "/sandboxes/:id/files",
+    {
+      schema: {
+        tags: ["files"],
+        params: IdParams,
+        querystring: Type.Object({ path: Type.String(), recursive: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])) }),
+        response: { 200: Status("deleted") },
+      },
+    },
+    async (req) => {
+      const path = absPath(req.query.path);
+      if (posix.normalize(path) === "/") throw badRequest("path must not be /");
+      await forge.sandbox(req.params.id).remove(path, req.query.recursive === "true" || req.query.recursive === "1");
+      return { status: "deleted" as const };
+    },
+  );
+
+  app.get(
+    "/sandboxes/:id/files/list",
+    { schema: { tags: ["files"], params: IdParams, querystring: Type.Object({ path: Type.Optional(Type.String()) }), response: { 200: Type.Array(FileInfo) } } },
+    async (req) => {
+      const dir = absPath(req.query.path ?? "/");
+      const entries = await forge.sandbox(req.params.id).listFiles(dir);
+      return entries.sort((a, b) => a.name.localeCompare(b.name)).map((e) => fileInfoView(posix.join(dir, e.name), e.name, e));
+    },
+  );
+
+  app.get("/sandboxes/:id/files/stat", { schema: { tags: ["files"], params: IdParams, querystring: PathQuery, response: { 200: FileInfo } } }, async (req) => {
+    const path = absPath(req.query.path);
+    const st = await forge.sandbox(req.params.id).stat(path);
+    return fileInfoView(path, posix.basename(path) || "/", st);
+  });
+
+  app.get(
+    "/sandboxes/:id/files/glob",
+    { schema: { tags: ["files"], params: IdParams, querystring: Type.Object({ pattern: Type.String() }), response: { 200: Type.Array(Type.String()) } } },
+    async (req) => forge.sandbox(req.params.id).glob(absPath(req.query.pattern, "pattern")),
+  );
+
+  app.post(
+    "/sandboxes/:id/files/move",
+    { schema: { tags: ["files"], params: IdParams, body: Type.Object({ old_path: Type.String(), new_path: Type.String() }), response: { 200: Status("moved") } } },
+    async (req) => {
+      await forge.sandbox(req.params.id).move(absPath(req.body.old_path, "old_path"), absPath(req.body.new_path, "new_path"));
+      return { status: "moved" as const };
+    },
+  );
+
+  app.post(
+    "/sandboxes/:id/files/chmod",
+    { schema: { tags: ["files"], params: IdParams, body: Type.Object({ path: Type.String(), mode: Type.String() }), response: { 200: Status("chmod applied") } } },
+    async (req) => {
+      await forge.sandbox(req.params.id).chmod(absPath(req.body.path), parseMode(req.body.mode));
+      return { status: "chmod applied" as const };
+    },
+  );
+};

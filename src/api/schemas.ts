@@ -1,0 +1,81 @@
+// TypeBox schemas of the REST contract (docs: ../shared/forgevm-api.md). They validate requests
+// and generate the OpenAPI document.
+import { Type, type Static } from "typebox";
+
+export const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { $id: "Error" });
+
+export const Sandbox = Type.Object(
+  {
+    id: Type.String(),
+    state: Type.Union([Type.Literal("creating"), Type.Literal("running"), Type.Literal("destroyed"), Type.Literal("error")]),
+    provider: Type.String(),
+    image: Type.String(),
+    memory_mb: Type.Integer(),
+    vcpus: Type.Integer(),
+    owner_id: Type.Optional(Type.String()),
+    created_at: Type.String(),
+    expires_at: Type.String(),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.String())),
+    error: Type.Optional(Type.String()),
+  },
+  { $id: "Sandbox" },
+);
+export type SandboxT = Static<typeof Sandbox>;
+
+const StringMap = Type.Record(Type.String(), Type.String());
+
+export const SpawnRequest = Type.Object({
+  image: Type.Optional(Type.String({ minLength: 1 })),
+  provider: Type.Optional(Type.String({ minLength: 1 })),
+  memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
+  vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  disk_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
+  ttl: Type.Optional(Type.String()),
+  template: Type.Optional(Type.String({ minLength: 1 })),
+  owner_id: Type.Optional(Type.String({ maxLength: 256 })),
+  metadata: Type.Optional(StringMap),
+});
+
+export const ExecRequest = Type.Object({
+  command: Type.String({ minLength: 1 }),
+  args: Type.Optional(Type.Array(Type.String())),
+  env: Type.Optional(StringMap),
+  workdir: Type.Optional(Type.String({ minLength: 1 })),
+  timeout: Type.Optional(Type.String()),
+  stream: Type.Optional(Type.Boolean()),
+  user: Type.Optional(Type.String({ minLength: 1 })),
+  stdin: Type.Optional(Type.String()),
+});
+export type ExecRequestT = Static<typeof ExecRequest>;
+
+export const ExecResult = Type.Object({
+  exit_code: Type.Integer(),
+  stdout: Type.String(),
+  stderr: Type.String(),
+  duration: Type.String(),
+  timed_out: Type.Boolean(),
+  truncated: Type.Boolean(),
+});
+
+export const FileWrite = Type.Object({
+  path: Type.String({ minLength: 1 }),
+  content: Type.String(),
+  mode: Type.Optional(Type.String({ pattern: "^0?[0-7]{3,4}$" })),
+  encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("utf-8"), Type.Literal("base64")])),
+});
+
+export const FileInfo = Type.Object(
+  {
+    path: Type.String(),
+    name: Type.String(),
+    size: Type.Integer(),
+    mode: Type.String(),
+    is_dir: Type.Boolean(),
+    mod_time: Type.String(),
+  },
+  { $id: "FileInfo" },
+);
+
+export const PathQuery = Type.Object({ path: Type.String({ minLength: 1 }) });
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+export const Status = (value: string) => Type.Object({ status: Type.Literal(value) });

@@ -1,0 +1,65 @@
+// `forgevm serve`: load config, open the core, listen, and shut down gracefully on a signal.
+import type { FastifyInstance } from "fastify";
+import { loadConfig, type Config } from "../config/config.js";
+import { parseDuration } from "../core/durations.js";
+import { Forge } from "../core/forge.js";
+import { buildApp } from "./app.js";
+
+export interface RunningServer {
+  app: FastifyInstance;
+  forge: Forge;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Starts the server from a validated config; resolves once it listens. */
+export async function startServer(cfg: Config, version: string, opts: { logger?: boolean } = {}): Promise<RunningServer> {
+  const forge = await Forge.open({
+    dataDir: cfg.data_dir,
+    accel: cfg.providers.qemu.accel,
+    defaults: {
+      image: cfg.defaults.image,
+      memoryMb: cfg.defaults.memory_mb,
+      vcpus: cfg.defaults.vcpus,
+      diskMb: cfg.defaults.disk_mb,
+      ttlMs: parseDuration(cfg.defaults.ttl, "defaults.ttl"),
+    },
+    historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
+  });
+  const app = await buildApp({
+    forge,
+    version,
+    apiKey: cfg.auth.api_key || undefined,
+    bodyLimitBytes: cfg.server.body_limit_mb * 1024 * 1024,
+    maxOutputBytes: cfg.exec.max_output_bytes,
+    logger: opts.logger,
+  });
+  const address = await app.listen({ host: cfg.server.host, port: cfg.server.port });
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= (async () => {
+      await app.close(); // stop accepting, let requests in flight finish
+      await forge.close(); // then stop the VMs and leave the store consistent
+    })());
+  return { app, forge, url: address, close };
+}
+
+/** Runs the server until SIGINT or SIGTERM. */
+export async function serveForever(version: string, configFile?: string): Promise<void> {
+  const cfg = loadConfig({ file: configFile });
+  const server = await startServer(cfg, version);
+  const h = await server.forge.provider.health();
+  console.log(`forgevm ${version} listening on ${server.url} (provider qemu, accel ${h.accel ?? "unknown"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`);
+  for (const p of h.problems) console.log(`warning: ${p}`);
+  await new Promise<void>((resolve) => {
+    const stop = (sig: string) => {
+      console.log(`forgevm: ${sig}, shutting down`);
+      server.close().then(resolve, (e) => {
+        console.error(`forgevm: shutdown failed: ${e.message}`);
+        resolve();
+      });
+    };
+    process.once("SIGINT", () => stop("SIGINT"));
+    process.once("SIGTERM", () => stop("SIGTERM"));
+  });
+}

@@ -1,0 +1,36 @@
+// Store rows and guest replies → the JSON shapes of the REST contract.
+import type { DirEntry, FileStat } from "../agent-client/index.js";
+import type { SandboxRow } from "../store/sandboxes.js";
+import type { SandboxT } from "./schemas.js";
+
+export function sandboxView(r: SandboxRow): SandboxT {
+  return {
+    id: r.id,
+    state: r.state,
+    provider: r.provider,
+    image: r.image,
+    memory_mb: r.memory_mb,
+    vcpus: r.vcpus,
+    ...(r.owner_id ? { owner_id: r.owner_id } : {}),
+    created_at: r.created_at,
+    expires_at: r.expires_at,
+    ...(r.metadata ? { metadata: r.metadata } : {}),
+    ...(r.error ? { error: r.error.split("\n")[0] } : {}),
+  };
+}
+
+export function fileInfoView(path: string, name: string, st: FileStat | DirEntry) {
+  return {
+    path,
+    name,
+    size: st.size,
+    mode: (st.mode & 0o777).toString(8),
+    is_dir: st.type === "dir",
+    mod_time: new Date(st.mtime_ms).toISOString(),
+  };
+}
+
+/** Quotes one argument for /bin/sh. */
+export function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_\-+=.,/:@%]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}

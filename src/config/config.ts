@@ -1,0 +1,121 @@
+// Server configuration: defaults, then forgevm.yaml (working directory) or
+// ~/.forgevm/config.yaml, then FORGEVM_<SECTION>_<KEY> environment variables. Validated once at
+// start; an unknown key or a bad value is an error that names it.
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { Type, type Static } from "typebox";
+import { Value } from "typebox/value";
+import { parse as parseYaml } from "yaml";
+import { defaultDataDir } from "./paths.js";
+
+const strict = { additionalProperties: false } as const;
+
+export const ConfigSchema = Type.Object(
+  {
+    data_dir: Type.String({ minLength: 1 }),
+    server: Type.Object(
+      {
+        host: Type.String({ minLength: 1 }),
+        port: Type.Integer({ minimum: 0, maximum: 65535 }),
+        body_limit_mb: Type.Integer({ minimum: 1, maximum: 4096 }),
+      },
+      strict,
+    ),
+    auth: Type.Object({ api_key: Type.String() }, strict),
+    defaults: Type.Object(
+      {
+        image: Type.String({ minLength: 1 }),
+        memory_mb: Type.Integer({ minimum: 64, maximum: 65536 }),
+        vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
+        disk_mb: Type.Integer({ minimum: 64 }),
+        ttl: Type.String({ minLength: 1 }),
+      },
+      strict,
+    ),
+    exec: Type.Object({ max_output_bytes: Type.Integer({ minimum: 1024 }) }, strict),
+    store: Type.Object({ history_retention: Type.String({ minLength: 1 }) }, strict),
+    providers: Type.Object(
+      {
+        default: Type.String({ minLength: 1 }),
+        qemu: Type.Object({ accel: Type.Union([Type.Literal("auto"), Type.Literal("kvm"), Type.Literal("tcg")]) }, strict),
+      },
+      strict,
+    ),
+  },
+  strict,
+);
+export type Config = Static<typeof ConfigSchema>;
+
+export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  return {
+    data_dir: defaultDataDir(env),
+    server: { host: "127.0.0.1", port: 7423, body_limit_mb: 256 },
+    auth: { api_key: "" },
+    defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },
+    exec: { max_output_bytes: 16 * 1024 * 1024 },
+    store: { history_retention: "168h" },
+    providers: { default: "qemu", qemu: { accel: "auto" } },
+  };
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+function merge(into: any, from: any, where: string): void {
+  if (from === null || from === undefined) return;
+  if (typeof from !== "object" || Array.isArray(from)) throw new ConfigError(`${where || "config"} must be a mapping`);
+  for (const [k, v] of Object.entries(from)) {
+    const key = where ? `${where}.${k}` : k;
+    if (!(k in into)) throw new ConfigError(`unknown config key "${key}"`);
+    if (typeof into[k] === "object" && into[k] !== null) merge(into[k], v, key);
+    else into[k] = v;
+  }
+}
+
+/** Loads and validates the configuration (explicit file, else the default locations). */
+export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Config & { source: string[] } {
+  const env = opts.env ?? process.env;
+  const cfg = defaultConfig(env) as any;
+  const source: string[] = ["defaults"];
+  const candidates = opts.file ? [resolve(opts.file)] : [join(opts.cwd ?? process.cwd(), "forgevm.yaml"), join(homedir(), ".forgevm", "config.yaml")];
+  for (const f of candidates) {
+    let text: string;
+    try {
+      text = readFileSync(f, "utf8");
+    } catch {
+      if (opts.file) throw new ConfigError(`config file ${f} cannot be read`);
+      continue;
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch (e) {
+      throw new ConfigError(`${f} is not valid YAML: ${(e as Error).message}`);
+    }
+    merge(cfg, doc, "");
+    source.push(f);
+    break;
+  }
+  // FORGEVM_<SECTION>_<KEY>: the section is the first word, the key the rest.
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith("FORGEVM_") || raw === undefined) continue;
+    const rest = name.slice(8).toLowerCase();
+    if (rest === "data_dir") { cfg.data_dir = raw; continue; }
+    const i = rest.indexOf("_");
+    const section = rest.slice(0, i);
+    const key = rest.slice(i + 1);
+    if (i < 0 || !(section in cfg) || typeof cfg[section] !== "object" || !(key in cfg[section])) continue; // other FORGEVM_* variables (FORGEVM_URL, …)
+    const current = cfg[section][key];
+    cfg[section][key] = typeof current === "number" && /^-?\d+$/.test(raw) ? Number(raw) : raw;
+    source.push(name);
+  }
+  const errors = [...Value.Errors(ConfigSchema, cfg)];
+  if (errors.length) {
+    const e = errors.find((x) => x.instancePath) ?? errors[0];
+    const key = e.instancePath.slice(1).replace(/\//g, ".") || "config";
+    throw new ConfigError(`config key "${key}" ${e.message} (from ${source.join(", ")})`);
+  }
+  return { ...(cfg as Config), source };
+}

@@ -1,0 +1,35 @@
+// Lifecycle events: written to the store (for replay) and pushed to live subscribers (SSE).
+import type { EventRow, EventStore } from "../store/events.js";
+
+export type EventType =
+  | "sandbox.created"
+  | "sandbox.running"
+  | "sandbox.error"
+  | "sandbox.destroyed"
+  | "sandbox.expired"
+  | "exec.started"
+  | "exec.finished"
+  | "file.written";
+
+export type Emit = (type: EventType, sandboxId: string | null, data?: Record<string, unknown>) => void;
+
+export class EventBus {
+  private readonly listeners = new Set<(e: EventRow) => void>();
+
+  constructor(private readonly store: EventStore) {}
+
+  emit: Emit = (type, sandboxId, data) => {
+    const row = this.store.append(type, sandboxId, data ?? null);
+    for (const l of this.listeners) l(row);
+  };
+
+  /** Calls `fn` for every event from now on; returns the unsubscribe function. */
+  subscribe(fn: (e: EventRow) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  replay(afterSeq: number, limit?: number): EventRow[] {
+    return this.store.after(afterSeq, limit);
+  }
+}

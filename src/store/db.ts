@@ -1,0 +1,54 @@
+// The SQLite store: one connection, its pragmas and the append-only migrations.
+import Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+
+export type Db = Database.Database;
+
+// Append only: a released migration is never edited, a new one is added.
+const MIGRATIONS: string[] = [
+  `CREATE TABLE sandboxes (
+     id TEXT PRIMARY KEY,
+     state TEXT NOT NULL,
+     provider TEXT NOT NULL,
+     image TEXT NOT NULL,
+     memory_mb INTEGER NOT NULL,
+     vcpus INTEGER NOT NULL,
+     disk_mb INTEGER NOT NULL,
+     owner_id TEXT,
+     metadata TEXT,
+     created_at TEXT NOT NULL,
+     expires_at TEXT NOT NULL,
+     destroyed_at TEXT,
+     error TEXT,
+     vm_pid INTEGER,
+     vm_dir TEXT,
+     manager_pid INTEGER
+   );
+   CREATE INDEX sandboxes_state ON sandboxes(state);
+   CREATE TABLE events (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     type TEXT NOT NULL,
+     sandbox_id TEXT,
+     timestamp TEXT NOT NULL,
+     data TEXT
+   );`,
+];
+
+/** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */
+export function openDb(path: string): Db {
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  db.pragma("journal_mode = WAL");
+  db.pragma("busy_timeout = 5000");
+  db.pragma("foreign_keys = ON");
+  db.pragma("synchronous = NORMAL");
+  const version = db.pragma("user_version", { simple: true }) as number;
+  for (let v = version; v < MIGRATIONS.length; v++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[v]);
+      db.pragma(`user_version = ${v + 1}`);
+    })();
+  }
+  return db;
+}

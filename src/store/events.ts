@@ -1,0 +1,33 @@
+// The event log behind GET /events: append, replay after an id, trim old rows.
+import type { Db } from "./db.js";
+
+export interface EventRow {
+  seq: number;
+  type: string;
+  sandbox_id: string | null;
+  timestamp: string;
+  data: Record<string, unknown> | null;
+}
+
+export class EventStore {
+  constructor(private readonly db: Db) {}
+
+  append(type: string, sandboxId: string | null, data: Record<string, unknown> | null): EventRow {
+    const timestamp = new Date().toISOString();
+    const r = this.db
+      .prepare("INSERT INTO events (type, sandbox_id, timestamp, data) VALUES (?, ?, ?, ?)")
+      .run(type, sandboxId, timestamp, data ? JSON.stringify(data) : null);
+    return { seq: Number(r.lastInsertRowid), type, sandbox_id: sandboxId, timestamp, data };
+  }
+
+  /** Events after `seq`, oldest first, at most `limit`. */
+  after(seq: number, limit = 1000): EventRow[] {
+    const rows = this.db.prepare("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?").all(seq, limit) as (Omit<EventRow, "data"> & { data: string | null })[];
+    return rows.map((r) => ({ ...r, data: r.data ? JSON.parse(r.data) : null }));
+  }
+
+  /** Deletes events older than the cutoff. */
+  trim(beforeIso: string): number {
+    return this.db.prepare("DELETE FROM events WHERE timestamp < ?").run(beforeIso).changes;
+  }
+}

@@ -1,0 +1,71 @@
+// Sandbox rows. Destroyed sandboxes stay for history until pruned by age.
+import type { Db } from "./db.js";
+
+export type SandboxState = "creating" | "running" | "destroyed" | "error";
+
+export interface SandboxRow {
+  id: string;
+  state: SandboxState;
+  provider: string;
+  image: string;
+  memory_mb: number;
+  vcpus: number;
+  disk_mb: number;
+  owner_id: string | null;
+  metadata: Record<string, string> | null;
+  created_at: string;
+  expires_at: string;
+  destroyed_at: string | null;
+  error: string | null;
+  vm_pid: number | null;
+  vm_dir: string | null;
+  /** The ForgeVM process that runs this VM. */
+  manager_pid: number | null;
+}
+
+type Raw = Omit<SandboxRow, "metadata"> & { metadata: string | null };
+const decode = (r: Raw | undefined): SandboxRow | undefined => r && { ...r, metadata: r.metadata ? JSON.parse(r.metadata) : null };
+
+export class SandboxStore {
+  constructor(private readonly db: Db) {}
+
+  insert(row: SandboxRow): void {
+    this.db
+      .prepare(
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid)`,
+      )
+      .run({ ...row, metadata: row.metadata ? JSON.stringify(row.metadata) : null });
+  }
+
+  get(id: string): SandboxRow | undefined {
+    return decode(this.db.prepare("SELECT * FROM sandboxes WHERE id = ?").get(id) as Raw | undefined);
+  }
+
+  /** Sandboxes in the given states, newest first. */
+  list(states: SandboxState[], owner?: string): SandboxRow[] {
+    const q = `SELECT * FROM sandboxes WHERE state IN (${states.map(() => "?").join(",")})${owner ? " AND owner_id = ?" : ""} ORDER BY created_at DESC, rowid DESC`;
+    return (this.db.prepare(q).all(...states, ...(owner ? [owner] : [])) as Raw[]).map((r) => decode(r)!);
+  }
+
+  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata">>): void {
+    const keys = Object.keys(fields);
+    if (!keys.length) return;
+    this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });
+  }
+
+  /** Live sandboxes whose expiry has passed. */
+  expired(nowIso: string): SandboxRow[] {
+    return (this.db.prepare("SELECT * FROM sandboxes WHERE state IN ('creating','running') AND expires_at <= ?").all(nowIso) as Raw[]).map((r) => decode(r)!);
+  }
+
+  /** Deletes history rows (destroyed or error) older than the cutoff; returns how many. */
+  pruneHistory(beforeIso: string): number {
+    return this.db.prepare("DELETE FROM sandboxes WHERE state IN ('destroyed','error') AND COALESCE(destroyed_at, created_at) < ?").run(beforeIso).changes;
+  }
+
+  count(): { total: number; live: number } {
+    const r = this.db.prepare("SELECT COUNT(*) AS total, SUM(state IN ('creating','running')) AS live FROM sandboxes").get() as { total: number; live: number | null };
+    return { total: r.total, live: r.live ?? 0 };
+  }
+}
