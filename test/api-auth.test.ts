@@ -1,0 +1,53 @@
+// Authentication: every route in the OpenAPI document rejects a missing and a wrong API key,
+// and reveals nothing; CORS preflight is answered before authentication.
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../src/api/app.js";
+import { Forge } from "../src/index.js";
+
+let app: FastifyInstance;
+let forge: Forge;
+
+before(async () => {
+  forge = await Forge.open({ reapIntervalMs: 0 });
+  app = await buildApp({ forge, version: "test", apiKey: "s3cret-key" });
+  await app.ready();
+});
+
+after(async () => {
+  await app.close();
+  await forge.close();
+});
+
+it("every documented route rejects a missing and a wrong key with 401", async () => {
+  const doc = (await app.inject({ method: "GET", url: "/api/v1/openapi.json", headers: { "x-api-key": "s3cret-key" } })).json();
+  const routes: [string, string][] = [];
+  for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {
+    for (const method of Object.keys(ops)) routes.push([method.toUpperCase(), path.replace(/\{[^}]+\}/g, "sb-12345678")]);
+  }
+  assert.ok(routes.length >= 20, `only ${routes.length} routes documented`);
+  for (const [method, url] of routes) {
+    for (const headers of [{}, { "x-api-key": "wrong" }, { "x-api-key": "s3cret-ke" }]) {
+      const r = await app.inject({ method: method as any, url, headers, payload: method === "GET" || method === "DELETE" ? undefined : {} });
+      assert.equal(r.statusCode, 401, `${method} ${url} with ${JSON.stringify(headers)} gave ${r.statusCode}`);
+      assert.deepEqual(Object.keys(r.json()).sort(), ["code", "message"]);
+      assert.equal(r.json().code, "UNAUTHORIZED");
+      assert.doesNotMatch(r.body, /sb-[0-9a-f]{8}/);
+    }
+  }
+  // Unknown routes also learn nothing without the key.
+  assert.equal((await app.inject({ method: "GET", url: "/api/v1/whatever" })).statusCode, 401);
+});
+
+it("accepts the right key", async () => {
+  const r = await app.inject({ method: "GET", url: "/api/v1/health", headers: { "x-api-key": "s3cret-key" } });
+  assert.equal(r.statusCode, 200);
+  assert.equal(r.json().status, "ok");
+});
+
+it("answers CORS preflight before authentication", async () => {
+  const r = await app.inject({ method: "OPTIONS", url: "/api/v1/sandboxes", headers: { origin: "http://example.test", "access-control-request-method": "POST" } });
+  assert.equal(r.statusCode, 204);
+  assert.match(String(r.headers["access-control-allow-headers"]), /X-API-Key/);
+});

@@ -1,0 +1,290 @@
+// The REST API against a real server with real VMs: the seed's curl quick start, every route's
+// happy path and its bad inputs.
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { loadConfig } from "../src/config/config.js";
+import { startServer, type RunningServer } from "../src/api/serve.js";
+import { run } from "../src/util/process.js";
+import { waitFor } from "./helpers.js";
+
+let server: RunningServer;
+let base: string;
+let id: string; // a sandbox shared by the tests that do not end it
+
+async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${base}/api/v1${path}`, {
+    method,
+    headers: { ...(body !== undefined && typeof body !== "string" ? { "Content-Type": "application/json" } : {}), ...headers },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, body: json, headers: res.headers };
+}
+
+function assertError(r: { status: number; body: any }, status: number, code: string, message?: RegExp) {
+  assert.equal(r.status, status, JSON.stringify(r.body));
+  assert.equal(r.body.code, code);
+  assert.equal(typeof r.body.message, "string");
+  if (message) assert.match(r.body.message, message);
+}
+
+before(async () => {
+  // Port 7423 so that the seed's curl commands run verbatim.
+  const cfg = loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "7423" }, cwd: "/nonexistent" });
+  server = await startServer(cfg, "test");
+  base = "http://127.0.0.1:7423";
+  const r = await api("POST", "/sandboxes", { ttl: "10m", metadata: { purpose: "api-test" } });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  id = r.body.id;
+});
+
+after(async () => {
+  await server?.close();
+});
+
+describe("the seed README quick start", () => {
+  it("runs verbatim with curl and jq (default image instead of alpine:latest)", async () => {
+    const script = `
+set -e
+SANDBOX=$(curl -s -X POST localhost:7423/api/v1/sandboxes \\
+  -H "Content-Type: application/json" \\
+  -d '{"image":"forgevm/debian:bookworm"}' | jq -r .id)
+
+curl -s -X POST localhost:7423/api/v1/sandboxes/$SANDBOX/exec \\
+  -H "Content-Type: application/json" \\
+  -d '{"command":"echo hello from ForgeVM"}'
+# {"exit_code":0,"stdout":"hello from ForgeVM\\n"}
+
+curl -s -X DELETE localhost:7423/api/v1/sandboxes/$SANDBOX
+`;
+    const { stdout } = await run("bash", ["-c", script]);
+    const [execLine, deleteLine] = stdout.replace("}{", "}\n{").trim().split("\n");
+    const exec = JSON.parse(execLine);
+    assert.equal(exec.exit_code, 0);
+    assert.equal(exec.stdout, "hello from ForgeVM\n");
+    assert.deepEqual(JSON.parse(deleteLine), { status: "destroyed" });
+  });
+});
+
+describe("sandboxes", () => {
+  it("gets and lists with the contract's shape", async () => {
+    const r = await api("GET", `/sandboxes/${id}`);
+    assert.equal(r.status, 200);
+    assert.match(r.body.id, /^sb-[0-9a-f]{8}$/);
+    assert.equal(r.body.state, "running");
+    assert.equal(r.body.provider, "qemu");
+    assert.equal(r.body.image, "forgevm/debian:bookworm");
+    assert.equal(r.body.memory_mb, 512);
+    assert.equal(r.body.vcpus, 1);
+    assert.deepEqual(r.body.metadata, { purpose: "api-test" });
+    assert.ok(Date.parse(r.body.expires_at) > Date.now() + 9 * 60_000);
+    const list = await api("GET", "/sandboxes");
+    assert.ok(list.body.some((s: any) => s.id === id));
+    assert.ok(r.headers.get("x-request-id"));
+  });
+
+  it("reports the memory and vCPUs the VM really has", async () => {
+    const m = await api("POST", `/sandboxes/${id}/exec`, { command: "nproc; awk '/MemTotal/{print $2}' /proc/meminfo" });
+    const [cpus, kb] = m.body.stdout.trim().split("\n").map(Number);
+    assert.equal(cpus, 1);
+    assert.ok(kb > 400_000 && kb <= 512 * 1024, `MemTotal ${kb} kB`);
+  });
+
+  it("extends the expiry", async () => {
+    const r = await api("POST", `/sandboxes/${id}/extend`, { ttl: "2h" });
+    assert.equal(r.status, 200);
+    assert.ok(Date.parse(r.body.expires_at) > Date.now() + 119 * 60_000);
+  });
+
+  it("rejects bad spawn requests with 4xx naming the field", async () => {
+    assertError(await api("POST", "/sandboxes", "{not json", { "Content-Type": "application/json" }), 400, "BAD_REQUEST", /not valid JSON/);
+    assertError(await api("POST", "/sandboxes", { memory_mb: "512" }), 400, "BAD_REQUEST", /memory_mb/);
+    assertError(await api("POST", "/sandboxes", { vcpus: 0 }), 400, "BAD_REQUEST", /vcpus/);
+    assertError(await api("POST", "/sandboxes", { ttl: "0s" }), 400, "BAD_REQUEST", /ttl/);
+    assertError(await api("POST", "/sandboxes", { ttl: "-5m" }), 400, "BAD_REQUEST", /ttl/);
+    assertError(await api("POST", "/sandboxes", { ttl: "ten minutes" }), 400, "BAD_REQUEST", /ttl/);
+    assertError(await api("POST", "/sandboxes", { image: "nope:latest" }), 400, "BAD_REQUEST", /image/);
+    assertError(await api("POST", "/sandboxes", { provider: "firecracker" }), 400, "BAD_REQUEST", /provider/);
+    assertError(await api("POST", "/sandboxes", { metadata: { a: 1 } }), 400, "BAD_REQUEST", /metadata/);
+  });
+
+  it("answers unknown ids with 404 and no internals", async () => {
+    for (const [m, p, b] of [
+      ["GET", "/sandboxes/sb-00000000"],
+      ["DELETE", "/sandboxes/sb-00000000"],
+      ["POST", "/sandboxes/sb-00000000/exec", { command: "true" }],
+      ["POST", "/sandboxes/sb-00000000/extend", { ttl: "1m" }],
+      ["GET", "/sandboxes/sb-00000000/files?path=/etc/hostname"],
+      ["GET", "/sandboxes/sb-00000000/logs"],
+    ] as const) {
+      assertError(await api(m, p, b), 404, "NOT_FOUND");
+    }
+    assertError(await api("POST", `/sandboxes/${id}/extend`, { ttl: "soon" }), 400, "BAD_REQUEST", /ttl/);
+    assertError(await api("POST", `/sandboxes/${id}/extend`, {}), 400, "BAD_REQUEST", /ttl is required/);
+  });
+
+  it("answers unknown routes with 404 and wrong methods with 405, as JSON", async () => {
+    assertError(await api("GET", "/nope"), 404, "NOT_FOUND");
+    assertError(await api("PATCH", `/sandboxes/${id}`), 405, "METHOD_NOT_ALLOWED");
+  });
+
+  it("returns console logs as lines", async () => {
+    const r = await api("GET", `/sandboxes/${id}/logs?lines=5`);
+    assert.equal(r.status, 200);
+    assert.ok(Array.isArray(r.body) && r.body.length <= 5);
+    assertError(await api("GET", `/sandboxes/${id}/logs?lines=many`), 400, "BAD_REQUEST", /lines/);
+  });
+});
+
+describe("exec", () => {
+  it("returns exit code, output and a Go-style duration; non-zero exit is still 200", async () => {
+    const r = await api("POST", `/sandboxes/${id}/exec`, { command: "echo $GREETING from $(pwd); echo oops >&2; exit 4", env: { GREETING: "hi" }, workdir: "/tmp" });
+    assert.equal(r.status, 200);
+    assert.equal(r.body.exit_code, 4);
+    assert.equal(r.body.stdout, "hi from /tmp\n");
+    assert.equal(r.body.stderr, "oops\n");
+    assert.match(r.body.duration, /^[0-9.]+(ms|s)$/);
+    assert.equal(r.body.timed_out, false);
+  });
+
+  it("shell-quotes args, feeds stdin, runs as a user, times out with 124", async () => {
+    assert.equal((await api("POST", `/sandboxes/${id}/exec`, { command: "printf '%s|'", args: ["a b", "$HOME", "it's"] })).body.stdout, "a b|$HOME|it's|");
+    assert.equal((await api("POST", `/sandboxes/${id}/exec`, { command: "tr a-z A-Z", stdin: "shout\n" })).body.stdout, "SHOUT\n");
+    assert.equal((await api("POST", `/sandboxes/${id}/exec`, { command: "id -un", user: "nobody" })).body.stdout, "nobody\n");
+    const t = await api("POST", `/sandboxes/${id}/exec`, { command: "sleep 30", timeout: "500ms" });
+    assert.equal(t.body.exit_code, 124);
+    assert.equal(t.body.timed_out, true);
+  });
+
+  it("streams NDJSON chunks as they are produced, ending with the exit code", async () => {
+    const res = await fetch(`${base}/api/v1/sandboxes/${id}/exec`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ command: "echo first; sleep 1.5; echo second", stream: true }),
+    });
+    assert.equal(res.headers.get("content-type"), "application/x-ndjson");
+    const reader = res.body!.getReader();
+    const t0 = Date.now();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const firstAt = Date.now() - t0;
+    let rest = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    const lines = (first + rest).trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(lines[0], { stream: "stdout", data: "first\n" });
+    assert.deepEqual(lines[1], { stream: "stdout", data: "second\n" });
+    assert.equal(lines[2].stream, "exit");
+    assert.equal(lines[2].exit_code, 0);
+    // The first chunk arrived while the command was still sleeping.
+    assert.ok(firstAt < Date.now() - t0, "first chunk came before the end");
+    assert.equal(first.trim().split("\n").length, 1, "the first read held only the first chunk");
+  });
+
+  it("rejects bad exec requests", async () => {
+    assertError(await api("POST", `/sandboxes/${id}/exec`, {}), 400, "BAD_REQUEST", /command is required/);
+    assertError(await api("POST", `/sandboxes/${id}/exec`, { command: "" }), 400, "BAD_REQUEST", /command/);
+    assertError(await api("POST", `/sandboxes/${id}/exec`, { command: 42 }), 400, "BAD_REQUEST", /command/);
+    assertError(await api("POST", `/sandboxes/${id}/exec`, { command: "true", timeout: "0s" }), 400, "BAD_REQUEST", /timeout/);
+    assertError(await api("POST", `/sandboxes/${id}/exec`, { command: "true", args: "x" }), 400, "BAD_REQUEST", /args/);
+    assertError(await api("POST", `/sandboxes/${id}/exec`, { command: "true", env: { A: 1 } }), 400, "BAD_REQUEST", /env/);
+    assertError(await api("POST", `/sandboxes/${id}/exec`, { command: "true", user: "no-such-user" }), 400, "BAD_REQUEST", /unknown user/);
+  });
+});
+
+describe("files", () => {
+  it("writes text, base64 and raw bodies and reads them back byte for byte", async () => {
+    assert.deepEqual((await api("POST", `/sandboxes/${id}/files`, { path: "/work/t/hello.txt", content: "héllo\n" })).body, { status: "written" });
+    const bin = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    assert.equal((await api("POST", `/sandboxes/${id}/files`, { path: "/work/t/bin", content: bin.toString("base64"), encoding: "base64", mode: "0600" })).status, 200);
+    const big = randomBytes(3 * 1024 * 1024);
+    const raw = await fetch(`${base}/api/v1/sandboxes/${id}/files?path=/work/t/big&mode=0640`, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: big });
+    assert.equal(raw.status, 200);
+    for (const [path, want] of [["/work/t/hello.txt", Buffer.from("héllo\n")], ["/work/t/bin", bin], ["/work/t/big", big]] as const) {
+      const res = await fetch(`${base}/api/v1/sandboxes/${id}/files?path=${path}`);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("content-type"), "application/octet-stream");
+      assert.ok(Buffer.from(await res.arrayBuffer()).equals(want), path);
+    }
+    const st = await api("GET", `/sandboxes/${id}/files/stat?path=/work/t/bin`);
+    assert.deepEqual({ ...st.body, mod_time: "x" }, { path: "/work/t/bin", name: "bin", size: 256, mode: "600", is_dir: false, mod_time: "x" });
+    assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/work/t/big`)).body.mode, "640");
+  });
+
+  it("lists, globs, moves, chmods and deletes", async () => {
+    const list = await api("GET", `/sandboxes/${id}/files/list?path=/work/t`);
+    assert.deepEqual(list.body.map((f: any) => f.name), ["big", "bin", "hello.txt"]);
+    assert.equal(list.body[0].path, "/work/t/big");
+    assert.deepEqual((await api("GET", `/sandboxes/${id}/files/glob?pattern=/work/t/b*`)).body, ["/work/t/big", "/work/t/bin"]);
+    assert.deepEqual((await api("GET", `/sandboxes/${id}/files/glob?pattern=/work/none*`)).body, []);
+    assert.deepEqual((await api("POST", `/sandboxes/${id}/files/move`, { old_path: "/work/t/bin", new_path: "/work/t/bin2" })).body, { status: "moved" });
+    assert.deepEqual((await api("POST", `/sandboxes/${id}/files/chmod`, { path: "/work/t/bin2", mode: "755" })).body, { status: "chmod applied" });
+    assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/work/t/bin2`)).body.mode, "755");
+    assertError(await api("DELETE", `/sandboxes/${id}/files?path=/work/t`), 409, "CONFLICT");
+    assert.deepEqual((await api("DELETE", `/sandboxes/${id}/files?path=/work/t&recursive=true`)).body, { status: "deleted" });
+    assertError(await api("GET", `/sandboxes/${id}/files/stat?path=/work/t`), 404, "NOT_FOUND");
+    const root = await api("GET", `/sandboxes/${id}/files/list`);
+    assert.ok(root.body.some((f: any) => f.name === "etc" && f.is_dir));
+  });
+
+  it("rejects empty, relative and missing paths and bad modes", async () => {
+    assertError(await api("POST", `/sandboxes/${id}/files`, { path: "", content: "x" }), 400, "BAD_REQUEST", /path/);
+    assertError(await api("POST", `/sandboxes/${id}/files`, { path: "rel/x", content: "x" }), 400, "BAD_REQUEST", /absolute/);
+    assertError(await api("POST", `/sandboxes/${id}/files`, { content: "x" }), 400, "BAD_REQUEST", /path is required/);
+    assertError(await api("POST", `/sandboxes/${id}/files`, { path: "/x" }), 400, "BAD_REQUEST", /content is required/);
+    assertError(await api("POST", `/sandboxes/${id}/files`, { path: "/x", content: "x", mode: "rwx" }), 400, "BAD_REQUEST", /mode/);
+    assertError(await api("POST", `/sandboxes/${id}/files`, { path: "/x", content: "@@@", encoding: "base64" }), 400, "BAD_REQUEST", /base64/);
+    assertError(await api("GET", `/sandboxes/${id}/files?path=`), 400, "BAD_REQUEST", /path/);
+    assertError(await api("GET", `/sandboxes/${id}/files`), 400, "BAD_REQUEST", /path/);
+    assertError(await api("GET", `/sandboxes/${id}/files?path=/no/such/file`), 404, "NOT_FOUND", /\/no\/such\/file/);
+    assertError(await api("GET", `/sandboxes/${id}/files?path=/etc`), 400, "BAD_REQUEST", /directory/);
+    assertError(await api("DELETE", `/sandboxes/${id}/files?path=/`), 400, "BAD_REQUEST");
+    assertError(await api("POST", `/sandboxes/${id}/files/move`, { old_path: "/a" }), 400, "BAD_REQUEST", /new_path/);
+    assertError(await api("POST", `/sandboxes/${id}/files/chmod`, { path: "/etc/hostname", mode: "999" }), 400, "BAD_REQUEST", /mode/);
+    assertError(await api("GET", `/sandboxes/${id}/files/glob?pattern=`), 400, "BAD_REQUEST", /pattern/);
+  });
+});
+
+describe("server", () => {
+  it("serves health, metrics, providers, pool status and the OpenAPI document", async () => {
+    assert.equal((await api("GET", "/health")).body.status, "ok");
+    assert.ok((await api("GET", "/metrics")).body.active_sandboxes >= 1);
+    assert.deepEqual((await api("GET", "/pool/status")).body, { enabled: false });
+    const providers = await api("GET", "/providers");
+    assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true }]);
+    assert.equal((await api("GET", "/providers/qemu")).body.config.accel, server.forge.provider.name === "qemu" ? (await server.forge.provider.accel()).accel : "");
+    assertError(await api("GET", "/providers/nope"), 404, "NOT_FOUND");
+    const doc = await api("GET", "/openapi.json");
+    assert.equal(doc.body.openapi, "3.0.3");
+    assert.ok(doc.body.paths["/api/v1/sandboxes/{id}/exec"].post);
+  });
+
+  it("runs a real provider probe", async () => {
+    assert.deepEqual((await api("POST", "/providers/test")).body, { qemu: true });
+  });
+
+  it("expires a sandbox when its TTL passes and records the event", async () => {
+    const r = await api("POST", "/sandboxes", { ttl: "2s" });
+    assert.equal(r.status, 201);
+    await waitFor(async () => (await api("GET", `/sandboxes/${r.body.id}`)).status === 404, 30_000, "expiry");
+    const events = () => server.forge.events.replay(0, 100000).filter((e) => e.sandbox_id === r.body.id).map((e) => e.type);
+    await waitFor(() => events().includes("sandbox.expired"), 10_000, "the expiry event");
+    assert.deepEqual(events(), ["sandbox.created", "sandbox.running", "sandbox.expired"]);
+    assert.ok(!server.forge.list().some((s) => s.id === r.body.id));
+  });
+
+  it("prunes expired sandboxes on DELETE /sandboxes", async () => {
+    const r = await api("DELETE", "/sandboxes");
+    assert.equal(r.status, 200);
+    assert.equal(typeof r.body.pruned, "number");
+  });
+});

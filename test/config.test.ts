@@ -1,0 +1,56 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { loadConfig } from "../src/config/config.js";
+import { formatDuration, parseDuration } from "../src/core/durations.js";
+
+let dir: string;
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), "fvm-cfg-"));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("config", () => {
+  it("has sane defaults", () => {
+    const c = loadConfig({ env: {}, cwd: dir });
+    assert.equal(c.server.port, 7423);
+    assert.equal(c.server.host, "127.0.0.1");
+    assert.equal(c.auth.api_key, "");
+  });
+
+  it("reads forgevm.yaml from the working directory, and env overrides it", async () => {
+    await writeFile(join(dir, "forgevm.yaml"), "server:\n  port: 8000\ndefaults:\n  memory_mb: 256\n");
+    const c = loadConfig({ env: { FORGEVM_SERVER_PORT: "9000", FORGEVM_AUTH_API_KEY: "k" }, cwd: dir });
+    assert.equal(c.server.port, 9000);
+    assert.equal(c.defaults.memory_mb, 256);
+    assert.equal(c.auth.api_key, "k");
+  });
+
+  it("names the bad key", async () => {
+    await writeFile(join(dir, "bad.yaml"), "server:\n  prot: 1\n");
+    assert.throws(() => loadConfig({ file: join(dir, "bad.yaml"), env: {} }), /unknown config key "server.prot"/);
+    await writeFile(join(dir, "bad2.yaml"), "defaults:\n  memory_mb: lots\n");
+    assert.throws(() => loadConfig({ file: join(dir, "bad2.yaml"), env: {} }), /config key "defaults.memory_mb"/);
+    assert.throws(() => loadConfig({ env: { FORGEVM_SERVER_PORT: "99999" }, cwd: dir }), /config key "server.port"/);
+    await writeFile(join(dir, "bad3.yaml"), "server: [\n");
+    assert.throws(() => loadConfig({ file: join(dir, "bad3.yaml"), env: {} }), /not valid YAML/);
+  });
+});
+
+describe("durations", () => {
+  it("parses Go-style durations and rejects bad ones naming the field", () => {
+    assert.equal(parseDuration("90s", "ttl"), 90_000);
+    assert.equal(parseDuration("1h30m", "ttl"), 5_400_000);
+    assert.equal(parseDuration("250ms", "ttl"), 250);
+    for (const bad of ["", "0s", "-1m", "10", "1x", "m", "1h 30m", 5, null]) {
+      assert.throws(() => parseDuration(bad, "ttl"), /ttl/, String(bad));
+    }
+    assert.equal(formatDuration(15), "15ms");
+    assert.equal(formatDuration(1234), "1.234s");
+    assert.equal(formatDuration(123_000), "2m3s");
+  });
+});
