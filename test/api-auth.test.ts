@@ -51,3 +51,21 @@ it("answers CORS preflight before authentication", async () => {
   assert.equal(r.statusCode, 204);
   assert.match(String(r.headers["access-control-allow-headers"]), /X-API-Key/);
 });
+
+it("takes the key as a query parameter or cookie on the event stream only", async () => {
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  const addr = app.server.address() as { port: number };
+  const url = `http://127.0.0.1:${addr.port}/api/v1`;
+  for (const [path, init] of [
+    ["/events?api_key=s3cret-key", {}],
+    ["/events", { headers: { cookie: "forgevm_api_key=s3cret-key" } }],
+  ] as const) {
+    const ctl = new AbortController();
+    const r = await fetch(url + path, { ...init, signal: ctl.signal });
+    assert.equal(r.status, 200, path);
+    ctl.abort();
+  }
+  assert.equal((await fetch(`${url}/events?api_key=wrong`)).status, 401);
+  assert.equal((await fetch(`${url}/health?api_key=s3cret-key`)).status, 401, "query keys are refused outside streams");
+  assert.equal((await fetch(`${url}/health`, { headers: { cookie: "forgevm_api_key=s3cret-key" } })).status, 401);
+});

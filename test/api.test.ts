@@ -288,3 +288,49 @@ describe("server", () => {
     assert.equal(typeof r.body.pruned, "number");
   });
 });
+
+/** Reads SSE events from the server until `n` data events arrived. */
+async function readEvents(url: string, n: number, headers: Record<string, string> = {}, onOpen?: () => Promise<void>): Promise<{ id: string; data: any }[]> {
+  const ctl = new AbortController();
+  const res = await fetch(url, { headers, signal: ctl.signal });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("content-type"), "text/event-stream");
+  const reader = res.body!.getReader();
+  const got: { id: string; data: any }[] = [];
+  let buf = "";
+  const opened = onOpen?.();
+  while (got.length < n) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += new TextDecoder().decode(value);
+    let i: number;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const id = /^id: (.*)$/m.exec(block)?.[1];
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (id && data) got.push({ id, data: JSON.parse(data) });
+    }
+  }
+  ctl.abort();
+  await opened;
+  return got;
+}
+
+describe("events", () => {
+  it("streams events as SSE with ids, and replays after Last-Event-ID", async () => {
+    const live = await readEvents(`${base}/api/v1/events`, 1, {}, async () => {
+      await api("POST", `/sandboxes/${id}/files`, { path: "/tmp/evt.txt", content: "x" });
+    });
+    assert.equal(live[0].data.type, "file.written");
+    assert.equal(live[0].data.sandbox_id, id);
+    assert.equal(live[0].data.path, "/tmp/evt.txt");
+    assert.equal(live[0].data.id, live[0].id);
+    // Two more events, then a reconnect from the first id sees exactly those.
+    await api("POST", `/sandboxes/${id}/exec`, { command: "true" });
+    const replay = await readEvents(`${base}/api/v1/events`, 2, { "Last-Event-ID": live[0].id });
+    assert.deepEqual(replay.map((e) => e.data.type), ["exec.started", "exec.finished"]);
+    assert.ok(Number(replay[0].id) > Number(live[0].id));
+    assertError(await api("GET", "/events", undefined, { "Last-Event-ID": "abc" }), 400, "BAD_REQUEST", /last-event-id/);
+  });
+});

@@ -5,12 +5,14 @@ import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { installErrorHandling } from "./errors.js";
+import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
 import { fileRoutes } from "./routes/files.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { systemRoutes } from "./routes/system.js";
 
 export const API_PREFIX = "/api/v1";
+const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
 
 export interface AppOptions {
   forge: Forge;
@@ -59,8 +61,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       return reply;
     }
     if (!opts.apiKey) return;
-    const given = req.headers["x-api-key"];
-    if (typeof given === "string" && keyMatches(given, opts.apiKey)) return;
+    if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], opts.apiKey)) return;
+    // Browsers cannot set headers on EventSource and WebSocket: those routes alone also take
+    // the key as a cookie or an api_key query parameter.
+    if (BROWSER_STREAM_ROUTE.test(req.url.split("?")[0])) {
+      const fromQuery = new URL(req.url, "http://x").searchParams.get("api_key");
+      const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
+      for (const k of [fromQuery, fromCookie ? decodeURIComponent(fromCookie) : null]) if (k && keyMatches(k, opts.apiKey)) return;
+    }
     reply.status(401).send({ code: "UNAUTHORIZED", message: "missing or invalid API key: send it in the X-API-Key header" });
     return reply;
   });
@@ -81,6 +89,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(sandboxRoutes, { forge: opts.forge });
       await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
       await api.register(fileRoutes, { forge: opts.forge });
+      await api.register(eventRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
     },

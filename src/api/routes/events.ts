@@ -1,0 +1,58 @@
+// GET /events: server-sent events with ids, replay after Last-Event-ID, and heartbeats.
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import type { Forge } from "../../core/forge.js";
+import type { EventRow } from "../../store/events.js";
+
+const HEARTBEAT_MS = 15_000;
+
+function frame(e: EventRow): string {
+  const body = { id: String(e.seq), type: e.type, sandbox_id: e.sandbox_id, timestamp: e.timestamp, ...(e.data ?? {}) };
+  return `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(body)}\n\n`;
+}
+
+export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  app.get(
+    "/events",
+    {
+      schema: {
+        tags: ["events"],
+        querystring: Type.Object({ last_event_id: Type.Optional(Type.String({ pattern: "^[0-9]{1,15}$" })), api_key: Type.Optional(Type.String()) }),
+        headers: Type.Object({ "last-event-id": Type.Optional(Type.String({ pattern: "^[0-9]{1,15}$" })) }),
+      },
+    },
+    async (req, reply) => {
+      const after = Number(req.headers["last-event-id"] ?? req.query.last_event_id ?? NaN);
+      reply.hijack();
+      const out = reply.raw;
+      out.writeHead(200, {
+        "Content-Type": "text/event-stream",
+        "Cache-Control": "no-store",
+        Connection: "keep-alive",
+        "X-Request-ID": req.id,
+        "Access-Control-Allow-Origin": "*",
+      });
+      out.write(": forgevm events\n\n");
+      // Subscribe first and hold live events while replaying, so none falls in between.
+      let lastSent = Number.isFinite(after) ? after : 0;
+      const held: EventRow[] = [];
+      let replaying = true;
+      const send = (e: EventRow) => {
+        if (e.seq <= lastSent) return; // already sent by the replay
+        lastSent = e.seq;
+        out.write(frame(e));
+      };
+      const unsubscribe = forge.events.subscribe((e) => (replaying ? held.push(e) : send(e)));
+      if (Number.isFinite(after)) {
+        for (let batch = forge.events.replay(after); batch.length; batch = forge.events.replay(lastSent)) batch.forEach(send);
+      }
+      replaying = false;
+      held.forEach(send);
+      const beat = setInterval(() => out.write(": heartbeat\n\n"), HEARTBEAT_MS);
+      out.once("close", () => {
+        clearInterval(beat);
+        unsubscribe();
+      });
+    },
+  );
+};
