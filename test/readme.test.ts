@@ -25,7 +25,7 @@ it("the README hello snippet prints 42", async () => {
 it("the README quick start names the set-up and test commands CI runs", async () => {
   const readme = await readFile(join(repo, "README.md"), "utf8");
   const ci = await readFile(join(repo, ".ci", "run"), "utf8");
-  assert.match(readme, /```sh\n\.\/setup\.sh && forgevm run -- python3 -c 'print\(6\*7\)'\n```/);
+  assert.match(readme, /```sh\n\.\/setup\.sh && forgevm serve\n```/);
   assert.match(readme, /```sh\nnpm test\n```/);
   assert.match(ci, /^\.\/setup\.sh$/m);
   assert.match(ci, /^npm test$/m);
