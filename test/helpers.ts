@@ -15,15 +15,7 @@ export function testForge(): Promise<Forge> {
 // provider's exit hook kills the VMs this file started.
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
 
-/** True while a process with this pid exists. */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { processAlive as alive } from "../src/util/process.js";
 
 /** Asserts that no VM directory is left under the data directory. */
 export async function assertNoVmLeft(f: Forge): Promise<void> {

@@ -1,6 +1,6 @@
 // Crash recovery: SIGKILL the server while sandboxes run and an exec is in flight, restart it,
 // and check that nothing stays running that is not, no QEMU is orphaned, and expiry still works.
-// Design today: VMs of a dead server are destroyed and marked `error` on restart.
+// VMs outlive a crashed server (QEMU runs detached) and the next server re-attaches to them.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { readdir, readFile, stat } from "node:fs/promises";
@@ -42,7 +42,7 @@ after(async () => {
   }
 });
 
-it("after a SIGKILL and restart: no orphan VM, nothing falsely running, expiry still works", async () => {
+it("after a SIGKILL and restart, running sandboxes are re-attached and usable, expiry still works", async () => {
   server = startServer();
   await ready();
   const ids: string[] = [];
@@ -64,22 +64,34 @@ it("after a SIGKILL and restart: no orphan VM, nothing falsely running, expiry s
 
   server = startServer();
   await ready();
+  // Both sandboxes are back, on the same QEMU processes, and usable.
+  const list = (await (await fetch(`${base}/sandboxes`)).json()) as { id: string; state: string }[];
+  for (const id of ids) assert.equal(list.find((s) => s.id === id)?.state, "running", `${id} is listed as running`);
+  assert.deepEqual((await Promise.all(ids.map(qemuPidsOf))).flat().sort(), [...qemuBefore].sort());
   for (const id of ids) {
-    const r = await fetch(`${base}/sandboxes/${id}`);
-    assert.equal(r.status, 404);
-    assert.match(((await r.json()) as { message: string }).message, /error/);
-    await assert.rejects(stat(join(defaultDataDir(), "vms", id)), { code: "ENOENT" });
+    const r = await fetch(`${base}/sandboxes/${id}/exec`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ command: "echo back; grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l" }) });
+    assert.equal(r.status, 200);
+    // The exec in flight when the server died was killed with the connection that owned it.
+    assert.equal(((await r.json()) as { stdout: string }).stdout, "back\n0\n");
   }
-  await waitFor(() => qemuBefore.every((p) => !alive(p)), 5000, "the old QEMU processes to exit");
-  const list = (await (await fetch(`${base}/sandboxes`)).json()) as { id: string }[];
-  assert.ok(!list.some((s) => ids.includes(s.id)), "nothing from before is listed as live");
+  const f = await fetch(`${base}/sandboxes/${ids[1]}/files?path=/etc/hostname`);
+  assert.equal(await f.text(), `${ids[1]}\n`);
 
+  // Expiry still happens, for a re-attached sandbox and for a new one.
+  const ext = await fetch(`${base}/sandboxes/${ids[0]}/extend`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl: "1s" }) });
+  assert.equal(ext.status, 200);
   const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl: "2s" }) });
   const { id } = (await r.json()) as { id: string };
-  await waitFor(async () => (await fetch(`${base}/sandboxes/${id}`)).status === 404, 30_000, "expiry after restart");
-  await waitFor(async () => (await qemuPidsOf(id)).length === 0, 10_000, "the expired VM to stop");
+  for (const gone of [ids[0], id]) {
+    await waitFor(async () => (await fetch(`${base}/sandboxes/${gone}`)).status === 404, 30_000, `expiry of ${gone}`);
+    await waitFor(async () => (await qemuPidsOf(gone)).length === 0, 10_000, `the QEMU of ${gone} to stop`);
+    await assert.rejects(stat(join(defaultDataDir(), "vms", gone)), { code: "ENOENT" });
+  }
+  assert.equal(alive(qemuBefore[0]) && alive(qemuBefore[1]), false);
 
+  // A graceful stop destroys what is left: no QEMU survives it.
   server.kill("SIGTERM");
   const code = await new Promise((r) => server!.once("exit", r));
   assert.equal(code, 0);
+  assert.deepEqual(await qemuPidsOf(ids[1]), []);
 });

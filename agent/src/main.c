@@ -311,6 +311,27 @@ static void port_watch_update(void) {
   watch_fd(port_fd, EPOLLIN | (outq_head ? EPOLLOUT : 0), &tag_port);
 }
 
+/* The host that owned every stream is gone (server crash or restart): nobody will read the
+ * output or answer for the requests, so processes in flight are killed, transfers dropped, and
+ * queued output — possibly a half-written frame — discarded, so that the next host starts on a
+ * frame boundary with a fresh HELLO. Processes that execs left in the background live on. */
+static void drop_host_state(void) {
+  while (sessions) {
+    sess *s = sessions;
+    if (s->type == S_EXEC && !s->exited) kill(-s->pid, SIGKILL);
+    sess_free(s);
+  }
+  while (outq_head) {
+    frame *f = outq_head;
+    outq_head = f->next;
+    free(f);
+  }
+  outq_tail = NULL;
+  outq_total = 0;
+  inlen = 0;
+  skip_left = 0;
+}
+
 /* virtio-serial reports POLLHUP while no host is attached; it must leave the epoll set then or
  * the loop would spin. It is polled on a timer until the host is back, then hello is sent again. */
 static void port_check_connected(void) {
@@ -319,13 +340,12 @@ static void port_check_connected(void) {
   int connected = !(p.revents & POLLHUP);
   if (connected && !port_connected) {
     port_connected = 1;
-    inlen = 0;
-    skip_left = 0;
     op_hello(0);
     port_watch_update();
   } else if (!connected && port_connected) {
     port_connected = 0;
     unwatch_fd(port_fd);
+    drop_host_state();
   }
 }
 

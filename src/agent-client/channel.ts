@@ -62,7 +62,7 @@ export interface ReadFileStream {
 }
 
 export class AgentChannel extends EventEmitter {
-  private readonly decoder = new FrameDecoder();
+  private readonly decoder: FrameDecoder;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closedWith: Error | null = null;
@@ -71,8 +71,13 @@ export class AgentChannel extends EventEmitter {
   /** Resolves with the agent's first hello; rejects if the channel closes first. */
   readonly hello: Promise<Hello>;
 
-  constructor(private readonly socket: Duplex) {
+  /** With `resync`, bytes before the guest's next HELLO are skipped (re-attaching to a VM). */
+  constructor(
+    private readonly socket: Duplex,
+    opts: { resync?: boolean } = {},
+  ) {
     super();
+    this.decoder = new FrameDecoder(undefined, opts.resync ?? false);
     this.hello = new Promise<Hello>((res, rej) => {
       this.helloResolve = res;
       this.helloReject = rej;

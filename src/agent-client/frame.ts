@@ -56,15 +56,27 @@ export function encodeJson(id: number, kind: number, body: unknown): Buffer {
 }
 
 /** Incremental decoder: feed it chunks, get whole frames; throws ProtocolError on a bad header. */
+// What a HELLO frame looks like from its 5th byte on: stream id 0, kind HELLO, channel, flags
+// and reserved 0, then the JSON reply. Used to find a frame boundary in a stream joined midway.
+const HELLO_MARK = Buffer.concat([Buffer.from([0, 0, 0, 0, Kind.Hello, 0, 0, 0]), Buffer.from('{"ok":true,"proto":')]);
+
 export class FrameDecoder {
   private chunks: Buffer[] = [];
   private buffered = 0;
 
-  constructor(private readonly maxPayload = MAX_PAYLOAD) {}
+  /**
+   * @param resync discard bytes until the first HELLO frame: for re-attaching to a guest whose
+   *   byte stream may have been left mid-frame by a previous host.
+   */
+  constructor(
+    private readonly maxPayload = MAX_PAYLOAD,
+    private resync = false,
+  ) {}
 
   push(chunk: Buffer): Frame[] {
     this.chunks.push(chunk);
     this.buffered += chunk.length;
+    if (this.resync && !this.findHello()) return [];
     const out: Frame[] = [];
     for (;;) {
       if (this.buffered < HEADER_SIZE) break;
@@ -84,6 +96,22 @@ export class FrameDecoder {
       });
     }
     return out;
+  }
+
+  // Drops bytes before the first HELLO header; keeps a short tail when none is there yet.
+  private findHello(): boolean {
+    const all = Buffer.concat(this.chunks);
+    const at = all.indexOf(HELLO_MARK);
+    if (at >= 4) {
+      this.chunks = [all.subarray(at - 4)];
+      this.buffered = all.length - (at - 4);
+      this.resync = false;
+      return true;
+    }
+    const keep = all.subarray(Math.max(0, all.length - HELLO_MARK.length - 4));
+    this.chunks = [keep];
+    this.buffered = keep.length;
+    return false;
   }
 
   /** Bytes held waiting for the rest of a frame. */

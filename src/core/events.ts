@@ -7,6 +7,7 @@ export type EventType =
   | "sandbox.error"
   | "sandbox.destroyed"
   | "sandbox.expired"
+  | "sandbox.reattached"
   | "exec.started"
   | "exec.finished"
   | "file.written";

@@ -228,14 +228,26 @@ export class Forge {
     }
   }
 
-  // A previous ForgeVM process may have died with VMs running. Nothing can drive them without
-  // their channel state, so they are stopped (only QEMU processes whose command line names their
-  // own VM directory, so an unrelated process that reused the pid is never touched) and marked.
-  // VMs of another ForgeVM process that is still alive on this data directory are left alone.
+  // A previous ForgeVM process may have died with VMs running: QEMU runs detached and its
+  // sockets survive, so each such VM is re-attached and serves again. One that cannot be (QEMU
+  // gone, agent silent) is stopped — only a QEMU whose command line names the VM's own directory,
+  // so an unrelated process that reused the pid is never touched — and marked `error`. VMs of
+  // another ForgeVM process still alive on this data directory are left alone.
   private async reconcile(): Promise<void> {
     for (const row of this.sandboxes.list(["creating", "running"])) {
       if (this.live.has(row.id)) continue;
       if (row.manager_pid && row.manager_pid !== process.pid && (await isForgevmProcess(row.manager_pid))) continue;
+      if (row.state === "running" && row.vm_pid && row.vm_dir) {
+        try {
+          const vm = await this.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
+          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit));
+          this.sandboxes.update(row.id, { manager_pid: process.pid });
+          this.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
+          continue;
+        } catch (e) {
+          row.error = (e as Error).message;
+        }
+      }
       if (row.vm_pid && row.vm_dir) {
         const cmd = await readFile(`/proc/${row.vm_pid}/cmdline`, "utf8").catch(() => "");
         if (cmd.includes("qemu-system") && cmd.includes(row.vm_dir)) {
@@ -247,8 +259,9 @@ export class Forge {
         }
       }
       await rm(row.vm_dir ?? join(this.paths.vmsDir, row.id), { recursive: true, force: true });
-      this.sandboxes.update(row.id, { state: "error", error: "the server restarted and could not re-attach to this VM", destroyed_at: new Date().toISOString() });
-      this.events.emit("sandbox.error", row.id, { error: "server restarted" });
+      const reason = `the server restarted and could not re-attach to this VM${row.error ? `: ${row.error}` : ""}`;
+      this.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+      this.events.emit("sandbox.error", row.id, { error: reason });
     }
   }
 }

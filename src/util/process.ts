@@ -1,5 +1,6 @@
 // Running host programs (qemu-img, mkfs.ext4, …) with their output captured for error messages.
 import { spawn, type SpawnOptions } from "node:child_process";
+import { readFileSync } from "node:fs";
 
 export class CommandError extends Error {
   override name = "CommandError";
@@ -44,4 +45,17 @@ export function run(
     child.stdin!.on("error", () => {}); // a program that exits without reading its input
     child.stdin!.end(opts.input ?? "");
   });
+}
+
+/**
+ * Whether a process exists and has not exited. A zombie counts as exited: a VM adopted from a
+ * dead server is not our child, and some container inits are slow to reap (or never reap) it.
+ */
+export function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.charAt(stat.lastIndexOf(")") + 2) !== "Z";
+  } catch {
+    return false;
+  }
 }

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
 import type { Paths } from "../../config/paths.js";
-import { run } from "../../util/process.js";
+import { processAlive, run } from "../../util/process.js";
 import { BootError, type Accel, type Provider, type ProviderHealth, type Vm, type VmInfo, type VmSpec } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
 import { hostTscKhz, qemuArgs, type VmFiles } from "./args.js";
@@ -108,6 +108,62 @@ export class QemuProvider implements Provider {
   /** Destroys every VM this provider started and still tracks. */
   async destroyAll(): Promise<void> {
     await Promise.all([...this.live].map((vm) => vm.destroy()));
+  }
+
+  /**
+   * Takes over a VM that a previous ForgeVM process started and left running: checks that the
+   * pid is still that VM's QEMU, reconnects to its console and agent sockets, skips whatever
+   * half-frame the old connection left, and waits for the agent's fresh HELLO.
+   */
+  async attach(a: { id: string; pid: number; dir: string; memoryMb: number; vcpus: number; helloTimeoutMs?: number }): Promise<Vm> {
+    const cmdline = await readFile(`/proc/${a.pid}/cmdline`, "utf8").catch(() => "");
+    if (!cmdline.startsWith("qemu-system") || !cmdline.includes(join(a.dir, "agent.sock"))) {
+      throw new Error(`process ${a.pid} is not the QEMU of VM ${a.id}`);
+    }
+    const { accel } = await this.accel();
+    const exited = new Promise<void>((resolve) => {
+      const t = setInterval(() => {
+        if (!processAlive(a.pid)) {
+          clearInterval(t);
+          resolve();
+        }
+      }, 250);
+      t.unref();
+    });
+    const consoleLog = new ConsoleLog(join(a.dir, "console.log"));
+    const cleanup = async () => {
+      consoleLog.close();
+      if (processAlive(a.pid)) {
+        process.kill(a.pid, "SIGKILL");
+        await exited;
+      }
+      await rm(a.dir, { recursive: true, force: true });
+    };
+    const started = performance.now();
+    try {
+      await consoleLog.attach(join(a.dir, "console.sock"));
+      const channel = new AgentChannel(await connect(join(a.dir, "agent.sock")), { resync: true });
+      const deadline = a.helloTimeoutMs ?? 10_000;
+      let timer: NodeJS.Timeout | undefined;
+      const failure = await Promise.race([
+        channel.hello.then(() => null, (e: Error) => `the agent channel closed (${e.message})`),
+        new Promise<string>((r) => (timer = setTimeout(() => r(`no HELLO within ${deadline} ms`), deadline))),
+      ]);
+      clearTimeout(timer);
+      if (failure) {
+        channel.close();
+        throw new Error(`cannot re-attach to VM ${a.id}: ${failure}`);
+      }
+      const hello = await channel.hello;
+      await channel.request<"configure">({ op: "configure", time_ms: Date.now() });
+      const info: VmInfo = { id: a.id, pid: a.pid, dir: a.dir, accel, memoryMb: a.memoryMb, vcpus: a.vcpus, agentVersion: hello.agent, bootMs: Math.round(performance.now() - started) };
+      const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => this.live.delete(vm));
+      this.live.add(vm);
+      return vm;
+    } catch (e) {
+      consoleLog.close();
+      throw e;
+    }
   }
 
   private async qemuVersion(): Promise<string> {
@@ -216,7 +272,7 @@ export class QemuProvider implements Provider {
         agentVersion: hello.agent,
         bootMs: Math.round(performance.now() - started),
       };
-      const vm = new QemuVm(info, channel, consoleLog, proc, exited, cleanup, () => this.live.delete(vm));
+      const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => this.live.delete(vm));
       this.live.add(vm);
       return vm;
     } catch (e) {
@@ -233,7 +289,6 @@ class QemuVm implements Vm {
     readonly info: VmInfo,
     readonly channel: AgentChannel,
     private readonly console: ConsoleLog,
-    private readonly proc: ChildProcess,
     readonly exited: Promise<void>,
     private readonly cleanup: () => Promise<void>,
     private readonly forget: () => void,
@@ -250,10 +305,6 @@ class QemuVm implements Vm {
       this.forget();
     })();
     return this.destroying;
-  }
-
-  get pid(): number {
-    return this.proc.pid!;
   }
 }
 
