@@ -334,3 +334,57 @@ describe("events", () => {
     assertError(await api("GET", "/events", undefined, { "Last-Event-ID": "abc" }), 400, "BAD_REQUEST", /last-event-id/);
   });
 });
+
+describe("templates", () => {
+  it("creates, lists, updates and deletes; duplicates conflict", async () => {
+    const t = { name: "py-tools", image: "forgevm/debian:bookworm", memory_mb: 256, vcpus: 1, ttl: "15m", env: { GREETING: "hi" }, setup: ["echo ready > /etc/forgevm-setup", "mkdir -p /work/app"], description: "d1" };
+    const c = await api("POST", "/templates", t);
+    assert.equal(c.status, 201, JSON.stringify(c.body));
+    assert.equal(c.body.cpu_cores, 1);
+    assert.equal(c.body.ttl_seconds, 900);
+    assert.deepEqual(c.body.allowed_hosts, []);
+    assertError(await api("POST", "/templates", t), 409, "CONFLICT");
+    assert.ok((await api("GET", "/templates")).body.some((x: any) => x.name === "py-tools"));
+    const u = await api("PUT", "/templates/py-tools", { ...t, name: undefined, description: "d2" });
+    assert.equal(u.status, 200, JSON.stringify(u.body));
+    assert.equal((await api("GET", "/templates/py-tools")).body.description, "d2");
+    assertError(await api("PUT", "/templates/py-tools", { name: "other" }), 400, "BAD_REQUEST", /differs/);
+    assertError(await api("PUT", "/templates/nope", { description: "x" }), 404, "NOT_FOUND");
+  });
+
+  it("spawns with every field in effect: image, memory, ttl, env, setup run once", async () => {
+    const r = await api("POST", "/templates/py-tools/spawn", {});
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.equal(r.body.memory_mb, 256);
+    const ttl = Date.parse(r.body.expires_at) - Date.now();
+    assert.ok(ttl > 14 * 60_000 && ttl <= 15 * 60_000, `ttl ${ttl}`);
+    const e = await api("POST", `/sandboxes/${r.body.id}/exec`, { command: "cat /etc/forgevm-setup; echo $GREETING; test -d /work/app && echo dir; awk '/MemTotal/{print $2}' /proc/meminfo" });
+    const [ready, greeting, dir, kb] = e.body.stdout.trim().split("\n");
+    assert.deepEqual([ready, greeting, dir], ["ready", "hi", "dir"]);
+    assert.ok(Number(kb) <= 256 * 1024 && Number(kb) > 150_000);
+    // The exec's own env wins over the template's.
+    assert.equal((await api("POST", `/sandboxes/${r.body.id}/exec`, { command: "echo $GREETING", env: { GREETING: "override" } })).body.stdout, "override\n");
+    assert.equal((await api("DELETE", `/sandboxes/${r.body.id}`)).status, 200);
+  });
+
+  it("fails a spawn whose setup command fails, leaving nothing running", async () => {
+    assert.equal((await api("POST", "/templates", { name: "broken", setup: ["echo boom >&2; exit 3"] })).status, 201);
+    const before = server.forge.list().length;
+    assertError(await api("POST", "/sandboxes", { template: "broken" }), 400, "BAD_REQUEST", /setup command 1 .* exit code 3: boom/);
+    assert.equal(server.forge.list().length, before);
+    assert.equal((await api("DELETE", "/templates/broken")).status, 200);
+  });
+
+  it("rejects bad templates and unknown names", async () => {
+    assertError(await api("POST", "/templates", { name: "bad name" }), 400, "BAD_REQUEST", /name/);
+    assertError(await api("POST", "/templates", {}), 400, "BAD_REQUEST", /name is required/);
+    assertError(await api("POST", "/templates", { name: "x1", memory_mb: 1 }), 400, "BAD_REQUEST", /memory_mb/);
+    assertError(await api("POST", "/templates", { name: "x1", ttl: "forever" }), 400, "BAD_REQUEST", /ttl/);
+    assertError(await api("POST", "/templates", { name: "x1", allowed_hosts: ["pypi.org"] }), 400, "BAD_REQUEST", /allowed_hosts/);
+    assertError(await api("POST", "/templates/nope/spawn", {}), 404, "NOT_FOUND");
+    assertError(await api("POST", "/sandboxes", { template: "nope" }), 404, "NOT_FOUND");
+    assertError(await api("DELETE", "/templates/nope"), 404, "NOT_FOUND");
+    assertError(await api("GET", "/templates/nope"), 404, "NOT_FOUND");
+    assert.equal((await api("DELETE", "/templates/py-tools")).status, 200);
+  });
+});

@@ -10,6 +10,7 @@ import { execRoutes } from "./routes/exec.js";
 import { fileRoutes } from "./routes/files.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { systemRoutes } from "./routes/system.js";
+import { templateRoutes } from "./routes/templates.js";
 
 export const API_PREFIX = "/api/v1";
 const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
@@ -90,6 +91,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
       await api.register(fileRoutes, { forge: opts.forge });
       await api.register(eventRoutes, { forge: opts.forge });
+      await api.register(templateRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
     },

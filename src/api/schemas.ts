@@ -34,6 +34,7 @@ export const SpawnRequest = Type.Object({
   template: Type.Optional(Type.String({ minLength: 1 })),
   owner_id: Type.Optional(Type.String({ maxLength: 256 })),
   metadata: Type.Optional(StringMap),
+  env: Type.Optional(StringMap),
 });
 
 export const ExecRequest = Type.Object({

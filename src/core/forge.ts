@@ -10,6 +10,7 @@ import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
 import { EventStore } from "../store/events.js";
 import { SandboxStore, type SandboxRow } from "../store/sandboxes.js";
+import { TemplateStore } from "../store/templates.js";
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import { EventBus } from "./events.js";
 import { Sandbox } from "./sandbox.js";
@@ -49,6 +50,10 @@ export interface SpawnOptions {
   ttlMs?: number;
   ownerId?: string;
   metadata?: Record<string, string>;
+  /** Environment every exec in this sandbox gets (an exec's own env wins). */
+  env?: Record<string, string>;
+  /** A stored template whose fields fill in what these options leave out. */
+  template?: string;
 }
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -58,6 +63,7 @@ export class Forge {
   private readonly destroying = new Map<string, Promise<void>>();
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
+  readonly templates: TemplateStore;
   readonly events: EventBus;
   readonly defaults: SpawnDefaults;
   private closed = false;
@@ -69,6 +75,7 @@ export class Forge {
     private readonly opts: ForgeOptions,
   ) {
     this.sandboxes = new SandboxStore(db);
+    this.templates = new TemplateStore(db);
     this.events = new EventBus(new EventStore(db));
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
   }
@@ -90,6 +97,18 @@ export class Forge {
   /** Boots a sandbox and returns once its agent answers; a failed boot is recorded as `error`. */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
     if (this.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+    const tpl = opts.template !== undefined ? this.templates.get(opts.template) : undefined;
+    if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
+    if (tpl) {
+      opts = {
+        ...opts,
+        image: opts.image ?? tpl.image,
+        memoryMb: opts.memoryMb ?? tpl.memory_mb,
+        vcpus: opts.vcpus ?? tpl.cpu_cores,
+        ttlMs: opts.ttlMs ?? (tpl.ttl_seconds ? tpl.ttl_seconds * 1000 : undefined),
+        env: tpl.env || opts.env ? { ...tpl.env, ...opts.env } : undefined,
+      };
+    }
     const d = this.defaults;
     const imageName = opts.image ?? d.image;
     const image = await resolveImage(this.paths, imageName).catch((e) => {
@@ -114,6 +133,8 @@ export class Forge {
       vm_pid: null,
       vm_dir: null,
       manager_pid: process.pid,
+      env: opts.env ?? null,
+      template: tpl?.name ?? null,
     };
     this.sandboxes.insert(row);
     this.events.emit("sandbox.created", id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
@@ -127,8 +148,18 @@ export class Forge {
         hostname: opts.hostname ?? id,
         bootTimeoutMs: opts.bootTimeoutMs,
       });
-      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit);
+      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, row.env ?? undefined);
       this.live.set(id, sb);
+      for (const [i, cmd] of (tpl?.setup ?? []).entries()) {
+        const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
+        if (r.exitCode !== 0) {
+          const reason = `template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`;
+          await this.destroy(id);
+          this.sandboxes.update(id, { state: "error", error: reason });
+          this.events.emit("sandbox.error", id, { error: reason });
+          throw badRequest(reason);
+        }
+      }
       this.sandboxes.update(id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir });
       this.events.emit("sandbox.running", id, { boot_ms: vm.info.bootMs, accel: vm.info.accel });
       // Destroyed while booting (e.g. by the reaper or a DELETE): do not hand it out.
@@ -138,7 +169,7 @@ export class Forge {
       }
       return sb;
     } catch (e) {
-      if (this.sandboxes.get(id)?.state === "creating") {
+      if (this.sandboxes.get(id)?.state === "creating" && !(e instanceof ForgevmError)) {
         const reason = (e as Error).message;
         this.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
         this.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
@@ -240,7 +271,7 @@ export class Forge {
       if (row.state === "running" && row.vm_pid && row.vm_dir) {
         try {
           const vm = await this.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
-          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit));
+          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, row.env ?? undefined));
           this.sandboxes.update(row.id, { manager_pid: process.pid });
           this.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
           continue;

@@ -34,6 +34,8 @@ export class Sandbox {
     readonly vm: Vm,
     private readonly onDestroy: (sb: Sandbox) => Promise<void>,
     private readonly emit: Emit = () => {},
+    /** Environment every exec gets; an exec's own env wins. */
+    private readonly env?: Record<string, string>,
   ) {}
 
   /** Runs a command (a shell string, or argv without a shell) and waits for it. */
@@ -43,7 +45,7 @@ export class Sandbox {
     const r = await this.vm.channel.execBuffered(
       {
         ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
-        env: opts.env,
+        env: this.env || opts.env ? { ...this.env, ...opts.env } : undefined,
         cwd: opts.cwd,
         user: opts.user,
         timeout_ms: opts.timeoutMs,
@@ -66,7 +68,7 @@ export class Sandbox {
     this.emit("exec.started", this.id, { command, stream: true });
     const s = this.vm.channel.exec({
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
-      env: opts.env,
+      env: this.env || opts.env ? { ...this.env, ...opts.env } : undefined,
       cwd: opts.cwd,
       user: opts.user,
       timeout_ms: opts.timeoutMs,

@@ -33,6 +33,14 @@ const MIGRATIONS: string[] = [
      timestamp TEXT NOT NULL,
      data TEXT
    );`,
+  `ALTER TABLE sandboxes ADD COLUMN env TEXT;
+   ALTER TABLE sandboxes ADD COLUMN template TEXT;
+   CREATE TABLE templates (
+     name TEXT PRIMARY KEY,
+     body TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -21,10 +21,14 @@ export interface SandboxRow {
   vm_dir: string | null;
   /** The ForgeVM process that runs this VM. */
   manager_pid: number | null;
+  /** Environment every exec gets (from the spawn request or its template). */
+  env: Record<string, string> | null;
+  template: string | null;
 }
 
-type Raw = Omit<SandboxRow, "metadata"> & { metadata: string | null };
-const decode = (r: Raw | undefined): SandboxRow | undefined => r && { ...r, metadata: r.metadata ? JSON.parse(r.metadata) : null };
+type Raw = Omit<SandboxRow, "metadata" | "env"> & { metadata: string | null; env: string | null };
+const decode = (r: Raw | undefined): SandboxRow | undefined =>
+  r && { ...r, metadata: r.metadata ? JSON.parse(r.metadata) : null, env: r.env ? JSON.parse(r.env) : null };
 
 export class SandboxStore {
   constructor(private readonly db: Db) {}
@@ -32,10 +36,10 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template)`,
       )
-      .run({ ...row, metadata: row.metadata ? JSON.stringify(row.metadata) : null });
+      .run({ ...row, metadata: row.metadata ? JSON.stringify(row.metadata) : null, env: row.env ? JSON.stringify(row.env) : null });
   }
 
   get(id: string): SandboxRow | undefined {
@@ -48,7 +52,7 @@ export class SandboxStore {
     return (this.db.prepare(q).all(...states, ...(owner ? [owner] : [])) as Raw[]).map((r) => decode(r)!);
   }
 
-  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata">>): void {
+  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env">>): void {
     const keys = Object.keys(fields);
     if (!keys.length) return;
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });

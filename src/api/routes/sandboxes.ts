@@ -11,7 +11,6 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
     const b = req.body ?? {};
     if (b.provider && b.provider !== forge.provider.name) throw badRequest(`provider "${b.provider}" is not available (available: ${forge.provider.name})`);
-    if (b.template) throw notFound(`template "${b.template}" not found`);
     const owner = (req.headers["x-user-id"] as string | undefined) || b.owner_id;
     const sb = await forge.spawn({
       image: b.image,
@@ -21,6 +20,8 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       ttlMs: b.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
       ownerId: owner,
       metadata: b.metadata,
+      env: b.env,
+      template: b.template,
     });
     reply.status(201);
     return sandboxView(forge.get(sb.id));
