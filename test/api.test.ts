@@ -1,4 +1,5 @@
 // The REST API against a real server with real VMs: the seed's curl quick start, every route's
+import type { WebSocket } from "ws";
 // happy path and its bad inputs.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -386,5 +387,56 @@ describe("templates", () => {
     assertError(await api("DELETE", "/templates/nope"), 404, "NOT_FOUND");
     assertError(await api("GET", "/templates/nope"), 404, "NOT_FOUND");
     assert.equal((await api("DELETE", "/templates/py-tools")).status, 200);
+  });
+});
+
+describe("exec over WebSocket", () => {
+  async function wsExec(first: unknown, script: (ws: WebSocket, got: { text: string; msgs: any[] }) => Promise<void> = async () => {}) {
+    const { WebSocket } = await import("ws");
+    const ws = new WebSocket(`ws://127.0.0.1:7423/api/v1/sandboxes/${id}/exec/ws`);
+    const got = { text: "", msgs: [] as any[] };
+    const closed = new Promise<number>((r) => ws.on("close", (code: number) => r(code)));
+    ws.on("message", (m: Buffer) => {
+      const msg = JSON.parse(m.toString());
+      got.msgs.push(msg);
+      if (msg.stream) got.text += msg.data;
+    });
+    await new Promise((r) => ws.on("open", r));
+    ws.send(JSON.stringify(first));
+    await script(ws as any, got);
+    return { code: await closed, ...got };
+  }
+
+  it("streams output, takes stdin and ends with the exit code", async () => {
+    const r = await wsExec({ command: "cat; echo done >&2; exit 5" }, async (ws) => {
+      ws.send(JSON.stringify({ stdin: "abc\n" }));
+      ws.send(JSON.stringify({ stdin_eof: true }));
+    });
+    assert.equal(r.code, 1000);
+    assert.ok(r.msgs.some((m) => m.stream === "stdout" && m.data === "abc\n"));
+    assert.ok(r.msgs.some((m) => m.stream === "stderr" && m.data === "done\n"));
+    assert.deepEqual(r.msgs.at(-1), { type: "done", exit_code: 5, timed_out: false });
+  });
+
+  it("runs under a TTY and follows resizes", async () => {
+    const r = await wsExec({ command: "stty size; read x; stty size", tty: true, rows: 30, cols: 100 }, async (ws, got) => {
+      await waitFor(() => got.text.includes("30 100"), 15_000, "first size");
+      ws.send(JSON.stringify({ resize: [40, 120] }));
+      await new Promise((res) => setTimeout(res, 200));
+      ws.send(JSON.stringify({ stdin: "\n" }));
+    });
+    assert.equal(r.code, 1000);
+    assert.match(r.text, /40 120/);
+    assert.equal(r.msgs.at(-1).exit_code, 0);
+  });
+
+  it("refuses a bad first message with an error and closes", async () => {
+    const r = await wsExec({ args: ["x"] });
+    assert.equal(r.code, 1008);
+    assert.equal(r.msgs[0].type, "error");
+    assert.equal(r.msgs[0].code, "BAD_REQUEST");
+    assert.match(r.msgs[0].message, /command/);
+    const t = await wsExec({ command: "true", timeout: "nope" });
+    assert.match(t.msgs[0].message, /timeout/);
   });
 });

@@ -1,5 +1,6 @@
 // The Fastify application: built apart from listen() so tests can inject requests.
 import swagger from "@fastify/swagger";
+import websocket from "@fastify/websocket";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
@@ -7,6 +8,7 @@ import type { Forge } from "../core/forge.js";
 import { installErrorHandling } from "./errors.js";
 import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
+import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { systemRoutes } from "./routes/system.js";
@@ -84,11 +86,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   installErrorHandling(app, routePatterns);
+  await app.register(websocket, { options: { maxPayload: 2 * 1024 * 1024 } });
 
   await app.register(
     async (api) => {
       await api.register(sandboxRoutes, { forge: opts.forge });
       await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
+      await api.register(execWsRoutes, { forge: opts.forge });
       await api.register(fileRoutes, { forge: opts.forge });
       await api.register(eventRoutes, { forge: opts.forge });
       await api.register(templateRoutes, { forge: opts.forge });

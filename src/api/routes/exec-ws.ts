@@ -1,0 +1,105 @@
+// GET /sandboxes/{id}/exec/ws: interactive exec over a WebSocket. The first client message is
+// the exec request (as for POST /exec, plus `tty`, `rows`, `cols`); then the client may send
+// {"stdin": "..."}, {"stdin_eof": true} and, with a tty, {"resize": [rows, cols]}. The server
+// sends {"stream","data"} chunks and ends with {"type":"done","exit_code":N}, closing with 1000.
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { StringDecoder } from "node:string_decoder";
+import type { WebSocket } from "ws";
+import { Type } from "typebox";
+import { Value } from "typebox/value";
+import { parseDuration } from "../../core/durations.js";
+import type { Forge } from "../../core/forge.js";
+import { toApiError } from "../errors.js";
+import { ExecRequest, IdParams } from "../schemas.js";
+import { shellQuote } from "../views.js";
+
+const WsExecRequest = Type.Intersect([
+  Type.Omit(ExecRequest, ["stream", "stdin"]),
+  Type.Object({
+    tty: Type.Optional(Type.Boolean()),
+    rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
+    cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
+  }),
+]);
+
+const MAX_MESSAGE = 1024 * 1024;
+
+function sendError(ws: WebSocket, err: unknown): void {
+  const e = toApiError(err);
+  ws.send(JSON.stringify({ type: "error", code: e.code, message: e.message }));
+  ws.close(e.status < 500 ? 1008 : 1011, e.code);
+}
+
+export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  app.get("/sandboxes/:id/exec/ws", { websocket: true, schema: { tags: ["exec"], params: IdParams } }, (ws, req) => {
+    let started = false;
+    let finished = false;
+    let session: ReturnType<ReturnType<Forge["sandbox"]>["execStream"]> | null = null;
+    ws.on("message", (raw, isBinary) => {
+      const text = isBinary ? null : raw.toString();
+      let msg: any;
+      try {
+        if (text === null || text.length > MAX_MESSAGE) throw new Error("messages must be JSON text of at most 1 MiB");
+        msg = JSON.parse(text);
+        if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw new Error("messages must be JSON objects");
+      } catch (e) {
+        return sendError(ws, new RangeError(`bad message: ${(e as Error).message}`));
+      }
+      if (!started) {
+        started = true;
+        try {
+          if (!Value.Check(WsExecRequest, msg)) {
+            const err = [...Value.Errors(WsExecRequest, msg)][0];
+            const field = err?.instancePath.replace(/^\//, "") || (err?.params as { requiredProperties?: string[] })?.requiredProperties?.[0] || "request";
+            throw new RangeError(`${field} ${err?.message ?? "is invalid"}`);
+          }
+          const timeoutMs = msg.timeout !== undefined ? parseDuration(msg.timeout, "timeout") : undefined;
+          const sb = forge.sandbox((req.params as { id: string }).id);
+          const command = msg.args?.length ? `${msg.command} ${msg.args.map(shellQuote).join(" ")}` : msg.command;
+          session = sb.execStream(command, {
+            env: msg.env,
+            cwd: msg.workdir,
+            user: msg.user,
+            timeoutMs,
+            stdin: true,
+            pty: msg.tty ? { rows: msg.rows ?? 24, cols: msg.cols ?? 80 } : undefined,
+          });
+          run(ws, session);
+        } catch (e) {
+          sendError(ws, e);
+        }
+        return;
+      }
+      if (!session) return;
+      if (typeof msg.stdin === "string") session.stdin?.write(msg.stdin);
+      if (msg.stdin_eof === true) session.stdin?.end();
+      if (Array.isArray(msg.resize) && msg.resize.length === 2) {
+        const [rows, cols] = msg.resize.map(Number);
+        session.resize(rows, cols).catch(() => {});
+      }
+    });
+    ws.on("close", () => {
+      // The client left: stop what it started.
+      if (session && !finished) void session.signal(9).catch(() => {});
+    });
+    const run = async (socket: WebSocket, s: NonNullable<typeof session>) => {
+      const forward = (name: string, stream: NodeJS.ReadableStream) =>
+        new Promise<void>((resolve) => {
+          const dec = new StringDecoder("utf8");
+          stream.on("data", (c: Buffer) => {
+            const data = dec.write(c);
+            if (data && socket.readyState === socket.OPEN) socket.send(JSON.stringify({ stream: name, data }));
+          });
+          const end = () => resolve();
+          stream.once("end", end);
+          stream.once("close", end);
+        });
+      const [r] = await Promise.all([s.result.catch((e: Error) => e), forward("stdout", s.stdout), forward("stderr", s.stderr)]);
+      finished = true;
+      if (socket.readyState !== socket.OPEN) return;
+      if (r instanceof Error) return sendError(socket, r);
+      socket.send(JSON.stringify({ type: "done", exit_code: r.exit_code, timed_out: r.timed_out }));
+      socket.close(1000, "done");
+    };
+  });
+};
