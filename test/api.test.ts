@@ -264,6 +264,9 @@ describe("server", () => {
     assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true }]);
     assert.equal((await api("GET", "/providers/qemu")).body.config.accel, server.forge.provider.name === "qemu" ? (await server.forge.provider.accel()).accel : "");
     assertError(await api("GET", "/providers/nope"), 404, "NOT_FOUND");
+    const prom = await fetch(`${base}/metrics`);
+    assert.match(prom.headers.get("content-type") ?? "", /^text\/plain/);
+    assert.match(await prom.text(), /^forgevm_sandboxes_active [1-9]/m);
     const doc = await api("GET", "/openapi.json");
     assert.equal(doc.body.openapi, "3.0.3");
     assert.ok(doc.body.paths["/api/v1/sandboxes/{id}/exec"].post);

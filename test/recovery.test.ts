@@ -95,3 +95,23 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   assert.equal(code, 0);
   assert.deepEqual(await qemuPidsOf(ids[1]), []);
 });
+
+it("a graceful stop finishes the exec in flight, ends event streams, and leaves no VM", async () => {
+  server = startServer();
+  await ready();
+  const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  const { id } = (await r.json()) as { id: string };
+  const events = await fetch(`${base}/events`);
+  const eventsDone = events.arrayBuffer().then(() => "ended", (e) => `failed: ${e.message}`);
+  const exec = fetch(`${base}/sandboxes/${id}/exec`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ command: "sleep 2; echo fin" }) }).then((x) => x.json());
+  await new Promise((res) => setTimeout(res, 500));
+  const pids = await qemuPidsOf(id);
+  assert.equal(pids.length, 1);
+  server.kill("SIGTERM");
+  assert.deepEqual(((await exec) as { stdout: string }).stdout, "fin\n");
+  assert.equal(await eventsDone, "ended");
+  const code = await new Promise((res) => server!.once("exit", res));
+  assert.equal(code, 0);
+  await waitFor(() => !alive(pids[0]), 5000, "QEMU to stop");
+  await assert.rejects(stat(join(defaultDataDir(), "vms", id)), { code: "ENOENT" });
+});

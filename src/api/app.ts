@@ -101,5 +101,20 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
     { prefix: API_PREFIX },
   );
+
+  // Prometheus text format, for scrapers; the JSON form is /api/v1/metrics.
+  app.get("/metrics", { schema: { tags: ["system"], produces: ["text/plain"] } }, async (_req, reply) => {
+    const c = opts.forge.sandboxes.count();
+    reply.type("text/plain; version=0.0.4");
+    return [
+      "# HELP forgevm_sandboxes_active Sandboxes creating or running.",
+      "# TYPE forgevm_sandboxes_active gauge",
+      `forgevm_sandboxes_active ${c.live}`,
+      "# HELP forgevm_sandboxes_total Sandboxes in the store, history included.",
+      "# TYPE forgevm_sandboxes_total gauge",
+      `forgevm_sandboxes_total ${c.total}`,
+      "",
+    ].join("\n");
+  });
   return app;
 }

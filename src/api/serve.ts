@@ -3,7 +3,11 @@ import type { FastifyInstance } from "fastify";
 import { loadConfig, type Config } from "../config/config.js";
 import { parseDuration } from "../core/durations.js";
 import { Forge } from "../core/forge.js";
+import { setTimeout as sleep } from "node:timers/promises";
 import { buildApp } from "./app.js";
+
+/** How long a graceful shutdown waits for requests in flight before stopping the VMs. */
+const SHUTDOWN_GRACE_MS = 10_000;
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -38,8 +42,12 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
-      await app.close(); // stop accepting, let requests in flight finish
-      await forge.close(); // then stop the VMs and leave the store consistent
+      // Stop accepting and let requests in flight finish, but not forever: after the grace
+      // period the VMs are stopped, which ends whatever still runs in them.
+      const draining = app.close();
+      const graceOver = await Promise.race([draining.then(() => false), sleep(SHUTDOWN_GRACE_MS, undefined, { ref: false }).then(() => true)]);
+      await forge.close(); // stop the VMs and leave the store consistent
+      if (graceOver) await draining;
     })());
   return { app, forge, url: address, close };
 }

@@ -12,6 +12,12 @@ function frame(e: EventRow): string {
 }
 
 export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  // Open streams never end on their own: a shutting-down server ends them so close() can finish.
+  const open = new Set<NodeJS.WritableStream & { end(): void }>();
+  app.addHook("preClose", async () => {
+    for (const out of open) out.end();
+  });
+
   app.get(
     "/events",
     {
@@ -49,7 +55,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       replaying = false;
       held.forEach(send);
       const beat = setInterval(() => out.write(": heartbeat\n\n"), HEARTBEAT_MS);
+      open.add(out);
       out.once("close", () => {
+        open.delete(out);
         clearInterval(beat);
         unsubscribe();
       });
