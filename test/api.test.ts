@@ -1,4 +1,6 @@
 // The REST API against a real server with real VMs: the seed's curl quick start, every route's
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import type { WebSocket } from "ws";
 // happy path and its bad inputs.
 import assert from "node:assert/strict";
@@ -441,5 +443,55 @@ describe("exec over WebSocket", () => {
     assert.match(r.msgs[0].message, /command/);
     const t = await wsExec({ command: "true", timeout: "nope" });
     assert.match(t.msgs[0].message, /timeout/);
+  });
+});
+
+describe("the forgevm CLI against the server", () => {
+  const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+  const runCli = (args: string[], env: NodeJS.ProcessEnv) =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const p = spawn(process.execPath, [cli, ...args], { env });
+      let stdout = "";
+      let stderr = "";
+      p.stdout.on("data", (d) => (stdout += d));
+      p.stderr.on("data", (d) => (stderr += d));
+      p.on("close", (status) => resolve({ status, stdout, stderr }));
+    });
+  // Asynchronous: this process also serves the API the CLI talks to.
+  const forgevm = (...args: string[]) => runCli(args, { ...process.env, FORGEVM_URL: base });
+
+  it("spawns, lists, execs with the exit code passed through, shows logs, kills", async () => {
+    const sp = await forgevm("spawn", "--ttl", "5m", "--memory", "256", "--json");
+    assert.equal(sp.status, 0, sp.stderr);
+    const sb = JSON.parse(sp.stdout);
+    assert.equal(sb.memory_mb, 256);
+    const ls = await forgevm("list", "--json");
+    assert.ok(JSON.parse(ls.stdout).some((s: any) => s.id === sb.id));
+    assert.match((await forgevm("list")).stdout, new RegExp(`^${sb.id}\\trunning\\t`, "m"));
+    const ex = await forgevm("exec", sb.id, "--", "sh", "-c", "echo out; echo err >&2; exit 7");
+    assert.equal(ex.status, 7);
+    assert.equal(ex.stdout, "out\n");
+    assert.equal(ex.stderr, "err\n");
+    assert.equal((await forgevm("exec", sb.id, "-e", "A=b c", "--", "echo $A")).stdout, "b c\n");
+    const logs = await forgevm("logs", sb.id, "-n", "3", "--json");
+    assert.equal(logs.status, 0, logs.stderr);
+    assert.ok(JSON.parse(logs.stdout).length <= 3);
+    const k = await forgevm("kill", sb.id);
+    assert.equal(k.stdout, `destroyed ${sb.id}\n`);
+    // The console log is kept after the VM is gone.
+    const kept = await forgevm("logs", sb.id, "--json");
+    assert.ok(JSON.parse(kept.stdout).some((l: string) => /Power down|forgevm|\[/.test(l)), kept.stdout);
+  });
+
+  it("says what went wrong and what to do", async () => {
+    const nf = await forgevm("exec", "sb-00000000", "--", "true");
+    assert.equal(nf.status, 1);
+    assert.match(nf.stderr, /sandbox sb-00000000 not found/);
+    const down = await runCli(["--server", "http://127.0.0.1:9", "list"], process.env);
+    assert.equal(down.status, 1);
+    assert.match(down.stderr, /cannot reach the ForgeVM server at http:\/\/127.0.0.1:9.*forgevm serve/);
+    const bad = await forgevm("spawn", "--memory", "lots");
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /--memory must be an integer/);
   });
 });

@@ -1,7 +1,7 @@
 // The core: sandbox lifecycle over a provider, recorded in the store, announced as events.
 // Every interface (library, CLI, REST) calls these functions; none of them knows about HTTP.
 import { randomBytes } from "node:crypto";
-import { readFile, rm } from "node:fs/promises";
+import { copyFile, mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, resolveImage } from "../images/store.js";
@@ -65,6 +65,7 @@ export class Forge {
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;
   readonly events: EventBus;
+  private readonly eventStore: EventStore;
   readonly defaults: SpawnDefaults;
   private closed = false;
 
@@ -76,7 +77,8 @@ export class Forge {
   ) {
     this.sandboxes = new SandboxStore(db);
     this.templates = new TemplateStore(db);
-    this.events = new EventBus(new EventStore(db));
+    this.eventStore = new EventStore(db);
+    this.events = new EventBus(this.eventStore);
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
   }
 
@@ -219,6 +221,8 @@ export class Forge {
       this.sandboxes.update(id, { state: "destroyed", destroyed_at: new Date().toISOString() });
       const sb = this.live.get(id);
       this.live.delete(id);
+      // The console log outlives the VM directory, until the row's history is pruned.
+      if (row.vm_dir) await this.keepConsoleLog(id, row.vm_dir);
       if (sb) await sb.vm.destroy();
       this.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
     })().finally(() => this.destroying.delete(id));
@@ -233,11 +237,22 @@ export class Forge {
     return expired.length;
   }
 
-  /** The last `lines` lines of a sandbox's serial console. */
+  /** The last `lines` lines of a sandbox's serial console (kept after destroy, with its history). */
   async logs(id: string, lines = 100): Promise<string[]> {
     const row = this.get(id);
-    const text = row.vm_dir ? await readFile(join(row.vm_dir, "console.log"), "utf8").catch(() => "") : "";
+    const live = row.vm_dir && (row.state === "running" || row.state === "creating");
+    const file = live ? join(row.vm_dir!, "console.log") : this.keptLogPath(id);
+    const text = await readFile(file, "utf8").catch(() => "");
     return text.replace(/\r/g, "").split("\n").filter((l) => l.length).slice(-lines);
+  }
+
+  private keptLogPath(id: string): string {
+    return join(this.paths.dataDir, "logs", `${id}.console.log`);
+  }
+
+  private async keepConsoleLog(id: string, vmDir: string): Promise<void> {
+    await mkdir(join(this.paths.dataDir, "logs"), { recursive: true });
+    await copyFile(join(vmDir, "console.log"), this.keptLogPath(id)).catch(() => {});
   }
 
   /** Stops the reaper and destroys every sandbox this process runs. */
@@ -253,7 +268,8 @@ export class Forge {
     try {
       await this.prune();
       const cutoff = new Date(Date.now() - (this.opts.historyRetentionMs ?? 7 * 86_400_000)).toISOString();
-      this.sandboxes.pruneHistory(cutoff);
+      for (const id of this.sandboxes.pruneHistory(cutoff)) await rm(this.keptLogPath(id), { force: true });
+      this.eventStore.trim(cutoff);
     } catch {
       // the next tick tries again
     }

@@ -63,9 +63,14 @@ export class SandboxStore {
     return (this.db.prepare("SELECT * FROM sandboxes WHERE state IN ('creating','running') AND expires_at <= ?").all(nowIso) as Raw[]).map((r) => decode(r)!);
   }
 
-  /** Deletes history rows (destroyed or error) older than the cutoff; returns how many. */
-  pruneHistory(beforeIso: string): number {
-    return this.db.prepare("DELETE FROM sandboxes WHERE state IN ('destroyed','error') AND COALESCE(destroyed_at, created_at) < ?").run(beforeIso).changes;
+  /** Deletes history rows (destroyed or error) older than the cutoff; returns their ids. */
+  pruneHistory(beforeIso: string): string[] {
+    const where = "state IN ('destroyed','error') AND COALESCE(destroyed_at, created_at) < ?";
+    return this.db.transaction(() => {
+      const ids = (this.db.prepare(`SELECT id FROM sandboxes WHERE ${where}`).all(beforeIso) as { id: string }[]).map((r) => r.id);
+      this.db.prepare(`DELETE FROM sandboxes WHERE ${where}`).run(beforeIso);
+      return ids;
+    })();
   }
 
   count(): { total: number; live: number } {

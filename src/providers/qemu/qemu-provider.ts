@@ -36,6 +36,8 @@ export class QemuProvider implements Provider {
   readonly name = "qemu";
   private verdict: Promise<AccelVerdict> | null = null;
   private readonly live = new Set<QemuVm>();
+  /** VMs between QEMU start and hello: not in `live` yet, but theirs to clean up at exit. */
+  private readonly launching = new Map<number, string>();
   private readonly qemu: string;
   private readonly tscKhz = hostTscKhz(readFileSync("/proc/cpuinfo", "utf8"));
 
@@ -46,13 +48,15 @@ export class QemuProvider implements Provider {
 
   // Last resort at process exit: only synchronous calls work here.
   private killAllSync(): void {
-    for (const vm of this.live) {
+    const all = new Map(this.launching);
+    for (const vm of this.live) all.set(vm.info.pid, vm.info.dir);
+    for (const [pid, dir] of all) {
       try {
-        process.kill(vm.info.pid, "SIGKILL");
+        process.kill(pid, "SIGKILL");
       } catch {
         // already gone
       }
-      rmSync(vm.info.dir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     }
   }
 
@@ -230,6 +234,7 @@ export class QemuProvider implements Provider {
       child = spawn(this.qemu, qemuArgs(spec, files, accel, this.tscKhz), { detached: true, stdio: ["ignore", "ignore", errFd] });
       closeSync(errFd);
       const proc = child;
+      if (proc.pid) this.launching.set(proc.pid, dir);
       exited = new Promise<void>((r) => proc.once("exit", () => r()));
       child.once("error", () => {}); // reported through the exit and the log below
 
@@ -278,6 +283,8 @@ export class QemuProvider implements Provider {
     } catch (e) {
       await cleanup();
       throw e;
+    } finally {
+      if (child?.pid) this.launching.delete(child.pid);
     }
   }
 }
