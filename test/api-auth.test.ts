@@ -69,3 +69,14 @@ it("takes the key as a query parameter or cookie on the event stream only", asyn
   assert.equal((await fetch(`${url}/health?api_key=s3cret-key`)).status, 401, "query keys are refused outside streams");
   assert.equal((await fetch(`${url}/health`, { headers: { cookie: "forgevm_api_key=s3cret-key" } })).status, 401);
 });
+
+it("refuses bodies over the size limit with 413 and gives every response a request id", async () => {
+  const small = await buildApp({ forge, version: "test", bodyLimitBytes: 1024 });
+  const r = await small.inject({ method: "POST", url: "/api/v1/sandboxes", payload: { metadata: { pad: "x".repeat(4096) } } });
+  assert.equal(r.statusCode, 413);
+  assert.equal(r.json().code, "PAYLOAD_TOO_LARGE");
+  assert.ok(r.headers["x-request-id"]);
+  const echoed = await small.inject({ method: "GET", url: "/api/v1/health", headers: { "x-request-id": "req-42" } });
+  assert.equal(echoed.headers["x-request-id"], "req-42");
+  await small.close();
+});
