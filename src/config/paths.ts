@@ -13,6 +13,8 @@ export interface Paths {
   /** The initramfs holding the agent (PID 1) and the modules. */
   initramfs: string;
   imagesDir: string;
+  /** Content-addressed layer and config blobs shared by images. */
+  blobsDir: string;
   vmsDir: string;
   stateDir: string;
 }
@@ -34,6 +36,7 @@ export function pathsFor(dataDir: string = defaultDataDir()): Paths {
     modulesDir: join(kernelDir, "modules"),
     initramfs: join(dataDir, "agent", "initramfs.cpio"),
     imagesDir: join(dataDir, "images"),
+    blobsDir: join(dataDir, "blobs"),
     vmsDir: join(dataDir, "vms"),
     stateDir: join(dataDir, "state"),
   };

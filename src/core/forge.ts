@@ -1,10 +1,12 @@
 // The core: sandbox lifecycle over a provider, recorded in the store, announced as events.
 // Every interface (library, CLI, REST) calls these functions; none of them knows about HTTP.
 import { randomBytes } from "node:crypto";
-import { copyFile, mkdir, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdir, readFile, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
-import { DEFAULT_IMAGE, ImageNotFoundError, resolveImage } from "../images/store.js";
+import { BlobStore } from "../images/blobs.js";
+import { importOciLayout } from "../images/oci-layout.js";
+import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
@@ -13,7 +15,7 @@ import { SandboxStore, type SandboxRow } from "../store/sandboxes.js";
 import { TemplateStore } from "../store/templates.js";
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import { EventBus } from "./events.js";
-import { Sandbox } from "./sandbox.js";
+import { Sandbox, type ExecDefaults } from "./sandbox.js";
 
 export interface ForgeOptions {
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
@@ -64,6 +66,7 @@ export class Forge {
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;
+  readonly blobs: BlobStore;
   readonly events: EventBus;
   private readonly eventStore: EventStore;
   readonly defaults: SpawnDefaults;
@@ -77,6 +80,7 @@ export class Forge {
   ) {
     this.sandboxes = new SandboxStore(db);
     this.templates = new TemplateStore(db);
+    this.blobs = new BlobStore(paths.blobsDir);
     this.eventStore = new EventStore(db);
     this.events = new EventBus(this.eventStore);
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
@@ -150,7 +154,7 @@ export class Forge {
         hostname: opts.hostname ?? id,
         bootTimeoutMs: opts.bootTimeoutMs,
       });
-      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, row.env ?? undefined);
+      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env));
       this.live.set(id, sb);
       for (const [i, cmd] of (tpl?.setup ?? []).entries()) {
         const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
@@ -178,6 +182,36 @@ export class Forge {
       }
       throw e;
     }
+  }
+
+  /** Imports an image from an OCI image layout directory under `name`. */
+  async importImage(layout: string, name: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
+    const canonical = canonicalName(name);
+    await importOciLayout(this.paths, this.blobs, layout, canonical, tag, log);
+    return resolveImage(this.paths, canonical);
+  }
+
+  /** Removes a local image; refused while a live sandbox uses it. */
+  async removeImage(name: string): Promise<void> {
+    const image = await resolveImage(this.paths, name).catch((e) => {
+      throw e instanceof ImageNotFoundError ? notFound(e.message) : e;
+    });
+    if (image.name === DEFAULT_IMAGE) throw conflict(`${DEFAULT_IMAGE} is the built-in default image; ./setup.sh builds it`);
+    const users = this.list().filter((r) => r.image === image.name).map((r) => r.id);
+    if (users.length) throw conflict(`image ${image.name} is in use by ${users.join(", ")}`);
+    await rm(image.dir, { recursive: true, force: true });
+  }
+
+  /** Deletes blobs that no local image refers to; returns how many. */
+  async pruneBlobs(): Promise<number> {
+    const used = new Set((await listImages(this.paths)).flatMap((i) => i.layers ?? []).map((d) => d.slice(7)));
+    let removed = 0;
+    for (const f of await readdir(join(this.paths.blobsDir, "sha256")).catch(() => [])) {
+      if (used.has(f)) continue;
+      await rm(join(this.paths.blobsDir, "sha256", f), { force: true });
+      removed++;
+    }
+    return removed;
   }
 
   /** The stored record of any sandbox ever seen (history included). */
@@ -287,7 +321,8 @@ export class Forge {
       if (row.state === "running" && row.vm_pid && row.vm_dir) {
         try {
           const vm = await this.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
-          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, row.env ?? undefined));
+          const image = await resolveImage(this.paths, row.image).catch(() => null);
+          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env)));
           this.sandboxes.update(row.id, { manager_pid: process.pid });
           this.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
           continue;
@@ -311,6 +346,17 @@ export class Forge {
       this.events.emit("sandbox.error", row.id, { error: reason });
     }
   }
+}
+
+/** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */
+function execDefaults(image: LocalImage | null, env: Record<string, string> | null): ExecDefaults {
+  const fromImage: Record<string, string> = {};
+  for (const kv of image?.config?.Env ?? []) {
+    const i = kv.indexOf("=");
+    if (i > 0) fromImage[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  const merged = { ...fromImage, ...env };
+  return { env: Object.keys(merged).length ? merged : undefined, cwd: image?.config?.WorkingDir || undefined };
 }
 
 async function isForgevmProcess(pid: number): Promise<boolean> {

@@ -27,6 +27,11 @@ export interface ExecOutput {
   durationMs: number;
 }
 
+export interface ExecDefaults {
+  env?: Record<string, string>;
+  cwd?: string;
+}
+
 export class Sandbox {
   constructor(
     readonly id: string,
@@ -34,9 +39,13 @@ export class Sandbox {
     readonly vm: Vm,
     private readonly onDestroy: (sb: Sandbox) => Promise<void>,
     private readonly emit: Emit = () => {},
-    /** Environment every exec gets; an exec's own env wins. */
-    private readonly env?: Record<string, string>,
+    /** What every exec gets unless it says otherwise: the image's and sandbox's env, the image's working directory. */
+    private readonly defaults: ExecDefaults = {},
   ) {}
+
+  private envFor(env?: Record<string, string>): Record<string, string> | undefined {
+    return this.defaults.env || env ? { ...this.defaults.env, ...env } : undefined;
+  }
 
   /** Runs a command (a shell string, or argv without a shell) and waits for it. */
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecOutput> {
@@ -45,8 +54,8 @@ export class Sandbox {
     const r = await this.vm.channel.execBuffered(
       {
         ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
-        env: this.env || opts.env ? { ...this.env, ...opts.env } : undefined,
-        cwd: opts.cwd,
+        env: this.envFor(opts.env),
+        cwd: opts.cwd ?? this.defaults.cwd,
         user: opts.user,
         timeout_ms: opts.timeoutMs,
       },
@@ -68,8 +77,8 @@ export class Sandbox {
     this.emit("exec.started", this.id, { command, stream: true });
     const s = this.vm.channel.exec({
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
-      env: this.env || opts.env ? { ...this.env, ...opts.env } : undefined,
-      cwd: opts.cwd,
+      env: this.envFor(opts.env),
+      cwd: opts.cwd ?? this.defaults.cwd,
       user: opts.user,
       timeout_ms: opts.timeoutMs,
       stdin: opts.stdin,

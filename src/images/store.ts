@@ -3,6 +3,7 @@
 import { readFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
+import { parseReference } from "./reference.js";
 
 /** The image a spawn gets when none is named: Debian bookworm minbase with python3 and bash. */
 export const DEFAULT_IMAGE = "forgevm/debian:bookworm";
@@ -16,6 +17,11 @@ export interface ImageMeta {
   size: number;
   /** Packages or layers it contains, informational. */
   description?: string;
+  /** Manifest digest, for images pulled or imported from OCI sources. */
+  digest?: string;
+  layers?: string[];
+  /** Env, working directory, user, entrypoint and cmd from the image config. */
+  config?: import("./oci.js").ImageConfig;
 }
 
 export interface LocalImage extends ImageMeta {
@@ -25,6 +31,19 @@ export interface LocalImage extends ImageMeta {
 
 export class ImageNotFoundError extends Error {
   override name = "ImageNotFoundError";
+}
+
+/**
+ * The name an image is stored under: the canonical registry reference for anything that parses
+ * as one (so "alpine" and "docker.io/library/alpine:latest" are the same image), else the name.
+ */
+export function canonicalName(name: string): string {
+  if (name === DEFAULT_IMAGE || name.startsWith("forgevm/")) return name;
+  try {
+    return parseReference(name).canonical;
+  } catch {
+    return name;
+  }
 }
 
 /** Directory name of an image: its name with every character outside [A-Za-z0-9._-] replaced. */
@@ -39,7 +58,7 @@ export function imageDir(paths: Paths, name: string): string {
 /** Finds a local image by name ("default" means DEFAULT_IMAGE). */
 export async function resolveImage(paths: Paths, name: string = DEFAULT_IMAGE): Promise<LocalImage> {
   const wanted = name === "default" ? DEFAULT_IMAGE : name;
-  const dir = imageDir(paths, wanted);
+  const dir = imageDir(paths, canonicalName(wanted));
   try {
     const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as ImageMeta;
     const rootfs = join(dir, "rootfs.ext4");

@@ -1,0 +1,143 @@
+// Images from OCI layouts the tests write themselves: flattened, packed, booted, and checked
+// from inside a real VM; and every way an import must fail without leaving anything behind.
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { DigestMismatchError } from "../src/images/blobs.js";
+import { LayerError } from "../src/images/flatten.js";
+import { ImageFormatError } from "../src/images/oci.js";
+import type { Forge } from "../src/index.js";
+import { testForge } from "./helpers.js";
+import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
+
+let forge: Forge;
+let work: string;
+let busybox: Buffer;
+
+before(async () => {
+  forge = await testForge();
+  work = await mkdtemp(join(tmpdir(), "fvm-img-"));
+  busybox = await readFile("/bin/busybox");
+});
+after(async () => {
+  await rm(work, { recursive: true, force: true });
+  for (const name of ["local/test-full:v1", "local/test-multi"]) await forge.removeImage(name);
+  await forge.pruneBlobs();
+  assert.deepEqual(await readdir(join(forge.paths.blobsDir, "sha256")), []);
+});
+
+/** A base layer: static busybox with its shell, users and a few files to check later. */
+function baseLayer(marker: string) {
+  return {
+    compression: "gzip" as const,
+    entries: [
+      { path: "bin/", type: "dir" as const },
+      { path: "bin/busybox", data: busybox, mode: 0o755 },
+      { path: "bin/sh", type: "symlink" as const, linkname: "busybox" },
+      { path: "bin/bb2", type: "hardlink" as const, linkname: "bin/busybox" },
+      { path: "etc/", type: "dir" as const },
+      { path: "etc/passwd", data: "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n" },
+      { path: "etc/group", data: "root:x:0:\napp:x:1000:\n" },
+      { path: "etc/old.txt", data: "old" },
+      { path: "etc/marker", data: marker },
+      { path: "opt/d/a", data: "a" },
+      { path: "opt/d/b", data: "b" },
+      { path: "usr/bin/su-tool", data: "x", mode: 0o4755 },
+      { path: "home/app/", type: "dir" as const, uid: 1000, gid: 1000 },
+    ],
+  };
+}
+
+async function layoutDir(name: string): Promise<string> {
+  const d = join(work, name);
+  return d;
+}
+
+async function leftovers(): Promise<string[]> {
+  const imgs = await readdir(forge.paths.imagesDir);
+  const parts = await readdir(join(forge.paths.blobsDir, "sha256")).catch(() => []);
+  return [...imgs.filter((n) => n.startsWith(".staging")), ...parts.filter((n) => n.includes(".part"))];
+}
+
+describe("importing OCI layouts", () => {
+  it("imports gzip and zstd layers with whiteouts, a hardlink, setuid, USER and WORKDIR, and boots it", async () => {
+    const layout = await layoutDir("full");
+    const desc = await writeImage(layout, {
+      layers: [
+        baseLayer("amd64"),
+        {
+          compression: "zstd",
+          entries: [
+            { path: "etc/.wh.old.txt", data: "" },
+            { path: "opt/d/.wh..wh..opq", data: "" },
+            { path: "opt/d/c", data: "c" },
+            { path: "work/", type: "dir" },
+            { path: "work/hello.txt", data: "hello from the image\n" },
+          ],
+        },
+        { compression: "none", entries: [{ path: "etc/third", data: "plain layer" }] },
+      ],
+      config: { Env: ["PATH=/bin:/usr/bin", "GREETING=from-image"], WorkingDir: "/work", User: "app" },
+    });
+    await writeIndex(layout, [{ tag: "v1", descriptor: desc }]);
+    const img = await forge.importImage(layout, "local/test-full:v1", "v1");
+    assert.equal(img.name, "registry-1.docker.io/local/test-full:v1");
+    assert.equal(img.digest, desc.digest);
+    assert.deepEqual(img.config?.Env, ["PATH=/bin:/usr/bin", "GREETING=from-image"]);
+    const sb = await forge.spawn({ image: "local/test-full:v1", memoryMb: 256 });
+    try {
+      const r = await sb.exec(["sh", "-c", "pwd; echo $GREETING; cat hello.txt; ls /opt/d; test -e /etc/old.txt || echo old-gone; cat /etc/third; echo; stat -c %a /usr/bin/su-tool; [ $(stat -c %i /bin/busybox) = $(stat -c %i /bin/bb2) ] && echo same-inode; stat -c %u /home/app"]);
+      assert.equal(r.stderr, "");
+      assert.equal(r.stdout, "/work\nfrom-image\nhello from the image\nc\nold-gone\nplain layer\n4755\nsame-inode\n1000\n");
+      assert.equal((await sb.exec(["sh", "-c", "id -u"], { user: "app" })).stdout, "1000\n");
+      await assert.rejects(forge.removeImage("local/test-full:v1"), /in use by/);
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it("picks linux/amd64 from a multi-arch index", async () => {
+    const layout = await layoutDir("multi");
+    const arm = await writeImage(layout, { layers: [baseLayer("arm64")], architecture: "arm64" });
+    const amd = await writeImage(layout, { layers: [baseLayer("amd64")] });
+    await writeIndex(layout, [{ tag: "latest", descriptor: await writeMultiArch(layout, [arm, amd]) }]);
+    const img = await forge.importImage(layout, "local/test-multi");
+    assert.equal(img.digest, amd.digest);
+    const sb = await forge.spawn({ image: "local/test-multi", memoryMb: 256 });
+    try {
+      assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker"])).stdout, "amd64");
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it("refuses a tampered blob and leaves nothing behind", async () => {
+    const layout = await layoutDir("tampered");
+    const desc = await writeImage(layout, { layers: [baseLayer("x"), { entries: [{ path: "f", data: "original" }] }] });
+    await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
+    const manifest = JSON.parse(await readFile(join(layout, "blobs", "sha256", desc.digest.slice(7)), "utf8"));
+    const victim = join(layout, "blobs", "sha256", manifest.layers[1].digest.slice(7));
+    const bytes = await readFile(victim);
+    bytes[bytes.length - 5] ^= 0xff;
+    await writeFile(victim, bytes);
+    await assert.rejects(forge.importImage(layout, "local/test-tampered", "t"), DigestMismatchError);
+    await assert.rejects(forge.spawn({ image: "local/test-tampered:t" }), /not in/);
+    assert.deepEqual(await leftovers(), []);
+    assert.equal(await forge.blobs.has(manifest.layers[1].digest), false);
+  });
+
+  it("refuses a layer that climbs out of the root, and a platform it cannot run", async () => {
+    const layout = await layoutDir("evil");
+    const desc = await writeImage(layout, { layers: [{ entries: [{ path: "../../escape", data: "x" }] }] });
+    await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
+    await assert.rejects(forge.importImage(layout, "local/test-evil", "t"), LayerError);
+    assert.deepEqual(await leftovers(), []);
+    const armOnly = await layoutDir("arm");
+    const arm = await writeImage(armOnly, { layers: [baseLayer("arm")], architecture: "arm64" });
+    await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
+    await assert.rejects(forge.importImage(armOnly, "local/test-arm", "t"), (e: Error) => e instanceof ImageFormatError && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
+    await assert.rejects(forge.importImage(join(work, "nope"), "x"), /not an OCI image layout/);
+  });
+});
