@@ -199,6 +199,66 @@ program
     }
   });
 
+async function localForge() {
+  return Forge.open({ dataDir: dataDir(), reapIntervalMs: 0 });
+}
+
+function imageSummary(i: { name: string; digest?: string; size: number; layers?: string[] }, ms: number) {
+  return `${i.name}\n  digest ${i.digest ?? "-"}\n  ${i.layers?.length ?? 0} layers, rootfs ${(i.size / 1048576).toFixed(0)} MiB, ${(ms / 1000).toFixed(1)} s`;
+}
+
+for (const name of ["pull", "build-image"]) {
+  program
+    .command(name)
+    .description(name === "pull" ? "pull an image from its registry (e.g. alpine:latest, ghcr.io/org/app@sha256:…)" : "pull an image and build its root filesystem (same as pull)")
+    .argument("<ref>", "image reference")
+    .action(async (ref: string) => {
+      const forge = await localForge();
+      const t0 = performance.now();
+      try {
+        const img = await forge.pullImage(ref, (m) => console.error(`  ${m}`));
+        console.log(imageSummary(img, performance.now() - t0));
+      } finally {
+        await forge.close();
+      }
+    });
+}
+
+program
+  .command("import")
+  .description("import an image from an OCI image layout directory")
+  .argument("<dir>", "OCI layout directory (index.json + blobs/)")
+  .requiredOption("-n, --name <name>", "name to store it under")
+  .option("-t, --tag <tag>", "which image of the layout (its ref.name annotation)")
+  .action(async (dir: string, o: { name: string; tag?: string }) => {
+    const forge = await localForge();
+    const t0 = performance.now();
+    try {
+      const img = await forge.importImage(dir, o.name, o.tag, (m) => console.error(`  ${m}`));
+      console.log(imageSummary(img, performance.now() - t0));
+    } finally {
+      await forge.close();
+    }
+  });
+
+program
+  .command("rmi")
+  .description("remove local images (refused while a sandbox uses one)")
+  .argument("<name...>", "image names")
+  .action(async (names: string[]) => {
+    const forge = await localForge();
+    try {
+      for (const n of names) {
+        await forge.removeImage(n);
+        console.log(`removed ${n}`);
+      }
+      const pruned = await forge.pruneBlobs();
+      if (pruned) console.log(`pruned ${pruned} unused blobs`);
+    } finally {
+      await forge.close();
+    }
+  });
+
 program
   .command("images")
   .description("list local images")

@@ -8,6 +8,8 @@ export type EventType =
   | "sandbox.destroyed"
   | "sandbox.expired"
   | "sandbox.reattached"
+  | "image.pulling"
+  | "image.pulled"
   | "exec.started"
   | "exec.finished"
   | "file.written";

@@ -4,7 +4,13 @@ import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, readFile, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
-import { BlobStore } from "../images/blobs.js";
+import { BlobStore, DigestMismatchError } from "../images/blobs.js";
+import { LayerError } from "../images/flatten.js";
+import { installImage } from "../images/install.js";
+import { ImageFormatError } from "../images/oci.js";
+import { parseReference, type ImageReference } from "../images/reference.js";
+import { PullError, RegistryClient } from "../images/registry.js";
+import { TarError } from "../images/tar.js";
 import { importOciLayout } from "../images/oci-layout.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
@@ -63,6 +69,7 @@ export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 5
 export class Forge {
   private readonly live = new Map<string, Sandbox>();
   private readonly destroying = new Map<string, Promise<void>>();
+  private readonly pulls = new Map<string, Promise<LocalImage>>();
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;
@@ -117,8 +124,11 @@ export class Forge {
     }
     const d = this.defaults;
     const imageName = opts.image ?? d.image;
+    // An image that is not local is pulled first when its name is a registry reference.
     const image = await resolveImage(this.paths, imageName).catch((e) => {
-      throw e instanceof ImageNotFoundError ? badRequest(`image: ${e.message}`) : e;
+      if (!(e instanceof ImageNotFoundError)) throw e;
+      if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
+      return this.pullImage(imageName);
     });
     const id = `sb-${randomBytes(4).toString("hex")}`;
     const now = Date.now();
@@ -182,6 +192,31 @@ export class Forge {
       }
       throw e;
     }
+  }
+
+  /** Pulls an image from its registry (verifying every byte) and installs it; concurrent pulls of one image share the work. */
+  pullImage(reference: string, log?: (m: string) => void): Promise<LocalImage> {
+    let ref: ImageReference;
+    try {
+      ref = parseReference(reference);
+    } catch (e) {
+      return Promise.reject(badRequest(`image: ${(e as Error).message}`));
+    }
+    const running = this.pulls.get(ref.canonical);
+    if (running) return running;
+    const p = (async () => {
+      this.events.emit("image.pulling", null, { image: ref.canonical });
+      try {
+        const r = await new RegistryClient({ log }).pull(ref, this.blobs);
+        await installImage(this.paths, this.blobs, { name: ref.canonical, source: ref.canonical, ...r }, log);
+      } catch (e) {
+        throw pullFailure(e, ref);
+      }
+      this.events.emit("image.pulled", null, { image: ref.canonical });
+      return resolveImage(this.paths, ref.canonical);
+    })().finally(() => this.pulls.delete(ref.canonical));
+    this.pulls.set(ref.canonical, p);
+    return p;
   }
 
   /** Imports an image from an OCI image layout directory under `name`. */
@@ -346,6 +381,17 @@ export class Forge {
       this.events.emit("sandbox.error", row.id, { error: reason });
     }
   }
+}
+
+function pullFailure(e: unknown, ref: ImageReference): Error {
+  if (e instanceof ForgevmError) return e;
+  const msg = `image ${ref.canonical}: ${(e as Error).message}`;
+  if (e instanceof PullError) {
+    if (e.kind === "unreachable") return new ForgevmError("UNAVAILABLE", msg);
+    if (e.kind === "not_found") return notFound(msg);
+  }
+  if (e instanceof PullError || e instanceof DigestMismatchError || e instanceof ImageFormatError || e instanceof LayerError || e instanceof TarError) return badRequest(msg);
+  return e as Error;
 }
 
 /** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */

@@ -1,0 +1,169 @@
+// Pulling from a real registry: Debian's docker-registry on 127.0.0.1, images pushed by skopeo
+// from layouts the tests write. Content is checked from inside booted VMs; tampering, an
+// unreachable registry and a 401 must fail plainly and leave nothing behind.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import { type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { ForgevmError } from "../src/core/errors.js";
+import type { Forge } from "../src/index.js";
+import { run } from "../src/util/process.js";
+import { testForge, waitFor } from "./helpers.js";
+import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
+
+let forge: Forge;
+let work: string;
+let registry: ChildProcess;
+let host: string;
+let busybox: Buffer;
+const pulled: string[] = [];
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+function base(marker: string) {
+  return {
+    entries: [
+      { path: "bin/busybox", data: busybox, mode: 0o755 },
+      { path: "bin/sh", type: "symlink" as const, linkname: "busybox" },
+      { path: "etc/marker", data: marker },
+    ],
+  };
+}
+
+/** Writes an image into a fresh layout and pushes it with skopeo; returns the manifest digest. */
+async function push(repoTag: string, layers: Parameters<typeof writeImage>[1]["layers"], opts: { multiArch?: boolean } = {}): Promise<string> {
+  const layout = await mkdtemp(join(work, "layout-"));
+  const amd = await writeImage(layout, { layers, config: { Env: ["PATH=/bin"], WorkingDir: "/" } });
+  let top: { digest: string } = amd;
+  if (opts.multiArch) {
+    const arm = await writeImage(layout, { layers: [base("arm64")], architecture: "arm64" });
+    top = await writeMultiArch(layout, [arm, amd]);
+  }
+  await writeIndex(layout, [{ tag: "t", descriptor: top }]);
+  await run("skopeo", ["copy", "--quiet", ...(opts.multiArch ? ["--all"] : []), "--dest-tls-verify=false", `oci:${layout}:t`, `docker://${host}/${repoTag}`]);
+  return top.digest;
+}
+
+/** The file holding a blob in the registry's storage. */
+function registryBlob(digest: string): string {
+  const hex = digest.slice(7);
+  return join(work, "storage", "docker", "registry", "v2", "blobs", "sha256", hex.slice(0, 2), hex, "data");
+}
+
+async function leftovers(): Promise<string[]> {
+  const imgs = await readdir(forge.paths.imagesDir);
+  const parts = await readdir(join(forge.paths.blobsDir, "sha256")).catch(() => []);
+  return [...imgs.filter((n) => n.startsWith(".staging")), ...parts.filter((n) => n.includes(".part"))];
+}
+
+before(async () => {
+  forge = await testForge();
+  busybox = await readFile("/bin/busybox");
+  work = await mkdtemp(join(tmpdir(), "fvm-reg-"));
+  const port = await freePort();
+  host = `127.0.0.1:${port}`;
+  await writeFile(
+    join(work, "config.yml"),
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "storage")}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n`,
+  );
+  registry = spawn("docker-registry", ["serve", join(work, "config.yml")], { stdio: "ignore" });
+  await waitFor(async () => (await fetch(`http://${host}/v2/`).then((r) => r.status === 200, () => false)), 15_000, "the registry");
+});
+
+after(async () => {
+  registry?.kill("SIGTERM");
+  for (const n of pulled) await forge.removeImage(n).catch(() => {});
+  await forge.pruneBlobs();
+  await rm(work, { recursive: true, force: true });
+});
+
+describe("pulling from a registry", () => {
+  it("pulls by tag and by digest, and a sandbox runs the image", async () => {
+    const digest = await push("test/app:v1", [base("amd64"), { compression: "zstd", entries: [{ path: "work/hello.txt", data: "pulled\n" }] }]);
+    const img = await forge.pullImage(`${host}/test/app:v1`);
+    pulled.push(img.name);
+    assert.equal(img.name, `${host}/test/app:v1`);
+    assert.equal(img.digest, digest);
+    const sb = await forge.spawn({ image: `${host}/test/app:v1`, memoryMb: 256 });
+    try {
+      assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker; cat /work/hello.txt"])).stdout, "amd64pulled\n");
+    } finally {
+      await sb.destroy();
+    }
+    const pinned = await forge.pullImage(`${host}/test/app@${digest}`);
+    pulled.push(pinned.name);
+    assert.equal(pinned.digest, digest);
+  });
+
+  it("picks linux/amd64 from a multi-arch index, and spawn pulls what is not local", async () => {
+    await push("test/multi:v1", [base("amd64")], { multiArch: true });
+    const events: string[] = [];
+    const off = forge.events.subscribe((e) => e.type.startsWith("image.") && events.push(e.type));
+    const sb = await forge.spawn({ image: `${host}/test/multi:v1`, memoryMb: 256 });
+    off();
+    pulled.push(`${host}/test/multi:v1`);
+    try {
+      assert.deepEqual(events, ["image.pulling", "image.pulled"]);
+      assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker"])).stdout, "amd64");
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it("refuses a tampered blob and a tampered manifest under a digest pin, leaving nothing", async () => {
+    const digest = await push("test/tampered:v1", [base("t"), { entries: [{ path: "unique", data: `tamper-${Date.now()}` }] }]);
+    const manifest = JSON.parse(await readFile(registryBlob(digest), "utf8"));
+    const layerFile = registryBlob(manifest.layers[1].digest);
+    const bytes = await readFile(layerFile);
+    bytes[bytes.length - 3] ^= 0xff;
+    await writeFile(layerFile, bytes);
+    await assert.rejects(forge.pullImage(`${host}/test/tampered:v1`), (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /does not match its digest/.test(e.message));
+    assert.equal(await forge.blobs.has(manifest.layers[1].digest), false);
+
+    const d2 = await push("test/pinned:v1", [base("p")]);
+    const mfile = registryBlob(d2);
+    const m = JSON.parse(await readFile(mfile, "utf8"));
+    m.annotations = { evil: "yes" };
+    await writeFile(mfile, JSON.stringify(m));
+    await assert.rejects(forge.pullImage(`${host}/test/pinned@${d2}`), /does not match the pinned digest/);
+    await assert.rejects(forge.spawn({ image: `${host}/test/tampered:v1` }), /does not match/);
+    assert.deepEqual(await leftovers(), []);
+  });
+
+  it("says plainly when a registry cannot be reached or an image does not exist", async () => {
+    await assert.rejects(forge.pullImage("127.0.0.1:1/library/alpine:latest"), (e: Error) => e instanceof ForgevmError && e.code === "UNAVAILABLE" && /cannot reach registry 127.0.0.1:1/.test(e.message));
+    await assert.rejects(forge.spawn({ image: "127.0.0.1:1/library/alpine:latest" }), /cannot reach registry 127.0.0.1:1/);
+    await assert.rejects(forge.pullImage(`${host}/test/none:v1`), (e: Error) => e instanceof ForgevmError && e.code === "NOT_FOUND" && /not found in registry/.test(e.message));
+    assert.deepEqual(await leftovers(), []);
+  });
+
+  it("reports a 401 without credentials, naming where to put them", async () => {
+    let tokenAsked = 0;
+    const srv: Server = createServer((req, res) => {
+      if (req.url?.startsWith("/token")) {
+        tokenAsked++;
+        res.writeHead(401).end();
+        return;
+      }
+      res.writeHead(401, { "WWW-Authenticate": `Bearer realm="http://${req.headers.host}/token",service="test"` }).end();
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    const port = (srv.address() as AddressInfo).port;
+    try {
+      await assert.rejects(forge.pullImage(`127.0.0.1:${port}/private/app:v1`), (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /refused access.*~\/\.docker\/config\.json/.test(e.message));
+      assert.equal(tokenAsked, 1);
+    } finally {
+      srv.close();
+    }
+  });
+});
