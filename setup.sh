@@ -2,11 +2,19 @@
 # Sets ForgeVM up on a Debian or Ubuntu machine: system packages, npm dependencies, the
 # TypeScript build, the static guest agent, then `forgevm setup` (guest kernel, initramfs,
 # default image). Idempotent: a second run checks each step and does nothing already done.
-#   ./setup.sh [--quiet]      FORGEVM_DATA_DIR=… picks the data directory
+#   ./setup.sh [--quiet] [--test]   FORGEVM_DATA_DIR=… picks the data directory
+#   --test also installs what only the test suite uses (a registry, skopeo, busybox).
 set -euo pipefail
 cd "$(dirname "$0")"
 QUIET=0
-[ "${1:-}" = "--quiet" ] && QUIET=1
+TEST=0
+for a in "$@"; do
+  case "$a" in
+    --quiet) QUIET=1 ;;
+    --test) TEST=1 ;;
+    *) echo "setup: unknown option $a (use --quiet, --test)" >&2; exit 2 ;;
+  esac
+done
 say() { [ "$QUIET" = 1 ] || echo "setup: $*"; }
 
 SUDO=""
@@ -16,7 +24,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # 1. System packages (QEMU, image and agent build tools).
-PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates docker-registry skopeo busybox-static"
+PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates"
+[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -25,6 +34,8 @@ if [ -n "$missing" ]; then
   echo "setup: installing Debian packages:$missing"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  # The registry package starts a system service on :5000; the tests run their own instance.
+  case "$missing" in *docker-registry*) $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true ;; esac
 else
   say "Debian packages: already installed"
 fi

@@ -113,7 +113,10 @@ describe("sandboxes", () => {
     assertError(await api("POST", "/sandboxes", { ttl: "0s" }), 400, "BAD_REQUEST", /ttl/);
     assertError(await api("POST", "/sandboxes", { ttl: "-5m" }), 400, "BAD_REQUEST", /ttl/);
     assertError(await api("POST", "/sandboxes", { ttl: "ten minutes" }), 400, "BAD_REQUEST", /ttl/);
-    assertError(await api("POST", "/sandboxes", { image: "nope:latest" }), 400, "BAD_REQUEST", /image/);
+    assertError(await api("POST", "/sandboxes", { image: "forgevm/nope" }), 400, "BAD_REQUEST", /image/);
+    assertError(await api("POST", "/sandboxes", { image: "Not A Reference!" }), 400, "BAD_REQUEST", /image/);
+    // Not local, so it is pulled first: from a registry that cannot be reached, a plain 503.
+    assertError(await api("POST", "/sandboxes", { image: "127.0.0.1:1/library/alpine:latest" }), 503, "UNAVAILABLE", /cannot reach registry 127.0.0.1:1/);
     assertError(await api("POST", "/sandboxes", { provider: "firecracker" }), 400, "BAD_REQUEST", /provider/);
     assertError(await api("POST", "/sandboxes", { metadata: { a: 1 } }), 400, "BAD_REQUEST", /metadata/);
   });

@@ -69,6 +69,6 @@ describe("lifecycle", () => {
     await assert.rejects(forge.provider.spawn({ id: "Bad Id", memoryMb: 128, vcpus: 1 }), /id "Bad Id"/);
     await assert.rejects(forge.provider.spawn({ id: "ok", memoryMb: 1, vcpus: 1 }), /memoryMb must be/);
     await assert.rejects(forge.provider.spawn({ id: "ok", memoryMb: 128, vcpus: 0 }), /vcpus must be/);
-    await assert.rejects(forge.spawn({ image: "no/such:image" }), /image "no\/such:image" is not in/);
+    await assert.rejects(forge.spawn({ image: "forgevm/no-such" }), /image "forgevm\/no-such" is not in/);
   });
 });

@@ -167,3 +167,41 @@ describe("pulling from a registry", () => {
     }
   });
 });
+
+describe("image routes", () => {
+  it("lists, pulls as a job with progress, and deletes", async () => {
+    const { buildApp } = await import("../src/api/app.js");
+    const app = await buildApp({ forge, version: "test" });
+    try {
+      await push("test/api:v1", [base("api")]);
+      const start = await app.inject({ method: "POST", url: "/api/v1/images/pull", payload: { image: `${host}/test/api:v1` } });
+      assert.equal(start.statusCode, 202);
+      const id = start.json().id;
+      let job: any;
+      await waitFor(async () => {
+        job = (await app.inject({ method: "GET", url: `/api/v1/images/pulls/${id}` })).json();
+        return job.state !== "running";
+      }, 60_000, "the pull job");
+      assert.equal(job.state, "done", JSON.stringify(job));
+      assert.ok(job.progress.some((l: string) => /layer 1\/1/.test(l)));
+      const list = (await app.inject({ method: "GET", url: "/api/v1/images" })).json();
+      const mine = list.find((i: any) => i.name === `${host}/test/api:v1`);
+      assert.equal(mine.in_use, false);
+      assert.match(mine.digest, /^sha256:/);
+      const del = await app.inject({ method: "DELETE", url: `/api/v1/images/${encodeURIComponent(`${host}/test/api:v1`)}` });
+      assert.equal(del.statusCode, 200, del.body);
+      assert.equal((await app.inject({ method: "DELETE", url: `/api/v1/images/${encodeURIComponent(`${host}/test/api:v1`)}` })).statusCode, 404);
+      const bad = await app.inject({ method: "POST", url: "/api/v1/images/pull", payload: { image: "127.0.0.1:1/x/y:z" } });
+      let failed: any;
+      await waitFor(async () => {
+        failed = (await app.inject({ method: "GET", url: `/api/v1/images/pulls/${bad.json().id}` })).json();
+        return failed.state !== "running";
+      }, 30_000, "the failing pull job");
+      assert.equal(failed.state, "error");
+      assert.match(failed.error, /cannot reach registry 127.0.0.1:1/);
+      assert.equal((await app.inject({ method: "GET", url: "/api/v1/images/pulls/pull-nope" })).statusCode, 404);
+    } finally {
+      await app.close();
+    }
+  });
+});
