@@ -10,6 +10,8 @@ import { LayerError } from "../src/images/flatten.js";
 import { ImageFormatError } from "../src/images/oci.js";
 import { ImageNotFoundError, resolveImage } from "../src/images/store.js";
 import type { Forge } from "../src/index.js";
+import { fileURLToPath } from "node:url";
+import { run } from "../src/util/process.js";
 import { testForge } from "./helpers.js";
 import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
 
@@ -140,5 +142,21 @@ describe("importing OCI layouts", () => {
     await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
     await assert.rejects(forge.importImage(armOnly, "local/test-arm", "t"), (e: Error) => e instanceof ImageFormatError && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
     await assert.rejects(forge.importImage(join(work, "nope"), "x"), /not an OCI image layout/);
+  });
+});
+
+describe("image commands", () => {
+  it("forgevm import, images --json and rmi", async () => {
+    const layout = await layoutDir("cli");
+    const desc = await writeImage(layout, { layers: [baseLayer("cli")] });
+    await writeIndex(layout, [{ tag: "v1", descriptor: desc }]);
+    const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+    const imp = await run(process.execPath, [cli, "import", layout, "--name", "local/cli-test:v1"]);
+    assert.match(imp.stdout, /registry-1.docker.io\/local\/cli-test:v1\n  digest sha256:/);
+    const list = JSON.parse((await run(process.execPath, [cli, "images", "--json"])).stdout);
+    assert.ok(list.some((i: any) => i.name === "registry-1.docker.io/local/cli-test:v1" && i.digest === desc.digest));
+    const rmi = await run(process.execPath, [cli, "rmi", "local/cli-test:v1"]);
+    assert.match(rmi.stdout, /removed local\/cli-test:v1/);
+    await assert.rejects(run(process.execPath, [cli, "rmi", "local/cli-test:v1"]), /not in/);
   });
 });

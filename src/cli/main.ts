@@ -199,9 +199,17 @@ program
     }
   });
 
-async function localForge() {
-  return Forge.open({ dataDir: dataDir(), reapIntervalMs: 0 });
+/** Runs `fn` on a Forge of this machine's data directory (no server needed), then closes it. */
+async function withLocalForge<T>(fn: (forge: Forge) => Promise<T>): Promise<T> {
+  const forge = await Forge.open({ dataDir: dataDir(), reapIntervalMs: 0 });
+  try {
+    return await fn(forge);
+  } finally {
+    await forge.close();
+  }
 }
+
+const progress = (m: string) => console.error(`  ${m}`);
 
 function imageSummary(i: { name: string; digest?: string; size: number; layers?: string[] }, ms: number) {
   return `${i.name}\n  digest ${i.digest ?? "-"}\n  ${i.layers?.length ?? 0} layers, rootfs ${(i.size / 1048576).toFixed(0)} MiB, ${(ms / 1000).toFixed(1)} s`;
@@ -213,14 +221,9 @@ for (const name of ["pull", "build-image"]) {
     .description(name === "pull" ? "pull an image from its registry (e.g. alpine:latest, ghcr.io/org/app@sha256:…)" : "pull an image and build its root filesystem (same as pull)")
     .argument("<ref>", "image reference")
     .action(async (ref: string) => {
-      const forge = await localForge();
       const t0 = performance.now();
-      try {
-        const img = await forge.pullImage(ref, (m) => console.error(`  ${m}`));
-        console.log(imageSummary(img, performance.now() - t0));
-      } finally {
-        await forge.close();
-      }
+      const img = await withLocalForge((forge) => forge.pullImage(ref, progress));
+      console.log(imageSummary(img, performance.now() - t0));
     });
 }
 
@@ -231,14 +234,9 @@ program
   .requiredOption("-n, --name <name>", "name to store it under")
   .option("-t, --tag <tag>", "which image of the layout (its ref.name annotation)")
   .action(async (dir: string, o: { name: string; tag?: string }) => {
-    const forge = await localForge();
     const t0 = performance.now();
-    try {
-      const img = await forge.importImage(dir, o.name, o.tag, (m) => console.error(`  ${m}`));
-      console.log(imageSummary(img, performance.now() - t0));
-    } finally {
-      await forge.close();
-    }
+    const img = await withLocalForge((forge) => forge.importImage(dir, o.name, o.tag, progress));
+    console.log(imageSummary(img, performance.now() - t0));
   });
 
 program
@@ -246,17 +244,14 @@ program
   .description("remove local images (refused while a sandbox uses one)")
   .argument("<name...>", "image names")
   .action(async (names: string[]) => {
-    const forge = await localForge();
-    try {
+    await withLocalForge(async (forge) => {
       for (const n of names) {
         await forge.removeImage(n);
         console.log(`removed ${n}`);
       }
       const pruned = await forge.pruneBlobs();
       if (pruned) console.log(`pruned ${pruned} unused blobs`);
-    } finally {
-      await forge.close();
-    }
+    });
   });
 
 program
@@ -274,8 +269,7 @@ program
   .description("check QEMU, the kernel, the initramfs and the accelerator")
   .option("--json", "print JSON")
   .action(async (o: { json?: boolean }) => {
-    const forge = await Forge.open({ dataDir: dataDir() });
-    const h = await forge.provider.health();
+    const h = await withLocalForge((forge) => forge.provider.health());
     if (o.json) console.log(JSON.stringify(h, null, 2));
     else {
       console.log(`provider ${h.name}: ${h.healthy ? "healthy" : "NOT healthy"}${h.accel ? `, accel ${h.accel}` : ""}`);
