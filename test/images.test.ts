@@ -1,13 +1,12 @@
 // Images from OCI layouts the tests write themselves: flattened, packed, booted, and checked
 // from inside a real VM; and every way an import must fail without leaving anything behind.
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { DigestMismatchError } from "../src/images/blobs.js";
 import { LayerError } from "../src/images/flatten.js";
-import { ImageFormatError } from "../src/images/oci.js";
 import { ImageNotFoundError, resolveImage } from "../src/images/store.js";
 import type { Forge } from "../src/index.js";
 import { fileURLToPath } from "node:url";
@@ -140,8 +139,11 @@ describe("importing OCI layouts", () => {
     const armOnly = await layoutDir("arm");
     const arm = await writeImage(armOnly, { layers: [baseLayer("arm")], architecture: "arm64" });
     await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
-    await assert.rejects(forge.importImage(armOnly, "local/test-arm", "t"), (e: Error) => e instanceof ImageFormatError && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
-    await assert.rejects(forge.importImage(join(work, "nope"), "x"), /not an OCI image layout/);
+    await assert.rejects(forge.importImage(armOnly, "local/test-arm", "t"), (e: any) => e.code === "BAD_REQUEST" && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
+    await assert.rejects(forge.importImage(join(work, "nope"), "x"), /does not exist/);
+    const notLayout = await layoutDir("not-a-layout");
+    await mkdir(notLayout, { recursive: true });
+    await assert.rejects(forge.importImage(notLayout, "x"), /not an OCI image layout/);
   });
 });
 
@@ -158,5 +160,59 @@ describe("image commands", () => {
     const rmi = await run(process.execPath, [cli, "rmi", "local/cli-test:v1"]);
     assert.match(rmi.stdout, /removed local\/cli-test:v1/);
     await assert.rejects(run(process.execPath, [cli, "rmi", "local/cli-test:v1"]), /not in/);
+  });
+});
+
+describe("importing archives", () => {
+  it("imports a docker save tarball under its own tag, and an OCI archive", async () => {
+    const { tarOf } = await import("./tar-writer.js");
+    const { createHash } = await import("node:crypto");
+    const hex = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+    const l1 = tarOf(baseLayer("docker-save").entries);
+    const l2 = tarOf([{ path: "srv/app.txt", data: "saved\n" }]);
+    const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", config: { Env: ["PATH=/bin"], WorkingDir: "/srv" } }));
+    const saved = join(work, "saved.tar");
+    await writeFile(
+      saved,
+      tarOf([
+        { path: `${hex(l1)}/layer.tar`, data: l1 },
+        { path: `${hex(l2)}/layer.tar`, data: l2 },
+        { path: `${hex(config)}.json`, data: config },
+        { path: "manifest.json", data: JSON.stringify([{ Config: `${hex(config)}.json`, RepoTags: ["local/saved:v2"], Layers: [`${hex(l1)}/layer.tar`, `${hex(l2)}/layer.tar`] }]) },
+        { path: "repositories", data: "{}" },
+      ]),
+    );
+    const img = await forge.importImage(saved);
+    assert.equal(img.name, "registry-1.docker.io/local/saved:v2");
+    const sb = await forge.spawn({ image: "local/saved:v2", memoryMb: 256 });
+    try {
+      assert.equal((await sb.exec(["sh", "-c", "pwd; cat app.txt /etc/marker"])).stdout, "/srv\nsaved\ndocker-save");
+    } finally {
+      await sb.destroy();
+    }
+    await forge.removeImage("local/saved:v2");
+
+    const layout = await layoutDir("for-archive");
+    const desc = await writeImage(layout, { layers: [baseLayer("oci-archive")] });
+    await writeIndex(layout, [{ tag: "v3", descriptor: desc }]);
+    const files = (await run("find", [layout, "-type", "f"])).stdout.trim().split("\n");
+    const archive = join(work, "oci.tar");
+    await writeFile(archive, tarOf(await Promise.all(files.map(async (f) => ({ path: f.slice(layout.length + 1), data: await readFile(f) })))));
+    await assert.rejects(forge.importImage(archive), /give the image a name/);
+    const oci = await forge.importImage(archive, "local/oci-archive", "v3");
+    assert.equal(oci.digest, desc.digest);
+    await forge.removeImage("local/oci-archive");
+  });
+
+  it("refuses archives with links or without image metadata", async () => {
+    const { tarOf } = await import("./tar-writer.js");
+    const linky = join(work, "linky.tar");
+    await writeFile(linky, tarOf([{ path: "manifest.json", type: "symlink", linkname: "/etc/passwd" }]));
+    await assert.rejects(forge.importImage(linky, "x"), /is a link/);
+    const empty = join(work, "empty.tar");
+    await writeFile(empty, tarOf([{ path: "hello.txt", data: "hi" }]));
+    await assert.rejects(forge.importImage(empty, "x"), /neither a docker save tarball/);
+    await assert.rejects(forge.importImage(join(work, "missing.tar"), "x"), /does not exist/);
+    assert.deepEqual(await leftovers(), []);
   });
 });

@@ -229,11 +229,11 @@ for (const name of ["pull", "build-image"]) {
 
 program
   .command("import")
-  .description("import an image from an OCI image layout directory")
-  .argument("<dir>", "OCI layout directory (index.json + blobs/)")
-  .requiredOption("-n, --name <name>", "name to store it under")
+  .description("import an image from an OCI layout directory, an OCI archive or a `docker save` tarball")
+  .argument("<path>", "OCI layout directory, OCI archive (.tar) or docker save tarball")
+  .option("-n, --name <name>", "name to store it under (a docker save tarball carries its own)")
   .option("-t, --tag <tag>", "which image of the layout (its ref.name annotation)")
-  .action(async (dir: string, o: { name: string; tag?: string }) => {
+  .action(async (dir: string, o: { name?: string; tag?: string }) => {
     const t0 = performance.now();
     const img = await withLocalForge((forge) => forge.importImage(dir, o.name, o.tag, progress));
     console.log(imageSummary(img, performance.now() - t0));

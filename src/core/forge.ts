@@ -1,9 +1,10 @@
 // The core: sandbox lifecycle over a provider, recorded in the store, announced as events.
 // Every interface (library, CLI, REST) calls these functions; none of them knows about HTTP.
 import { randomBytes } from "node:crypto";
-import { copyFile, mkdir, readFile, readdir, rm } from "node:fs/promises";
+import { copyFile, mkdir, readFile, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
+import { importArchive } from "../images/archive.js";
 import { BlobStore, DigestMismatchError } from "../images/blobs.js";
 import { LayerError } from "../images/flatten.js";
 import { installImage } from "../images/install.js";
@@ -219,11 +220,26 @@ export class Forge {
     return p;
   }
 
-  /** Imports an image from an OCI image layout directory under `name`. */
-  async importImage(layout: string, name: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
-    const canonical = canonicalName(name);
-    await importOciLayout(this.paths, this.blobs, layout, canonical, tag, log);
-    return resolveImage(this.paths, canonical);
+  /**
+   * Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball.
+   * `name` may be left out for a docker save tarball, which carries its own tag.
+   */
+  async importImage(source: string, name?: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
+    const st = await stat(source).catch(() => null);
+    if (!st) throw badRequest(`${source} does not exist`);
+    try {
+      if (st.isDirectory()) {
+        if (!name) throw badRequest("importing an OCI layout directory needs a name");
+        const meta = await importOciLayout(this.paths, this.blobs, source, canonicalName(name), tag, log);
+        return await resolveImage(this.paths, meta.name);
+      }
+      const meta = await importArchive(this.paths, this.blobs, source, canonicalName, name, tag, log);
+      return await resolveImage(this.paths, meta.name);
+    } catch (e) {
+      if (e instanceof ForgevmError || e instanceof DigestMismatchError || e instanceof LayerError) throw e;
+      if (e instanceof ImageFormatError || e instanceof TarError) throw badRequest(e.message);
+      throw e;
+    }
   }
 
   /** Removes a local image; refused while a live sandbox uses it. */
