@@ -30,6 +30,13 @@ describe("config", () => {
     assert.equal(c.auth.api_key, "k");
   });
 
+  it("takes registry logins by host", async () => {
+    await writeFile(join(dir, "reg.yaml"), "registries:\n  ghcr.io: { username: u, password: p }\n");
+    assert.deepEqual(loadConfig({ file: join(dir, "reg.yaml"), env: {} }).registries, { "ghcr.io": { username: "u", password: "p" } });
+    await writeFile(join(dir, "reg2.yaml"), "registries:\n  ghcr.io: { user: u }\n");
+    assert.throws(() => loadConfig({ file: join(dir, "reg2.yaml"), env: {} }), /config key "registries.ghcr.io/);
+  });
+
   it("names the bad key", async () => {
     await writeFile(join(dir, "bad.yaml"), "server:\n  prot: 1\n");
     assert.throws(() => loadConfig({ file: join(dir, "bad.yaml"), env: {} }), /unknown config key "server.prot"/);

@@ -29,6 +29,7 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
       ttlMs: parseDuration(cfg.defaults.ttl, "defaults.ttl"),
     },
     historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
+    registryAuth: cfg.registries,
   });
   const app = await buildApp({
     forge,

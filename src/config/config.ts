@@ -35,6 +35,7 @@ export const ConfigSchema = Type.Object(
     ),
     exec: Type.Object({ max_output_bytes: Type.Integer({ minimum: 1024 }) }, strict),
     store: Type.Object({ history_retention: Type.String({ minLength: 1 }) }, strict),
+    registries: Type.Record(Type.String({ minLength: 1 }), Type.Object({ username: Type.String(), password: Type.String() }, strict)),
     providers: Type.Object(
       {
         default: Type.String({ minLength: 1 }),
@@ -55,6 +56,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },
     exec: { max_output_bytes: 16 * 1024 * 1024 },
     store: { history_retention: "168h" },
+    registries: {},
     providers: { default: "qemu", qemu: { accel: "auto" } },
   };
 }
@@ -68,6 +70,10 @@ function merge(into: any, from: any, where: string): void {
   if (typeof from !== "object" || Array.isArray(from)) throw new ConfigError(`${where || "config"} must be a mapping`);
   for (const [k, v] of Object.entries(from)) {
     const key = where ? `${where}.${k}` : k;
+    if (where === "registries") {
+      into[k] = v; // a map of registry host → login; checked by the schema below
+      continue;
+    }
     if (!(k in into)) throw new ConfigError(`unknown config key "${key}"`);
     if (typeof into[k] === "object" && into[k] !== null) merge(into[k], v, key);
     else into[k] = v;

@@ -9,6 +9,7 @@ export type EventType =
   | "sandbox.expired"
   | "sandbox.reattached"
   | "image.pulling"
+  | "image.progress"
   | "image.pulled"
   | "exec.started"
   | "exec.finished"

@@ -10,7 +10,7 @@ import { LayerError } from "../images/flatten.js";
 import { installImage } from "../images/install.js";
 import { ImageFormatError } from "../images/oci.js";
 import { parseReference, type ImageReference } from "../images/reference.js";
-import { PullError, RegistryClient } from "../images/registry.js";
+import { PullError, RegistryClient, dockerConfigCredentials, type Credentials } from "../images/registry.js";
 import { TarError } from "../images/tar.js";
 import { importOciLayout } from "../images/oci-layout.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
@@ -36,6 +36,8 @@ export interface ForgeOptions {
   reapIntervalMs?: number;
   /** How long rows of destroyed sandboxes are kept (default 7 days). */
   historyRetentionMs?: number;
+  /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
+  registryAuth?: Record<string, Credentials>;
 }
 
 export interface SpawnDefaults {
@@ -71,6 +73,7 @@ export class Forge {
   private readonly live = new Map<string, Sandbox>();
   private readonly destroying = new Map<string, Promise<void>>();
   private readonly pulls = new Map<string, Promise<LocalImage>>();
+  private readonly registryCredentials = async (registry: string) => this.opts.registryAuth?.[registry] ?? dockerConfigCredentials(registry);
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;
@@ -207,9 +210,14 @@ export class Forge {
     if (running) return running;
     const p = (async () => {
       this.events.emit("image.pulling", null, { image: ref.canonical });
+      // Progress goes to the caller and out as events, so an API client waiting on a spawn sees it.
+      const progress = (m: string) => {
+        log?.(m);
+        this.events.emit("image.progress", null, { image: ref.canonical, message: m });
+      };
       try {
-        const r = await new RegistryClient({ log }).pull(ref, this.blobs);
-        await installImage(this.paths, this.blobs, { name: ref.canonical, source: ref.canonical, ...r }, log);
+        const r = await new RegistryClient({ log: progress, credentials: this.registryCredentials }).pull(ref, this.blobs);
+        await installImage(this.paths, this.blobs, { name: ref.canonical, source: ref.canonical, ...r }, progress);
       } catch (e) {
         throw pullFailure(e, ref);
       }
