@@ -12,6 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { ForgevmError } from "../src/core/errors.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
+import { fileURLToPath } from "node:url";
 import { testForge, waitFor } from "./helpers.js";
 import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
 
@@ -103,6 +104,12 @@ describe("pulling from a registry", () => {
     const pinned = await forge.pullImage(`${host}/test/app@${digest}`);
     pulled.push(pinned.name);
     assert.equal(pinned.digest, digest);
+    // The same through the CLI, as a user would: per-layer progress, then a summary.
+    const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+    await forge.removeImage(`${host}/test/app:v1`);
+    const out = await run(process.execPath, [cli, "pull", `${host}/test/app:v1`]);
+    assert.match(out.stdout, new RegExp(`^${host}/test/app:v1\n  digest ${digest}\n  2 layers`));
+    assert.match(out.stderr, /layer 2\/2 [0-9a-f]{12}: already present|layer 2\/2 [0-9a-f]{12}: [0-9.]+ MiB/);
   });
 
   it("picks linux/amd64 from a multi-arch index, and spawn pulls what is not local", async () => {

@@ -209,7 +209,20 @@ async function withLocalForge<T>(fn: (forge: Forge) => Promise<T>): Promise<T> {
   }
 }
 
-const progress = (m: string) => console.error(`  ${m}`);
+const progress = (m: string) => {
+  if (process.stderr.isTTY) process.stderr.write("\r\x1b[K");
+  console.error(`  ${m}`);
+};
+
+/** One progress bar per layer being downloaded, redrawn in place on a terminal. */
+function layerBar(layer: { index: number; count: number; digest: string; size: number }, received: number): void {
+  if (!process.stderr.isTTY) return;
+  const width = 30;
+  const frac = layer.size ? Math.min(1, received / layer.size) : 1;
+  const bar = "#".repeat(Math.round(frac * width)).padEnd(width, " ");
+  const mib = (n: number) => (n / 1048576).toFixed(1);
+  process.stderr.write(`\r\x1b[K  layer ${layer.index + 1}/${layer.count} ${layer.digest.slice(7, 19)} [${bar}] ${Math.round(frac * 100)}% ${mib(received)}/${mib(layer.size)} MiB`);
+}
 
 function imageSummary(i: { name: string; digest?: string; size: number; layers?: string[] }, ms: number) {
   return `${i.name}\n  digest ${i.digest ?? "-"}\n  ${i.layers?.length ?? 0} layers, rootfs ${(i.size / 1048576).toFixed(0)} MiB, ${(ms / 1000).toFixed(1)} s`;
@@ -222,7 +235,7 @@ for (const name of ["pull", "build-image"]) {
     .argument("<ref>", "image reference")
     .action(async (ref: string) => {
       const t0 = performance.now();
-      const img = await withLocalForge((forge) => forge.pullImage(ref, progress));
+      const img = await withLocalForge((forge) => forge.pullImage(ref, progress, layerBar));
       console.log(imageSummary(img, performance.now() - t0));
     });
 }

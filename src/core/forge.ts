@@ -10,7 +10,7 @@ import { LayerError } from "../images/flatten.js";
 import { installImage } from "../images/install.js";
 import { ImageFormatError } from "../images/oci.js";
 import { parseReference, type ImageReference } from "../images/reference.js";
-import { PullError, RegistryClient, dockerConfigCredentials, type Credentials } from "../images/registry.js";
+import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, type RegistryOptions } from "../images/registry.js";
 import { TarError } from "../images/tar.js";
 import { importOciLayout } from "../images/oci-layout.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
@@ -199,7 +199,7 @@ export class Forge {
   }
 
   /** Pulls an image from its registry (verifying every byte) and installs it; concurrent pulls of one image share the work. */
-  pullImage(reference: string, log?: (m: string) => void): Promise<LocalImage> {
+  pullImage(reference: string, log?: (m: string) => void, onLayerBytes?: RegistryOptions["onLayerBytes"]): Promise<LocalImage> {
     let ref: ImageReference;
     try {
       ref = parseReference(reference);
@@ -216,7 +216,7 @@ export class Forge {
         this.events.emit("image.progress", null, { image: ref.canonical, message: m });
       };
       try {
-        const r = await new RegistryClient({ log: progress, credentials: this.registryCredentials }).pull(ref, this.blobs);
+        const r = await new RegistryClient({ log: progress, onLayerBytes, credentials: this.registryCredentials }).pull(ref, this.blobs);
         await installImage(this.paths, this.blobs, { name: ref.canonical, source: ref.canonical, ...r }, progress);
       } catch (e) {
         throw pullFailure(e, ref);

@@ -25,7 +25,13 @@ export class BlobStore {
   }
 
   /** Stores a blob from a stream, verifying its digest (and size when known) on the way in. */
-  async put(digest: string, source: AsyncIterable<Uint8Array> | Readable, expectedSize?: number, what = digest): Promise<string> {
+  async put(
+    digest: string,
+    source: AsyncIterable<Uint8Array> | Readable,
+    expectedSize?: number,
+    what = digest,
+    onBytes?: (received: number) => void,
+  ): Promise<string> {
     const final = this.path(digest);
     if (await this.has(digest)) return final;
     await mkdir(join(this.dir, "sha256"), { recursive: true });
@@ -36,6 +42,7 @@ export class BlobStore {
       write(chunk: Buffer, _e, cb) {
         hash.update(chunk);
         size += chunk.length;
+        onBytes?.(size);
         if (expectedSize !== undefined && size > expectedSize) cb(new DigestMismatchError(`${what} is larger than its declared ${expectedSize} bytes`));
         else cb();
       },

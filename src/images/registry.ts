@@ -72,16 +72,18 @@ function parseChallenge(h: string): { scheme: string; params: Record<string, str
   return { scheme: (m?.[1] ?? "").toLowerCase(), params };
 }
 
+export interface RegistryOptions {
+  credentials?: (registry: string) => Promise<Credentials | undefined>;
+  retries?: number;
+  log?: (m: string) => void;
+  /** Bytes received so far of a layer being downloaded (for progress bars). */
+  onLayerBytes?: (layer: { index: number; count: number; digest: string; size: number }, received: number) => void;
+}
+
 export class RegistryClient {
   private readonly tokens = new Map<string, string>();
 
-  constructor(
-    private readonly opts: {
-      credentials?: (registry: string) => Promise<Credentials | undefined>;
-      retries?: number;
-      log?: (m: string) => void;
-    } = {},
-  ) {}
+  constructor(private readonly opts: RegistryOptions = {}) {}
 
   /** Fetches the manifest and config and stores every missing layer in `blobs`, verified. */
   async pull(ref: ImageReference, blobs: BlobStore): Promise<PullResult> {
@@ -108,7 +110,8 @@ export class RegistryClient {
       }
       const res = await this.request(ref, `/blobs/${layer.digest}`, {});
       const t0 = performance.now();
-      await blobs.put(layer.digest, Readable.fromWeb(res.body as any), layer.size, `layer ${layer.digest} of ${ref.canonical}`);
+      const info = { index: i, count: manifest.layers.length, digest: layer.digest, size: layer.size };
+      await blobs.put(layer.digest, Readable.fromWeb(res.body as any), layer.size, `layer ${layer.digest} of ${ref.canonical}`, (n) => this.opts.onLayerBytes?.(info, n));
       log(`layer ${i + 1}/${manifest.layers.length} ${layer.digest.slice(7, 19)}: ${(layer.size / 1048576).toFixed(1)} MiB in ${Math.round(performance.now() - t0)} ms`);
     }
     return { manifestDigest: digest, manifest, config: parseImageConfig(configBytes) };
