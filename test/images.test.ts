@@ -98,6 +98,14 @@ describe("importing OCI layouts", () => {
     } finally {
       await sb.destroy();
     }
+    // Asked for, execs run as the image's USER; an exec can still say otherwise.
+    const asImage = await forge.spawn({ image: "local/test-full:v1", memoryMb: 256, user: "image" });
+    try {
+      assert.equal((await asImage.exec(["sh", "-c", "id -u"])).stdout, "1000\n");
+      assert.equal((await asImage.exec(["sh", "-c", "id -u"], { user: "root" })).stdout, "0\n");
+    } finally {
+      await asImage.destroy();
+    }
   });
 
   it("picks linux/amd64 from a multi-arch index", async () => {

@@ -35,6 +35,7 @@ export const SpawnRequest = Type.Object({
   owner_id: Type.Optional(Type.String({ maxLength: 256 })),
   metadata: Type.Optional(StringMap),
   env: Type.Optional(StringMap),
+  user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
 });
 
 export const ExecRequest = Type.Object({

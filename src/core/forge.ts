@@ -65,6 +65,8 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** A stored template whose fields fill in what these options leave out. */
   template?: string;
+  /** Who execs run as by default: a user name or uid, or "image" for the image's USER (default root). */
+  user?: string;
 }
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -155,7 +157,14 @@ export class Forge {
       manager_pid: process.pid,
       env: opts.env ?? null,
       template: tpl?.name ?? null,
+      exec_user: null,
     };
+    if (opts.user === "image") {
+      // USER may be "name", "uid" or "name:group"; the agent takes the user part.
+      row.exec_user = image.config?.User?.split(":")[0] || null;
+    } else if (opts.user) {
+      row.exec_user = opts.user;
+    }
     this.sandboxes.insert(row);
     this.events.emit("sandbox.created", id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
     try {
@@ -168,7 +177,7 @@ export class Forge {
         hostname: opts.hostname ?? id,
         bootTimeoutMs: opts.bootTimeoutMs,
       });
-      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env));
+      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user));
       this.live.set(id, sb);
       for (const [i, cmd] of (tpl?.setup ?? []).entries()) {
         const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
@@ -381,7 +390,7 @@ export class Forge {
         try {
           const vm = await this.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
           const image = await resolveImage(this.paths, row.image).catch(() => null);
-          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env)));
+          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user)));
           this.sandboxes.update(row.id, { manager_pid: process.pid });
           this.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
           continue;
@@ -419,14 +428,14 @@ function pullFailure(e: unknown, ref: ImageReference): Error {
 }
 
 /** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */
-function execDefaults(image: LocalImage | null, env: Record<string, string> | null): ExecDefaults {
+function execDefaults(image: LocalImage | null, env: Record<string, string> | null, user: string | null): ExecDefaults {
   const fromImage: Record<string, string> = {};
   for (const kv of image?.config?.Env ?? []) {
     const i = kv.indexOf("=");
     if (i > 0) fromImage[kv.slice(0, i)] = kv.slice(i + 1);
   }
   const merged = { ...fromImage, ...env };
-  return { env: Object.keys(merged).length ? merged : undefined, cwd: image?.config?.WorkingDir || undefined };
+  return { env: Object.keys(merged).length ? merged : undefined, cwd: image?.config?.WorkingDir || undefined, user: user ?? undefined };
 }
 
 async function isForgevmProcess(pid: number): Promise<boolean> {

@@ -30,6 +30,7 @@ export interface ExecOutput {
 export interface ExecDefaults {
   env?: Record<string, string>;
   cwd?: string;
+  user?: string;
 }
 
 export class Sandbox {
@@ -56,7 +57,7 @@ export class Sandbox {
         ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
         env: this.envFor(opts.env),
         cwd: opts.cwd ?? this.defaults.cwd,
-        user: opts.user,
+        user: opts.user ?? this.defaults.user,
         timeout_ms: opts.timeoutMs,
       },
       { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes },
@@ -79,7 +80,7 @@ export class Sandbox {
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
       env: this.envFor(opts.env),
       cwd: opts.cwd ?? this.defaults.cwd,
-      user: opts.user,
+      user: opts.user ?? this.defaults.user,
       timeout_ms: opts.timeoutMs,
       stdin: opts.stdin,
       pty: opts.pty,

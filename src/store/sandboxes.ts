@@ -24,6 +24,8 @@ export interface SandboxRow {
   /** Environment every exec gets (from the spawn request or its template). */
   env: Record<string, string> | null;
   template: string | null;
+  /** Who execs run as unless they say otherwise (null: root). */
+  exec_user: string | null;
 }
 
 type Raw = Omit<SandboxRow, "metadata" | "env"> & { metadata: string | null; env: string | null };
@@ -36,8 +38,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user)`,
       )
       .run({ ...row, metadata: row.metadata ? JSON.stringify(row.metadata) : null, env: row.env ? JSON.stringify(row.env) : null });
   }

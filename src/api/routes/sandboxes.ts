@@ -22,6 +22,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       metadata: b.metadata,
       env: b.env,
       template: b.template,
+      user: b.user,
     });
     reply.status(201);
     return sandboxView(forge.get(sb.id));
