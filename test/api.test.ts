@@ -70,7 +70,7 @@ curl -s -X DELETE localhost:7423/api/v1/sandboxes/$SANDBOX
     const { stdout } = await run("bash", ["-c", script]);
     const [execLine, deleteLine] = stdout.replace("}{", "}\n{").trim().split("\n");
     const exec = JSON.parse(execLine);
-    assert.equal(exec.exit_code, 0);
+    assert.equal(exec.exit_code, 0, `curl printed: ${stdout}`);
     assert.equal(exec.stdout, "hello from ForgeVM\n");
     assert.deepEqual(JSON.parse(deleteLine), { status: "destroyed" });
   });
@@ -282,7 +282,7 @@ describe("server", () => {
   });
 
   it("expires a sandbox when its TTL passes and records the event", async () => {
-    const r = await api("POST", "/sandboxes", { ttl: "2s" });
+    const r = await api("POST", "/sandboxes", { ttl: "5s" });
     assert.equal(r.status, 201);
     await waitFor(async () => (await api("GET", `/sandboxes/${r.body.id}`)).status === 404, 30_000, "expiry");
     const events = () => server.forge.events.replay(0, 100000).filter((e) => e.sandbox_id === r.body.id).map((e) => e.type);

@@ -80,7 +80,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   // Expiry still happens, for a re-attached sandbox and for a new one.
   const ext = await fetch(`${base}/sandboxes/${ids[0]}/extend`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl: "1s" }) });
   assert.equal(ext.status, 200);
-  const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl: "2s" }) });
+  const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl: "5s" }) });
   const { id } = (await r.json()) as { id: string };
   for (const gone of [ids[0], id]) {
     await waitFor(async () => (await fetch(`${base}/sandboxes/${gone}`)).status === 404, 30_000, `expiry of ${gone}`);

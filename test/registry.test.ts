@@ -42,9 +42,9 @@ function base(marker: string) {
 }
 
 /** Writes an image into a fresh layout and pushes it with skopeo; returns the manifest digest. */
-async function push(repoTag: string, layers: Parameters<typeof writeImage>[1]["layers"], opts: { multiArch?: boolean } = {}): Promise<string> {
+async function push(repoTag: string, layers: Parameters<typeof writeImage>[1]["layers"], opts: { multiArch?: boolean; config?: Parameters<typeof writeImage>[1]["config"] } = {}): Promise<string> {
   const layout = await mkdtemp(join(work, "layout-"));
-  const amd = await writeImage(layout, { layers, config: { Env: ["PATH=/bin"], WorkingDir: "/" } });
+  const amd = await writeImage(layout, { layers, config: opts.config ?? { Env: ["PATH=/bin"], WorkingDir: "/" } });
   let top: { digest: string } = amd;
   if (opts.multiArch) {
     const arm = await writeImage(layout, { layers: [base("arm64")], architecture: "arm64" });
@@ -90,14 +90,36 @@ after(async () => {
 
 describe("pulling from a registry", () => {
   it("pulls by tag and by digest, and a sandbox runs the image", async () => {
-    const digest = await push("test/app:v1", [base("amd64"), { compression: "zstd", entries: [{ path: "work/hello.txt", data: "pulled\n" }] }]);
+    // gzip base, then a zstd layer with a whiteout, an opaque directory, a hardlink and a setuid file.
+    const digest = await push("test/app:v1", [
+      {
+        entries: [
+          ...base("amd64").entries,
+          { path: "etc/passwd", data: "root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/work:/bin/sh\n" },
+          { path: "etc/old", data: "old" },
+          { path: "opt/d/a", data: "a" },
+        ],
+      },
+      {
+        compression: "zstd",
+        entries: [
+          { path: "etc/.wh.old", data: "" },
+          { path: "opt/d/.wh..wh..opq", data: "" },
+          { path: "opt/d/b", data: "b" },
+          { path: "work/hello.txt", data: "pulled\n" },
+          { path: "work/link.txt", type: "hardlink", linkname: "work/hello.txt" },
+          { path: "usr/bin/tool", data: "x", mode: 0o4755 },
+        ],
+      },
+    ], { config: { Env: ["PATH=/bin"], WorkingDir: "/work", User: "app" } });
     const img = await forge.pullImage(`${host}/test/app:v1`);
     pulled.push(img.name);
     assert.equal(img.name, `${host}/test/app:v1`);
     assert.equal(img.digest, digest);
-    const sb = await forge.spawn({ image: `${host}/test/app:v1`, memoryMb: 256 });
+    const sb = await forge.spawn({ image: `${host}/test/app:v1`, memoryMb: 256, user: "image" });
     try {
-      assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker; cat /work/hello.txt"])).stdout, "amd64pulled\n");
+      const check = "cat /etc/marker; pwd; cat hello.txt; ls /opt/d; test -e /etc/old || echo old-gone; stat -c %a /usr/bin/tool; [ $(stat -c %i hello.txt) = $(stat -c %i link.txt) ] && echo same-inode; id -u";
+      assert.equal((await sb.exec(["sh", "-c", check])).stdout, "amd64/work\npulled\nb\nold-gone\n4755\nsame-inode\n1000\n");
     } finally {
       await sb.destroy();
     }

@@ -177,8 +177,15 @@ export class Forge {
         hostname: opts.hostname ?? id,
         bootTimeoutMs: opts.bootTimeoutMs,
       });
+      // Destroyed while booting (a DELETE, or shutdown): stop the VM instead of handing it out.
+      if (this.sandboxes.get(id)?.state !== "creating" || this.closed) {
+        await vm.destroy();
+        throw new ForgevmError("CONFLICT", `sandbox ${id} was destroyed while it was starting`);
+      }
       const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user));
       this.live.set(id, sb);
+      this.sandboxes.update(id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir });
+      this.events.emit("sandbox.running", id, { boot_ms: vm.info.bootMs, accel: vm.info.accel });
       for (const [i, cmd] of (tpl?.setup ?? []).entries()) {
         const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
         if (r.exitCode !== 0) {
@@ -188,13 +195,6 @@ export class Forge {
           this.events.emit("sandbox.error", id, { error: reason });
           throw badRequest(reason);
         }
-      }
-      this.sandboxes.update(id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir });
-      this.events.emit("sandbox.running", id, { boot_ms: vm.info.bootMs, accel: vm.info.accel });
-      // Destroyed while booting (e.g. by the reaper or a DELETE): do not hand it out.
-      if (this.sandboxes.get(id)?.state !== "running" || this.closed) {
-        await this.destroy(id);
-        throw new ForgevmError("CONFLICT", `sandbox ${id} was destroyed while it was starting`);
       }
       return sb;
     } catch (e) {

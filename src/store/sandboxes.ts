@@ -60,9 +60,9 @@ export class SandboxStore {
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });
   }
 
-  /** Live sandboxes whose expiry has passed. */
+  /** Running sandboxes whose expiry has passed (one still booting expires once it runs). */
   expired(nowIso: string): SandboxRow[] {
-    return (this.db.prepare("SELECT * FROM sandboxes WHERE state IN ('creating','running') AND expires_at <= ?").all(nowIso) as Raw[]).map((r) => decode(r)!);
+    return (this.db.prepare("SELECT * FROM sandboxes WHERE state = 'running' AND expires_at <= ?").all(nowIso) as Raw[]).map((r) => decode(r)!);
   }
 
   /** Deletes history rows (destroyed or error) older than the cutoff; returns their ids. */

@@ -1,6 +1,6 @@
 // The guest's serial console, captured to a bounded per-VM log file plus an in-memory tail
 // that boot errors quote.
-import { createConnection, type Socket } from "node:net";
+import type { Socket } from "node:net";
 import { openSync, writeSync, closeSync, readFileSync, writeFileSync, fstatSync } from "node:fs";
 
 const FILE_CAP = 1024 * 1024; // bytes kept on disk; older output is dropped
@@ -17,18 +17,11 @@ export class ConsoleLog {
     this.size = fstatSync(this.fd).size;
   }
 
-  /** Starts reading the console socket QEMU serves. */
-  attach(socketPath: string): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const s = createConnection(socketPath);
-      s.once("connect", () => {
-        this.socket = s;
-        resolve();
-      });
-      s.once("error", reject);
-      s.on("data", (d: Buffer) => this.append(d));
-      s.on("error", () => {}); // after connect: VM went away; nothing to do
-    });
+  /** Starts reading the console socket QEMU serves (given as an already connected socket). */
+  attach(socket: Socket): void {
+    this.socket = socket;
+    socket.on("data", (d: Buffer) => this.append(d));
+    socket.on("error", () => {}); // the VM went away; nothing to do
   }
 
   /** The last `bytes` characters the guest printed. */

@@ -145,7 +145,7 @@ export class QemuProvider implements Provider {
     };
     const started = performance.now();
     try {
-      await consoleLog.attach(join(a.dir, "console.sock"));
+      consoleLog.attach(await connect(join(a.dir, "console.sock")));
       const channel = new AgentChannel(await connect(join(a.dir, "agent.sock")), { resync: true });
       const deadline = a.helloTimeoutMs ?? 10_000;
       let timer: NodeJS.Timeout | undefined;
@@ -242,7 +242,7 @@ export class QemuProvider implements Provider {
       await waitForSockets([files.consoleSocket, files.agentSocket], proc, 10_000).catch(async (e) => {
         throw new BootError(`QEMU did not start: ${e.message}\n${(await qemuLog()).trim()}`, "");
       });
-      await consoleLog.attach(files.consoleSocket);
+      consoleLog.attach(await connect(files.consoleSocket));
       const channel = new AgentChannel(await connect(files.agentSocket));
       const deadline = spec.bootTimeoutMs ?? this.opts.bootTimeoutMs ?? (accel === "kvm" ? 15_000 : 60_000);
       let timer: NodeJS.Timeout | undefined;
@@ -339,10 +339,27 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
   }
 }
 
-function connect(path: string): Promise<Socket> {
+function connectOnce(path: string): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const s = createConnection(path);
     s.once("connect", () => resolve(s));
     s.once("error", reject);
   });
+}
+
+/**
+ * Connects to a socket QEMU serves. The socket file appears at bind(), a moment before QEMU
+ * listens, so a refused connection is retried briefly.
+ */
+async function connect(path: string, timeoutMs = 5000): Promise<Socket> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await connectOnce(path);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if ((code !== "ECONNREFUSED" && code !== "ENOENT") || Date.now() > end) throw e;
+      await sleep(10);
+    }
+  }
 }
