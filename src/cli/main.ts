@@ -272,9 +272,11 @@ program
   .description("list local images")
   .option("--json", "print JSON")
   .action(async (o: { json?: boolean }) => {
-    const images = await listImages(pathsFor(dataDir()));
-    if (o.json) return console.log(JSON.stringify(images.map(({ dir: _d, rootfs: _r, ...m }) => m), null, 2));
-    for (const i of images) console.log(`${i.name}\t${(i.size / 1048576).toFixed(0)} MiB\t${i.createdAt}\t${i.description ?? ""}`);
+    const [images, used] = await withLocalForge(async (forge) => [await listImages(forge.paths), new Set(forge.list().map((r) => r.image))] as const);
+    const rows = images.map(({ dir: _d, rootfs: _r, ...m }) => ({ ...m, in_use: used.has(m.name) }));
+    if (o.json) return console.log(JSON.stringify(rows, null, 2));
+    console.log(["NAME", "DIGEST", "SIZE", "CREATED", "IN USE"].join("\t"));
+    for (const i of rows) console.log([i.name, i.digest?.slice(0, 19) ?? "-", `${(i.size / 1048576).toFixed(0)} MiB`, i.createdAt, i.in_use ? "yes" : "no"].join("\t"));
   });
 
 program
