@@ -61,3 +61,19 @@ describe("durations", () => {
     assert.equal(formatDuration(123_000), "2m3s");
   });
 });
+
+describe("event log", () => {
+  it("keeps at most the newest N events and drops old ones", async () => {
+    const { openDb } = await import("../src/store/db.js");
+    const { EventStore } = await import("../src/store/events.js");
+    const db = openDb(":memory:");
+    const ev = new EventStore(db);
+    for (let i = 0; i < 50; i++) ev.append("exec.started", "sb-1", { i });
+    assert.equal(ev.trim(new Date(0).toISOString(), 10), 40);
+    const left = ev.after(0);
+    assert.equal(left.length, 10);
+    assert.equal(left[0].data?.i, 40);
+    assert.equal(ev.trim(new Date(Date.now() + 1000).toISOString(), 10), 10);
+    db.close();
+  });
+});

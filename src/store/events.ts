@@ -26,8 +26,9 @@ export class EventStore {
     return rows.map((r) => ({ ...r, data: r.data ? JSON.parse(r.data) : null }));
   }
 
-  /** Deletes events older than the cutoff. */
-  trim(beforeIso: string): number {
-    return this.db.prepare("DELETE FROM events WHERE timestamp < ?").run(beforeIso).changes;
+  /** Deletes events older than the cutoff, and all but the newest `keep` (execs make many). */
+  trim(beforeIso: string, keep = 100_000): number {
+    const old = this.db.prepare("DELETE FROM events WHERE timestamp < ?").run(beforeIso).changes;
+    return old + this.db.prepare("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?").run(keep).changes;
   }
 }
