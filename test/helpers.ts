@@ -1,6 +1,7 @@
 // Shared fixtures for tests that boot real VMs.
 import assert from "node:assert/strict";
 import { readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { Forge } from "../src/index.js";
 
 let forge: Promise<Forge> | null = null;
@@ -30,4 +31,11 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, ms: number
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** Half-finished image installs or blob downloads left in the data directory. */
+export async function imageLeftovers(f: Forge): Promise<string[]> {
+  const imgs = await readdir(f.paths.imagesDir);
+  const parts = await readdir(join(f.paths.blobsDir, "sha256")).catch(() => []);
+  return [...imgs.filter((n) => n.startsWith(".staging")), ...parts.filter((n) => n.includes(".part"))];
 }

@@ -11,7 +11,7 @@ import { ImageNotFoundError, resolveImage } from "../src/images/store.js";
 import type { Forge } from "../src/index.js";
 import { fileURLToPath } from "node:url";
 import { run } from "../src/util/process.js";
-import { testForge } from "./helpers.js";
+import { testForge, imageLeftovers } from "./helpers.js";
 import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
 
 let forge: Forge;
@@ -55,12 +55,6 @@ function baseLayer(marker: string) {
 async function layoutDir(name: string): Promise<string> {
   const d = join(work, name);
   return d;
-}
-
-async function leftovers(): Promise<string[]> {
-  const imgs = await readdir(forge.paths.imagesDir);
-  const parts = await readdir(join(forge.paths.blobsDir, "sha256")).catch(() => []);
-  return [...imgs.filter((n) => n.startsWith(".staging")), ...parts.filter((n) => n.includes(".part"))];
 }
 
 describe("importing OCI layouts", () => {
@@ -134,7 +128,7 @@ describe("importing OCI layouts", () => {
     await writeFile(victim, bytes);
     await assert.rejects(forge.importImage(layout, "local/test-tampered", "t"), DigestMismatchError);
     await assert.rejects(resolveImage(forge.paths, "local/test-tampered:t"), ImageNotFoundError);
-    assert.deepEqual(await leftovers(), []);
+    assert.deepEqual(await imageLeftovers(forge), []);
     assert.equal(await forge.blobs.has(manifest.layers[1].digest), false);
   });
 
@@ -143,7 +137,7 @@ describe("importing OCI layouts", () => {
     const desc = await writeImage(layout, { layers: [{ entries: [{ path: "../../escape", data: "x" }] }] });
     await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
     await assert.rejects(forge.importImage(layout, "local/test-evil", "t"), LayerError);
-    assert.deepEqual(await leftovers(), []);
+    assert.deepEqual(await imageLeftovers(forge), []);
     const armOnly = await layoutDir("arm");
     const arm = await writeImage(armOnly, { layers: [baseLayer("arm")], architecture: "arm64" });
     await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
@@ -221,6 +215,6 @@ describe("importing archives", () => {
     await writeFile(empty, tarOf([{ path: "hello.txt", data: "hi" }]));
     await assert.rejects(forge.importImage(empty, "x"), /neither a docker save tarball/);
     await assert.rejects(forge.importImage(join(work, "missing.tar"), "x"), /does not exist/);
-    assert.deepEqual(await leftovers(), []);
+    assert.deepEqual(await imageLeftovers(forge), []);
   });
 });

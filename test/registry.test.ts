@@ -3,7 +3,7 @@
 // unreachable registry and a 401 must fail plainly and leave nothing behind.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -13,7 +13,7 @@ import { ForgevmError } from "../src/core/errors.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
 import { fileURLToPath } from "node:url";
-import { testForge, waitFor } from "./helpers.js";
+import { testForge, waitFor, imageLeftovers } from "./helpers.js";
 import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
 
 let forge: Forge;
@@ -59,12 +59,6 @@ async function push(repoTag: string, layers: Parameters<typeof writeImage>[1]["l
 function registryBlob(digest: string): string {
   const hex = digest.slice(7);
   return join(work, "storage", "docker", "registry", "v2", "blobs", "sha256", hex.slice(0, 2), hex, "data");
-}
-
-async function leftovers(): Promise<string[]> {
-  const imgs = await readdir(forge.paths.imagesDir);
-  const parts = await readdir(join(forge.paths.blobsDir, "sha256")).catch(() => []);
-  return [...imgs.filter((n) => n.startsWith(".staging")), ...parts.filter((n) => n.includes(".part"))];
 }
 
 before(async () => {
@@ -168,14 +162,14 @@ describe("pulling from a registry", () => {
     await writeFile(mfile, JSON.stringify(m));
     await assert.rejects(forge.pullImage(`${host}/test/pinned@${d2}`), /does not match the pinned digest/);
     await assert.rejects(forge.spawn({ image: `${host}/test/tampered:v1` }), /does not match/);
-    assert.deepEqual(await leftovers(), []);
+    assert.deepEqual(await imageLeftovers(forge), []);
   });
 
   it("says plainly when a registry cannot be reached or an image does not exist", async () => {
     await assert.rejects(forge.pullImage("127.0.0.1:1/library/alpine:latest"), (e: Error) => e instanceof ForgevmError && e.code === "UNAVAILABLE" && /cannot reach registry 127.0.0.1:1/.test(e.message));
     await assert.rejects(forge.spawn({ image: "127.0.0.1:1/library/alpine:latest" }), /cannot reach registry 127.0.0.1:1/);
     await assert.rejects(forge.pullImage(`${host}/test/none:v1`), (e: Error) => e instanceof ForgevmError && e.code === "NOT_FOUND" && /not found in registry/.test(e.message));
-    assert.deepEqual(await leftovers(), []);
+    assert.deepEqual(await imageLeftovers(forge), []);
   });
 
   it("reports a 401 without credentials, naming where to put them", async () => {

@@ -34,3 +34,8 @@ export function fileInfoView(path: string, name: string, st: FileStat | DirEntry
 export function shellQuote(s: string): string {
   return /^[A-Za-z0-9_\-+=.,/:@%]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
+
+/** The shell command of an exec request: `command` with each of `args` quoted and appended. */
+export function commandLine(command: string, args?: string[]): string {
+  return args?.length ? `${command} ${args.map(shellQuote).join(" ")}` : command;
+}

@@ -3,7 +3,6 @@
 // {"stdin": "..."}, {"stdin_eof": true} and, with a tty, {"resize": [rows, cols]}. The server
 // sends {"stream","data"} chunks and ends with {"type":"done","exit_code":N}, closing with 1000.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { StringDecoder } from "node:string_decoder";
 import type { WebSocket } from "ws";
 import { Type } from "typebox";
 import { Value } from "typebox/value";
@@ -11,7 +10,8 @@ import { parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { toApiError } from "../errors.js";
 import { ExecRequest, IdParams } from "../schemas.js";
-import { shellQuote } from "../views.js";
+import { relayChunks } from "../chunks.js";
+import { commandLine } from "../views.js";
 
 const WsExecRequest = Type.Intersect([
   Type.Omit(ExecRequest, ["stream", "stdin"]),
@@ -55,7 +55,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
           }
           const timeoutMs = msg.timeout !== undefined ? parseDuration(msg.timeout, "timeout") : undefined;
           const sb = forge.sandbox((req.params as { id: string }).id);
-          const command = msg.args?.length ? `${msg.command} ${msg.args.map(shellQuote).join(" ")}` : msg.command;
+          const command = commandLine(msg.command, msg.args);
           session = sb.execStream(command, {
             env: msg.env,
             cwd: msg.workdir,
@@ -83,17 +83,11 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
       if (session && !finished) void session.signal(9).catch(() => {});
     });
     const run = async (socket: WebSocket, s: NonNullable<typeof session>) => {
-      const forward = (name: string, stream: NodeJS.ReadableStream) =>
-        new Promise<void>((resolve) => {
-          const dec = new StringDecoder("utf8");
-          stream.on("data", (c: Buffer) => {
-            const data = dec.write(c);
-            if (data && socket.readyState === socket.OPEN) socket.send(JSON.stringify({ stream: name, data }));
-          });
-          const end = () => resolve();
-          stream.once("end", end);
-          stream.once("close", end);
-        });
+      const send = (json: string) => {
+        if (socket.readyState === socket.OPEN) socket.send(json);
+        return true;
+      };
+      const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) => relayChunks(name, stream, send);
       const [r] = await Promise.all([s.result.catch((e: Error) => e), forward("stdout", s.stdout), forward("stderr", s.stderr)]);
       finished = true;
       if (socket.readyState !== socket.OPEN) return;

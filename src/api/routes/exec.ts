@@ -1,17 +1,17 @@
 // POST /sandboxes/{id}/exec: buffered, or NDJSON streamed when `stream` is true.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { StringDecoder } from "node:string_decoder";
 import { formatDuration, parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { ExecRequest, ExecResult, IdParams } from "../schemas.js";
-import { shellQuote } from "../views.js";
+import { relayChunks } from "../chunks.js";
+import { commandLine } from "../views.js";
 
 export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputBytes: number }> = async (app, { forge, maxOutputBytes }) => {
   app.post("/sandboxes/:id/exec", { schema: { tags: ["exec"], params: IdParams, body: ExecRequest, response: { 200: ExecResult } } }, async (req, reply) => {
     const b = req.body;
     const timeoutMs = b.timeout !== undefined ? parseDuration(b.timeout, "timeout") : undefined;
     const sb = forge.sandbox(req.params.id);
-    const command = b.args?.length ? `${b.command} ${b.args.map(shellQuote).join(" ")}` : b.command;
+    const command = commandLine(b.command, b.args);
     const opts = { env: b.env, cwd: b.workdir, user: b.user, timeoutMs };
     if (!b.stream) {
       const r = await sb.exec(command, { ...opts, stdin: b.stdin, maxOutputBytes });
@@ -25,23 +25,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
     const out = reply.raw;
     out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });
     const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) =>
-      new Promise<void>((resolve) => {
-        const dec = new StringDecoder("utf8");
-        stream.on("data", (c: Buffer) => {
-          const data = dec.write(c);
-          if (data && !out.write(JSON.stringify({ stream: name, data }) + "\n")) {
-            stream.pause();
-            out.once("drain", () => stream.resume());
-          }
-        });
-        const end = () => {
-          const rest = dec.end();
-          if (rest) out.write(JSON.stringify({ stream: name, data: rest }) + "\n");
-          resolve();
-        };
-        stream.once("end", end);
-        stream.once("close", end);
-      });
+      relayChunks(name, stream, (json) => out.write(json + "\n"), (resume) => out.once("drain", resume));
     // A client that goes away stops the process, so nothing runs on unobserved.
     const onClose = () => {
       if (!out.writableEnded) void s.signal(9).catch(() => {});
