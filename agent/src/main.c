@@ -180,14 +180,18 @@ int req_bool(const jdoc *d, const char *key, int def) {
   return v < 0 ? def : v;
 }
 
-static void op_hello(uint32_t id) {
+static void op_hello(uint32_t id, const char *nonce) {
   jbuf b;
   jb_init(&b);
   jb_cstr(&b, "{\"ok\":true,\"proto\":");
   jb_int(&b, PROTO_VERSION);
   jb_cstr(&b, ",\"agent\":\"" AGENT_VERSION "\",\"pid\":");
   jb_int(&b, getpid());
-  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\"]}");
+  if (nonce) {
+    jb_cstr(&b, ",\"nonce\":");
+    jb_str(&b, nonce, strlen(nonce));
+  }
+  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\",\"host-hello\"]}");
   send_json(id, id ? K_RES : K_HELLO, &b);
   jb_free(&b);
 }
@@ -204,7 +208,7 @@ static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
     send_error(id, "EPROTO", "request has no \"op\" string");
   } else if (sess_find(id)) {
     send_error(id, "EPROTO", "request id %u is already in flight", id);
-  } else if (!strcmp(op, "hello")) op_hello(id);
+  } else if (!strcmp(op, "hello")) op_hello(id, NULL);
   else if (!strcmp(op, "ping")) send_ok(id);
   else if (!strcmp(op, "exec")) op_exec(id, &d);
   else if (!strcmp(op, "signal")) op_signal(id, &d);
@@ -226,9 +230,15 @@ static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
   json_free(&d);
 }
 
+static void drop_sessions(void);
+static void on_host_hello(const uint8_t *p, size_t n);
+
 static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const uint8_t *p, size_t n) {
   sess *s;
   switch (kind) {
+    case K_HELLO:
+      on_host_hello(p, n);
+      break;
     case K_REQ:
       dispatch(id, p, n);
       break;
@@ -311,11 +321,10 @@ static void port_watch_update(void) {
   watch_fd(port_fd, EPOLLIN | (outq_head ? EPOLLOUT : 0), &tag_port);
 }
 
-/* The host that owned every stream is gone (server crash or restart): nobody will read the
- * output or answer for the requests, so processes in flight are killed, transfers dropped, and
- * queued output — possibly a half-written frame — discarded, so that the next host starts on a
- * frame boundary with a fresh HELLO. Processes that execs left in the background live on. */
-static void drop_host_state(void) {
+/* Streams and queued output of a host that is gone: nobody will read the output or answer for
+ * the requests, so processes in flight are killed, transfers dropped, and queued output —
+ * possibly a half-written frame — discarded. Processes that execs left in the background live on. */
+static void drop_sessions(void) {
   while (sessions) {
     sess *s = sessions;
     if (s->type == S_EXEC && !s->exited) kill(-s->pid, SIGKILL);
@@ -328,8 +337,33 @@ static void drop_host_state(void) {
   }
   outq_tail = NULL;
   outq_total = 0;
+}
+
+/* The host went away (server crash or restart): its streams go, and so does any half-read
+ * frame, so that the next host starts on a frame boundary with a fresh HELLO. */
+static void drop_host_state(void) {
+  drop_sessions();
   inlen = 0;
   skip_left = 0;
+}
+
+/* A host that did not see this guest boot (a restored snapshot or fork) introduces itself with a
+ * HELLO frame: the guest still holds the streams of the host it was saved from, which are
+ * dropped. The reply HELLO echoes the host's nonce so the host can tell it from stale bytes
+ * that were in flight when the snapshot was taken. */
+static void on_host_hello(const uint8_t *p, size_t n) {
+  char nonce[65] = {0};
+  if (n) {
+    jdoc d;
+    if (json_parse(&d, (const char *)p, (int)n, 64) == 0 && d.toks[0].type == J_OBJ) {
+      char *v = req_str(&d, "nonce");
+      if (v && strlen(v) < sizeof nonce) strcpy(nonce, v);
+      free(v);
+    }
+    json_free(&d);
+  }
+  drop_sessions();
+  op_hello(0, nonce[0] ? nonce : NULL);
 }
 
 /* virtio-serial reports POLLHUP while no host is attached; it must leave the epoll set then or
@@ -340,7 +374,7 @@ static void port_check_connected(void) {
   int connected = !(p.revents & POLLHUP);
   if (connected && !port_connected) {
     port_connected = 1;
-    op_hello(0);
+    op_hello(0, NULL);
     port_watch_update();
   } else if (!connected && port_connected) {
     port_connected = 0;

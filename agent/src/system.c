@@ -23,6 +23,7 @@
 
 /* Kernel ABI constants, spelled out so the agent builds without kernel headers. */
 #define RNDADDENTROPY 0x40085203
+#define RNDRESEEDCRNG 0x5207
 #ifndef BLKGETSIZE64
 #define BLKGETSIZE64 0x80081272
 #endif
@@ -215,8 +216,26 @@ void op_configure(uint32_t id, const jdoc *d) {
       /* without CAP_SYS_ADMIN semantics (not PID 1 in tests) fall back to mixing in uncredited */
       if (fd >= 0 && write(fd, ent.buf, n) < 0) {}
     }
-    if (fd >= 0) close(fd);
+    /* Forked guests share the CRNG state they were saved with; new input alone would only be
+     * used at the next scheduled reseed, so force one now. */
+    if (fd >= 0) {
+      ioctl(fd, RNDRESEEDCRNG);
+      close(fd);
+    }
     free(seed);
+  }
+  char *mid = req_str(d, "machine_id");
+  if (mid) {
+    int ok = strlen(mid) == 32;
+    for (int i = 0; ok && i < 32; i++) ok = hexnib(mid[i]) >= 0;
+    if (!ok) { free(mid); send_error(id, "EINVAL", "\"machine_id\" must be 32 hexadecimal digits"); return; }
+    int fd = open("/etc/machine-id", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    if (fd >= 0) {
+      mid[32] = 0;
+      if (write(fd, mid, 32) < 0 || write(fd, "\n", 1) < 0) {}
+      close(fd);
+    }
+    free(mid);
   }
   send_ok(id);
 }

@@ -1,6 +1,7 @@
 // The host end of one VM's agent channel: multiplexes concurrent requests and streams over a
 // single byte stream (the virtio-serial port's unix socket). Anything malformed from the guest
 // closes this channel and only this channel.
+import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -71,13 +72,21 @@ export class AgentChannel extends EventEmitter {
   /** Resolves with the agent's first hello; rejects if the channel closes first. */
   readonly hello: Promise<Hello>;
 
-  /** With `resync`, bytes before the guest's next HELLO are skipped (re-attaching to a VM). */
+  private readonly nonce: string | null;
+
+  /**
+   * With `resync`, bytes before the guest's next HELLO are skipped (re-attaching to a VM). With
+   * `introduce`, the host speaks first: it sends a HELLO with a nonce and waits for the guest's
+   * HELLO that echoes it, skipping whatever the guest had in flight before — the way to take
+   * over a guest restored from a snapshot, which still believes its old host is there.
+   */
   constructor(
     private readonly socket: Duplex,
-    opts: { resync?: boolean } = {},
+    opts: { resync?: boolean; introduce?: boolean } = {},
   ) {
     super();
-    this.decoder = new FrameDecoder(undefined, opts.resync ?? false);
+    this.nonce = opts.introduce ? randomBytes(16).toString("hex") : null;
+    this.decoder = new FrameDecoder(undefined, opts.resync || opts.introduce || false);
     this.hello = new Promise<Hello>((res, rej) => {
       this.helloResolve = res;
       this.helloReject = rej;
@@ -86,6 +95,7 @@ export class AgentChannel extends EventEmitter {
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", (err) => this.close(new ChannelClosedError(`agent channel failed: ${err.message}`)));
     socket.on("close", () => this.close(new ChannelClosedError("agent channel closed")));
+    if (this.nonce) socket.write(encodeJson(0, Kind.Hello, { nonce: this.nonce }));
   }
 
   get isOpen(): boolean {
@@ -299,6 +309,7 @@ export class AgentChannel extends EventEmitter {
   private onFrame(f: Frame): void {
     if (f.kind === Kind.Hello) {
       const h = this.parseJson(f) as Hello;
+      if (this.nonce && h.nonce !== this.nonce) return; // stale: sent before the snapshot
       this.helloResolve(h);
       this.emit("hello", h);
       return;

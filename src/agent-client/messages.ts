@@ -8,6 +8,8 @@ export interface Hello {
   agent: string;
   pid: number;
   features: string[];
+  /** Echo of the host's HELLO nonce when the host introduced itself. */
+  nonce?: string;
 }
 
 export interface ExecRequest {
@@ -96,6 +98,8 @@ export interface ConfigureRequest {
   hostname?: string;
   time_ms?: number;
   seed_hex?: string;
+  /** 32 hex digits written to /etc/machine-id. */
+  machine_id?: string;
 }
 
 /** Simple request/response operations and their replies. */

@@ -16,6 +16,8 @@ export interface Paths {
   /** Content-addressed layer and config blobs shared by images. */
   blobsDir: string;
   vmsDir: string;
+  /** One directory per snapshot: migration stream, RAM file, frozen disk. */
+  snapshotsDir: string;
   stateDir: string;
 }
 
@@ -38,6 +40,7 @@ export function pathsFor(dataDir: string = defaultDataDir()): Paths {
     imagesDir: join(dataDir, "images"),
     blobsDir: join(dataDir, "blobs"),
     vmsDir: join(dataDir, "vms"),
+    snapshotsDir: join(dataDir, "snapshots"),
     stateDir: join(dataDir, "state"),
   };
 }

@@ -13,7 +13,14 @@ export type EventType =
   | "image.pulled"
   | "exec.started"
   | "exec.finished"
-  | "file.written";
+  | "file.written"
+  | "sandbox.forked"
+  | "snapshot.created"
+  | "snapshot.deleted"
+  | "snapshot.error"
+  | "pool.filled"
+  | "pool.claimed"
+  | "pool.error";
 
 export type Emit = (type: EventType, sandboxId: string | null, data?: Record<string, unknown>) => void;
 

@@ -3,6 +3,7 @@
 import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, readFile, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import type { Writable } from "node:stream";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
 import { importArchive } from "../images/archive.js";
 import { BlobStore, DigestMismatchError } from "../images/blobs.js";
@@ -14,15 +15,18 @@ import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, t
 import { TarError } from "../images/tar.js";
 import { importOciLayout } from "../images/oci-layout.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
+import { BootError, type Vm } from "../providers/provider.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
 import { EventStore } from "../store/events.js";
 import { SandboxStore, type SandboxRow } from "../store/sandboxes.js";
-import { TemplateStore } from "../store/templates.js";
+import { SnapshotStore, type SnapshotRow } from "../store/snapshots.js";
+import { TemplateStore, type TemplateRow } from "../store/templates.js";
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import { EventBus } from "./events.js";
 import { Sandbox, type ExecDefaults } from "./sandbox.js";
+import { Snapshots } from "./snapshots.js";
 
 export interface ForgeOptions {
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
@@ -38,6 +42,8 @@ export interface ForgeOptions {
   historyRetentionMs?: number;
   /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
   registryAuth?: Record<string, Credentials>;
+  /** Restore spawns from base snapshots made at each image's first boot (default true). */
+  baseSnapshots?: boolean;
 }
 
 export interface SpawnDefaults {
@@ -67,6 +73,40 @@ export interface SpawnOptions {
   template?: string;
   /** Who execs run as by default: a user name or uid, or "image" for the image's USER (default root). */
   user?: string;
+  /** Boot from the image even when a base snapshot could be restored (baselines, debugging). */
+  coldBoot?: boolean;
+}
+
+export interface ForkOptions {
+  /** How many copies (1..MAX_FORK, default 1). */
+  count?: number;
+  /** Lifetime of each copy; default: what the source has left (fork) or the default TTL (restore). */
+  ttlMs?: number;
+  ownerId?: string;
+  metadata?: Record<string, string>;
+}
+
+export interface ForkResult {
+  sandboxes: Sandbox[];
+  /** How long the parent was paused, by QEMU's clock. */
+  pauseMs: number;
+  totalMs: number;
+  snapshotBytes: number;
+}
+
+/** Most copies one fork or restore call makes. */
+export const MAX_FORK = 32;
+
+/** A spawn request with its template and defaults applied and its image resolved. */
+interface SpawnPlan {
+  image: LocalImage;
+  template?: TemplateRow;
+  memoryMb: number;
+  vcpus: number;
+  diskMb: number;
+  ttlMs: number;
+  env: Record<string, string> | null;
+  execUser: string | null;
 }
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -79,6 +119,8 @@ export class Forge {
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;
+  readonly snapshotRows: SnapshotStore;
+  readonly snaps: Snapshots;
   readonly blobs: BlobStore;
   readonly events: EventBus;
   private readonly eventStore: EventStore;
@@ -93,10 +135,19 @@ export class Forge {
   ) {
     this.sandboxes = new SandboxStore(db);
     this.templates = new TemplateStore(db);
+    this.snapshotRows = new SnapshotStore(db);
     this.blobs = new BlobStore(paths.blobsDir);
     this.eventStore = new EventStore(db);
     this.events = new EventBus(this.eventStore);
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
+    this.snaps = new Snapshots({ paths, provider, store: this.snapshotRows, events: this.events, inUse: () => this.snapshotsInUse() });
+  }
+
+  /** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
+  private snapshotsInUse(): Set<string> {
+    const ids = new Set<string>();
+    for (const r of this.sandboxes.list(["creating", "running"])) if (r.snapshot_id) ids.add(r.snapshot_id);
+    return ids;
   }
 
   /** Opens ForgeVM on a data directory that ./setup.sh has prepared. */
@@ -105,6 +156,7 @@ export class Forge {
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
     const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel() }), db, opts);
     await forge.reconcile();
+    await forge.snaps.collect(true);
     const every = opts.reapIntervalMs ?? 1000;
     if (every > 0) {
       forge.reaper = setInterval(() => void forge.reap(), every);
@@ -113,98 +165,262 @@ export class Forge {
     return forge;
   }
 
-  /** Boots a sandbox and returns once its agent answers; a failed boot is recorded as `error`. */
+  /**
+   * Starts a sandbox and returns once its agent answers: restored from its image's (or
+   * template's) base snapshot when one exists or can be made, else booted. A failed start is
+   * recorded as `error`.
+   */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
     if (this.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+    const plan = await this.plan(opts);
+    const row = this.newRow(plan, opts);
+    this.sandboxes.insert(row);
+    this.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
+    try {
+      const { vm, origin } = await this.startVm(row.id, plan, opts);
+      return this.admit(row, vm, plan.image, origin);
+    } catch (e) {
+      this.recordFailure(row.id, e);
+      throw e;
+    }
+  }
+
+  /** What a spawn will make: its template's fields filled in, the image resolved (pulled if need be). */
+  private async plan(opts: SpawnOptions): Promise<SpawnPlan> {
     const tpl = opts.template !== undefined ? this.templates.get(opts.template) : undefined;
     if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
-    if (tpl) {
-      opts = {
-        ...opts,
-        image: opts.image ?? tpl.image,
-        memoryMb: opts.memoryMb ?? tpl.memory_mb,
-        vcpus: opts.vcpus ?? tpl.cpu_cores,
-        ttlMs: opts.ttlMs ?? (tpl.ttl_seconds ? tpl.ttl_seconds * 1000 : undefined),
-        env: tpl.env || opts.env ? { ...tpl.env, ...opts.env } : undefined,
-      };
-    }
     const d = this.defaults;
-    const imageName = opts.image ?? d.image;
+    const imageName = opts.image ?? tpl?.image ?? d.image;
     // An image that is not local is pulled first when its name is a registry reference.
     const image = await resolveImage(this.paths, imageName).catch((e) => {
       if (!(e instanceof ImageNotFoundError)) throw e;
       if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
       return this.pullImage(imageName);
     });
-    const id = `sb-${randomBytes(4).toString("hex")}`;
+    const env = tpl?.env || opts.env ? { ...tpl?.env, ...opts.env } : null;
+    let execUser: string | null = null;
+    if (opts.user === "image") {
+      // USER may be "name", "uid" or "name:group"; the agent takes the user part.
+      execUser = image.config?.User?.split(":")[0] || null;
+    } else if (opts.user) {
+      execUser = opts.user;
+    }
+    return {
+      image,
+      template: tpl,
+      memoryMb: opts.memoryMb ?? tpl?.memory_mb ?? d.memoryMb,
+      vcpus: opts.vcpus ?? tpl?.cpu_cores ?? d.vcpus,
+      diskMb: opts.diskMb ?? d.diskMb,
+      ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds ? tpl.ttl_seconds * 1000 : d.ttlMs),
+      env,
+      execUser,
+    };
+  }
+
+  private newRow(plan: SpawnPlan, opts: { ownerId?: string; metadata?: Record<string, string>; ttlMs?: number }, id = `sb-${randomBytes(4).toString("hex")}`): SandboxRow {
     const now = Date.now();
-    const row: SandboxRow = {
+    return {
       id,
       state: "creating",
       provider: this.provider.name,
-      image: image.name,
-      memory_mb: opts.memoryMb ?? d.memoryMb,
-      vcpus: opts.vcpus ?? d.vcpus,
-      disk_mb: opts.diskMb ?? d.diskMb,
+      image: plan.image.name,
+      memory_mb: plan.memoryMb,
+      vcpus: plan.vcpus,
+      disk_mb: plan.diskMb,
       owner_id: opts.ownerId ?? null,
       metadata: opts.metadata ?? null,
       created_at: new Date(now).toISOString(),
-      expires_at: new Date(now + (opts.ttlMs ?? d.ttlMs)).toISOString(),
+      expires_at: new Date(now + (opts.ttlMs ?? plan.ttlMs)).toISOString(),
       destroyed_at: null,
       error: null,
       vm_pid: null,
       vm_dir: null,
       manager_pid: process.pid,
-      env: opts.env ?? null,
-      template: tpl?.name ?? null,
-      exec_user: null,
+      env: plan.env,
+      template: plan.template?.name ?? null,
+      exec_user: plan.execUser,
+      snapshot_id: null,
+      origin: null,
+      vm_id: null,
     };
-    if (opts.user === "image") {
-      // USER may be "name", "uid" or "name:group"; the agent takes the user part.
-      row.exec_user = image.config?.User?.split(":")[0] || null;
-    } else if (opts.user) {
-      row.exec_user = opts.user;
-    }
-    this.sandboxes.insert(row);
-    this.events.emit("sandbox.created", id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
-    try {
-      const vm = await this.provider.spawn({
-        id,
-        rootfs: image.rootfs,
-        memoryMb: row.memory_mb,
-        vcpus: row.vcpus,
-        diskMb: row.disk_mb,
-        hostname: opts.hostname ?? id,
-        bootTimeoutMs: opts.bootTimeoutMs,
-      });
-      // Destroyed while booting (a DELETE, or shutdown): stop the VM instead of handing it out.
-      if (this.sandboxes.get(id)?.state !== "creating" || this.closed) {
-        await vm.destroy();
-        throw new ForgevmError("CONFLICT", `sandbox ${id} was destroyed while it was starting`);
-      }
-      const sb = new Sandbox(id, image.name, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user));
-      this.live.set(id, sb);
-      this.sandboxes.update(id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir });
-      this.events.emit("sandbox.running", id, { boot_ms: vm.info.bootMs, accel: vm.info.accel });
-      for (const [i, cmd] of (tpl?.setup ?? []).entries()) {
-        const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
-        if (r.exitCode !== 0) {
-          const reason = `template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`;
-          await this.destroy(id);
-          this.sandboxes.update(id, { state: "error", error: reason });
-          this.events.emit("sandbox.error", id, { error: reason });
-          throw badRequest(reason);
+  }
+
+  /**
+   * A VM for a new sandbox: restored from the base snapshot (made on first use, with the
+   * template's setup commands already run), else booted cold with setup run now.
+   */
+  private async startVm(id: string, plan: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
+    const spec = { id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs };
+    if (this.opts.baseSnapshots !== false && !opts.coldBoot) {
+      const base = await this.snaps.base(plan, (vm) => this.runSetup(vm, plan));
+      if (base) {
+        this.sandboxes.update(id, { snapshot_id: base.id });
+        try {
+          return { vm: await this.provider.spawn({ ...spec, restore: { files: Snapshots.files(base) } }), origin: "snapshot" };
+        } catch (e) {
+          if (!(e instanceof BootError)) throw e;
+          // An unusable snapshot costs this spawn a cold boot, and no later spawn uses it.
+          this.snaps.markUnusable(base, e.message);
+          this.sandboxes.update(id, { snapshot_id: null });
         }
       }
-      return sb;
+    }
+    const vm = await this.provider.spawn({ ...spec, rootfs: plan.image.rootfs, diskMb: plan.diskMb });
+    try {
+      await this.runSetup(vm, plan);
     } catch (e) {
-      if (this.sandboxes.get(id)?.state === "creating" && !(e instanceof ForgevmError)) {
-        const reason = (e as Error).message;
-        this.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
-        this.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
-      }
+      await vm.destroy();
       throw e;
     }
+    return { vm, origin: "boot" };
+  }
+
+  /** Runs a template's setup commands; the first that fails fails the spawn. */
+  private async runSetup(vm: Vm, plan: SpawnPlan): Promise<void> {
+    const sb = new Sandbox(vm.info.id, plan.image.name, vm, async () => {}, () => {}, execDefaults(plan.image, plan.env, plan.execUser));
+    for (const [i, cmd] of (plan.template?.setup ?? []).entries()) {
+      const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
+      if (r.exitCode !== 0) {
+        throw badRequest(`template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`);
+      }
+    }
+  }
+
+  /** Hands a started VM out as a running sandbox, unless it was destroyed meanwhile. */
+  private async admit(row: SandboxRow, vm: Vm, image: LocalImage | null, origin: string): Promise<Sandbox> {
+    // Destroyed while starting (a DELETE, or shutdown): stop the VM instead of handing it out.
+    if (this.sandboxes.get(row.id)?.state !== "creating" || this.closed) {
+      await vm.destroy();
+      throw new ForgevmError("CONFLICT", `sandbox ${row.id} was destroyed while it was starting`);
+    }
+    const sb = new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user));
+    this.live.set(row.id, sb);
+    this.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
+    this.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
+    return sb;
+  }
+
+  private recordFailure(id: string, e: unknown): void {
+    if (this.sandboxes.get(id)?.state !== "creating") return;
+    const reason = (e as Error).message;
+    this.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+    this.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
+  }
+
+  /** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
+  async snapshot(id: string, name?: string): Promise<SnapshotRow> {
+    const sb = this.sandbox(id);
+    const src = this.get(id);
+    if (name !== undefined && this.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
+    const row = await this.snaps.begin({ kind: "sandbox", name: name ?? null, image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
+    try {
+      return await this.snaps.finish(row, await sb.vm.snapshot(row.dir));
+    } catch (e) {
+      await this.snaps.abort(row);
+      throw e;
+    }
+  }
+
+  /** A snapshot by id or name. */
+  getSnapshot(idOrName: string): SnapshotRow {
+    const row = this.snapshotRows.find(idOrName);
+    if (!row) throw notFound(`snapshot ${idOrName} not found`);
+    return row;
+  }
+
+  /** Deletes a snapshot; its files go once no sandbox restored from it runs. */
+  async deleteSnapshot(idOrName: string): Promise<void> {
+    await this.snaps.remove(this.getSnapshot(idOrName));
+  }
+
+  /**
+   * Makes `count` running copies of a sandbox as it is now, processes and memory included. The
+   * children load while the parent is being copied; each gets its own disk overlay and a new
+   * identity (hostname, machine id, entropy, clock). The parent pauses for the copy only.
+   */
+  async fork(id: string, opts: ForkOptions = {}): Promise<ForkResult> {
+    const count = opts.count ?? 1;
+    if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
+    const parent = this.sandbox(id);
+    const src = this.get(id);
+    const image = await resolveImage(this.paths, src.image).catch(() => null);
+    const snap = await this.snaps.begin({ kind: "fork", image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
+    const started = performance.now();
+    const rows: SandboxRow[] = [];
+    try {
+      const disk = await parent.vm.prepareSnapshot(snap.dir);
+      const files = { state: join(snap.dir, "state"), disk: disk?.disk, diskBytes: disk?.diskBytes };
+      const tees: Writable[] = [];
+      let fed!: () => void;
+      const allFed = new Promise<void>((r) => (fed = r));
+      const ttlMs = opts.ttlMs ?? Math.max(1000, Date.parse(src.expires_at) - Date.now());
+      const children = Array.from({ length: count }, () => {
+        const row: SandboxRow = { ...this.newRow({ image: image ?? ({ name: src.image } as LocalImage), memoryMb: src.memory_mb, vcpus: src.vcpus, diskMb: src.disk_mb, ttlMs, env: src.env, execUser: src.exec_user, template: undefined }, { ownerId: opts.ownerId ?? src.owner_id ?? undefined, metadata: opts.metadata ?? src.metadata ?? undefined }), template: src.template, snapshot_id: snap.id };
+        rows.push(row);
+        this.sandboxes.insert(row);
+        this.events.emit("sandbox.created", row.id, { image: row.image, forked_from: id });
+        return this.provider.spawn({
+          id: row.id,
+          memoryMb: src.memory_mb,
+          vcpus: src.vcpus,
+          hostname: row.id,
+          restore: {
+            files,
+            diskInUse: true,
+            feed: (w) => {
+              tees.push(w);
+              if (tees.length === count) fed();
+            },
+          },
+        });
+      });
+      // A child that fails before QEMU runs would never take its pipe: stop waiting then.
+      const settled = Promise.allSettled(children);
+      await Promise.race([allFed, settled]);
+      if (tees.length < count) throw (await settled).find((r) => r.status === "rejected")!.reason;
+      const capture = await parent.vm.snapshot(snap.dir, { tees, disk: disk?.disk });
+      await this.snaps.finish(snap, capture);
+      const results = await settled;
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) {
+        await Promise.all(results.map((r) => (r.status === "fulfilled" ? r.value.destroy() : null)));
+        throw failed.reason;
+      }
+      const sandboxes: Sandbox[] = [];
+      for (const [i, r] of results.entries()) sandboxes.push(await this.admit(rows[i], (r as PromiseFulfilledResult<Vm>).value, image, "fork"));
+      this.events.emit("sandbox.forked", id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs });
+      return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: capture.bytes };
+    } catch (e) {
+      for (const r of rows) this.recordFailure(r.id, e);
+      if (this.snapshotRows.get(snap.id)?.state === "creating") await this.snaps.abort(snap);
+      else await this.snaps.collect();
+      throw e;
+    }
+  }
+
+  /** Starts `count` sandboxes from a snapshot, each as the sandbox was when it was taken. */
+  async restore(idOrName: string, opts: ForkOptions = {}): Promise<Sandbox[]> {
+    const snap = this.getSnapshot(idOrName);
+    if (snap.state !== "ready") throw conflict(`snapshot ${snap.id} is ${snap.state}`);
+    const count = opts.count ?? 1;
+    if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
+    const image = await resolveImage(this.paths, snap.image).catch(() => null);
+    const tpl = snap.template ? this.templates.get(snap.template) : undefined;
+    const plan: SpawnPlan = { image: image ?? ({ name: snap.image } as LocalImage), memoryMb: snap.memory_mb, vcpus: snap.vcpus, diskMb: snap.disk_mb, ttlMs: opts.ttlMs ?? this.defaults.ttlMs, env: snap.env, execUser: snap.exec_user, template: tpl };
+    return Promise.all(
+      Array.from({ length: count }, async () => {
+        const row = { ...this.newRow(plan, { ownerId: opts.ownerId, metadata: opts.metadata }), template: snap.template, snapshot_id: snap.id };
+        this.sandboxes.insert(row);
+        this.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
+        try {
+          const vm = await this.provider.spawn({ id: row.id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: row.id, restore: { files: Snapshots.files(snap) } });
+          return await this.admit(row, vm, image, "snapshot");
+        } catch (e) {
+          this.recordFailure(row.id, e);
+          throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `snapshot ${snap.id} could not be restored: ${e.message.split("\n")[0]}`) : e;
+        }
+      }),
+    );
   }
 
   /** Pulls an image from its registry (verifying every byte) and installs it; concurrent pulls of one image share the work. */
@@ -327,6 +543,7 @@ export class Forge {
       if (row.vm_dir) await this.keepConsoleLog(id, row.vm_dir);
       if (sb) await sb.vm.destroy();
       this.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
+      if (row.snapshot_id) await this.snaps.collect().catch(() => {});
     })().finally(() => this.destroying.delete(id));
     this.destroying.set(id, p);
     return p;

@@ -1,5 +1,6 @@
 // The provider interface: what core needs from a VM backend. QEMU implements it today; a
 // Firecracker backend would be another folder beside qemu/.
+import type { Writable } from "node:stream";
 import type { AgentChannel } from "../agent-client/index.js";
 
 export type Accel = "kvm" | "tcg";
@@ -18,6 +19,45 @@ export interface VmSpec {
   bootTimeoutMs?: number;
   /** Extra QEMU arguments, for debugging and tests. */
   qemuArgs?: string[];
+  /** Resume a snapshot instead of booting; memoryMb and vcpus must be the snapshot's. */
+  restore?: RestoreSource;
+  /**
+   * Keep guest RAM in this file (shared), so that `freeze` can turn the VM into a snapshot
+   * whose RAM every restore maps copy-on-write.
+   */
+  memoryFile?: string;
+  /** Scheduling niceness of the VMM (warm-pool VMs wait at low priority). */
+  nice?: number;
+}
+
+/** The files of a snapshot. Everything in it is immutable once written. */
+export interface SnapshotFiles {
+  /** QEMU migration stream: device state, and guest RAM unless `memory` holds it. */
+  state: string;
+  /** Guest RAM, mapped privately (copy-on-write) by every VM restored from it. */
+  memory?: string;
+  /** Frozen qcow2 disk that restored VMs get an overlay on, and its virtual size. */
+  disk?: string;
+  diskBytes?: number;
+}
+
+export interface RestoreSource {
+  files: SnapshotFiles;
+  /**
+   * Stream the state in through a pipe instead of reading `files.state`: called with the
+   * pipe's writing end as soon as QEMU runs (a fork's children load while the parent sends).
+   */
+  feed?: (stream: Writable) => void;
+  /** Open the disk's backing file without checking it (it is still being written by the parent). */
+  diskInUse?: boolean;
+}
+
+export interface CaptureResult {
+  files: SnapshotFiles;
+  /** How long the guest was paused, by QEMU's own clock. */
+  pauseMs: number;
+  /** Size of the migration stream. */
+  bytes: number;
 }
 
 export interface VmInfo {
@@ -30,6 +70,8 @@ export interface VmInfo {
   agentVersion: string;
   /** Milliseconds from launch to the agent's hello. */
   bootMs: number;
+  /** Resumed from a snapshot rather than booted. */
+  restored: boolean;
 }
 
 export interface Vm {
@@ -41,6 +83,20 @@ export interface Vm {
   readonly exited: Promise<void>;
   /** Stops the VM and removes every file it had; safe to call twice. */
   destroy(): Promise<void>;
+  /**
+   * Snapshots the running VM into `dir` (RAM in the stream) and lets it run on; the guest is
+   * paused only for the last round of copying. `tees` receive the stream as it is written.
+   */
+  snapshot(dir: string, opts?: { tees?: Writable[]; disk?: string }): Promise<CaptureResult>;
+  /** Prepares `dir` for a snapshot: links the current disk there and says where it will be. */
+  prepareSnapshot(dir: string): Promise<{ disk: string; diskBytes: number } | null>;
+  /**
+   * Turns a VM spawned with `memoryFile` into a snapshot in `dir` whose RAM is that file, and
+   * stops it for good (the RAM file must never change again).
+   */
+  freeze(dir: string): Promise<CaptureResult>;
+  /** Changes the VMM's scheduling niceness (all its threads). */
+  setNice(nice: number): Promise<void>;
 }
 
 export interface ProviderHealth {
@@ -54,6 +110,7 @@ export interface ProviderHealth {
 export interface Provider {
   readonly name: string;
   health(): Promise<ProviderHealth>;
+  /** Boots a VM, or restores one when `spec.restore` is set. */
   spawn(spec: VmSpec): Promise<Vm>;
 }
 

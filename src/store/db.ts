@@ -42,6 +42,32 @@ const MIGRATIONS: string[] = [
      updated_at TEXT NOT NULL
    );`,
   `ALTER TABLE sandboxes ADD COLUMN exec_user TEXT;`,
+  `CREATE TABLE snapshots (
+     id TEXT PRIMARY KEY,
+     name TEXT UNIQUE,
+     kind TEXT NOT NULL,
+     base_key TEXT,
+     state TEXT NOT NULL,
+     source_id TEXT,
+     parent_id TEXT,
+     image TEXT NOT NULL,
+     template TEXT,
+     memory_mb INTEGER NOT NULL,
+     vcpus INTEGER NOT NULL,
+     disk_mb INTEGER NOT NULL,
+     disk_bytes INTEGER,
+     format TEXT NOT NULL,
+     dir TEXT NOT NULL,
+     size_bytes INTEGER NOT NULL DEFAULT 0,
+     env TEXT,
+     exec_user TEXT,
+     created_at TEXT NOT NULL,
+     error TEXT
+   );
+   CREATE INDEX snapshots_base_key ON snapshots(base_key);
+   ALTER TABLE sandboxes ADD COLUMN snapshot_id TEXT;
+   ALTER TABLE sandboxes ADD COLUMN origin TEXT;
+   ALTER TABLE sandboxes ADD COLUMN vm_id TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -26,6 +26,12 @@ export interface SandboxRow {
   template: string | null;
   /** Who execs run as unless they say otherwise (null: root). */
   exec_user: string | null;
+  /** The snapshot this sandbox was restored from (its disk is backed by the snapshot's). */
+  snapshot_id: string | null;
+  /** How its VM started: `boot`, `snapshot` (restored), `pool` (claimed warm) or `fork`. */
+  origin: string | null;
+  /** Pool mode: the shared VM this logical sandbox lives in. */
+  vm_id: string | null;
 }
 
 type Raw = Omit<SandboxRow, "metadata" | "env"> & { metadata: string | null; env: string | null };
@@ -38,8 +44,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id)`,
       )
       .run({ ...row, metadata: row.metadata ? JSON.stringify(row.metadata) : null, env: row.env ? JSON.stringify(row.env) : null });
   }

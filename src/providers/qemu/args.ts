@@ -17,7 +17,23 @@ export interface VmFiles {
   agentSocket: string;
   consoleSocket: string;
   qmpSocket: string;
+  /**
+   * Where guest RAM lives. Anonymous by default; a snapshot's RAM file mapped privately
+   * (copy-on-write, so clones share untouched pages) when restoring; a shared file when
+   * capturing one. The backend id is the same in all three so migration streams match.
+   */
+  memory?: { file: string; share: boolean };
+  /**
+   * Restore instead of booting: the migration stream arrives on file descriptor 3, and the
+   * guest stays paused until a QMP `cont` (so the host can connect first). `ignoreShared` says
+   * the stream leaves RAM out because it lives in `memory.file`; the host then starts the load
+   * over QMP.
+   */
+  incoming?: { ignoreShared: boolean };
 }
+
+/** Id of the guest RAM backend; must be identical on both ends of a migration. */
+export const RAM_BACKEND_ID = "ram0";
 
 /**
  * Kernel command line: quiet serial console (a chatty console costs seconds under TCG). Under
@@ -39,6 +55,10 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
     "-accel", accel === "tcg" ? `tcg,tb-size=${TCG_TB_MIB}` : accel,
     "-cpu", accel === "kvm" ? "host" : "max",
     "-m", String(spec.memoryMb),
+    "-object", files.memory
+      ? `memory-backend-file,id=${RAM_BACKEND_ID},size=${spec.memoryMb}M,mem-path=${files.memory.file},share=${files.memory.share ? "on" : "off"}`
+      : `memory-backend-ram,id=${RAM_BACKEND_ID},size=${spec.memoryMb}M`,
+    "-machine", `memory-backend=${RAM_BACKEND_ID}`,
     "-smp", String(spec.vcpus),
     "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
     "-kernel", files.kernel,
@@ -58,6 +78,9 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
       "-device", "virtio-blk-device,drive=root",
     );
   }
+  // x-ignore-shared can only be set over QMP (QEMU 7.2 has no command-line switch for it), so
+  // such a restore waits for `migrate-incoming`.
+  if (files.incoming) args.push("-S", "-incoming", files.incoming.ignoreShared ? "defer" : "fd:3");
   return args.concat(spec.qemuArgs ?? []);
 }
 

@@ -1,0 +1,219 @@
+// Snapshots: where their files live, which ones may still be used, base snapshots that make
+// spawns restore instead of boot, and removing what nothing needs any more.
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { Paths } from "../config/paths.js";
+import type { LocalImage } from "../images/store.js";
+import type { CaptureResult, SnapshotFiles, Vm } from "../providers/provider.js";
+import type { QemuProvider } from "../providers/qemu/qemu-provider.js";
+import type { SandboxRow } from "../store/sandboxes.js";
+import type { SnapshotKind, SnapshotRow, SnapshotStore } from "../store/snapshots.js";
+import type { TemplateRow } from "../store/templates.js";
+import { ForgevmError } from "./errors.js";
+import type { EventBus } from "./events.js";
+
+/** What a base snapshot is a snapshot of; every field is part of its key. */
+export interface BaseSpec {
+  image: LocalImage;
+  memoryMb: number;
+  vcpus: number;
+  diskMb: number;
+  template?: TemplateRow;
+}
+
+export interface SnapshotDeps {
+  paths: Paths;
+  provider: QemuProvider;
+  store: SnapshotStore;
+  events: EventBus;
+  /** Ids of snapshots that running VMs are restored from (their disks are backed by them). */
+  inUse: () => Set<string>;
+}
+
+/** After a base snapshot fails to build, spawns of that key boot cold for this long. */
+const BASE_RETRY_MS = 10 * 60_000;
+
+export class Snapshots {
+  private readonly building = new Map<string, Promise<SnapshotRow | null>>();
+  private readonly failedUntil = new Map<string, number>();
+
+  constructor(private readonly d: SnapshotDeps) {}
+
+  /** The files a restore needs. */
+  static files(row: SnapshotRow): SnapshotFiles {
+    return {
+      state: join(row.dir, "state"),
+      memory: row.format === "mapped" ? join(row.dir, "memory") : undefined,
+      disk: row.disk_bytes ? join(row.dir, "disk.qcow2") : undefined,
+      diskBytes: row.disk_bytes ?? undefined,
+    };
+  }
+
+  /**
+   * Identifies a base snapshot: the image's content, the template (setup commands and env run
+   * before the snapshot), the VM's size, and everything the guest's memory depends on (kernel,
+   * initramfs with the agent, QEMU and the accelerator).
+   */
+  async baseKey(spec: BaseSpec): Promise<string> {
+    const fileId = async (p: string) => {
+      const st = await stat(p).catch(() => null);
+      return st ? `${st.size}:${Math.round(st.mtimeMs)}` : "missing";
+    };
+    const accel = await this.d.provider.accel();
+    const parts = {
+      image: spec.image.name,
+      rootfs: await fileId(spec.image.rootfs),
+      digest: spec.image.digest ?? null,
+      template: spec.template ? { name: spec.template.name, updated: spec.template.updated_at, setup: spec.template.setup ?? [], env: spec.template.env ?? {} } : null,
+      memoryMb: spec.memoryMb,
+      vcpus: spec.vcpus,
+      diskMb: spec.diskMb,
+      kernel: await fileId(this.d.paths.kernel),
+      initramfs: await fileId(this.d.paths.initramfs),
+      qemu: accel.key,
+      accel: accel.accel,
+    };
+    return createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 32);
+  }
+
+  /**
+   * The base snapshot for `spec`, built on first use: a VM boots with its RAM in a file, `prepare`
+   * runs (template setup), and the VM is frozen. Concurrent callers share one build. Resolves
+   * null when no snapshot can be had (the caller boots cold); a ForgevmError from `prepare`
+   * (a failing setup command) is passed on.
+   */
+  async base(spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
+    const key = await this.baseKey(spec);
+    const ready = this.d.store.base(key);
+    if (ready) return ready;
+    if ((this.failedUntil.get(key) ?? 0) > Date.now()) return null;
+    let p = this.building.get(key);
+    if (!p) {
+      p = this.buildBase(key, spec, prepare).finally(() => this.building.delete(key));
+      this.building.set(key, p);
+    }
+    return p;
+  }
+
+  private async buildBase(key: string, spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
+    const row = await this.begin({ kind: "base", image: spec.image.name, template: spec.template?.name ?? null, memory_mb: spec.memoryMb, vcpus: spec.vcpus, disk_mb: spec.diskMb, format: "mapped", base_key: key });
+    let vm: Vm | null = null;
+    try {
+      vm = await this.d.provider.spawn({
+        id: `base-${row.id.slice(5)}`,
+        rootfs: spec.image.rootfs,
+        memoryMb: spec.memoryMb,
+        vcpus: spec.vcpus,
+        diskMb: spec.diskMb,
+        hostname: "forgevm",
+        memoryFile: join(row.dir, "memory"),
+      });
+      await prepare(vm);
+      const r = await vm.freeze(row.dir);
+      vm = null;
+      return await this.finish(row, r);
+    } catch (e) {
+      await vm?.destroy();
+      await this.abort(row);
+      if (e instanceof ForgevmError) throw e;
+      this.failedUntil.set(key, Date.now() + BASE_RETRY_MS);
+      this.d.events.emit("snapshot.error", null, { image: spec.image.name, error: (e as Error).message.split("\n")[0] });
+      return null;
+    }
+  }
+
+  /** Reserves a directory and a row for a snapshot about to be taken. */
+  async begin(f: { kind: SnapshotKind; image: string; template: string | null; memory_mb: number; vcpus: number; disk_mb: number; format: SnapshotRow["format"]; base_key?: string; name?: string | null; source?: SandboxRow }): Promise<SnapshotRow> {
+    const id = `snap-${randomBytes(4).toString("hex")}`;
+    const dir = join(this.d.paths.snapshotsDir, id);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const row: SnapshotRow = {
+      id,
+      name: f.name ?? null,
+      kind: f.kind,
+      base_key: f.base_key ?? null,
+      state: "creating",
+      source_id: f.source?.id ?? null,
+      parent_id: f.source?.snapshot_id ?? null,
+      image: f.image,
+      template: f.template,
+      memory_mb: f.memory_mb,
+      vcpus: f.vcpus,
+      disk_mb: f.disk_mb,
+      disk_bytes: null,
+      format: f.format,
+      dir,
+      size_bytes: 0,
+      env: f.source?.env ?? null,
+      exec_user: f.source?.exec_user ?? null,
+      created_at: new Date().toISOString(),
+      error: null,
+    };
+    this.d.store.insert(row);
+    return row;
+  }
+
+  /** Marks a snapshot taken. */
+  async finish(row: SnapshotRow, r: CaptureResult): Promise<SnapshotRow> {
+    const size = await allocatedBytes(row.dir);
+    this.d.store.update(row.id, { state: "ready", size_bytes: size, disk_bytes: r.files.diskBytes ?? null });
+    this.d.events.emit("snapshot.created", row.source_id, { snapshot_id: row.id, kind: row.kind, bytes: size, pause_ms: r.pauseMs });
+    return this.d.store.get(row.id)!;
+  }
+
+  /** Forgets a snapshot that could not be taken. */
+  async abort(row: SnapshotRow): Promise<void> {
+    await rm(row.dir, { recursive: true, force: true });
+    this.d.store.remove(row.id);
+  }
+
+  /** A snapshot failed to restore: no spawn uses it again. */
+  markUnusable(row: SnapshotRow, reason: string): void {
+    this.d.store.update(row.id, { state: "deleted", error: reason.split("\n")[0] });
+    this.d.events.emit("snapshot.error", null, { snapshot_id: row.id, error: reason.split("\n")[0] });
+  }
+
+  /** Deletes a snapshot; its files stay until no sandbox restored from it runs. */
+  async remove(row: SnapshotRow): Promise<void> {
+    this.d.store.update(row.id, { state: "deleted" });
+    this.d.events.emit("snapshot.deleted", null, { snapshot_id: row.id });
+    await this.collect();
+  }
+
+  /**
+   * Removes the files of deleted snapshots and of fork snapshots whose children are all gone,
+   * once no VM is restored from them; and, at startup, whatever an interrupted capture left.
+   */
+  async collect(startup = false): Promise<void> {
+    const rows = this.d.store.list(["ready", "deleted", "creating"]);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const keep = this.d.inUse();
+    for (const r of rows) if ((r.state === "ready" && r.kind !== "fork") || (r.state === "creating" && !startup)) keep.add(r.id);
+    // A kept snapshot's disk is backed by its parent's: keep the whole chain.
+    for (const id of [...keep]) {
+      for (let p = byId.get(id)?.parent_id; p && !keep.has(p); p = byId.get(p)?.parent_id) keep.add(p);
+    }
+    for (const row of rows) {
+      if (keep.has(row.id)) continue;
+      await rm(row.dir, { recursive: true, force: true });
+      this.d.store.remove(row.id);
+    }
+    if (startup) {
+      const known = new Set(this.d.store.list(["ready", "deleted", "creating"]).map((r) => r.id));
+      for (const name of await readdir(this.d.paths.snapshotsDir).catch(() => [] as string[])) {
+        if (!known.has(name)) await rm(join(this.d.paths.snapshotsDir, name), { recursive: true, force: true });
+      }
+    }
+  }
+}
+
+/** Disk space a directory's files really use (RAM files and overlays are sparse). */
+async function allocatedBytes(dir: string): Promise<number> {
+  let total = 0;
+  for (const name of await readdir(dir)) {
+    const st = await stat(join(dir, name)).catch(() => null);
+    if (st?.isFile()) total += st.blocks * 512;
+  }
+  return total;
+}

@@ -1,0 +1,101 @@
+// Moving a VM's state in and out of QEMU through its migration machinery. QEMU sends a stream
+// to a unix socket this process serves (so QEMU never has to spawn a helper) and reads one from
+// an inherited file descriptor on restore.
+import { createWriteStream, type WriteStream } from "node:fs";
+import { createServer, type Server, type Socket } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Writable } from "node:stream";
+import type { Qmp, QmpEvent } from "./qmp.js";
+
+/** Tuning every outgoing migration gets: never throttled (it is a local copy), short downtime. */
+export const MIGRATION_PARAMETERS = { "max-bandwidth": 64 * 1024 * 1024 * 1024, "downtime-limit": 50 };
+
+export interface StreamSink {
+  /** URI to hand to QMP `migrate`. */
+  uri: string;
+  /** Resolves with the byte count once QEMU has closed the stream and the file is flushed. */
+  done: Promise<number>;
+  close(): void;
+}
+
+/**
+ * Serves one unix socket that accepts one QEMU migration stream and writes it to `file`, and
+ * to every `tee` as well (a fork's children load while the parent is still sending).
+ */
+export async function receiveStream(socketPath: string, file: string, tees: Writable[] = []): Promise<StreamSink> {
+  const server: Server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(socketPath, () => resolve());
+  });
+  let conn: Socket | null = null;
+  let out: WriteStream | null = null;
+  const done = new Promise<number>((resolve, reject) => {
+    server.once("connection", (sock: Socket) => {
+      conn = sock;
+      server.close();
+      out = createWriteStream(file, { mode: 0o600 });
+      const sinks: Writable[] = [out, ...tees];
+      let bytes = 0;
+      let waiting = 0;
+      const resume = () => {
+        if (--waiting === 0) sock.resume();
+      };
+      sock.on("data", (chunk: Buffer) => {
+        bytes += chunk.length;
+        for (const s of sinks) {
+          if (s.destroyed) continue;
+          if (!s.write(chunk)) {
+            waiting++;
+            sock.pause();
+            s.once("drain", resume);
+          }
+        }
+      });
+      // A child that dies mid-load must not stop the others.
+      for (const t of tees) t.on("error", () => {});
+      sock.once("error", reject);
+      sock.once("end", () => {
+        for (const t of tees) t.end();
+        out!.end(() => resolve(bytes));
+      });
+      out.once("error", reject);
+    });
+  });
+  done.catch(() => {});
+  return {
+    uri: `unix:${socketPath}`,
+    done,
+    close: () => {
+      server.close();
+      (conn as Socket | null)?.destroy();
+      (out as WriteStream | null)?.destroy();
+    },
+  };
+}
+
+export interface MigrationStatus {
+  status: string;
+  "error-desc"?: string;
+  "total-time"?: number;
+  downtime?: number;
+  ram?: { transferred?: number };
+}
+
+/** Polls `query-migrate` until the status is one of `want`; a failed migration throws. */
+export async function waitMigration(qmp: Qmp, want: string[], timeoutMs: number): Promise<MigrationStatus> {
+  const end = Date.now() + timeoutMs;
+  for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+    const s = await qmp.execute<MigrationStatus>("query-migrate");
+    if (want.includes(s.status)) return s;
+    if (s.status === "failed" || s.status === "cancelled") throw new Error(`migration ${s.status}${s["error-desc"] ? `: ${s["error-desc"]}` : ""}`);
+    if (Date.now() > end) throw new Error(`migration still ${s.status} after ${timeoutMs} ms`);
+    await sleep(delay);
+  }
+}
+
+/** Milliseconds between two QMP events, from QEMU's own timestamps. */
+export function eventGapMs(from: QmpEvent, to: QmpEvent): number {
+  const t = (e: QmpEvent) => e.timestamp.seconds * 1000 + e.timestamp.microseconds / 1000;
+  return Math.round((t(to) - t(from)) * 10) / 10;
+}
