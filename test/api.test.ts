@@ -264,7 +264,7 @@ describe("server", () => {
   it("serves health, metrics, providers, pool status and the OpenAPI document", async () => {
     assert.equal((await api("GET", "/health")).body.status, "ok");
     assert.ok((await api("GET", "/metrics")).body.active_sandboxes >= 1);
-    assert.deepEqual((await api("GET", "/pool/status")).body, { enabled: false });
+    assert.deepEqual((await api("GET", "/pool/status")).body, { enabled: false, warm: [] });
     const providers = await api("GET", "/providers");
     assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true }]);
     assert.equal((await api("GET", "/providers/qemu")).body.config.accel, server.forge.provider.name === "qemu" ? (await server.forge.provider.accel()).accel : "");

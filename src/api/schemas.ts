@@ -17,6 +17,8 @@ export const Sandbox = Type.Object(
     expires_at: Type.String(),
     metadata: Type.Optional(Type.Record(Type.String(), Type.String())),
     error: Type.Optional(Type.String()),
+    /** Pool mode: the shared VM this sandbox lives in. */
+    vm_id: Type.Optional(Type.String()),
   },
   { $id: "Sandbox" },
 );
@@ -81,3 +83,31 @@ export const FileInfo = Type.Object(
 export const PathQuery = Type.Object({ path: Type.String({ minLength: 1 }) });
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 export const Status = (value: string) => Type.Object({ status: Type.Literal(value) });
+
+export const Snapshot = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.Optional(Type.String()),
+    kind: Type.Union([Type.Literal("sandbox"), Type.Literal("fork"), Type.Literal("base")]),
+    state: Type.String(),
+    source_id: Type.Optional(Type.String()),
+    image: Type.String(),
+    template: Type.Optional(Type.String()),
+    memory_mb: Type.Integer(),
+    vcpus: Type.Integer(),
+    disk_mb: Type.Integer(),
+    format: Type.Union([Type.Literal("mapped"), Type.Literal("stream")]),
+    size_bytes: Type.Integer(),
+    created_at: Type.String(),
+  },
+  { $id: "Snapshot" },
+);
+export type SnapshotT = Static<typeof Snapshot>;
+
+/** Fork and snapshot-restore requests: how many copies and how they live. */
+export const CopiesRequest = Type.Object({
+  count: Type.Optional(Type.Integer({ minimum: 1, maximum: 32 })),
+  ttl: Type.Optional(Type.String()),
+  owner_id: Type.Optional(Type.String({ maxLength: 256 })),
+  metadata: Type.Optional(StringMap),
+});

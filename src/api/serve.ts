@@ -30,6 +30,8 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
     },
     historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
     registryAuth: cfg.registries,
+    baseSnapshots: cfg.snapshots.base,
+    warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
   });
   const app = await buildApp({
     forge,

@@ -1,7 +1,8 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat } from "../agent-client/index.js";
 import type { SandboxRow } from "../store/sandboxes.js";
-import type { SandboxT } from "./schemas.js";
+import type { SnapshotRow } from "../store/snapshots.js";
+import type { SandboxT, SnapshotT } from "./schemas.js";
 
 export function sandboxView(r: SandboxRow): SandboxT {
   return {
@@ -16,6 +17,25 @@ export function sandboxView(r: SandboxRow): SandboxT {
     expires_at: r.expires_at,
     ...(r.metadata ? { metadata: r.metadata } : {}),
     ...(r.error ? { error: r.error.split("\n")[0] } : {}),
+    ...(r.vm_id ? { vm_id: r.vm_id } : {}),
+  };
+}
+
+export function snapshotView(r: SnapshotRow): SnapshotT {
+  return {
+    id: r.id,
+    ...(r.name ? { name: r.name } : {}),
+    kind: r.kind,
+    state: r.state,
+    ...(r.source_id ? { source_id: r.source_id } : {}),
+    image: r.image,
+    ...(r.template ? { template: r.template } : {}),
+    memory_mb: r.memory_mb,
+    vcpus: r.vcpus,
+    disk_mb: r.disk_mb,
+    format: r.format,
+    size_bytes: r.size_bytes,
+    created_at: r.created_at,
   };
 }
 

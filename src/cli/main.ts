@@ -144,6 +144,68 @@ program
     console.log(o.json ? JSON.stringify(lines, null, 2) : lines.join("\n"));
   });
 
+interface SnapshotView {
+  id: string;
+  name?: string;
+  kind: string;
+  image: string;
+  memory_mb: number;
+  size_bytes: number;
+  source_id?: string;
+  created_at: string;
+}
+
+program
+  .command("snapshot")
+  .description("snapshot a running sandbox (memory, processes and disk); it keeps running")
+  .argument("<id>", "sandbox id")
+  .argument("[name]", "name to restore it by")
+  .option("--json", "print JSON")
+  .action(async (id: string, name: string | undefined, o: { json?: boolean }) => {
+    const snap = await client().request<SnapshotView>("POST", `/sandboxes/${encodeURIComponent(id)}/snapshot`, name ? { name } : {});
+    console.log(o.json ? JSON.stringify(snap, null, 2) : snap.id);
+  });
+
+program
+  .command("snapshots")
+  .description("list snapshots")
+  .option("--json", "print JSON")
+  .action(async (o: { json?: boolean }) => {
+    const list = await client().request<SnapshotView[]>("GET", "/snapshots");
+    if (o.json) return console.log(JSON.stringify(list, null, 2));
+    if (!list.length) return console.log("no snapshots");
+    console.log(["ID", "NAME", "KIND", "IMAGE", "MEM", "SIZE", "FROM", "CREATED"].join("\t"));
+    for (const s of list) console.log([s.id, s.name ?? "-", s.kind, s.image, `${s.memory_mb}M`, `${Math.round(s.size_bytes / 1048576)}M`, s.source_id ?? "-", s.created_at].join("\t"));
+  });
+
+program
+  .command("snapshot-rm")
+  .description("delete snapshots (files stay until no sandbox restored from them runs)")
+  .argument("<snapshot...>", "snapshot ids or names")
+  .action(async (ids: string[]) => {
+    for (const id of ids) {
+      await client().request("DELETE", `/snapshots/${encodeURIComponent(id)}`);
+      console.log(`deleted ${id}`);
+    }
+  });
+
+const copies = (name: string, what: string, path: (id: string) => string) =>
+  program
+    .command(name)
+    .description(what)
+    .argument("<id>", name === "fork" ? "sandbox id" : "snapshot id or name")
+    .option("-n, --count <n>", "how many copies", intOption("--count", 1, 32), 1)
+    .option("--ttl <duration>", "lifetime of each copy, e.g. 30m")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { count: number; ttl?: string; json?: boolean }) => {
+      const r = await client().request<{ sandboxes: SandboxView[]; pause_ms?: number }>("POST", path(id), { count: o.count, ttl: o.ttl });
+      if (o.json) return console.log(JSON.stringify(r, null, 2));
+      for (const s of r.sandboxes) console.log(s.id);
+      if (r.pause_ms !== undefined) console.error(`parent paused ${r.pause_ms} ms`);
+    });
+copies("fork", "make running copies of a sandbox as it is now", (id) => `/sandboxes/${encodeURIComponent(id)}/fork`);
+copies("restore", "start sandboxes from a snapshot", (id) => `/snapshots/${encodeURIComponent(id)}/spawn`);
+
 program
   .command("version")
   .description("print the version")

@@ -36,6 +36,21 @@ export const ConfigSchema = Type.Object(
     exec: Type.Object({ max_output_bytes: Type.Integer({ minimum: 1024 }) }, strict),
     store: Type.Object({ history_retention: Type.String({ minLength: 1 }) }, strict),
     registries: Type.Record(Type.String({ minLength: 1 }), Type.Object({ username: Type.String(), password: Type.String() }, strict)),
+    snapshots: Type.Object({ base: Type.Boolean() }, strict),
+    warm_pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 64 }), memory_budget_mb: Type.Integer({ minimum: 0 }) }, strict),
+    pool: Type.Object(
+      {
+        enabled: Type.Boolean(),
+        max_vms: Type.Integer({ minimum: 1, maximum: 256 }),
+        max_users_per_vm: Type.Integer({ minimum: 1, maximum: 64 }),
+        image: Type.String(),
+        memory_mb: Type.Integer({ minimum: 64, maximum: 65536 }),
+        vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
+        overflow: Type.Union([Type.Literal("reject"), Type.Literal("queue")]),
+        queue_timeout: Type.String({ minLength: 1 }),
+      },
+      strict,
+    ),
     providers: Type.Object(
       {
         default: Type.String({ minLength: 1 }),
@@ -57,6 +72,9 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     exec: { max_output_bytes: 16 * 1024 * 1024 },
     store: { history_retention: "168h" },
     registries: {},
+    snapshots: { base: true },
+    warm_pool: { size: 0, memory_budget_mb: 2048 },
+    pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     providers: { default: "qemu", qemu: { accel: "auto" } },
   };
 }
@@ -109,12 +127,15 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     if (!name.startsWith("FORGEVM_") || raw === undefined) continue;
     const rest = name.slice(8).toLowerCase();
     if (rest === "data_dir") { cfg.data_dir = raw; continue; }
-    const i = rest.indexOf("_");
-    const section = rest.slice(0, i);
-    const key = rest.slice(i + 1);
-    if (i < 0 || !(section in cfg) || typeof cfg[section] !== "object" || !(key in cfg[section])) continue; // other FORGEVM_* variables (FORGEVM_URL, …)
+    // Section names may hold underscores themselves (warm_pool): the longest that fits wins.
+    const section = Object.keys(cfg)
+      .filter((k) => typeof cfg[k] === "object" && rest.startsWith(`${k}_`))
+      .sort((a, b) => b.length - a.length)[0];
+    const key = section ? rest.slice(section.length + 1) : "";
+    if (!section || !(key in cfg[section])) continue; // other FORGEVM_* variables (FORGEVM_URL, …)
     const current = cfg[section][key];
-    cfg[section][key] = typeof current === "number" && /^-?\d+$/.test(raw) ? Number(raw) : raw;
+    cfg[section][key] =
+      typeof current === "number" && /^-?\d+$/.test(raw) ? Number(raw) : typeof current === "boolean" && /^(true|false)$/.test(raw) ? raw === "true" : raw;
     source.push(name);
   }
   const errors = [...Value.Errors(ConfigSchema, cfg)];

@@ -22,11 +22,12 @@ import { openDb, type Db } from "../store/db.js";
 import { EventStore } from "../store/events.js";
 import { SandboxStore, type SandboxRow } from "../store/sandboxes.js";
 import { SnapshotStore, type SnapshotRow } from "../store/snapshots.js";
-import { TemplateStore, type TemplateRow } from "../store/templates.js";
+import { TemplateStore, type TemplateBody, type TemplateRow } from "../store/templates.js";
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import { EventBus } from "./events.js";
 import { Sandbox, type ExecDefaults } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
+import { POOL_NICE, WarmPools, type PoolTarget } from "./warm-pool.js";
 
 export interface ForgeOptions {
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
@@ -44,6 +45,11 @@ export interface ForgeOptions {
   registryAuth?: Record<string, Credentials>;
   /** Restore spawns from base snapshots made at each image's first boot (default true). */
   baseSnapshots?: boolean;
+  /**
+   * Warm pool for spawns with default settings (`size` VMs kept restored and ready), and the
+   * memory all warm pools together may hold. Templates set their own size with `pool_size`.
+   */
+  warmPool?: { size?: number; memoryBudgetMb?: number };
 }
 
 export interface SpawnDefaults {
@@ -121,6 +127,7 @@ export class Forge {
   readonly templates: TemplateStore;
   readonly snapshotRows: SnapshotStore;
   readonly snaps: Snapshots;
+  readonly warm: WarmPools;
   readonly blobs: BlobStore;
   readonly events: EventBus;
   private readonly eventStore: EventStore;
@@ -141,13 +148,63 @@ export class Forge {
     this.events = new EventBus(this.eventStore);
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
     this.snaps = new Snapshots({ paths, provider, store: this.snapshotRows, events: this.events, inUse: () => this.snapshotsInUse() });
+    this.warm = new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, this.events.emit);
   }
 
   /** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
   private snapshotsInUse(): Set<string> {
     const ids = new Set<string>();
     for (const r of this.sandboxes.list(["creating", "running"])) if (r.snapshot_id) ids.add(r.snapshot_id);
+    for (const id of this.warm.snapshotIds()) ids.add(id);
     return ids;
+  }
+
+  /**
+   * (Re)sizes the warm pools from the config (default spawns) and the templates' `pool_size`.
+   * Resolves once the pools are set; they fill in the background.
+   */
+  async configurePools(): Promise<void> {
+    if (this.opts.baseSnapshots === false) return;
+    const wanted: { label: string; size: number; opts: SpawnOptions }[] = [];
+    if (this.opts.warmPool?.size) wanted.push({ label: `image:${this.defaults.image}`, size: this.opts.warmPool.size, opts: {} });
+    for (const t of this.templates.list()) if (t.pool_size) wanted.push({ label: `template:${t.name}`, size: t.pool_size, opts: { template: t.name } });
+    const targets: PoolTarget[] = [];
+    for (const w of wanted) {
+      try {
+        const plan = await this.plan(w.opts);
+        targets.push({ key: await this.snaps.baseKey(plan), label: w.label, size: w.size, memoryMb: plan.memoryMb, make: () => this.makePooled(plan) });
+      } catch (e) {
+        this.events.emit("pool.error", null, { pool: w.label, error: (e as Error).message.split("\n")[0] });
+      }
+    }
+    await this.warm.configure(targets);
+    await this.snaps.collect();
+  }
+
+  /** Restores one VM for a warm pool, at low priority, under the sandbox id it will have. */
+  private async makePooled(plan: SpawnPlan): Promise<{ vm: Vm; snapshotId: string }> {
+    const base = await this.snaps.base(plan, (vm) => this.runSetup(vm, plan));
+    if (!base) throw new Error(`no base snapshot for ${plan.image.name}`);
+    const id = `sb-${randomBytes(4).toString("hex")}`;
+    const vm = await this.provider.spawn({ id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: id, restore: { files: Snapshots.files(base) }, nice: POOL_NICE });
+    return { vm, snapshotId: base.id };
+  }
+
+  /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
+  private async claimPooled(plan: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
+    if (opts.coldBoot || opts.hostname || this.opts.baseSnapshots === false) return null;
+    const got = this.warm.claim(await this.snaps.baseKey(plan));
+    if (!got) return null;
+    const row = { ...this.newRow(plan, opts, got.vm.info.id), snapshot_id: got.snapshotId };
+    this.sandboxes.insert(row);
+    this.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
+    void got.vm.setNice(0);
+    try {
+      return await this.admit(row, got.vm, plan.image, "pool");
+    } catch (e) {
+      this.recordFailure(row.id, e);
+      throw e;
+    }
   }
 
   /** Opens ForgeVM on a data directory that ./setup.sh has prepared. */
@@ -157,6 +214,7 @@ export class Forge {
     const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel() }), db, opts);
     await forge.reconcile();
     await forge.snaps.collect(true);
+    await forge.configurePools();
     const every = opts.reapIntervalMs ?? 1000;
     if (every > 0) {
       forge.reaper = setInterval(() => void forge.reap(), every);
@@ -173,6 +231,8 @@ export class Forge {
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
     if (this.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
     const plan = await this.plan(opts);
+    const pooled = await this.claimPooled(plan, opts);
+    if (pooled) return pooled;
     const row = this.newRow(plan, opts);
     this.sandboxes.insert(row);
     this.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
@@ -305,6 +365,35 @@ export class Forge {
     const reason = (e as Error).message;
     this.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
     this.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
+  }
+
+  /** Pool mode's shared VMs and warm pools, in the shape of the REST contract. */
+  poolStatus(): Record<string, unknown> {
+    const warm = this.warm.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb }));
+    return { enabled: false, warm };
+  }
+
+  /** Stores a new template (false when the name is taken) and starts its warm pool. */
+  async createTemplate(t: TemplateBody): Promise<boolean> {
+    if (!this.templates.create(t)) return false;
+    await this.configurePools();
+    return true;
+  }
+
+  /** Replaces a template; its base snapshots and warm VMs are remade from the new definition. */
+  async replaceTemplate(t: TemplateBody): Promise<boolean> {
+    if (!this.templates.replace(t)) return false;
+    await this.snaps.dropBases((r) => r.template === t.name);
+    await this.configurePools();
+    return true;
+  }
+
+  /** Deletes a template with its base snapshots and warm VMs. */
+  async deleteTemplate(name: string): Promise<boolean> {
+    if (!this.templates.delete(name)) return false;
+    await this.snaps.dropBases((r) => r.template === name);
+    await this.configurePools();
+    return true;
   }
 
   /** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
@@ -483,6 +572,9 @@ export class Forge {
     if (image.name === DEFAULT_IMAGE) throw conflict(`${DEFAULT_IMAGE} is the built-in default image; ./setup.sh builds it`);
     const users = this.list().filter((r) => r.image === image.name).map((r) => r.id);
     if (users.length) throw conflict(`image ${image.name} is in use by ${users.join(", ")}`);
+    const snaps = this.snapshotRows.list(["ready"]).filter((r) => r.image === image.name && r.kind !== "base").map((r) => r.name ?? r.id);
+    if (snaps.length) throw conflict(`image ${image.name} is used by snapshots ${snaps.join(", ")} (delete them first)`);
+    await this.snaps.dropBases((r) => r.image === image.name);
     await rm(image.dir, { recursive: true, force: true });
   }
 
@@ -578,6 +670,7 @@ export class Forge {
   async close(): Promise<void> {
     this.closed = true;
     if (this.reaper) clearInterval(this.reaper);
+    await this.warm.close();
     await Promise.all([...this.live.keys()].map((id) => this.destroy(id)));
     await this.provider.destroyAll();
     this.db.close();

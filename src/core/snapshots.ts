@@ -31,6 +31,9 @@ export interface SnapshotDeps {
   inUse: () => Set<string>;
 }
 
+/** Base snapshots kept at most (least recently used go first; ones in use stay). */
+export const MAX_BASES = 8;
+
 /** After a base snapshot fails to build, spawns of that key boot cold for this long. */
 const BASE_RETRY_MS = 10 * 60_000;
 
@@ -86,7 +89,10 @@ export class Snapshots {
   async base(spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
     const key = await this.baseKey(spec);
     const ready = this.d.store.base(key);
-    if (ready) return ready;
+    if (ready) {
+      this.d.store.update(ready.id, { last_used_at: new Date().toISOString() });
+      return ready;
+    }
     if ((this.failedUntil.get(key) ?? 0) > Date.now()) return null;
     let p = this.building.get(key);
     if (!p) {
@@ -112,7 +118,9 @@ export class Snapshots {
       await prepare(vm);
       const r = await vm.freeze(row.dir);
       vm = null;
-      return await this.finish(row, r);
+      const done = await this.finish(row, r);
+      await this.evictBases();
+      return done;
     } catch (e) {
       await vm?.destroy();
       await this.abort(row);
@@ -148,6 +156,7 @@ export class Snapshots {
       env: f.source?.env ?? null,
       exec_user: f.source?.exec_user ?? null,
       created_at: new Date().toISOString(),
+      last_used_at: null,
       error: null,
     };
     this.d.store.insert(row);
@@ -172,6 +181,22 @@ export class Snapshots {
   markUnusable(row: SnapshotRow, reason: string): void {
     this.d.store.update(row.id, { state: "deleted", error: reason.split("\n")[0] });
     this.d.events.emit("snapshot.error", null, { snapshot_id: row.id, error: reason.split("\n")[0] });
+  }
+
+  private async evictBases(): Promise<void> {
+    const used = this.d.inUse();
+    const bases = this.d.store
+      .list(["ready"])
+      .filter((r) => r.kind === "base")
+      .sort((a, b) => (b.last_used_at ?? b.created_at).localeCompare(a.last_used_at ?? a.created_at));
+    const old = new Set(bases.slice(MAX_BASES).filter((r) => !used.has(r.id)).map((r) => r.id));
+    if (old.size) await this.dropBases((r) => old.has(r.id));
+  }
+
+  /** Deletes the base snapshots that match (their template or image changed or went away). */
+  async dropBases(match: (row: SnapshotRow) => boolean): Promise<void> {
+    for (const row of this.d.store.list(["ready"])) if (row.kind === "base" && match(row)) this.d.store.update(row.id, { state: "deleted" });
+    await this.collect();
   }
 
   /** Deletes a snapshot; its files stay until no sandbox restored from it runs. */

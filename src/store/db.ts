@@ -62,6 +62,7 @@ const MIGRATIONS: string[] = [
      env TEXT,
      exec_user TEXT,
      created_at TEXT NOT NULL,
+     last_used_at TEXT,
      error TEXT
    );
    CREATE INDEX snapshots_base_key ON snapshots(base_key);

@@ -34,6 +34,8 @@ export interface SnapshotRow {
   env: Record<string, string> | null;
   exec_user: string | null;
   created_at: string;
+  /** When a spawn last restored it (base snapshots are evicted least recently used first). */
+  last_used_at: string | null;
   error: string | null;
 }
 

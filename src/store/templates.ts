@@ -11,6 +11,8 @@ export interface TemplateBody {
   cpu_cores?: number;
   ttl_seconds?: number;
   env?: Record<string, string>;
+  /** Warm sandboxes kept restored and ready for spawns of this template. */
+  pool_size?: number;
 }
 
 export interface TemplateRow extends TemplateBody {

@@ -1,4 +1,4 @@
-// Server-level routes: health, metrics, providers, pool status, snapshots.
+// Server-level routes: health, metrics, providers, pool status.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { notFound } from "../../core/errors.js";
@@ -16,7 +16,7 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
     return { active_sandboxes: c.live, total_sandboxes: c.total, uptime_seconds: Math.round((Date.now() - startedAt) / 1000) };
   });
 
-  app.get("/pool/status", { schema: { tags: ["system"] } }, async () => ({ enabled: false }));
+  app.get("/pool/status", { schema: { tags: ["system"] } }, async () => forge.poolStatus());
 
   const ProviderView = Type.Object({ name: Type.String(), healthy: Type.Boolean(), default: Type.Boolean() });
   app.get("/providers", { schema: { tags: ["providers"], response: { 200: Type.Array(ProviderView) } } }, async () => {
@@ -52,6 +52,4 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
     }
     return { [forge.provider.name]: ok };
   });
-
-  app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Type.Object({})) } } }, async () => []);
 };

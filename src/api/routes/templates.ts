@@ -1,5 +1,5 @@
 // Template routes: CRUD and spawn. Every accepted field takes effect; fields whose machinery is
-// not built yet (egress allowlists, secrets, warm pools) are refused rather than stored and ignored.
+// not built yet (egress allowlists, secrets) are refused rather than stored and ignored.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
@@ -25,7 +25,7 @@ const TemplateInput = Type.Object({
   ttl: Type.Optional(Type.Union([Type.String(), Type.Integer({ minimum: 1 })])),
   env: Type.Optional(Type.Record(Type.String(), Type.String())),
   secrets: Type.Optional(Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) }))),
-  pool_size: Type.Optional(Type.Integer({ minimum: 0 })),
+  pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
 });
 type TemplateInputT = Static<typeof TemplateInput>;
 
@@ -52,7 +52,6 @@ const Template = Type.Object(
 function toBody(t: TemplateInputT): TemplateBody {
   if (t.allowed_hosts?.length) throw badRequest("allowed_hosts is not supported yet: sandboxes have no network until egress allowlists exist");
   if (t.secrets?.length) throw badRequest("secrets are not supported yet");
-  if (t.pool_size) throw badRequest("pool_size is not supported yet: warm pools are not built");
   const ttlSeconds = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : t.ttl !== undefined ? Math.ceil(parseDuration(t.ttl, "ttl") / 1000) : undefined);
   return {
     name: t.name,
@@ -64,6 +63,7 @@ function toBody(t: TemplateInputT): TemplateBody {
     cpu_cores: t.cpu_cores ?? t.vcpus,
     ttl_seconds: ttlSeconds,
     env: t.env,
+    pool_size: t.pool_size,
   };
 }
 
@@ -81,7 +81,7 @@ function view(forge: Forge, t: TemplateRow) {
     ttl_seconds: t.ttl_seconds ?? Math.round(d.ttlMs / 1000),
     env: t.env ?? {},
     secrets: [],
-    pool_size: 0,
+    pool_size: t.pool_size ?? 0,
     created_at: t.created_at,
     updated_at: t.updated_at,
   };
@@ -96,7 +96,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
   };
 
   app.post("/templates", { schema: { tags: ["templates"], body: TemplateInput, response: { 201: Template } } }, async (req, reply) => {
-    if (!forge.templates.create(toBody(req.body))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
+    if (!(await forge.createTemplate(toBody(req.body)))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
     reply.status(201);
     return view(forge, get(req.body.name));
   });
@@ -110,13 +110,13 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     { schema: { tags: ["templates"], params: Params, body: Type.Intersect([Type.Omit(TemplateInput, ["name"]), Type.Object({ name: Type.Optional(Type.String()) })]), response: { 200: Template } } },
     async (req) => {
       if (req.body.name !== undefined && req.body.name !== req.params.name) throw badRequest(`name in the body ("${req.body.name}") differs from the URL ("${req.params.name}")`);
-      if (!forge.templates.replace(toBody({ ...req.body, name: req.params.name }))) throw notFound(`template "${req.params.name}" not found`);
+      if (!(await forge.replaceTemplate(toBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
       return view(forge, get(req.params.name));
     },
   );
 
   app.delete("/templates/:name", { schema: { tags: ["templates"], params: Params, response: { 200: Type.Object({ status: Type.Literal("deleted") }) } } }, async (req) => {
-    if (!forge.templates.delete(req.params.name)) throw notFound(`template "${req.params.name}" not found`);
+    if (!(await forge.deleteTemplate(req.params.name))) throw notFound(`template "${req.params.name}" not found`);
     return { status: "deleted" as const };
   });
 

@@ -1,0 +1,76 @@
+// Snapshot routes: take one of a sandbox, fork a sandbox, list, inspect, delete, restore.
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { parseDuration } from "../../core/durations.js";
+import type { Forge } from "../../core/forge.js";
+import { CopiesRequest, IdParams, Sandbox, Snapshot, Status } from "../schemas.js";
+import { sandboxView, snapshotView } from "../views.js";
+
+const NAME = "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$";
+const Copies = Type.Object({ sandboxes: Type.Array(Sandbox) });
+
+export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  const copyOptions = (b: { count?: number; ttl?: string; owner_id?: string; metadata?: Record<string, string> } | undefined, owner?: string) => ({
+    count: b?.count,
+    ttlMs: b?.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
+    ownerId: owner || b?.owner_id,
+    metadata: b?.metadata,
+  });
+
+  app.post(
+    "/sandboxes/:id/snapshot",
+    {
+      schema: {
+        tags: ["snapshots"],
+        params: IdParams,
+        body: Type.Optional(Type.Object({ name: Type.Optional(Type.String({ pattern: NAME })) })),
+        response: { 201: Snapshot },
+      },
+    },
+    async (req, reply) => {
+      const row = await forge.snapshot(req.params.id, req.body?.name);
+      reply.status(201);
+      return snapshotView(row);
+    },
+  );
+
+  app.post(
+    "/sandboxes/:id/fork",
+    {
+      schema: {
+        tags: ["snapshots"],
+        params: IdParams,
+        body: Type.Optional(CopiesRequest),
+        response: { 201: Type.Object({ sandboxes: Type.Array(Sandbox), pause_ms: Type.Number(), duration_ms: Type.Number() }) },
+      },
+    },
+    async (req, reply) => {
+      const r = await forge.fork(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
+      reply.status(201);
+      return { sandboxes: r.sandboxes.map((s) => sandboxView(forge.get(s.id))), pause_ms: r.pauseMs, duration_ms: r.totalMs };
+    },
+  );
+
+  app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Snapshot) } } }, async () =>
+    forge.snapshotRows.list(["ready"]).map(snapshotView),
+  );
+
+  app.get("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Snapshot } } }, async (req) =>
+    snapshotView(forge.getSnapshot(req.params.id)),
+  );
+
+  app.delete("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Status("deleted") } } }, async (req) => {
+    await forge.deleteSnapshot(req.params.id);
+    return { status: "deleted" as const };
+  });
+
+  app.post(
+    "/snapshots/:id/spawn",
+    { schema: { tags: ["snapshots"], params: IdParams, body: Type.Optional(CopiesRequest), response: { 201: Copies } } },
+    async (req, reply) => {
+      const sbs = await forge.restore(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
+      reply.status(201);
+      return { sandboxes: sbs.map((s) => sandboxView(forge.get(s.id))) };
+    },
+  );
+};
