@@ -43,6 +43,7 @@ typedef struct sess {
   int64_t remaining;
   char *tmp_path, *final_path;
   int mode;
+  int64_t as_uid, as_gid; /* filesystem identity of a write stream, -1: root */
 } sess;
 
 /* main.c: output queue and framing */

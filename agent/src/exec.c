@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -252,13 +253,14 @@ void op_exec(uint32_t id, const jdoc *d) {
     argv[1] = strdup("-c");
     argv[2] = cmd;
   }
-  int64_t timeout_ms, rows, cols, uid_req;
+  int64_t timeout_ms, rows, cols, uid_req, umask_req;
   if (req_int(d, "timeout_ms", 0, &timeout_ms) < 0 || timeout_ms < 0) {
     free_strv(argv);
     send_error(id, "EINVAL", "\"timeout_ms\" must be a non-negative integer");
     return;
   }
   req_int(d, "uid", -1, &uid_req);
+  req_int(d, "umask", -1, &umask_req);
   int use_stdin = req_bool(d, "stdin", 0);
   int pt = json_get(d, 0, "pty");
   int use_pty = pt >= 0 && d->toks[pt].type == J_OBJ;
@@ -356,16 +358,18 @@ void op_exec(uint32_t id, const jdoc *d) {
       dup2(outp[1], 1);
       dup2(errp[1], 2);
     }
-    if (cwd && *cwd && chdir(cwd) < 0) {
-      dprintf(2, "forgevm: cannot change directory to '%s': %s\n", cwd, strerror(errno));
-      _exit(126);
-    }
+    /* Credentials first, then the directory: a user may only start where it may go. */
     if (uid || gid) {
       if (pw) initgroups(pw->pw_name, gid); else setgroups(0, NULL);
       if (setgid(gid) < 0 || setuid(uid) < 0) {
         dprintf(2, "forgevm: cannot switch to uid %u: %s\n", (unsigned)uid, strerror(errno));
         _exit(126);
       }
+    }
+    if (umask_req >= 0) umask((mode_t)(umask_req & 0777));
+    if (cwd && *cwd && chdir(cwd) < 0) {
+      dprintf(2, "forgevm: cannot change directory to '%s': %s\n", cwd, strerror(errno));
+      _exit(126);
     }
     if (!(cwd && *cwd) && chdir(home) < 0 && chdir("/") < 0) {}
     environ = env;

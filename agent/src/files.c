@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -127,8 +128,18 @@ void write_on_data(sess *s, const uint8_t *p, size_t n, int eof) {
   s->done += n;
   if (n) send_window(s->id, CH_IN, (uint32_t)n);
   if (!eof) return;
-  if (fchmod(s->fd, (mode_t)s->mode) < 0 || rename(s->tmp_path, s->final_path) < 0) {
-    send_errno(s->id, errno, s->final_path);
+  if (s->as_uid >= 0) {
+    setfsgid((gid_t)s->as_gid);
+    setfsuid((uid_t)s->as_uid);
+  }
+  int bad = fchmod(s->fd, (mode_t)s->mode) < 0 || rename(s->tmp_path, s->final_path) < 0;
+  int err = errno;
+  if (s->as_uid >= 0) {
+    setfsuid(0);
+    setfsgid(0);
+  }
+  if (bad) {
+    send_errno(s->id, err, s->final_path);
     sess_free(s);
     return;
   }

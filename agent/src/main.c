@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "agent.h"
 
+#include <sys/fsuid.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -142,6 +144,7 @@ sess *sess_new(uint32_t id, enum sess_type t) {
   s->id = id;
   s->type = t;
   s->in_fd = s->out_fd = s->err_fd = s->fd = -1;
+  s->as_uid = s->as_gid = -1;
   s->credit[CH_OUT] = s->credit[CH_ERR] = INITIAL_WINDOW;
   s->next = sessions;
   sessions = s;
@@ -196,6 +199,46 @@ static void op_hello(uint32_t id, const char *nonce) {
   jb_free(&b);
 }
 
+static int is_file_op(const char *op) {
+  static const char *const ops[] = {"write", "read", "stat", "list", "mkdir", "remove", "move", "chmod", "glob"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (!strcmp(op, ops[i])) return 1;
+  return 0;
+}
+
+/* File operations run with the filesystem identity the host asks for ("as_uid"/"as_gid"), so
+ * that the kernel's permission checks confine them as they would that user's own programs: the
+ * agent is root, and a pool tenant must not reach another tenant's files through it. */
+static void file_op_as(uint32_t id, const char *op, const jdoc *d) {
+  int64_t as_uid, as_gid;
+  req_int(d, "as_uid", -1, &as_uid);
+  req_int(d, "as_gid", as_uid, &as_gid);
+  if (as_uid > 65535 * 65536LL || as_gid > 65535 * 65536LL) { send_error(id, "EINVAL", "\"as_uid\" is out of range"); return; }
+  if (as_uid >= 0) {
+    setfsgid((gid_t)as_gid);
+    setfsuid((uid_t)as_uid);
+  }
+  if (!strcmp(op, "write")) op_write(id, d);
+  else if (!strcmp(op, "read")) op_read(id, d);
+  else if (!strcmp(op, "stat")) op_stat(id, d);
+  else if (!strcmp(op, "list")) op_list(id, d);
+  else if (!strcmp(op, "mkdir")) op_mkdir(id, d);
+  else if (!strcmp(op, "remove")) op_remove(id, d);
+  else if (!strcmp(op, "move")) op_move(id, d);
+  else if (!strcmp(op, "chmod")) op_chmod(id, d);
+  else op_glob(id, d);
+  if (as_uid >= 0) {
+    /* a write stream finishes (rename) later, under the same identity */
+    sess *s = sess_find(id);
+    if (s && s->type == S_WRITE) {
+      s->as_uid = (int64_t)as_uid;
+      s->as_gid = (int64_t)as_gid;
+    }
+    setfsuid(0);
+    setfsgid(0);
+  }
+}
+
 static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
   jdoc d;
   if (json_parse(&d, (const char *)p, (int)n, 4096) < 0 || d.toks[0].type != J_OBJ) {
@@ -213,15 +256,7 @@ static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
   else if (!strcmp(op, "exec")) op_exec(id, &d);
   else if (!strcmp(op, "signal")) op_signal(id, &d);
   else if (!strcmp(op, "resize")) op_resize(id, &d);
-  else if (!strcmp(op, "write")) op_write(id, &d);
-  else if (!strcmp(op, "read")) op_read(id, &d);
-  else if (!strcmp(op, "stat")) op_stat(id, &d);
-  else if (!strcmp(op, "list")) op_list(id, &d);
-  else if (!strcmp(op, "mkdir")) op_mkdir(id, &d);
-  else if (!strcmp(op, "remove")) op_remove(id, &d);
-  else if (!strcmp(op, "move")) op_move(id, &d);
-  else if (!strcmp(op, "chmod")) op_chmod(id, &d);
-  else if (!strcmp(op, "glob")) op_glob(id, &d);
+  else if (is_file_op(op)) file_op_as(id, op, &d);
   else if (!strcmp(op, "metrics")) op_metrics(id, &d);
   else if (!strcmp(op, "configure")) op_configure(id, &d);
   else if (!strcmp(op, "shutdown")) op_shutdown(id, &d);

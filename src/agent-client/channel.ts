@@ -203,8 +203,8 @@ export class AgentChannel extends EventEmitter {
   }
 
   /** Reads a whole file into memory, refusing files larger than maxBytes. */
-  async readFileBuffer(path: string, maxBytes = 256 * 1024 * 1024): Promise<Buffer> {
-    const r = this.readFile(path);
+  async readFileBuffer(path: string, maxBytes = 256 * 1024 * 1024, opts: Omit<ReadRequest, "op" | "path"> = {}): Promise<Buffer> {
+    const r = this.readFile(path, opts);
     const parts: Buffer[] = [];
     let size = 0;
     const st = await Promise.race([r.stat, r.done.then(() => null)]);

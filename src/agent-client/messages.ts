@@ -26,6 +26,8 @@ export interface ExecRequest {
   stdin?: boolean;
   /** Kill the process group after this many ms and report exit code 124. */
   timeout_ms?: number;
+  /** File creation mask of the process (default: the agent's, 022). */
+  umask?: number;
   pty?: { rows: number; cols: number };
 }
 
@@ -41,7 +43,16 @@ export interface ExecStarted {
   pid: number;
 }
 
-export interface WriteRequest {
+/**
+ * Filesystem identity a file operation runs with (default root): the kernel then checks it the
+ * way it would that user's own programs.
+ */
+export interface AsUser {
+  as_uid?: number;
+  as_gid?: number;
+}
+
+export interface WriteRequest extends AsUser {
   op: "write";
   path: string;
   mode?: number;
@@ -50,7 +61,7 @@ export interface WriteRequest {
   parents?: boolean;
 }
 
-export interface ReadRequest {
+export interface ReadRequest extends AsUser {
   op: "read";
   path: string;
   offset?: number;
@@ -106,13 +117,13 @@ export interface ConfigureRequest {
 export interface SimpleOps {
   hello: { req: { op: "hello" }; res: Hello };
   ping: { req: { op: "ping" }; res: { ok: true } };
-  stat: { req: { op: "stat"; path: string }; res: { ok: true } & FileStat };
-  list: { req: { op: "list"; path: string }; res: { ok: true; entries: DirEntry[]; truncated: boolean } };
-  mkdir: { req: { op: "mkdir"; path: string; mode?: number; parents?: boolean }; res: { ok: true } };
-  remove: { req: { op: "remove"; path: string; recursive?: boolean }; res: { ok: true } };
-  move: { req: { op: "move"; from: string; to: string; overwrite?: boolean }; res: { ok: true } };
-  chmod: { req: { op: "chmod"; path: string; mode: number }; res: { ok: true } };
-  glob: { req: { op: "glob"; pattern: string }; res: { ok: true; matches: string[]; truncated: boolean } };
+  stat: { req: { op: "stat"; path: string } & AsUser; res: { ok: true } & FileStat };
+  list: { req: { op: "list"; path: string } & AsUser; res: { ok: true; entries: DirEntry[]; truncated: boolean } };
+  mkdir: { req: { op: "mkdir"; path: string; mode?: number; parents?: boolean } & AsUser; res: { ok: true } };
+  remove: { req: { op: "remove"; path: string; recursive?: boolean } & AsUser; res: { ok: true } };
+  move: { req: { op: "move"; from: string; to: string; overwrite?: boolean } & AsUser; res: { ok: true } };
+  chmod: { req: { op: "chmod"; path: string; mode: number } & AsUser; res: { ok: true } };
+  glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };
   configure: { req: ConfigureRequest; res: { ok: true } };
   signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };

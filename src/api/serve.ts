@@ -32,6 +32,16 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
     registryAuth: cfg.registries,
     baseSnapshots: cfg.snapshots.base,
     warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
+    pool: {
+      enabled: cfg.pool.enabled,
+      maxVms: cfg.pool.max_vms,
+      maxUsersPerVm: cfg.pool.max_users_per_vm,
+      image: cfg.pool.image || undefined,
+      memoryMb: cfg.pool.memory_mb,
+      vcpus: cfg.pool.vcpus,
+      overflow: cfg.pool.overflow,
+      queueTimeoutMs: parseDuration(cfg.pool.queue_timeout, "pool.queue_timeout"),
+    },
   });
   const app = await buildApp({
     forge,

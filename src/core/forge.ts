@@ -28,6 +28,7 @@ import { EventBus } from "./events.js";
 import { Sandbox, type ExecDefaults } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
 import { POOL_NICE, WarmPools, type PoolTarget } from "./warm-pool.js";
+import { TenantPool } from "./tenant-pool.js";
 
 export interface ForgeOptions {
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
@@ -50,6 +51,20 @@ export interface ForgeOptions {
    * memory all warm pools together may hold. Templates set their own size with `pool_size`.
    */
   warmPool?: { size?: number; memoryBudgetMb?: number };
+  /** Pool mode: spawns without a template become users in shared VMs (the seed's `pool:` section). */
+  pool?: PoolModeOptions;
+}
+
+export interface PoolModeOptions {
+  enabled: boolean;
+  maxVms: number;
+  maxUsersPerVm: number;
+  /** Image of the shared VMs (default: the default image). */
+  image?: string;
+  memoryMb: number;
+  vcpus: number;
+  overflow: "reject" | "queue";
+  queueTimeoutMs: number;
 }
 
 export interface SpawnDefaults {
@@ -128,6 +143,7 @@ export class Forge {
   readonly snapshotRows: SnapshotStore;
   readonly snaps: Snapshots;
   readonly warm: WarmPools;
+  readonly tenants: TenantPool | null;
   readonly blobs: BlobStore;
   readonly events: EventBus;
   private readonly eventStore: EventStore;
@@ -149,6 +165,8 @@ export class Forge {
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
     this.snaps = new Snapshots({ paths, provider, store: this.snapshotRows, events: this.events, inUse: () => this.snapshotsInUse() });
     this.warm = new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, this.events.emit);
+    const pool = opts.pool;
+    this.tenants = pool?.enabled ? new TenantPool(pool, () => this.makePoolHost(), this.events.emit) : null;
   }
 
   /** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
@@ -156,6 +174,7 @@ export class Forge {
     const ids = new Set<string>();
     for (const r of this.sandboxes.list(["creating", "running"])) if (r.snapshot_id) ids.add(r.snapshot_id);
     for (const id of this.warm.snapshotIds()) ids.add(id);
+    for (const id of this.tenants?.snapshotIds() ?? []) ids.add(id);
     return ids;
   }
 
@@ -190,6 +209,50 @@ export class Forge {
     return { vm, snapshotId: base.id };
   }
 
+  /** Pool mode: a sandbox that is a user of its own in a shared VM. */
+  private async spawnTenant(opts: SpawnOptions): Promise<Sandbox> {
+    const image = this.opts.pool!.image || this.defaults.image;
+    if (opts.image && canonicalName(opts.image) !== canonicalName(image)) {
+      throw badRequest(`image: in pool mode every sandbox shares VMs of ${image}; "${opts.image}" is not available`);
+    }
+    const plan = await this.plan({ ...opts, image, memoryMb: this.opts.pool!.memoryMb, vcpus: this.opts.pool!.vcpus, user: undefined });
+    const row = this.newRow(plan, opts);
+    this.sandboxes.insert(row);
+    this.events.emit("sandbox.created", row.id, { image: row.image, pool: true });
+    try {
+      const { host, tenant } = await this.tenants!.join(row.id);
+      if (this.sandboxes.get(row.id)?.state !== "creating" || this.closed) {
+        await this.tenants!.leave(row.id);
+        throw new ForgevmError("CONFLICT", `sandbox ${row.id} was destroyed while it was starting`);
+      }
+      const sb = new Sandbox(row.id, row.image, host.vm!, (s) => this.destroy(s.id), this.events.emit, { ...execDefaults(plan.image, row.env, null), cwd: tenant.home, tenant });
+      this.live.set(row.id, sb);
+      this.sandboxes.update(row.id, { state: "running", vm_id: host.id, snapshot_id: host.snapshotId || null, origin: "pool" });
+      this.events.emit("sandbox.running", row.id, { vm_id: host.id, user: tenant.user });
+      return sb;
+    } catch (e) {
+      this.recordFailure(row.id, e);
+      throw e;
+    }
+  }
+
+  /** A shared VM for pool mode, restored from the pool image's base snapshot when possible. */
+  private async makePoolHost(): Promise<{ vm: Vm; snapshotId: string }> {
+    const p = this.opts.pool!;
+    const plan = await this.plan({ image: p.image || this.defaults.image, memoryMb: p.memoryMb, vcpus: p.vcpus });
+    const id = `pool-${randomBytes(4).toString("hex")}`;
+    const base = this.opts.baseSnapshots === false ? null : await this.snaps.base(plan, (vm) => this.runSetup(vm, plan));
+    if (base) {
+      try {
+        return { vm: await this.provider.spawn({ id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: id, restore: { files: Snapshots.files(base) } }), snapshotId: base.id };
+      } catch (e) {
+        if (!(e instanceof BootError)) throw e;
+        this.snaps.markUnusable(base, e.message);
+      }
+    }
+    return { vm: await this.provider.spawn({ id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: id, rootfs: plan.image.rootfs, diskMb: plan.diskMb }), snapshotId: "" };
+  }
+
   /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
   private async claimPooled(plan: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
     if (opts.coldBoot || opts.hostname || this.opts.baseSnapshots === false) return null;
@@ -215,6 +278,7 @@ export class Forge {
     await forge.reconcile();
     await forge.snaps.collect(true);
     await forge.configurePools();
+    forge.tenants?.prewarm();
     const every = opts.reapIntervalMs ?? 1000;
     if (every > 0) {
       forge.reaper = setInterval(() => void forge.reap(), every);
@@ -230,6 +294,7 @@ export class Forge {
    */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
     if (this.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+    if (this.tenants && opts.template === undefined) return this.spawnTenant(opts);
     const plan = await this.plan(opts);
     const pooled = await this.claimPooled(plan, opts);
     if (pooled) return pooled;
@@ -370,7 +435,7 @@ export class Forge {
   /** Pool mode's shared VMs and warm pools, in the shape of the REST contract. */
   poolStatus(): Record<string, unknown> {
     const warm = this.warm.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb }));
-    return { enabled: false, warm };
+    return { ...(this.tenants?.status() ?? { enabled: false }), warm };
   }
 
   /** Stores a new template (false when the name is taken) and starts its warm pool. */
@@ -400,6 +465,7 @@ export class Forge {
   async snapshot(id: string, name?: string): Promise<SnapshotRow> {
     const sb = this.sandbox(id);
     const src = this.get(id);
+    if (src.vm_id) throw badRequest(`sandbox ${id} shares a pool VM with other sandboxes and cannot be snapshotted`);
     if (name !== undefined && this.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
     const row = await this.snaps.begin({ kind: "sandbox", name: name ?? null, image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
     try {
@@ -432,6 +498,7 @@ export class Forge {
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
     const parent = this.sandbox(id);
     const src = this.get(id);
+    if (src.vm_id) throw badRequest(`sandbox ${id} shares a pool VM with other sandboxes and cannot be forked`);
     const image = await resolveImage(this.paths, src.image).catch(() => null);
     const snap = await this.snaps.begin({ kind: "fork", image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
     const started = performance.now();
@@ -633,7 +700,8 @@ export class Forge {
       this.live.delete(id);
       // The console log outlives the VM directory, until the row's history is pruned.
       if (row.vm_dir) await this.keepConsoleLog(id, row.vm_dir);
-      if (sb) await sb.vm.destroy();
+      if (row.vm_id) await this.tenants?.leave(id);
+      else if (sb) await sb.vm.destroy();
       this.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
       if (row.snapshot_id) await this.snaps.collect().catch(() => {});
     })().finally(() => this.destroying.delete(id));
@@ -671,6 +739,7 @@ export class Forge {
     this.closed = true;
     if (this.reaper) clearInterval(this.reaper);
     await this.warm.close();
+    await this.tenants?.close();
     await Promise.all([...this.live.keys()].map((id) => this.destroy(id)));
     await this.provider.destroyAll();
     this.db.close();
@@ -718,11 +787,16 @@ export class Forge {
           }
         }
       }
-      await rm(row.vm_dir ?? join(this.paths.vmsDir, row.id), { recursive: true, force: true });
-      const reason = `the server restarted and could not re-attach to this VM${row.error ? `: ${row.error}` : ""}`;
+      if (row.vm_dir) await rm(row.vm_dir, { recursive: true, force: true });
+      const reason = row.vm_id
+        ? "the server restarted: sandboxes sharing a pool VM do not survive a restart"
+        : `the server restarted and could not re-attach to this VM${row.error ? `: ${row.error}` : ""}`;
       this.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
       this.events.emit("sandbox.error", row.id, { error: reason });
     }
+    // VMs without a sandbox row (warm pool, pool mode, base snapshot builds) of a server that is gone.
+    const keep = new Set([...this.live.values()].map((sb) => sb.vm.info.id));
+    await this.provider.sweepOrphans(keep, isForgevmProcess);
   }
 }
 

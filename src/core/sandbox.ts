@@ -3,6 +3,7 @@
 import type { Readable } from "node:stream";
 import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
+import { badRequest } from "./errors.js";
 import type { Emit } from "./events.js";
 
 export interface ExecOptions {
@@ -31,6 +32,15 @@ export interface ExecDefaults {
   env?: Record<string, string>;
   cwd?: string;
   user?: string;
+  /** Pool mode: the sandbox is this user in a shared VM; every exec and file operation runs as it. */
+  tenant?: Tenant;
+}
+
+export interface Tenant {
+  uid: number;
+  gid: number;
+  user: string;
+  home: string;
 }
 
 export class Sandbox {
@@ -45,7 +55,23 @@ export class Sandbox {
   ) {}
 
   private envFor(env?: Record<string, string>): Record<string, string> | undefined {
-    return this.defaults.env || env ? { ...this.defaults.env, ...env } : undefined;
+    const t = this.defaults.tenant;
+    const own = t ? { HOME: t.home, USER: t.user, LOGNAME: t.user } : undefined;
+    return this.defaults.env || env || own ? { ...this.defaults.env, ...own, ...env } : undefined;
+  }
+
+  /** Who an exec runs as: a tenant only ever as itself (and with a private umask). */
+  private runAs(user?: string): { user?: string; umask?: number } {
+    const t = this.defaults.tenant;
+    if (!t) return { user: user ?? this.defaults.user };
+    if (user !== undefined && user !== t.user && user !== String(t.uid)) throw badRequest(`user: sandbox ${this.id} shares its VM and runs only as its own user ${t.user}`);
+    return { user: t.user, umask: 0o077 };
+  }
+
+  /** The filesystem identity of file operations (a tenant's own, else root). */
+  private get fsId(): { as_uid?: number; as_gid?: number } {
+    const t = this.defaults.tenant;
+    return t ? { as_uid: t.uid, as_gid: t.gid } : {};
   }
 
   /** Runs a command (a shell string, or argv without a shell) and waits for it. */
@@ -57,7 +83,7 @@ export class Sandbox {
         ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
         env: this.envFor(opts.env),
         cwd: opts.cwd ?? this.defaults.cwd,
-        user: opts.user ?? this.defaults.user,
+        ...this.runAs(opts.user),
         timeout_ms: opts.timeoutMs,
       },
       { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes },
@@ -80,7 +106,7 @@ export class Sandbox {
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
       env: this.envFor(opts.env),
       cwd: opts.cwd ?? this.defaults.cwd,
-      user: opts.user ?? this.defaults.user,
+      ...this.runAs(opts.user),
       timeout_ms: opts.timeoutMs,
       stdin: opts.stdin,
       pty: opts.pty,
@@ -94,48 +120,48 @@ export class Sandbox {
 
   /** Writes a file atomically, creating parent directories. */
   async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number } = {}) {
-    const r = await this.vm.channel.writeFile(path, data, opts);
+    const r = await this.vm.channel.writeFile(path, data, { ...opts, ...this.fsId });
     this.emit("file.written", this.id, { path, size: r.size });
     return r;
   }
 
   /** Reads a whole file (refusing files larger than maxBytes). */
   readFile(path: string, maxBytes?: number): Promise<Buffer> {
-    return this.vm.channel.readFileBuffer(path, maxBytes);
+    return this.vm.channel.readFileBuffer(path, maxBytes, this.fsId);
   }
 
   /** Streams a file out of the guest. */
   readFileStream(path: string) {
-    return this.vm.channel.readFile(path);
+    return this.vm.channel.readFile(path, this.fsId);
   }
 
   async listFiles(path: string): Promise<DirEntry[]> {
-    return (await this.vm.channel.request<"list">({ op: "list", path })).entries;
+    return (await this.vm.channel.request<"list">({ op: "list", path, ...this.fsId })).entries;
   }
 
   async stat(path: string): Promise<FileStat> {
-    const { ok: _ok, ...st } = await this.vm.channel.request<"stat">({ op: "stat", path });
+    const { ok: _ok, ...st } = await this.vm.channel.request<"stat">({ op: "stat", path, ...this.fsId });
     return st;
   }
 
   async mkdir(path: string, mode?: number): Promise<void> {
-    await this.vm.channel.request<"mkdir">({ op: "mkdir", path, mode, parents: true });
+    await this.vm.channel.request<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId });
   }
 
   async remove(path: string, recursive = false): Promise<void> {
-    await this.vm.channel.request<"remove">({ op: "remove", path, recursive });
+    await this.vm.channel.request<"remove">({ op: "remove", path, recursive, ...this.fsId });
   }
 
   async move(from: string, to: string, overwrite = true): Promise<void> {
-    await this.vm.channel.request<"move">({ op: "move", from, to, overwrite });
+    await this.vm.channel.request<"move">({ op: "move", from, to, overwrite, ...this.fsId });
   }
 
   async chmod(path: string, mode: number): Promise<void> {
-    await this.vm.channel.request<"chmod">({ op: "chmod", path, mode });
+    await this.vm.channel.request<"chmod">({ op: "chmod", path, mode, ...this.fsId });
   }
 
   async glob(pattern: string): Promise<string[]> {
-    return (await this.vm.channel.request<"glob">({ op: "glob", pattern })).matches;
+    return (await this.vm.channel.request<"glob">({ op: "glob", pattern, ...this.fsId })).matches;
   }
 
   async metrics(): Promise<Metrics> {

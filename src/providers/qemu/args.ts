@@ -17,6 +17,8 @@ export interface VmFiles {
   agentSocket: string;
   consoleSocket: string;
   qmpSocket: string;
+  /** QEMU writes its pid here, so that a later server can find VMs nobody owns any more. */
+  pidFile?: string;
   /**
    * Where guest RAM lives. Anonymous by default; a snapshot's RAM file mapped privately
    * (copy-on-write, so clones share untouched pages) when restoring; a shared file when
@@ -72,6 +74,7 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
     "-device", "virtio-rng-device",
     "-qmp", `unix:${files.qmpSocket},server=on,wait=off`,
   ];
+  if (files.pidFile) args.push("-pidfile", files.pidFile);
   if (files.disk) {
     args.push(
       "-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`,

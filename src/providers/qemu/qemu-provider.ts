@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
-import { link, mkdir, readFile, readdir, rename, rm, stat } from "node:fs/promises";
+import { link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import type { Writable } from "node:stream";
 import { createConnection, type Socket } from "node:net";
@@ -164,6 +164,7 @@ export class QemuProvider implements Provider {
       }
       const hello = await channel.hello;
       await channel.request<"configure">({ op: "configure", time_ms: Date.now() });
+      await writeFile(join(a.dir, "manager.pid"), `${process.pid}\n`);
       const info: VmInfo = { id: a.id, pid: a.pid, dir: a.dir, accel, memoryMb: a.memoryMb, vcpus: a.vcpus, agentVersion: hello.agent, bootMs: Math.round(performance.now() - started), restored: false };
       const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => this.live.delete(vm));
       this.live.add(vm);
@@ -172,6 +173,38 @@ export class QemuProvider implements Provider {
       consoleLog.close();
       throw e;
     }
+  }
+
+  /**
+   * Removes VM directories that no live server owns and `keep` does not name: their QEMU (by
+   * the pid it wrote, and only if its command line names that directory) and their files.
+   * Warm-pool, pool-mode and base-snapshot VMs have no sandbox row; after a crash this is what
+   * cleans them up. Returns the ids removed.
+   */
+  async sweepOrphans(keep: Set<string>, isLiveServer: (pid: number) => Promise<boolean>): Promise<string[]> {
+    const removed: string[] = [];
+    for (const id of await readdir(this.opts.paths.vmsDir).catch(() => [] as string[])) {
+      if (keep.has(id)) continue;
+      const dir = join(this.opts.paths.vmsDir, id);
+      const manager = Number((await readFile(join(dir, "manager.pid"), "utf8").catch(() => "")).trim());
+      if (manager === process.pid && [...this.live].some((vm) => vm.info.dir === dir)) continue;
+      if (manager && manager !== process.pid && (await isLiveServer(manager))) continue;
+      if ([...this.launching.values()].includes(dir)) continue;
+      const pid = Number((await readFile(join(dir, "qemu.pid"), "utf8").catch(() => "")).trim());
+      if (pid) {
+        const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+        if (cmd.startsWith("qemu-system") && cmd.includes(dir)) {
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            // gone meanwhile
+          }
+        }
+      }
+      await rm(dir, { recursive: true, force: true });
+      removed.push(id);
+    }
+    return removed;
   }
 
   private async qemuVersion(): Promise<string> {
@@ -201,6 +234,7 @@ export class QemuProvider implements Provider {
       agentSocket: join(dir, "agent.sock"),
       consoleSocket: join(dir, "console.sock"),
       qmpSocket: join(dir, "qmp.sock"),
+      pidFile: join(dir, "qemu.pid"),
     };
     if (files.consoleSocket.length > MAX_SOCKET_PATH) {
       throw new Error(`VM directory path is too long for unix sockets (${files.consoleSocket.length} > ${MAX_SOCKET_PATH}): use a shorter data directory (FORGEVM_DATA_DIR)`);
@@ -243,6 +277,8 @@ export class QemuProvider implements Provider {
       } else if (spec.memoryFile) {
         files.memory = { file: spec.memoryFile, share: true };
       }
+      // Which server process started it: a VM directory whose server is gone is an orphan.
+      await writeFile(join(dir, "manager.pid"), `${process.pid}\n`);
       consoleLog = new ConsoleLog(join(dir, "console.log"));
       const errFd = openSync(join(dir, "qemu.log"), "w", 0o600);
       // A restore reads its migration stream from fd 3: the snapshot file, or a pipe fed live.
