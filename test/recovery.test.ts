@@ -85,7 +85,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   for (const gone of [ids[0], id]) {
     await waitFor(async () => (await fetch(`${base}/sandboxes/${gone}`)).status === 404, 30_000, `expiry of ${gone}`);
     await waitFor(async () => (await qemuPidsOf(gone)).length === 0, 10_000, `the QEMU of ${gone} to stop`);
-    await assert.rejects(stat(join(defaultDataDir(), "vms", gone)), { code: "ENOENT" });
+    await waitFor(() => stat(join(defaultDataDir(), "vms", gone)).then(() => false, () => true), 5000, `the VM directory of ${gone} to go`);
   }
   assert.equal(alive(qemuBefore[0]) && alive(qemuBefore[1]), false);
 

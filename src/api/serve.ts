@@ -58,6 +58,10 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
       // Stop accepting and let requests in flight finish, but not forever: after the grace
       // period the VMs are stopped, which ends whatever still runs in them.
       const draining = app.close();
+      // Connections that were busy when closing began go idle later and would otherwise stay
+      // open until their keep-alive timeout (72 s), holding the close up.
+      const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+      void draining.finally(() => clearInterval(sweep));
       const graceOver = await Promise.race([draining.then(() => false), sleep(SHUTDOWN_GRACE_MS, undefined, { ref: false }).then(() => true)]);
       await forge.close(); // stop the VMs and leave the store consistent
       if (graceOver) await draining;

@@ -50,6 +50,7 @@ export class Snapshots {
       memory: row.format === "mapped" ? join(row.dir, "memory") : undefined,
       disk: row.disk_bytes ? join(row.dir, "disk.qcow2") : undefined,
       diskBytes: row.disk_bytes ?? undefined,
+      console: join(row.dir, "console.log"),
     };
   }
 

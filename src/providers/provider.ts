@@ -39,6 +39,8 @@ export interface SnapshotFiles {
   /** Frozen qcow2 disk that restored VMs get an overlay on, and its virtual size. */
   disk?: string;
   diskBytes?: number;
+  /** The console log up to the snapshot; a restored VM's log starts with it. */
+  console?: string;
 }
 
 export interface RestoreSource {

@@ -24,6 +24,11 @@ export class ConsoleLog {
     socket.on("error", () => {}); // the VM went away; nothing to do
   }
 
+  /** Adds lines of the host's own to the log (what a restored guest printed before its snapshot). */
+  note(text: string): void {
+    this.append(Buffer.from(text));
+  }
+
   /** The last `bytes` characters the guest printed. */
   getTail(bytes = 4096): string {
     return this.tail.slice(-bytes);

@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
-import { link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import type { Writable } from "node:stream";
 import { createConnection, type Socket } from "node:net";
@@ -141,10 +141,13 @@ export class QemuProvider implements Provider {
     const consoleLog = new ConsoleLog(join(a.dir, "console.log"));
     const cleanup = async () => {
       consoleLog.close();
-      if (processAlive(a.pid)) {
+      try {
         process.kill(a.pid, "SIGKILL");
-        await exited;
+      } catch {
+        // already gone
       }
+      // Not our child: poll until it is gone (or a zombie) before its files go.
+      while (processAlive(a.pid)) await sleep(10);
       await rm(a.dir, { recursive: true, force: true });
     };
     const started = performance.now();
@@ -280,6 +283,10 @@ export class QemuProvider implements Provider {
       // Which server process started it: a VM directory whose server is gone is an orphan.
       await writeFile(join(dir, "manager.pid"), `${process.pid}\n`);
       consoleLog = new ConsoleLog(join(dir, "console.log"));
+      if (restore) {
+        const before = restore.files.console ? await readFile(restore.files.console, "utf8").catch(() => "") : "";
+        consoleLog.note(`${before.slice(-64 * 1024)}\n[forgevm] restored from a snapshot at ${new Date().toISOString()}\n`);
+      }
       const errFd = openSync(join(dir, "qemu.log"), "w", 0o600);
       // A restore reads its migration stream from fd 3: the snapshot file, or a pipe fed live.
       const stateFd = restore && !restore.feed ? openSync(restore.files.state, "r") : null;
@@ -414,6 +421,7 @@ class QemuVm implements Vm {
       const qmp = await Qmp.connect(this.qmpSocket);
       const state = join(dir, "state");
       const sink = await receiveStream(join(dir, "migrate.sock"), state, opts.tees);
+      await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
       let stopped = false;
       try {
         const prepared = opts.disk ? null : await this.prepareSnapshotWith(qmp, dir);
@@ -464,6 +472,7 @@ class QemuVm implements Vm {
       const qmp = await Qmp.connect(this.qmpSocket);
       const state = join(dir, "state");
       const sink = await receiveStream(join(dir, "migrate.sock"), state);
+      await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
       try {
         const active = await activeDisk(qmp);
         const stopEvent = qmp.waitEvent((e) => e.event === "STOP", 10_000);

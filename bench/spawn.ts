@@ -1,0 +1,172 @@
+// Benchmark of time to a first command, through the REST API, in one run on one machine:
+//   cold boot, restore from the base snapshot, warm-pool claim — each as POST /sandboxes followed
+//   by an exec of `true`, timed to the exec's answer (p50/p95/p99 over --runs spawns, one at a
+//   time), and the same for a burst of --burst concurrent spawns with the success count; fork of
+//   one sandbox into 1 and into 10 children with the parent's pause; and the host memory (PSS and
+//   RSS of the QEMU processes) of 10 idle restored sandboxes against 10 cold-booted ones.
+// Prints one JSON document. Cold boot is the baseline: the ratios are what carries across machines.
+// Usage: node dist/bench/spawn.js [--runs 20] [--burst 20]
+import { readFile } from "node:fs/promises";
+import { cpus, totalmem } from "node:os";
+import { parseArgs } from "node:util";
+import { loadConfig } from "../src/config/config.js";
+import { startServer } from "../src/api/serve.js";
+
+const { values } = parseArgs({ options: { runs: { type: "string", default: "20" }, burst: { type: "string", default: "20" }, idle: { type: "string", default: "10" } } });
+const RUNS = Number(values.runs);
+const BURST = Number(values.burst);
+const IDLE = Number(values.idle);
+
+const round = (x: number) => Math.round(x * 10) / 10;
+function pct(xs: number[], p: number): number {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]);
+}
+const summary = (xs: number[]) => ({ n: xs.length, p50: pct(xs, 50), p95: pct(xs, 95), p99: pct(xs, 99), max: pct(xs, 100) });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Server = Awaited<ReturnType<typeof startServer>>;
+
+async function open(env: Record<string, string>): Promise<{ server: Server; api: (method: string, path: string, body?: unknown) => Promise<any> }> {
+  const cfg = loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "0", ...env }, cwd: "/nonexistent" });
+  const server = await startServer(cfg, "bench");
+  const base = `${server.url}/api/v1`;
+  const api = async (method: string, path: string, body?: unknown) => {
+    const r = await fetch(base + path, { method, headers: body ? { "Content-Type": "application/json" } : {}, body: body ? JSON.stringify(body) : undefined });
+    const j = await r.json();
+    if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(j)}`);
+    return j;
+  };
+  return { server, api };
+}
+
+/** POST /sandboxes, then exec `true`: milliseconds to the exec's answer, and the sandbox id. */
+async function spawnToExec(api: Awaited<ReturnType<typeof open>>["api"]): Promise<{ ms: number; id: string }> {
+  const t0 = performance.now();
+  const sb = await api("POST", "/sandboxes", { ttl: "1h" });
+  const r = await api("POST", `/sandboxes/${sb.id}/exec`, { command: "true" });
+  if (r.exit_code !== 0) throw new Error("exec failed");
+  return { ms: performance.now() - t0, id: sb.id };
+}
+
+async function sequential(api: Awaited<ReturnType<typeof open>>["api"], before?: () => Promise<void>) {
+  const ms: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    await before?.();
+    const r = await spawnToExec(api);
+    ms.push(r.ms);
+    await api("DELETE", `/sandboxes/${r.id}`);
+  }
+  return summary(ms);
+}
+
+async function burst(api: Awaited<ReturnType<typeof open>>["api"]) {
+  const t0 = performance.now();
+  const results = await Promise.allSettled(Array.from({ length: BURST }, () => spawnToExec(api)));
+  const wall = performance.now() - t0;
+  const ok = results.filter((r): r is PromiseFulfilledResult<{ ms: number; id: string }> => r.status === "fulfilled").map((r) => r.value);
+  await Promise.all(ok.map((r) => api("DELETE", `/sandboxes/${r.id}`)));
+  const errors = results.filter((r): r is PromiseRejectedResult => r.status === "rejected").map((r) => String(r.reason).slice(0, 160));
+  return { ...summary(ok.map((r) => r.ms)), ok: ok.length, of: BURST, wall_ms: Math.round(wall), errors: [...new Set(errors)].slice(0, 3) };
+}
+
+/** PSS and RSS (MiB) summed over the QEMU processes of these sandboxes. */
+async function memory(server: Server, ids: string[]) {
+  let pss = 0;
+  let rss = 0;
+  for (const id of ids) {
+    const pid = server.forge.sandbox(id).vm.info.pid;
+    const text = await readFile(`/proc/${pid}/smaps_rollup`, "utf8");
+    pss += Number(/^Pss:\s+(\d+)/m.exec(text)![1]);
+    rss += Number(/^Rss:\s+(\d+)/m.exec(text)![1]);
+  }
+  return { pss_mib: Math.round(pss / 1024), rss_mib: Math.round(rss / 1024), per_vm_pss_mib: Math.round(pss / 1024 / ids.length) };
+}
+
+async function idleMemory(server: Server, api: Awaited<ReturnType<typeof open>>["api"]) {
+  const ids: string[] = [];
+  for (let i = 0; i < IDLE; i++) ids.push((await spawnToExec(api)).id);
+  await sleep(3000);
+  const m = await memory(server, ids);
+  await Promise.all(ids.map((id) => api("DELETE", `/sandboxes/${id}`)));
+  return m;
+}
+
+async function main() {
+  const started = Date.now();
+  const accel = async (s: Server) => (await s.forge.provider.accel()).accel;
+
+  // 1. Cold boot: base snapshots off.
+  let { server, api } = await open({ FORGEVM_SNAPSHOTS_BASE: "false" });
+  const machineAccel = await accel(server);
+  const cold = await sequential(api);
+  const coldBurst = await burst(api);
+  const coldMemory = await idleMemory(server, api);
+  await server.close();
+
+  // 2. Restore from the base snapshot (made by the first spawn, not timed).
+  ({ server, api } = await open({}));
+  await api("DELETE", `/sandboxes/${(await spawnToExec(api)).id}`);
+  const restore = await sequential(api);
+  const restoreBurst = await burst(api);
+  const restoreMemory = await idleMemory(server, api);
+
+  // 3. Fork a running sandbox into 1 and into 10 children; time until every child answers.
+  const parent = (await spawnToExec(api)).id;
+  await api("POST", `/sandboxes/${parent}/exec`, { command: "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &" });
+  const fork = async (count: number) => {
+    const t0 = performance.now();
+    const r = await api("POST", `/sandboxes/${parent}/fork`, { count });
+    const apiMs = performance.now() - t0;
+    await Promise.all(r.sandboxes.map((c: { id: string }) => api("POST", `/sandboxes/${c.id}/exec`, { command: "true" })));
+    const allMs = performance.now() - t0;
+    await Promise.all(r.sandboxes.map((c: { id: string }) => api("DELETE", `/sandboxes/${c.id}`)));
+    return { children: count, api_ms: round(apiMs), to_all_exec_ms: round(allMs), parent_pause_ms: r.pause_ms };
+  };
+  const forks = [await fork(1), await fork(1), await fork(1), await fork(10)];
+  await api("DELETE", `/sandboxes/${parent}`);
+  await server.close();
+
+  // 4. Warm pool: claims one at a time (pool refilled before each, not timed), then a burst.
+  ({ server, api } = await open({ FORGEVM_WARM_POOL_SIZE: String(BURST), FORGEVM_WARM_POOL_MEMORY_BUDGET_MB: String(BURST * 512 + 512) }));
+  const full = async () => {
+    const end = Date.now() + 180_000;
+    while (server.forge.warm.status().reduce((n, p) => n + p.ready, 0) < BURST) {
+      if (Date.now() > end) throw new Error("the warm pool did not fill");
+      await sleep(50);
+    }
+  };
+  const pool = await sequential(api, full);
+  await full();
+  const poolBurst = await burst(api);
+  await server.close();
+
+  const ratio = (x: number) => round(cold.p50 / x);
+  console.log(
+    JSON.stringify(
+      {
+        benchmark: "spawn",
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), accel: machineAccel },
+        what: "POST /sandboxes then exec `true`, ms to the exec's answer",
+        cold_boot: { sequential: cold, burst: coldBurst },
+        restore_base_snapshot: { sequential: restore, burst: restoreBurst, speedup_p50_vs_cold: ratio(restore.p50) },
+        warm_pool_claim: { sequential: pool, burst: poolBurst, speedup_p50_vs_cold: ratio(pool.p50) },
+        fork: forks,
+        idle_memory: { cold_booted: coldMemory, restored: restoreMemory, count: IDLE, pss_ratio: round(coldMemory.pss_mib / restoreMemory.pss_mib) },
+        seconds: Math.round((Date.now() - started) / 1000),
+      },
+      null,
+      2,
+    ),
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
