@@ -398,6 +398,53 @@ describe("templates", () => {
   });
 });
 
+describe("snapshots and forks", () => {
+  it("forks a sandbox into running copies and reports the parent's pause", async () => {
+    await api("POST", `/sandboxes/${id}/exec`, { command: "echo forked-state > /root/fork.txt" });
+    const r = await api("POST", `/sandboxes/${id}/fork`, { count: 2, ttl: "5m" });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.equal(r.body.sandboxes.length, 2);
+    assert.ok(r.body.pause_ms > 0 && r.body.duration_ms >= r.body.pause_ms);
+    for (const c of r.body.sandboxes) {
+      assert.equal(c.state, "running");
+      assert.equal(c.memory_mb, 512);
+      const ex = await api("POST", `/sandboxes/${c.id}/exec`, { command: "cat /root/fork.txt; hostname" });
+      assert.equal(ex.body.stdout, `forked-state\n${c.id}\n`);
+      assert.equal((await api("DELETE", `/sandboxes/${c.id}`)).status, 200);
+    }
+  });
+
+  it("takes a named snapshot, lists, inspects, restores and deletes it", async () => {
+    const s = await api("POST", `/sandboxes/${id}/snapshot`, { name: "api-snap" });
+    assert.equal(s.status, 201, JSON.stringify(s.body));
+    assert.equal(s.body.name, "api-snap");
+    assert.equal(s.body.source_id, id);
+    assert.equal(s.body.kind, "sandbox");
+    assert.ok((await api("GET", "/snapshots")).body.some((x: any) => x.id === s.body.id));
+    assert.equal((await api("GET", "/snapshots/api-snap")).body.id, s.body.id);
+    assertError(await api("POST", `/sandboxes/${id}/snapshot`, { name: "api-snap" }), 409, "CONFLICT");
+    const r = await api("POST", "/snapshots/api-snap/spawn", {});
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const child = r.body.sandboxes[0].id;
+    assert.equal((await api("POST", `/sandboxes/${child}/exec`, { command: "cat /root/fork.txt" })).body.stdout, "forked-state\n");
+    assert.equal((await api("DELETE", "/snapshots/api-snap")).status, 200);
+    assertError(await api("GET", "/snapshots/api-snap"), 404, "NOT_FOUND");
+    assert.equal((await api("DELETE", `/sandboxes/${child}`)).status, 200);
+  });
+
+  it("rejects bad fork and snapshot requests naming the field", async () => {
+    assertError(await api("POST", `/sandboxes/${id}/fork`, { count: 0 }), 400, "BAD_REQUEST", /count/);
+    assertError(await api("POST", `/sandboxes/${id}/fork`, { count: "many" }), 400, "BAD_REQUEST", /count/);
+    assertError(await api("POST", `/sandboxes/${id}/fork`, { ttl: "soon" }), 400, "BAD_REQUEST", /ttl/);
+    assertError(await api("POST", "/sandboxes/sb-00000000/fork", {}), 404, "NOT_FOUND");
+    assertError(await api("POST", `/sandboxes/${id}/snapshot`, { name: "no spaces" }), 400, "BAD_REQUEST", /name/);
+    assertError(await api("POST", "/sandboxes/sb-00000000/snapshot", {}), 404, "NOT_FOUND");
+    assertError(await api("GET", "/snapshots/snap-00000000"), 404, "NOT_FOUND");
+    assertError(await api("DELETE", "/snapshots/snap-00000000"), 404, "NOT_FOUND");
+    assertError(await api("POST", "/snapshots/snap-00000000/spawn", {}), 404, "NOT_FOUND");
+  });
+});
+
 describe("exec over WebSocket", () => {
   async function wsExec(first: unknown, script: (ws: WebSocket, got: { text: string; msgs: any[] }) => Promise<void> = async () => {}) {
     const { WebSocket } = await import("ws");
@@ -479,6 +526,13 @@ describe("the forgevm CLI against the server", () => {
     const logs = await forgevm("logs", sb.id, "-n", "3", "--json");
     assert.equal(logs.status, 0, logs.stderr);
     assert.ok(JSON.parse(logs.stdout).length <= 3);
+    const fk = await forgevm("fork", sb.id, "-n", "1", "--json");
+    assert.equal(fk.status, 0, fk.stderr);
+    const [child] = JSON.parse(fk.stdout).sandboxes;
+    assert.equal((await forgevm("exec", child.id, "--", "hostname")).stdout, `${child.id}\n`);
+    assert.equal((await forgevm("kill", child.id)).status, 0);
+    const snaps = await forgevm("snapshots", "--json");
+    assert.ok(Array.isArray(JSON.parse(snaps.stdout)));
     const k = await forgevm("kill", sb.id);
     assert.equal(k.stdout, `destroyed ${sb.id}\n`);
     // The console log is kept after the VM is gone.

@@ -206,6 +206,14 @@ export class Forge {
     if (!base) throw new Error(`no base snapshot for ${plan.image.name}`);
     const id = `sb-${randomBytes(4).toString("hex")}`;
     const vm = await this.provider.spawn({ id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: id, restore: { files: Snapshots.files(base) }, nice: POOL_NICE });
+    // A first exec in a restored VM costs ~5× a later one (under TCG the code it runs is
+    // translated afresh in every QEMU); pay it here, not in the claimer's first command.
+    try {
+      for (let i = 0; i < 2; i++) await vm.channel.execBuffered({ argv: ["true"], timeout_ms: 30_000 });
+    } catch (e) {
+      await vm.destroy();
+      throw e;
+    }
     return { vm, snapshotId: base.id };
   }
 

@@ -23,6 +23,9 @@ interface Pool {
   failures: number;
 }
 
+/** How long after the last claim a pool starts refilling. */
+export const REFILL_DELAY_MS = 300;
+
 /** Niceness of VMs waiting in a pool: they never compete with sandboxes in use. */
 export const POOL_NICE = 10;
 
@@ -30,6 +33,7 @@ export class WarmPools {
   private readonly pools = new Map<string, Pool>();
   private closed = false;
   private refilling: Promise<void> | null = null;
+  private refillTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly budgetMb: number,
@@ -59,18 +63,28 @@ export class WarmPools {
   /** Takes a ready VM of this key, or null; the pool refills in the background. */
   claim(key: string): { vm: Vm; snapshotId: string } | null {
     const pool = this.pools.get(key);
+    if (pool) this.refillSoon();
     // A pooled VM whose QEMU died meanwhile is dropped, not handed out.
     while (pool?.ready.length) {
       const got = pool.ready.shift()!;
       if (got.vm.channel.isOpen) {
         this.emit("pool.claimed", got.vm.info.id, { pool: pool.target.label, left: pool.ready.length });
-        this.refill();
         return got;
       }
       void got.vm.destroy();
     }
-    if (pool) this.refill();
     return null;
+  }
+
+  // Refilling restores VMs, which takes CPU the claimed sandboxes want for their first commands:
+  // wait until a burst of claims is over.
+  private refillSoon(): void {
+    if (this.refillTimer) clearTimeout(this.refillTimer);
+    this.refillTimer = setTimeout(() => {
+      this.refillTimer = null;
+      void this.refill();
+    }, REFILL_DELAY_MS);
+    this.refillTimer.unref();
   }
 
   /** Snapshots that pooled VMs are restored from. */
@@ -125,6 +139,7 @@ export class WarmPools {
   /** Destroys every pooled VM; no refill starts afterwards. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.refillTimer) clearTimeout(this.refillTimer);
     await this.refilling?.catch(() => {});
     const vms = [...this.pools.values()].flatMap((p) => p.ready.splice(0).map((r) => r.vm));
     this.pools.clear();

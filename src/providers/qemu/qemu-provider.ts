@@ -300,6 +300,7 @@ export class QemuProvider implements Provider {
       closeSync(errFd);
       if (stateFd !== null) closeSync(stateFd);
       const proc = child;
+      if (spec.nice && proc.pid) await setAutogroupNice(proc.pid, spec.nice);
       if (restore?.feed) {
         const pipe = proc.stdio[3] as Writable;
         pipe.on("error", () => {}); // QEMU failing to load is reported through its exit
@@ -499,6 +500,7 @@ class QemuVm implements Vm {
   }
 
   async setNice(nice: number): Promise<void> {
+    await setAutogroupNice(this.info.pid, nice);
     for (const tid of await readdir(`/proc/${this.info.pid}/task`).catch(() => [] as string[])) {
       try {
         setPriority(Number(tid), nice);
@@ -516,6 +518,14 @@ class QemuVm implements Vm {
     })();
     return this.destroying;
   }
+}
+
+/**
+ * QEMU runs in its own session, and with autogroup scheduling (the Linux default) a session's
+ * threads compete with others as one group whose weight is the group's nice, not the threads'.
+ */
+async function setAutogroupNice(pid: number, nice: number): Promise<void> {
+  await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(() => {});
 }
 
 /**
