@@ -531,8 +531,11 @@ describe("the forgevm CLI against the server", () => {
     const [child] = JSON.parse(fk.stdout).sandboxes;
     assert.equal((await forgevm("exec", child.id, "--", "hostname")).stdout, `${child.id}\n`);
     assert.equal((await forgevm("kill", child.id)).status, 0);
-    const snaps = await forgevm("snapshots", "--json");
-    assert.ok(Array.isArray(JSON.parse(snaps.stdout)));
+    const snap = await forgevm("snapshot", sb.id, "cli-snap");
+    assert.match(snap.stdout, /^snap-[0-9a-f]{8}\n$/, snap.stderr);
+    assert.ok(JSON.parse((await forgevm("snapshots", "--json")).stdout).some((x: any) => x.name === "cli-snap"));
+    assert.equal(JSON.parse((await forgevm("snapshots", "cli-snap")).stdout).source_id, sb.id);
+    assert.equal((await forgevm("snapshot-rm", "cli-snap")).stdout, "deleted cli-snap\n");
     const k = await forgevm("kill", sb.id);
     assert.equal(k.stdout, `destroyed ${sb.id}\n`);
     // The console log is kept after the VM is gone.

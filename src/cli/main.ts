@@ -168,9 +168,11 @@ program
 
 program
   .command("snapshots")
-  .description("list snapshots")
+  .description("list snapshots, or show one")
+  .argument("[snapshot]", "id or name of one snapshot to show")
   .option("--json", "print JSON")
-  .action(async (o: { json?: boolean }) => {
+  .action(async (one: string | undefined, o: { json?: boolean }) => {
+    if (one) return console.log(JSON.stringify(await client().request<SnapshotView>("GET", `/snapshots/${encodeURIComponent(one)}`), null, 2));
     const list = await client().request<SnapshotView[]>("GET", "/snapshots");
     if (o.json) return console.log(JSON.stringify(list, null, 2));
     if (!list.length) return console.log("no snapshots");

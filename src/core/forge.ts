@@ -350,29 +350,39 @@ export class Forge {
     };
   }
 
-  private newRow(plan: SpawnPlan, opts: { ownerId?: string; metadata?: Record<string, string>; ttlMs?: number }, id = `sb-${randomBytes(4).toString("hex")}`): SandboxRow {
+  private newRow(plan: SpawnPlan, opts: { ownerId?: string; metadata?: Record<string, string>; ttlMs?: number }, id?: string): SandboxRow {
+    const what = { image: plan.image.name, template: plan.template?.name ?? null, memory_mb: plan.memoryMb, vcpus: plan.vcpus, disk_mb: plan.diskMb, env: plan.env, exec_user: plan.execUser };
+    return this.rowOf(what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata }, id);
+  }
+
+  /** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */
+  private rowOf(
+    what: Pick<SandboxRow, "image" | "template" | "memory_mb" | "vcpus" | "disk_mb" | "env" | "exec_user">,
+    opts: { ttlMs: number; ownerId?: string | null; metadata?: Record<string, string> | null; snapshotId?: string },
+    id = `sb-${randomBytes(4).toString("hex")}`,
+  ): SandboxRow {
     const now = Date.now();
     return {
       id,
       state: "creating",
       provider: this.provider.name,
-      image: plan.image.name,
-      memory_mb: plan.memoryMb,
-      vcpus: plan.vcpus,
-      disk_mb: plan.diskMb,
+      image: what.image,
+      memory_mb: what.memory_mb,
+      vcpus: what.vcpus,
+      disk_mb: what.disk_mb,
       owner_id: opts.ownerId ?? null,
       metadata: opts.metadata ?? null,
       created_at: new Date(now).toISOString(),
-      expires_at: new Date(now + (opts.ttlMs ?? plan.ttlMs)).toISOString(),
+      expires_at: new Date(now + opts.ttlMs).toISOString(),
       destroyed_at: null,
       error: null,
       vm_pid: null,
       vm_dir: null,
       manager_pid: process.pid,
-      env: plan.env,
-      template: plan.template?.name ?? null,
-      exec_user: plan.execUser,
-      snapshot_id: null,
+      env: what.env,
+      template: what.template,
+      exec_user: what.exec_user,
+      snapshot_id: opts.snapshotId ?? null,
       origin: null,
       vm_id: null,
     };
@@ -519,7 +529,7 @@ export class Forge {
       const allFed = new Promise<void>((r) => (fed = r));
       const ttlMs = opts.ttlMs ?? Math.max(1000, Date.parse(src.expires_at) - Date.now());
       const children = Array.from({ length: count }, () => {
-        const row: SandboxRow = { ...this.newRow({ image: image ?? ({ name: src.image } as LocalImage), memoryMb: src.memory_mb, vcpus: src.vcpus, diskMb: src.disk_mb, ttlMs, env: src.env, execUser: src.exec_user, template: undefined }, { ownerId: opts.ownerId ?? src.owner_id ?? undefined, metadata: opts.metadata ?? src.metadata ?? undefined }), template: src.template, snapshot_id: snap.id };
+        const row = this.rowOf(src, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata: opts.metadata ?? src.metadata, snapshotId: snap.id });
         rows.push(row);
         this.sandboxes.insert(row);
         this.events.emit("sandbox.created", row.id, { image: row.image, forked_from: id });
@@ -569,11 +579,9 @@ export class Forge {
     const count = opts.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
     const image = await resolveImage(this.paths, snap.image).catch(() => null);
-    const tpl = snap.template ? this.templates.get(snap.template) : undefined;
-    const plan: SpawnPlan = { image: image ?? ({ name: snap.image } as LocalImage), memoryMb: snap.memory_mb, vcpus: snap.vcpus, diskMb: snap.disk_mb, ttlMs: opts.ttlMs ?? this.defaults.ttlMs, env: snap.env, execUser: snap.exec_user, template: tpl };
     return Promise.all(
       Array.from({ length: count }, async () => {
-        const row = { ...this.newRow(plan, { ownerId: opts.ownerId, metadata: opts.metadata }), template: snap.template, snapshot_id: snap.id };
+        const row = this.rowOf(snap, { ttlMs: opts.ttlMs ?? this.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id });
         this.sandboxes.insert(row);
         this.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
         try {
