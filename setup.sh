@@ -49,7 +49,17 @@ else
   say "npm dependencies: already installed"
 fi
 
-# 3. Build: TypeScript (when any source is newer than the last build) and the agent (make).
+# 3. Build: the TypeScript SDK, then the server (each when a source is newer than its last
+#    build; the server's tests use the SDK's build), and the agent (make).
+SDK=sdk/typescript
+if [ ! -f $SDK/dist/.built ] || [ -n "$(find $SDK/src $SDK/tsconfig.json $SDK/build.mjs $SDK/package.json -newer $SDK/dist/.built -print -quit 2>/dev/null)" ]; then
+  echo "setup: building the TypeScript SDK"
+  node $SDK/build.mjs
+  touch $SDK/dist/.built
+  rm -f dist/.built
+else
+  say "TypeScript SDK: up to date"
+fi
 if [ ! -f dist/.built ] || [ -n "$(find src test bench tsconfig.json package.json -newer dist/.built -print -quit 2>/dev/null)" ]; then
   echo "setup: building TypeScript"
   npx tsc -p tsconfig.json

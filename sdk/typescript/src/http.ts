@@ -1,0 +1,63 @@
+// One HTTP transport for the client and its sandboxes: base URL, headers, timeouts, and the
+// mapping of failures to typed errors.
+import { ConnectionError, errorFrom } from "./errors.js";
+import type { ClientOptions } from "./types.js";
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+/** Spawns may boot a VM (or pull an image) first. */
+export const SPAWN_TIMEOUT_MS = 300_000;
+
+export interface RequestOptions {
+  body?: unknown;
+  /** Raw body sent as application/octet-stream. */
+  raw?: Uint8Array;
+  query?: Record<string, string | undefined>;
+  timeoutMs?: number | null;
+  /** Which sandbox a 404 is about. */
+  sandboxId?: string;
+}
+
+export class Transport {
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  private readonly headers: Record<string, string> = {};
+
+  constructor(opts: string | ClientOptions = {}) {
+    const o = typeof opts === "string" ? { baseUrl: opts } : opts;
+    this.baseUrl = (o.baseUrl ?? `http://${o.host ?? "localhost"}:${o.port ?? 7423}`).replace(/\/+$/, "");
+    this.timeoutMs = o.timeout ?? DEFAULT_TIMEOUT_MS;
+    if (o.apiKey) this.headers["X-API-Key"] = o.apiKey;
+    if (o.userId) this.headers["X-User-ID"] = o.userId;
+  }
+
+  /** Sends a request; resolves with the successful response, throws a ForgevmError otherwise. */
+  async send(method: string, path: string, o: RequestOptions = {}): Promise<Response> {
+    const url = new URL(`${this.baseUrl}/api/v1${path}`);
+    for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    const headers: Record<string, string> = { ...this.headers };
+    let body: string | Uint8Array | undefined;
+    if (o.raw) {
+      headers["Content-Type"] = "application/octet-stream";
+      body = o.raw;
+    } else if (o.body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(o.body);
+    }
+    const timeout = o.timeoutMs === undefined ? this.timeoutMs : o.timeoutMs;
+    let res: Response;
+    try {
+      res = await fetch(url, { method, headers, body: body as BodyInit | undefined, signal: timeout === null ? undefined : AbortSignal.timeout(timeout) });
+    } catch (e) {
+      const err = e as Error;
+      if (err.name === "TimeoutError") throw new ConnectionError(`${method} ${url.pathname} got no answer from the ForgeVM server at ${this.baseUrl} within ${timeout} ms`);
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new ConnectionError(`cannot reach the ForgeVM server at ${this.baseUrl}: ${cause?.code ?? cause?.message ?? err.message} (is \`forgevm serve\` running?)`);
+    }
+    if (!res.ok) throw await errorFrom(res, o.sandboxId);
+    return res;
+  }
+
+  async json<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    return (await (await this.send(method, path, o)).json()) as T;
+  }
+}

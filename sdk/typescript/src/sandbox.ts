@@ -1,0 +1,168 @@
+// A sandbox on a ForgeVM server: commands, files, lifetime. Obtained from Client.spawn or get.
+import type { Transport } from "./http.js";
+import { ExecStream } from "./stream.js";
+import type { ExecOptions, ExecResult, FileInfo, SandboxInfo, SandboxState, SnapshotInfo } from "./types.js";
+
+/** How long an exec may take over HTTP beyond the command's own timeout. */
+const EXEC_SLACK_MS = 15_000;
+
+function durationString(t: string | number | undefined): string | undefined {
+  return typeof t === "number" ? `${Math.max(1, Math.round(t))}ms` : t;
+}
+
+function durationMs(t: string | number | undefined): number | undefined {
+  if (typeof t === "number") return t;
+  if (!t) return undefined;
+  let ms = 0;
+  for (const [, n, u] of t.matchAll(/([0-9.]+)(ms|h|m|s)/g)) ms += Number(n) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[u as "ms"];
+  return ms || undefined;
+}
+
+export class Sandbox implements AsyncDisposable {
+  private _info: SandboxInfo;
+
+  /** @internal use Client.spawn or Client.get */
+  constructor(
+    private readonly http: Transport,
+    info: SandboxInfo,
+  ) {
+    this._info = info;
+  }
+
+  get id(): string {
+    return this._info.id;
+  }
+  get state(): SandboxState {
+    return this._info.state;
+  }
+  get image(): string {
+    return this._info.image;
+  }
+  get provider(): string {
+    return this._info.provider;
+  }
+  get memoryMb(): number {
+    return this._info.memory_mb;
+  }
+  get vcpus(): number {
+    return this._info.vcpus;
+  }
+  get expiresAt(): Date {
+    return new Date(this._info.expires_at);
+  }
+  /** The sandbox as the server last described it. */
+  get info(): SandboxInfo {
+    return { ...this._info };
+  }
+
+  private path(suffix = ""): string {
+    return `/sandboxes/${encodeURIComponent(this.id)}${suffix}`;
+  }
+
+  private execBody(command: string, opts: ExecOptions, stream: boolean) {
+    return { command, args: opts.args, env: opts.env, workdir: opts.workdir, timeout: durationString(opts.timeout), user: opts.user, stdin: opts.stdin, stream: stream || undefined };
+  }
+
+  /** Runs a command under /bin/sh -c and waits for it; a non-zero exit is a result, not an error. */
+  async exec(command: string, opts: ExecOptions = {}): Promise<ExecResult> {
+    const limit = durationMs(opts.timeout);
+    const timeoutMs = limit === undefined ? null : Math.max(this.http.timeoutMs, limit + EXEC_SLACK_MS);
+    return this.http.json<ExecResult>("POST", this.path("/exec"), { body: this.execBody(command, opts, false), timeoutMs, sandboxId: this.id });
+  }
+
+  /**
+   * Runs a command and yields its output as it is produced. After the loop, `exitCode` of the
+   * returned stream holds the command's exit code (also: `await stream.done`).
+   */
+  execStream(command: string, opts: ExecOptions = {}): ExecStream {
+    return new ExecStream(() => this.http.send("POST", this.path("/exec"), { body: this.execBody(command, opts, true), timeoutMs: null, sandboxId: this.id }));
+  }
+
+  /** Writes a file (text, or bytes as they are), creating parent directories; `mode` like "0755". */
+  async writeFile(path: string, content: string | Uint8Array, mode?: string): Promise<void> {
+    if (typeof content === "string") {
+      await this.http.send("POST", this.path("/files"), { body: { path, content, mode }, sandboxId: this.id, timeoutMs: null });
+    } else {
+      await this.http.send("POST", this.path("/files"), { raw: content, query: { path, mode }, sandboxId: this.id, timeoutMs: null });
+    }
+  }
+
+  /** Reads a file as UTF-8 text, or as bytes with `{ binary: true }`. */
+  readFile(path: string): Promise<string>;
+  readFile(path: string, opts: { binary: true }): Promise<Uint8Array>;
+  async readFile(path: string, opts: { binary?: boolean } = {}): Promise<string | Uint8Array> {
+    const res = await this.http.send("GET", this.path("/files"), { query: { path }, sandboxId: this.id, timeoutMs: null });
+    return opts.binary ? new Uint8Array(await res.arrayBuffer()) : res.text();
+  }
+
+  /** Reads a file as bytes. */
+  readFileBytes(path: string): Promise<Uint8Array> {
+    return this.readFile(path, { binary: true });
+  }
+
+  async listFiles(path = "/"): Promise<FileInfo[]> {
+    return this.http.json<FileInfo[]>("GET", this.path("/files/list"), { query: { path }, sandboxId: this.id });
+  }
+
+  async statFile(path: string): Promise<FileInfo> {
+    return this.http.json<FileInfo>("GET", this.path("/files/stat"), { query: { path }, sandboxId: this.id });
+  }
+
+  async globFiles(pattern: string): Promise<string[]> {
+    return this.http.json<string[]>("GET", this.path("/files/glob"), { query: { pattern }, sandboxId: this.id });
+  }
+
+  async moveFile(oldPath: string, newPath: string): Promise<void> {
+    await this.http.send("POST", this.path("/files/move"), { body: { old_path: oldPath, new_path: newPath }, sandboxId: this.id });
+  }
+
+  /** Sets permission bits, given in octal like "755". */
+  async chmodFile(path: string, mode: string): Promise<void> {
+    await this.http.send("POST", this.path("/files/chmod"), { body: { path, mode }, sandboxId: this.id });
+  }
+
+  async deleteFile(path: string, recursive = false): Promise<void> {
+    await this.http.send("DELETE", this.path("/files"), { query: { path, recursive: recursive ? "true" : undefined }, sandboxId: this.id });
+  }
+
+  /** Sets the expiry to `ttl` from now (e.g. "30m"). */
+  async extendTtl(ttl = "30m"): Promise<void> {
+    this._info = await this.http.json<SandboxInfo>("POST", this.path("/extend"), { body: { ttl }, sandboxId: this.id });
+  }
+
+  /** Running copies of this sandbox as it is now (memory, processes, disk), each with its own identity. */
+  async fork(opts: { count?: number; ttl?: string } = {}): Promise<Sandbox[]> {
+    const r = await this.http.json<{ sandboxes: SandboxInfo[] }>("POST", this.path("/fork"), { body: opts, sandboxId: this.id, timeoutMs: null });
+    return r.sandboxes.map((s) => new Sandbox(this.http, s));
+  }
+
+  /** Snapshots this sandbox (it keeps running); restore it with Client.restore. */
+  async snapshot(name?: string): Promise<SnapshotInfo> {
+    return this.http.json<SnapshotInfo>("POST", this.path("/snapshot"), { body: name ? { name } : {}, sandboxId: this.id, timeoutMs: null });
+  }
+
+  /** Fetches the sandbox's current state from the server. */
+  async refresh(): Promise<Sandbox> {
+    this._info = await this.http.json<SandboxInfo>("GET", this.path(), { sandboxId: this.id });
+    return this;
+  }
+
+  /** Destroys the sandbox; calling it again is harmless. */
+  async destroy(): Promise<void> {
+    await this.http.send("DELETE", this.path(), { sandboxId: this.id });
+    this._info = { ...this._info, state: "destroyed" };
+  }
+
+  /** `await using sb = await client.spawn()` destroys it at the end of the block. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.destroy();
+  }
+
+  toString(): string {
+    return `Sandbox(${this.id}, ${this.state})`;
+  }
+
+  toJSON(): SandboxInfo {
+    return this.info;
+  }
+}

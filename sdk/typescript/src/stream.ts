@@ -1,0 +1,65 @@
+// Streamed exec: NDJSON lines as the server flushes them, yielded as chunks; the final
+// `{"stream":"exit"}` line is not a chunk but the exit code.
+import { ProviderError } from "./errors.js";
+import type { StreamChunk } from "./types.js";
+
+/** Output of a streaming exec: iterate it for chunks; `exitCode` is set once it has ended. */
+export class ExecStream implements AsyncIterable<StreamChunk> {
+  /** The command's exit code, once the stream has ended (null before). */
+  exitCode: number | null = null;
+  private started = false;
+  private finished!: (code: number) => void;
+  private failed!: (e: Error) => void;
+  /** Resolves with the exit code when the command ends (consume the stream to get there). */
+  readonly done: Promise<number>;
+
+  constructor(private readonly open: () => Promise<Response>) {
+    this.done = new Promise<number>((res, rej) => {
+      this.finished = res;
+      this.failed = rej;
+    });
+    this.done.catch(() => {});
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<StreamChunk> {
+    if (this.started) throw new Error("an exec stream can be iterated only once");
+    this.started = true;
+    try {
+      const res = await this.open();
+      const reader = res.body!.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (value) buf += dec.decode(value, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          const msg = JSON.parse(line) as { stream: string; data: string; exit_code?: number };
+          if (msg.stream === "exit") this.exitCode = msg.exit_code ?? -1;
+          else if (msg.stream === "error") throw new ProviderError(msg.data, "INTERNAL_ERROR");
+          else yield { stream: msg.stream as StreamChunk["stream"], data: msg.data };
+        }
+        if (done) break;
+      }
+      if (this.exitCode === null) throw new ProviderError("the exec stream ended without an exit code", "INTERNAL_ERROR");
+      this.finished(this.exitCode);
+    } catch (e) {
+      this.failed(e as Error);
+      throw e;
+    }
+  }
+
+  /** Reads the whole stream; resolves with everything it printed and the exit code. */
+  async collect(): Promise<{ stdout: string; stderr: string; exitCode: number }> {
+    let stdout = "";
+    let stderr = "";
+    for await (const c of this) {
+      if (c.stream === "stdout") stdout += c.data;
+      else stderr += c.data;
+    }
+    return { stdout, stderr, exitCode: this.exitCode! };
+  }
+}

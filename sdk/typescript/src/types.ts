@@ -1,0 +1,137 @@
+// Wire shapes of the ForgeVM REST API (snake_case, as the server sends them).
+
+export type SandboxState = "creating" | "running" | "destroyed" | "error";
+
+export interface SandboxInfo {
+  id: string;
+  state: SandboxState;
+  provider: string;
+  image: string;
+  memory_mb: number;
+  vcpus: number;
+  owner_id?: string;
+  vm_id?: string;
+  created_at: string;
+  expires_at: string;
+  metadata?: Record<string, string>;
+  error?: string;
+}
+
+export interface SpawnOptions {
+  /** Image name; the server's default when left out. */
+  image?: string;
+  provider?: string;
+  memory_mb?: number;
+  vcpus?: number;
+  disk_mb?: number;
+  /** Lifetime as a duration string, e.g. "30m". */
+  ttl?: string;
+  template?: string;
+  owner_id?: string;
+  metadata?: Record<string, string>;
+  env?: Record<string, string>;
+  /** Who commands run as by default ("image" for the image's USER). */
+  user?: string;
+}
+
+export interface ExecOptions {
+  /** Arguments, each shell-quoted and appended to the command. */
+  args?: string[];
+  env?: Record<string, string>;
+  workdir?: string;
+  /** Duration string ("30s") or milliseconds. */
+  timeout?: string | number;
+  user?: string;
+  /** Text fed to the command's standard input. */
+  stdin?: string;
+}
+
+export interface ExecResult {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  /** Duration string, e.g. "107ms". */
+  duration: string;
+  timed_out?: boolean;
+  truncated?: boolean;
+}
+
+export interface StreamChunk {
+  stream: "stdout" | "stderr";
+  data: string;
+}
+
+export interface FileInfo {
+  path: string;
+  name: string;
+  size: number;
+  /** Permission bits in octal, e.g. "644". */
+  mode: string;
+  is_dir: boolean;
+  mod_time: string;
+}
+
+export interface HealthInfo {
+  status: string;
+  version: string;
+  uptime: string;
+}
+
+export interface ProviderInfo {
+  name: string;
+  healthy: boolean;
+  default: boolean;
+}
+
+export interface VMPoolStatus {
+  enabled: boolean;
+  vms?: number;
+  max_vms?: number;
+  total_users?: number;
+  max_users_per_vm?: number;
+  [key: string]: unknown;
+}
+
+export interface SnapshotInfo {
+  id: string;
+  name?: string;
+  kind: "sandbox" | "fork" | "base";
+  state: string;
+  source_id?: string;
+  image: string;
+  template?: string;
+  memory_mb: number;
+  vcpus: number;
+  disk_mb: number;
+  format: string;
+  size_bytes: number;
+  created_at: string;
+}
+
+export interface Template {
+  name: string;
+  version?: string;
+  image?: string;
+  description?: string;
+  setup?: string[];
+  memory_mb?: number;
+  cpu_cores?: number;
+  ttl_seconds?: number;
+  env?: Record<string, string>;
+  pool_size?: number;
+  created_at?: string;
+  updated_at?: string;
+}
+
+export interface ClientOptions {
+  /** e.g. "http://localhost:7423"; else built from host and port. */
+  baseUrl?: string;
+  host?: string;
+  port?: number;
+  /** Sent as X-API-Key. */
+  apiKey?: string;
+  /** Sent as X-User-ID: the owner of the sandboxes this client spawns and lists. */
+  userId?: string;
+  /** Per-request timeout in milliseconds (default 30000; spawns and execs get longer, see README). */
+  timeout?: number;
+}
