@@ -208,19 +208,19 @@ describe("TypeScript SDK: LLM tools", () => {
 
   it("runs recorded tool calls of both formats against a sandbox", async () => {
     // Recorded shapes: an OpenAI chat.completions tool call and Anthropic tool_use blocks.
-    const openaiCall = { id: "call_1", type: "function", function: { name: "execute_code", arguments: '{"code":"import sys\\nprint(sum(range(10)))\\nprint(\'oops\', file=sys.stderr)"}' } };
+    const openaiCall = { id: "call_1", type: "function", function: { name: "execute_code", arguments: '{"command":"python3 -c \\"import sys; print(sum(range(10))); print(\'oops\', file=sys.stderr)\\""}' } };
     const out = await handleToolCall(sb, openaiCall);
-    assert.match(out, /^exit_code: 0\nstdout:\n45\n\nstderr:\noops\n$/);
+    assert.equal(out, "exit_code: 0\nstdout:\n45\n\nstderr:\noops\n");
     const write = { type: "tool_use", id: "toolu_1", name: "write_file", input: { path: "/tmp/llm/hello.sh", content: "echo from llm" } };
     assert.match(await handleToolCall(sb, write), /wrote 13 characters/);
-    const bash = { type: "tool_use", id: "toolu_2", name: "execute_code", input: { code: "sh /tmp/llm/hello.sh", language: "bash" } };
-    assert.match(await handleToolCall(sb, bash), /stdout:\nfrom llm/);
+    const runIt = { type: "tool_use", id: "toolu_2", name: "execute_code", input: { command: "sh /tmp/llm/hello.sh; exit 2" } };
+    assert.equal(await handleToolCall(sb, runIt), "exit_code: 2\nstdout:\nfrom llm\n");
     assert.equal(await handleToolCall(sb, { type: "tool_use", id: "toolu_3", name: "read_file", input: { path: "/tmp/llm/hello.sh" } }), "echo from llm");
     // Bad calls come back as text for the model, never as exceptions.
     assert.match(await handleToolCall(sb, { function: { name: "execute_code", arguments: "{not json" } }), /^error: .*JSON/);
     assert.match(await handleToolCall(sb, { name: "rm_rf", input: {} }), /^error: unknown tool rm_rf/);
     assert.match(await handleToolCall(sb, { name: "read_file", input: { path: "/nope" } }), /^error: /);
-    assert.match(await handleToolCall(sb, { name: "execute_code", input: { code: "1", language: "cobol" } }), /^error: unknown language/);
+    assert.match(await handleToolCall(sb, { name: "execute_code", input: { code: "print(1)" } }), /^error: execute_code needs a string `command`/);
   });
 });
 
@@ -233,10 +233,10 @@ describe("TypeScript SDK: as users get it", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** Runs a script as a user would: ESM, in `cwd`, against the server (the key comes from the env). */
+  /** Runs a script as a user would: ESM, in `cwd`, against the server (its key in FORGEVM_API_KEY). */
   async function runScript(cwd: string, name: string, code: string) {
     await writeFile(join(cwd, name), code);
-    return run(process.execPath, [join(cwd, name)], { cwd, timeout: 120_000, env: { ...process.env, FORGEVM_TEST_KEY: KEY } });
+    return run(process.execPath, [join(cwd, name)], { cwd, timeout: 120_000, env: { ...process.env, FORGEVM_API_KEY: KEY } });
   }
 
   it("the product document's TypeScript snippet runs as written (default image for alpine:latest)", async () => {
@@ -245,10 +245,8 @@ describe("TypeScript SDK: as users get it", () => {
     const fixture = await readFile(join(repo, "test", "fixtures", "seed-typescript.mjs"), "utf8");
     const seed = await readFile(join(repo, "..", "shared", "seeds", "000_5e0eec8a6eae65fa.txt"), "utf8").catch(() => null);
     if (seed) assert.ok(seed.includes(fixture.trim()), "the fixture is the product document's snippet");
-    const snippet = fixture
-      .replace('spawn({ image: "alpine:latest" })', "spawn({})")
-      // the only other change: this test server requires an API key
-      .replace('new Client("http://localhost:7423")', 'new Client({ baseUrl: "http://localhost:7423", apiKey: process.env.FORGEVM_TEST_KEY })');
+    // The only change: the image (the test server's key comes from FORGEVM_API_KEY).
+    const snippet = fixture.replace('spawn({ image: "alpine:latest" })', "spawn({})");
     assert.notEqual(snippet, fixture);
     const here = join(repo, ".forgevm-test");
     await mkdir(here, { recursive: true });
@@ -265,7 +263,7 @@ describe("TypeScript SDK: as users get it", () => {
     await writeFile(join(proj, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
     await run("npm", ["install", "--offline", "--no-audit", "--no-fund", tarball], { cwd: proj });
     const readme = await readFile(join(sdk, "README.md"), "utf8");
-    const example = /```js\n([\s\S]*?)```/.exec(readme)![1].replace('new Client("http://localhost:7423")', 'new Client({ baseUrl: "http://localhost:7423", apiKey: process.env.FORGEVM_TEST_KEY })');
+    const example = /```js\n([\s\S]*?)```/.exec(readme)![1];
     const r = await runScript(proj, "example.mjs", example);
     assert.equal(r.stdout, "42\n4\ntick 1\ntick 2\ntick 3\nexit code 0\n");
     // The CommonJS build works as well.

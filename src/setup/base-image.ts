@@ -1,15 +1,16 @@
 // The built-in default image: Debian bookworm (minbase + python3, bash, ca-certificates,
-// coreutils) made with debootstrap from the Debian archive, packed into a read-only ext4 file
+// coreutils, ping) made with debootstrap from the Debian archive, packed into a read-only ext4 file
 // with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still has
 // a working image this way.
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
 import { DEFAULT_IMAGE, imageDir, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
-const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils"];
+const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping"];
+const DESCRIPTION = `Debian 12 bookworm minbase with ${PACKAGES.join(", ")}`;
 
 /** The Debian mirror to use: $FORGEVM_DEBIAN_MIRROR, else the host's apt source, else deb.debian.org. */
 export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promise<string> {
@@ -22,13 +23,15 @@ export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promis
   return "http://deb.debian.org/debian";
 }
 
-/** Builds DEFAULT_IMAGE into the image store unless it is already there. */
+/** Builds DEFAULT_IMAGE into the image store unless it is already there with the current package list. */
 export async function ensureBaseImage(paths: Paths, log: (m: string) => void): Promise<void> {
   const dir = imageDir(paths, DEFAULT_IMAGE);
-  if (await stat(join(dir, "image.json")).then(() => true, () => false)) {
+  const built = await readFile(join(dir, "image.json"), "utf8").then((t) => JSON.parse(t) as ImageMeta, () => null);
+  if (built?.description === DESCRIPTION) {
     log(`image ${DEFAULT_IMAGE}: already built`);
     return;
   }
+  if (built) log(`image ${DEFAULT_IMAGE}: rebuilding (its package list changed)`);
   if (process.getuid?.() !== 0) {
     throw new Error(`building ${DEFAULT_IMAGE} needs root (debootstrap creates device nodes and owners): run sudo ./setup.sh`);
   }
@@ -51,7 +54,7 @@ export async function ensureBaseImage(paths: Paths, log: (m: string) => void): P
       source: `debootstrap --variant=minbase bookworm (${mirror})`,
       createdAt: new Date().toISOString(),
       size,
-      description: `Debian 12 bookworm minbase with ${PACKAGES.join(", ")}`,
+      description: DESCRIPTION,
     };
     await writeFile(join(staging, "image.json"), JSON.stringify(meta, null, 2) + "\n");
     await rm(dir, { recursive: true, force: true });

@@ -26,7 +26,10 @@ export class Transport {
     const o = typeof opts === "string" ? { baseUrl: opts } : opts;
     this.baseUrl = (o.baseUrl ?? `http://${o.host ?? "localhost"}:${o.port ?? 7423}`).replace(/\/+$/, "");
     this.timeoutMs = o.timeout ?? DEFAULT_TIMEOUT_MS;
-    if (o.apiKey) this.headers["X-API-Key"] = o.apiKey;
+    // As the CLI does: a key in the environment (Node) serves every client that names none.
+    const envKey = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.FORGEVM_API_KEY;
+    const apiKey = o.apiKey ?? (envKey || undefined);
+    if (apiKey) this.headers["X-API-Key"] = apiKey;
     if (o.userId) this.headers["X-User-ID"] = o.userId;
   }
 

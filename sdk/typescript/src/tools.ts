@@ -1,26 +1,22 @@
-// Ready-made LLM tools: definitions of execute_code, write_file and read_file in OpenAI
+// Ready-made LLM tools, named as in the product document: execute_code (a shell command),
+// write_file and read_file, as definitions in OpenAI
 // function-calling and Anthropic tool_use formats, and one dispatcher that runs a tool call
 // (either format) against a sandbox and returns the text to send back to the model.
 import type { Sandbox } from "./sandbox.js";
 
-const LANGUAGES = { python: "python3", bash: "bash", sh: "sh", node: "node" } as const;
-
 const TOOLS = [
   {
     name: "execute_code",
-    description: "Run code in an isolated Linux sandbox and return its exit code, stdout and stderr. State (files, installed packages) persists between calls.",
+    description: "Execute a shell command in a sandboxed VM (e.g. `python3 script.py`); returns the exit code, stdout and stderr. Files and installed packages persist between calls.",
     parameters: {
       type: "object",
-      properties: {
-        code: { type: "string", description: "The program or shell commands to run." },
-        language: { type: "string", enum: Object.keys(LANGUAGES), description: "Language of the code (default python)." },
-      },
-      required: ["code"],
+      properties: { command: { type: "string", description: "The shell command to run." } },
+      required: ["command"],
     },
   },
   {
     name: "write_file",
-    description: "Write a text file in the sandbox, creating parent directories.",
+    description: "Write a file in the sandbox, creating parent directories.",
     parameters: {
       type: "object",
       properties: { path: { type: "string", description: "Absolute path." }, content: { type: "string", description: "File content." } },
@@ -33,6 +29,9 @@ const TOOLS = [
     parameters: { type: "object", properties: { path: { type: "string", description: "Absolute path." } }, required: ["path"] },
   },
 ] as const;
+
+/** How long one tool command may run. */
+const TOOL_TIMEOUT = "120s";
 
 export type ToolName = (typeof TOOLS)[number]["name"];
 
@@ -71,13 +70,10 @@ export async function handleToolCall(sandbox: Sandbox, call: ToolCall): Promise<
   try {
     switch (name) {
       case "execute_code": {
-        const code = str("code");
-        if (code === undefined) return "error: execute_code needs a string `code`";
-        const lang = (str("language") ?? "python") as keyof typeof LANGUAGES;
-        const interp = LANGUAGES[lang];
-        if (!interp) return `error: unknown language ${lang} (use one of ${Object.keys(LANGUAGES).join(", ")})`;
-        const r = await sandbox.exec(`${interp} -`, { stdin: code, timeout: "120s" });
-        return `exit_code: ${r.exit_code}\nstdout:\n${r.stdout}${r.stderr ? `\nstderr:\n${r.stderr}` : ""}`;
+        const command = str("command");
+        if (command === undefined) return "error: execute_code needs a string `command`";
+        const r = await sandbox.exec(command, { timeout: TOOL_TIMEOUT });
+        return `exit_code: ${r.exit_code}${r.timed_out ? " (timed out)" : ""}\nstdout:\n${r.stdout}${r.stderr ? `\nstderr:\n${r.stderr}` : ""}`;
       }
       case "write_file": {
         const path = str("path");

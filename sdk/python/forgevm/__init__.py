@@ -1,0 +1,49 @@
+"""ForgeVM Python SDK (standard library only): disposable, isolated microVMs for AI agents."""
+
+from .async_client import AsyncClient, AsyncExecStream, AsyncSandbox
+from .client import Client, Templates
+from .errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    ConnectionError,
+    ForgevmConnectionError,
+    ForgevmError,
+    NotFoundError,
+    ProviderError,
+    SandboxNotFound,
+    SandboxNotFoundError,
+)
+from .models import ExecResult, FileInfo, SandboxInfo, StreamChunk
+from .sandbox import Sandbox
+from .streaming import ExecStream
+from .tools import anthropic_tools, handle_tool_call, openai_tools
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AsyncExecStream",
+    "AsyncSandbox",
+    "AuthenticationError",
+    "BadRequestError",
+    "Client",
+    "ConflictError",
+    "ConnectionError",
+    "ExecResult",
+    "ExecStream",
+    "FileInfo",
+    "ForgevmConnectionError",
+    "ForgevmError",
+    "NotFoundError",
+    "ProviderError",
+    "Sandbox",
+    "SandboxInfo",
+    "SandboxNotFound",
+    "SandboxNotFoundError",
+    "StreamChunk",
+    "Templates",
+    "anthropic_tools",
+    "handle_tool_call",
+    "openai_tools",
+]

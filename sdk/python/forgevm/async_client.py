@@ -1,0 +1,178 @@
+"""asyncio flavour: the same calls as Client and Sandbox, awaited (blocking I/O runs in threads)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, TypeVar, Union
+
+from ._http import DEFAULT_TIMEOUT
+from .client import Client
+from .models import ExecResult, FileInfo, SandboxInfo, StreamChunk
+from .sandbox import Sandbox
+from .streaming import ExecStream
+
+T = TypeVar("T")
+
+
+async def _run(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kw))
+
+
+class AsyncExecStream:
+    """``async for chunk in stream``; ``exit_code`` is set once it has ended."""
+
+    def __init__(self, stream: ExecStream):
+        self._stream = stream
+        self._it: Any = None
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self._stream.exit_code
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        return self
+
+    async def __anext__(self) -> StreamChunk:
+        if self._it is None:
+            self._it = iter(self._stream)
+        chunk = await _run(next, self._it, None)
+        if chunk is None:
+            raise StopAsyncIteration
+        return chunk
+
+
+class AsyncSandbox:
+    """A sandbox whose calls are awaited; ``async with`` destroys it afterwards."""
+
+    def __init__(self, sandbox: Sandbox):
+        self._sb = sandbox
+
+    @property
+    def id(self) -> str:
+        return self._sb.id
+
+    @property
+    def state(self) -> str:
+        return self._sb.state
+
+    @property
+    def info(self) -> SandboxInfo:
+        return self._sb.info
+
+    async def exec(self, command: str, **kw: Any) -> ExecResult:
+        return await _run(self._sb.exec, command, **kw)
+
+    def exec_stream(self, command: str, **kw: Any) -> AsyncExecStream:
+        return AsyncExecStream(self._sb.exec_stream(command, **kw))
+
+    async def write_file(self, path: str, content: Union[str, bytes], mode: Optional[str] = None) -> None:
+        await _run(self._sb.write_file, path, content, mode)
+
+    async def read_file(self, path: str, binary: bool = False) -> Union[str, bytes]:
+        return await _run(self._sb.read_file, path, binary)
+
+    async def list_files(self, path: str = "/") -> List[FileInfo]:
+        return await _run(self._sb.list_files, path)
+
+    async def stat_file(self, path: str) -> FileInfo:
+        return await _run(self._sb.stat_file, path)
+
+    async def glob_files(self, pattern: str) -> List[str]:
+        return await _run(self._sb.glob_files, pattern)
+
+    async def move_file(self, old_path: str, new_path: str) -> None:
+        await _run(self._sb.move_file, old_path, new_path)
+
+    async def chmod_file(self, path: str, mode: str) -> None:
+        await _run(self._sb.chmod_file, path, mode)
+
+    async def delete_file(self, path: str, recursive: bool = False) -> None:
+        await _run(self._sb.delete_file, path, recursive)
+
+    async def extend_ttl(self, ttl: str = "30m") -> None:
+        await _run(self._sb.extend_ttl, ttl)
+
+    async def fork(self, count: int = 1, ttl: Optional[str] = None) -> List["AsyncSandbox"]:
+        return [AsyncSandbox(s) for s in await _run(self._sb.fork, count, ttl)]
+
+    async def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self._sb.snapshot, name)
+
+    async def refresh(self) -> "AsyncSandbox":
+        await _run(self._sb.refresh)
+        return self
+
+    async def destroy(self) -> None:
+        await _run(self._sb.destroy)
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.destroy()
+
+
+class _Spawning:
+    """``await client.spawn()`` or ``async with client.spawn() as sb``."""
+
+    def __init__(self, coro: Any):
+        self._coro = coro
+        self._sb: Optional[AsyncSandbox] = None
+
+    def __await__(self):
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> AsyncSandbox:
+        self._sb = await self._coro
+        return self._sb
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._sb is not None:
+            await self._sb.destroy()
+
+
+class AsyncClient:
+    """``async with AsyncClient("http://localhost:7423") as client:``."""
+
+    def __init__(self, base_url: str = "http://localhost:7423", api_key: Optional[str] = None, user_id: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT):
+        self._c = Client(base_url, api_key, user_id, timeout)
+
+    def spawn(self, **kw: Any) -> _Spawning:
+        async def go() -> AsyncSandbox:
+            return AsyncSandbox(await _run(self._c.spawn, **kw))
+
+        return _Spawning(go())
+
+    async def get(self, sandbox_id: str) -> AsyncSandbox:
+        return AsyncSandbox(await _run(self._c.get, sandbox_id))
+
+    async def list(self) -> List[SandboxInfo]:
+        return await _run(self._c.list)
+
+    async def prune(self) -> int:
+        return await _run(self._c.prune)
+
+    async def health(self) -> Dict[str, Any]:
+        return await _run(self._c.health)
+
+    async def pool_status(self) -> Dict[str, Any]:
+        return await _run(self._c.pool_status)
+
+    async def providers(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.providers)
+
+    async def snapshots(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.snapshots)
+
+    async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[AsyncSandbox]:
+        return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl)]
+
+    async def close(self) -> None:
+        self._c.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,108 @@
+"""The client: spawns and finds sandboxes, manages templates and snapshots, reports on the server."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, Dict, List, Optional
+
+from ._http import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, Transport
+from .models import SandboxInfo, _pick
+from .sandbox import Sandbox
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+class Templates:
+    """Templates stored on the server: named spawn settings, setup commands, warm pools."""
+
+    def __init__(self, http: Transport):
+        self._http = http
+
+    def list(self) -> List[Dict[str, Any]]:
+        return self._http.json("GET", "/templates")
+
+    def get(self, name: str) -> Dict[str, Any]:
+        return self._http.json("GET", f"/templates/{_q(name)}")
+
+    def create(self, name: str, **fields: Any) -> Dict[str, Any]:
+        return self._http.json("POST", "/templates", body={"name": name, **fields})
+
+    def update(self, name: str, **fields: Any) -> Dict[str, Any]:
+        return self._http.json("PUT", f"/templates/{_q(name)}", body=fields)
+
+    def delete(self, name: str) -> None:
+        self._http.call("DELETE", f"/templates/{_q(name)}")
+
+    def spawn(self, name: str, ttl: Optional[str] = None, owner_id: Optional[str] = None) -> Sandbox:
+        return Sandbox(self._http, self._http.json("POST", f"/templates/{_q(name)}/spawn", body={"ttl": ttl, "owner_id": owner_id}, timeout=SPAWN_TIMEOUT))
+
+
+class Client:
+    """``Client("http://localhost:7423", api_key=None, user_id=None, timeout=30)``."""
+
+    def __init__(self, base_url: str = "http://localhost:7423", api_key: Optional[str] = None, user_id: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT):
+        self._http = Transport(base_url, api_key, user_id, timeout)
+        self.templates = Templates(self._http)
+
+    @property
+    def base_url(self) -> str:
+        return self._http.base_url
+
+    def spawn(
+        self,
+        image: Optional[str] = None,
+        memory_mb: Optional[int] = None,
+        vcpus: Optional[int] = None,
+        ttl: Optional[str] = None,
+        template: Optional[str] = None,
+        provider: Optional[str] = None,
+        owner_id: Optional[str] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        env: Optional[Dict[str, str]] = None,
+        disk_mb: Optional[int] = None,
+        user: Optional[str] = None,
+    ) -> Sandbox:
+        """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards."""
+        body = {"image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider, "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user}
+        return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
+
+    def get(self, sandbox_id: str) -> Sandbox:
+        return Sandbox(self._http, self._http.json("GET", f"/sandboxes/{_q(sandbox_id)}", sandbox_id=sandbox_id))
+
+    def list(self) -> List[SandboxInfo]:
+        return [_pick(SandboxInfo, s) for s in self._http.json("GET", "/sandboxes")]
+
+    def prune(self) -> int:
+        """Destroys every expired sandbox; returns how many."""
+        return int(self._http.json("DELETE", "/sandboxes")["pruned"])
+
+    def health(self) -> Dict[str, Any]:
+        return self._http.json("GET", "/health")
+
+    def pool_status(self) -> Dict[str, Any]:
+        return self._http.json("GET", "/pool/status")
+
+    def providers(self) -> List[Dict[str, Any]]:
+        return self._http.json("GET", "/providers")
+
+    def snapshots(self) -> List[Dict[str, Any]]:
+        return self._http.json("GET", "/snapshots")
+
+    def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[Sandbox]:
+        """Starts sandboxes from a snapshot (id or name), each as the sandbox was when it was taken."""
+        r = self._http.json("POST", f"/snapshots/{_q(snapshot)}/spawn", body={"count": count, "ttl": ttl}, timeout=None)
+        return [Sandbox(self._http, s) for s in r["sandboxes"]]
+
+    def delete_snapshot(self, snapshot: str) -> None:
+        self._http.call("DELETE", f"/snapshots/{_q(snapshot)}")
+
+    def close(self) -> None:
+        """Nothing to release (every request has its own connection); for symmetry with AsyncClient."""
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

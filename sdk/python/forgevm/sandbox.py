@@ -1,0 +1,178 @@
+"""A sandbox on a ForgeVM server: commands, files, lifetime. Obtained from Client.spawn or get."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import Any, Dict, List, Optional, Union
+
+from ._http import Transport
+from .models import ExecResult, FileInfo, SandboxInfo, _pick
+from .streaming import ExecStream
+
+#: How long an exec may take over HTTP beyond the command's own timeout.
+EXEC_SLACK = 15.0
+
+
+def _duration(t: Union[str, float, int, None]) -> Optional[str]:
+    """Seconds (number) or a duration string ("30s") as the server's duration string."""
+    if t is None or isinstance(t, str):
+        return t
+    return f"{max(1, round(t * 1000))}ms"
+
+
+def _seconds(t: Union[str, float, int, None]) -> Optional[float]:
+    if t is None:
+        return None
+    if not isinstance(t, str):
+        return float(t)
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    total = sum(float(n) * units[u] for n, u in re.findall(r"([0-9.]+)(ms|h|m|s)", t))
+    return total or None
+
+
+class Sandbox:
+    """A running sandbox. ``with client.spawn() as sb:`` destroys it when the block ends."""
+
+    def __init__(self, http: Transport, info: Dict[str, Any]):
+        self._http = http
+        self._info = _pick(SandboxInfo, info)
+
+    # -- what it is
+    @property
+    def id(self) -> str:
+        return self._info.id
+
+    @property
+    def state(self) -> str:
+        return self._info.state
+
+    @property
+    def image(self) -> str:
+        return self._info.image
+
+    @property
+    def provider(self) -> str:
+        return self._info.provider
+
+    @property
+    def memory_mb(self) -> int:
+        return self._info.memory_mb
+
+    @property
+    def vcpus(self) -> int:
+        return self._info.vcpus
+
+    @property
+    def expires_at(self) -> str:
+        return self._info.expires_at
+
+    @property
+    def info(self) -> SandboxInfo:
+        return self._info
+
+    def _path(self, suffix: str = "") -> str:
+        return f"/sandboxes/{urllib.parse.quote(self.id, safe='')}{suffix}"
+
+    @staticmethod
+    def _exec_body(command: str, args, env, workdir, timeout, user, stdin, stream: bool) -> Dict[str, Any]:
+        return {"command": command, "args": args, "env": env, "workdir": workdir, "timeout": _duration(timeout), "user": user, "stdin": stdin, "stream": True if stream else None}
+
+    # -- commands
+    def exec(
+        self,
+        command: str,
+        args: Optional[List[str]] = None,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        timeout: Union[str, float, None] = None,
+        user: Optional[str] = None,
+        stdin: Optional[str] = None,
+    ) -> ExecResult:
+        """Runs a command under /bin/sh -c and waits; ``timeout`` in seconds or as "30s"."""
+        limit = _seconds(timeout)
+        http_timeout = None if limit is None else max(self._http.timeout, limit + EXEC_SLACK)
+        data = self._http.json("POST", self._path("/exec"), body=self._exec_body(command, args, env, workdir, timeout, user, stdin, False), timeout=http_timeout, sandbox_id=self.id)
+        return _pick(ExecResult, data)
+
+    def exec_stream(
+        self,
+        command: str,
+        args: Optional[List[str]] = None,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        timeout: Union[str, float, None] = None,
+        user: Optional[str] = None,
+        stdin: Optional[str] = None,
+    ) -> ExecStream:
+        """Runs a command and yields its output as produced; ``exit_code`` is set afterwards."""
+        body = self._exec_body(command, args, env, workdir, timeout, user, stdin, True)
+        return ExecStream(lambda: self._http.open("POST", self._path("/exec"), body=body, timeout=None, sandbox_id=self.id))
+
+    # -- files
+    def write_file(self, path: str, content: Union[str, bytes], mode: Optional[str] = None) -> None:
+        """Writes text or bytes, creating parent directories; ``mode`` like "0644"."""
+        if isinstance(content, str):
+            self._http.call("POST", self._path("/files"), body={"path": path, "content": content, "mode": mode}, timeout=None, sandbox_id=self.id)
+        else:
+            self._http.call("POST", self._path("/files"), raw=bytes(content), query={"path": path, "mode": mode}, timeout=None, sandbox_id=self.id)
+
+    def read_file(self, path: str, binary: bool = False) -> Union[str, bytes]:
+        """Reads a file as UTF-8 text, or as bytes with ``binary=True``."""
+        with self._http.open("GET", self._path("/files"), query={"path": path}, timeout=None, sandbox_id=self.id) as res:
+            data = res.read()
+        return data if binary else data.decode("utf-8")
+
+    def read_file_bytes(self, path: str) -> bytes:
+        return self.read_file(path, binary=True)  # type: ignore[return-value]
+
+    def list_files(self, path: str = "/") -> List[FileInfo]:
+        return [_pick(FileInfo, f) for f in self._http.json("GET", self._path("/files/list"), query={"path": path}, sandbox_id=self.id)]
+
+    def stat_file(self, path: str) -> FileInfo:
+        return _pick(FileInfo, self._http.json("GET", self._path("/files/stat"), query={"path": path}, sandbox_id=self.id))
+
+    def glob_files(self, pattern: str) -> List[str]:
+        return self._http.json("GET", self._path("/files/glob"), query={"pattern": pattern}, sandbox_id=self.id)
+
+    def move_file(self, old_path: str, new_path: str) -> None:
+        self._http.call("POST", self._path("/files/move"), body={"old_path": old_path, "new_path": new_path}, sandbox_id=self.id)
+
+    def chmod_file(self, path: str, mode: str) -> None:
+        """Sets permission bits given in octal, like "755"."""
+        self._http.call("POST", self._path("/files/chmod"), body={"path": path, "mode": mode}, sandbox_id=self.id)
+
+    def delete_file(self, path: str, recursive: bool = False) -> None:
+        self._http.call("DELETE", self._path("/files"), query={"path": path, "recursive": "true" if recursive else None}, sandbox_id=self.id)
+
+    # -- lifetime
+    def extend_ttl(self, ttl: str = "30m") -> None:
+        """Sets the expiry to ``ttl`` from now."""
+        self._info = _pick(SandboxInfo, self._http.json("POST", self._path("/extend"), body={"ttl": ttl}, sandbox_id=self.id))
+
+    def fork(self, count: int = 1, ttl: Optional[str] = None) -> List["Sandbox"]:
+        """Running copies of this sandbox as it is now, each with its own identity."""
+        r = self._http.json("POST", self._path("/fork"), body={"count": count, "ttl": ttl}, timeout=None, sandbox_id=self.id)
+        return [Sandbox(self._http, s) for s in r["sandboxes"]]
+
+    def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """Snapshots this sandbox (it keeps running); restore it with Client.restore."""
+        return self._http.json("POST", self._path("/snapshot"), body={"name": name}, timeout=None, sandbox_id=self.id)
+
+    def refresh(self) -> "Sandbox":
+        self._info = _pick(SandboxInfo, self._http.json("GET", self._path(), sandbox_id=self.id))
+        return self
+
+    def destroy(self) -> None:
+        """Destroys the sandbox; calling it again is harmless."""
+        self._http.call("DELETE", self._path(), sandbox_id=self.id)
+        self._info.state = "destroyed"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, state={self.state!r})"

@@ -1,0 +1,45 @@
+"""Streamed exec: NDJSON lines as the server flushes them; the last line is the exit code."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterator, Optional
+
+from .errors import ProviderError
+from .models import StreamChunk
+
+
+class ExecStream:
+    """Iterate for chunks as they are produced; ``exit_code`` is set once the stream has ended."""
+
+    def __init__(self, open_response: Callable[[], Any]):
+        self._open = open_response
+        self._started = False
+        self.exit_code: Optional[int] = None
+
+    def __iter__(self) -> Iterator[StreamChunk]:
+        if self._started:
+            raise RuntimeError("an exec stream can be iterated only once")
+        self._started = True
+        with self._open() as res:
+            for raw in res:
+                line = raw.strip()
+                if not line:
+                    continue
+                msg = json.loads(line)
+                kind = msg.get("stream")
+                if kind == "exit":
+                    self.exit_code = int(msg.get("exit_code", -1))
+                elif kind == "error":
+                    raise ProviderError(str(msg.get("data")), "INTERNAL_ERROR")
+                else:
+                    yield StreamChunk(stream=kind, data=msg.get("data", ""))
+        if self.exit_code is None:
+            raise ProviderError("the exec stream ended without an exit code", "INTERNAL_ERROR")
+
+    def collect(self) -> "tuple[str, str, int]":
+        """Reads the whole stream: (stdout, stderr, exit_code)."""
+        out, err = [], []
+        for c in self:
+            (out if c.stream == "stdout" else err).append(c.data)
+        return "".join(out), "".join(err), self.exit_code  # type: ignore[return-value]

@@ -1,0 +1,226 @@
+"""The Python SDK against a live ForgeVM server with real VMs.
+
+Run by test/sdk-python.test.ts, which starts the server and sets FORGEVM_URL, FORGEVM_API_KEY
+(the server requires it) and FORGEVM_FIXTURES (the product document's snippets)."""
+
+import ast
+import asyncio
+import contextlib
+import hashlib
+import io
+import os
+import time
+import unittest
+
+import forgevm
+from forgevm import (
+    AsyncClient,
+    AuthenticationError,
+    BadRequestError,
+    Client,
+    ConnectionError,
+    ForgevmError,
+    NotFoundError,
+    SandboxNotFound,
+    anthropic_tools,
+    handle_tool_call,
+    openai_tools,
+)
+
+URL = os.environ.get("FORGEVM_URL", "http://localhost:7423")
+KEY = os.environ["FORGEVM_API_KEY"]
+FIXTURES = os.environ.get("FORGEVM_FIXTURES", "")
+
+
+class Live(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = Client(URL, api_key=KEY)
+        cls.sb = cls.client.spawn(ttl="10m", metadata={"test": "python"})
+
+    @classmethod
+    def tearDownClass(cls):
+        with contextlib.suppress(ForgevmError):
+            cls.sb.destroy()
+
+    def test_client_methods(self):
+        c, sb = self.client, self.sb
+        self.assertRegex(sb.id, r"^sb-[0-9a-f]{8}$")
+        self.assertEqual(sb.state, "running")
+        self.assertEqual(sb.memory_mb, 512)
+        self.assertEqual(c.get(sb.id).id, sb.id)
+        self.assertIn(sb.id, [s.id for s in c.list()])
+        before = sb.expires_at
+        sb.extend_ttl("2h")
+        self.assertGreater(sb.expires_at, before)
+        self.assertEqual(sb.refresh().state, "running")
+        self.assertEqual(c.health()["status"], "ok")
+        self.assertFalse(c.pool_status()["enabled"])
+        self.assertEqual([p["name"] for p in c.providers()], ["qemu"])
+        self.assertIsInstance(c.prune(), int)
+        self.assertIsInstance(c.snapshots(), list)
+        with Client(URL + "/", api_key=KEY) as c2:
+            self.assertEqual(c2.base_url, URL)
+
+    def test_templates(self):
+        t = self.client.templates
+        t.create("py-sdk-tpl", env={"GREETING": "hi"}, memory_mb=384)
+        self.assertEqual(t.get("py-sdk-tpl")["memory_mb"], 384)
+        self.assertIn("py-sdk-tpl", [x["name"] for x in t.list()])
+        t.update("py-sdk-tpl", env={"GREETING": "hello"}, memory_mb=384)
+        with t.spawn("py-sdk-tpl") as sb:
+            self.assertEqual(sb.exec("echo $GREETING").stdout, "hello\n")
+        t.delete("py-sdk-tpl")
+        with self.assertRaises(NotFoundError):
+            t.get("py-sdk-tpl")
+
+    def test_errors(self):
+        with self.assertRaises(SandboxNotFound) as e:
+            self.client.get("sb-00000000")
+        self.assertEqual(e.exception.sandbox_id, "sb-00000000")
+        self.assertEqual(e.exception.status_code, 404)
+        self.assertIsInstance(e.exception, ForgevmError)
+        with self.assertRaises(AuthenticationError) as e:
+            Client(URL, api_key="wrong").list()
+        self.assertEqual(e.exception.code, "UNAUTHORIZED")
+        with self.assertRaises(BadRequestError) as e:
+            self.client.spawn(memory_mb=1)
+        self.assertIn("memory_mb", str(e.exception))
+        with self.assertRaises(ConnectionError) as e:
+            Client("http://127.0.0.1:9", timeout=3).list()
+        self.assertIn("cannot reach the ForgeVM server at http://127.0.0.1:9", str(e.exception))
+        gone = self.client.spawn()
+        gone.destroy()
+        gone.destroy()  # idempotent
+        with self.assertRaises(SandboxNotFound):
+            gone.exec("true")
+
+    def test_context_managers_destroy_even_when_the_body_raises(self):
+        ids = []
+        with self.assertRaises(RuntimeError):
+            with self.client.spawn() as sb:
+                ids.append(sb.id)
+                raise RuntimeError("boom")
+
+        async def body():
+            async with AsyncClient(URL, api_key=KEY) as client:
+                async with client.spawn() as sb:
+                    ids.append(sb.id)
+                    self.assertEqual((await sb.exec("echo async")).stdout, "async\n")
+                    raise RuntimeError("boom2")
+
+        with self.assertRaises(RuntimeError):
+            asyncio.run(body())
+        for sid in ids:
+            with self.assertRaises(SandboxNotFound):
+                self.client.get(sid)
+
+    def test_exec(self):
+        sb = self.sb
+        self.assertEqual(sb.exec("printf '%s|'", args=["a b", "c'd", "$HOME"]).stdout, "a b|c'd|$HOME|")
+        r = sb.exec("echo $X; pwd; id -un", env={"X": "y"}, workdir="/tmp", user="nobody")
+        self.assertEqual((r.exit_code, r.stdout), (0, "y\n/tmp\nnobody\n"))
+        self.assertEqual(sb.exec("cat", stdin="in put").stdout, "in put")
+        t = sb.exec("sleep 5", timeout=1)
+        self.assertEqual((t.exit_code, t.timed_out), (124, True))
+        self.assertEqual(sb.exec("exit 3").exit_code, 3)
+        self.assertRegex(sb.exec("true").duration, r"^[0-9.]+(ms|s)$")
+
+    def test_exec_stream_yields_before_the_command_ends(self):
+        t0 = time.monotonic()
+        stream = self.sb.exec_stream("echo first; sleep 1.5; echo second >&2; exit 4")
+        got = [(c.stream, c.data, time.monotonic() - t0) for c in stream]
+        end = time.monotonic() - t0
+        self.assertEqual([(s, d) for s, d, _ in got], [("stdout", "first\n"), ("stderr", "second\n")])
+        self.assertGreaterEqual(end - got[0][2], 1.2, "the first chunk came before the command ended")
+        self.assertEqual(stream.exit_code, 4)
+        self.assertEqual(self.sb.exec_stream("echo a; echo b >&2").collect(), ("a\n", "b\n", 0))
+
+        async def astream():
+            async with AsyncClient(URL, api_key=KEY) as client:
+                sb = await client.get(self.sb.id)
+                s = sb.exec_stream("echo x; sleep 0.3; echo y")
+                out = [c.data async for c in s]
+                return out, s.exit_code
+
+        self.assertEqual(asyncio.run(astream()), (["x\n", "y\n"], 0))
+
+    def test_files(self):
+        sb = self.sb
+        sb.write_file("/tmp/py/t.txt", "héllo ✓\n", mode="0600")
+        self.assertEqual(sb.read_file("/tmp/py/t.txt"), "héllo ✓\n")
+        self.assertEqual(sb.stat_file("/tmp/py/t.txt").mode, "600")
+        every = bytes(range(256)) * 4
+        sb.write_file("/tmp/py/bytes.bin", every)
+        self.assertEqual(sb.read_file("/tmp/py/bytes.bin", binary=True), every)
+        big = os.urandom(20 * 1024 * 1024)
+        sb.write_file("/tmp/py/big.bin", big)
+        back = sb.read_file_bytes("/tmp/py/big.bin")
+        self.assertEqual(hashlib.sha256(back).hexdigest(), hashlib.sha256(big).hexdigest())
+        self.assertEqual(sb.exec("sha256sum /tmp/py/big.bin | cut -c1-64").stdout.strip(), hashlib.sha256(big).hexdigest())
+        sb.write_file("/tmp/fs/a.py", "print(1)")
+        sb.write_file("/tmp/fs/b.py", "print(2)")
+        self.assertEqual(sorted(f.name for f in sb.list_files("/tmp/fs")), ["a.py", "b.py"])
+        self.assertEqual(sorted(sb.glob_files("/tmp/fs/*.py")), ["/tmp/fs/a.py", "/tmp/fs/b.py"])
+        sb.move_file("/tmp/fs/a.py", "/tmp/fs/c.py")
+        sb.chmod_file("/tmp/fs/c.py", "755")
+        st = sb.stat_file("/tmp/fs/c.py")
+        self.assertEqual((st.mode, st.is_dir), ("755", False))
+        sb.delete_file("/tmp/fs/c.py")
+        with self.assertRaises(NotFoundError):
+            sb.stat_file("/tmp/fs/c.py")
+        sb.delete_file("/tmp/fs", recursive=True)
+        self.assertEqual(sb.glob_files("/tmp/fs/*"), [])
+
+    def test_fork_and_snapshot(self):
+        self.sb.write_file("/root/state.txt", "forked")
+        (child,) = self.sb.fork(count=1)
+        with child:
+            self.assertEqual(child.read_file("/root/state.txt"), "forked")
+            self.assertEqual(child.exec("hostname").stdout.strip(), child.id)
+        snap = self.sb.snapshot("py-snap")
+        self.assertEqual(snap["name"], "py-snap")
+        (r,) = self.client.restore("py-snap")
+        with r:
+            self.assertEqual(r.read_file("/root/state.txt"), "forked")
+        self.client.delete_snapshot("py-snap")
+
+    def test_llm_tools(self):
+        self.assertEqual([t["function"]["name"] for t in openai_tools()], ["execute_code", "write_file", "read_file"])
+        self.assertEqual(anthropic_tools()[1]["input_schema"]["required"], ["path", "content"])
+        # Recorded payloads: an OpenAI tool call and Anthropic tool_use blocks.
+        call = {"id": "call_1", "type": "function", "function": {"name": "execute_code", "arguments": '{"command": "python3 -c \\"print(sum(range(10)))\\""}'}}
+        self.assertEqual(handle_tool_call(self.sb, call), "exit_code: 0\nstdout:\n45\n")
+        write = {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {"path": "/tmp/llm/p.py", "content": "print('hi')"}}
+        self.assertEqual(handle_tool_call(self.sb, write), "wrote 11 characters to /tmp/llm/p.py")
+        run = {"type": "tool_use", "id": "toolu_2", "name": "execute_code", "input": {"command": "python3 /tmp/llm/p.py; exit 2"}}
+        self.assertEqual(handle_tool_call(self.sb, run), "exit_code: 2\nstdout:\nhi\n")
+        self.assertEqual(handle_tool_call(self.sb, {"name": "read_file", "input": {"path": "/tmp/llm/p.py"}}), "print('hi')")
+        self.assertRegex(handle_tool_call(self.sb, {"function": {"name": "execute_code", "arguments": "{nope"}}), r"^error: .*JSON")
+        self.assertRegex(handle_tool_call(self.sb, {"name": "rm_rf", "input": {}}), r"^error: unknown tool rm_rf")
+        self.assertRegex(handle_tool_call(self.sb, {"name": "read_file", "input": {"path": "/nope"}}), r"^error: ")
+
+    @unittest.skipUnless(FIXTURES, "FORGEVM_FIXTURES not set")
+    def test_product_document_snippets_run_as_written(self):
+        # The only change: the image (alpine:latest is not available offline); the key comes
+        # from FORGEVM_API_KEY as in the CLI.
+        for name in ("seed-python.py", "seed-python-async.py"):
+            with open(os.path.join(FIXTURES, name), encoding="utf-8") as f:
+                src = f.read().replace('spawn(image="alpine:latest")', "spawn()")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = compile(src, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+                result = eval(code, {"__name__": "__main__"})  # noqa: S307 - our own fixture
+                if asyncio.iscoroutine(result):
+                    asyncio.run(result)
+            if name == "seed-python.py":
+                text = out.getvalue()
+                self.assertTrue(text.startswith("hello world\n\nbuilt with ForgeVM\n\n"), text)
+                self.assertIn("3 packets transmitted, 3 received", text)
+
+    def test_version(self):
+        self.assertEqual(forgevm.__version__, "0.1.0")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
