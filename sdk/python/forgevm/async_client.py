@@ -132,11 +132,37 @@ class _Spawning:
             await self._sb.destroy()
 
 
+class AsyncTemplates:
+    """Client.templates, awaited."""
+
+    def __init__(self, client: Client):
+        self._t = client.templates
+
+    async def list(self) -> List[Dict[str, Any]]:
+        return await _run(self._t.list)
+
+    async def get(self, name: str) -> Dict[str, Any]:
+        return await _run(self._t.get, name)
+
+    async def create(self, name: str, **fields: Any) -> Dict[str, Any]:
+        return await _run(self._t.create, name, **fields)
+
+    async def update(self, name: str, **fields: Any) -> Dict[str, Any]:
+        return await _run(self._t.update, name, **fields)
+
+    async def delete(self, name: str) -> None:
+        await _run(self._t.delete, name)
+
+    async def spawn(self, name: str, ttl: Optional[str] = None, owner_id: Optional[str] = None) -> AsyncSandbox:
+        return AsyncSandbox(await _run(self._t.spawn, name, ttl, owner_id))
+
+
 class AsyncClient:
     """``async with AsyncClient("http://localhost:7423") as client:``."""
 
     def __init__(self, base_url: str = "http://localhost:7423", api_key: Optional[str] = None, user_id: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT):
         self._c = Client(base_url, api_key, user_id, timeout)
+        self.templates = AsyncTemplates(self._c)
 
     def spawn(self, **kw: Any) -> _Spawning:
         async def go() -> AsyncSandbox:
@@ -167,6 +193,9 @@ class AsyncClient:
 
     async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[AsyncSandbox]:
         return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl)]
+
+    async def delete_snapshot(self, snapshot: str) -> None:
+        await _run(self._c.delete_snapshot, snapshot)
 
     async def close(self) -> None:
         self._c.close()

@@ -104,9 +104,13 @@ class Live(unittest.TestCase):
 
         async def body():
             async with AsyncClient(URL, api_key=KEY) as client:
+                self.assertIsInstance(await client.templates.list(), list)
+                self.assertTrue((await client.health())["status"] == "ok")
                 async with client.spawn() as sb:
                     ids.append(sb.id)
                     self.assertEqual((await sb.exec("echo async")).stdout, "async\n")
+                    await sb.write_file("/tmp/a.bin", b"\x00\xff")
+                    self.assertEqual(await sb.read_file("/tmp/a.bin", binary=True), b"\x00\xff")
                     raise RuntimeError("boom2")
 
         with self.assertRaises(RuntimeError):
