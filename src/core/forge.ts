@@ -1,20 +1,13 @@
 // The core: sandbox lifecycle over a provider, recorded in the store, announced as events.
 // Every interface (library, CLI, REST) calls these functions; none of them knows about HTTP.
 import { randomBytes } from "node:crypto";
-import { copyFile, mkdir, readFile, readdir, rm, stat } from "node:fs/promises";
+import { copyFile, mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
-import { importArchive } from "../images/archive.js";
-import { BlobStore, DigestMismatchError } from "../images/blobs.js";
-import { LayerError } from "../images/flatten.js";
-import { installImage } from "../images/install.js";
-import { ImageFormatError } from "../images/oci.js";
-import { parseReference, type ImageReference } from "../images/reference.js";
-import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, type RegistryOptions } from "../images/registry.js";
-import { TarError } from "../images/tar.js";
-import { importOciLayout } from "../images/oci-layout.js";
-import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
+import { BlobStore } from "../images/blobs.js";
+import type { Credentials, RegistryOptions } from "../images/registry.js";
+import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, resolveImage, type LocalImage } from "../images/store.js";
 import { BootError, type Vm } from "../providers/provider.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
@@ -26,6 +19,7 @@ import { TemplateStore, type TemplateBody, type TemplateRow } from "../store/tem
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import { EventBus } from "./events.js";
 import { Sandbox, type ExecDefaults } from "./sandbox.js";
+import { Images } from "./images.js";
 import { Snapshots } from "./snapshots.js";
 import { POOL_NICE, WarmPools, type PoolTarget } from "./warm-pool.js";
 import { TenantPool } from "./tenant-pool.js";
@@ -135,14 +129,13 @@ export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 5
 export class Forge {
   private readonly live = new Map<string, Sandbox>();
   private readonly destroying = new Map<string, Promise<void>>();
-  private readonly pulls = new Map<string, Promise<LocalImage>>();
-  private readonly registryCredentials = async (registry: string) => this.opts.registryAuth?.[registry] ?? dockerConfigCredentials(registry);
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;
   readonly snapshotRows: SnapshotStore;
   readonly snaps: Snapshots;
   readonly warm: WarmPools;
+  readonly images: Images;
   readonly tenants: TenantPool | null;
   readonly blobs: BlobStore;
   readonly events: EventBus;
@@ -165,6 +158,15 @@ export class Forge {
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
     this.snaps = new Snapshots({ paths, provider, store: this.snapshotRows, events: this.events, inUse: () => this.snapshotsInUse() });
     this.warm = new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, this.events.emit);
+    this.images = new Images({
+      paths,
+      blobs: this.blobs,
+      events: this.events,
+      registryAuth: opts.registryAuth,
+      sandboxesUsing: (image) => this.list().filter((r) => r.image === image).map((r) => r.id),
+      snapshotsUsing: (image) => this.snapshotRows.list(["ready"]).filter((r) => r.image === image && r.kind !== "base").map((r) => r.name ?? r.id),
+      dropBases: (image) => this.snaps.dropBases((r) => r.image === image),
+    });
     const pool = opts.pool;
     this.tenants = pool?.enabled ? new TenantPool(pool, () => this.makePoolHost(), this.events.emit) : null;
   }
@@ -597,80 +599,22 @@ export class Forge {
 
   /** Pulls an image from its registry (verifying every byte) and installs it; concurrent pulls of one image share the work. */
   pullImage(reference: string, log?: (m: string) => void, onLayerBytes?: RegistryOptions["onLayerBytes"]): Promise<LocalImage> {
-    let ref: ImageReference;
-    try {
-      ref = parseReference(reference);
-    } catch (e) {
-      return Promise.reject(badRequest(`image: ${(e as Error).message}`));
-    }
-    const running = this.pulls.get(ref.canonical);
-    if (running) return running;
-    const p = (async () => {
-      this.events.emit("image.pulling", null, { image: ref.canonical });
-      // Progress goes to the caller and out as events, so an API client waiting on a spawn sees it.
-      const progress = (m: string) => {
-        log?.(m);
-        this.events.emit("image.progress", null, { image: ref.canonical, message: m });
-      };
-      try {
-        const r = await new RegistryClient({ log: progress, onLayerBytes, credentials: this.registryCredentials }).pull(ref, this.blobs);
-        await installImage(this.paths, this.blobs, { name: ref.canonical, source: ref.canonical, ...r }, progress);
-      } catch (e) {
-        throw pullFailure(e, ref);
-      }
-      this.events.emit("image.pulled", null, { image: ref.canonical });
-      return resolveImage(this.paths, ref.canonical);
-    })().finally(() => this.pulls.delete(ref.canonical));
-    this.pulls.set(ref.canonical, p);
-    return p;
+    return this.images.pull(reference, log, onLayerBytes);
   }
 
-  /**
-   * Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball.
-   * `name` may be left out for a docker save tarball, which carries its own tag.
-   */
-  async importImage(source: string, name?: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
-    const st = await stat(source).catch(() => null);
-    if (!st) throw badRequest(`${source} does not exist`);
-    try {
-      if (st.isDirectory()) {
-        if (!name) throw badRequest("importing an OCI layout directory needs a name");
-        const meta = await importOciLayout(this.paths, this.blobs, source, canonicalName(name), tag, log);
-        return await resolveImage(this.paths, meta.name);
-      }
-      const meta = await importArchive(this.paths, this.blobs, source, canonicalName, name, tag, log);
-      return await resolveImage(this.paths, meta.name);
-    } catch (e) {
-      if (e instanceof ForgevmError || e instanceof DigestMismatchError || e instanceof LayerError) throw e;
-      if (e instanceof ImageFormatError || e instanceof TarError) throw badRequest(e.message);
-      throw e;
-    }
+  /** Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball. */
+  importImage(source: string, name?: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
+    return this.images.import(source, name, tag, log);
   }
 
-  /** Removes a local image; refused while a live sandbox uses it. */
-  async removeImage(name: string): Promise<void> {
-    const image = await resolveImage(this.paths, name).catch((e) => {
-      throw e instanceof ImageNotFoundError ? notFound(e.message) : e;
-    });
-    if (image.name === DEFAULT_IMAGE) throw conflict(`${DEFAULT_IMAGE} is the built-in default image; ./setup.sh builds it`);
-    const users = this.list().filter((r) => r.image === image.name).map((r) => r.id);
-    if (users.length) throw conflict(`image ${image.name} is in use by ${users.join(", ")}`);
-    const snaps = this.snapshotRows.list(["ready"]).filter((r) => r.image === image.name && r.kind !== "base").map((r) => r.name ?? r.id);
-    if (snaps.length) throw conflict(`image ${image.name} is used by snapshots ${snaps.join(", ")} (delete them first)`);
-    await this.snaps.dropBases((r) => r.image === image.name);
-    await rm(image.dir, { recursive: true, force: true });
+  /** Removes a local image; refused while a sandbox or a kept snapshot uses it. */
+  removeImage(name: string): Promise<void> {
+    return this.images.remove(name);
   }
 
   /** Deletes blobs that no local image refers to; returns how many. */
-  async pruneBlobs(): Promise<number> {
-    const used = new Set((await listImages(this.paths)).flatMap((i) => i.layers ?? []).map((d) => d.slice(7)));
-    let removed = 0;
-    for (const f of await readdir(join(this.paths.blobsDir, "sha256")).catch(() => [])) {
-      if (used.has(f)) continue;
-      await rm(join(this.paths.blobsDir, "sha256", f), { force: true });
-      removed++;
-    }
-    return removed;
+  pruneBlobs(): Promise<number> {
+    return this.images.pruneBlobs();
   }
 
   /** The stored record of any sandbox ever seen (history included). */
@@ -814,17 +758,6 @@ export class Forge {
     const keep = new Set([...this.live.values()].map((sb) => sb.vm.info.id));
     await this.provider.sweepOrphans(keep, isForgevmProcess);
   }
-}
-
-function pullFailure(e: unknown, ref: ImageReference): Error {
-  if (e instanceof ForgevmError) return e;
-  const msg = `image ${ref.canonical}: ${(e as Error).message}`;
-  if (e instanceof PullError) {
-    if (e.kind === "unreachable") return new ForgevmError("UNAVAILABLE", msg);
-    if (e.kind === "not_found") return notFound(msg);
-  }
-  if (e instanceof PullError || e instanceof DigestMismatchError || e instanceof ImageFormatError || e instanceof LayerError || e instanceof TarError) return badRequest(msg);
-  return e as Error;
 }
 
 /** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */
