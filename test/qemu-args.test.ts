@@ -18,6 +18,22 @@ describe("qemu command line", () => {
     assert.ok(!kvm.includes("virtio-blk-device,drive=root"), "no disk device without a disk");
   });
 
+  it("confines QEMU with its seccomp filter, and lays out restores", () => {
+    const spec = { id: "x", memoryMb: 256, vcpus: 1 };
+    const boot = qemuArgs(spec, files, "tcg");
+    assert.match(boot[boot.indexOf("-sandbox") + 1], /^on,.*spawn=deny/);
+    assert.match(boot.join(" "), /memory-backend-ram,id=ram0,size=256M/);
+    assert.ok(!boot.includes("-incoming"));
+    const mapped = qemuArgs(spec, { ...files, memory: { file: "/s/memory", share: false }, incoming: { ignoreShared: true } }, "tcg");
+    assert.match(mapped.join(" "), /memory-backend-file,id=ram0,size=256M,mem-path=\/s\/memory,share=off/);
+    assert.equal(mapped[mapped.indexOf("-incoming") + 1], "defer");
+    assert.ok(mapped.includes("-S"));
+    const stream = qemuArgs(spec, { ...files, incoming: { ignoreShared: false } }, "tcg");
+    assert.equal(stream[stream.indexOf("-incoming") + 1], "fd:3");
+    const capture = qemuArgs(spec, { ...files, memory: { file: "/s/memory", share: true } }, "tcg");
+    assert.match(capture.join(" "), /share=on/);
+  });
+
   it("names the root disk and hostname for the agent", () => {
     assert.equal(kernelCmdline({ id: "x", memoryMb: 1, vcpus: 1, rootfs: "/r", hostname: "box" }), "console=ttyS0 quiet panic=-1 reboot=t fvm.root=vda fvm.hostname=box");
   });

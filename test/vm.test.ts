@@ -5,7 +5,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { AgentError, type Sandbox } from "../src/index.js";
 import { INITIAL_WINDOW } from "../src/agent-client/index.js";
-import { stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { alive, testForge, waitFor } from "./helpers.js";
 
 let sb: Sandbox;
@@ -20,6 +20,13 @@ after(async () => {
   await sb?.destroy();
   assert.equal(alive(pid), false, "QEMU still running after destroy");
   await assert.rejects(stat(dir), { code: "ENOENT" });
+});
+
+describe("the VMM", () => {
+  it("runs under QEMU's seccomp filter", async () => {
+    const status = await readFile(`/proc/${sb.vm.info.pid}/status`, "utf8");
+    assert.match(status, /^Seccomp:\s+2$/m, "seccomp filter mode");
+  });
 });
 
 describe("exec", () => {

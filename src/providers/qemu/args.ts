@@ -34,6 +34,13 @@ export interface VmFiles {
   incoming?: { ignoreShared: boolean };
 }
 
+/**
+ * QEMU's own seccomp filter: no obsolete system calls, no privilege changes, no new processes,
+ * no scheduling or resource changes by QEMU itself. Snapshots never need QEMU to spawn anything
+ * (migration goes to a socket this server serves; restores read an inherited fd).
+ */
+export const SECCOMP = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+
 /** Id of the guest RAM backend; must be identical on both ends of a migration. */
 export const RAM_BACKEND_ID = "ram0";
 
@@ -63,6 +70,7 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
     "-machine", `memory-backend=${RAM_BACKEND_ID}`,
     "-smp", String(spec.vcpus),
     "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+    "-sandbox", SECCOMP,
     "-kernel", files.kernel,
     "-initrd", files.initramfs,
     "-append", kernelCmdline(spec, { tscKhz: accel === "tcg" ? hostTscKhz : undefined }),
