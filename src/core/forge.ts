@@ -265,7 +265,8 @@ export class Forge {
 
   /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
   private async claimPooled(plan: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
-    if (opts.coldBoot || opts.hostname || this.opts.baseSnapshots === false) return null;
+    // Without pools there is nothing to claim: no need to compute the key (file stats) per spawn.
+    if (this.warm.empty || opts.coldBoot || opts.hostname || this.opts.baseSnapshots === false) return null;
     const got = this.warm.claim(await this.snaps.baseKey(plan));
     if (!got) return null;
     const row = { ...this.newRow(plan, opts, got.vm.info.id), snapshot_id: got.snapshotId };

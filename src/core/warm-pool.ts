@@ -87,6 +87,11 @@ export class WarmPools {
     this.refillTimer.unref();
   }
 
+  /** Whether any pool is configured (spawns skip the claim attempt otherwise). */
+  get empty(): boolean {
+    return this.pools.size === 0;
+  }
+
   /** Snapshots that pooled VMs are restored from. */
   snapshotIds(): Set<string> {
     return new Set([...this.pools.values()].flatMap((p) => p.ready.map((r) => r.snapshotId)));

@@ -7,7 +7,6 @@ import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
 import { copyFile, link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import type { Writable } from "node:stream";
-import { createConnection, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
@@ -19,6 +18,7 @@ import { hostTscKhz, qemuArgs, type VmFiles } from "./args.js";
 import { ConsoleLog } from "./console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
+import { connectQemuSocket } from "./unix-socket.js";
 
 export interface QemuProviderOptions {
   paths: Paths;
@@ -152,8 +152,8 @@ export class QemuProvider implements Provider {
     };
     const started = performance.now();
     try {
-      consoleLog.attach(await connect(join(a.dir, "console.sock")));
-      const channel = new AgentChannel(await connect(join(a.dir, "agent.sock")), { resync: true });
+      consoleLog.attach(await connectQemuSocket(join(a.dir, "console.sock")));
+      const channel = new AgentChannel(await connectQemuSocket(join(a.dir, "agent.sock")), { resync: true });
       const deadline = a.helloTimeoutMs ?? 10_000;
       let timer: NodeJS.Timeout | undefined;
       const failure = await Promise.race([
@@ -314,10 +314,10 @@ export class QemuProvider implements Provider {
       await waitForSockets([files.consoleSocket, files.agentSocket], proc, 10_000).catch(async (e) => {
         throw new BootError(`QEMU did not start: ${e.message}\n${(await qemuLog()).trim()}`, "");
       });
-      consoleLog.attach(await connect(files.consoleSocket));
+      consoleLog.attach(await connectQemuSocket(files.consoleSocket));
       // A restored guest still thinks its old host is connected: introduce ourselves, then let
       // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
-      const channel = new AgentChannel(await connect(files.agentSocket), { introduce: !!restore });
+      const channel = new AgentChannel(await connectQemuSocket(files.agentSocket), { introduce: !!restore });
       if (restore) {
         await startIncoming(files, !!restore.feed, exited).catch(async (e: Error) => {
           channel.close();
@@ -590,30 +590,5 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
     if (ok.every(Boolean)) return;
     if (Date.now() > end) throw new Error(`its sockets did not appear within ${timeoutMs} ms`);
     await sleep(5);
-  }
-}
-
-function connectOnce(path: string): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = createConnection(path);
-    s.once("connect", () => resolve(s));
-    s.once("error", reject);
-  });
-}
-
-/**
- * Connects to a socket QEMU serves. The socket file appears at bind(), a moment before QEMU
- * listens, so a refused connection is retried briefly.
- */
-async function connect(path: string, timeoutMs = 5000): Promise<Socket> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await connectOnce(path);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if ((code !== "ECONNREFUSED" && code !== "ENOENT") || Date.now() > end) throw e;
-      await sleep(10);
-    }
   }
 }

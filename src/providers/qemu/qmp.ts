@@ -1,8 +1,8 @@
 // A minimal QMP client: one unix socket, JSON lines, commands answered in order, events
 // dispatched to waiters. Used for snapshots (stop, migrate, cont) and for nothing the guest
 // can influence: QMP talks to QEMU itself, never to the guest.
-import { createConnection, type Socket } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
+import type { Socket } from "node:net";
+import { connectQemuSocket } from "./unix-socket.js";
 
 export class QmpError extends Error {
   override name = "QmpError";
@@ -42,22 +42,7 @@ export class Qmp {
 
   /** Connects, reads the greeting and leaves capabilities negotiation done. */
   static async connect(path: string, timeoutMs = 5000): Promise<Qmp> {
-    const end = Date.now() + timeoutMs;
-    let sock: Socket;
-    for (;;) {
-      try {
-        sock = await new Promise<Socket>((resolve, reject) => {
-          const s = createConnection(path);
-          s.once("connect", () => resolve(s));
-          s.once("error", reject);
-        });
-        break;
-      } catch (e) {
-        const code = (e as NodeJS.ErrnoException).code;
-        if ((code !== "ECONNREFUSED" && code !== "ENOENT") || Date.now() > end) throw e;
-        await sleep(10);
-      }
-    }
+    const sock = await connectQemuSocket(path, timeoutMs);
     const q = new Qmp(sock);
     // The greeting takes the place of the first answer.
     await new Promise<unknown>((resolve, reject) => q.pending.push({ resolve, reject }));
