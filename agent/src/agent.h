@@ -21,7 +21,7 @@ enum frame_kind { K_HELLO = 1, K_REQ = 2, K_RES = 3, K_DATA = 4, K_WINDOW = 5, K
 enum { F_EOF = 1 };
 enum { CH_IN = 0, CH_OUT = 1, CH_ERR = 2 };
 
-enum sess_type { S_EXEC = 1, S_READ, S_WRITE };
+enum sess_type { S_EXEC = 1, S_READ, S_WRITE, S_LISTEN, S_TCP };
 
 typedef struct sess {
   uint32_t id;
@@ -44,6 +44,8 @@ typedef struct sess {
   char *tmp_path, *final_path;
   int mode;
   int64_t as_uid, as_gid; /* filesystem identity of a write stream, -1: root */
+  /* tcp: connect in progress, guest side sent EOF, write side shut, stream finished */
+  int connecting, rd_eof, wr_shut, closing;
 } sess;
 
 /* main.c: output queue and framing */
@@ -87,6 +89,16 @@ void op_move(uint32_t id, const jdoc *d);
 void op_chmod(uint32_t id, const jdoc *d);
 void op_glob(uint32_t id, const jdoc *d);
 int mkdir_parents(const char *path, mode_t mode);
+
+/* net.c: TCP tunnels between host streams and guest sockets */
+void op_listen(uint32_t id, const jdoc *d);
+void op_connect(uint32_t id, const jdoc *d);
+void op_close(uint32_t id, const jdoc *d);
+void net_on_fd(sess *s, uint32_t events);
+void net_on_data(sess *s, const uint8_t *p, size_t n, int eof);
+void net_on_window(sess *s, uint32_t n);
+void net_tick(sess *s, uint64_t now);
+void net_drop_pending(void);
 
 /* system.c */
 void op_metrics(uint32_t id, const jdoc *d);

@@ -194,7 +194,7 @@ static void op_hello(uint32_t id, const char *nonce) {
     jb_cstr(&b, ",\"nonce\":");
     jb_str(&b, nonce, strlen(nonce));
   }
-  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\",\"host-hello\"]}");
+  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\",\"host-hello\",\"tcp\"]}");
   send_json(id, id ? K_RES : K_HELLO, &b);
   jb_free(&b);
 }
@@ -259,6 +259,9 @@ static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
   else if (is_file_op(op)) file_op_as(id, op, &d);
   else if (!strcmp(op, "metrics")) op_metrics(id, &d);
   else if (!strcmp(op, "configure")) op_configure(id, &d);
+  else if (!strcmp(op, "listen")) op_listen(id, &d);
+  else if (!strcmp(op, "connect")) op_connect(id, &d);
+  else if (!strcmp(op, "close")) op_close(id, &d);
   else if (!strcmp(op, "shutdown")) op_shutdown(id, &d);
   else send_error(id, "ENOSYS", "unknown op \"%.64s\"", op);
   free(op);
@@ -282,12 +285,14 @@ static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, con
       if (!s) break; /* stream already ended (e.g. after an error reply): drop */
       if (s->type == S_EXEC && chan == CH_IN) exec_on_data(s, p, n, flags & F_EOF);
       else if (s->type == S_WRITE && chan == CH_IN) write_on_data(s, p, n, flags & F_EOF);
+      else if (s->type == S_TCP && chan == CH_IN) net_on_data(s, p, n, flags & F_EOF);
       break;
     case K_WINDOW:
       if (n != 4 || chan > CH_ERR) break;
       s = sess_find(id);
       if (!s) break;
       if (s->type == S_EXEC) exec_on_window(s, chan, get32(p));
+      else if (s->type == S_TCP && chan == CH_OUT) net_on_window(s, get32(p));
       else if (s->type == S_READ && chan == CH_OUT) {
         s->credit[CH_OUT] += get32(p);
         if (s->credit[CH_OUT] > (int64_t)MAX_PAYLOAD * 64) s->credit[CH_OUT] = (int64_t)MAX_PAYLOAD * 64;
@@ -359,12 +364,15 @@ static void port_watch_update(void) {
 /* Streams and queued output of a host that is gone: nobody will read the output or answer for
  * the requests, so processes in flight are killed, transfers dropped, and queued output —
  * possibly a half-written frame — discarded. Processes that execs left in the background live on. */
+static int sessions_dropped; /* sessions were freed during the current epoll batch */
 static void drop_sessions(void) {
+  sessions_dropped = 1;
   while (sessions) {
     sess *s = sessions;
     if (s->type == S_EXEC && !s->exited) kill(-s->pid, SIGKILL);
     sess_free(s);
   }
+  net_drop_pending();
   while (outq_head) {
     frame *f = outq_head;
     outq_head = f->next;
@@ -482,9 +490,8 @@ int main(int argc, char **argv) {
     for (sess *s = sessions, *nx; s; s = nx) {
       nx = s->next;
       if (s->type == S_READ) busy |= read_pump(s);
-      else if (s->type == S_EXEC) {
-        exec_tick(s, now);
-      }
+      else if (s->type == S_EXEC) exec_tick(s, now);
+      else if (s->type == S_TCP || s->type == S_LISTEN) net_tick(s, now);
     }
     for (sess *s = sessions; s; s = s->next) {
       if (s->type != S_EXEC) continue;
@@ -498,6 +505,7 @@ int main(int argc, char **argv) {
     if (shutdown_requested && !outq_head) power_off();
     port_watch_update();
     int n = epoll_wait(epfd, evs, 64, timeout);
+    sessions_dropped = 0;
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
       if (tag == &tag_port) {
@@ -506,10 +514,12 @@ int main(int argc, char **argv) {
         if (evs[i].events & EPOLLOUT) port_flush();
       } else if (tag == &tag_sig) {
         on_sigchld();
-      } else {
-        /* exec pipe: the low bits of the pointer say which stream */
+      } else if (!sessions_dropped) { /* else the event may name a freed session */
+        /* a session's fd; for exec pipes the low bits of the pointer say which stream */
         uintptr_t v = (uintptr_t)tag;
-        exec_on_fd((sess *)(v & ~(uintptr_t)3), (int)(v & 3), evs[i].events);
+        sess *s = (sess *)(v & ~(uintptr_t)3);
+        if (s->type == S_EXEC) exec_on_fd(s, (int)(v & 3), evs[i].events);
+        else net_on_fd(s, evs[i].events);
       }
     }
     if (!port_connected) port_check_connected();

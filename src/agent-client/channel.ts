@@ -16,8 +16,11 @@ import type {
   ExecStarted,
   FileStat,
   Hello,
+  ListenRequest,
+  ConnectRequest,
   ReadRequest,
   SimpleOps,
+  TcpEvent,
   WriteRequest,
 } from "./messages.js";
 
@@ -60,6 +63,29 @@ export interface ReadFileStream {
   /** Metadata of the file, known before the first byte arrives. */
   readonly stat: Promise<FileStat>;
   readonly done: Promise<{ size: number }>;
+}
+
+/** A TCP connection inside the guest, carried over the channel. */
+export interface Tunnel {
+  readonly id: number;
+  /** Bytes the guest side sends; ends when it half-closes. */
+  readonly incoming: Readable;
+  /** Bytes for the guest side; ending it half-closes the guest socket. */
+  readonly outgoing: OutgoingStream;
+  /** Resolves once the guest socket is connected; rejects if it cannot be. */
+  readonly connected: Promise<void>;
+  /** Settles when the guest socket is done in both directions or closed. */
+  readonly done: Promise<unknown>;
+  /** Closes the guest socket at once. */
+  close(): void;
+}
+
+/** A TCP listener inside the guest; each accepted connection is offered as a `conn` number. */
+export interface GuestListener {
+  readonly id: number;
+  readonly listening: Promise<void>;
+  readonly done: Promise<unknown>;
+  close(): void;
 }
 
 export class AgentChannel extends EventEmitter {
@@ -222,6 +248,51 @@ export class AgentChannel extends EventEmitter {
     }
     await r.done;
     return Buffer.concat(parts);
+  }
+
+  /** Opens a TCP tunnel to a guest port, or onto a connection a guest listener accepted. */
+  connect(req: Omit<ConnectRequest, "op">): Tunnel {
+    const incoming = new IncomingStream((n) => this.grant(id, Channel.Stdout, n));
+    const outgoing = this.outgoing(() => id);
+    let onConnected!: () => void;
+    const connected = new Promise<void>((r) => (onConnected = r));
+    const { id, result } = this.start({ ...req, op: "connect" }, {
+      incoming: new Map([[Channel.Stdout, incoming]]),
+      outgoing,
+      onEvent: (ev: TcpEvent) => ev?.event === "connected" && onConnected(),
+    });
+    result.catch(() => {});
+    const settled = Promise.race([connected, result]);
+    settled.catch(() => {});
+    return {
+      id,
+      incoming,
+      outgoing,
+      connected: settled.then(() => undefined),
+      done: result,
+      close: () => this.closeStream(id),
+    };
+  }
+
+  /** Listens on a guest TCP port; onAccept gets each connection to claim with connect({conn}). */
+  listen(req: Omit<ListenRequest, "op">, onAccept: (conn: number) => void): GuestListener {
+    let onListening!: () => void;
+    const listening = new Promise<void>((r) => (onListening = r));
+    const { id, result } = this.start({ ...req, op: "listen" }, {
+      onEvent: (ev: TcpEvent) => {
+        if (ev?.event === "listening") onListening();
+        else if (ev?.event === "accept" && Number.isSafeInteger(ev.conn) && ev.conn > 0) onAccept(ev.conn);
+      },
+    });
+    result.catch(() => {});
+    const settled = Promise.race([listening, result]);
+    settled.catch(() => {});
+    return { id, listening: settled.then(() => undefined), done: result, close: () => this.closeStream(id) };
+  }
+
+  private closeStream(id: number): void {
+    if (!this.isOpen || !this.pending.has(id)) return;
+    this.request<"close">({ op: "close", target: id }).catch(() => {});
   }
 
   /** Closes the channel; every request in flight fails with the reason. */

@@ -3,4 +3,4 @@ export * from "./frame.js";
 export * from "./errors.js";
 export * from "./messages.js";
 export { AgentChannel } from "./channel.js";
-export type { ExecSession, BufferedExecResult, ReadFileStream, RequestOptions } from "./channel.js";
+export type { ExecSession, BufferedExecResult, ReadFileStream, RequestOptions, Tunnel, GuestListener } from "./channel.js";

@@ -113,6 +113,28 @@ export interface ConfigureRequest {
   machine_id?: string;
 }
 
+/** Asks the guest to listen on one of its own TCP ports (IPv4 literal, default 127.0.0.1). */
+export interface ListenRequest {
+  op: "listen";
+  addr?: string;
+  port: number;
+}
+
+/**
+ * Opens a TCP tunnel: to a port inside the guest (`addr`/`port`), or onto a connection a
+ * listener accepted (`conn`, from its `accept` event). DATA channel 0 carries host → guest
+ * bytes, channel 1 guest → host; EOF on either is a half-close.
+ */
+export interface ConnectRequest {
+  op: "connect";
+  addr?: string;
+  port?: number;
+  conn?: number;
+}
+
+/** Intermediate notices of listen and connect streams. */
+export type TcpEvent = { event: "listening" } | { event: "accept"; conn: number } | { event: "connected" };
+
 /** Simple request/response operations and their replies. */
 export interface SimpleOps {
   hello: { req: { op: "hello" }; res: Hello };
@@ -129,6 +151,8 @@ export interface SimpleOps {
   signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };
   resize: { req: { op: "resize"; target: number; rows: number; cols: number }; res: { ok: true } };
   shutdown: { req: { op: "shutdown" }; res: { ok: true } };
+  /** Ends a tunnel or listener at once (its own stream then replies `{closed: true}`). */
+  close: { req: { op: "close"; target: number }; res: { ok: true } };
 }
 
 export interface ErrorReply {

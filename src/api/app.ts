@@ -12,6 +12,7 @@ import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
 import { imageRoutes } from "./routes/images.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
+import { networkRoutes } from "./routes/network.js";
 import { snapshotRoutes } from "./routes/snapshots.js";
 import { systemRoutes } from "./routes/system.js";
 import { templateRoutes } from "./routes/templates.js";
@@ -99,6 +100,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(eventRoutes, { forge: opts.forge });
       await api.register(templateRoutes, { forge: opts.forge });
       await api.register(snapshotRoutes, { forge: opts.forge });
+      await api.register(networkRoutes, { forge: opts.forge });
       await api.register(imageRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());

@@ -2,7 +2,39 @@
 // and generate the OpenAPI document.
 import { Type, type Static } from "typebox";
 
+export const EgressEntry = Type.Object(
+  {
+    ts: Type.String(),
+    method: Type.String(),
+    host: Type.String(),
+    port: Type.Integer(),
+    decision: Type.Union([Type.Literal("allow"), Type.Literal("deny")]),
+    reason: Type.String(),
+    rule: Type.Optional(Type.String()),
+    address: Type.Optional(Type.String()),
+    error: Type.Optional(Type.String()),
+  },
+  { $id: "EgressEntry", additionalProperties: true },
+);
+
 export const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { $id: "Error" });
+
+export const PortMapping = Type.Object(
+  { host_ip: Type.String(), host_port: Type.Integer(), guest_port: Type.Integer() },
+  { $id: "PortMapping" },
+);
+
+export const Network = Type.Object(
+  {
+    /** "none": loopback only; "allowlist": out only through the host's egress proxy. */
+    mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist")]),
+    allow: Type.Array(Type.String()),
+    ports: Type.Array(PortMapping),
+    /** The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode). */
+    proxy: Type.Optional(Type.String()),
+  },
+  { $id: "Network" },
+);
 
 export const Sandbox = Type.Object(
   {
@@ -19,6 +51,7 @@ export const Sandbox = Type.Object(
     error: Type.Optional(Type.String()),
     /** Pool mode: the shared VM this sandbox lives in. */
     vm_id: Type.Optional(Type.String()),
+    network: Type.Optional(Network),
   },
   { $id: "Sandbox" },
 );
@@ -38,7 +71,17 @@ export const SpawnRequest = Type.Object({
   metadata: Type.Optional(StringMap),
   env: Type.Optional(StringMap),
   user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  ...NetworkFields(),
 });
+
+/** Network fields of spawn and restore requests. */
+function NetworkFields() {
+  return {
+    network: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
+    ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
+  };
+}
 
 export const ExecRequest = Type.Object({
   command: Type.String({ minLength: 1 }),
@@ -110,4 +153,7 @@ export const CopiesRequest = Type.Object({
   ttl: Type.Optional(Type.String()),
   owner_id: Type.Optional(Type.String({ maxLength: 256 })),
   metadata: Type.Optional(StringMap),
+  /** Restores only (forks keep the parent's network). */
+  network: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+  allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
 });

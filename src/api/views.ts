@@ -1,6 +1,7 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat } from "../agent-client/index.js";
-import type { SandboxRow } from "../store/sandboxes.js";
+import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
+import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
 import type { SnapshotRow } from "../store/snapshots.js";
 import type { SandboxT, SnapshotT } from "./schemas.js";
 
@@ -18,7 +19,13 @@ export function sandboxView(r: SandboxRow): SandboxT {
     ...(r.metadata ? { metadata: r.metadata } : {}),
     ...(r.error ? { error: r.error.split("\n")[0] } : {}),
     ...(r.vm_id ? { vm_id: r.vm_id } : {}),
+    network: networkView(r.network),
   };
+}
+
+export function networkView(n: NetworkRecord | null) {
+  const rec = n ?? { mode: "none" as const, allow: [], ports: [] };
+  return { ...rec, ...(rec.mode === "allowlist" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}) };
 }
 
 export function snapshotView(r: SnapshotRow): SnapshotT {

@@ -51,6 +51,14 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    network: Type.Object(
+      {
+        default: Type.Union([Type.Literal("none"), Type.Literal("allowlist")]),
+        allow_private: Type.Array(Type.String({ minLength: 1 })),
+        presets_file: Type.String(),
+      },
+      strict,
+    ),
     providers: Type.Object(
       {
         default: Type.String({ minLength: 1 }),
@@ -75,6 +83,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     snapshots: { base: true },
     warm_pool: { size: 0, memory_budget_mb: 2048 },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
+    network: { default: "none", allow_private: [], presets_file: "" },
     providers: { default: "qemu", qemu: { accel: "auto" } },
   };
 }
@@ -93,7 +102,7 @@ function merge(into: any, from: any, where: string): void {
       continue;
     }
     if (!(k in into)) throw new ConfigError(`unknown config key "${key}"`);
-    if (typeof into[k] === "object" && into[k] !== null) merge(into[k], v, key);
+    if (typeof into[k] === "object" && into[k] !== null && !Array.isArray(into[k])) merge(into[k], v, key);
     else into[k] = v;
   }
 }
@@ -134,8 +143,9 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     const key = section ? rest.slice(section.length + 1) : "";
     if (!section || !(key in cfg[section])) continue; // other FORGEVM_* variables (FORGEVM_URL, …)
     const current = cfg[section][key];
-    cfg[section][key] =
-      typeof current === "number" && /^-?\d+$/.test(raw) ? Number(raw) : typeof current === "boolean" && /^(true|false)$/.test(raw) ? raw === "true" : raw;
+    cfg[section][key] = Array.isArray(current)
+      ? raw.split(",").map((x) => x.trim()).filter(Boolean)
+      : typeof current === "number" && /^-?\d+$/.test(raw) ? Number(raw) : typeof current === "boolean" && /^(true|false)$/.test(raw) ? raw === "true" : raw;
     source.push(name);
   }
   const errors = [...Value.Errors(ConfigSchema, cfg)];

@@ -23,6 +23,12 @@ import { Images } from "./images.js";
 import { Snapshots } from "./snapshots.js";
 import { POOL_NICE, WarmPools, type PoolTarget } from "./warm-pool.js";
 import { TenantPool } from "./tenant-pool.js";
+import { Networks, proxyEnv, type NetworkMode } from "./network.js";
+import { EgressProxy } from "../net/egress-proxy.js";
+import { loadPresets } from "../net/allowlist.js";
+import type { NetworkRecord } from "../store/sandboxes.js";
+import type { EgressEntry } from "../net/egress-log.js";
+import type { PortMapping } from "../net/ports.js";
 
 export interface ForgeOptions {
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
@@ -47,7 +53,24 @@ export interface ForgeOptions {
   warmPool?: { size?: number; memoryBudgetMb?: number };
   /** Pool mode: spawns without a template become users in shared VMs (the seed's `pool:` section). */
   pool?: PoolModeOptions;
+  network?: NetworkOptions;
 }
+
+export interface NetworkOptions {
+  /** Mode of spawns that name none and have no allowlist (default "none"). */
+  default?: NetworkMode;
+  /** Private or host networks the operator lets allowlisted sandboxes reach (CIDR or address). */
+  allowPrivate?: string[];
+  /** A JSON file of extra egress presets ({"@name": ["host", …]}). */
+  presetsFile?: string;
+  /**
+   * Test only: the egress proxy resolves these names to these addresses, trusted as if the
+   * operator allowed them (a local server standing in for a public host).
+   */
+  hostsOverride?: Record<string, string>;
+}
+
+const NO_NETWORK: NetworkRecord = { mode: "none", allow: [], ports: [] };
 
 export interface PoolModeOptions {
   enabled: boolean;
@@ -90,11 +113,20 @@ export interface SpawnOptions {
   user?: string;
   /** Boot from the image even when a base snapshot could be restored (baselines, debugging). */
   coldBoot?: boolean;
+  /** "none" (loopback only) or "allowlist" (egress through the host's proxy); default from config. */
+  network?: string;
+  /** Egress allowlist: hostnames, *.domains, IPs/CIDRs with optional :port, and @presets. */
+  allow?: string[];
+  /** Published ports, "HOST:GUEST" or "ADDRESS:HOST:GUEST" (bound to 127.0.0.1 by default). */
+  ports?: string[];
 }
 
 export interface ForkOptions {
   /** How many copies (1..MAX_FORK, default 1). */
   count?: number;
+  /** Restores only: network and allowlist of the copies (default: the snapshot's source's). */
+  network?: string;
+  allow?: string[];
   /** Lifetime of each copy; default: what the source has left (fork) or the default TTL (restore). */
   ttlMs?: number;
   ownerId?: string;
@@ -122,6 +154,7 @@ interface SpawnPlan {
   ttlMs: number;
   env: Record<string, string> | null;
   execUser: string | null;
+  network: NetworkRecord;
 }
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -139,6 +172,8 @@ export class Forge {
   readonly tenants: TenantPool | null;
   readonly blobs: BlobStore;
   readonly events: EventBus;
+  readonly networks: Networks;
+  private readonly egress: EgressProxy;
   private readonly eventStore: EventStore;
   readonly defaults: SpawnDefaults;
   private closed = false;
@@ -167,6 +202,9 @@ export class Forge {
       snapshotsUsing: (image) => this.snapshotRows.list(["ready"]).filter((r) => r.image === image && r.kind !== "base").map((r) => r.name ?? r.id),
       dropBases: (image) => this.snaps.dropBases((r) => r.image === image),
     });
+    const net = opts.network ?? {};
+    this.egress = new EgressProxy({ logDir: join(paths.dataDir, "egress"), allowPrivate: net.allowPrivate, hostsOverride: net.hostsOverride });
+    this.networks = new Networks(this.egress, loadPresets(net.presetsFile), net.default ?? "none", (id, r) => this.sandboxes.setNetwork(id, r));
     const pool = opts.pool;
     this.tenants = pool?.enabled ? new TenantPool(pool, () => this.makePoolHost(), this.events.emit) : null;
   }
@@ -222,10 +260,12 @@ export class Forge {
   /** Pool mode: a sandbox that is a user of its own in a shared VM. */
   private async spawnTenant(opts: SpawnOptions): Promise<Sandbox> {
     const image = this.opts.pool!.image || this.defaults.image;
+    if (opts.network && opts.network !== "none") throw badRequest(`network: in pool mode sandboxes share a VM and have no network; only "none" is available`);
+    if (opts.allow?.length || opts.ports?.length) throw badRequest(`${opts.allow?.length ? "allow" : "ports"}: in pool mode sandboxes share a VM and have no network`);
     if (opts.image && canonicalName(opts.image) !== canonicalName(image)) {
       throw badRequest(`image: in pool mode every sandbox shares VMs of ${image}; "${opts.image}" is not available`);
     }
-    const plan = await this.plan({ ...opts, image, memoryMb: this.opts.pool!.memoryMb, vcpus: this.opts.pool!.vcpus, user: undefined });
+    const plan = await this.plan({ ...opts, image, memoryMb: this.opts.pool!.memoryMb, vcpus: this.opts.pool!.vcpus, user: undefined, network: "none" });
     const row = this.newRow(plan, opts);
     this.sandboxes.insert(row);
     this.events.emit("sandbox.created", row.id, { image: row.image, pool: true });
@@ -325,6 +365,7 @@ export class Forge {
   private async plan(opts: SpawnOptions): Promise<SpawnPlan> {
     const tpl = opts.template !== undefined ? this.templates.get(opts.template) : undefined;
     if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
+    const network = this.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
     const d = this.defaults;
     const imageName = opts.image ?? tpl?.image ?? d.image;
     // An image that is not local is pulled first when its name is a registry reference.
@@ -350,17 +391,18 @@ export class Forge {
       ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds ? tpl.ttl_seconds * 1000 : d.ttlMs),
       env,
       execUser,
+      network,
     };
   }
 
   private newRow(plan: SpawnPlan, opts: { ownerId?: string; metadata?: Record<string, string>; ttlMs?: number }, id?: string): SandboxRow {
-    const what = { image: plan.image.name, template: plan.template?.name ?? null, memory_mb: plan.memoryMb, vcpus: plan.vcpus, disk_mb: plan.diskMb, env: plan.env, exec_user: plan.execUser };
+    const what = { image: plan.image.name, template: plan.template?.name ?? null, memory_mb: plan.memoryMb, vcpus: plan.vcpus, disk_mb: plan.diskMb, env: plan.env, exec_user: plan.execUser, network: plan.network };
     return this.rowOf(what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata }, id);
   }
 
   /** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */
   private rowOf(
-    what: Pick<SandboxRow, "image" | "template" | "memory_mb" | "vcpus" | "disk_mb" | "env" | "exec_user">,
+    what: Pick<SandboxRow, "image" | "template" | "memory_mb" | "vcpus" | "disk_mb" | "env" | "exec_user"> & { network?: NetworkRecord | null },
     opts: { ttlMs: number; ownerId?: string | null; metadata?: Record<string, string> | null; snapshotId?: string },
     id = `sb-${randomBytes(4).toString("hex")}`,
   ): SandboxRow {
@@ -388,6 +430,7 @@ export class Forge {
       snapshot_id: opts.snapshotId ?? null,
       origin: null,
       vm_id: null,
+      network: what.network ?? null,
     };
   }
 
@@ -423,12 +466,23 @@ export class Forge {
 
   /** Runs a template's setup commands; the first that fails fails the spawn. */
   private async runSetup(vm: Vm, plan: SpawnPlan): Promise<void> {
-    const sb = new Sandbox(vm.info.id, plan.image.name, vm, async () => {}, () => {}, execDefaults(plan.image, plan.env, plan.execUser));
-    for (const [i, cmd] of (plan.template?.setup ?? []).entries()) {
-      const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
-      if (r.exitCode !== 0) {
-        throw badRequest(`template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`);
+    const setup = plan.template?.setup ?? [];
+    if (!setup.length) return;
+    // Setup commands get the template's allowlist (e.g. `pip install` through @pypi), logged
+    // under the setup VM's id; the network is taken down before the VM is frozen.
+    const allow = plan.template?.allowed_hosts ?? [];
+    const network: NetworkRecord = allow.length ? { mode: "allowlist", allow, ports: [] } : NO_NETWORK;
+    await this.networks.attach(vm.info.id, vm, network);
+    try {
+      const sb = new Sandbox(vm.info.id, plan.image.name, vm, async () => {}, () => {}, execDefaults(plan.image, plan.env, plan.execUser, network));
+      for (const [i, cmd] of setup.entries()) {
+        const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
+        if (r.exitCode !== 0) {
+          throw badRequest(`template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`);
+        }
       }
+    } finally {
+      await this.networks.detach(vm.info.id);
     }
   }
 
@@ -439,8 +493,16 @@ export class Forge {
       await vm.destroy();
       throw new ForgevmError("CONFLICT", `sandbox ${row.id} was destroyed while it was starting`);
     }
-    const sb = new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user));
+    let network: NetworkRecord;
+    try {
+      network = await this.networks.attach(row.id, vm, row.network ?? NO_NETWORK);
+    } catch (e) {
+      await vm.destroy();
+      throw e;
+    }
+    const sb = new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user, network));
     this.live.set(row.id, sb);
+    this.sandboxes.setNetwork(row.id, network);
     this.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
     this.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
     return sb;
@@ -461,13 +523,23 @@ export class Forge {
 
   /** Stores a new template (false when the name is taken) and starts its warm pool. */
   async createTemplate(t: TemplateBody): Promise<boolean> {
+    this.checkTemplate(t);
     if (!this.templates.create(t)) return false;
     await this.configurePools();
     return true;
   }
 
+  private checkTemplate(t: TemplateBody): void {
+    try {
+      this.networks.plan({}, { allow: t.allowed_hosts });
+    } catch (e) {
+      throw badRequest(`allowed_hosts: ${(e as Error).message}`);
+    }
+  }
+
   /** Replaces a template; its base snapshots and warm VMs are remade from the new definition. */
   async replaceTemplate(t: TemplateBody): Promise<boolean> {
+    this.checkTemplate(t);
     if (!this.templates.replace(t)) return false;
     await this.snaps.dropBases((r) => r.template === t.name);
     await this.configurePools();
@@ -520,6 +592,7 @@ export class Forge {
     const parent = this.sandbox(id);
     const src = this.get(id);
     if (src.vm_id) throw badRequest(`sandbox ${id} shares a pool VM with other sandboxes and cannot be forked`);
+    if (opts.network !== undefined || opts.allow !== undefined) throw badRequest(`${opts.network !== undefined ? "network" : "allow"}: a fork keeps its parent's network; change the copies' allowlist after the fork`);
     const image = await resolveImage(this.paths, src.image).catch(() => null);
     const snap = await this.snaps.begin({ kind: "fork", image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
     const started = performance.now();
@@ -532,7 +605,9 @@ export class Forge {
       const allFed = new Promise<void>((r) => (fed = r));
       const ttlMs = opts.ttlMs ?? Math.max(1000, Date.parse(src.expires_at) - Date.now());
       const children = Array.from({ length: count }, () => {
-        const row = this.rowOf(src, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata: opts.metadata ?? src.metadata, snapshotId: snap.id });
+        // A copy keeps its parent's network and allowlist; host ports stay with the parent.
+        const network = src.network ? { ...src.network, ports: [] } : null;
+        const row = this.rowOf({ ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata: opts.metadata ?? src.metadata, snapshotId: snap.id });
         rows.push(row);
         this.sandboxes.insert(row);
         this.events.emit("sandbox.created", row.id, { image: row.image, forked_from: id });
@@ -582,9 +657,16 @@ export class Forge {
     const count = opts.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
     const image = await resolveImage(this.paths, snap.image).catch(() => null);
+    const source = snap.source_id ? this.sandboxes.get(snap.source_id)?.network : null;
+    const network =
+      opts.network !== undefined || opts.allow !== undefined
+        ? this.networks.plan({ mode: opts.network, allow: opts.allow })
+        : source
+          ? { ...source, ports: [] }
+          : this.networks.plan({});
     return Promise.all(
       Array.from({ length: count }, async () => {
-        const row = this.rowOf(snap, { ttlMs: opts.ttlMs ?? this.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id });
+        const row = this.rowOf({ ...snap, network }, { ttlMs: opts.ttlMs ?? this.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id });
         this.sandboxes.insert(row);
         this.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
         try {
@@ -640,6 +722,36 @@ export class Forge {
     throw notFound(`sandbox ${id} is ${row.state}${row.error ? ` (${row.error.split("\n")[0]})` : ""}`);
   }
 
+  /** A running sandbox's network mode, allowlist and published ports. */
+  network(id: string): NetworkRecord {
+    this.sandbox(id);
+    return this.networks.get(id);
+  }
+
+  /** Replaces a running sandbox's egress allowlist; effective on its next request. */
+  setAllowlist(id: string, allow: string[]): NetworkRecord {
+    this.sandbox(id);
+    return this.networks.setAllow(id, allow);
+  }
+
+  /** Publishes a port of a running sandbox ("8080:80"); 409 if the host port is taken. */
+  async publishPort(id: string, spec: string): Promise<PortMapping> {
+    this.sandbox(id);
+    return this.networks.addPort(id, spec);
+  }
+
+  /** Stops publishing a host port of a running sandbox. */
+  async unpublishPort(id: string, hostPort: number): Promise<void> {
+    this.sandbox(id);
+    await this.networks.removePort(id, hostPort);
+  }
+
+  /** The last `lines` egress decisions of a sandbox (kept with its history after it is destroyed). */
+  egressLog(id: string, lines = 100): Promise<EgressEntry[]> {
+    this.get(id);
+    return this.networks.egressLog(id, lines);
+  }
+
   /** Sets a new expiry `ttlMs` from now. */
   extend(id: string, ttlMs: number): SandboxRow {
     const row = this.get(id);
@@ -661,6 +773,7 @@ export class Forge {
       this.live.delete(id);
       // The console log outlives the VM directory, until the row's history is pruned.
       if (row.vm_dir) await this.keepConsoleLog(id, row.vm_dir);
+      await this.networks.detach(id);
       if (row.vm_id) await this.tenants?.leave(id);
       else if (sb) await sb.vm.destroy();
       this.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
@@ -703,6 +816,7 @@ export class Forge {
     await this.tenants?.close();
     await Promise.all([...this.live.keys()].map((id) => this.destroy(id)));
     await this.provider.destroyAll();
+    this.egress.close();
     this.db.close();
   }
 
@@ -710,10 +824,26 @@ export class Forge {
     try {
       await this.prune();
       const cutoff = new Date(Date.now() - (this.opts.historyRetentionMs ?? 7 * 86_400_000)).toISOString();
-      for (const id of this.sandboxes.pruneHistory(cutoff)) await rm(this.keptLogPath(id), { force: true });
+      for (const id of this.sandboxes.pruneHistory(cutoff)) {
+        await rm(this.keptLogPath(id), { force: true });
+        await this.egress.removeLog(id);
+      }
       this.eventStore.trim(cutoff);
     } catch {
       // the next tick tries again
+    }
+  }
+
+  /** A re-attached sandbox's network; a published port taken meanwhile is dropped and reported. */
+  private async reattachNetwork(row: SandboxRow, vm: Vm): Promise<NetworkRecord> {
+    const want = row.network ?? NO_NETWORK;
+    try {
+      return await this.networks.attach(row.id, vm, want);
+    } catch (e) {
+      this.events.emit("sandbox.error", row.id, { error: `after restart: ${(e as Error).message}; its published ports were dropped` });
+      const net = await this.networks.attach(row.id, vm, { ...want, ports: [] });
+      this.sandboxes.setNetwork(row.id, net);
+      return net;
     }
   }
 
@@ -730,7 +860,8 @@ export class Forge {
         try {
           const vm = await this.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
           const image = await resolveImage(this.paths, row.image).catch(() => null);
-          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user)));
+          const network = await this.reattachNetwork(row, vm);
+          this.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user, network)));
           this.sandboxes.update(row.id, { manager_pid: process.pid });
           this.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
           continue;
@@ -762,8 +893,9 @@ export class Forge {
 }
 
 /** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */
-function execDefaults(image: LocalImage | null, env: Record<string, string> | null, user: string | null): ExecDefaults {
-  const fromImage: Record<string, string> = {};
+function execDefaults(image: LocalImage | null, env: Record<string, string> | null, user: string | null, network?: NetworkRecord): ExecDefaults {
+  // The proxy's address comes first so that an image or sandbox may point elsewhere (to no avail).
+  const fromImage: Record<string, string> = network?.mode === "allowlist" ? proxyEnv() : {};
   for (const kv of image?.config?.Env ?? []) {
     const i = kv.indexOf("=");
     if (i > 0) fromImage[kv.slice(0, i)] = kv.slice(i + 1);

@@ -9,7 +9,7 @@ import { DEFAULT_IMAGE, imageDir, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
-const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping"];
+const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl"];
 const DESCRIPTION = `Debian 12 bookworm minbase with ${PACKAGES.join(", ")}`;
 
 /** The Debian mirror to use: $FORGEVM_DEBIAN_MIRROR, else the host's apt source, else deb.debian.org. */

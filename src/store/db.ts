@@ -69,6 +69,7 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN snapshot_id TEXT;
    ALTER TABLE sandboxes ADD COLUMN origin TEXT;
    ALTER TABLE sandboxes ADD COLUMN vm_id TEXT;`,
+  `ALTER TABLE sandboxes ADD COLUMN network TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

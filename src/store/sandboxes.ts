@@ -32,11 +32,25 @@ export interface SandboxRow {
   origin: string | null;
   /** Pool mode: the shared VM this logical sandbox lives in. */
   vm_id: string | null;
+  /** Network mode, egress allowlist and published ports (null: no network, nothing published). */
+  network: NetworkRecord | null;
 }
 
-type Raw = Omit<SandboxRow, "metadata" | "env"> & { metadata: string | null; env: string | null };
+/** A sandbox's network as stored. */
+export interface NetworkRecord {
+  mode: "none" | "allowlist";
+  allow: string[];
+  ports: { host_ip: string; host_port: number; guest_port: number }[];
+}
+
+type Raw = Omit<SandboxRow, "metadata" | "env" | "network"> & { metadata: string | null; env: string | null; network: string | null };
 const decode = (r: Raw | undefined): SandboxRow | undefined =>
-  r && { ...r, metadata: r.metadata ? JSON.parse(r.metadata) : null, env: r.env ? JSON.parse(r.env) : null };
+  r && {
+    ...r,
+    metadata: r.metadata ? JSON.parse(r.metadata) : null,
+    env: r.env ? JSON.parse(r.env) : null,
+    network: r.network ? JSON.parse(r.network) : null,
+  };
 
 export class SandboxStore {
   constructor(private readonly db: Db) {}
@@ -44,10 +58,15 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network)`,
       )
-      .run({ ...row, metadata: row.metadata ? JSON.stringify(row.metadata) : null, env: row.env ? JSON.stringify(row.env) : null });
+      .run({
+        ...row,
+        metadata: row.metadata ? JSON.stringify(row.metadata) : null,
+        env: row.env ? JSON.stringify(row.env) : null,
+        network: row.network ? JSON.stringify(row.network) : null,
+      });
   }
 
   get(id: string): SandboxRow | undefined {
@@ -60,7 +79,12 @@ export class SandboxStore {
     return (this.db.prepare(q).all(...states, ...(owner ? [owner] : [])) as Raw[]).map((r) => decode(r)!);
   }
 
-  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env">>): void {
+  /** Records a sandbox's network (its allowlist or ports changed). */
+  setNetwork(id: string, network: NetworkRecord | null): void {
+    this.db.prepare("UPDATE sandboxes SET network = ? WHERE id = ?").run(network ? JSON.stringify(network) : null, id);
+  }
+
+  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network">>): void {
     const keys = Object.keys(fields);
     if (!keys.length) return;
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });

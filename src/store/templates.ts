@@ -11,6 +11,8 @@ export interface TemplateBody {
   cpu_cores?: number;
   ttl_seconds?: number;
   env?: Record<string, string>;
+  /** Egress allowlist of its sandboxes (and of its setup commands): network "allowlist". */
+  allowed_hosts?: string[];
   /** Warm sandboxes kept restored and ready for spawns of this template. */
   pool_size?: number;
 }

@@ -23,6 +23,9 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       env: b.env,
       template: b.template,
       user: b.user,
+      network: b.network,
+      allow: b.allow,
+      ports: b.ports,
     });
     reply.status(201);
     return sandboxView(forge.get(sb.id));

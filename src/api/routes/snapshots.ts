@@ -1,6 +1,6 @@
 // Snapshot routes: take one of a sandbox, fork a sandbox, list, inspect, delete, restore.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { Type } from "typebox";
+import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { CopiesRequest, IdParams, Sandbox, Snapshot, Status } from "../schemas.js";
@@ -10,11 +10,13 @@ const NAME = "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$";
 const Copies = Type.Object({ sandboxes: Type.Array(Sandbox) });
 
 export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
-  const copyOptions = (b: { count?: number; ttl?: string; owner_id?: string; metadata?: Record<string, string> } | undefined, owner?: string) => ({
+  const copyOptions = (b: Static<typeof CopiesRequest> | undefined, owner?: string) => ({
     count: b?.count,
     ttlMs: b?.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
     ownerId: owner || b?.owner_id,
     metadata: b?.metadata,
+    network: b?.network,
+    allow: b?.allow,
   });
 
   app.post(

@@ -1,5 +1,5 @@
 // Template routes: CRUD and spawn. Every accepted field takes effect; fields whose machinery is
-// not built yet (egress allowlists, secrets) are refused rather than stored and ignored.
+// not built yet (secrets) are refused rather than stored and ignored.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
@@ -17,7 +17,7 @@ const TemplateInput = Type.Object({
   image: Type.Optional(Type.String({ minLength: 1 })),
   description: Type.Optional(Type.String()),
   setup: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 100 })),
-  allowed_hosts: Type.Optional(Type.Array(Type.String())),
+  allowed_hosts: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
   memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
   cpu_cores: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
@@ -50,7 +50,6 @@ const Template = Type.Object(
 );
 
 function toBody(t: TemplateInputT): TemplateBody {
-  if (t.allowed_hosts?.length) throw badRequest("allowed_hosts is not supported yet: sandboxes have no network until egress allowlists exist");
   if (t.secrets?.length) throw badRequest("secrets are not supported yet");
   const ttlSeconds = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : t.ttl !== undefined ? Math.ceil(parseDuration(t.ttl, "ttl") / 1000) : undefined);
   return {
@@ -63,6 +62,7 @@ function toBody(t: TemplateInputT): TemplateBody {
     cpu_cores: t.cpu_cores ?? t.vcpus,
     ttl_seconds: ttlSeconds,
     env: t.env,
+    allowed_hosts: t.allowed_hosts?.length ? t.allowed_hosts : undefined,
     pool_size: t.pool_size,
   };
 }
@@ -75,7 +75,7 @@ function view(forge: Forge, t: TemplateRow) {
     image: t.image ?? d.image,
     description: t.description ?? "",
     setup: t.setup ?? [],
-    allowed_hosts: [],
+    allowed_hosts: t.allowed_hosts ?? [],
     memory_mb: t.memory_mb ?? d.memoryMb,
     cpu_cores: t.cpu_cores ?? d.vcpus,
     ttl_seconds: t.ttl_seconds ?? Math.round(d.ttlMs / 1000),

@@ -1,0 +1,64 @@
+// Network routes of a sandbox: its mode, allowlist (changeable live), egress decision log and
+// published ports.
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import type { Forge } from "../../core/forge.js";
+import { EgressEntry, IdParams, Network, PortMapping, Status } from "../schemas.js";
+import { networkView } from "../views.js";
+
+export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  app.get("/sandboxes/:id/network", { schema: { tags: ["network"], params: IdParams, response: { 200: Network } } }, async (req) =>
+    networkView(forge.network(req.params.id)),
+  );
+
+  app.put(
+    "/sandboxes/:id/network/allow",
+    {
+      schema: {
+        tags: ["network"],
+        params: IdParams,
+        body: Type.Object({ allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 }) }),
+        response: { 200: Network },
+      },
+    },
+    async (req) => networkView(forge.setAllowlist(req.params.id, req.body.allow)),
+  );
+
+  app.get(
+    "/sandboxes/:id/egress",
+    {
+      schema: {
+        tags: ["network"],
+        params: IdParams,
+        querystring: Type.Object({ lines: Type.Optional(Type.String({ pattern: "^[0-9]{1,6}$" })) }),
+        response: { 200: Type.Array(EgressEntry) },
+      },
+    },
+    async (req) => forge.egressLog(req.params.id, req.query.lines ? Math.max(1, Number(req.query.lines)) : 100),
+  );
+
+  app.post(
+    "/sandboxes/:id/ports",
+    { schema: { tags: ["network"], params: IdParams, body: Type.Object({ port: Type.String({ minLength: 1, maxLength: 64 }) }), response: { 201: PortMapping } } },
+    async (req, reply) => {
+      const m = await forge.publishPort(req.params.id, req.body.port);
+      reply.status(201);
+      return m;
+    },
+  );
+
+  app.delete(
+    "/sandboxes/:id/ports/:host_port",
+    {
+      schema: {
+        tags: ["network"],
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), host_port: Type.Integer({ minimum: 1, maximum: 65535 }) }),
+        response: { 200: Status("unpublished") },
+      },
+    },
+    async (req) => {
+      await forge.unpublishPort(req.params.id, req.params.host_port);
+      return { status: "unpublished" as const };
+    },
+  );
+};

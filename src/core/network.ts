@@ -1,0 +1,184 @@
+// Sandbox networking. No sandbox has a network device that reaches the host: `none` has only
+// loopback, and `allowlist` adds one way out, a listener on the guest's 127.0.0.1:3128 whose
+// connections the agent hands to the host's egress proxy, tagged with the sandbox they came
+// from. Published ports go the other way through the same channel. Every rule about what is
+// reachable is therefore enforced on the host, where the guest cannot change it.
+import type { AgentChannel, GuestListener } from "../agent-client/index.js";
+import type { Vm } from "../providers/provider.js";
+import { AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
+import type { EgressProxy } from "../net/egress-proxy.js";
+import type { EgressEntry } from "../net/egress-log.js";
+import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
+import { tunnelDuplex } from "../net/tunnel.js";
+import type { NetworkRecord } from "../store/sandboxes.js";
+import { badRequest, conflict, ForgevmError } from "./errors.js";
+
+export type NetworkMode = NetworkRecord["mode"];
+export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist"];
+
+/** Where the egress proxy answers inside the guest. */
+export const PROXY_ADDR = "127.0.0.1";
+export const PROXY_PORT = 3128;
+
+/** Environment that points HTTP clients in the guest at the egress proxy. */
+export function proxyEnv(): Record<string, string> {
+  const url = `http://${PROXY_ADDR}:${PROXY_PORT}`;
+  const none = "localhost,127.0.0.1,::1";
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, NO_PROXY: none, no_proxy: none };
+}
+
+/** What a spawn asks for; validated by `Networks.plan`. */
+export interface NetworkRequest {
+  mode?: string;
+  allow?: string[];
+  ports?: string[];
+}
+
+interface Attached {
+  vm: Vm;
+  record: NetworkRecord;
+  ports: PublishedPorts;
+  listener: GuestListener | null;
+}
+
+/** The networks of all running sandboxes of one server. */
+export class Networks {
+  private readonly attached = new Map<string, Attached>();
+
+  constructor(
+    private readonly proxy: EgressProxy,
+    private readonly presets: Presets,
+    /** Mode of spawns that name none. */
+    private readonly defaultMode: NetworkMode,
+    /** Called whenever a sandbox's allowlist or ports change, to store them. */
+    private readonly save: (id: string, record: NetworkRecord) => void,
+  ) {}
+
+  /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
+  plan(req: NetworkRequest, template?: { allow?: string[] | null }): NetworkRecord {
+    const allow = req.allow ?? template?.allow ?? [];
+    let mode = req.mode ?? (allow.length ? "allowlist" : this.defaultMode);
+    if (!NETWORK_MODES.includes(mode as NetworkMode)) {
+      if (mode === "full") throw badRequest(`network: "full" is not available on this server yet; use "allowlist" with the hosts the sandbox needs`);
+      throw badRequest(`network must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
+    }
+    if (mode === "none" && req.allow?.length) throw badRequest(`allow needs network "allowlist" (network is "none")`);
+    if (mode === "none") mode = "none";
+    this.parse(allow);
+    const ports: PortMapping[] = [];
+    for (const spec of req.ports ?? []) {
+      try {
+        ports.push(parsePortSpec(spec));
+      } catch (e) {
+        throw badRequest(`ports: ${(e as Error).message}`);
+      }
+    }
+    return { mode: mode as NetworkMode, allow: mode === "allowlist" ? allow : [], ports };
+  }
+
+  private parse(allow: string[]) {
+    try {
+      return parseAllowlist(allow, this.presets);
+    } catch (e) {
+      if (e instanceof AllowlistError) throw badRequest(e.message);
+      throw e;
+    }
+  }
+
+  /**
+   * Gives a started VM its network: the proxy listener in the guest and the published ports.
+   * Returns the record with the ports really bound; a port already taken fails with 409.
+   */
+  async attach(id: string, vm: Vm, record: NetworkRecord): Promise<NetworkRecord> {
+    const a: Attached = { vm, record: { ...record, ports: [] }, ports: new PublishedPorts(() => vm.channel), listener: null };
+    this.attached.set(id, a);
+    try {
+      if (record.mode === "allowlist") {
+        this.proxy.setPolicy(id, this.parse(record.allow));
+        a.listener = listenForProxy(vm.channel, (duplex) => this.proxy.handle(id, duplex));
+        await a.listener.listening;
+      }
+      for (const m of record.ports) a.record.ports.push(await this.publish(a, m));
+    } catch (e) {
+      await this.detach(id);
+      throw e;
+    }
+    return a.record;
+  }
+
+  /** Takes a sandbox's network down (the sandbox is going away). */
+  async detach(id: string): Promise<void> {
+    const a = this.attached.get(id);
+    if (!a) return;
+    this.attached.delete(id);
+    this.proxy.forget(id);
+    a.listener?.close();
+    await a.ports.close();
+  }
+
+  /** The network of a running sandbox. */
+  get(id: string): NetworkRecord {
+    return this.of(id).record;
+  }
+
+  /** Replaces a running sandbox's allowlist; the next proxy request is decided by the new one. */
+  setAllow(id: string, allow: string[]): NetworkRecord {
+    const a = this.of(id);
+    if (a.record.mode !== "allowlist") throw conflict(`sandbox ${id} has network "${a.record.mode}"; an allowlist applies only to network "allowlist"`);
+    this.proxy.setPolicy(id, this.parse(allow));
+    a.record = { ...a.record, allow: [...allow] };
+    this.save(id, a.record);
+    return a.record;
+  }
+
+  /** Publishes one more port of a running sandbox. */
+  async addPort(id: string, spec: string): Promise<PortMapping> {
+    const a = this.of(id);
+    let m: PortMapping;
+    try {
+      m = parsePortSpec(spec);
+    } catch (e) {
+      throw badRequest(`port: ${(e as Error).message}`);
+    }
+    const bound = await this.publish(a, m);
+    a.record = { ...a.record, ports: [...a.record.ports, bound] };
+    this.save(id, a.record);
+    return bound;
+  }
+
+  /** Stops publishing a host port; 404 if it was not published. */
+  async removePort(id: string, hostPort: number): Promise<void> {
+    const a = this.of(id);
+    if (!(await a.ports.remove(hostPort))) throw new ForgevmError("NOT_FOUND", `sandbox ${id} does not publish host port ${hostPort}`);
+    a.record = { ...a.record, ports: a.record.ports.filter((p) => p.host_port !== hostPort) };
+    this.save(id, a.record);
+  }
+
+  /** The sandbox's last `lines` egress decisions. */
+  egressLog(id: string, lines: number): Promise<EgressEntry[]> {
+    return this.proxy.entries(id, lines);
+  }
+
+  private async publish(a: Attached, m: PortMapping): Promise<PortMapping> {
+    try {
+      return await a.ports.add(m);
+    } catch (e) {
+      if (e instanceof PortError) throw e.conflict ? conflict(`ports: ${e.message}`) : badRequest(`ports: ${e.message}`);
+      throw e;
+    }
+  }
+
+  private of(id: string): Attached {
+    const a = this.attached.get(id);
+    if (!a) throw new ForgevmError("NOT_FOUND", `sandbox ${id} is not running`);
+    return a;
+  }
+}
+
+/** Listens on the guest's proxy port and hands each connection over as a duplex stream. */
+function listenForProxy(channel: AgentChannel, onConnection: (d: ReturnType<typeof tunnelDuplex>) => void): GuestListener {
+  return channel.listen({ addr: PROXY_ADDR, port: PROXY_PORT }, (conn) => {
+    if (!channel.isOpen) return;
+    onConnection(tunnelDuplex(channel.connect({ conn })));
+  });
+}

@@ -1,0 +1,279 @@
+// The egress proxy: the only way out of an `allowlist` sandbox. Each client connection arrives
+// through one sandbox's agent channel, so the caller names the sandbox (the guest cannot forge
+// it). Speaks HTTP/1.x forward proxying (absolute-form requests) and CONNECT tunnels; resolves
+// names on the host, re-checks every resolved address against the blocked ranges (so DNS cannot
+// smuggle a private address through), connects to the address it checked, and logs every
+// decision as one JSON line per sandbox.
+import { lookup } from "node:dns/promises";
+import { connect, isIP, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { AddressSet, blockedAddresses } from "./addresses.js";
+import { matchAddress, matchHost, normalHost, type Rule } from "./allowlist.js";
+import { EgressLog, type EgressEntry } from "./egress-log.js";
+
+const MAX_HEAD = 64 * 1024;
+const HEAD_TIMEOUT_MS = 30_000;
+const CONNECT_TIMEOUT_MS = 10_000;
+
+export interface EgressProxyOptions {
+  /** Directory of the per-sandbox decision logs. */
+  logDir: string;
+  /** Networks the operator lets guests reach although they are private or the host's own. */
+  allowPrivate?: string[];
+  /**
+   * Test only: names resolved to these addresses instead of through DNS, and trusted as if the
+   * operator had allowed them (a local test server standing in for a public host).
+   */
+  hostsOverride?: Record<string, string>;
+  /** Resolver (default: the system's, via getaddrinfo). */
+  resolve?: (host: string) => Promise<string[]>;
+}
+
+interface Target {
+  method: string;
+  host: string; // normal hostname or IP literal
+  port: number;
+  /** Forward requests: the head to send upstream, rewritten to origin form. */
+  head?: Buffer;
+}
+
+/** Refused before any upstream connection: `status` goes back to the client. */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class EgressProxy {
+  private readonly policies = new Map<string, Rule[]>();
+  private readonly blocked = blockedAddresses();
+  private readonly operatorAllowed = new AddressSet();
+  private readonly log: EgressLog;
+  private readonly resolve: (host: string) => Promise<string[]>;
+  private readonly clients = new Set<Duplex>();
+
+  constructor(private readonly opts: EgressProxyOptions) {
+    for (const cidr of opts.allowPrivate ?? []) this.operatorAllowed.add(cidr);
+    for (const ip of Object.values(opts.hostsOverride ?? {})) this.operatorAllowed.add(ip);
+    this.log = new EgressLog(opts.logDir);
+    this.resolve = opts.resolve ?? (async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address));
+  }
+
+  /** Sets (or replaces, effective on the next request) a sandbox's parsed allowlist. */
+  setPolicy(sandboxId: string, rules: Rule[]): void {
+    this.policies.set(sandboxId, rules);
+  }
+
+  /** Forgets a sandbox: later connections from it are refused. Its log stays until removeLog. */
+  forget(sandboxId: string): void {
+    this.policies.delete(sandboxId);
+  }
+
+  /** The last `lines` decisions for a sandbox, oldest first. */
+  entries(sandboxId: string, lines: number): Promise<EgressEntry[]> {
+    return this.log.tail(sandboxId, lines);
+  }
+
+  /** Deletes a sandbox's decision log. */
+  removeLog(sandboxId: string): Promise<void> {
+    return this.log.remove(sandboxId);
+  }
+
+  /** Serves one client connection that came from `sandboxId`'s guest. */
+  handle(sandboxId: string, client: Duplex): void {
+    this.clients.add(client);
+    client.on("close", () => this.clients.delete(client));
+    client.on("error", () => client.destroy());
+    void this.serve(sandboxId, client).catch(() => client.destroy());
+  }
+
+  /** Ends every client connection (server shutdown). */
+  close(): void {
+    for (const c of this.clients) c.destroy();
+    this.log.close();
+  }
+
+  private async serve(sandboxId: string, client: Duplex): Promise<void> {
+    const got = await readHead(client);
+    if (!got) return void client.destroy();
+    const { head, rest } = got;
+    let target: Target;
+    try {
+      target = parseRequest(head);
+    } catch (e) {
+      const r = e as Refusal;
+      this.record(sandboxId, { method: "?", host: "", port: 0, decision: "deny", reason: r.message });
+      return reply(client, r.status ?? 400, r.message);
+    }
+    let address: string;
+    let rule: Rule;
+    try {
+      ({ address, rule } = await this.decide(sandboxId, target));
+    } catch (e) {
+      if (!(e instanceof Refusal)) throw e;
+      this.record(sandboxId, { method: target.method, host: target.host, port: target.port, decision: "deny", reason: e.message });
+      return reply(client, e.status, e.message);
+    }
+    const base = { method: target.method, host: target.host, port: target.port, address, rule: rule.entry };
+    let upstream: Socket;
+    try {
+      upstream = await openUpstream(address, target.port);
+    } catch (e) {
+      this.record(sandboxId, { ...base, decision: "allow", reason: "allowed", error: (e as Error).message });
+      return reply(client, 502, `cannot connect to ${target.host}:${target.port}: ${(e as Error).message}`);
+    }
+    this.record(sandboxId, { ...base, decision: "allow", reason: "allowed" });
+    if (client.destroyed) return void upstream.destroy();
+    if (target.method === "CONNECT") client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+    else upstream.write(target.head!);
+    if (rest.length) upstream.write(rest);
+    splice(client, upstream);
+  }
+
+  /** Allowed destination address and the rule that allows it, or a Refusal saying why not. */
+  private async decide(sandboxId: string, t: Target): Promise<{ address: string; rule: Rule }> {
+    const rules = this.policies.get(sandboxId);
+    if (!rules) throw new Refusal(403, "this sandbox has no egress allowlist");
+    if (isIP(t.host)) {
+      // A raw address is only reachable when an IP/network entry names it.
+      const rule = matchAddress(rules, t.host, t.port);
+      if (!rule) throw new Refusal(403, `${t.host}:${t.port} is an IP address not on this sandbox's allowlist`);
+      if (this.blocked.has(t.host) && !this.operatorAllowed.has(t.host)) throw new Refusal(403, `${t.host} is a private, local or reserved address`);
+      return { address: t.host, rule };
+    }
+    const rule = matchHost(rules, t.host, t.port);
+    if (!rule) throw new Refusal(403, `${t.host}:${t.port} is not on this sandbox's allowlist`);
+    const override = this.opts.hostsOverride?.[t.host];
+    let addresses: string[];
+    try {
+      addresses = override ? [override] : await this.resolve(t.host);
+    } catch (e) {
+      throw new Refusal(502, `cannot resolve ${t.host}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+    // Re-checked after resolution: an allowed name that resolves to a private address (DNS
+    // rebinding, or a hostile record) is refused rather than followed.
+    const usable = addresses.filter((a) => !this.blocked.has(a) || this.operatorAllowed.has(a));
+    if (!usable.length) throw new Refusal(403, `${t.host} resolves to a private, local or reserved address (${addresses.join(", ")})`);
+    return { address: usable[0], rule };
+  }
+
+  private record(sandboxId: string, e: Omit<EgressEntry, "ts">): void {
+    this.log.append(sandboxId, { ts: new Date().toISOString(), ...e });
+  }
+}
+
+/** Reads up to the end of the request head; null if the client leaves, stalls or sends too much. */
+function readHead(client: Duplex): Promise<{ head: string; rest: Buffer } | null> {
+  return new Promise((resolve) => {
+    let buf = Buffer.alloc(0);
+    const done = (v: { head: string; rest: Buffer } | null) => {
+      clearTimeout(timer);
+      client.off("data", onData);
+      client.off("end", onEnd);
+      client.off("close", onEnd);
+      if (v) client.pause();
+      resolve(v);
+    };
+    const onData = (c: Buffer) => {
+      buf = Buffer.concat([buf, c]);
+      const end = buf.indexOf("\r\n\r\n");
+      if (end >= 0) done({ head: buf.subarray(0, end + 4).toString("latin1"), rest: buf.subarray(end + 4) });
+      else if (buf.length > MAX_HEAD) {
+        reply(client, 431, "request head too large");
+        done(null);
+      }
+    };
+    const onEnd = () => done(null);
+    const timer = setTimeout(() => done(null), HEAD_TIMEOUT_MS);
+    client.on("data", onData);
+    client.on("end", onEnd);
+    client.on("close", onEnd);
+  });
+}
+
+const HOP_HEADERS = new Set(["proxy-connection", "proxy-authorization", "connection", "keep-alive", "te", "trailer", "upgrade"]);
+
+/** What a request head asks for; throws a Refusal for anything that is not a proxy request. */
+function parseRequest(head: string): Target {
+  const lines = head.split("\r\n");
+  const m = /^([A-Z]{1,16}) (\S+) HTTP\/1\.[01]$/.exec(lines[0]);
+  if (!m) throw new Refusal(400, "not an HTTP/1.x request");
+  const [, method, uri] = m;
+  if (method === "CONNECT") {
+    const a = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s/@]+)):(\d{1,5})$/.exec(uri);
+    if (!a) throw new Refusal(400, `CONNECT needs host:port, got "${uri.slice(0, 200)}"`);
+    return { method, host: hostOf(a[1] ?? a[2]), port: portOf(a[3]) };
+  }
+  if (!/^http:\/\//i.test(uri)) {
+    throw new Refusal(400, /^https:\/\//i.test(uri) ? "use CONNECT for https" : "send requests through the proxy in absolute form (http://host/path)");
+  }
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    throw new Refusal(400, `malformed URL "${uri.slice(0, 200)}"`);
+  }
+  if (url.username || url.password) throw new Refusal(400, "credentials in the URL are not forwarded");
+  const host = hostOf(url.hostname.replace(/^\[|\]$/g, ""));
+  const port = url.port ? portOf(url.port) : 80;
+  // One request per connection upstream: a later request on this connection could name another
+  // host, so the upstream is told to close and the head is rebuilt in origin form.
+  const headers = lines.slice(1).filter((l) => l && !HOP_HEADERS.has(l.slice(0, l.indexOf(":")).trim().toLowerCase()));
+  if (!headers.some((l) => /^host\s*:/i.test(l))) headers.unshift(`Host: ${url.host}`);
+  const out = [`${method} ${url.pathname}${url.search} HTTP/1.1`, ...headers, "Connection: close", "", ""].join("\r\n");
+  return { method, host, port, head: Buffer.from(out, "latin1") };
+}
+
+function hostOf(raw: string): string {
+  if (isIP(raw)) return raw.toLowerCase();
+  const h = normalHost(raw);
+  if (!h) throw new Refusal(400, `"${raw.slice(0, 200)}" is not a valid hostname`);
+  return h;
+}
+
+function portOf(s: string): number {
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Refusal(400, `port ${s} is out of range`);
+  return n;
+}
+
+function reply(client: Duplex, status: number, message: string): void {
+  const text = `forgevm egress proxy: ${message}\n`;
+  const reason = { 400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 502: "Bad Gateway" }[status] ?? "Error";
+  client.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
+      `X-Forgevm-Egress: ${status === 403 ? "denied" : "error"}\r\nConnection: close\r\n\r\n${text}`,
+  );
+}
+
+function openUpstream(address: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: address, port });
+    const timer = setTimeout(() => s.destroy(new Error("timed out")), CONNECT_TIMEOUT_MS);
+    s.once("connect", () => {
+      clearTimeout(timer);
+      s.off("error", reject);
+      resolve(s);
+    });
+    s.once("error", (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+
+/** Pipes both ways with half-close, and tears both down when either fails. */
+function splice(client: Duplex, upstream: Socket): void {
+  upstream.on("error", () => client.destroy());
+  client.on("error", () => upstream.destroy());
+  client.on("close", () => upstream.destroy());
+  upstream.on("close", () => {
+    if (!client.writableEnded) client.end();
+  });
+  client.pipe(upstream);
+  upstream.pipe(client);
+  client.resume();
+}
