@@ -24,6 +24,10 @@ function envOption(v: string, acc: Record<string, string>) {
   return { ...acc, [v.slice(0, i)]: v.slice(i + 1) };
 }
 
+function listOption(v: string, acc: string[] = []) {
+  return [...acc, v];
+}
+
 const program = new Command("forgevm")
   .description("Disposable, isolated microVMs for AI agents and people")
   .version(pkg.version, "-V, --version")
@@ -60,9 +64,20 @@ program
   .option("--ttl <duration>", "lifetime, e.g. 30m or 1h")
   .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", 64, 65536))
   .option("-c, --vcpus <n>", "vCPUs", intOption("--vcpus", 1, 64))
+  .option("--network <mode>", "none (loopback only) or allowlist (out through the egress proxy)")
+  .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
+  .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
   .option("--json", "print JSON")
   .action(async (o) => {
-    const sb = await client().request<SandboxView>("POST", "/sandboxes", { image: o.image, ttl: o.ttl, memory_mb: o.memory, vcpus: o.vcpus });
+    const sb = await client().request<SandboxView>("POST", "/sandboxes", {
+      image: o.image,
+      ttl: o.ttl,
+      memory_mb: o.memory,
+      vcpus: o.vcpus,
+      network: o.network,
+      allow: o.allow,
+      ports: o.publish,
+    });
     console.log(o.json ? JSON.stringify(sb, null, 2) : sb.id);
   });
 
@@ -208,6 +223,79 @@ const copies = (name: string, what: string, path: (id: string) => string) =>
 copies("fork", "make running copies of a sandbox as it is now", (id) => `/sandboxes/${encodeURIComponent(id)}/fork`);
 copies("restore", "start sandboxes from a snapshot", (id) => `/snapshots/${encodeURIComponent(id)}/spawn`);
 
+interface NetworkView {
+  mode: string;
+  allow: string[];
+  ports: { host_ip: string; host_port: number; guest_port: number }[];
+  proxy?: string;
+}
+
+const netPath = (id: string, rest: string) => `/sandboxes/${encodeURIComponent(id)}/${rest}`;
+
+program
+  .command("egress")
+  .description("show a sandbox's egress decisions (allowed and refused requests through its proxy)")
+  .argument("<id>", "sandbox id")
+  .option("-n, --lines <n>", "how many of the latest", intOption("--lines", 1, 100000), 100)
+  .option("--json", "print JSON lines")
+  .action(async (id: string, o: { lines: number; json?: boolean }) => {
+    const list = await client().request<{ ts: string; method: string; host: string; port: number; decision: string; reason: string; address?: string }[]>(
+      "GET",
+      netPath(id, `egress?lines=${o.lines}`),
+    );
+    if (o.json) return list.forEach((e) => console.log(JSON.stringify(e)));
+    if (!list.length) return console.log("no egress requests");
+    for (const e of list) console.log([e.ts, e.decision.toUpperCase(), e.method, `${e.host}:${e.port}`, e.decision === "allow" ? (e.address ?? "") : e.reason].join("\t"));
+  });
+
+program
+  .command("allow")
+  .description("show or change a running sandbox's egress allowlist (takes effect on its next request)")
+  .argument("<id>", "sandbox id")
+  .argument("[entries...]", "new allowlist: hosts, *.domains, IPs/CIDRs, with :port, and @presets")
+  .option("--add", "add the entries to the current list instead of replacing it")
+  .option("--clear", "remove every entry (the sandbox can then reach nothing)")
+  .action(async (id: string, entries: string[], o: { add?: boolean; clear?: boolean }) => {
+    const c = client();
+    let net = await c.request<NetworkView>("GET", netPath(id, "network"));
+    if (entries.length || o.clear) {
+      const allow = o.clear ? [] : o.add ? [...net.allow, ...entries] : entries;
+      net = await c.request<NetworkView>("PUT", netPath(id, "network/allow"), { allow });
+    }
+    console.log(`network ${net.mode}${net.proxy ? ` (proxy ${net.proxy})` : ""}`);
+    for (const a of net.allow) console.log(`  ${a}`);
+  });
+
+program
+  .command("publish")
+  .description("publish a port of a running sandbox on the host (127.0.0.1 unless an address is given)")
+  .argument("<id>", "sandbox id")
+  .argument("<spec>", "[ADDRESS:]HOST:GUEST, e.g. 8080:80; host port 0 picks a free one")
+  .action(async (id: string, spec: string) => {
+    const m = await client().request<NetworkView["ports"][number]>("POST", netPath(id, "ports"), { port: spec });
+    console.log(`${m.host_ip}:${m.host_port} -> ${m.guest_port}`);
+  });
+
+program
+  .command("unpublish")
+  .description("stop publishing a host port of a sandbox")
+  .argument("<id>", "sandbox id")
+  .argument("<host-port>", "the host port", intOption("host-port", 1, 65535))
+  .action(async (id: string, port: number) => {
+    await client().request("DELETE", netPath(id, `ports/${port}`));
+    console.log(`unpublished ${port}`);
+  });
+
+program
+  .command("ports")
+  .description("list a sandbox's published ports")
+  .argument("<id>", "sandbox id")
+  .action(async (id: string) => {
+    const net = await client().request<NetworkView>("GET", netPath(id, "network"));
+    if (!net.ports.length) return console.log("no published ports");
+    for (const m of net.ports) console.log(`${m.host_ip}:${m.host_port} -> ${m.guest_port}`);
+  });
+
 program
   .command("version")
   .description("print the version")
@@ -234,6 +322,8 @@ program
   .option("-e, --env <NAME=VALUE>", "environment variable (repeatable)", envOption, {})
   .option("-w, --workdir <dir>", "working directory in the guest")
   .option("-u, --user <user>", "user to run as")
+  .option("--network <mode>", "none (loopback only) or allowlist (out through the egress proxy)")
+  .option("--allow <entry>", "egress allowlist entry, e.g. @pypi or example.com (repeatable)", listOption)
   .action(async (command: string[], o) => {
     const forge = await Forge.open({ dataDir: dataDir() });
     let stopping = false;
@@ -245,7 +335,10 @@ program
     };
     process.once("SIGINT", () => void stop(130));
     process.once("SIGTERM", () => void stop(143));
-    const sb = await forge.spawn({ image: o.image, memoryMb: o.memory, vcpus: o.cpus, diskMb: o.disk });
+    const sb = await forge.spawn({ image: o.image, memoryMb: o.memory, vcpus: o.cpus, diskMb: o.disk, network: o.network, allow: o.allow }).catch(async (e) => {
+      await forge.close();
+      throw e;
+    });
     try {
       const s = sb.execStream(command.length === 1 ? command[0] : command, {
         env: o.env,

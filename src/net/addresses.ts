@@ -17,8 +17,7 @@ const BLOCKED_V4: [string, number][] = [
   ["240.0.0.0", 4], // reserved, broadcast
 ];
 const BLOCKED_V6: [string, number][] = [
-  ["::", 127], // unspecified and loopback
-  ["::ffff:0:0", 96], // IPv4-mapped: checked as IPv4 instead
+  ["::", 96], // unspecified, loopback and IPv4-compatible (::a.b.c.d)
   ["64:ff9b::", 96], // NAT64 of any IPv4, private ones included
   ["fc00::", 7], // unique local
   ["fe80::", 10], // link-local
@@ -53,11 +52,15 @@ export class AddressSet {
   }
 }
 
-/** The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:a.b.c.d), else null. */
+/**
+ * The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:a.b.c.d in any spelling), else
+ * null. Such addresses are checked as IPv4 (Node's BlockList would match every IPv4 address
+ * against a ::ffff:0:0/96 rule, so there is none).
+ */
 function mappedV4(ip: string): string | null {
-  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (m) return m[1];
-  const h = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(ip);
+  if (isIP(ip) !== 6) return null;
+  const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1); // WHATWG form: hex, compressed
+  const h = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(canonical);
   if (!h) return null;
   const a = parseInt(h[1], 16), b = parseInt(h[2], 16);
   return `${a >> 8}.${a & 255}.${b >> 8}.${b & 255}`;

@@ -57,7 +57,6 @@ export class EgressProxy {
 
   constructor(private readonly opts: EgressProxyOptions) {
     for (const cidr of opts.allowPrivate ?? []) this.operatorAllowed.add(cidr);
-    for (const ip of Object.values(opts.hostsOverride ?? {})) this.operatorAllowed.add(ip);
     this.log = new EgressLog(opts.logDir);
     this.resolve = opts.resolve ?? (async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address));
   }
@@ -146,10 +145,12 @@ export class EgressProxy {
     }
     const rule = matchHost(rules, t.host, t.port);
     if (!rule) throw new Refusal(403, `${t.host}:${t.port} is not on this sandbox's allowlist`);
+    // A test override is trusted for its own name only, never for the address it maps to.
     const override = this.opts.hostsOverride?.[t.host];
+    if (override) return { address: override, rule };
     let addresses: string[];
     try {
-      addresses = override ? [override] : await this.resolve(t.host);
+      addresses = await this.resolve(t.host);
     } catch (e) {
       throw new Refusal(502, `cannot resolve ${t.host}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }

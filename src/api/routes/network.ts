@@ -52,12 +52,12 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     {
       schema: {
         tags: ["network"],
-        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), host_port: Type.Integer({ minimum: 1, maximum: 65535 }) }),
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), host_port: Type.String({ pattern: "^[0-9]{1,5}$" }) }),
         response: { 200: Status("unpublished") },
       },
     },
     async (req) => {
-      await forge.unpublishPort(req.params.id, req.params.host_port);
+      await forge.unpublishPort(req.params.id, Number(req.params.host_port));
       return { status: "unpublished" as const };
     },
   );

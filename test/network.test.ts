@@ -1,0 +1,233 @@
+// Network walls with real VMs. Every wall has a control that must succeed, so a test cannot pass
+// because nothing works at all.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { createServer as createHttpServer, type Server } from "node:http";
+import { connect, createServer as createTcpServer } from "node:net";
+import { networkInterfaces } from "node:os";
+import { promisify } from "node:util";
+import { after, before, describe, it } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../src/api/app.js";
+import { Forge, type Sandbox } from "../src/index.js";
+import { assertNoVmLeft } from "./helpers.js";
+
+const execFileP = promisify(execFile);
+const TEST_NAME = "pkg.forgevm.test"; // resolved by the proxy's test-only override to 127.0.0.1
+
+/** A host address that is not loopback (the host's own LAN address), if it has one. */
+const lanAddress = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && a.family === "IPv4" && !a.internal)?.address;
+
+let forge: Forge;
+let app: FastifyInstance;
+let api: string;
+let apiPort: number;
+let web: Server; // a host service on 0.0.0.0, standing in for anything the host runs
+let webPort: number;
+let a: Sandbox; // allowlist
+let n: Sandbox; // none
+
+const sh = async (sb: Sandbox, cmd: string) => sb.exec(cmd, { timeoutMs: 30_000 });
+/** curl in the guest: prints the HTTP status (000 when no connection was made). */
+const curl = async (sb: Sandbox, args: string) => (await sh(sb, `curl -s -o /dev/null -w '%{http_code}' -m 8 ${args}`)).stdout.trim();
+const curlBody = async (sb: Sandbox, args: string) => (await sh(sb, `curl -sS -m 8 ${args}`)).stdout;
+/** Sends one raw request head to the guest's proxy port and returns the reply (curl never proxies "localhost"). */
+const rawProxy = async (sb: Sandbox, requestLine: string) =>
+  (await sh(sb, `bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "${requestLine}\\r\\nHost: x\\r\\n\\r\\n" >&3; timeout 8 cat <&3'`)).stdout;
+/** Through the proxy even for addresses NO_PROXY lists (the guest could always do this). */
+const VIA_PROXY = "-x http://127.0.0.1:3128 --noproxy ''";
+
+before(async () => {
+  web = createHttpServer((req, res) => res.end(`host service ${req.url}\n`));
+  await new Promise<void>((r) => web.listen(0, "0.0.0.0", r));
+  webPort = (web.address() as { port: number }).port;
+  forge = await Forge.open({ network: { hostsOverride: { [TEST_NAME]: "127.0.0.1" } } });
+  app = await buildApp({ forge, version: "test" });
+  api = await app.listen({ host: "127.0.0.1", port: 0 });
+  apiPort = Number(new URL(api).port);
+  [a, n] = await Promise.all([forge.spawn({ allow: [`${TEST_NAME}:${webPort}`] }), forge.spawn({ network: "none" })]);
+});
+
+after(async () => {
+  await app?.close();
+  await forge?.close();
+  web?.close();
+  if (forge) await assertNoVmLeft(forge);
+});
+
+describe("network: none", () => {
+  it("has no network interface besides lo, and no proxy", async () => {
+    assert.equal((await sh(n, "ls /sys/class/net")).stdout.trim(), "lo");
+    assert.equal((await sh(n, "env | grep -ci proxy")).stdout.trim(), "0");
+    assert.equal(forge.network(n.id).mode, "none");
+    // control: loopback inside the guest works
+    await sh(n, "cd /tmp && (nohup python3 -m http.server 8000 >/dev/null 2>&1 &) ; sleep 1.5");
+    assert.equal(await curl(n, "http://127.0.0.1:8000/"), "200");
+  });
+
+  it("cannot reach a host listener on 127.0.0.1, the API port, or the host's own address", async () => {
+    // controls: the host reaches them
+    assert.equal((await fetch(`http://127.0.0.1:${webPort}/`)).status, 200);
+    assert.equal((await fetch(`${api}/api/v1/health`)).status, 200);
+    assert.equal(await curl(n, `http://127.0.0.1:${webPort}/`), "000");
+    assert.equal(await curl(n, `http://127.0.0.1:${apiPort}/api/v1/health`), "000");
+    assert.equal(await curl(n, `http://10.0.2.2:${webPort}/`), "000");
+    if (lanAddress) {
+      assert.equal((await fetch(`http://${lanAddress}:${webPort}/`)).status, 200);
+      assert.equal(await curl(n, `http://${lanAddress}:${webPort}/`), "000");
+    }
+  });
+});
+
+describe("network: allowlist", () => {
+  it("has only lo, and every exec gets the proxy in its environment", async () => {
+    assert.equal((await sh(a, "ls /sys/class/net")).stdout.trim(), "lo");
+    const env = (await sh(a, "env")).stdout;
+    assert.match(env, /^HTTP_PROXY=http:\/\/127\.0\.0\.1:3128$/m);
+    assert.match(env, /^HTTPS_PROXY=http:\/\/127\.0\.0\.1:3128$/m);
+    assert.match(env, /^NO_PROXY=localhost,127\.0\.0\.1,::1$/m);
+  });
+
+  it("reaches an allowlisted host through the proxy; a host not listed is refused and logged", async () => {
+    assert.equal(await curlBody(a, `http://${TEST_NAME}:${webPort}/allowed`), "host service /allowed\n");
+    const refused = await curlBody(a, `http://other.forgevm.test:${webPort}/`);
+    assert.match(refused, /not on this sandbox's allowlist/);
+    // the port is part of the rule: the allowlisted name on another port is refused
+    assert.match(await curlBody(a, `http://${TEST_NAME}:${apiPort}/api/v1/health`), /not on this sandbox's allowlist/);
+    const log = await forge.egressLog(a.id);
+    const allowed = log.find((e) => e.host === TEST_NAME && e.decision === "allow");
+    assert.ok(allowed, JSON.stringify(log));
+    assert.equal(allowed.address, "127.0.0.1");
+    assert.equal(allowed.port, webPort);
+    assert.ok(log.some((e) => e.host === "other.forgevm.test" && e.decision === "deny"));
+  });
+
+  it("refuses suffix tricks, raw IP addresses and names that resolve to private addresses", async () => {
+    const deny = async (url: string, why: RegExp) => {
+      const body = await curlBody(a, url);
+      assert.match(body, why, url);
+    };
+    await deny(`http://${TEST_NAME}.evil.example:${webPort}/`, /not on this sandbox's allowlist/);
+    await deny(`http://evil${TEST_NAME}:${webPort}/`, /not on this sandbox's allowlist/);
+    await deny(`${VIA_PROXY} http://127.0.0.1:${webPort}/`, /IP address not on this sandbox's allowlist/);
+    await deny(`http://93.184.216.34/`, /IP address not on this sandbox's allowlist/);
+    await deny(`http://169.254.169.254/latest/meta-data/`, /IP address not on this sandbox's allowlist/);
+    // CONNECT is checked the same way
+    assert.equal((await sh(a, `curl -sS -m 8 https://${TEST_NAME}.evil.example/`)).stderr.includes("403"), true);
+    // An allowlisted name whose address is private (here localhost) is refused after resolution,
+    // so neither DNS rebinding nor a hostile record can point the proxy at the host.
+    forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `localhost:${webPort}`]);
+    assert.match(await rawProxy(a, `GET http://localhost:${webPort}/ HTTP/1.1`), /403 Forbidden[^]*resolves to a private, local or reserved address/);
+    assert.match(await rawProxy(a, `CONNECT localhost:${webPort} HTTP/1.1`), /403 Forbidden[^]*resolves to a private, local or reserved address/);
+    // Even a listed IP literal of the host is refused: only the operator can open private ranges.
+    forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `127.0.0.1:${webPort}`]);
+    await deny(`${VIA_PROXY} http://127.0.0.1:${webPort}/`, /private, local or reserved address/);
+    const log = await forge.egressLog(a.id, 50);
+    for (const host of [`${TEST_NAME}.evil.example`, "93.184.216.34", "169.254.169.254", "localhost"]) {
+      assert.ok(log.some((e) => e.host === host && e.decision === "deny"), `${host} refusal logged`);
+    }
+    forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`]);
+  });
+
+  it("cannot reach host services directly either (no route out but the proxy)", async () => {
+    assert.equal(await curl(a, `--noproxy '*' http://127.0.0.1:${webPort}/`), "000");
+    assert.equal(await curl(a, `--noproxy '*' http://127.0.0.1:${apiPort}/api/v1/health`), "000");
+    if (lanAddress) assert.equal(await curl(a, `--noproxy '*' http://${lanAddress}:${webPort}/`), "000");
+    // through the proxy, the API port is refused as well
+    assert.match(await curlBody(a, `${VIA_PROXY} http://127.0.0.1:${apiPort}/api/v1/health`), /not on this sandbox's allowlist/);
+  });
+
+  it("takes an allowlist change on the next request", async () => {
+    const url = `http://${TEST_NAME}:${webPort}/live`;
+    assert.equal(await curl(a, url), "200");
+    const r = await fetch(`${api}/api/v1/sandboxes/${a.id}/network/allow`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ allow: ["@pypi"] }) });
+    assert.equal(r.status, 200);
+    assert.deepEqual(((await r.json()) as { allow: string[] }).allow, ["@pypi"]);
+    assert.equal(await curl(a, url), "403");
+    const back = await fetch(`${api}/api/v1/sandboxes/${a.id}/network/allow`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ allow: [`*.forgevm.test:${webPort}`] }) });
+    assert.equal(back.status, 200);
+    assert.equal(await curl(a, url), "200");
+    // a wildcard covers subdomains only, never the bare domain
+    assert.equal(await curl(a, `http://forgevm.test:${webPort}/`), "403");
+  });
+
+  it("serves the decision log over REST and the CLI", async () => {
+    const r = await fetch(`${api}/api/v1/sandboxes/${a.id}/egress?lines=5`);
+    assert.equal(r.status, 200);
+    const entries = (await r.json()) as { decision: string; host: string }[];
+    assert.equal(entries.length, 5);
+    const { stdout } = await execFileP(process.execPath, ["dist/src/cli/main.js", "--server", api, "egress", a.id, "-n", "3"]);
+    const lines = stdout.trim().split("\n");
+    assert.equal(lines.length, 3);
+    assert.match(lines.join("\n"), /DENY\tGET\tforgevm\.test:\d+/);
+  });
+});
+
+describe("published ports", () => {
+  it("answer on 127.0.0.1 only, are added and removed live, and a taken port is a clear error", async () => {
+    await sh(n, "cd /tmp && echo guest-web > page.txt && (nohup python3 -m http.server 8001 >/dev/null 2>&1 &) ; sleep 1.5");
+    const res = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ port: "0:8001" }) });
+    assert.equal(res.status, 201);
+    const m = (await res.json()) as { host_ip: string; host_port: number; guest_port: number };
+    assert.equal(m.host_ip, "127.0.0.1");
+    assert.equal(await (await fetch(`http://127.0.0.1:${m.host_port}/page.txt`)).text(), "guest-web\n");
+    if (lanAddress) await assert.rejects(fetch(`http://${lanAddress}:${m.host_port}/page.txt`), "not on the host's other addresses");
+    // a port nobody listens on in the guest: the connection is dropped, the server stays fine
+    const dead = await forge.publishPort(n.id, "0:8009");
+    await assert.rejects(fetch(`http://127.0.0.1:${dead.host_port}/`));
+    // a taken host port
+    const taken = createTcpServer();
+    await new Promise<void>((r) => taken.listen(0, "127.0.0.1", r));
+    const takenPort = (taken.address() as { port: number }).port;
+    const clash = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ port: `${takenPort}:8001` }) });
+    assert.equal(clash.status, 409);
+    assert.match(((await clash.json()) as { message: string }).message, new RegExp(`${takenPort} is already in use`));
+    taken.close();
+    const bad = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ port: "80:99999" }) });
+    assert.equal(bad.status, 400);
+    // removed live: the listener is gone
+    const del = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports/${m.host_port}`, { method: "DELETE" });
+    assert.equal(del.status, 200);
+    await assert.rejects(
+      new Promise((resolve, reject) => connect(m.host_port, "127.0.0.1").once("connect", resolve).once("error", reject)),
+      /ECONNREFUSED/,
+    );
+    assert.deepEqual(forge.network(n.id).ports.map((p) => p.guest_port), [8009]);
+  });
+
+  it("a second sandbox cannot reach the first one's services, published or not", async () => {
+    const pub = await forge.publishPort(n.id, "0:8001");
+    // control: the host reaches n's service through the published port
+    assert.equal((await fetch(`http://127.0.0.1:${pub.host_port}/page.txt`)).status, 200);
+    // a's loopback is its own: n's guest port is not there, nor is the host's published port
+    assert.equal(await curl(a, `--noproxy '*' http://127.0.0.1:8001/page.txt`), "000");
+    assert.equal(await curl(a, `--noproxy '*' http://127.0.0.1:${pub.host_port}/page.txt`), "000");
+    assert.match(await curlBody(a, `${VIA_PROXY} http://127.0.0.1:${pub.host_port}/page.txt`), /not on this sandbox's allowlist/);
+    await forge.unpublishPort(n.id, pub.host_port);
+  });
+});
+
+describe("network requests are checked", () => {
+  const post = (body: unknown) => fetch(`${api}/api/v1/sandboxes`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  it("answers 400 naming the field for a bad mode, entry, preset or port", async () => {
+    for (const [body, re] of [
+      [{ network: "bogus" }, /network must be one of none, allowlist/],
+      [{ network: "none", allow: ["pypi.org"] }, /allow needs network "allowlist"/],
+      [{ allow: ["@nosuch"] }, /unknown preset/],
+      [{ allow: ["*.com"] }, /wildcard needs a domain/],
+      [{ allow: ["exa mple.com"] }, /not a hostname/],
+      [{ allow: ["pypi.org:70000"] }, /port must be 1-65535/],
+      [{ ports: ["80:80:80:80"] }, /ports: port "80:80:80:80" must look like/],
+    ] as const) {
+      const r = await post(body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.match(((await r.json()) as { message: string }).message, re);
+    }
+    const r = await fetch(`${api}/api/v1/sandboxes/${n.id}/network/allow`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ allow: ["pypi.org"] }) });
+    assert.equal(r.status, 409);
+    const gone = await fetch(`${api}/api/v1/sandboxes/sb-00000000/network`);
+    assert.equal(gone.status, 404);
+  });
+});
