@@ -38,3 +38,51 @@ describe("disk quota", () => {
     }
   });
 });
+
+describe("process and memory limits in the guest", () => {
+  it("puts every exec in a cgroup with a pids limit and memory kept back for the agent", async () => {
+    const forge = await testForge();
+    const sb = await forge.spawn();
+    try {
+      const r = await sb.exec("cat /proc/self/cgroup /sys/fs/cgroup/sandbox/pids.max /sys/fs/cgroup/sandbox/memory.max /proc/meminfo");
+      const [cg, pids, memMax] = r.stdout.split("\n");
+      assert.equal(cg, "0::/sandbox");
+      assert.equal(pids, "1024");
+      const total = Number(/^MemTotal:\s+(\d+) kB/m.exec(r.stdout)![1]) * 1024;
+      assert.equal(total - Number(memMax), 48 * 1024 * 1024);
+      // background processes stay in it too
+      assert.equal((await sb.exec("sleep 30 & cat /proc/$!/cgroup")).stdout.trim(), "0::/sandbox");
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it("a fork bomb hits the pids limit; the server, another sandbox and its own agent stay responsive", async () => {
+    const forge = await testForge();
+    const [bomber, other] = await Promise.all([forge.spawn(), forge.spawn()]);
+    try {
+      const bomb = bomber.exec("bash -c ':(){ :|:& };:'; sleep 60", { timeoutMs: 10_000 });
+      let peak = 0;
+      const until = Date.now() + 7000;
+      while (Date.now() < until) {
+        await new Promise((r) => setTimeout(r, 700));
+        // the other sandbox answers commands, and the bomber's agent answers file operations
+        const t = performance.now();
+        assert.equal((await other.exec("echo ok", { timeoutMs: 10_000 })).stdout, "ok\n");
+        assert.ok(performance.now() - t < 5000, "the other sandbox answered within 5 s");
+        const events = (await bomber.readFile("/sys/fs/cgroup/sandbox/pids.events", 4096)).toString();
+        peak = Math.max(peak, Number(/^max (\d+)/m.exec(events)?.[1] ?? 0));
+        const current = Number((await bomber.readFile("/sys/fs/cgroup/sandbox/pids.current", 64)).toString());
+        assert.ok(current <= 1024, `pids.current ${current} stays within the limit`);
+      }
+      assert.ok(peak > 0, "the bomb was refused forks (pids.events max > 0)");
+      const r = await bomb;
+      assert.equal(r.timedOut, true);
+      assert.match(r.stderr, /fork: (retry: )?Resource temporarily unavailable/);
+      // The timeout killed the bomb's process group; the sandbox works again.
+      assert.equal((await bomber.exec("echo alive", { timeoutMs: 30_000 })).stdout, "alive\n");
+    } finally {
+      await Promise.all([bomber.destroy(), other.destroy()]);
+    }
+  });
+});

@@ -15,6 +15,7 @@
 #define MAX_PAYLOAD (1u << 20)      /* frames larger than this are refused by both sides */
 #define DATA_CHUNK 65536            /* largest DATA payload the agent sends */
 #define INITIAL_WINDOW (1024u * 1024) /* per-stream credit before the first WINDOW frame */
+#define SANDBOX_CGROUP "/sys/fs/cgroup/sandbox" /* cgroup of every exec'd process */
 #define OUTQ_HIGH (4u * 1024 * 1024) /* stop producing while this much waits for the host */
 
 enum frame_kind { K_HELLO = 1, K_REQ = 2, K_RES = 3, K_DATA = 4, K_WINDOW = 5, K_EVENT = 6 };

@@ -358,6 +358,9 @@ void op_exec(uint32_t id, const jdoc *d) {
       dup2(outp[1], 1);
       dup2(errp[1], 2);
     }
+    /* Into the sandbox cgroup while still root (a missing cgroup only loses the limits). */
+    int cg = open(SANDBOX_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (cg >= 0) { if (write(cg, "0", 1) < 0) {} close(cg); }
     /* Credentials first, then the directory: a user may only start where it may go. */
     if (uid || gid) {
       if (pw) initgroups(pw->pw_name, gid); else setgroups(0, NULL);

@@ -123,6 +123,43 @@ static void mount_fs(const char *src, const char *dst, const char *type, unsigne
   if (mount(src, dst, type, fl, opt) < 0 && errno != EBUSY) alog("mount %s on %s: %s", type, dst, strerror(errno));
 }
 
+static int write_str(const char *path, const char *v) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, v, strlen(v));
+  close(fd);
+  return n < 0 ? -1 : 0;
+}
+
+/* Every exec'd process (and all it starts) lives in one cgroup with a pids and a memory limit
+ * and one CPU share (however many processes it has, the agent competes with it as an equal),
+ * while the agent stays outside it: a fork bomb or a memory hog exhausts the sandbox's share,
+ * never the agent's, so the host can still talk to the guest and kill it. */
+static void sandbox_cgroup_init(void) {
+  mount_fs("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  if (write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids +memory +cpu") < 0) alog("cgroup controllers: %s", strerror(errno));
+  if (mkdir(SANDBOX_CGROUP, 0755) < 0 && errno != EEXIST) alog("cgroup %s: %s", SANDBOX_CGROUP, strerror(errno));
+}
+
+/* Sets the sandbox cgroup's limits: at most pids_max tasks, and all of memory but reserve_mb. */
+static int set_limits(int64_t pids_max, int64_t reserve_mb) {
+  char v[32];
+  if (pids_max > 0) {
+    snprintf(v, sizeof v, "%lld", (long long)pids_max);
+    if (write_str(SANDBOX_CGROUP "/pids.max", v) < 0) return -1;
+  }
+  if (reserve_mb > 0) {
+    struct sysinfo si;
+    if (sysinfo(&si) < 0) return -1;
+    uint64_t total = (uint64_t)si.totalram * si.mem_unit, reserve = (uint64_t)reserve_mb << 20;
+    if (total > 2 * reserve) {
+      snprintf(v, sizeof v, "%llu", (unsigned long long)(total - reserve));
+      if (write_str(SANDBOX_CGROUP "/memory.max", v) < 0) return -1;
+    }
+  }
+  return 0;
+}
+
 void boot_init(void) {
   mount_fs("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
   mount_fs("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
@@ -169,6 +206,7 @@ void boot_init(void) {
   if (access("/dev/ptmx", F_OK) < 0) symlink("pts/ptmx", "/dev/ptmx");
   if (cmdline_get("fvm.hostname", val, sizeof val)) set_hostname(val);
   loopback_up();
+  sandbox_cgroup_init();
 }
 
 /* The kernel's hostname and /etc/hostname agree, so tools reading either see the same name. */
@@ -225,6 +263,13 @@ void op_configure(uint32_t id, const jdoc *d) {
       close(fd);
     }
     free(seed);
+  }
+  int64_t pids_max, reserve_mb;
+  req_int(d, "pids_max", 0, &pids_max);
+  req_int(d, "memory_reserve_mb", 0, &reserve_mb);
+  if ((pids_max > 0 || reserve_mb > 0) && set_limits(pids_max, reserve_mb) < 0) {
+    send_errno(id, errno, "setting the sandbox cgroup limits");
+    return;
   }
   char *mid = req_str(d, "machine_id");
   if (mid) {

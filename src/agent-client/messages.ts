@@ -111,6 +111,10 @@ export interface ConfigureRequest {
   seed_hex?: string;
   /** 32 hex digits written to /etc/machine-id. */
   machine_id?: string;
+  /** Limit of the cgroup every exec'd process lives in: tasks at most. */
+  pids_max?: number;
+  /** ... and memory: all of the guest's but this many MiB. */
+  memory_reserve_mb?: number;
 }
 
 /** Asks the guest to listen on one of its own TCP ports (IPv4 literal, default 127.0.0.1). */

@@ -32,6 +32,7 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
     registryAuth: cfg.registries,
     baseSnapshots: cfg.snapshots.base,
     warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
+    guestLimits: { pidsMax: cfg.limits.pids_max, memoryReserveMb: cfg.limits.memory_reserve_mb },
     network: { default: cfg.network.default, allowPrivate: cfg.network.allow_private, presetsFile: cfg.network.presets_file || undefined },
     pool: {
       enabled: cfg.pool.enabled,

@@ -51,6 +51,13 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    limits: Type.Object(
+      {
+        pids_max: Type.Integer({ minimum: 16, maximum: 4194304 }),
+        memory_reserve_mb: Type.Integer({ minimum: 0, maximum: 4096 }),
+      },
+      strict,
+    ),
     network: Type.Object(
       {
         default: Type.Union([Type.Literal("none"), Type.Literal("allowlist")]),
@@ -83,6 +90,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     snapshots: { base: true },
     warm_pool: { size: 0, memory_budget_mb: 2048 },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
+    limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "" },
     providers: { default: "qemu", qemu: { accel: "auto" } },
   };

@@ -8,7 +8,7 @@ import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
 import { BlobStore } from "../images/blobs.js";
 import type { Credentials, RegistryOptions } from "../images/registry.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, resolveImage, type LocalImage } from "../images/store.js";
-import { BootError, type Vm } from "../providers/provider.js";
+import { BootError, type GuestLimits, type Vm } from "../providers/provider.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
@@ -54,6 +54,8 @@ export interface ForgeOptions {
   /** Pool mode: spawns without a template become users in shared VMs (the seed's `pool:` section). */
   pool?: PoolModeOptions;
   network?: NetworkOptions;
+  /** Limits inside every guest on what its sandbox runs (processes, memory kept for the agent). */
+  guestLimits?: GuestLimits;
 }
 
 export interface NetworkOptions {
@@ -325,7 +327,7 @@ export class Forge {
   static async open(opts: ForgeOptions = {}): Promise<Forge> {
     const paths = pathsFor(opts.dataDir ?? defaultDataDir());
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
-    const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel() }), db, opts);
+    const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel(), guestLimits: opts.guestLimits }), db, opts);
     await forge.reconcile();
     await forge.snaps.collect(true);
     await forge.configurePools();

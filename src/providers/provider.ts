@@ -30,6 +30,16 @@ export interface VmSpec {
   nice?: number;
 }
 
+/** Limits inside the guest on everything the sandbox runs (the agent itself stays outside them). */
+export interface GuestLimits {
+  /** Most processes and threads at once. */
+  pidsMax: number;
+  /** Guest memory kept back from the sandbox's processes for the agent and kernel. */
+  memoryReserveMb: number;
+}
+
+export const DEFAULT_GUEST_LIMITS: GuestLimits = { pidsMax: 1024, memoryReserveMb: 48 };
+
 /** The files of a snapshot. Everything in it is immutable once written. */
 export interface SnapshotFiles {
   /** QEMU migration stream: device state, and guest RAM unless `memory` holds it. */

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
 import type { Paths } from "../../config/paths.js";
 import { processAlive, run } from "../../util/process.js";
-import { BootError, type Accel, type CaptureResult, type Provider, type ProviderHealth, type Vm, type VmInfo, type VmSpec } from "../provider.js";
+import { BootError, DEFAULT_GUEST_LIMITS, type Accel, type CaptureResult, type GuestLimits, type Provider, type ProviderHealth, type Vm, type VmInfo, type VmSpec } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
 import { hostTscKhz, qemuArgs, type VmFiles } from "./args.js";
 import { ConsoleLog } from "./console-log.js";
@@ -22,6 +22,8 @@ import { connectQemuSocket } from "./unix-socket.js";
 
 export interface QemuProviderOptions {
   paths: Paths;
+  /** Limits on what sandboxes run inside each guest (default DEFAULT_GUEST_LIMITS). */
+  guestLimits?: GuestLimits;
   accel?: AccelMode;
   qemuBinary?: string;
   /** Default hello deadline; TCG boots are slower, so the default depends on the accel. */
@@ -48,6 +50,11 @@ export class QemuProvider implements Provider {
   constructor(private readonly opts: QemuProviderOptions) {
     this.qemu = opts.qemuBinary ?? "qemu-system-x86_64";
     if (opts.killOnExit !== false) process.once("exit", () => this.killAllSync());
+  }
+
+  private limitFields(): { pids_max: number; memory_reserve_mb: number } {
+    const l = this.opts.guestLimits ?? DEFAULT_GUEST_LIMITS;
+    return { pids_max: l.pidsMax, memory_reserve_mb: l.memoryReserveMb };
   }
 
   // Last resort at process exit: only synchronous calls work here.
@@ -166,7 +173,7 @@ export class QemuProvider implements Provider {
         throw new Error(`cannot re-attach to VM ${a.id}: ${failure}`);
       }
       const hello = await channel.hello;
-      await channel.request<"configure">({ op: "configure", time_ms: Date.now() });
+      await channel.request<"configure">({ op: "configure", time_ms: Date.now(), ...this.limitFields() });
       await writeFile(join(a.dir, "manager.pid"), `${process.pid}\n`);
       const info: VmInfo = { id: a.id, pid: a.pid, dir: a.dir, accel, memoryMb: a.memoryMb, vcpus: a.vcpus, agentVersion: hello.agent, bootMs: Math.round(performance.now() - started), restored: false };
       const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => this.live.delete(vm));
@@ -354,6 +361,7 @@ export class QemuProvider implements Provider {
         seed_hex: randomBytes(64).toString("hex"),
         machine_id: randomBytes(16).toString("hex"),
         ...(restore && spec.hostname ? { hostname: spec.hostname } : {}),
+        ...this.limitFields(),
       });
       const info: VmInfo = {
         id: spec.id,
