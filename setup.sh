@@ -73,6 +73,12 @@ else
   echo "setup: building the guest agent"
   make -s -C agent
 fi
+if make -s -q -C jail 2>/dev/null; then
+  say "VMM jail helper: up to date"
+else
+  echo "setup: building the VMM jail helper"
+  make -s -C jail
+fi
 
 # 4. Guest kernel, initramfs and the default image, under the data directory.
 if [ "$QUIET" = 1 ]; then node dist/src/cli/main.js setup --quiet; else node dist/src/cli/main.js setup; fi

@@ -1,6 +1,7 @@
 // Moving a VM's state in and out of QEMU through its migration machinery. QEMU sends a stream
 // to a unix socket this process serves (so QEMU never has to spawn a helper) and reads one from
 // an inherited file descriptor on restore.
+import { chmod } from "node:fs/promises";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -28,6 +29,9 @@ export async function receiveStream(socketPath: string, file: string, tees: Writ
     server.once("error", reject);
     server.listen(socketPath, () => resolve());
   });
+  // A confined QEMU runs as its own uid and needs write access to connect; the socket lives in
+  // that VM's private directory, so nobody else can reach it.
+  await chmod(socketPath, 0o666);
   let conn: Socket | null = null;
   let out: WriteStream | null = null;
   const done = new Promise<number>((resolve, reject) => {

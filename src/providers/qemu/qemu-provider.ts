@@ -3,8 +3,8 @@
 // virtio-serial channel, the serial console and a QMP socket, all in the VM's own directory.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
-import { copyFile, link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { accessSync, closeSync, constants as fsConstants, openSync, readFileSync, rmSync } from "node:fs";
+import { chmod, chown, copyFile, link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import type { Writable } from "node:stream";
 import { join } from "node:path";
@@ -19,11 +19,14 @@ import { ConsoleLog } from "./console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
 import { connectQemuSocket } from "./unix-socket.js";
+import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, jailConfig, kvmGroup, type JailConfig } from "./jail.js";
 
 export interface QemuProviderOptions {
   paths: Paths;
   /** Limits on what sandboxes run inside each guest (default DEFAULT_GUEST_LIMITS). */
   guestLimits?: GuestLimits;
+  /** Confine each QEMU (own uid, own mount namespace, rlimits): default when running as root. */
+  jail?: boolean;
   accel?: AccelMode;
   qemuBinary?: string;
   /** Default hello deadline; TCG boots are slower, so the default depends on the accel. */
@@ -45,10 +48,14 @@ export class QemuProvider implements Provider {
   /** VMs between QEMU start and hello: not in `live` yet, but theirs to clean up at exit. */
   private readonly launching = new Map<number, string>();
   private readonly qemu: string;
+  private readonly jail: JailConfig | null;
+  /** uids of the confined VMMs this provider runs. */
+  private readonly uids = new Set<number>();
   private readonly tscKhz = hostTscKhz(readFileSync("/proc/cpuinfo", "utf8"));
 
   constructor(private readonly opts: QemuProviderOptions) {
-    this.qemu = opts.qemuBinary ?? "qemu-system-x86_64";
+    this.qemu = findProgram(opts.qemuBinary ?? "qemu-system-x86_64");
+    this.jail = opts.jail === false ? null : jailConfig(opts.paths.dataDir);
     if (opts.killOnExit !== false) process.once("exit", () => this.killAllSync());
   }
 
@@ -260,6 +267,11 @@ export class QemuProvider implements Provider {
     let child: ChildProcess | null = null;
     let consoleLog: ConsoleLog | null = null;
     let exited: Promise<void> = Promise.resolve();
+    const uid = this.jail ? allocateUid(this.uids) : null;
+    if (uid !== null) {
+      this.uids.add(uid);
+      await chown(dir, uid, uid);
+    }
     const cleanup = async () => {
       consoleLog?.close();
       if (child && child.exitCode === null && child.signalCode === null) {
@@ -267,6 +279,7 @@ export class QemuProvider implements Provider {
         await exited;
       }
       await rm(dir, { recursive: true, force: true });
+      if (uid !== null) this.uids.delete(uid);
     };
     try {
       const restore = spec.restore;
@@ -286,7 +299,11 @@ export class QemuProvider implements Provider {
         if (restore.files.memory) files.memory = { file: restore.files.memory, share: false };
       } else if (spec.memoryFile) {
         files.memory = { file: spec.memoryFile, share: true };
+        // QEMU (as the VM's uid) sizes and fills it; it becomes read-only once frozen.
+        await writeFile(spec.memoryFile, "", { mode: 0o600 });
+        if (uid !== null) await chown(spec.memoryFile, uid, uid);
       }
+      if (files.disk && uid !== null) await chown(files.disk, uid, uid);
       // Which server process started it: a VM directory whose server is gone is an orphan.
       await writeFile(join(dir, "manager.pid"), `${process.pid}\n`);
       consoleLog = new ConsoleLog(join(dir, "console.log"));
@@ -299,11 +316,44 @@ export class QemuProvider implements Provider {
       const stateFd = restore && !restore.feed ? openSync(restore.files.state, "r") : null;
       const fd3 = restore ? (stateFd ?? "pipe") : "ignore";
       const argv = qemuArgs(spec, files, accel, this.tscKhz);
+      // QEMU gets no environment of the server's (which may hold the API key).
+      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
+      const sharedRam = files.memory && !files.memory.share ? files.memory.file : null;
+      // A snapshot RAM file many VMs map: opened read-only (see jail/rofile.c), mapped copy-on-write.
+      const vmmEnv: Record<string, string> = sharedRam ? { LD_PRELOAD: JAIL_PRELOAD, FORGEVM_RO_FILE: sharedRam } : {};
+      let cmd = [this.qemu, ...argv];
+      if (uid !== null) {
+        const jail = this.jail!;
+        const ro = [this.opts.paths.kernel, this.opts.paths.initramfs];
+        if (files.disk) ro.push(...(await backingChain(files.disk)).slice(1));
+        const rw = [dir];
+        if (files.memory?.share) rw.push(files.memory.file);
+        if (sharedRam) ro.push(sharedRam, JAIL_PRELOAD);
+        const kvm = accel === "kvm" ? kvmGroup() : null;
+        const diskBytes = files.disk ? (await stat(files.disk)).size + (spec.diskMb ?? 0) * 1048576 : 0;
+        const jailed = jailArgs(jail, {
+          uid,
+          groups: kvm !== null ? [kvm] : [],
+          rw,
+          ro,
+          rlimits: {
+            as: (spec.memoryMb + VMM_OVERHEAD_MIB) * 1048576,
+            nofile: 4096,
+            core: 0,
+            // the largest file it writes: its overlay (bounded by the disk size) or its RAM file
+            fsize: Math.round(Math.max(diskBytes, restore?.files.diskBytes ?? 0, spec.memoryMb * 1048576) * 1.25) + 256 * 1048576,
+          },
+          nice: spec.nice,
+          env: vmmEnv,
+        });
+        cmd = [jail.helper, ...jailed, "--", ...cmd];
+      } else {
+        Object.assign(env, vmmEnv);
+        if (spec.nice) cmd = ["nice", "-n", String(spec.nice), ...cmd];
+      }
       // Detached: the VM belongs to this server's state, not to its process group, so a
       // Ctrl-C in a terminal does not kill VMs behind the server's back.
-      child = spec.nice
-        ? spawn("nice", ["-n", String(spec.nice), this.qemu, ...argv], { detached: true, stdio: ["ignore", "ignore", errFd, fd3] })
-        : spawn(this.qemu, argv, { detached: true, stdio: ["ignore", "ignore", errFd, fd3] });
+      child = spawn(cmd[0], cmd.slice(1), { detached: true, stdio: ["ignore", "ignore", errFd, fd3], env });
       closeSync(errFd);
       if (stateFd !== null) closeSync(stateFd);
       const proc = child;
@@ -429,7 +479,8 @@ class QemuVm implements Vm {
     return this.serial(async () => {
       const qmp = await Qmp.connect(this.qmpSocket);
       const state = join(dir, "state");
-      const sink = await receiveStream(join(dir, "migrate.sock"), state, opts.tees);
+      // In the VM's own directory: the only place a confined QEMU can reach.
+      const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, opts.tees);
       await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
       let stopped = false;
       try {
@@ -450,6 +501,8 @@ class QemuVm implements Vm {
         await qmp.execute("migrate", { uri: sink.uri });
         await waitMigration(qmp, ["completed"], 120_000);
         const bytes = await sink.done;
+        // The frozen disk belongs to the snapshot now: not even this VM's QEMU may change it.
+        if (disk) await sealFile(disk);
         const resumed = qmp.waitEvent((e) => e.event === "RESUME", 10_000);
         await qmp.execute("cont");
         stopped = false;
@@ -480,7 +533,7 @@ class QemuVm implements Vm {
       if (!this.memoryFile) throw new Error(`VM ${this.info.id} was not spawned with a memory file and cannot be frozen`);
       const qmp = await Qmp.connect(this.qmpSocket);
       const state = join(dir, "state");
-      const sink = await receiveStream(join(dir, "migrate.sock"), state);
+      const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state);
       await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
       try {
         const active = await activeDisk(qmp);
@@ -495,7 +548,9 @@ class QemuVm implements Vm {
         if (active) {
           disk = join(dir, "disk.qcow2");
           await rename(active.file, disk);
+          await sealFile(disk);
         }
+        await sealFile(this.memoryFile);
         await stopEvent;
         // The guest never runs again, so there is no pause to report.
         return { files: { state, memory: this.memoryFile, disk, diskBytes: active?.bytes }, pauseMs: 0, bytes };
@@ -599,4 +654,28 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
     if (Date.now() > end) throw new Error(`its sockets did not appear within ${timeoutMs} ms`);
     await sleep(5);
   }
+}
+
+/** Extra address space a VMM needs beyond guest RAM (code buffer, threads, libraries); peak seen ~0.9 GiB. */
+const VMM_OVERHEAD_MIB = 2048;
+
+/** Makes a snapshot file root's and read-only for everyone. */
+async function sealFile(file: string): Promise<void> {
+  await chown(file, 0, 0).catch(() => {}); // not root: the file is the server's own already
+  await chmod(file, 0o444);
+}
+
+/** The absolute path of a program, looked up in $PATH (the jail helper execs it directly). */
+function findProgram(name: string): string {
+  if (name.includes("/")) return name;
+  for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(":")) {
+    const p = join(dir || ".", name);
+    try {
+      accessSync(p, fsConstants.X_OK);
+      return p;
+    } catch {
+      // not here
+    }
+  }
+  return name; // spawn reports it missing
 }
