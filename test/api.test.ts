@@ -389,7 +389,7 @@ describe("templates", () => {
     assertError(await api("POST", "/templates", {}), 400, "BAD_REQUEST", /name is required/);
     assertError(await api("POST", "/templates", { name: "x1", memory_mb: 1 }), 400, "BAD_REQUEST", /memory_mb/);
     assertError(await api("POST", "/templates", { name: "x1", ttl: "forever" }), 400, "BAD_REQUEST", /ttl/);
-    assertError(await api("POST", "/templates", { name: "x1", allowed_hosts: ["pypi.org"] }), 400, "BAD_REQUEST", /allowed_hosts/);
+    assertError(await api("POST", "/templates", { name: "x1", allowed_hosts: ["@nosuchpreset"] }), 400, "BAD_REQUEST", /allowed_hosts: allow entry "@nosuchpreset": unknown preset/);
     assertError(await api("POST", "/templates/nope/spawn", {}), 404, "NOT_FOUND");
     assertError(await api("POST", "/sandboxes", { template: "nope" }), 404, "NOT_FOUND");
     assertError(await api("DELETE", "/templates/nope"), 404, "NOT_FOUND");

@@ -30,7 +30,7 @@ async function qemuPidsOf(id: string): Promise<number[]> {
   for (const p of await readdir("/proc")) {
     if (!/^\d+$/.test(p)) continue;
     const cmd = await readFile(`/proc/${p}/cmdline`, "utf8").catch(() => "");
-    if (cmd.startsWith("qemu-system") && cmd.includes(`/vms/${id}/`)) out.push(Number(p));
+    if (/^(\S*\/)?qemu-system/.test(cmd) && cmd.includes(`/vms/${id}/`)) out.push(Number(p));
   }
   return out;
 }

@@ -71,6 +71,8 @@ export const SpawnRequest = Type.Object({
   metadata: Type.Optional(StringMap),
   env: Type.Optional(StringMap),
   user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  /** Secret values: exec environment and /run/secrets/NAME in the guest; never stored. */
+  secrets: Type.Optional(StringMap),
   ...NetworkFields(),
 });
 

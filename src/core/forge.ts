@@ -24,6 +24,7 @@ import { Snapshots } from "./snapshots.js";
 import { POOL_NICE, WarmPools, type PoolTarget } from "./warm-pool.js";
 import { TenantPool } from "./tenant-pool.js";
 import { Networks, proxyEnv, type NetworkMode } from "./network.js";
+import { checkDecls, injectSecretFiles, planSecrets, type PlannedSecrets } from "./secrets.js";
 import { EgressProxy } from "../net/egress-proxy.js";
 import { loadPresets } from "../net/allowlist.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
@@ -121,6 +122,8 @@ export interface SpawnOptions {
   allow?: string[];
   /** Published ports, "HOST:GUEST" or "ADDRESS:HOST:GUEST" (bound to 127.0.0.1 by default). */
   ports?: string[];
+  /** Secret values: in every exec's environment and in /run/secrets/NAME, never stored. */
+  secrets?: Record<string, string>;
 }
 
 export interface ForkOptions {
@@ -157,12 +160,15 @@ interface SpawnPlan {
   env: Record<string, string> | null;
   execUser: string | null;
   network: NetworkRecord;
+  secrets: PlannedSecrets | null;
 }
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
 
 export class Forge {
   private readonly live = new Map<string, Sandbox>();
+  /** Secrets of running sandboxes, by id: in memory only. */
+  private readonly secrets = new Map<string, PlannedSecrets>();
   private readonly destroying = new Map<string, Promise<void>>();
   private reaper: NodeJS.Timeout | null = null;
   readonly sandboxes: SandboxStore;
@@ -263,6 +269,7 @@ export class Forge {
   private async spawnTenant(opts: SpawnOptions): Promise<Sandbox> {
     const image = this.opts.pool!.image || this.defaults.image;
     if (opts.network && opts.network !== "none") throw badRequest(`network: in pool mode sandboxes share a VM and have no network; only "none" is available`);
+    if (opts.secrets && Object.keys(opts.secrets).length) throw badRequest("secrets: in pool mode sandboxes share a VM, where other tenants' processes could read them");
     if (opts.allow?.length || opts.ports?.length) throw badRequest(`${opts.allow?.length ? "allow" : "ports"}: in pool mode sandboxes share a VM and have no network`);
     if (opts.image && canonicalName(opts.image) !== canonicalName(image)) {
       throw badRequest(`image: in pool mode every sandbox shares VMs of ${image}; "${opts.image}" is not available`);
@@ -316,7 +323,7 @@ export class Forge {
     this.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
     void got.vm.setNice(0);
     try {
-      return await this.admit(row, got.vm, plan.image, "pool");
+      return await this.admit(row, got.vm, plan.image, "pool", plan.secrets);
     } catch (e) {
       this.recordFailure(row.id, e);
       throw e;
@@ -356,7 +363,7 @@ export class Forge {
     this.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
     try {
       const { vm, origin } = await this.startVm(row.id, plan, opts);
-      return this.admit(row, vm, plan.image, origin);
+      return await this.admit(row, vm, plan.image, origin, plan.secrets);
     } catch (e) {
       this.recordFailure(row.id, e);
       throw e;
@@ -368,6 +375,7 @@ export class Forge {
     const tpl = opts.template !== undefined ? this.templates.get(opts.template) : undefined;
     if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
     const network = this.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
+    const secrets = planSecrets(opts.secrets, tpl?.secrets);
     const d = this.defaults;
     const imageName = opts.image ?? tpl?.image ?? d.image;
     // An image that is not local is pulled first when its name is a registry reference.
@@ -394,6 +402,7 @@ export class Forge {
       env,
       execUser,
       network,
+      secrets,
     };
   }
 
@@ -489,7 +498,7 @@ export class Forge {
   }
 
   /** Hands a started VM out as a running sandbox, unless it was destroyed meanwhile. */
-  private async admit(row: SandboxRow, vm: Vm, image: LocalImage | null, origin: string): Promise<Sandbox> {
+  private async admit(row: SandboxRow, vm: Vm, image: LocalImage | null, origin: string, secrets: PlannedSecrets | null = null): Promise<Sandbox> {
     // Destroyed while starting (a DELETE, or shutdown): stop the VM instead of handing it out.
     if (this.sandboxes.get(row.id)?.state !== "creating" || this.closed) {
       await vm.destroy();
@@ -498,11 +507,17 @@ export class Forge {
     let network: NetworkRecord;
     try {
       network = await this.networks.attach(row.id, vm, row.network ?? NO_NETWORK);
+      if (secrets) await injectSecretFiles(vm, secrets.files);
     } catch (e) {
+      await this.networks.detach(row.id);
       await vm.destroy();
       throw e;
     }
-    const sb = new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, execDefaults(image, row.env, row.exec_user, network));
+    const sb = new Sandbox(row.id, row.image, vm, (s) => this.destroy(s.id), this.events.emit, {
+      ...execDefaults(image, row.env, row.exec_user, network),
+      ...(secrets ? { secrets: secrets.env } : {}),
+    });
+    if (secrets) this.secrets.set(row.id, secrets);
     this.live.set(row.id, sb);
     this.sandboxes.setNetwork(row.id, network);
     this.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
@@ -532,11 +547,17 @@ export class Forge {
   }
 
   private checkTemplate(t: TemplateBody): void {
+    checkDecls(t.secrets ?? []);
     try {
       this.networks.plan({}, { allow: t.allowed_hosts });
     } catch (e) {
       throw badRequest(`allowed_hosts: ${(e as Error).message}`);
     }
+  }
+
+  /** A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk. */
+  private refuseIfSecrets(id: string, what: string): void {
+    if (this.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what}`);
   }
 
   /** Replaces a template; its base snapshots and warm VMs are remade from the new definition. */
@@ -561,6 +582,7 @@ export class Forge {
     const sb = this.sandbox(id);
     const src = this.get(id);
     if (src.vm_id) throw badRequest(`sandbox ${id} shares a pool VM with other sandboxes and cannot be snapshotted`);
+    this.refuseIfSecrets(id, "snapshotted");
     if (name !== undefined && this.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
     const row = await this.snaps.begin({ kind: "sandbox", name: name ?? null, image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
     try {
@@ -595,6 +617,7 @@ export class Forge {
     const src = this.get(id);
     if (src.vm_id) throw badRequest(`sandbox ${id} shares a pool VM with other sandboxes and cannot be forked`);
     if (opts.network !== undefined || opts.allow !== undefined) throw badRequest(`${opts.network !== undefined ? "network" : "allow"}: a fork keeps its parent's network; change the copies' allowlist after the fork`);
+    this.refuseIfSecrets(id, "forked");
     const image = await resolveImage(this.paths, src.image).catch(() => null);
     const snap = await this.snaps.begin({ kind: "fork", image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
     const started = performance.now();
@@ -776,6 +799,7 @@ export class Forge {
       // The console log outlives the VM directory, until the row's history is pruned.
       if (row.vm_dir) await this.keepConsoleLog(id, row.vm_dir);
       await this.networks.detach(id);
+      this.secrets.delete(id);
       if (row.vm_id) await this.tenants?.leave(id);
       else if (sb) await sb.vm.destroy();
       this.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);

@@ -34,6 +34,8 @@ export interface ExecDefaults {
   user?: string;
   /** Pool mode: the sandbox is this user in a shared VM; every exec and file operation runs as it. */
   tenant?: Tenant;
+  /** Secret values every exec gets in its environment (held in memory only). */
+  secrets?: Record<string, string>;
 }
 
 export interface Tenant {
@@ -57,7 +59,8 @@ export class Sandbox {
   private envFor(env?: Record<string, string>): Record<string, string> | undefined {
     const t = this.defaults.tenant;
     const own = t ? { HOME: t.home, USER: t.user, LOGNAME: t.user } : undefined;
-    return this.defaults.env || env || own ? { ...this.defaults.env, ...own, ...env } : undefined;
+    const secrets = this.defaults.secrets;
+    return this.defaults.env || env || own || secrets ? { ...this.defaults.env, ...secrets, ...own, ...env } : undefined;
   }
 
   /** Who an exec runs as: a tenant only ever as itself (and with a private umask). */

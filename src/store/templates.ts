@@ -13,6 +13,8 @@ export interface TemplateBody {
   env?: Record<string, string>;
   /** Egress allowlist of its sandboxes (and of its setup commands): network "allowlist". */
   allowed_hosts?: string[];
+  /** Secrets its sandboxes need: names only; values come with each spawn (or the server's env). */
+  secrets?: { name: string; inject_at?: "env" | "file" | "both" }[];
   /** Warm sandboxes kept restored and ready for spawns of this template. */
   pool_size?: number;
 }

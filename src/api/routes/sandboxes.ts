@@ -26,6 +26,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       network: b.network,
       allow: b.allow,
       ports: b.ports,
+      secrets: b.secrets,
     });
     reply.status(201);
     return sandboxView(forge.get(sb.id));

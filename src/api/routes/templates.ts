@@ -1,5 +1,4 @@
-// Template routes: CRUD and spawn. Every accepted field takes effect; fields whose machinery is
-// not built yet (secrets) are refused rather than stored and ignored.
+// Template routes: CRUD and spawn. Every accepted field takes effect.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
@@ -24,7 +23,12 @@ const TemplateInput = Type.Object({
   ttl_seconds: Type.Optional(Type.Integer({ minimum: 1 })),
   ttl: Type.Optional(Type.Union([Type.String(), Type.Integer({ minimum: 1 })])),
   env: Type.Optional(Type.Record(Type.String(), Type.String())),
-  secrets: Type.Optional(Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) }))),
+  secrets: Type.Optional(
+    Type.Array(
+      Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }), inject_at: Type.Optional(Type.Union([Type.Literal("env"), Type.Literal("file"), Type.Literal("both")])) }),
+      { maxItems: 64 },
+    ),
+  ),
   pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
 });
 type TemplateInputT = Static<typeof TemplateInput>;
@@ -50,7 +54,6 @@ const Template = Type.Object(
 );
 
 function toBody(t: TemplateInputT): TemplateBody {
-  if (t.secrets?.length) throw badRequest("secrets are not supported yet");
   const ttlSeconds = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : t.ttl !== undefined ? Math.ceil(parseDuration(t.ttl, "ttl") / 1000) : undefined);
   return {
     name: t.name,
@@ -63,6 +66,7 @@ function toBody(t: TemplateInputT): TemplateBody {
     ttl_seconds: ttlSeconds,
     env: t.env,
     allowed_hosts: t.allowed_hosts?.length ? t.allowed_hosts : undefined,
+    secrets: t.secrets?.length ? t.secrets : undefined,
     pool_size: t.pool_size,
   };
 }
@@ -80,7 +84,7 @@ function view(forge: Forge, t: TemplateRow) {
     cpu_cores: t.cpu_cores ?? d.vcpus,
     ttl_seconds: t.ttl_seconds ?? Math.round(d.ttlMs / 1000),
     env: t.env ?? {},
-    secrets: [],
+    secrets: t.secrets ?? [],
     pool_size: t.pool_size ?? 0,
     created_at: t.created_at,
     updated_at: t.updated_at,
@@ -126,7 +130,14 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       schema: {
         tags: ["templates"],
         params: Params,
-        body: Type.Optional(Type.Object({ provider: Type.Optional(Type.String()), ttl: Type.Optional(Type.String()), owner_id: Type.Optional(Type.String()) })),
+        body: Type.Optional(
+          Type.Object({
+            provider: Type.Optional(Type.String()),
+            ttl: Type.Optional(Type.String()),
+            owner_id: Type.Optional(Type.String()),
+            secrets: Type.Optional(Type.Record(Type.String(), Type.String())),
+          }),
+        ),
         response: { 201: Sandbox },
       },
     },
@@ -138,6 +149,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
         template: req.params.name,
         ttlMs: b.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
         ownerId: (req.headers["x-user-id"] as string | undefined) || b.owner_id,
+        secrets: b.secrets,
       });
       reply.status(201);
       return sandboxView(forge.get(sb.id));

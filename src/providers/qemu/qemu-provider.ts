@@ -139,7 +139,7 @@ export class QemuProvider implements Provider {
    */
   async attach(a: { id: string; pid: number; dir: string; memoryMb: number; vcpus: number; helloTimeoutMs?: number }): Promise<Vm> {
     const cmdline = await readFile(`/proc/${a.pid}/cmdline`, "utf8").catch(() => "");
-    if (!cmdline.startsWith("qemu-system") || !cmdline.includes(join(a.dir, "agent.sock"))) {
+    if (!isQemuCommand(cmdline) || !cmdline.includes(join(a.dir, "agent.sock"))) {
       throw new Error(`process ${a.pid} is not the QEMU of VM ${a.id}`);
     }
     const { accel } = await this.accel();
@@ -152,9 +152,12 @@ export class QemuProvider implements Provider {
       }, 250);
       t.unref();
     });
+    const owner = (await stat(a.dir)).uid; // a confined VM's own uid, kept from reuse
+    if (owner !== 0) this.uids.add(owner);
     const consoleLog = new ConsoleLog(join(a.dir, "console.log"));
     const cleanup = async () => {
       consoleLog.close();
+      this.uids.delete(owner);
       try {
         process.kill(a.pid, "SIGKILL");
       } catch {
@@ -210,7 +213,7 @@ export class QemuProvider implements Provider {
       const pid = Number((await readFile(join(dir, "qemu.pid"), "utf8").catch(() => "")).trim());
       if (pid) {
         const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-        if (cmd.startsWith("qemu-system") && cmd.includes(dir)) {
+        if (isQemuCommand(cmd) && cmd.includes(dir)) {
           try {
             process.kill(pid, "SIGKILL");
           } catch {
@@ -658,6 +661,11 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
 
 /** Extra address space a VMM needs beyond guest RAM (code buffer, threads, libraries); peak seen ~0.9 GiB. */
 const VMM_OVERHEAD_MIB = 2048;
+
+/** Whether a /proc cmdline is a QEMU's (started by name or by path). */
+export function isQemuCommand(cmdline: string): boolean {
+  return /^(\S*\/)?qemu-system-/.test(cmdline);
+}
 
 /** Makes a snapshot file root's and read-only for everyone. */
 async function sealFile(file: string): Promise<void> {

@@ -1,0 +1,105 @@
+// The confined VMM, checked from the host side: each QEMU runs as a uid of its own, in a mount
+// namespace where the server's files and other VMs' files do not exist, and cannot read another
+// VM's overlay even where it could name it. Controls: the same checks on its own files succeed.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { readFileSync, readlinkSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { after, before, describe, it } from "node:test";
+import type { Sandbox } from "../src/index.js";
+import { UID_BASE } from "../src/providers/qemu/jail.js";
+import { testForge } from "./helpers.js";
+
+const execFileP = promisify(execFile);
+const root = process.getuid?.() === 0;
+
+/** Runs a command as the VMM `pid` sees the world: its uid and gid, inside its mount namespace. */
+async function asVmm(pid: number, uid: number, cmd: string): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout, stderr } = await execFileP("nsenter", ["--target", String(pid), "--mount", `--setuid=${uid}`, `--setgid=${uid}`, "--", "/bin/sh", "-c", cmd]);
+    return { code: 0, out: stdout + stderr };
+  } catch (e) {
+    const err = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof err.code === "number" ? err.code : 1, out: `${err.stdout ?? ""}${err.stderr ?? ""}` };
+  }
+}
+
+/** Runs a command with the VMM's uid but in the host's mount namespace (file permissions alone). */
+async function asUid(uid: number, cmd: string): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout } = await execFileP("setpriv", [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", "/bin/sh", "-c", cmd]);
+    return { code: 0, out: stdout };
+  } catch (e) {
+    const err = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof err.code === "number" ? err.code : 1, out: `${err.stdout ?? ""}${err.stderr ?? ""}` };
+  }
+}
+
+describe("confined VMM", { skip: root ? false : "the jail needs a root server" }, () => {
+  let a: Sandbox;
+  let b: Sandbox;
+  const vmm = (sb: Sandbox) => ({ pid: sb.vm.info.pid, dir: sb.vm.info.dir, uid: statSync(`/proc/${sb.vm.info.pid}`).uid });
+
+  before(async () => {
+    const forge = await testForge();
+    [a, b] = await Promise.all([forge.spawn(), forge.spawn()]);
+  });
+  after(async () => {
+    await Promise.all([a?.destroy(), b?.destroy()]);
+  });
+
+  it("runs each QEMU as an unprivileged uid of its own, with no_new_privs, seccomp and rlimits", () => {
+    const va = vmm(a), vb = vmm(b);
+    assert.ok(va.uid >= UID_BASE && vb.uid >= UID_BASE, `uids ${va.uid}, ${vb.uid}`);
+    assert.notEqual(va.uid, vb.uid);
+    const status = readFileSync(`/proc/${va.pid}/status`, "utf8");
+    assert.match(status, new RegExp(`^Uid:\\s+${va.uid}\\s+${va.uid}\\s+${va.uid}\\s+${va.uid}$`, "m"));
+    assert.match(status, /^Groups:\s*$/m);
+    assert.match(status, /^NoNewPrivs:\s+1$/m);
+    assert.match(status, /^Seccomp:\s+2$/m);
+    assert.match(status, /^CapEff:\s+0+$/m);
+    const limits = readFileSync(`/proc/${va.pid}/limits`, "utf8");
+    assert.match(limits, /^Max core file size\s+0\s+0/m);
+    assert.match(limits, /^Max open files\s+4096\s+4096/m);
+    assert.doesNotMatch(limits, /^Max address space\s+unlimited/m);
+    // nothing of the server's environment (an API key could be there)
+    assert.deepEqual(readFileSync(`/proc/${va.pid}/environ`, "utf8").split("\0").filter(Boolean).map((kv) => kv.split("=")[0]).filter((k) => k !== "PATH" && k !== "LD_PRELOAD" && k !== "FORGEVM_RO_FILE"), []);
+    assert.notEqual(readlinkSync(`/proc/${va.pid}/ns/mnt`), readlinkSync("/proc/self/ns/mnt"));
+  });
+
+  it("cannot read another VM's overlay: not there in its namespace, and not readable by its uid", async () => {
+    const va = vmm(a), vb = vmm(b);
+    // control: its own overlay is there and readable (the qcow2 magic "QFI\xfb")
+    const own = await asVmm(va.pid, va.uid, `head -c 3 ${join(va.dir, "disk.qcow2")}`);
+    assert.equal(own.code, 0, own.out);
+    assert.equal(own.out, "QFI");
+    // the other VM's directory does not exist in its mount namespace
+    const other = await asVmm(va.pid, va.uid, `head -c 3 ${join(vb.dir, "disk.qcow2")}`);
+    assert.notEqual(other.code, 0);
+    assert.match(other.out, /No such file or directory/);
+    assert.equal((await asVmm(va.pid, va.uid, `ls ${join(vb.dir, "..")}`)).out.trim(), a.vm.info.id);
+    // and even in the host's namespace, file permissions alone keep it out
+    const dac = await asUid(va.uid, `head -c 3 ${join(vb.dir, "disk.qcow2")}`);
+    assert.notEqual(dac.code, 0);
+    assert.equal((await asUid(vb.uid, `head -c 3 ${join(vb.dir, "disk.qcow2")}`)).out, "QFI", "control: b's uid reads b's overlay");
+  });
+
+  it("sees none of the server's state: database, snapshots, config, other processes", async () => {
+    const forge = await testForge();
+    const va = vmm(a);
+    const data = forge.paths.dataDir;
+    // control: the host sees the database
+    assert.ok(statSync(join(data, "forgevm.db")).isFile());
+    const seen = await asVmm(va.pid, va.uid, `ls -a ${data}; ls ${join(data, "forgevm.db")} 2>&1; ls /proc | grep -c '^[0-9]'`);
+    assert.doesNotMatch(seen.out, /^forgevm\.db$/m);
+    assert.match(seen.out, /forgevm\.db: No such file or directory/);
+    assert.doesNotMatch(seen.out, /^blobs$|^state$|^logs$|^egress$/m);
+    // only its own processes in /proc (the shell and its children, the QEMU)
+    assert.ok(Number(seen.out.trim().split("\n").at(-1)) < 10, seen.out);
+    // what it does see is read-only, except its own directory
+    const ro = await asVmm(va.pid, va.uid, `touch ${forge.paths.kernel} 2>&1; touch ${join(va.dir, "probe")} && echo own-ok`);
+    assert.match(ro.out, /Read-only file system|Permission denied/);
+    assert.match(ro.out, /own-ok/);
+  });
+});
