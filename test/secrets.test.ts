@@ -81,7 +81,7 @@ describe("secrets", () => {
       assert.equal(r.status, 201, JSON.stringify(r.body));
       const sb = forge.sandbox(r.body.id);
       assert.equal((await sb.exec("printf '%s|%s' \"$DB_PASS\" \"$CERT\"")).stdout, "pw-from-request|");
-      assert.equal((await sb.exec("cat /run/secrets/CERT; ls /run/secrets")).stdout, "cert-from-server-env\nCERT\n");
+      assert.equal((await sb.exec("cat /run/secrets/CERT; echo; ls /run/secrets")).stdout, "cert-from-server-env\nCERT\n");
       await sb.destroy();
     } finally {
       delete process.env.FORGEVM_SECRET_CERT;
