@@ -86,3 +86,23 @@ describe("process and memory limits in the guest", () => {
     }
   });
 });
+
+describe("output caps", () => {
+  it("a buffered exec keeps at most maxOutputBytes of each stream and says it truncated", async () => {
+    const forge = await testForge();
+    const sb = await forge.spawn();
+    try {
+      const r = await sb.exec("head -c 3000000 /dev/zero | tr '\\0' a; head -c 5000 /dev/zero | tr '\\0' b >&2", { maxOutputBytes: 1000 });
+      assert.equal(r.exitCode, 0);
+      assert.equal(r.truncated, true);
+      assert.equal(r.stdout, "a".repeat(1000));
+      assert.equal(r.stderr, "b".repeat(1000));
+      // control: output under the cap is whole
+      const small = await sb.exec("printf 12345", { maxOutputBytes: 1000 });
+      assert.equal(small.truncated, false);
+      assert.equal(small.stdout, "12345");
+    } finally {
+      await sb.destroy();
+    }
+  });
+});
