@@ -1,5 +1,5 @@
 /* forgevm-jail: starts one VMM confined. Run as root by the ForgeVM server, it
- *   1. enters a private mount namespace and opens every path the VMM may use (--ro, --rw)
+ *   1. enters private mount, network and IPC namespaces and opens every path the VMM may use (--ro, --rw)
  *      while they are still visible,
  *   2. covers the directories it must not see (--hide:
  *      the server's data directory, home directories, /tmp, …) with empty tmpfs mounts,
@@ -125,7 +125,10 @@ int main(int argc, char **argv) {
   if (i >= argc) die("usage: forgevm-jail [options] -- program [args...]");
   if (uid <= 0 || gid <= 0) die("--uid and --gid (not root) are required");
 
-  if (unshare(CLONE_NEWNS) < 0) die("unshare(CLONE_NEWNS): %s", strerror(errno));
+  /* Its own mount, network and IPC namespaces: the new network namespace has only a loopback
+   * that is down, so the VMM can reach no host service (its sockets are paths, which work
+   * across network namespaces). */
+  if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) < 0) die("unshare: %s", strerror(errno));
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) die("making mounts private: %s", strerror(errno));
   open_binds();
   for (int h = 0; h < nhides; h++) {

@@ -136,6 +136,32 @@ describe("TypeScript SDK: client", () => {
   });
 });
 
+describe("TypeScript SDK: network and secrets", () => {
+  it("spawns with an allowlist, ports and secrets; reads and changes them live", async () => {
+    const n = await client.spawn({ allow: ["@pypi"], ports: ["0:8000"], secrets: { SDK_SECRET: "ts-value" } });
+    try {
+      assert.equal(n.info.network?.mode, "allowlist");
+      const net = await n.network();
+      assert.deepEqual(net.allow, ["@pypi"]);
+      assert.equal(net.ports[0].host_ip, "127.0.0.1");
+      assert.equal(net.ports[0].guest_port, 8000);
+      assert.equal(net.proxy, "http://127.0.0.1:3128");
+      assert.equal((await n.exec("printf %s \"$SDK_SECRET\"")).stdout, "ts-value");
+      assert.deepEqual((await n.setAllowlist(["@npm"])).allow, ["@npm"]);
+      await n.exec("curl -s -m 5 -o /dev/null http://example.invalid/");
+      const log = await n.egress(10);
+      assert.ok(log.some((e) => e.host === "example.invalid" && e.decision === "deny"), JSON.stringify(log));
+      const p = await n.publishPort("0:9000");
+      assert.equal(p.guest_port, 9000);
+      await n.unpublishPort(p.host_port);
+      assert.deepEqual((await n.network()).ports.map((x) => x.guest_port), [8000]);
+      await assert.rejects(n.publishPort("nope"), BadRequestError);
+    } finally {
+      await n.destroy();
+    }
+  });
+});
+
 describe("TypeScript SDK: sandbox", () => {
   it("execs with args, env, workdir, user, stdin and timeout", async () => {
     // args are shell-quoted and appended to the command

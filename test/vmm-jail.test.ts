@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { readFileSync, readlinkSync, statSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
@@ -15,9 +16,9 @@ const execFileP = promisify(execFile);
 const root = process.getuid?.() === 0;
 
 /** Runs a command as the VMM `pid` sees the world: its uid and gid, inside its mount namespace. */
-async function asVmm(pid: number, uid: number, cmd: string): Promise<{ code: number; out: string }> {
+async function asVmm(pid: number, uid: number, cmd: string, namespaces: string[] = []): Promise<{ code: number; out: string }> {
   try {
-    const { stdout, stderr } = await execFileP("nsenter", ["--target", String(pid), "--mount", `--setuid=${uid}`, `--setgid=${uid}`, "--", "/bin/sh", "-c", cmd]);
+    const { stdout, stderr } = await execFileP("nsenter", ["--target", String(pid), "--mount", ...namespaces, `--setuid=${uid}`, `--setgid=${uid}`, "--", "/bin/sh", "-c", cmd]);
     return { code: 0, out: stdout + stderr };
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string };
@@ -77,6 +78,29 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
     const st = statSync(vb.dir);
     assert.equal(st.uid, vb.uid);
     assert.equal(st.mode & 0o077, 0, "a VM directory is private to its uid");
+  });
+
+  it("has no network: its own namespace with a loopback that is down, so no host service is reachable", async () => {
+    const va = vmm(a);
+    const listener = createServer((c) => {
+      c.on("error", () => {}); // the probe may close before reading all
+      c.end("host service\n");
+    });
+    await new Promise<void>((r) => listener.listen(0, "127.0.0.1", r));
+    const port = (listener.address() as { port: number }).port;
+    try {
+      const probe = `exec 3<>/dev/tcp/127.0.0.1/${port} && head -c 12 <&3`;
+      // control: from the host's namespace the listener answers
+      const { stdout } = await execFileP("bash", ["-c", probe]);
+      assert.equal(stdout, "host service");
+      assert.notEqual(readlinkSync(`/proc/${va.pid}/ns/net`), readlinkSync("/proc/self/ns/net"));
+      const inside = await asVmm(va.pid, va.uid, `cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; bash -c '${probe}' 2>&1`, ["--net"]);
+      assert.equal(inside.out.split("\n")[0], "lo");
+      assert.doesNotMatch(inside.out, /host service/);
+      assert.match(inside.out, /Network is unreachable|Connection refused|Cannot assign/);
+    } finally {
+      listener.close();
+    }
   });
 
   it("sees none of the server's state: database, snapshots, config, other processes", async () => {

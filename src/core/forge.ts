@@ -57,6 +57,8 @@ export interface ForgeOptions {
   network?: NetworkOptions;
   /** Limits inside every guest on what its sandbox runs (processes, memory kept for the agent). */
   guestLimits?: GuestLimits;
+  /** Confine each QEMU (own uid and namespaces); default: when running as root. False is for baselines. */
+  jail?: boolean;
 }
 
 export interface NetworkOptions {
@@ -334,7 +336,7 @@ export class Forge {
   static async open(opts: ForgeOptions = {}): Promise<Forge> {
     const paths = pathsFor(opts.dataDir ?? defaultDataDir());
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
-    const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel(), guestLimits: opts.guestLimits }), db, opts);
+    const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel(), guestLimits: opts.guestLimits, jail: opts.jail }), db, opts);
     await forge.reconcile();
     await forge.snaps.collect(true);
     await forge.configurePools();

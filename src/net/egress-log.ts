@@ -1,7 +1,7 @@
 // Per-sandbox egress decision logs: one JSON object per line in <dir>/<sandbox>.jsonl, appended
 // in order. A log stops growing at MAX_LOG_BYTES (with one last line saying so), so a guest
 // hammering the proxy cannot fill the host's disk.
-import { appendFileSync, mkdirSync } from "node:fs";
+import { appendFileSync, mkdirSync, statSync } from "node:fs";
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 
@@ -36,7 +36,8 @@ export class EgressLog {
 
   /** Appends one decision (synchronously, so lines of one sandbox never interleave or reorder). */
   append(id: string, entry: EgressEntry): void {
-    let size = this.sizes.get(id) ?? 0;
+    // a log written before a restart counts toward the cap too
+    let size = this.sizes.get(id) ?? (statSizeSync(this.file(id)) ?? 0);
     if (size >= MAX_LOG_BYTES) return;
     let line = JSON.stringify(entry) + "\n";
     if (size + line.length >= MAX_LOG_BYTES) line = JSON.stringify({ ts: entry.ts, note: "log full: later decisions are not recorded" }) + "\n";
@@ -75,5 +76,13 @@ export class EgressLog {
 
   close(): void {
     this.sizes.clear();
+  }
+}
+
+function statSizeSync(file: string): number | null {
+  try {
+    return statSync(file).size;
+  } catch {
+    return null;
   }
 }

@@ -66,6 +66,21 @@ class AsyncSandbox:
     def exec_stream(self, command: str, **kw: Any) -> AsyncExecStream:
         return AsyncExecStream(self._sb.exec_stream(command, **kw))
 
+    async def network(self) -> Dict[str, Any]:
+        return await _run(self._sb.network)
+
+    async def set_allowlist(self, allow: List[str]) -> Dict[str, Any]:
+        return await _run(self._sb.set_allowlist, allow)
+
+    async def egress(self, lines: int = 100) -> List[Dict[str, Any]]:
+        return await _run(self._sb.egress, lines)
+
+    async def publish_port(self, spec: str) -> Dict[str, Any]:
+        return await _run(self._sb.publish_port, spec)
+
+    async def unpublish_port(self, host_port: int) -> None:
+        await _run(self._sb.unpublish_port, host_port)
+
     async def write_file(self, path: str, content: Union[str, bytes], mode: Optional[str] = None) -> None:
         await _run(self._sb.write_file, path, content, mode)
 

@@ -63,9 +63,22 @@ class Client:
         env: Optional[Dict[str, str]] = None,
         disk_mb: Optional[int] = None,
         user: Optional[str] = None,
+        network: Optional[str] = None,
+        allow: Optional[List[str]] = None,
+        ports: Optional[List[str]] = None,
+        secrets: Optional[Dict[str, str]] = None,
     ) -> Sandbox:
-        """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards."""
-        body = {"image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider, "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user}
+        """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
+
+        ``network`` is "none" (loopback only, the default) or "allowlist"; ``allow`` lists hosts,
+        ``*.domains``, IPs/CIDRs (with ``:port``) and presets such as "@pypi"; ``ports`` publishes
+        guest ports ("8080:80"); ``secrets`` reach commands' environment and /run/secrets only.
+        """
+        body = {
+            "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
+            "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
+            "network": network, "allow": allow, "ports": ports, "secrets": secrets,
+        }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 
     def get(self, sandbox_id: str) -> Sandbox:

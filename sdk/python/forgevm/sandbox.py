@@ -150,6 +150,25 @@ class Sandbox:
         """Sets the expiry to ``ttl`` from now."""
         self._info = _pick(SandboxInfo, self._http.json("POST", self._path("/extend"), body={"ttl": ttl}, sandbox_id=self.id))
 
+    def network(self) -> Dict[str, Any]:
+        """The sandbox's network: ``{"mode", "allow", "ports", "proxy"?}``."""
+        return self._http.json("GET", self._path("/network"), sandbox_id=self.id)
+
+    def set_allowlist(self, allow: List[str]) -> Dict[str, Any]:
+        """Replaces the egress allowlist; the sandbox's next request is decided by the new one."""
+        return self._http.json("PUT", self._path("/network/allow"), body={"allow": allow}, sandbox_id=self.id)
+
+    def egress(self, lines: int = 100) -> List[Dict[str, Any]]:
+        """The latest egress decisions (allowed and refused requests), oldest first."""
+        return self._http.json("GET", self._path(f"/egress?lines={int(lines)}"), sandbox_id=self.id)
+
+    def publish_port(self, spec: str) -> Dict[str, Any]:
+        """Publishes a guest port on the host ("8080:80"; host port 0 picks a free one)."""
+        return self._http.json("POST", self._path("/ports"), body={"port": spec}, sandbox_id=self.id)
+
+    def unpublish_port(self, host_port: int) -> None:
+        self._http.json("DELETE", self._path(f"/ports/{int(host_port)}"), sandbox_id=self.id)
+
     def fork(self, count: int = 1, ttl: Optional[str] = None) -> List["Sandbox"]:
         """Running copies of this sandbox as it is now, each with its own identity."""
         r = self._http.json("POST", self._path("/fork"), body={"count": count, "ttl": ttl}, timeout=None, sandbox_id=self.id)

@@ -189,6 +189,22 @@ class Live(unittest.TestCase):
             self.assertEqual(r.read_file("/root/state.txt"), "forked")
         self.client.delete_snapshot("py-snap")
 
+    def test_network_and_secrets(self):
+        with self.client.spawn(allow=["@pypi"], ports=["0:8000"], secrets={"PY_SECRET": "py-value"}) as n:
+            net = n.network()
+            self.assertEqual(net["mode"], "allowlist")
+            self.assertEqual(net["allow"], ["@pypi"])
+            self.assertEqual(net["ports"][0]["guest_port"], 8000)
+            self.assertEqual(n.exec('printf %s "$PY_SECRET"').stdout, "py-value")
+            self.assertEqual(n.set_allowlist(["@npm"])["allow"], ["@npm"])
+            n.exec("curl -s -m 5 -o /dev/null http://example.invalid/")
+            self.assertTrue(any(e["host"] == "example.invalid" and e["decision"] == "deny" for e in n.egress(10)))
+            p = n.publish_port("0:9000")
+            n.unpublish_port(p["host_port"])
+            self.assertEqual([x["guest_port"] for x in n.network()["ports"]], [8000])
+            with self.assertRaises(BadRequestError):
+                n.publish_port("nope")
+
     def test_llm_tools(self):
         self.assertEqual([t["function"]["name"] for t in openai_tools()], ["execute_code", "write_file", "read_file"])
         self.assertEqual(anthropic_tools()[1]["input_schema"]["required"], ["path", "content"])

@@ -1,7 +1,7 @@
 // A sandbox on a ForgeVM server: commands, files, lifetime. Obtained from Client.spawn or get.
 import type { Transport } from "./http.js";
 import { ExecStream } from "./stream.js";
-import type { ExecOptions, ExecResult, FileInfo, SandboxInfo, SandboxState, SnapshotInfo } from "./types.js";
+import type { EgressEntry, ExecOptions, ExecResult, FileInfo, NetworkInfo, PortMapping, SandboxInfo, SandboxState, SnapshotInfo } from "./types.js";
 
 /** How long an exec may take over HTTP beyond the command's own timeout. */
 const EXEC_SLACK_MS = 15_000;
@@ -128,6 +128,31 @@ export class Sandbox implements AsyncDisposable {
   /** Sets the expiry to `ttl` from now (e.g. "30m"). */
   async extendTtl(ttl = "30m"): Promise<void> {
     this._info = await this.http.json<SandboxInfo>("POST", this.path("/extend"), { body: { ttl }, sandboxId: this.id });
+  }
+
+  /** The sandbox's network mode, allowlist and published ports. */
+  async network(): Promise<NetworkInfo> {
+    return this.http.json<NetworkInfo>("GET", this.path("/network"), { sandboxId: this.id });
+  }
+
+  /** Replaces the egress allowlist; the sandbox's next request is decided by the new one. */
+  async setAllowlist(allow: string[]): Promise<NetworkInfo> {
+    return this.http.json<NetworkInfo>("PUT", this.path("/network/allow"), { body: { allow }, sandboxId: this.id });
+  }
+
+  /** The latest egress decisions (allowed and refused requests), oldest first. */
+  async egress(lines = 100): Promise<EgressEntry[]> {
+    return this.http.json<EgressEntry[]>("GET", this.path(`/egress?lines=${lines}`), { sandboxId: this.id });
+  }
+
+  /** Publishes a guest port on the host ("8080:80"; host port 0 picks a free one). */
+  async publishPort(spec: string): Promise<PortMapping> {
+    return this.http.json<PortMapping>("POST", this.path("/ports"), { body: { port: spec }, sandboxId: this.id });
+  }
+
+  /** Stops publishing a host port. */
+  async unpublishPort(hostPort: number): Promise<void> {
+    await this.http.json("DELETE", this.path(`/ports/${hostPort}`), { sandboxId: this.id });
   }
 
   /** Running copies of this sandbox as it is now (memory, processes, disk), each with its own identity. */

@@ -15,6 +15,36 @@ export interface SandboxInfo {
   expires_at: string;
   metadata?: Record<string, string>;
   error?: string;
+  network?: NetworkInfo;
+}
+
+/** A published port: host address and port → guest port. */
+export interface PortMapping {
+  host_ip: string;
+  host_port: number;
+  guest_port: number;
+}
+
+/** A sandbox's network: mode, egress allowlist, published ports. */
+export interface NetworkInfo {
+  mode: "none" | "allowlist";
+  allow: string[];
+  ports: PortMapping[];
+  /** The proxy the guest's HTTP(S)_PROXY point at (allowlist mode). */
+  proxy?: string;
+}
+
+/** One egress decision of the sandbox's proxy. */
+export interface EgressEntry {
+  ts: string;
+  method: string;
+  host: string;
+  port: number;
+  decision: "allow" | "deny";
+  reason: string;
+  rule?: string;
+  address?: string;
+  error?: string;
 }
 
 export interface SpawnOptions {
@@ -32,6 +62,14 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** Who commands run as by default ("image" for the image's USER). */
   user?: string;
+  /** "none" (loopback only, the default) or "allowlist" (out only through the egress proxy). */
+  network?: "none" | "allowlist";
+  /** Egress allowlist: hosts, *.domains, IPs/CIDRs, with :port, and @presets such as "@pypi". */
+  allow?: string[];
+  /** Published ports, "[ADDRESS:]HOST:GUEST" (127.0.0.1 unless an address is given). */
+  ports?: string[];
+  /** Secret values: every command's environment and /run/secrets/NAME; never stored by the server. */
+  secrets?: Record<string, string>;
 }
 
 export interface ExecOptions {
