@@ -28,6 +28,7 @@ let web: Server; // a host service on 0.0.0.0, standing in for anything the host
 let webPort: number;
 let a: Sandbox; // allowlist
 let n: Sandbox; // none
+let full: Sandbox; // full
 
 const sh = async (sb: Sandbox, cmd: string) => sb.exec(cmd, { timeoutMs: 30_000 });
 /** curl in the guest: prints the HTTP status (000 when no connection was made). */
@@ -47,7 +48,7 @@ before(async () => {
   app = await buildApp({ forge, version: "test" });
   api = await app.listen({ host: "127.0.0.1", port: 0 });
   apiPort = Number(new URL(api).port);
-  [a, n] = await Promise.all([forge.spawn({ allow: [`${TEST_NAME}:${webPort}`] }), forge.spawn({ network: "none" })]);
+  [a, n, full] = await Promise.all([forge.spawn({ allow: [`${TEST_NAME}:${webPort}`] }), forge.spawn({ network: "none" }), forge.spawn({ network: "full" })]);
 });
 
 after(async () => {
@@ -162,6 +163,26 @@ describe("network: allowlist", () => {
     const lines = stdout.trim().split("\n");
     assert.equal(lines.length, 3);
     assert.match(lines.join("\n"), /DENY\tGET\tforgevm\.test:\d+/);
+  });
+});
+
+describe("network: full", () => {
+  it("reaches any public host through the proxy, never the host, private ranges or metadata", async () => {
+    assert.equal((await sh(full, "ls /sys/class/net")).stdout.trim(), "lo");
+    // control: a host no list names (standing in for a public one) is reached
+    assert.equal(await curlBody(full, `http://${TEST_NAME}:${webPort}/any`), "host service /any\n");
+    assert.equal(await curlBody(full, `http://${TEST_NAME}:${apiPort}/api/v1/health`).then((b) => JSON.parse(b).status), "ok");
+    // the walls stay
+    assert.match(await rawProxy(full, `GET http://localhost:${webPort}/ HTTP/1.1`), /403 Forbidden[^]*private, local or reserved/);
+    for (const ip of ["127.0.0.1", "169.254.169.254", "10.0.2.2", ...(lanAddress ? [lanAddress] : [])]) {
+      assert.match(await curlBody(full, `${VIA_PROXY} http://${ip}:${webPort}/`), /private, local or reserved address/, ip);
+    }
+    assert.equal(await curl(full, `--noproxy '*' http://127.0.0.1:${webPort}/`), "000");
+    const log = await forge.egressLog(full.id, 20);
+    assert.ok(log.some((e) => e.decision === "allow" && e.rule === "network full"));
+    assert.ok(log.some((e) => e.host === "169.254.169.254" && e.decision === "deny"));
+    // there is no allowlist to change
+    assert.throws(() => forge.setAllowlist(full.id, ["pypi.org"]), /applies only to network "allowlist"/);
   });
 });
 

@@ -26,8 +26,8 @@ export const PortMapping = Type.Object(
 
 export const Network = Type.Object(
   {
-    /** "none": loopback only; "allowlist": out only through the host's egress proxy. */
-    mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist")]),
+    /** "none": loopback only; "allowlist": the listed hosts through the host's egress proxy; "full": every public host through it. */
+    mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")]),
     allow: Type.Array(Type.String()),
     ports: Type.Array(PortMapping),
     /** The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode). */

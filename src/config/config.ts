@@ -60,7 +60,7 @@ export const ConfigSchema = Type.Object(
     ),
     network: Type.Object(
       {
-        default: Type.Union([Type.Literal("none"), Type.Literal("allowlist")]),
+        default: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")]),
         allow_private: Type.Array(Type.String({ minLength: 1 })),
         presets_file: Type.String(),
       },

@@ -118,7 +118,7 @@ export interface SpawnOptions {
   user?: string;
   /** Boot from the image even when a base snapshot could be restored (baselines, debugging). */
   coldBoot?: boolean;
-  /** "none" (loopback only) or "allowlist" (egress through the host's proxy); default from config. */
+  /** "none" (loopback only), "allowlist" (listed hosts through the host's proxy) or "full" (every public host through it); default from config. */
   network?: string;
   /** Egress allowlist: hostnames, *.domains, IPs/CIDRs with optional :port, and @presets. */
   allow?: string[];
@@ -923,7 +923,7 @@ export class Forge {
 /** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */
 function execDefaults(image: LocalImage | null, env: Record<string, string> | null, user: string | null, network?: NetworkRecord): ExecDefaults {
   // The proxy's address comes first so that an image or sandbox may point elsewhere (to no avail).
-  const fromImage: Record<string, string> = network?.mode === "allowlist" ? proxyEnv() : {};
+  const fromImage: Record<string, string> = network && network.mode !== "none" ? proxyEnv() : {};
   for (const kv of image?.config?.Env ?? []) {
     const i = kv.indexOf("=");
     if (i > 0) fromImage[kv.slice(0, i)] = kv.slice(i + 1);

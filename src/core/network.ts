@@ -1,11 +1,12 @@
 // Sandbox networking. No sandbox has a network device that reaches the host: `none` has only
 // loopback, and `allowlist` adds one way out, a listener on the guest's 127.0.0.1:3128 whose
 // connections the agent hands to the host's egress proxy, tagged with the sandbox they came
-// from. Published ports go the other way through the same channel. Every rule about what is
+// from. `full` is the same way out with every public destination allowed (private and host
+// addresses are still refused). Published ports go the other way through the same channel. Every rule about what is
 // reachable is therefore enforced on the host, where the guest cannot change it.
 import type { AgentChannel, GuestListener } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
-import { AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
+import { ANY_PUBLIC, AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
@@ -14,7 +15,7 @@ import type { NetworkRecord } from "../store/sandboxes.js";
 import { badRequest, conflict, ForgevmError } from "./errors.js";
 
 export type NetworkMode = NetworkRecord["mode"];
-export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist"];
+export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];
 
 /** Where the egress proxy answers inside the guest. */
 export const PROXY_ADDR = "127.0.0.1";
@@ -58,12 +59,8 @@ export class Networks {
   plan(req: NetworkRequest, template?: { allow?: string[] | null }): NetworkRecord {
     const allow = req.allow ?? template?.allow ?? [];
     let mode = req.mode ?? (allow.length ? "allowlist" : this.defaultMode);
-    if (!NETWORK_MODES.includes(mode as NetworkMode)) {
-      if (mode === "full") throw badRequest(`network: "full" is not available on this server yet; use "allowlist" with the hosts the sandbox needs`);
-      throw badRequest(`network must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
-    }
-    if (mode === "none" && req.allow?.length) throw badRequest(`allow needs network "allowlist" (network is "none")`);
-    if (mode === "none") mode = "none";
+    if (!NETWORK_MODES.includes(mode as NetworkMode)) throw badRequest(`network must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
+    if (mode !== "allowlist" && req.allow?.length) throw badRequest(`allow needs network "allowlist" (network is "${mode}")`);
     this.parse(allow);
     const ports: PortMapping[] = [];
     for (const spec of req.ports ?? []) {
@@ -93,8 +90,8 @@ export class Networks {
     const a: Attached = { vm, record: { ...record, ports: [] }, ports: new PublishedPorts(() => vm.channel), listener: null };
     this.attached.set(id, a);
     try {
-      if (record.mode === "allowlist") {
-        this.proxy.setPolicy(id, this.parse(record.allow));
+      if (record.mode !== "none") {
+        this.proxy.setPolicy(id, record.mode === "full" ? [ANY_PUBLIC] : this.parse(record.allow));
         a.listener = listenForProxy(vm.channel, (duplex) => this.proxy.handle(id, duplex));
         await a.listener.listening;
       }

@@ -38,7 +38,7 @@ export interface SandboxRow {
 
 /** A sandbox's network as stored. */
 export interface NetworkRecord {
-  mode: "none" | "allowlist";
+  mode: "none" | "allowlist" | "full";
   allow: string[];
   ports: { host_ip: string; host_port: number; guest_port: number }[];
 }

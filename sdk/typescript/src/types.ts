@@ -27,7 +27,7 @@ export interface PortMapping {
 
 /** A sandbox's network: mode, egress allowlist, published ports. */
 export interface NetworkInfo {
-  mode: "none" | "allowlist";
+  mode: "none" | "allowlist" | "full";
   allow: string[];
   ports: PortMapping[];
   /** The proxy the guest's HTTP(S)_PROXY point at (allowlist mode). */
@@ -62,8 +62,8 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** Who commands run as by default ("image" for the image's USER). */
   user?: string;
-  /** "none" (loopback only, the default) or "allowlist" (out only through the egress proxy). */
-  network?: "none" | "allowlist";
+  /** "none" (loopback only, the default), "allowlist" (listed hosts through the egress proxy) or "full" (every public host through it). */
+  network?: "none" | "allowlist" | "full";
   /** Egress allowlist: hosts, *.domains, IPs/CIDRs, with :port, and @presets such as "@pypi". */
   allow?: string[];
   /** Published ports, "[ADDRESS:]HOST:GUEST" (127.0.0.1 unless an address is given). */
