@@ -5,7 +5,7 @@
  *      the server's data directory, home directories, /tmp, …) with empty tmpfs mounts,
  *   3. mounts the opened paths back at their own names (read-only where asked), and a /proc
  *      that shows the VMM only its own processes,
- *   4. sets resource limits and niceness, drops to an unprivileged uid/gid with no other groups
+ *   4. joins the VM's cgroups (--cgroup), sets resource limits and niceness, drops to an unprivileged uid/gid with no other groups
  *      than the ones given, forbids privilege gain (no_new_privs),
  *   5. and execs the VMM, which keeps this process's pid.
  * Paths are opened after entering the namespace: a bind source must be one of its own mounts.
@@ -104,8 +104,8 @@ int main(int argc, char **argv) {
   int proc = 0, i;
   gid_t groups[32];
   int ngroups = 0;
-  const char *rlimits[16], *setenvs[16];
-  int nrl = 0, nenv = 0;
+  const char *rlimits[16], *setenvs[16], *cgroups[8];
+  int nrl = 0, nenv = 0, ncg = 0;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--")) { i++; break; }
@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--rw")) add_bind(argv[++i], 0);
     else if (!strcmp(a, "--rlimit")) { if (nrl == 16) die("too many rlimits"); rlimits[nrl++] = argv[++i]; }
     else if (!strcmp(a, "--nice")) nice_v = strtol(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--cgroup")) { if (ncg == 8) die("too many --cgroup"); cgroups[ncg++] = argv[++i]; }
     else if (!strcmp(a, "--setenv")) { if (nenv == 16) die("too many --setenv"); setenvs[nenv++] = argv[++i]; }
     else if (!strcmp(a, "--proc")) proc = 1;
     else die("unknown option %s", a);
@@ -125,6 +126,15 @@ int main(int argc, char **argv) {
   if (i >= argc) die("usage: forgevm-jail [options] -- program [args...]");
   if (uid <= 0 || gid <= 0) die("--uid and --gid (not root) are required");
 
+  /* Into the VM's cgroups first (host-side memory, CPU and task limits), while /sys is ours. */
+  for (int c = 0; c < ncg; c++) {
+    int fd = open(cgroups[c], O_WRONLY | O_CLOEXEC);
+    if (fd < 0) die("open %s: %s", cgroups[c], strerror(errno));
+    char pid[24];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (write(fd, pid, (size_t)n) != n) die("joining %s: %s", cgroups[c], strerror(errno));
+    close(fd);
+  }
   /* Its own mount, network and IPC namespaces: the new network namespace has only a loopback
    * that is down, so the VMM can reach no host service (its sockets are paths, which work
    * across network namespaces). */

@@ -3,13 +3,14 @@
 // VM's overlay even where it could name it. Controls: the same checks on its own files succeed.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { readFileSync, readlinkSync, statSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { Sandbox } from "../src/index.js";
 import { UID_BASE } from "../src/providers/qemu/jail.js";
+import { cgroupVersion, vmCgroupDirs } from "../src/providers/qemu/cgroups.js";
 import { testForge } from "./helpers.js";
 
 const execFileP = promisify(execFile);
@@ -101,6 +102,31 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
     } finally {
       listener.close();
     }
+  });
+
+  it("runs in a host cgroup of its own with memory, CPU and task limits, removed with the VM", { skip: cgroupVersion() ? false : "no usable cgroups on this host" }, async () => {
+    const version = cgroupVersion()!;
+    const forge = await testForge();
+    const sb = await forge.spawn({ memoryMb: 384, vcpus: 1 });
+    const id = sb.vm.info.id;
+    const dirs = vmCgroupDirs(version, id);
+    const own = readFileSync(`/proc/${sb.vm.info.pid}/cgroup`, "utf8");
+    assert.match(own, new RegExp(`/forgevm/${id}$`, "m"));
+    const read = (d: string, f: string) => readFileSync(join(d, f), "utf8").trim();
+    if (version === "v2") {
+      assert.equal(read(dirs[0], "memory.max"), String((384 + 512) * 1048576));
+      assert.equal(read(dirs[0], "cpu.max"), "200000 100000");
+      assert.equal(read(dirs[0], "pids.max"), "256");
+    } else {
+      assert.equal(read(dirs[0], "memory.limit_in_bytes"), String((384 + 512) * 1048576));
+      assert.equal(read(dirs[1], "cpu.cfs_quota_us"), "200000");
+      assert.equal(read(dirs[2], "pids.max"), "256");
+      // control: the guest's memory use shows up in the VM's cgroup
+      await sb.exec("python3 -c 'x=bytearray(200*1024*1024)'");
+      assert.ok(Number(read(dirs[0], "memory.max_usage_in_bytes")) > 200 * 1048576);
+    }
+    await sb.destroy();
+    for (const d of dirs) assert.equal(existsSync(d), false, `${d} is removed`);
   });
 
   it("sees none of the server's state: database, snapshots, config, other processes", async () => {

@@ -100,6 +100,8 @@ export interface JailSpec {
   nice?: number;
   /** Environment the VMM gets on top of the helper's (set after the jail is built). */
   env?: Record<string, string>;
+  /** `cgroup.procs` files the VMM joins (host-side limits). */
+  cgroups?: string[];
 }
 
 /** The helper's argument list (before `--` and the VMM's own command line). */
@@ -112,5 +114,6 @@ export function jailArgs(cfg: JailConfig, s: JailSpec): string[] {
   for (const [k, v] of Object.entries(s.rlimits)) args.push("--rlimit", `${k}=${v}`);
   if (s.nice) args.push("--nice", String(s.nice));
   for (const [k, v] of Object.entries(s.env ?? {})) args.push("--setenv", `${k}=${v}`);
+  for (const c of s.cgroups ?? []) args.push("--cgroup", c);
   return args;
 }

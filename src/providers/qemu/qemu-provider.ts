@@ -19,6 +19,7 @@ import { ConsoleLog } from "./console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
 import { connectQemuSocket } from "./unix-socket.js";
+import { cgroupVersion, createVmCgroup, removeVmCgroup, sweepVmCgroups, type CgroupVersion } from "./cgroups.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, jailConfig, kvmGroup, type JailConfig } from "./jail.js";
 
 export interface QemuProviderOptions {
@@ -49,6 +50,8 @@ export class QemuProvider implements Provider {
   private readonly launching = new Map<number, string>();
   private readonly qemu: string;
   private readonly jail: JailConfig | null;
+  /** Host cgroups for confined VMs (null: not available, or not jailed). */
+  private readonly cgroups: CgroupVersion | null;
   /** uids of the confined VMMs this provider runs. */
   private readonly uids = new Set<number>();
   private readonly tscKhz = hostTscKhz(readFileSync("/proc/cpuinfo", "utf8"));
@@ -56,6 +59,7 @@ export class QemuProvider implements Provider {
   constructor(private readonly opts: QemuProviderOptions) {
     this.qemu = findProgram(opts.qemuBinary ?? "qemu-system-x86_64");
     this.jail = opts.jail === false ? null : jailConfig(opts.paths.dataDir);
+    this.cgroups = this.jail ? cgroupVersion() : null;
     if (opts.killOnExit !== false) process.once("exit", () => this.killAllSync());
   }
 
@@ -166,6 +170,7 @@ export class QemuProvider implements Provider {
       // Not our child: poll until it is gone (or a zombie) before its files go.
       while (processAlive(a.pid)) await sleep(10);
       await rm(a.dir, { recursive: true, force: true });
+      if (this.cgroups) await removeVmCgroup(this.cgroups, a.id);
     };
     const started = performance.now();
     try {
@@ -219,11 +224,14 @@ export class QemuProvider implements Provider {
           } catch {
             // gone meanwhile
           }
+          for (let i = 0; i < 200 && processAlive(pid); i++) await sleep(10);
         }
       }
       await rm(dir, { recursive: true, force: true });
       removed.push(id);
     }
+    // cgroups of VMs that are gone (a live VM's cgroup is busy and stays)
+    if (this.cgroups) await sweepVmCgroups(this.cgroups);
     return removed;
   }
 
@@ -282,6 +290,7 @@ export class QemuProvider implements Provider {
         await exited;
       }
       await rm(dir, { recursive: true, force: true });
+      if (this.cgroups) await removeVmCgroup(this.cgroups, spec.id);
       if (uid !== null) this.uids.delete(uid);
     };
     try {
@@ -334,7 +343,15 @@ export class QemuProvider implements Provider {
         if (sharedRam) ro.push(sharedRam, JAIL_PRELOAD);
         const kvm = accel === "kvm" ? kvmGroup() : null;
         const diskBytes = files.disk ? (await stat(files.disk)).size + (spec.diskMb ?? 0) * 1048576 : 0;
+        const cgroups = this.cgroups
+          ? await createVmCgroup(this.cgroups, spec.id, {
+              memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB) * 1048576,
+              cpus: spec.vcpus + 1,
+              pidsMax: VMM_PIDS_MAX,
+            })
+          : [];
         const jailed = jailArgs(jail, {
+          cgroups,
           uid,
           groups: kvm !== null ? [kvm] : [],
           rw,
@@ -658,6 +675,11 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
     await sleep(5);
   }
 }
+
+/** Host memory a VMM may use beyond guest RAM (its own heap, TCG code buffer, I/O page cache); seen ~0.1–0.3 GiB. */
+const VMM_MEMORY_OVERHEAD_MIB = 512;
+/** Threads a VMM may have (seen: 10 for one vCPU). */
+const VMM_PIDS_MAX = 256;
 
 /** Extra address space a VMM needs beyond guest RAM (code buffer, threads, libraries); peak seen ~0.9 GiB. */
 const VMM_OVERHEAD_MIB = 2048;

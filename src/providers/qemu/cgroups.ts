@@ -1,0 +1,78 @@
+// Host-side limits on each confined QEMU: a cgroup per VM under `forgevm/` with a memory limit
+// (guest RAM plus the VMM's own overhead), a CPU quota (its vCPUs plus one core for QEMU's own
+// threads) and a task limit. cgroup v2 where the host has it, else the v1 memory, cpu and pids
+// hierarchies. The jail helper moves QEMU into the cgroup before it execs.
+import { existsSync, statfsSync } from "node:fs";
+import { mkdir, readdir, rmdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+
+const ROOT = "/sys/fs/cgroup";
+const CGROUP2_MAGIC = 0x63677270;
+const GROUP = "forgevm";
+
+export type CgroupVersion = "v2" | "v1";
+
+export interface VmCgroupLimits {
+  memoryBytes: number;
+  /** CPU time per wall-clock second, in cores. */
+  cpus: number;
+  pidsMax: number;
+}
+
+/** The cgroup version this host offers for VM limits, or null (not root, or no usable controllers). */
+export function cgroupVersion(): CgroupVersion | null {
+  if (process.getuid?.() !== 0) return null;
+  try {
+    if (statfsSync(ROOT).type === CGROUP2_MAGIC) return "v2";
+  } catch {
+    return null;
+  }
+  return ["memory", "cpu", "pids"].every((c) => existsSync(join(ROOT, c, "cgroup.procs"))) ? "v1" : null;
+}
+
+/** The directories of a VM's cgroup (one per v1 controller, one for v2). */
+export function vmCgroupDirs(version: CgroupVersion, id: string): string[] {
+  return version === "v2" ? [join(ROOT, GROUP, id)] : ["memory", "cpu", "pids"].map((c) => join(ROOT, c, GROUP, id));
+}
+
+/** Makes a VM's cgroup with its limits; returns the `cgroup.procs` files QEMU must join. */
+export async function createVmCgroup(version: CgroupVersion, id: string, l: VmCgroupLimits): Promise<string[]> {
+  const period = 100_000;
+  const quota = Math.round(l.cpus * period);
+  if (version === "v2") {
+    const base = join(ROOT, GROUP);
+    await mkdir(base, { recursive: true });
+    // Controllers must be enabled on every level above a cgroup that uses them.
+    await writeFile(join(ROOT, "cgroup.subtree_control"), "+memory +cpu +pids").catch(() => {});
+    await writeFile(join(base, "cgroup.subtree_control"), "+memory +cpu +pids");
+    const dir = join(base, id);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "memory.max"), String(l.memoryBytes));
+    await writeFile(join(dir, "memory.swap.max"), "0").catch(() => {}); // no swap accounting: nothing to cap
+    await writeFile(join(dir, "cpu.max"), `${quota} ${period}`);
+    await writeFile(join(dir, "pids.max"), String(l.pidsMax));
+    return [join(dir, "cgroup.procs")];
+  }
+  const [mem, cpu, pids] = vmCgroupDirs(version, id);
+  for (const d of [mem, cpu, pids]) await mkdir(d, { recursive: true });
+  await writeFile(join(mem, "memory.limit_in_bytes"), String(l.memoryBytes));
+  await writeFile(join(cpu, "cpu.cfs_period_us"), String(period));
+  await writeFile(join(cpu, "cpu.cfs_quota_us"), String(quota));
+  await writeFile(join(pids, "pids.max"), String(l.pidsMax));
+  return [mem, cpu, pids].map((d) => join(d, "cgroup.procs"));
+}
+
+/** Removes a VM's cgroup once its QEMU is gone (a cgroup with a live task cannot be removed). */
+export async function removeVmCgroup(version: CgroupVersion, id: string): Promise<void> {
+  for (const d of vmCgroupDirs(version, id)) await rmdir(d).catch(() => {});
+}
+
+/** Removes every empty VM cgroup (of VMs gone while no server watched them). */
+export async function sweepVmCgroups(version: CgroupVersion): Promise<void> {
+  const bases = version === "v2" ? [join(ROOT, GROUP)] : ["memory", "cpu", "pids"].map((c) => join(ROOT, c, GROUP));
+  for (const base of bases) {
+    for (const name of await readdir(base).catch(() => [] as string[])) {
+      if (/^[a-z0-9-]{1,63}$/.test(name)) await rmdir(join(base, name)).catch(() => {}); // busy: a VM still runs
+    }
+  }
+}
