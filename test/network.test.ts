@@ -166,6 +166,37 @@ describe("network: allowlist", () => {
   });
 });
 
+describe("network: copies and templates", () => {
+  it("a fork keeps its parent's allowlist (not its host ports), and its proxy works at once", async () => {
+    const { sandboxes } = await forge.fork(a.id, { count: 1 });
+    const child = sandboxes[0];
+    try {
+      assert.deepEqual(forge.network(child.id), { ...forge.network(a.id), ports: [] });
+      assert.equal(await curlBody(child, `http://${TEST_NAME}:${webPort}/child`), "host service /child\n");
+      assert.match(await curlBody(child, `http://not-listed.example:${webPort}/`), /not on this sandbox.s allowlist/);
+      assert.ok((await forge.egressLog(child.id)).some((e) => e.host === TEST_NAME && e.decision === "allow"));
+    } finally {
+      await child.destroy();
+    }
+  });
+
+  it("a template's setup commands get its allowlist, and so do its sandboxes", async () => {
+    await forge.createTemplate({ name: "net-tpl", allowed_hosts: [`${TEST_NAME}:${webPort}`], setup: [`curl -sS -m 10 http://${TEST_NAME}:${webPort}/from-setup > /root/setup.txt`] });
+    try {
+      const sb = await forge.spawn({ template: "net-tpl" });
+      try {
+        assert.equal((await sh(sb, "cat /root/setup.txt")).stdout, "host service /from-setup\n");
+        assert.equal(forge.network(sb.id).mode, "allowlist");
+        assert.equal(await curlBody(sb, `http://${TEST_NAME}:${webPort}/tpl`), "host service /tpl\n");
+      } finally {
+        await sb.destroy();
+      }
+    } finally {
+      await forge.deleteTemplate("net-tpl");
+    }
+  });
+});
+
 describe("network: full", () => {
   it("reaches any public host through the proxy, never the host, private ranges or metadata", async () => {
     assert.equal((await sh(full, "ls /sys/class/net")).stdout.trim(), "lo");

@@ -63,6 +63,7 @@ void unwatch_fd(int fd);
 sess *sess_find(uint32_t id);
 sess *sess_new(uint32_t id, enum sess_type t);
 void sess_free(sess *s);
+int sess_buffer_input(sess *s, const uint8_t *p, size_t n);
 extern sess *sessions;
 extern int epfd;
 

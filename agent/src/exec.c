@@ -93,14 +93,7 @@ void exec_on_data(sess *s, const uint8_t *p, size_t n, int eof) {
     if (n) send_window(s->id, CH_IN, (uint32_t)n); /* stdin closed: keep the host's credit flowing */
     return;
   }
-  if (n) {
-    if (s->inlen + n > 2 * INITIAL_WINDOW + MAX_PAYLOAD) return; /* host broke its window: drop */
-    char *nb = realloc(s->inbuf, s->inlen + n);
-    if (!nb) return;
-    s->inbuf = nb;
-    memcpy(s->inbuf + s->inlen, p, n);
-    s->inlen += n;
-  }
+  if (n && sess_buffer_input(s, p, n) < 0) return;
   if (eof) s->in_eof = 1;
   flush_stdin(s);
 }

@@ -169,6 +169,18 @@ void sess_free(sess *s) {
   free(s);
 }
 
+/* Queues bytes the host sent on a stream's input channel; -1 (dropped) when the host broke its
+ * window or memory ran out. */
+int sess_buffer_input(sess *s, const uint8_t *p, size_t n) {
+  if (s->inlen + n > 2 * INITIAL_WINDOW + MAX_PAYLOAD) return -1;
+  char *nb = realloc(s->inbuf, s->inlen + n);
+  if (!nb) return -1;
+  s->inbuf = nb;
+  memcpy(s->inbuf + s->inlen, p, n);
+  s->inlen += n;
+  return 0;
+}
+
 /* ---- request helpers ---- */
 char *req_str(const jdoc *d, const char *key) { return json_strdup(d, json_get(d, 0, key), NULL); }
 int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out) {
