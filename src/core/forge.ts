@@ -496,6 +496,7 @@ export class Forge {
       }
     } finally {
       await this.networks.detach(vm.info.id);
+      await this.egress.removeLog(vm.info.id); // the setup VM has no row whose history would keep it
     }
   }
 
