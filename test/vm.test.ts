@@ -239,3 +239,50 @@ describe("protocol", () => {
     assert.deepEqual(await sb.vm.channel.request<"ping">({ op: "ping" }), { ok: true });
   });
 });
+
+describe("TCP tunnels", () => {
+  it("carries a connection both ways with half-close, and reports refusals and bad fields", async () => {
+    const ch = sb.vm.channel;
+    // a guest server that reads until EOF, then answers with what it read, upper-cased, and closes
+    await sb.writeFile(
+      "/root/upper.py",
+      "import socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1', 7001))\ns.listen()\nc, _ = s.accept()\nd = b''\nwhile True:\n    b = c.recv(65536)\n    if not b:\n        break\n    d += b\nc.sendall(d.upper())\nc.close()\n",
+    );
+    await sb.exec("nohup python3 /root/upper.py >/dev/null 2>&1 & sleep 1");
+    const t = ch.connect({ port: 7001 });
+    await t.connected;
+    const payload = randomBytes(3 * 1024 * 1024).toString("hex").slice(0, 3 * 1024 * 1024); // 3 MiB of hex: more than one window
+    const chunks: Buffer[] = [];
+    t.incoming.on("data", (c: Buffer) => chunks.push(c));
+    const ended = new Promise((r) => t.incoming.on("end", r));
+    t.outgoing.end(Buffer.from(payload));
+    await ended;
+    assert.equal(Buffer.concat(chunks).toString(), payload.toUpperCase());
+    assert.deepEqual(await t.done, { ok: true });
+    // nobody listens: a clear refusal
+    await assert.rejects(ch.connect({ port: 7002 }).connected, (e: any) => e.code === "ECONNREFUSED");
+    // bad fields
+    await assert.rejects(ch.connect({ port: 0 }).connected, (e: any) => e.code === "EINVAL" && /port/.test(e.message));
+    await assert.rejects(ch.connect({ addr: "not-an-ip", port: 80 }).connected, (e: any) => e.code === "EINVAL" && /addr/.test(e.message));
+    await assert.rejects(ch.connect({ conn: 424242 }).connected, (e: any) => e.code === "ENOENT");
+    await assert.rejects(ch.request<"close">({ op: "close", target: 999999 }), (e: any) => e.code === "ENOENT");
+    // a listener hands over accepted connections; close ends it and frees the port
+    const accepted: number[] = [];
+    const l = ch.listen({ port: 7003 }, (conn) => accepted.push(conn));
+    await l.listening;
+    await assert.rejects(ch.listen({ port: 7003 }, () => {}).listening, (e: any) => e.code === "EADDRINUSE");
+    await sb.exec("python3 -c \"import socket;socket.create_connection(('127.0.0.1',7003))\"");
+    await waitFor(() => accepted.length === 1, 5000, "the accept event");
+    const claimed = ch.connect({ conn: accepted[0] });
+    await claimed.connected;
+    claimed.close();
+    await claimed.done;
+    l.close();
+    await l.done;
+    const again = ch.listen({ port: 7003 }, () => {});
+    await again.listening;
+    again.close();
+    await again.done;
+    assert.deepEqual(await ch.request<"ping">({ op: "ping" }), { ok: true });
+  });
+});
