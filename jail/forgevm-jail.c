@@ -101,7 +101,7 @@ static void set_rlimit(const char *spec) {
 
 int main(int argc, char **argv) {
   long uid = -1, gid = -1, nice_v = 0;
-  int proc = 0, i;
+  int proc = 0, host_net = 0, i;
   gid_t groups[32];
   int ngroups = 0;
   const char *rlimits[16], *setenvs[16], *cgroups[8];
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--")) { i++; break; }
-    if (i + 1 >= argc && strcmp(a, "--proc")) die("%s needs a value", a);
+    if (i + 1 >= argc && strcmp(a, "--proc") && strcmp(a, "--host-net")) die("%s needs a value", a);
     if (!strcmp(a, "--uid")) uid = strtol(argv[++i], NULL, 10);
     else if (!strcmp(a, "--gid")) gid = strtol(argv[++i], NULL, 10);
     else if (!strcmp(a, "--group")) { if (ngroups == 32) die("too many groups"); groups[ngroups++] = (gid_t)strtol(argv[++i], NULL, 10); }
@@ -121,6 +121,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--cgroup")) { if (ncg == 8) die("too many --cgroup"); cgroups[ncg++] = argv[++i]; }
     else if (!strcmp(a, "--setenv")) { if (nenv == 16) die("too many --setenv"); setenvs[nenv++] = argv[++i]; }
     else if (!strcmp(a, "--proc")) proc = 1;
+    else if (!strcmp(a, "--host-net")) host_net = 1;
     else die("unknown option %s", a);
   }
   if (i >= argc) die("usage: forgevm-jail [options] -- program [args...]");
@@ -138,7 +139,9 @@ int main(int argc, char **argv) {
   /* Its own mount, network and IPC namespaces: the new network namespace has only a loopback
    * that is down, so the VMM can reach no host service (its sockets are paths, which work
    * across network namespaces). */
-  if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) < 0) die("unshare: %s", strerror(errno));
+  /* --host-net keeps the host's network namespace, for a VMM with a user-mode network device
+   * (the server's firewall then confines its uid). */
+  if (unshare(CLONE_NEWNS | CLONE_NEWIPC | (host_net ? 0 : CLONE_NEWNET)) < 0) die("unshare: %s", strerror(errno));
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) die("making mounts private: %s", strerror(errno));
   open_binds();
   for (int h = 0; h < nhides; h++) {

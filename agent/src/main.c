@@ -206,7 +206,7 @@ static void op_hello(uint32_t id, const char *nonce) {
     jb_cstr(&b, ",\"nonce\":");
     jb_str(&b, nonce, strlen(nonce));
   }
-  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\",\"host-hello\",\"tcp\"]}");
+  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\",\"host-hello\",\"tcp\",\"nic\"]}");
   send_json(id, id ? K_RES : K_HELLO, &b);
   jb_free(&b);
 }

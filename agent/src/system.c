@@ -7,6 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +119,62 @@ static void loopback_up(void) {
     ioctl(s, SIOCSIFFLAGS, &ifr);
   }
   close(s);
+}
+
+/* The first network interface that is not loopback, or -1. */
+static int first_nic(char *name, size_t n) {
+  DIR *d = opendir("/sys/class/net");
+  struct dirent *e;
+  int found = -1;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.' || !strcmp(e->d_name, "lo") || strlen(e->d_name) >= n) continue;
+    memcpy(name, e->d_name, strlen(e->d_name) + 1);
+    found = 0;
+    break;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+static int set_ipv4(int s, const char *ifname, unsigned long req, const char *addr) {
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+  struct sockaddr_in *sa = (struct sockaddr_in *)&ifr.ifr_addr;
+  sa->sin_family = AF_INET;
+  if (inet_pton(AF_INET, addr, &sa->sin_addr) != 1) { errno = EINVAL; return -1; }
+  return ioctl(s, req, &ifr);
+}
+
+/* Configures the guest's network device (network "full"): address, netmask, up, default route
+ * and resolver. Idempotent, so a restored guest can be configured again. */
+static int configure_nic(const char *addr, const char *mask, const char *gw, const char *dns) {
+  char ifname[IFNAMSIZ];
+  if (first_nic(ifname, sizeof ifname) < 0) { errno = ENODEV; return -1; }
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  int rc = -1;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+  if (set_ipv4(s, ifname, SIOCSIFADDR, addr) < 0 || set_ipv4(s, ifname, SIOCSIFNETMASK, mask) < 0) goto out;
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) goto out;
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) goto out;
+  struct rtentry rt;
+  memset(&rt, 0, sizeof rt);
+  struct sockaddr_in *dst = (struct sockaddr_in *)&rt.rt_dst, *gwa = (struct sockaddr_in *)&rt.rt_gateway, *msk = (struct sockaddr_in *)&rt.rt_genmask;
+  dst->sin_family = gwa->sin_family = msk->sin_family = AF_INET;
+  if (inet_pton(AF_INET, gw, &gwa->sin_addr) != 1) { errno = EINVAL; goto out; }
+  rt.rt_flags = RTF_UP | RTF_GATEWAY;
+  rt.rt_dev = ifname;
+  if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST) goto out;
+  int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd >= 0) { dprintf(fd, "nameserver %s\n", dns); close(fd); }
+  rc = 0;
+out:
+  { int e = errno; close(s); errno = e; }
+  return rc;
 }
 
 static void mount_fs(const char *src, const char *dst, const char *type, unsigned long fl, const char *opt) {
@@ -263,6 +322,16 @@ void op_configure(uint32_t id, const jdoc *d) {
       close(fd);
     }
     free(seed);
+  }
+  int nt = json_get(d, 0, "net");
+  if (nt >= 0 && d->toks[nt].type == J_OBJ) {
+    char *addr = json_strdup(d, json_get(d, nt, "addr"), NULL), *mask = json_strdup(d, json_get(d, nt, "netmask"), NULL);
+    char *gw = json_strdup(d, json_get(d, nt, "gateway"), NULL), *dns = json_strdup(d, json_get(d, nt, "dns"), NULL);
+    int bad = !addr || !mask || !gw || !dns;
+    int rc = bad ? -1 : configure_nic(addr, mask, gw, dns);
+    int err = bad ? EINVAL : errno;
+    free(addr); free(mask); free(gw); free(dns);
+    if (rc < 0) { send_errno(id, err, "configuring the network device (\"net\" needs addr, netmask, gateway, dns)"); return; }
   }
   int64_t pids_max, reserve_mb;
   req_int(d, "pids_max", 0, &pids_max);

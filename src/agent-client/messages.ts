@@ -115,6 +115,8 @@ export interface ConfigureRequest {
   pids_max?: number;
   /** ... and memory: all of the guest's but this many MiB. */
   memory_reserve_mb?: number;
+  /** Configure the guest's network device (feature `nic`). */
+  net?: { addr: string; netmask: string; gateway: string; dns: string };
 }
 
 /** Asks the guest to listen on one of its own TCP ports (IPv4 literal, default 127.0.0.1). */

@@ -26,7 +26,7 @@ export const PortMapping = Type.Object(
 
 export const Network = Type.Object(
   {
-    /** "none": loopback only; "allowlist": the listed hosts through the host's egress proxy; "full": every public host through it. */
+    /** "none": loopback only; "allowlist": the listed hosts through the host's egress proxy; "full": a network device onto the internet (never the host or private networks). */
     mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")]),
     allow: Type.Array(Type.String()),
     ports: Type.Array(PortMapping),

@@ -25,7 +25,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
 
 export function networkView(n: NetworkRecord | null) {
   const rec = n ?? { mode: "none" as const, allow: [], ports: [] };
-  return { ...rec, ...(rec.mode !== "none" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}) };
+  return { ...rec, ...(rec.mode === "allowlist" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}) };
 }
 
 export function snapshotView(r: SnapshotRow): SnapshotT {

@@ -64,7 +64,7 @@ program
   .option("--ttl <duration>", "lifetime, e.g. 30m or 1h")
   .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", 64, 65536))
   .option("-c, --vcpus <n>", "vCPUs", intOption("--vcpus", 1, 64))
-  .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (every public host through it)")
+  .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (internet, never the host)")
   .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
   .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
   .option("--json", "print JSON")
@@ -322,7 +322,7 @@ program
   .option("-e, --env <NAME=VALUE>", "environment variable (repeatable)", envOption, {})
   .option("-w, --workdir <dir>", "working directory in the guest")
   .option("-u, --user <user>", "user to run as")
-  .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (every public host through it)")
+  .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (internet, never the host)")
   .option("--allow <entry>", "egress allowlist entry, e.g. @pypi or example.com (repeatable)", listOption)
   .action(async (command: string[], o) => {
     const forge = await Forge.open({ dataDir: dataDir() });

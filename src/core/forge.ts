@@ -27,6 +27,8 @@ import { Networks, proxyEnv, type NetworkMode } from "./network.js";
 import { checkDecls, injectSecretFiles, planSecrets, type PlannedSecrets } from "./secrets.js";
 import { EgressProxy } from "../net/egress-proxy.js";
 import { loadPresets } from "../net/allowlist.js";
+import { BLOCKED_V4 } from "../net/addresses.js";
+import { isIP } from "node:net";
 import type { NetworkRecord } from "../store/sandboxes.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import type { PortMapping } from "../net/ports.js";
@@ -118,7 +120,7 @@ export interface SpawnOptions {
   user?: string;
   /** Boot from the image even when a base snapshot could be restored (baselines, debugging). */
   coldBoot?: boolean;
-  /** "none" (loopback only), "allowlist" (listed hosts through the host's proxy) or "full" (every public host through it); default from config. */
+  /** "none" (loopback only), "allowlist" (listed hosts through the host's proxy) or "full" (a network device onto the internet, never the host); default from config. */
   network?: string;
   /** Egress allowlist: hostnames, *.domains, IPs/CIDRs with optional :port, and @presets. */
   allow?: string[];
@@ -163,6 +165,8 @@ interface SpawnPlan {
   execUser: string | null;
   network: NetworkRecord;
   secrets: PlannedSecrets | null;
+  /** A network device (network "full"): part of the machine, so of its base snapshot too. */
+  nic: boolean;
 }
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -255,7 +259,7 @@ export class Forge {
     const base = await this.snaps.base(plan, (vm) => this.runSetup(vm, plan));
     if (!base) throw new Error(`no base snapshot for ${plan.image.name}`);
     const id = `sb-${randomBytes(4).toString("hex")}`;
-    const vm = await this.provider.spawn({ id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: id, restore: { files: Snapshots.files(base) }, nice: POOL_NICE });
+    const vm = await this.provider.spawn({ id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: id, restore: { files: Snapshots.files(base) }, nice: POOL_NICE, nic: plan.nic });
     // A first exec in a restored VM costs ~5× a later one (under TCG the code it runs is
     // translated afresh in every QEMU); pay it here, not in the claimer's first command.
     try {
@@ -336,7 +340,13 @@ export class Forge {
   static async open(opts: ForgeOptions = {}): Promise<Forge> {
     const paths = pathsFor(opts.dataDir ?? defaultDataDir());
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
-    const forge = new Forge(paths, new QemuProvider({ paths, accel: opts.accel ?? envAccel(), guestLimits: opts.guestLimits, jail: opts.jail }), db, opts);
+    const forge = new Forge(paths, new QemuProvider({
+      paths,
+      accel: opts.accel ?? envAccel(),
+      guestLimits: opts.guestLimits,
+      jail: opts.jail,
+      firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
+    }), db, opts);
     await forge.reconcile();
     await forge.snaps.collect(true);
     await forge.configurePools();
@@ -378,6 +388,7 @@ export class Forge {
     if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
     const network = this.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
     const secrets = planSecrets(opts.secrets, tpl?.secrets);
+    if (network.mode === "full") await this.checkFullNetwork();
     const d = this.defaults;
     const imageName = opts.image ?? tpl?.image ?? d.image;
     // An image that is not local is pulled first when its name is a registry reference.
@@ -405,6 +416,7 @@ export class Forge {
       execUser,
       network,
       secrets,
+      nic: network.mode === "full",
     };
   }
 
@@ -452,7 +464,7 @@ export class Forge {
    * template's setup commands already run), else booted cold with setup run now.
    */
   private async startVm(id: string, plan: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
-    const spec = { id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs };
+    const spec = { id, memoryMb: plan.memoryMb, vcpus: plan.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: plan.nic };
     if (this.opts.baseSnapshots !== false && !opts.coldBoot) {
       const base = await this.snaps.base(plan, (vm) => this.runSetup(vm, plan));
       if (base) {
@@ -558,6 +570,12 @@ export class Forge {
     }
   }
 
+  /** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */
+  private async checkFullNetwork(): Promise<void> {
+    const problem = await this.provider.nicProblem();
+    if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
+  }
+
   /** A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk. */
   private refuseIfSecrets(id: string, what: string): void {
     if (this.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what}`);
@@ -644,6 +662,7 @@ export class Forge {
           memoryMb: src.memory_mb,
           vcpus: src.vcpus,
           hostname: row.id,
+          nic: src.network?.mode === "full",
           restore: {
             files,
             diskInUse: true,
@@ -691,14 +710,18 @@ export class Forge {
         ? this.networks.plan({ mode: opts.network, allow: opts.allow })
         : source
           ? { ...source, ports: [] }
-          : this.networks.plan({});
+          : this.networks.plan({ mode: snap.nic ? "full" : undefined });
+    // The network device is part of the saved machine: a copy has one exactly when the snapshot did.
+    if ((network.mode === "full") !== !!snap.nic) {
+      throw badRequest(`network: snapshot ${snap.id} was taken ${snap.nic ? "with" : "without"} a network device; its copies must use network ${snap.nic ? '"full"' : '"none" or "allowlist"'}`);
+    }
     return Promise.all(
       Array.from({ length: count }, async () => {
         const row = this.rowOf({ ...snap, network }, { ttlMs: opts.ttlMs ?? this.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id });
         this.sandboxes.insert(row);
         this.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
         try {
-          const vm = await this.provider.spawn({ id: row.id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: row.id, restore: { files: Snapshots.files(snap) } });
+          const vm = await this.provider.spawn({ id: row.id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: row.id, restore: { files: Snapshots.files(snap) }, nic: !!snap.nic });
           return await this.admit(row, vm, image, "snapshot");
         } catch (e) {
           this.recordFailure(row.id, e);
@@ -924,7 +947,7 @@ export class Forge {
 /** Exec defaults of a sandbox: the image's env and working directory, then the sandbox's env. */
 function execDefaults(image: LocalImage | null, env: Record<string, string> | null, user: string | null, network?: NetworkRecord): ExecDefaults {
   // The proxy's address comes first so that an image or sandbox may point elsewhere (to no avail).
-  const fromImage: Record<string, string> = network && network.mode !== "none" ? proxyEnv() : {};
+  const fromImage: Record<string, string> = network?.mode === "allowlist" ? proxyEnv() : {};
   for (const kv of image?.config?.Env ?? []) {
     const i = kv.indexOf("=");
     if (i > 0) fromImage[kv.slice(0, i)] = kv.slice(i + 1);

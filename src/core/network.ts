@@ -1,12 +1,12 @@
 // Sandbox networking. No sandbox has a network device that reaches the host: `none` has only
 // loopback, and `allowlist` adds one way out, a listener on the guest's 127.0.0.1:3128 whose
 // connections the agent hands to the host's egress proxy, tagged with the sandbox they came
-// from. `full` is the same way out with every public destination allowed (private and host
-// addresses are still refused). Published ports go the other way through the same channel. Every rule about what is
+// from. `full` is the exception: a network device on QEMU's user-mode network, whose VMM the host
+// firewall keeps off the host and private networks (providers/qemu/firewall.ts). Published ports go the other way through the same channel. Every rule about what is
 // reachable is therefore enforced on the host, where the guest cannot change it.
 import type { AgentChannel, GuestListener } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
-import { ANY_PUBLIC, AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
+import { AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
@@ -90,8 +90,8 @@ export class Networks {
     const a: Attached = { vm, record: { ...record, ports: [] }, ports: new PublishedPorts(() => vm.channel), listener: null };
     this.attached.set(id, a);
     try {
-      if (record.mode !== "none") {
-        this.proxy.setPolicy(id, record.mode === "full" ? [ANY_PUBLIC] : this.parse(record.allow));
+      if (record.mode === "allowlist") {
+        this.proxy.setPolicy(id, this.parse(record.allow));
         a.listener = listenForProxy(vm.channel, (duplex) => this.proxy.handle(id, duplex));
         await a.listener.listening;
       }

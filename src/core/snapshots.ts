@@ -20,6 +20,8 @@ export interface BaseSpec {
   vcpus: number;
   diskMb: number;
   template?: TemplateRow;
+  /** With a network device (network "full"): a different machine, so a different base. */
+  nic?: boolean;
 }
 
 export interface SnapshotDeps {
@@ -73,6 +75,7 @@ export class Snapshots {
       memoryMb: spec.memoryMb,
       vcpus: spec.vcpus,
       diskMb: spec.diskMb,
+      nic: !!spec.nic,
       kernel: await fileId(this.d.paths.kernel),
       initramfs: await fileId(this.d.paths.initramfs),
       qemu: accel.key,
@@ -104,7 +107,7 @@ export class Snapshots {
   }
 
   private async buildBase(key: string, spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
-    const row = await this.begin({ kind: "base", image: spec.image.name, template: spec.template?.name ?? null, memory_mb: spec.memoryMb, vcpus: spec.vcpus, disk_mb: spec.diskMb, format: "mapped", base_key: key });
+    const row = await this.begin({ kind: "base", image: spec.image.name, template: spec.template?.name ?? null, memory_mb: spec.memoryMb, vcpus: spec.vcpus, disk_mb: spec.diskMb, format: "mapped", base_key: key, nic: spec.nic });
     let vm: Vm | null = null;
     try {
       vm = await this.d.provider.spawn({
@@ -115,6 +118,7 @@ export class Snapshots {
         diskMb: spec.diskMb,
         hostname: "forgevm",
         memoryFile: join(row.dir, "memory"),
+        nic: spec.nic,
       });
       await prepare(vm);
       const r = await vm.freeze(row.dir);
@@ -133,7 +137,7 @@ export class Snapshots {
   }
 
   /** Reserves a directory and a row for a snapshot about to be taken. */
-  async begin(f: { kind: SnapshotKind; image: string; template: string | null; memory_mb: number; vcpus: number; disk_mb: number; format: SnapshotRow["format"]; base_key?: string; name?: string | null; source?: SandboxRow }): Promise<SnapshotRow> {
+  async begin(f: { kind: SnapshotKind; image: string; template: string | null; memory_mb: number; vcpus: number; disk_mb: number; format: SnapshotRow["format"]; base_key?: string; name?: string | null; source?: SandboxRow; nic?: boolean }): Promise<SnapshotRow> {
     const id = `snap-${randomBytes(4).toString("hex")}`;
     const dir = join(this.d.paths.snapshotsDir, id);
     await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -156,6 +160,7 @@ export class Snapshots {
       size_bytes: 0,
       env: f.source?.env ?? null,
       exec_user: f.source?.exec_user ?? null,
+      nic: (f.nic ?? f.source?.network?.mode === "full") ? 1 : 0,
       created_at: new Date().toISOString(),
       last_used_at: null,
       error: null,

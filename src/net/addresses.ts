@@ -3,7 +3,7 @@
 import { BlockList, isIP } from "node:net";
 import { networkInterfaces } from "node:os";
 
-const BLOCKED_V4: [string, number][] = [
+export const BLOCKED_V4: [string, number][] = [
   ["0.0.0.0", 8], // "this network"
   ["10.0.0.0", 8],
   ["100.64.0.0", 10], // carrier-grade NAT

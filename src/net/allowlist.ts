@@ -13,7 +13,6 @@ export const DEFAULT_PORTS = [80, 443];
 export type Ports = number[] | "*";
 
 export type Rule =
-  | { kind: "any"; ports: "*"; entry: string }
   | { kind: "host"; host: string; ports: Ports; entry: string }
   | { kind: "suffix"; suffix: string; ports: Ports; entry: string }
   | { kind: "net"; net: AddressSet; ports: Ports; entry: string };
@@ -115,14 +114,10 @@ function portOk(ports: Ports, port: number): boolean {
   return ports === "*" || ports.includes(port);
 }
 
-/** Every public destination, any port: network "full" (private ranges stay refused by the proxy). */
-export const ANY_PUBLIC: Rule = { kind: "any", ports: "*", entry: "network full" };
-
 /** The rule that lets a request for `host` (a normal hostname) on `port` through, or null. */
 export function matchHost(rules: Rule[], host: string, port: number): Rule | null {
   for (const r of rules) {
     if (!portOk(r.ports, port)) continue;
-    if (r.kind === "any") return r;
     if (r.kind === "host" && r.host === host) return r;
     // "*.example.com" matches a.example.com and a.b.example.com, never example.com or
     // badexample.com: the match is on a whole label boundary.
@@ -133,5 +128,5 @@ export function matchHost(rules: Rule[], host: string, port: number): Rule | nul
 
 /** The rule that lets a request for the IP literal `ip` on `port` through, or null. */
 export function matchAddress(rules: Rule[], ip: string, port: number): Rule | null {
-  return rules.find((r) => r.kind === "any" || (r.kind === "net" && portOk(r.ports, port) && r.net.has(ip))) ?? null;
+  return rules.find((r) => r.kind === "net" && portOk(r.ports, port) && r.net.has(ip)) ?? null;
 }

@@ -28,6 +28,11 @@ export interface VmSpec {
   memoryFile?: string;
   /** Scheduling niceness of the VMM (warm-pool VMs wait at low priority). */
   nice?: number;
+  /**
+   * A network device on QEMU's user-mode network (network "full"). The VMM then stays in the
+   * host's network namespace, and the host firewall keeps it off the host and private networks.
+   */
+  nic?: boolean;
 }
 
 /** Limits inside the guest on everything the sandbox runs (the agent itself stays outside them). */

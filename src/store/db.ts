@@ -70,6 +70,7 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN origin TEXT;
    ALTER TABLE sandboxes ADD COLUMN vm_id TEXT;`,
   `ALTER TABLE sandboxes ADD COLUMN network TEXT;`,
+  `ALTER TABLE snapshots ADD COLUMN nic INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

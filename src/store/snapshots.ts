@@ -33,6 +33,8 @@ export interface SnapshotRow {
   size_bytes: number;
   env: Record<string, string> | null;
   exec_user: string | null;
+  /** 1 when the VM had a network device (network "full"): its restores need one too. */
+  nic: number;
   created_at: string;
   /** When a spawn last restored it (base snapshots are evicted least recently used first). */
   last_used_at: string | null;

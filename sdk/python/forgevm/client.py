@@ -70,7 +70,7 @@ class Client:
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
-        ``network`` is "none" (loopback only, the default), "allowlist" or "full" (every public host, through the proxy); ``allow`` lists hosts,
+        ``network`` is "none" (loopback only, the default), "allowlist" or "full" (a network device onto the internet, never the host); ``allow`` lists hosts,
         ``*.domains``, IPs/CIDRs (with ``:port``) and presets such as "@pypi"; ``ports`` publishes
         guest ports ("8080:80"); ``secrets`` reach commands' environment and /run/secrets only.
         """

@@ -62,7 +62,7 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** Who commands run as by default ("image" for the image's USER). */
   user?: string;
-  /** "none" (loopback only, the default), "allowlist" (listed hosts through the egress proxy) or "full" (every public host through it). */
+  /** "none" (loopback only, the default), "allowlist" (listed hosts through the egress proxy) or "full" (a network device onto the internet, never the host). */
   network?: "none" | "allowlist" | "full";
   /** Egress allowlist: hosts, *.domains, IPs/CIDRs, with :port, and @presets such as "@pypi". */
   allow?: string[];

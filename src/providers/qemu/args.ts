@@ -83,6 +83,9 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
     "-qmp", `unix:${files.qmpSocket},server=on,wait=off`,
   ];
   if (files.pidFile) args.push("-pidfile", files.pidFile);
+  // QEMU's user-mode network: the guest is 10.0.2.15 behind 10.0.2.2, resolver 10.0.2.3. IPv6 off:
+  // the host firewall that keeps VMMs off private networks is IPv4.
+  if (spec.nic) args.push("-netdev", "user,id=net0,ipv6=off", "-device", "virtio-net-device,netdev=net0");
   if (files.disk) {
     args.push(
       "-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`,

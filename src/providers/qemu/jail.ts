@@ -102,11 +102,14 @@ export interface JailSpec {
   env?: Record<string, string>;
   /** `cgroup.procs` files the VMM joins (host-side limits). */
   cgroups?: string[];
+  /** Stay in the host's network namespace (a VMM with a network device, confined by the firewall). */
+  hostNet?: boolean;
 }
 
 /** The helper's argument list (before `--` and the VMM's own command line). */
 export function jailArgs(cfg: JailConfig, s: JailSpec): string[] {
   const args = ["--uid", String(s.uid), "--gid", String(s.uid), "--proc"];
+  if (s.hostNet) args.push("--host-net");
   for (const g of s.groups) args.push("--group", String(g));
   for (const h of cfg.hide) args.push("--hide", h);
   for (const p of s.rw) args.push("--rw", p);

@@ -19,6 +19,7 @@ import { ConsoleLog } from "./console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
 import { connectQemuSocket } from "./unix-socket.js";
+import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { cgroupVersion, createVmCgroup, removeVmCgroup, sweepVmCgroups, type CgroupVersion } from "./cgroups.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, jailConfig, kvmGroup, type JailConfig } from "./jail.js";
 
@@ -28,6 +29,8 @@ export interface QemuProviderOptions {
   guestLimits?: GuestLimits;
   /** Confine each QEMU (own uid, own mount namespace, rlimits): default when running as root. */
   jail?: boolean;
+  /** What the host firewall keeps VMMs with a network device from reaching. */
+  firewall?: FirewallSpec;
   accel?: AccelMode;
   qemuBinary?: string;
   /** Default hello deadline; TCG boots are slower, so the default depends on the accel. */
@@ -61,6 +64,33 @@ export class QemuProvider implements Provider {
     this.jail = opts.jail === false ? null : jailConfig(opts.paths.dataDir);
     this.cgroups = this.jail ? cgroupVersion() : null;
     if (opts.killOnExit !== false) process.once("exit", () => this.killAllSync());
+  }
+
+  private firewall: Promise<void> | null = null;
+  private firewallReady = false;
+
+  /** Why sandboxes with a network device (network "full") cannot run here, or null. */
+  nicProblem(): Promise<string | null> {
+    return firewallProblem(this.jail !== null);
+  }
+
+  /**
+   * Installs the host firewall before the first VMM with a network device, and checks before
+   * every later one that it is still in place (reinstalling it if someone flushed it).
+   */
+  private async ensureFirewall(): Promise<void> {
+    if (this.firewallReady && !(await firewallIntact())) {
+      this.firewallReady = false;
+      this.firewall = null;
+    }
+    this.firewall ??= (async () => {
+      const problem = await this.nicProblem();
+      if (problem) throw new Error(`network "full" is not available: ${problem}`);
+      await installFirewall(this.opts.firewall ?? { blockedV4: [] });
+      this.firewallReady = true;
+    })();
+    this.firewall.catch(() => (this.firewall = null));
+    return this.firewall;
   }
 
   private limitFields(): { pids_max: number; memory_reserve_mb: number } {
@@ -316,6 +346,7 @@ export class QemuProvider implements Provider {
         if (uid !== null) await chown(spec.memoryFile, uid, uid);
       }
       if (files.disk && uid !== null) await chown(files.disk, uid, uid);
+      if (spec.nic) await this.ensureFirewall();
       // Which server process started it: a VM directory whose server is gone is an orphan.
       await writeFile(join(dir, "manager.pid"), `${process.pid}\n`);
       consoleLog = new ConsoleLog(join(dir, "console.log"));
@@ -352,6 +383,7 @@ export class QemuProvider implements Provider {
           : [];
         const jailed = jailArgs(jail, {
           cgroups,
+          hostNet: !!spec.nic,
           uid,
           groups: kvm !== null ? [kvm] : [],
           rw,
@@ -432,6 +464,7 @@ export class QemuProvider implements Provider {
         machine_id: randomBytes(16).toString("hex"),
         ...(restore && spec.hostname ? { hostname: spec.hostname } : {}),
         ...this.limitFields(),
+        ...(spec.nic ? { net: USER_NET } : {}),
       });
       const info: VmInfo = {
         id: spec.id,
@@ -675,6 +708,9 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
     await sleep(5);
   }
 }
+
+/** The guest's side of QEMU's user-mode network (its defaults). */
+const USER_NET = { addr: "10.0.2.15", netmask: "255.255.255.0", gateway: "10.0.2.2", dns: "10.0.2.3" };
 
 /** Host memory a VMM may use beyond guest RAM (its own heap, TCG code buffer, I/O page cache); seen ~0.1–0.3 GiB. */
 const VMM_MEMORY_OVERHEAD_MIB = 512;
