@@ -9,6 +9,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
+import { firewallProblem } from "../src/providers/qemu/firewall.js";
 import { Forge, type Sandbox } from "../src/index.js";
 import { assertNoVmLeft } from "./helpers.js";
 
@@ -196,7 +197,14 @@ describe("network: copies and templates", () => {
   });
 });
 
-describe("network: full", { skip: process.getuid?.() === 0 ? false : "needs a root server (the confined VMM and its firewall)" }, () => {
+/** Why network "full" cannot be tested here (it needs the jail, iptables, and `ip` for the stand-in internet), or false. */
+async function fullUnavailable(): Promise<string | false> {
+  const problem = await firewallProblem(process.getuid?.() === 0);
+  if (problem) return problem;
+  return execFileP("ip", ["netns", "list"]).then(() => false as const, () => "iproute2 (ip) is not installed");
+}
+
+describe("network: full", { skip: await fullUnavailable() }, () => {
   // A stand-in for the internet: a network namespace on this machine with an address outside
   // every private range, serving HTTP. The VMM reaches it through the host's routing table.
   const NS = `fvmtest-${process.pid}`;
@@ -248,6 +256,19 @@ describe("network: full", { skip: process.getuid?.() === 0 ? false : "needs a ro
     for (const t of targets) assert.match(r.stdout, new RegExp(`^${t.replace(/\./g, "\\.")} (7|28)$`, "m"), `${t} must be unreachable:\n${r.stdout}`);
     // and the guest's own loopback is its own
     assert.equal(await curl(full, `--noproxy '*' http://127.0.0.1:${webPort}/`), "000");
+  });
+
+  it("the firewall is the wall: flushed by hand, the host becomes reachable; the next full spawn puts it back", async () => {
+    const url = `http://10.0.2.2:${webPort}/`;
+    assert.equal(await curl(full, `-m 3 ${url}`), "000");
+    await execFileP("iptables", ["-w", "-F", "FORGEVM-VMM"]);
+    try {
+      assert.equal(await curlBody(full, `-m 5 ${url}`), "host service /\n", "without the chain, slirp's 10.0.2.2 is the host's loopback");
+    } finally {
+      const next = await forge.spawn({ network: "full" }); // checks the chain and restores it
+      await next.destroy();
+    }
+    assert.equal(await curl(full, `-m 3 ${url}`), "000");
   });
 
   it("keeps its device across restores and forks; an allowlist does not apply to it", async () => {
