@@ -1,0 +1,122 @@
+// What a Forge and its spawns, forks and restores can be asked for: the options every
+// interface (library, CLI, REST) fills in.
+import type { Credentials } from "../images/registry.js";
+import type { AccelMode } from "../providers/qemu/accel.js";
+import type { GuestLimits } from "../providers/provider.js";
+import type { NetworkMode } from "./network.js";
+import type { Sandbox } from "./sandbox.js";
+
+export interface ForgeOptions {
+  /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
+  dataDir?: string;
+  accel?: AccelMode;
+  /** SQLite file; default `<dataDir>/forgevm.db`. */
+  dbPath?: string;
+  /** Defaults for spawns that leave fields out. */
+  defaults?: Partial<SpawnDefaults>;
+  /** Check expiries every this many ms (0 disables the reaper; default 1000). */
+  reapIntervalMs?: number;
+  /** How long rows of destroyed sandboxes are kept (default 7 days). */
+  historyRetentionMs?: number;
+  /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
+  registryAuth?: Record<string, Credentials>;
+  /** Restore spawns from base snapshots made at each image's first boot (default true). */
+  baseSnapshots?: boolean;
+  /**
+   * Warm pool for spawns with default settings (`size` VMs kept restored and ready), and the
+   * memory all warm pools together may hold. Templates set their own size with `pool_size`.
+   */
+  warmPool?: { size?: number; memoryBudgetMb?: number };
+  /** Pool mode: spawns without a template become users in shared VMs (the seed's `pool:` section). */
+  pool?: PoolModeOptions;
+  network?: NetworkOptions;
+  /** Limits inside every guest on what its sandbox runs (processes, memory kept for the agent). */
+  guestLimits?: GuestLimits;
+  /** Confine each QEMU (own uid and namespaces); default: when running as root. False is for baselines. */
+  jail?: boolean;
+}
+
+export interface NetworkOptions {
+  /** Mode of spawns that name none and have no allowlist (default "none"). */
+  default?: NetworkMode;
+  /** Private or host networks the operator lets allowlisted sandboxes reach (CIDR or address). */
+  allowPrivate?: string[];
+  /** A JSON file of extra egress presets ({"@name": ["host", …]}). */
+  presetsFile?: string;
+  /**
+   * Test only: the egress proxy resolves these names to these addresses, trusted as if the
+   * operator allowed them (a local server standing in for a public host).
+   */
+  hostsOverride?: Record<string, string>;
+}
+
+export interface PoolModeOptions {
+  enabled: boolean;
+  maxVms: number;
+  maxUsersPerVm: number;
+  /** Image of the shared VMs (default: the default image). */
+  image?: string;
+  memoryMb: number;
+  vcpus: number;
+  overflow: "reject" | "queue";
+  queueTimeoutMs: number;
+}
+
+export interface SpawnDefaults {
+  image: string;
+  memoryMb: number;
+  vcpus: number;
+  diskMb: number;
+  ttlMs: number;
+}
+
+export interface SpawnOptions {
+  /** Image name; default DEFAULT_IMAGE. */
+  image?: string;
+  memoryMb?: number;
+  vcpus?: number;
+  /** Writable disk size; the guest's root filesystem grows to fill it. */
+  diskMb?: number;
+  hostname?: string;
+  bootTimeoutMs?: number;
+  /** Lifetime; the reaper destroys the sandbox when it passes. */
+  ttlMs?: number;
+  ownerId?: string;
+  metadata?: Record<string, string>;
+  /** Environment every exec in this sandbox gets (an exec's own env wins). */
+  env?: Record<string, string>;
+  /** A stored template whose fields fill in what these options leave out. */
+  template?: string;
+  /** Who execs run as by default: a user name or uid, or "image" for the image's USER (default root). */
+  user?: string;
+  /** Boot from the image even when a base snapshot could be restored (baselines, debugging). */
+  coldBoot?: boolean;
+  /** "none" (loopback only), "allowlist" (listed hosts through the host's proxy) or "full" (a network device onto the internet, never the host); default from config. */
+  network?: string;
+  /** Egress allowlist: hostnames, *.domains, IPs/CIDRs with optional :port, and @presets. */
+  allow?: string[];
+  /** Published ports, "HOST:GUEST" or "ADDRESS:HOST:GUEST" (bound to 127.0.0.1 by default). */
+  ports?: string[];
+  /** Secret values: in every exec's environment and in /run/secrets/NAME, never stored. */
+  secrets?: Record<string, string>;
+}
+
+export interface ForkOptions {
+  /** How many copies (1..MAX_FORK, default 1). */
+  count?: number;
+  /** Restores only: network and allowlist of the copies (default: the snapshot's source's). */
+  network?: string;
+  allow?: string[];
+  /** Lifetime of each copy; default: what the source has left (fork) or the default TTL (restore). */
+  ttlMs?: number;
+  ownerId?: string;
+  metadata?: Record<string, string>;
+}
+
+export interface ForkResult {
+  sandboxes: Sandbox[];
+  /** How long the parent was paused, by QEMU's clock. */
+  pauseMs: number;
+  totalMs: number;
+  snapshotBytes: number;
+}
