@@ -20,10 +20,14 @@ before(async () => {
 after(async () => {
   await Promise.all(forge.list().map((r) => forge.destroy(r.id)));
   await assertNoVmLeft(forge);
-  // Only kept snapshots remain on disk: no fork snapshot outlives its children.
+  // Only kept snapshots remain on disk, with the (deleted) parents their disks are backed by:
+  // no fork snapshot outlives its children.
   const onDisk = (await readdir(forge.paths.snapshotsDir)).sort();
-  const kept = forge.snapshotRows.list(["ready"]).map((r) => r.id).sort();
-  assert.deepEqual(onDisk, kept);
+  const kept = new Set(forge.snapshotRows.list(["ready"]).map((r) => r.id));
+  for (const id of [...kept]) {
+    for (let p = forge.snapshotRows.get(id)?.parent_id; p && !kept.has(p); p = forge.snapshotRows.get(p)?.parent_id) kept.add(p);
+  }
+  assert.deepEqual(onDisk, [...kept].sort());
   assert.ok(forge.snapshotRows.list(["ready"]).every((r) => r.kind !== "fork"));
 });
 
