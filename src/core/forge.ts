@@ -2,6 +2,7 @@
 // Every interface (library, CLI, REST) calls these functions; none of them knows about HTTP.
 import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, readFile, rm } from "node:fs/promises";
+import { isIP } from "node:net";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
@@ -30,7 +31,6 @@ import { checkDecls, injectSecretFiles, planSecrets, type PlannedSecrets } from 
 import { EgressProxy } from "../net/egress-proxy.js";
 import { loadPresets } from "../net/allowlist.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
-import { isIP } from "node:net";
 import type { NetworkRecord } from "../store/sandboxes.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import type { PortMapping } from "../net/ports.js";

@@ -1,9 +1,9 @@
-// Sandbox networking. No sandbox has a network device that reaches the host: `none` has only
-// loopback, and `allowlist` adds one way out, a listener on the guest's 127.0.0.1:3128 whose
-// connections the agent hands to the host's egress proxy, tagged with the sandbox they came
-// from. `full` is the exception: a network device on QEMU's user-mode network, whose VMM the host
-// firewall keeps off the host and private networks (providers/qemu/firewall.ts). Published ports go the other way through the same channel. Every rule about what is
-// reachable is therefore enforced on the host, where the guest cannot change it.
+// Sandbox networking. `none` has only loopback; `allowlist` adds one way out, a listener on the
+// guest's 127.0.0.1:3128 whose connections the agent hands to the host's egress proxy, tagged
+// with the sandbox they came from; published ports go the other way through the same channel.
+// `full` is the exception: a network device on QEMU's user-mode network, whose VMM the host
+// firewall keeps off the host and private networks (providers/qemu/firewall.ts). Every rule
+// about what is reachable is enforced on the host, where the guest cannot change it.
 import type { AgentChannel, GuestListener } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
 import { AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
@@ -12,7 +12,7 @@ import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
 import { tunnelDuplex } from "../net/tunnel.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
-import { badRequest, conflict, ForgevmError } from "./errors.js";
+import { badRequest, conflict, notFound } from "./errors.js";
 
 export type NetworkMode = NetworkRecord["mode"];
 export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];
@@ -36,7 +36,6 @@ export interface NetworkRequest {
 }
 
 interface Attached {
-  vm: Vm;
   record: NetworkRecord;
   ports: PublishedPorts;
   listener: GuestListener | null;
@@ -58,19 +57,12 @@ export class Networks {
   /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
   plan(req: NetworkRequest, template?: { allow?: string[] | null }): NetworkRecord {
     const allow = req.allow ?? template?.allow ?? [];
-    let mode = req.mode ?? (allow.length ? "allowlist" : this.defaultMode);
-    if (!NETWORK_MODES.includes(mode as NetworkMode)) throw badRequest(`network must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
+    const mode = (req.mode ?? (allow.length ? "allowlist" : this.defaultMode)) as NetworkMode;
+    if (!NETWORK_MODES.includes(mode)) throw badRequest(`network must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
     if (mode !== "allowlist" && req.allow?.length) throw badRequest(`allow needs network "allowlist" (network is "${mode}")`);
     this.parse(allow);
-    const ports: PortMapping[] = [];
-    for (const spec of req.ports ?? []) {
-      try {
-        ports.push(parsePortSpec(spec));
-      } catch (e) {
-        throw badRequest(`ports: ${(e as Error).message}`);
-      }
-    }
-    return { mode: mode as NetworkMode, allow: mode === "allowlist" ? allow : [], ports };
+    const ports = (req.ports ?? []).map((spec) => portSpec(spec, "ports"));
+    return { mode, allow: mode === "allowlist" ? allow : [], ports };
   }
 
   private parse(allow: string[]) {
@@ -87,7 +79,7 @@ export class Networks {
    * Returns the record with the ports really bound; a port already taken fails with 409.
    */
   async attach(id: string, vm: Vm, record: NetworkRecord): Promise<NetworkRecord> {
-    const a: Attached = { vm, record: { ...record, ports: [] }, ports: new PublishedPorts(() => vm.channel), listener: null };
+    const a: Attached = { record: { ...record, ports: [] }, ports: new PublishedPorts(() => vm.channel), listener: null };
     this.attached.set(id, a);
     try {
       if (record.mode === "allowlist") {
@@ -131,13 +123,7 @@ export class Networks {
   /** Publishes one more port of a running sandbox. */
   async addPort(id: string, spec: string): Promise<PortMapping> {
     const a = this.of(id);
-    let m: PortMapping;
-    try {
-      m = parsePortSpec(spec);
-    } catch (e) {
-      throw badRequest(`port: ${(e as Error).message}`);
-    }
-    const bound = await this.publish(a, m);
+    const bound = await this.publish(a, portSpec(spec, "port"));
     a.record = { ...a.record, ports: [...a.record.ports, bound] };
     this.save(id, a.record);
     return bound;
@@ -146,7 +132,7 @@ export class Networks {
   /** Stops publishing a host port; 404 if it was not published. */
   async removePort(id: string, hostPort: number): Promise<void> {
     const a = this.of(id);
-    if (!(await a.ports.remove(hostPort))) throw new ForgevmError("NOT_FOUND", `sandbox ${id} does not publish host port ${hostPort}`);
+    if (!(await a.ports.remove(hostPort))) throw notFound(`sandbox ${id} does not publish host port ${hostPort}`);
     a.record = { ...a.record, ports: a.record.ports.filter((p) => p.host_port !== hostPort) };
     this.save(id, a.record);
   }
@@ -167,8 +153,17 @@ export class Networks {
 
   private of(id: string): Attached {
     const a = this.attached.get(id);
-    if (!a) throw new ForgevmError("NOT_FOUND", `sandbox ${id} is not running`);
+    if (!a) throw notFound(`sandbox ${id} is not running`);
     return a;
+  }
+}
+
+/** A port spec parsed, or a 400 naming the field it came in. */
+function portSpec(spec: string, field: string): PortMapping {
+  try {
+    return parsePortSpec(spec);
+  } catch (e) {
+    throw badRequest(`${field}: ${(e as Error).message}`);
   }
 }
 

@@ -25,11 +25,17 @@ export interface PlannedSecrets {
   files: Record<string, string>;
 }
 
+function checkNames(names: string[]): void {
+  if (names.length > MAX_SECRETS) throw badRequest(`secrets: at most ${MAX_SECRETS}`);
+  for (const n of names) {
+    if (!NAME.test(n)) throw badRequest(`secrets: "${n}" is not a valid name (letters, digits and _, not starting with a digit)`);
+  }
+}
+
 /** Checks a template's secret declarations; throws a 400 naming the bad one. */
 export function checkDecls(decls: SecretDecl[]): void {
-  if (decls.length > MAX_SECRETS) throw badRequest(`secrets: at most ${MAX_SECRETS}`);
+  checkNames(decls.map((d) => d.name));
   for (const d of decls) {
-    if (!NAME.test(d.name)) throw badRequest(`secrets: "${d.name}" is not a valid name (letters, digits and _, not starting with a digit)`);
     if (d.inject_at !== undefined && !["env", "file", "both"].includes(d.inject_at)) throw badRequest(`secrets: inject_at of ${d.name} must be env, file or both`);
   }
 }
@@ -41,9 +47,8 @@ export function checkDecls(decls: SecretDecl[]): void {
 export function planSecrets(given: Record<string, string> | undefined, decls: SecretDecl[] = [], hostEnv: NodeJS.ProcessEnv = process.env): PlannedSecrets | null {
   const values = { ...given };
   const names = Object.keys(values);
-  if (names.length > MAX_SECRETS) throw badRequest(`secrets: at most ${MAX_SECRETS}`);
+  checkNames(names);
   for (const [k, v] of Object.entries(values)) {
-    if (!NAME.test(k)) throw badRequest(`secrets: "${k}" is not a valid name (letters, digits and _, not starting with a digit)`);
     if (typeof v !== "string" || Buffer.byteLength(v) > MAX_VALUE) throw badRequest(`secrets: ${k} must be a string of at most ${MAX_VALUE} bytes`);
   }
   const out: PlannedSecrets = { env: {}, files: {} };

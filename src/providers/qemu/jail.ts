@@ -91,6 +91,18 @@ export async function backingChain(file: string): Promise<string[]> {
   return chain;
 }
 
+/** The virtual size of a qcow2 image: the most its overlay can hold (from the header). */
+export async function qcowVirtualSize(file: string): Promise<number> {
+  const fh = await open(file, "r");
+  try {
+    const head = Buffer.alloc(32);
+    await fh.read(head, 0, 32, 0);
+    return head.readUInt32BE(0) === 0x514649fb ? Number(head.readBigUInt64BE(24)) : (await fh.stat()).size;
+  } finally {
+    await fh.close();
+  }
+}
+
 export interface JailSpec {
   uid: number;
   groups: number[];

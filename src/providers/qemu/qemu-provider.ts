@@ -21,7 +21,7 @@ import { Qmp } from "./qmp.js";
 import { connectQemuSocket } from "./unix-socket.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { cgroupVersion, createVmCgroup, removeVmCgroup, sweepVmCgroups, type CgroupVersion } from "./cgroups.js";
-import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, jailConfig, kvmGroup, type JailConfig } from "./jail.js";
+import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, jailConfig, kvmGroup, qcowVirtualSize, type JailConfig } from "./jail.js";
 
 export interface QemuProviderOptions {
   paths: Paths;
@@ -68,10 +68,12 @@ export class QemuProvider implements Provider {
 
   private firewall: Promise<void> | null = null;
   private firewallReady = false;
+  private nicCheck: Promise<string | null> | null = null;
 
-  /** Why sandboxes with a network device (network "full") cannot run here, or null. */
+  /** Why sandboxes with a network device (network "full") cannot run here, or null (checked once). */
   nicProblem(): Promise<string | null> {
-    return firewallProblem(this.jail !== null);
+    this.nicCheck ??= firewallProblem(this.jail !== null);
+    return this.nicCheck;
   }
 
   /**
@@ -91,6 +93,40 @@ export class QemuProvider implements Provider {
     })();
     this.firewall.catch(() => (this.firewall = null));
     return this.firewall;
+  }
+
+  /** The jail helper's command line that starts a VMM confined to this VM's own files. */
+  private async jailPrefix(spec: VmSpec, files: VmFiles, dir: string, uid: number, accel: Accel, env: Record<string, string>): Promise<string[]> {
+    const jail = this.jail!;
+    const ro = [this.opts.paths.kernel, this.opts.paths.initramfs];
+    if (files.disk) ro.push(...(await backingChain(files.disk)).slice(1));
+    const rw = [dir];
+    if (files.memory?.share) rw.push(files.memory.file);
+    else if (files.memory) ro.push(files.memory.file, JAIL_PRELOAD);
+    const kvm = accel === "kvm" ? kvmGroup() : null;
+    const MiB = 1048576;
+    // the largest file it writes: its overlay (bounded by the disk's virtual size) or its RAM file
+    const diskBytes = files.disk ? await qcowVirtualSize(files.disk) : 0;
+    const cgroups = this.cgroups
+      ? await createVmCgroup(this.cgroups, spec.id, { memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB) * MiB, cpus: spec.vcpus + 1, pidsMax: VMM_PIDS_MAX })
+      : [];
+    const args = jailArgs(jail, {
+      cgroups,
+      hostNet: !!spec.nic,
+      uid,
+      groups: kvm !== null ? [kvm] : [],
+      rw,
+      ro,
+      rlimits: {
+        as: (spec.memoryMb + VMM_ADDRESS_SPACE_OVERHEAD_MIB) * MiB,
+        nofile: 4096,
+        core: 0,
+        fsize: Math.round(Math.max(diskBytes, spec.memoryMb * MiB) * 1.25) + 256 * MiB,
+      },
+      nice: spec.nice,
+      env,
+    });
+    return [jail.helper, ...args, "--"];
   }
 
   private limitFields(): { pids_max: number; memory_reserve_mb: number } {
@@ -370,39 +406,7 @@ export class QemuProvider implements Provider {
       const vmmEnv: Record<string, string> = sharedRam ? { LD_PRELOAD: JAIL_PRELOAD, FORGEVM_RO_FILE: sharedRam } : {};
       let cmd = [this.qemu, ...argv];
       if (uid !== null) {
-        const jail = this.jail!;
-        const ro = [this.opts.paths.kernel, this.opts.paths.initramfs];
-        if (files.disk) ro.push(...(await backingChain(files.disk)).slice(1));
-        const rw = [dir];
-        if (files.memory?.share) rw.push(files.memory.file);
-        if (sharedRam) ro.push(sharedRam, JAIL_PRELOAD);
-        const kvm = accel === "kvm" ? kvmGroup() : null;
-        const diskBytes = files.disk ? (await stat(files.disk)).size + (spec.diskMb ?? 0) * 1048576 : 0;
-        const cgroups = this.cgroups
-          ? await createVmCgroup(this.cgroups, spec.id, {
-              memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB) * 1048576,
-              cpus: spec.vcpus + 1,
-              pidsMax: VMM_PIDS_MAX,
-            })
-          : [];
-        const jailed = jailArgs(jail, {
-          cgroups,
-          hostNet: !!spec.nic,
-          uid,
-          groups: kvm !== null ? [kvm] : [],
-          rw,
-          ro,
-          rlimits: {
-            as: (spec.memoryMb + VMM_OVERHEAD_MIB) * 1048576,
-            nofile: 4096,
-            core: 0,
-            // the largest file it writes: its overlay (bounded by the disk size) or its RAM file
-            fsize: Math.round(Math.max(diskBytes, restore?.files.diskBytes ?? 0, spec.memoryMb * 1048576) * 1.25) + 256 * 1048576,
-          },
-          nice: spec.nice,
-          env: vmmEnv,
-        });
-        cmd = [jail.helper, ...jailed, "--", ...cmd];
+        cmd = [...(await this.jailPrefix(spec, files, dir, uid, accel, vmmEnv)), ...cmd];
       } else {
         Object.assign(env, vmmEnv);
         if (spec.nice) cmd = ["nice", "-n", String(spec.nice), ...cmd];
@@ -722,7 +726,7 @@ const VMM_MEMORY_OVERHEAD_MIB = 512;
 const VMM_PIDS_MAX = 256;
 
 /** Extra address space a VMM needs beyond guest RAM (code buffer, threads, libraries); peak seen ~0.9 GiB. */
-const VMM_OVERHEAD_MIB = 2048;
+const VMM_ADDRESS_SPACE_OVERHEAD_MIB = 2048;
 
 /** Whether a /proc cmdline is a QEMU's (started by name or by path). */
 export function isQemuCommand(cmdline: string): boolean {
