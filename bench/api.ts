@@ -5,7 +5,7 @@
 // Usage: node dist/bench/api.js [--seconds 20] [--clients 16] [--runs 300]
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { loadConfig } from "../src/config/config.js";
+import { benchConfig } from "./data-dir.js";
 import { startServer } from "../src/api/serve.js";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "20" }, clients: { type: "string", default: "16" }, runs: { type: "string", default: "300" } } });
@@ -29,7 +29,7 @@ async function timed(n: number, fn: () => Promise<unknown>): Promise<number[]> {
 }
 
 async function main() {
-  const cfg = loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "0" }, cwd: "/nonexistent" });
+  const cfg = await benchConfig();
   const server = await startServer(cfg, "bench");
   const base = `${server.url}/api/v1`;
   const post = (path: string, body: unknown) => fetch(base + path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });

@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { Forge } from "../src/index.js";
+import { benchForge } from "./data-dir.js";
 import { resolveImage } from "../src/images/store.js";
 import { kernelCmdline, hostTscKhz } from "../src/providers/qemu/args.js";
 
@@ -50,7 +50,7 @@ function bareBoot(kernel: string, initramfs: string, accel: string, tscKhz?: num
 }
 
 async function main() {
-  const forge = await Forge.open();
+  const forge = await benchForge();
   const verdict = await forge.provider.accel();
   const image = await resolveImage(forge.paths);
   const tsc = hostTscKhz(await readFile("/proc/cpuinfo", "utf8"));

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { Forge } from "../src/index.js";
+import { benchForge } from "./data-dir.js";
 import { run } from "../src/util/process.js";
 import { writeImage, writeIndex } from "../test/oci-writer.js";
 
@@ -16,7 +16,7 @@ async function main() {
   const host = "127.0.0.1:5099";
   await writeFile(join(work, "config.yml"), `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "storage")}\nhttp:\n  addr: ${host}\n`);
   const registry = spawn("docker-registry", ["serve", join(work, "config.yml")], { stdio: "ignore" });
-  const forge = await Forge.open({ reapIntervalMs: 0 });
+  const forge = await benchForge({ reapIntervalMs: 0 });
   try {
     for (let i = 0; i < 100; i++) {
       if (await fetch(`http://${host}/v2/`).then((r) => r.ok, () => false)) break;

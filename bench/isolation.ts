@@ -10,7 +10,7 @@
 import { createServer } from "node:http";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
-import { Forge } from "../src/index.js";
+import { benchForge } from "./data-dir.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "10" }, mib: { type: "string", default: "64" } } });
 const RUNS = Number(values.runs);
@@ -22,8 +22,11 @@ function pct(xs: number[], p: number): number {
 }
 const summary = (xs: number[]) => ({ n: xs.length, p50: pct(xs, 50), p95: pct(xs, 95), max: pct(xs, 100) });
 
+let accel = "";
+
 async function spawnTimes(jail: boolean): Promise<number[]> {
-  const forge = await Forge.open({ jail, reapIntervalMs: 0 });
+  const forge = await benchForge({ jail, reapIntervalMs: 0 });
+  accel = (await forge.provider.accel()).accel;
   try {
     await (await forge.spawn()).destroy(); // makes sure the base snapshot exists
     const ms: number[] = [];
@@ -45,7 +48,7 @@ async function network() {
   const host = createServer((req, res) => res.end(req.url === "/big" ? body : "ok\n"));
   await new Promise<void>((r) => host.listen(0, "127.0.0.1", r));
   const port = (host.address() as { port: number }).port;
-  const forge = await Forge.open({ reapIntervalMs: 0, network: { hostsOverride: { "bench.forgevm.test": "127.0.0.1" } } });
+  const forge = await benchForge({ reapIntervalMs: 0, network: { hostsOverride: { "bench.forgevm.test": "127.0.0.1" } } });
   try {
     const sb = await forge.spawn({ allow: [`bench.forgevm.test:${port}`], ports: ["0:8000"] });
     const url = `http://bench.forgevm.test:${port}`;
@@ -101,7 +104,7 @@ console.log(
       date: new Date().toISOString(),
       cpu: cpus()[0]?.model,
       cores: cpus().length,
-      accel: process.env.FORGEVM_ACCEL ?? "auto",
+      accel,
       spawn_to_first_exec_ms: { jail_off_baseline: summary(unjailed), jailed: summary(jailed), ratio_p50: round(pct(jailed, 50) / pct(unjailed, 50)) },
       ...net,
     },

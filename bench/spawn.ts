@@ -9,7 +9,8 @@
 import { readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { loadConfig } from "../src/config/config.js";
+import type { Config } from "../src/config/config.js";
+import { benchConfig } from "./data-dir.js";
 import { startServer } from "../src/api/serve.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "20" }, burst: { type: "string", default: "20" }, idle: { type: "string", default: "10" } } });
@@ -28,8 +29,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Server = Awaited<ReturnType<typeof startServer>>;
 
-async function open(env: Record<string, string>): Promise<{ server: Server; api: (method: string, path: string, body?: unknown) => Promise<any> }> {
-  const cfg = loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "0", ...env }, cwd: "/nonexistent" });
+async function open(change: (c: Config) => void = () => {}): Promise<{ server: Server; api: (method: string, path: string, body?: unknown) => Promise<any> }> {
+  const cfg = await benchConfig(change);
   const server = await startServer(cfg, "bench");
   const base = `${server.url}/api/v1`;
   const api = async (method: string, path: string, body?: unknown) => {
@@ -98,7 +99,7 @@ async function main() {
   const accel = async (s: Server) => (await s.forge.provider.accel()).accel;
 
   // 1. Cold boot: base snapshots off.
-  let { server, api } = await open({ FORGEVM_SNAPSHOTS_BASE: "false" });
+  let { server, api } = await open((c) => (c.snapshots.base = false));
   const machineAccel = await accel(server);
   const cold = await sequential(api);
   const coldBurst = await burst(api);
@@ -106,7 +107,7 @@ async function main() {
   await server.close();
 
   // 2. Restore from the base snapshot (made by the first spawn, not timed).
-  ({ server, api } = await open({}));
+  ({ server, api } = await open());
   await api("DELETE", `/sandboxes/${(await spawnToExec(api)).id}`);
   const restore = await sequential(api);
   const restoreBurst = await burst(api);
@@ -146,7 +147,7 @@ async function main() {
   await server.close();
 
   // 4. Warm pool: claims one at a time (pool refilled before each, not timed), then a burst.
-  ({ server, api } = await open({ FORGEVM_WARM_POOL_SIZE: String(BURST), FORGEVM_WARM_POOL_MEMORY_BUDGET_MB: String(BURST * 512 + 512) }));
+  ({ server, api } = await open((c) => (c.warm_pool = { size: BURST, memory_budget_mb: BURST * 512 + 512 })));
   const full = async () => {
     const end = Date.now() + 180_000;
     while (server.forge.warm.status().reduce((n, p) => n + p.ready, 0) < BURST) {

@@ -4,13 +4,14 @@ import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
-import { Forge } from "../src/index.js";
+import type { Forge } from "../src/index.js";
+import { openForge } from "./helpers.js";
 
 let app: FastifyInstance;
 let forge: Forge;
 
 before(async () => {
-  forge = await Forge.open({ reapIntervalMs: 0 });
+  forge = await openForge({ reapIntervalMs: 0 });
   app = await buildApp({ forge, version: "test", apiKey: "s3cret-key" });
   await app.ready();
 });

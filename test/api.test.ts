@@ -6,10 +6,9 @@ import type { WebSocket } from "ws";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { loadConfig } from "../src/config/config.js";
-import { startServer, type RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/api/serve.js";
 import { run } from "../src/util/process.js";
-import { waitFor } from "./helpers.js";
+import { childEnv, startTestServer, waitFor } from "./helpers.js";
 
 let server: RunningServer;
 let base: string;
@@ -39,10 +38,8 @@ function assertError(r: { status: number; body: any }, status: number, code: str
 }
 
 before(async () => {
-  // Port 7423 so that the seed's curl commands run verbatim.
-  const cfg = loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "7423" }, cwd: "/nonexistent" });
-  server = await startServer(cfg, "test");
-  base = "http://127.0.0.1:7423";
+  server = await startTestServer();
+  base = server.url;
   const r = await api("POST", "/sandboxes", { ttl: "10m", metadata: { purpose: "api-test" } });
   assert.equal(r.status, 201, JSON.stringify(r.body));
   id = r.body.id;
@@ -53,7 +50,7 @@ after(async () => {
 });
 
 describe("the seed README quick start", () => {
-  it("runs verbatim with curl and jq (default image instead of alpine:latest)", async () => {
+  it("runs with curl and jq as written (default image instead of alpine:latest, the test server's port)", async () => {
     const script = `
 set -e
 SANDBOX=$(curl -s -X POST localhost:7423/api/v1/sandboxes \\
@@ -67,7 +64,7 @@ curl -s -X POST localhost:7423/api/v1/sandboxes/$SANDBOX/exec \\
 
 curl -s -X DELETE localhost:7423/api/v1/sandboxes/$SANDBOX
 `;
-    const { stdout } = await run("bash", ["-c", script]);
+    const { stdout } = await run("bash", ["-c", script.replaceAll("localhost:7423", new URL(base).host)]);
     const [execLine, deleteLine] = stdout.replace("}{", "}\n{").trim().split("\n");
     const exec = JSON.parse(execLine);
     assert.equal(exec.exit_code, 0, `curl printed: ${stdout}`);
@@ -448,7 +445,7 @@ describe("snapshots and forks", () => {
 describe("exec over WebSocket", () => {
   async function wsExec(first: unknown, script: (ws: WebSocket, got: { text: string; msgs: any[] }) => Promise<void> = async () => {}) {
     const { WebSocket } = await import("ws");
-    const ws = new WebSocket(`ws://127.0.0.1:7423/api/v1/sandboxes/${id}/exec/ws`);
+    const ws = new WebSocket(`${base.replace("http", "ws")}/api/v1/sandboxes/${id}/exec/ws`);
     const got = { text: "", msgs: [] as any[] };
     const closed = new Promise<number>((r) => ws.on("close", (code: number) => r(code)));
     ws.on("message", (m: Buffer) => {
@@ -508,7 +505,7 @@ describe("the forgevm CLI against the server", () => {
       p.on("close", (status) => resolve({ status, stdout, stderr }));
     });
   // Asynchronous: this process also serves the API the CLI talks to.
-  const forgevm = (...args: string[]) => runCli(args, { ...process.env, FORGEVM_URL: base });
+  const forgevm = (...args: string[]) => runCli(args, childEnv({ FORGEVM_URL: base }));
 
   it("spawns, lists, execs with the exit code passed through, shows logs, kills", async () => {
     const sp = await forgevm("spawn", "--ttl", "5m", "--memory", "256", "--json");
@@ -547,7 +544,7 @@ describe("the forgevm CLI against the server", () => {
     const nf = await forgevm("exec", "sb-00000000", "--", "true");
     assert.equal(nf.status, 1);
     assert.match(nf.stderr, /sandbox sb-00000000 not found/);
-    const down = await runCli(["--server", "http://127.0.0.1:9", "list"], process.env);
+    const down = await runCli(["--server", "http://127.0.0.1:9", "list"], childEnv());
     assert.equal(down.status, 1);
     assert.match(down.stderr, /cannot reach the ForgeVM server at http:\/\/127.0.0.1:9.*forgevm serve/);
     const bad = await forgevm("spawn", "--memory", "lots");

@@ -16,7 +16,7 @@ after(async () => {
 
 describe("config", () => {
   it("has sane defaults", () => {
-    const c = loadConfig({ env: {}, cwd: dir });
+    const c = loadConfig({ env: {}, cwd: dir, home: dir });
     assert.equal(c.server.port, 7423);
     assert.equal(c.server.host, "127.0.0.1");
     assert.equal(c.auth.api_key, "");
@@ -24,7 +24,7 @@ describe("config", () => {
 
   it("reads forgevm.yaml from the working directory, and env overrides it", async () => {
     await writeFile(join(dir, "forgevm.yaml"), "server:\n  port: 8000\ndefaults:\n  memory_mb: 256\n");
-    const c = loadConfig({ env: { FORGEVM_SERVER_PORT: "9000", FORGEVM_AUTH_API_KEY: "k" }, cwd: dir });
+    const c = loadConfig({ env: { FORGEVM_SERVER_PORT: "9000", FORGEVM_AUTH_API_KEY: "k" }, cwd: dir, home: dir });
     assert.equal(c.server.port, 9000);
     assert.equal(c.defaults.memory_mb, 256);
     assert.equal(c.auth.api_key, "k");
@@ -42,7 +42,7 @@ describe("config", () => {
     assert.throws(() => loadConfig({ file: join(dir, "bad.yaml"), env: {} }), /unknown config key "server.prot"/);
     await writeFile(join(dir, "bad2.yaml"), "defaults:\n  memory_mb: lots\n");
     assert.throws(() => loadConfig({ file: join(dir, "bad2.yaml"), env: {} }), /config key "defaults.memory_mb"/);
-    assert.throws(() => loadConfig({ env: { FORGEVM_SERVER_PORT: "99999" }, cwd: dir }), /config key "server.port"/);
+    assert.throws(() => loadConfig({ env: { FORGEVM_SERVER_PORT: "99999" }, cwd: dir, home: dir }), /config key "server.port"/);
     await writeFile(join(dir, "bad3.yaml"), "server: [\n");
     assert.throws(() => loadConfig({ file: join(dir, "bad3.yaml"), env: {} }), /not valid YAML/);
   });

@@ -1,15 +1,88 @@
-// Shared fixtures for tests that boot real VMs.
+// Shared fixtures. Tests leave the user's machine alone: every Forge and server a test opens has
+// a data directory of its own (kernel, initramfs and default image hard-linked from a prepared
+// one, so nothing is rebuilt), listens on a free port, and gets an explicit configuration;
+// nothing here reads ~/.forgevm, FORGEVM_* variables or the user's data directory.
 import assert from "node:assert/strict";
-import { readdir } from "node:fs/promises";
+import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtemp, readdir } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Forge } from "../src/index.js";
+import { defaultConfig, type Config } from "../src/config/config.js";
+import { defaultDataDir } from "../src/config/paths.js";
+import { startServer, type RunningServer } from "../src/api/serve.js";
+import { seedDataDir } from "../src/setup/seed.js";
+import { Forge, type ForgeOptions } from "../src/index.js";
 
-let forge: Promise<Forge> | null = null;
+// The suite runner (scripts/test-suite.ts) names a directory for this run and a seed prepared in
+// it; a test file run on its own makes both itself, from the data directory ./setup.sh prepared.
+const ownRunDir = !process.env.TEST_RUN_DIR;
+const runDir = process.env.TEST_RUN_DIR || mkdtempSync(join(tmpdir(), "fvt-"));
+const seed = process.env.TEST_SEED_DATA_DIR || defaultDataDir();
+if (ownRunDir) process.once("exit", () => rmSync(runDir, { recursive: true, force: true }));
 
-/** One Forge per test process, on the data directory ./setup.sh prepared. */
-export function testForge(): Promise<Forge> {
-  forge ??= Forge.open();
+/** A fresh data directory for this test file, ready to boot VMs; see removeAtExit. */
+export async function testDataDir(): Promise<string> {
+  const dir = await mkdtemp(join(runDir, "d-"));
+  await seedDataDir(seed, dir);
+  return dir;
+}
+
+/**
+ * Removes `dir` when the process exits. Registered after the Forge that uses it is open, so
+ * that the provider's own exit hook (which kills its VMs) runs first.
+ */
+export function removeAtExit(dir: string): void {
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+}
+
+/** Opens a Forge on a data directory of its own (unless `opts.dataDir` names one). */
+export async function openForge(opts: ForgeOptions = {}): Promise<Forge> {
+  const dataDir = opts.dataDir ?? (await testDataDir());
+  const forge = await Forge.open({ ...opts, dataDir });
+  if (!opts.dataDir) removeAtExit(dataDir);
   return forge;
+}
+
+let shared: Promise<Forge> | null = null;
+
+/** One Forge per test process, on its own data directory. */
+export function testForge(): Promise<Forge> {
+  shared ??= openForge();
+  return shared;
+}
+
+/** An explicit server configuration: defaults, a data directory of its own, a free port. */
+export async function testConfig(change: (c: Config) => void = () => {}): Promise<Config> {
+  const c = defaultConfig({});
+  c.data_dir = await testDataDir();
+  c.server.port = 0;
+  change(c);
+  return c;
+}
+
+/** Starts a server on its own data directory and a free port; `url` is its base URL. */
+export async function startTestServer(change?: (c: Config) => void): Promise<RunningServer> {
+  const cfg = await testConfig(change);
+  const server = await startServer(cfg, "test");
+  removeAtExit(cfg.data_dir);
+  return server;
+}
+
+/** A TCP port nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** The environment for a program a test starts: this one's, without any FORGEVM_* variable. */
+export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("FORGEVM_")) env[k] = v;
+  return { ...env, ...extra };
 }
 
 // The runner stops a test file with a signal on timeout or Ctrl-C; exit normally then so the

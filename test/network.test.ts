@@ -10,8 +10,8 @@ import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import { firewallProblem } from "../src/providers/qemu/firewall.js";
-import { Forge, type Sandbox } from "../src/index.js";
-import { assertNoVmLeft } from "./helpers.js";
+import type { Forge, Sandbox } from "../src/index.js";
+import { assertNoVmLeft, openForge } from "./helpers.js";
 
 const execFileP = promisify(execFile);
 const TEST_NAME = "pkg.forgevm.test"; // resolved by the proxy's test-only override to 127.0.0.1
@@ -44,7 +44,7 @@ before(async () => {
   web = createHttpServer((req, res) => res.end(`host service ${req.url}\n`));
   await new Promise<void>((r) => web.listen(0, "0.0.0.0", r));
   webPort = (web.address() as { port: number }).port;
-  forge = await Forge.open({ network: { hostsOverride: { [TEST_NAME]: "127.0.0.1" } } });
+  forge = await openForge({ network: { hostsOverride: { [TEST_NAME]: "127.0.0.1" } } });
   app = await buildApp({ forge, version: "test" });
   api = await app.listen({ host: "127.0.0.1", port: 0 });
   apiPort = Number(new URL(api).port);

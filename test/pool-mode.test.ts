@@ -1,9 +1,9 @@
 // Pool mode with real VMs: sandboxes share a VM as separate users and cannot reach each other.
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { Forge, type Sandbox } from "../src/index.js";
+import type { Forge, Sandbox } from "../src/index.js";
 import type { PoolModeOptions } from "../src/core/forge.js";
-import { alive, assertNoVmLeft, waitFor } from "./helpers.js";
+import { alive, assertNoVmLeft, openForge, removeAtExit, testDataDir, waitFor } from "./helpers.js";
 
 const run = async (sb: Sandbox, cmd: string) => sb.exec(cmd);
 const out = async (sb: Sandbox, cmd: string) => {
@@ -13,10 +13,12 @@ const out = async (sb: Sandbox, cmd: string) => {
 };
 const pool = (o: Partial<PoolModeOptions>): PoolModeOptions => ({ enabled: true, maxVms: 1, maxUsersPerVm: 2, memoryMb: 512, vcpus: 1, overflow: "reject", queueTimeoutMs: 0, ...o });
 
-// One Forge at a time in this process (a second open one would adopt the first one's VMs).
+// One Forge at a time, on one data directory (so the pool image's base snapshot is made once).
 let forge: Forge | null = null;
+const dataDir = testDataDir();
 after(async () => {
   await forge?.close();
+  removeAtExit(await dataDir);
 });
 
 describe("pool mode: two tenants in one VM", () => {
@@ -24,7 +26,7 @@ describe("pool mode: two tenants in one VM", () => {
   let b: Sandbox;
 
   it("seats both sandboxes in one shared VM that is not listed itself", async () => {
-    forge = await Forge.open({ pool: pool({}) });
+    forge = await openForge({ dataDir: await dataDir, pool: pool({}) });
     [a, b] = await Promise.all([forge.spawn(), forge.spawn()]);
     const ra = forge.get(a.id);
     assert.ok(ra.vm_id);
@@ -117,7 +119,7 @@ describe("pool mode: two tenants in one VM", () => {
 
 describe("pool mode: overflow queue", () => {
   it("a spawn waits for a seat, and gives up with 503 after the queue timeout", async () => {
-    forge = await Forge.open({ pool: pool({ maxUsersPerVm: 1, overflow: "queue", queueTimeoutMs: 1500 }) });
+    forge = await openForge({ dataDir: await dataDir, pool: pool({ maxUsersPerVm: 1, overflow: "queue", queueTimeoutMs: 1500 }) });
     const first = await forge.spawn();
     // Waits the whole timeout, then 503.
     const t0 = Date.now();

@@ -3,21 +3,29 @@
 // VMs outlive a crashed server (QEMU runs detached) and the next server re-attaches to them.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdir, readFile, stat } from "node:fs/promises";
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { after, it } from "node:test";
-import { defaultDataDir } from "../src/config/paths.js";
-import { alive, waitFor } from "./helpers.js";
+import { after, before, it } from "node:test";
+import { alive, childEnv, freePort, removeAtExit, testDataDir, waitFor } from "./helpers.js";
 
 const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-const PORT = 7431;
-const base = `http://127.0.0.1:${PORT}/api/v1`;
+let base: string;
+let dataDir: string;
+let configFile: string;
 let server: ChildProcess | null = null;
 
+// A server as a user runs it, on a data directory and a port of its own, named by its config file.
+before(async () => {
+  dataDir = await testDataDir();
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}/api/v1`;
+  configFile = join(dataDir, "forgevm.yaml");
+  await writeFile(configFile, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n`);
+});
+
 function startServer(): ChildProcess {
-  const p = spawn(process.execPath, [main, "serve"], { env: { ...process.env, FORGEVM_SERVER_PORT: String(PORT) }, stdio: ["ignore", "ignore", "inherit"] });
-  return p;
+  return spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", "ignore", "inherit"] });
 }
 
 async function ready(): Promise<void> {
@@ -40,6 +48,7 @@ after(async () => {
     server.kill("SIGTERM");
     await new Promise((r) => server!.once("exit", r));
   }
+  removeAtExit(dataDir);
 });
 
 it("after a SIGKILL and restart, running sandboxes are re-attached and usable, expiry still works", async () => {
@@ -85,7 +94,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   for (const gone of [ids[0], id]) {
     await waitFor(async () => (await fetch(`${base}/sandboxes/${gone}`)).status === 404, 30_000, `expiry of ${gone}`);
     await waitFor(async () => (await qemuPidsOf(gone)).length === 0, 10_000, `the QEMU of ${gone} to stop`);
-    await waitFor(() => stat(join(defaultDataDir(), "vms", gone)).then(() => false, () => true), 5000, `the VM directory of ${gone} to go`);
+    await waitFor(() => stat(join(dataDir, "vms", gone)).then(() => false, () => true), 5000, `the VM directory of ${gone} to go`);
   }
   assert.equal(alive(qemuBefore[0]) && alive(qemuBefore[1]), false);
 
@@ -113,5 +122,5 @@ it("a graceful stop finishes the exec in flight, ends event streams, and leaves 
   const code = await new Promise((res) => server!.once("exit", res));
   assert.equal(code, 0);
   await waitFor(() => !alive(pids[0]), 5000, "QEMU to stop");
-  await assert.rejects(stat(join(defaultDataDir(), "vms", id)), { code: "ENOENT" });
+  await assert.rejects(stat(join(dataDir, "vms", id)), { code: "ENOENT" });
 });

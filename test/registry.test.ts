@@ -2,7 +2,6 @@
 // from layouts the tests write. Content is checked from inside booted VMs; tampering, an
 // unreachable registry and a 401 must fail plainly and leave nothing behind.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo } from "node:net";
@@ -13,23 +12,16 @@ import { ForgevmError } from "../src/core/errors.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
 import { fileURLToPath } from "node:url";
-import { testForge, waitFor, imageLeftovers } from "./helpers.js";
-import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
+import { childEnv, imageLeftovers, openForge, testForge, waitFor } from "./helpers.js";
+import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
+import { writeImage, type ImageSpec, type LayerSpec } from "./oci-writer.js";
 
 let forge: Forge;
 let work: string;
-let registry: ChildProcess;
+let registry: LocalRegistry;
 let host: string;
 let busybox: Buffer;
 const pulled: string[] = [];
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 function base(marker: string) {
   return {
@@ -42,41 +34,26 @@ function base(marker: string) {
 }
 
 /** Writes an image into a fresh layout and pushes it with skopeo; returns the manifest digest. */
-async function push(repoTag: string, layers: Parameters<typeof writeImage>[1]["layers"], opts: { multiArch?: boolean; config?: Parameters<typeof writeImage>[1]["config"] } = {}): Promise<string> {
-  const layout = await mkdtemp(join(work, "layout-"));
-  const amd = await writeImage(layout, { layers, config: opts.config ?? { Env: ["PATH=/bin"], WorkingDir: "/" } });
-  let top: { digest: string } = amd;
-  if (opts.multiArch) {
-    const arm = await writeImage(layout, { layers: [base("arm64")], architecture: "arm64" });
-    top = await writeMultiArch(layout, [arm, amd]);
-  }
-  await writeIndex(layout, [{ tag: "t", descriptor: top }]);
-  await run("skopeo", ["copy", "--quiet", ...(opts.multiArch ? ["--all"] : []), "--dest-tls-verify=false", `oci:${layout}:t`, `docker://${host}/${repoTag}`]);
-  return top.digest;
+function push(repoTag: string, layers: LayerSpec[], opts: { multiArch?: boolean; config?: ImageSpec["config"] } = {}): Promise<string> {
+  return pushImage(registry, work, repoTag, { layers, config: opts.config ?? { Env: ["PATH=/bin"], WorkingDir: "/" } }, opts.multiArch ? { layers: [base("arm64")] } : undefined);
 }
 
 /** The file holding a blob in the registry's storage. */
 function registryBlob(digest: string): string {
   const hex = digest.slice(7);
-  return join(work, "storage", "docker", "registry", "v2", "blobs", "sha256", hex.slice(0, 2), hex, "data");
+  return join(registry.storage, "docker", "registry", "v2", "blobs", "sha256", hex.slice(0, 2), hex, "data");
 }
 
 before(async () => {
   forge = await testForge();
   busybox = await readFile("/bin/busybox");
   work = await mkdtemp(join(tmpdir(), "fvm-reg-"));
-  const port = await freePort();
-  host = `127.0.0.1:${port}`;
-  await writeFile(
-    join(work, "config.yml"),
-    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "storage")}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n`,
-  );
-  registry = spawn("docker-registry", ["serve", join(work, "config.yml")], { stdio: "ignore" });
-  await waitFor(async () => (await fetch(`http://${host}/v2/`).then((r) => r.status === 200, () => false)), 15_000, "the registry");
+  registry = await startRegistry(work);
+  host = registry.host;
 });
 
 after(async () => {
-  registry?.kill("SIGTERM");
+  registry?.stop();
   for (const n of pulled) await forge.removeImage(n).catch(() => {});
   await forge.pruneBlobs();
   await rm(work, { recursive: true, force: true });
@@ -123,7 +100,7 @@ describe("pulling from a registry", () => {
     // The same through the CLI, as a user would: per-layer progress, then a summary.
     const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
     await forge.removeImage(`${host}/test/app:v1`);
-    const out = await run(process.execPath, [cli, "pull", `${host}/test/app:v1`]);
+    const out = await run(process.execPath, [cli, "--data-dir", forge.paths.dataDir, "pull", `${host}/test/app:v1`], { env: childEnv() });
     assert.match(out.stdout, new RegExp(`^${host}/test/app:v1\n  digest ${digest}\n  2 layers`));
     assert.match(out.stderr, /layer 2\/2 [0-9a-f]{12}: already present|layer 2\/2 [0-9a-f]{12}: [0-9.]+ MiB/);
   });
@@ -222,8 +199,7 @@ describe("registry logins and redirects", () => {
     });
     await new Promise<void>((r) => reg.listen(0, "127.0.0.1", r));
     const regHost = `127.0.0.1:${(reg.address() as AddressInfo).port}`;
-    const { Forge } = await import("../src/index.js");
-    const f = await Forge.open({ reapIntervalMs: 0, registryAuth: { [regHost]: { username: "alice", password: "s3cret" } } });
+    const f = await openForge({ reapIntervalMs: 0, registryAuth: { [regHost]: { username: "alice", password: "s3cret" } } });
     try {
       const img = await f.pullImage(`${regHost}/private/app:v1`);
       assert.equal(img.digest, desc.digest);

@@ -8,21 +8,21 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, it } from "node:test";
-import { loadConfig } from "../src/config/config.js";
-import { startServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/api/serve.js";
+import { childEnv, startTestServer } from "./helpers.js";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const sdk = join(repo, "sdk", "python");
 const KEY = "py-sdk-test-key";
-// No bytecode caches in the repository; the key as a user would set it for the CLI.
-const env = { ...process.env, FORGEVM_URL: "http://localhost:7423", FORGEVM_API_KEY: KEY, PYTHONDONTWRITEBYTECODE: "1" };
-
-let server: Awaited<ReturnType<typeof startServer>>;
+let server: RunningServer;
 let dir: string;
+// No bytecode caches in the repository; the server and key as a user would set them for the CLI.
+let env: NodeJS.ProcessEnv;
 
 before(async () => {
-  server = await startServer(loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "7423", FORGEVM_AUTH_API_KEY: KEY }, cwd: "/nonexistent" }), "test");
+  server = await startTestServer((c) => (c.auth.api_key = KEY));
+  env = childEnv({ FORGEVM_URL: server.url, FORGEVM_API_KEY: KEY, PYTHONDONTWRITEBYTECODE: "1" });
   dir = await mkdtemp(join(tmpdir(), "fvm-py-"));
 });
 
@@ -52,7 +52,8 @@ it("builds a wheel and installs with pip offline (no package index), then runs t
   assert.match(listing, /forgevm\/py\.typed/);
   await run(pip, ["install", "--no-index", "-q", sdk], { env });
   const readme = await readFile(join(sdk, "README.md"), "utf8");
-  const example = /```python\n([\s\S]*?)```/.exec(readme)![1];
+  // The only change: the test server's address.
+  const example = /```python\n([\s\S]*?)```/.exec(readme)![1].replaceAll("http://localhost:7423", server.url);
   const app = await mkdtemp(join(dir, "app-"));
   await writeFile(join(app, "example.py"), example);
   const r = await run(join(venv, "bin", "python"), [join(app, "example.py")], { cwd: app, env, timeout: 120_000 });

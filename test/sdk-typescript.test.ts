@@ -21,21 +21,22 @@ import {
   openaiTools,
   type Sandbox,
 } from "forgevm";
-import { loadConfig } from "../src/config/config.js";
-import { startServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/api/serve.js";
+import { childEnv, startTestServer } from "./helpers.js";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../..", import.meta.url));
-// Port 7423: the product document's snippets name it.
-const URL_ = "http://localhost:7423";
 const KEY = "sdk-test-key";
 
-let server: Awaited<ReturnType<typeof startServer>>;
+let server: RunningServer;
+/** The test server; the product document's snippets name http://localhost:7423 instead. */
+let URL_: string;
 let client: Client;
 let sb: Sandbox;
 
 before(async () => {
-  server = await startServer(loadConfig({ env: { ...process.env, FORGEVM_SERVER_PORT: "7423", FORGEVM_AUTH_API_KEY: KEY }, cwd: "/nonexistent" }), "test");
+  server = await startTestServer((c) => (c.auth.api_key = KEY));
+  URL_ = server.url;
   client = new Client({ baseUrl: URL_, apiKey: KEY, timeout: 30_000 });
   sb = await client.spawn({ ttl: "10m", metadata: { test: "sdk" } });
 });
@@ -262,7 +263,7 @@ describe("TypeScript SDK: as users get it", () => {
   /** Runs a script as a user would: ESM, in `cwd`, against the server (its key in FORGEVM_API_KEY). */
   async function runScript(cwd: string, name: string, code: string) {
     await writeFile(join(cwd, name), code);
-    return run(process.execPath, [join(cwd, name)], { cwd, timeout: 120_000, env: { ...process.env, FORGEVM_API_KEY: KEY } });
+    return run(process.execPath, [join(cwd, name)], { cwd, timeout: 120_000, env: childEnv({ FORGEVM_API_KEY: KEY }) });
   }
 
   it("the product document's TypeScript snippet runs as written (default image for alpine:latest)", async () => {
@@ -271,8 +272,8 @@ describe("TypeScript SDK: as users get it", () => {
     const fixture = await readFile(join(repo, "test", "fixtures", "seed-typescript.mjs"), "utf8");
     const seed = await readFile(join(repo, "..", "shared", "seeds", "000_5e0eec8a6eae65fa.txt"), "utf8").catch(() => null);
     if (seed) assert.ok(seed.includes(fixture.trim()), "the fixture is the product document's snippet");
-    // The only change: the image (the test server's key comes from FORGEVM_API_KEY).
-    const snippet = fixture.replace('spawn({ image: "alpine:latest" })', "spawn({})");
+    // The only changes: the image and the test server's address (its key comes from FORGEVM_API_KEY).
+    const snippet = fixture.replace('spawn({ image: "alpine:latest" })', "spawn({})").replace("http://localhost:7423", URL_);
     assert.notEqual(snippet, fixture);
     const here = join(repo, ".forgevm-test");
     await mkdir(here, { recursive: true });
@@ -289,7 +290,7 @@ describe("TypeScript SDK: as users get it", () => {
     await writeFile(join(proj, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
     await run("npm", ["install", "--offline", "--no-audit", "--no-fund", tarball], { cwd: proj });
     const readme = await readFile(join(sdk, "README.md"), "utf8");
-    const example = /```js\n([\s\S]*?)```/.exec(readme)![1];
+    const example = /```js\n([\s\S]*?)```/.exec(readme)![1].replaceAll("http://localhost:7423", URL_);
     const r = await runScript(proj, "example.mjs", example);
     assert.equal(r.stdout, "42\n4\ntick 1\ntick 2\ntick 3\nexit code 0\n");
     // The CommonJS build works as well.

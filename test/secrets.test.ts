@@ -7,8 +7,13 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
-import type { Sandbox } from "../src/index.js";
-import { testForge } from "./helpers.js";
+import type { Forge, Sandbox } from "../src/index.js";
+import { openForge } from "./helpers.js";
+
+/** The server's own secret values (FORGEVM_SECRET_<NAME> for `forgevm serve`). */
+const hostSecrets: Record<string, string> = {};
+let shared: Promise<Forge> | null = null;
+const testForge = () => (shared ??= openForge({ hostSecrets }));
 
 let app: FastifyInstance | null = null;
 after(async () => {
@@ -76,7 +81,7 @@ describe("secrets", () => {
       const missing = await api("POST", "/templates/with-secrets/spawn", {});
       assert.equal(missing.status, 400);
       assert.match(missing.body.message, /needs DB_PASS/);
-      process.env.FORGEVM_SECRET_CERT = "cert-from-server-env";
+      hostSecrets.CERT = "cert-from-server-env";
       const r = await api("POST", "/templates/with-secrets/spawn", { secrets: { DB_PASS: "pw-from-request" } });
       assert.equal(r.status, 201, JSON.stringify(r.body));
       const sb = forge.sandbox(r.body.id);
@@ -84,7 +89,7 @@ describe("secrets", () => {
       assert.equal((await sb.exec("cat /run/secrets/CERT; echo; ls /run/secrets")).stdout, "cert-from-server-env\nCERT\n");
       await sb.destroy();
     } finally {
-      delete process.env.FORGEVM_SECRET_CERT;
+      delete hostSecrets.CERT;
       await api("DELETE", "/templates/with-secrets");
     }
     for (const [body, re] of [

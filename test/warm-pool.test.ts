@@ -3,9 +3,9 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { WarmPools, type PoolTarget } from "../src/core/warm-pool.js";
-import { Forge, type Sandbox } from "../src/index.js";
+import type { Forge, Sandbox } from "../src/index.js";
 import type { Vm } from "../src/providers/provider.js";
-import { assertNoVmLeft, waitFor } from "./helpers.js";
+import { assertNoVmLeft, openForge, waitFor } from "./helpers.js";
 
 const out = async (sb: Sandbox, cmd: string) => (await sb.exec(cmd)).stdout.trim();
 /** Niceness of a process's main thread, from /proc (field 19 of stat). */
@@ -13,8 +13,7 @@ const niceOf = async (pid: number) => Number((await readFile(`/proc/${pid}/stat`
 
 let forge: Forge;
 before(async () => {
-  // Its own Forge (a second one in this process would adopt the first one's VMs).
-  forge = await Forge.open({ warmPool: { size: 2, memoryBudgetMb: 4096 } });
+  forge = await openForge({ warmPool: { size: 2, memoryBudgetMb: 4096 } });
 });
 after(async () => {
   await forge.close();

@@ -21,6 +21,8 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
   const forge = await Forge.open({
     dataDir: cfg.data_dir,
     accel: cfg.providers.qemu.accel,
+    jail: cfg.providers.qemu.jail ? undefined : false,
+    hostSecrets: hostSecrets(process.env),
     defaults: {
       image: cfg.defaults.image,
       memoryMb: cfg.defaults.memory_mb,
@@ -69,6 +71,13 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
       if (graceOver) await draining;
     })());
   return { app, forge, url: address, close };
+}
+
+/** Template secret values the server holds: its FORGEVM_SECRET_<NAME> variables. */
+export function hostSecrets(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (k.startsWith("FORGEVM_SECRET_") && v !== undefined) out[k.slice(15)] = v;
+  return out;
 }
 
 /** Runs the server until SIGINT or SIGTERM. */

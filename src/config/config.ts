@@ -69,7 +69,7 @@ export const ConfigSchema = Type.Object(
     providers: Type.Object(
       {
         default: Type.String({ minLength: 1 }),
-        qemu: Type.Object({ accel: Type.Union([Type.Literal("auto"), Type.Literal("kvm"), Type.Literal("tcg")]) }, strict),
+        qemu: Type.Object({ accel: Type.Union([Type.Literal("auto"), Type.Literal("kvm"), Type.Literal("tcg")]), jail: Type.Boolean() }, strict),
       },
       strict,
     ),
@@ -92,7 +92,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "" },
-    providers: { default: "qemu", qemu: { accel: "auto" } },
+    providers: { default: "qemu", qemu: { accel: "auto", jail: true } },
   };
 }
 
@@ -116,11 +116,11 @@ function merge(into: any, from: any, where: string): void {
 }
 
 /** Loads and validates the configuration (explicit file, else the default locations). */
-export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Config & { source: string[] } {
+export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string; home?: string } = {}): Config & { source: string[] } {
   const env = opts.env ?? process.env;
   const cfg = defaultConfig(env) as any;
   const source: string[] = ["defaults"];
-  const candidates = opts.file ? [resolve(opts.file)] : [join(opts.cwd ?? process.cwd(), "forgevm.yaml"), join(homedir(), ".forgevm", "config.yaml")];
+  const candidates = opts.file ? [resolve(opts.file)] : [join(opts.cwd ?? process.cwd(), "forgevm.yaml"), join(opts.home ?? homedir(), ".forgevm", "config.yaml")];
   for (const f of candidates) {
     let text: string;
     try {
@@ -143,7 +143,22 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
   for (const [name, raw] of Object.entries(env)) {
     if (!name.startsWith("FORGEVM_") || raw === undefined) continue;
     const rest = name.slice(8).toLowerCase();
-    if (rest === "data_dir") { cfg.data_dir = raw; continue; }
+    if (rest === "data_dir") {
+      cfg.data_dir = raw;
+      source.push(name);
+      continue;
+    }
+    // Short names kept from earlier releases for the two QEMU switches.
+    if (rest === "accel") {
+      cfg.providers.qemu.accel = raw;
+      source.push(name);
+      continue;
+    }
+    if (rest === "jail") {
+      cfg.providers.qemu.jail = raw !== "off" && raw !== "false";
+      source.push(name);
+      continue;
+    }
     // Section names may hold underscores themselves (warm_pool): the longest that fits wins.
     const section = Object.keys(cfg)
       .filter((k) => typeof cfg[k] === "object" && rest.startsWith(`${k}_`))

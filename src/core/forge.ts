@@ -10,7 +10,6 @@ import { BlobStore } from "../images/blobs.js";
 import type { RegistryOptions } from "../images/registry.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, resolveImage, type LocalImage } from "../images/store.js";
 import { BootError, type Vm } from "../providers/provider.js";
-import type { AccelMode } from "../providers/qemu/accel.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
 import { EventStore } from "../store/events.js";
@@ -230,7 +229,7 @@ export class Forge {
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
     const forge = new Forge(paths, new QemuProvider({
       paths,
-      accel: opts.accel ?? envAccel(),
+      accel: opts.accel,
       guestLimits: opts.guestLimits,
       jail: opts.jail,
       firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
@@ -275,7 +274,7 @@ export class Forge {
     const tpl = opts.template !== undefined ? this.templates.get(opts.template) : undefined;
     if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
     const network = this.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
-    const secrets = planSecrets(opts.secrets, tpl?.secrets);
+    const secrets = planSecrets(opts.secrets, tpl?.secrets, this.opts.hostSecrets);
     if (network.mode === "full") await this.checkFullNetwork();
     const d = this.defaults;
     const imageName = opts.image ?? tpl?.image ?? d.image;
@@ -847,11 +846,4 @@ function execDefaults(image: LocalImage | null, env: Record<string, string> | nu
 async function isForgevmProcess(pid: number): Promise<boolean> {
   const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
   return cmd.includes("node");
-}
-
-function envAccel(): AccelMode | undefined {
-  const v = process.env.FORGEVM_ACCEL;
-  if (v === undefined || v === "") return undefined;
-  if (v === "auto" || v === "kvm" || v === "tcg") return v;
-  throw new RangeError(`FORGEVM_ACCEL must be auto, kvm or tcg, got "${v}"`);
 }

@@ -34,6 +34,8 @@ export interface ForgeOptions {
   guestLimits?: GuestLimits;
   /** Confine each QEMU (own uid and namespaces); default: when running as root. False is for baselines. */
   jail?: boolean;
+  /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */
+  hostSecrets?: Record<string, string>;
 }
 
 export interface NetworkOptions {

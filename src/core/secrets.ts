@@ -42,9 +42,9 @@ export function checkDecls(decls: SecretDecl[]): void {
 
 /**
  * The secrets of a spawn: the values it passes, plus those its template declares, whose values
- * come from the request or else from the server's environment (FORGEVM_SECRET_<NAME>).
+ * come from the request or else from the server's own (`host`: FORGEVM_SECRET_<NAME> for `forgevm serve`).
  */
-export function planSecrets(given: Record<string, string> | undefined, decls: SecretDecl[] = [], hostEnv: NodeJS.ProcessEnv = process.env): PlannedSecrets | null {
+export function planSecrets(given: Record<string, string> | undefined, decls: SecretDecl[] = [], host: Record<string, string> = {}): PlannedSecrets | null {
   const values = { ...given };
   const names = Object.keys(values);
   checkNames(names);
@@ -55,7 +55,7 @@ export function planSecrets(given: Record<string, string> | undefined, decls: Se
   const where = new Map<string, InjectAt>(names.map((n) => [n, "both"]));
   for (const d of decls) {
     if (values[d.name] === undefined) {
-      const fromHost = hostEnv[`FORGEVM_SECRET_${d.name}`];
+      const fromHost = host[d.name];
       if (fromHost === undefined) throw badRequest(`secrets: the template needs ${d.name}; pass it in "secrets" or set FORGEVM_SECRET_${d.name} for the server`);
       values[d.name] = fromHost;
     }

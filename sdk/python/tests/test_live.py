@@ -222,11 +222,11 @@ class Live(unittest.TestCase):
 
     @unittest.skipUnless(FIXTURES, "FORGEVM_FIXTURES not set")
     def test_product_document_snippets_run_as_written(self):
-        # The only change: the image (alpine:latest is not available offline); the key comes
-        # from FORGEVM_API_KEY as in the CLI.
+        # The only changes: the image (alpine:latest is not available offline) and the test
+        # server's address for localhost:7423; the key comes from FORGEVM_API_KEY as in the CLI.
         for name in ("seed-python.py", "seed-python-async.py"):
             with open(os.path.join(FIXTURES, name), encoding="utf-8") as f:
-                src = f.read().replace('spawn(image="alpine:latest")', "spawn()")
+                src = f.read().replace('spawn(image="alpine:latest")', "spawn()").replace('"http://localhost:7423"', repr(URL))
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 code = compile(src, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)

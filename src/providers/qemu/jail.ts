@@ -26,14 +26,13 @@ export interface JailConfig {
 }
 
 /**
- * The jail to use: on when running as root (FORGEVM_JAIL=off turns it off, for debugging), off
- * otherwise, since an unprivileged server cannot change uid or mount. Throws when it should be on
- * but the helper was never built.
+ * The jail to use: on when running as root, off otherwise, since an unprivileged server cannot
+ * change uid or mount. Throws when it should be on but the helper was never built.
  */
-export function jailConfig(dataDir: string, env: NodeJS.ProcessEnv = process.env): JailConfig | null {
-  if (process.getuid?.() !== 0 || env.FORGEVM_JAIL === "off") return null;
+export function jailConfig(dataDir: string): JailConfig | null {
+  if (process.getuid?.() !== 0) return null;
   if (!existsSync(JAIL_HELPER) || !existsSync(JAIL_PRELOAD)) {
-    throw new Error(`the VMM jail helper is missing (${JAIL_HELPER}): run ./setup.sh (or make -C jail), or set FORGEVM_JAIL=off`);
+    throw new Error(`the VMM jail helper is missing (${JAIL_HELPER}): run ./setup.sh (or make -C jail), or set providers.qemu.jail: false (FORGEVM_JAIL=off)`);
   }
   const candidates = [dataDir, homedir(), process.cwd(), "/root", "/home", "/tmp", "/var/tmp", "/var/lib", "/run", "/srv", "/mnt", "/media", "/opt"];
   const hide = [...new Set(candidates.map((p) => resolve(p)))].filter((p) => hideable(p));

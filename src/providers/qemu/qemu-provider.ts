@@ -189,7 +189,7 @@ export class QemuProvider implements Provider {
       }
     }
     // The confinement in force: operators should see when QEMU runs unconfined.
-    details.vmm_jail = this.jail ? "on (own uid, mount, network and IPC namespaces, rlimits)" : process.getuid?.() === 0 ? "off (FORGEVM_JAIL=off)" : "off (the server is not root)";
+    details.vmm_jail = this.jail ? "on (own uid, mount, network and IPC namespaces, rlimits)" : process.getuid?.() === 0 ? "off (providers.qemu.jail: false)" : "off (the server is not root)";
     details.vmm_cgroups = this.cgroups ?? "none (rlimits only)";
     details.network_full = (await this.nicProblem()) ?? "available";
     return { name: this.name, healthy: problems.length === 0, accel, problems, details };

@@ -1,0 +1,200 @@
+// `npm test`: the whole suite, run as if on a user's machine, and a check that it left that user
+// alone. Before the suite, a stand-in for the user starts `forgevm serve` from their own home
+// (config file, data directory, port 7423 when free) with a running sandbox, a snapshot and a
+// pulled image; the suite then runs with that user's HOME and with FORGEVM_* variables that point
+// at the user's server and data directory and would break any test that obeyed them. Afterwards
+// the user's sandbox must still run with its files, and their image, snapshot and data directory
+// must be as they were. Test files get their data directories under one directory of this run,
+// from a seed that shares the kernel, initramfs and default image ./setup.sh prepared.
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import Database from "better-sqlite3";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { defaultDataDir } from "../src/config/paths.js";
+import { seedDataDir } from "../src/setup/seed.js";
+import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
+
+const repo = fileURLToPath(new URL("../../", import.meta.url));
+const cli = join(repo, "dist", "src", "cli", "main.js");
+const USER_KEY = "the-users-own-key";
+const USER_FILE = "/root/users-work.txt";
+
+async function portFree(port: number): Promise<boolean> {
+  const s = createServer();
+  return new Promise((resolve) => {
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+  });
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+/** The stand-in user's server and what they keep on it. */
+interface User {
+  home: string;
+  dataDir: string;
+  url: string;
+  server: ChildProcess;
+  sandbox: string;
+  image: string;
+  snapshot: string;
+  registry: LocalRegistry;
+}
+
+async function api(u: { url: string }, method: string, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${u.url}/api/v1${path}`, {
+    method,
+    headers: { "X-API-Key": USER_KEY, ...(body !== undefined ? { "Content-Type": "application/json" } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`the user's server answered ${method} ${path} with ${res.status}: ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function until<T>(what: string, ms: number, fn: () => Promise<T | null | undefined | false>): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => null);
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function startUser(runDir: string, installed: string): Promise<User> {
+  const home = join(runDir, "home");
+  const dataDir = join(home, ".local", "share", "forgevm");
+  await seedDataDir(installed, dataDir);
+  const port = (await portFree(7423)) ? 7423 : await freePort();
+  await mkdir(join(home, ".forgevm"), { recursive: true });
+  await writeFile(join(home, ".forgevm", "config.yaml"), `server:\n  port: ${port}\nauth:\n  api_key: ${USER_KEY}\ndefaults:\n  memory_mb: 384\n`);
+  const server = spawn(process.execPath, [cli, "serve"], { cwd: home, env: { PATH: process.env.PATH, HOME: home }, stdio: ["ignore", "ignore", "inherit"] });
+  const url = `http://127.0.0.1:${port}`;
+  const u = { url };
+  await until("the user's server", 30_000, async () => server.exitCode === null && (await api(u, "GET", "/health")));
+  const sb = await api(u, "POST", "/sandboxes", { ttl: "3h" });
+  await api(u, "POST", `/sandboxes/${sb.id}/files`, { path: USER_FILE, content: "the user's work\n" });
+  const snap = await api(u, "POST", `/sandboxes/${sb.id}/snapshot`, { name: "users-snapshot" });
+  const registry = await startRegistry(runDir);
+  const busybox = readFileSync("/bin/busybox");
+  await pushImage(registry, runDir, "user/tools:v1", { layers: [{ entries: [{ path: "bin/busybox", data: busybox, mode: 0o755 }] }] });
+  const job = await api(u, "POST", "/images/pull", { image: `${registry.host}/user/tools:v1` });
+  const done = await until("the user's pull", 120_000, async () => {
+    const j = await api(u, "GET", `/images/pulls/${job.id}`);
+    if (j.state === "error") throw new Error(`the user's pull failed: ${j.error}`);
+    return j.state === "done" && j;
+  });
+  console.log(`# the user's server: ${url} (pid ${server.pid}), sandbox ${sb.id}, snapshot ${snap.id}, image ${done.image}`);
+  return { home, dataDir, url, server, sandbox: sb.id, image: done.image, snapshot: snap.id, registry };
+}
+
+/** What the suite must not have changed: returns the differences found. */
+async function checkUser(u: User, vmsBefore: string[]): Promise<string[]> {
+  const problems: string[] = [];
+  const attempt = async (what: string, fn: () => Promise<void>) => {
+    try {
+      await fn();
+    } catch (e) {
+      problems.push(`${what}: ${(e as Error).message}`);
+    }
+  };
+  await attempt("the user's server is still up", async () => {
+    if (u.server.exitCode !== null) throw new Error(`it exited with ${u.server.exitCode}`);
+  });
+  await attempt("the user's sandbox still runs, with their file", async () => {
+    const sb = await api(u, "GET", `/sandboxes/${u.sandbox}`);
+    if (sb.state !== "running") throw new Error(`it is ${sb.state}`);
+    const r = await api(u, "POST", `/sandboxes/${u.sandbox}/exec`, { command: `cat ${USER_FILE}` });
+    if (r.stdout !== "the user's work\n") throw new Error(`the file reads ${JSON.stringify(r.stdout)}`);
+  });
+  await attempt("the user's server runs only what they started", async () => {
+    const list = (await api(u, "GET", "/sandboxes")).map((s: { id: string }) => s.id);
+    if (list.join() !== u.sandbox) throw new Error(`it lists ${list.join(", ")}`);
+  });
+  await attempt("the user's image is still there", async () => {
+    const images = (await api(u, "GET", "/images")).map((i: { name: string }) => i.name);
+    if (!images.includes(u.image)) throw new Error(`images: ${images.join(", ")}`);
+  });
+  await attempt("the user's snapshot is still there", async () => {
+    await api(u, "GET", `/snapshots/${u.snapshot}`);
+  });
+  await attempt("no VM of anyone else in the user's data directory", async () => {
+    const vms = await readdir(join(u.dataDir, "vms")).catch(() => []);
+    if (vms.join() !== vmsBefore.join()) throw new Error(`vms/ held ${vmsBefore.join(", ")} and now holds ${vms.join(", ")}`);
+  });
+  await attempt("no sandbox of anyone else in the user's store", async () => {
+    const db = new Database(join(u.dataDir, "forgevm.db"), { readonly: true });
+    try {
+      const ids = (db.prepare("SELECT id FROM sandboxes").all() as { id: string }[]).map((r) => r.id);
+      if (ids.join() !== u.sandbox) throw new Error(`its sandboxes table holds ${ids.join(", ")}`);
+    } finally {
+      db.close();
+    }
+  });
+  return problems;
+}
+
+async function main(): Promise<number> {
+  const installed = defaultDataDir();
+  const runDir = await mkdtemp(join(tmpdir(), "fvt-run-"));
+  let user: User | null = null;
+  try {
+    const seed = join(runDir, "seed");
+    await seedDataDir(installed, seed);
+    user = await startUser(runDir, installed);
+    const vmsBefore = await readdir(join(user.dataDir, "vms"));
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      HOME: user.home,
+      FORGEVM_DATA_DIR: user.dataDir,
+      FORGEVM_SERVER_PORT: new URL(user.url).port,
+      FORGEVM_AUTH_API_KEY: USER_KEY,
+      FORGEVM_URL: user.url,
+      FORGEVM_API_KEY: USER_KEY,
+      FORGEVM_DEFAULTS_MEMORY_MB: "384",
+      FORGEVM_DEFAULTS_IMAGE: user.image,
+      FORGEVM_ACCEL: "kvm",
+      FORGEVM_JAIL: "off",
+      TEST_RUN_DIR: runDir,
+      TEST_SEED_DATA_DIR: seed,
+    };
+    delete env.XDG_DATA_HOME;
+    const files = process.argv.slice(2);
+    const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], { cwd: repo, env, stdio: "inherit" });
+    const code: number = await new Promise((r) => suite.once("exit", (c, sig) => r(c ?? (sig ? 128 : 1))));
+    const problems = await checkUser(user, vmsBefore);
+    if (problems.length) {
+      console.error("\n# the suite did not leave the user's machine alone:");
+      for (const p of problems) console.error(`#   ${p}`);
+      return code || 1;
+    }
+    console.log("# the user's server, sandbox, snapshot, image and data directory are as they were");
+    return code;
+  } finally {
+    if (user) {
+      user.server.kill("SIGTERM");
+      await new Promise((r) => (user!.server.exitCode !== null ? r(null) : user!.server.once("exit", r)));
+      user.registry.stop();
+    }
+    await rm(runDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e) => {
+    console.error(`test-suite: ${(e as Error).stack ?? e}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,58 @@
+// A new data directory that shares another's read-only artifacts (guest kernel, initramfs,
+// default image), so that it works at once and nothing is rebuilt. Files are hard-linked (or
+// cloned, or copied across filesystems); nothing is ever written through them: setup and image
+// installs replace files by renaming, never in place.
+import { constants } from "node:fs";
+import { copyFile, link, lstat, mkdir, readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { pathsFor } from "../config/paths.js";
+import { DEFAULT_IMAGE, imageDir } from "../images/store.js";
+
+/** Small files that are rewritten in place somewhere: copied, never linked. */
+const COPY = new Set(["initramfs.cpio.sha256", "accel.json"]);
+
+/**
+ * Fills `to` with the kernel, initramfs, default image and cached accelerator verdict of the
+ * prepared data directory `from`. Throws, naming what is missing, when `from` is not set up.
+ */
+export async function seedDataDir(from: string, to: string): Promise<void> {
+  const src = pathsFor(from);
+  const dst = pathsFor(to);
+  const image = imageDir(src, DEFAULT_IMAGE);
+  for (const need of [src.kernel, src.initramfs, join(image, "rootfs.ext4")]) {
+    if (!(await lstat(need).catch(() => null))) throw new Error(`${need} is missing: ${from} is not set up (run ./setup.sh)`);
+  }
+  await mkdir(to, { recursive: true });
+  await shareTree(src.kernelDir, dst.kernelDir);
+  await mkdir(join(to, "agent"), { recursive: true });
+  await share(src.initramfs, dst.initramfs);
+  await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
+  await shareTree(image, imageDir(dst, DEFAULT_IMAGE));
+  const accel = join(src.stateDir, "accel.json");
+  if (await lstat(accel).catch(() => null)) {
+    await mkdir(dst.stateDir, { recursive: true });
+    await share(accel, join(dst.stateDir, "accel.json"));
+  }
+}
+
+async function shareTree(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true });
+  for (const e of await readdir(from, { withFileTypes: true })) {
+    if (e.isDirectory()) await shareTree(join(from, e.name), join(to, e.name));
+    else if (e.isFile()) await share(join(from, e.name), join(to, e.name));
+  }
+}
+
+async function share(from: string, to: string): Promise<void> {
+  const name = from.slice(from.lastIndexOf("/") + 1);
+  if (!COPY.has(name)) {
+    try {
+      await link(from, to);
+      return;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== "EXDEV" && code !== "EPERM" && code !== "EMLINK") throw e;
+    }
+  }
+  await copyFile(from, to, constants.COPYFILE_FICLONE);
+}
