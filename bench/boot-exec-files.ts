@@ -12,6 +12,7 @@ import { parseArgs } from "node:util";
 import { benchForge } from "./data-dir.js";
 import { resolveImage } from "../src/images/store.js";
 import { kernelCmdline, hostTscKhz } from "../src/providers/qemu/args.js";
+import { QemuProvider } from "../src/providers/qemu/qemu-provider.js";
 
 const { values } = parseArgs({
   options: { boots: { type: "string", default: "7" }, execs: { type: "string", default: "300" }, mib: { type: "string", default: "100" } },
@@ -51,7 +52,9 @@ function bareBoot(kernel: string, initramfs: string, accel: string, tscKhz?: num
 
 async function main() {
   const forge = await benchForge();
-  const verdict = await forge.provider.accel();
+  // Raw VM boots go to the provider itself, on the same data directory.
+  const provider = new QemuProvider({ paths: forge.paths });
+  const verdict = await provider.accel();
   const image = await resolveImage(forge.paths);
   const tsc = hostTscKhz(await readFile("/proc/cpuinfo", "utf8"));
 
@@ -62,11 +65,11 @@ async function main() {
   const noDisk: number[] = [];
   for (let i = 0; i < BOOTS; i++) {
     bare.push(await bareBoot(forge.paths.kernel, forge.paths.initramfs, verdict.accel, tsc));
-    const nd = await forge.provider.spawn({ id: `bench-nodisk-${i}`, memoryMb: 512, vcpus: 1 });
+    const nd = await provider.spawn({ id: `bench-nodisk-${i}`, memoryMb: 512, vcpus: 1 });
     noDisk.push(nd.info.bootMs);
     await nd.destroy();
     const t0 = performance.now();
-    const vm = await forge.provider.spawn({ id: `bench-${i}`, rootfs: image.rootfs, memoryMb: 512, vcpus: 1, diskMb: 2048 });
+    const vm = await provider.spawn({ id: `bench-${i}`, rootfs: image.rootfs, memoryMb: 512, vcpus: 1, diskMb: 2048 });
     spawnTotal.push(performance.now() - t0);
     hello.push(vm.info.bootMs);
     await vm.destroy();

@@ -57,7 +57,7 @@ async function main() {
       benchmark: "images",
       date: new Date().toISOString(),
       machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
-      accel: (await forge.provider.accel()).accel,
+      accel: (await forge.providerHealth()).accel,
       image: { layers_mb: Math.round((busybox.length + big.length) / 1e6), rootfs_mib: Math.round(img.size / 1048576) },
       pull_and_install_ms: Math.round(pullMs),
       pull_mb_per_s: Math.round(((busybox.length + big.length) / 1e6 / (pullMs / 1000)) * 10) / 10,

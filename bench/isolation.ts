@@ -26,7 +26,7 @@ let accel = "";
 
 async function spawnTimes(jail: boolean): Promise<number[]> {
   const forge = await benchForge({ jail, reapIntervalMs: 0 });
-  accel = (await forge.provider.accel()).accel;
+  accel = (await forge.providerHealth()).accel ?? "";
   try {
     await (await forge.spawn()).destroy(); // makes sure the base snapshot exists
     const ms: number[] = [];

@@ -96,7 +96,7 @@ async function idleMemory(server: Server, api: Awaited<ReturnType<typeof open>>[
 
 async function main() {
   const started = Date.now();
-  const accel = async (s: Server) => (await s.forge.provider.accel()).accel;
+  const accel = async (s: Server) => (await s.forge.providerHealth()).accel;
 
   // 1. Cold boot: base snapshots off.
   let { server, api } = await open((c) => (c.snapshots.base = false));
@@ -150,7 +150,7 @@ async function main() {
   ({ server, api } = await open((c) => (c.warm_pool = { size: BURST, memory_budget_mb: BURST * 512 + 512 })));
   const full = async () => {
     const end = Date.now() + 180_000;
-    while (server.forge.warm.status().reduce((n, p) => n + p.ready, 0) < BURST) {
+    while (server.forge.warmPools().reduce((n, p) => n + p.ready, 0) < BURST) {
       if (Date.now() > end) throw new Error("the warm pool did not fill");
       await sleep(50);
     }

@@ -264,7 +264,7 @@ describe("server", () => {
     assert.deepEqual((await api("GET", "/pool/status")).body, { enabled: false, warm: [] });
     const providers = await api("GET", "/providers");
     assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true }]);
-    assert.equal((await api("GET", "/providers/qemu")).body.config.accel, server.forge.provider.name === "qemu" ? (await server.forge.provider.accel()).accel : "");
+    assert.equal((await api("GET", "/providers/qemu")).body.config.accel, (await server.forge.providerHealth()).accel);
     assertError(await api("GET", "/providers/nope"), 404, "NOT_FOUND");
     const prom = await fetch(`${base}/metrics`);
     assert.match(prom.headers.get("content-type") ?? "", /^text\/plain/);
@@ -282,7 +282,7 @@ describe("server", () => {
     const r = await api("POST", "/sandboxes", { ttl: "5s" });
     assert.equal(r.status, 201);
     await waitFor(async () => (await api("GET", `/sandboxes/${r.body.id}`)).status === 404, 30_000, "expiry");
-    const events = () => server.forge.events.replay(0, 100000).filter((e) => e.sandbox_id === r.body.id).map((e) => e.type);
+    const events = () => server.forge.replayEvents(0, 100000).filter((e) => e.sandbox_id === r.body.id).map((e) => e.type);
     await waitFor(() => events().includes("sandbox.expired"), 10_000, "the expiry event");
     assert.deepEqual(events(), ["sandbox.created", "sandbox.running", "sandbox.expired"]);
     assert.ok(!server.forge.list().some((s) => s.id === r.body.id));

@@ -4,8 +4,13 @@ import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { BootError } from "../src/index.js";
+import { BootError, type Forge } from "../src/index.js";
+import { QemuProvider } from "../src/providers/qemu/qemu-provider.js";
 import { alive, assertNoVmLeft, testForge } from "./helpers.js";
+
+/** The VM layer under the forge, on its data directory. */
+let raw: QemuProvider | null = null;
+const provider = (forge: Forge) => (raw ??= new QemuProvider({ paths: forge.paths }));
 
 after(async () => {
   await assertNoVmLeft(await testForge());
@@ -39,7 +44,7 @@ describe("lifecycle", () => {
   it("fails with a deadline error when the guest never says hello", async () => {
     const forge = await testForge();
     // -S: QEMU starts with the CPU stopped, so the agent never runs.
-    const err = await forge.provider
+    const err = await provider(forge)
       .spawn({ id: "test-silent", memoryMb: 128, vcpus: 1, bootTimeoutMs: 1500, qemuArgs: ["-S"] })
       .then(() => null, (e) => e);
     assert.ok(err instanceof BootError, String(err));
@@ -53,7 +58,7 @@ describe("lifecycle", () => {
     const bad = join(dir, "bad.ext4");
     await writeFile(bad, Buffer.alloc(8 * 1024 * 1024)); // zeros: no filesystem
     try {
-      const err = await forge.provider
+      const err = await provider(forge)
         .spawn({ id: "test-badroot", rootfs: bad, memoryMb: 128, vcpus: 1, bootTimeoutMs: 60000 })
         .then(() => null, (e) => e);
       assert.ok(err instanceof BootError, String(err));
@@ -66,9 +71,9 @@ describe("lifecycle", () => {
 
   it("rejects bad VM specs before launching anything", async () => {
     const forge = await testForge();
-    await assert.rejects(forge.provider.spawn({ id: "Bad Id", memoryMb: 128, vcpus: 1 }), /id "Bad Id"/);
-    await assert.rejects(forge.provider.spawn({ id: "ok", memoryMb: 1, vcpus: 1 }), /memoryMb must be/);
-    await assert.rejects(forge.provider.spawn({ id: "ok", memoryMb: 128, vcpus: 0 }), /vcpus must be/);
+    await assert.rejects(provider(forge).spawn({ id: "Bad Id", memoryMb: 128, vcpus: 1 }), /id "Bad Id"/);
+    await assert.rejects(provider(forge).spawn({ id: "ok", memoryMb: 1, vcpus: 1 }), /memoryMb must be/);
+    await assert.rejects(provider(forge).spawn({ id: "ok", memoryMb: 128, vcpus: 0 }), /vcpus must be/);
     await assert.rejects(forge.spawn({ image: "forgevm/no-such" }), /image "forgevm\/no-such" is not in/);
   });
 });

@@ -2,6 +2,7 @@
 // from layouts the tests write. Content is checked from inside booted VMs; tampering, an
 // unreachable registry and a 401 must fail plainly and leave nothing behind.
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo } from "node:net";
@@ -108,7 +109,7 @@ describe("pulling from a registry", () => {
   it("picks linux/amd64 from a multi-arch index, and spawn pulls what is not local", async () => {
     await push("test/multi:v1", [base("amd64")], { multiArch: true });
     const events: string[] = [];
-    const off = forge.events.subscribe((e) => e.type.startsWith("image.") && events.push(e.type));
+    const off = forge.subscribe((e) => e.type.startsWith("image.") && events.push(e.type));
     const sb = await forge.spawn({ image: `${host}/test/multi:v1`, memoryMb: 256 });
     off();
     pulled.push(`${host}/test/multi:v1`);
@@ -130,7 +131,7 @@ describe("pulling from a registry", () => {
     bytes[bytes.length - 3] ^= 0xff;
     await writeFile(layerFile, bytes);
     await assert.rejects(forge.pullImage(`${host}/test/tampered:v1`), (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /does not match its digest/.test(e.message));
-    assert.equal(await forge.blobs.has(manifest.layers[1].digest), false);
+    assert.equal(existsSync(join(forge.paths.blobsDir, "sha256", manifest.layers[1].digest.slice(7))), false);
 
     const d2 = await push("test/pinned:v1", [base("p")]);
     const mfile = registryBlob(d2);

@@ -13,6 +13,8 @@ const out = async (sb: Sandbox, cmd: string) => {
 };
 
 let forge: Forge;
+/** A snapshot row in any state (undefined once it is removed). */
+const snapshotRow = (id: string) => forge.listSnapshots(["creating", "ready", "deleted"]).find((r) => r.id === id);
 before(async () => {
   forge = await testForge();
 });
@@ -23,12 +25,12 @@ after(async () => {
   // Only kept snapshots remain on disk, with the (deleted) parents their disks are backed by:
   // no fork snapshot outlives its children.
   const onDisk = (await readdir(forge.paths.snapshotsDir)).sort();
-  const kept = new Set(forge.snapshotRows.list(["ready"]).map((r) => r.id));
+  const kept = new Set(forge.listSnapshots().map((r) => r.id));
   for (const id of [...kept]) {
-    for (let p = forge.snapshotRows.get(id)?.parent_id; p && !kept.has(p); p = forge.snapshotRows.get(p)?.parent_id) kept.add(p);
+    for (let p = snapshotRow(id)?.parent_id; p && !kept.has(p); p = snapshotRow(p)?.parent_id) kept.add(p);
   }
   assert.deepEqual(onDisk, [...kept].sort());
-  assert.ok(forge.snapshotRows.list(["ready"]).every((r) => r.kind !== "fork"));
+  assert.ok(forge.listSnapshots().every((r) => r.kind !== "fork"));
 });
 
 describe("base snapshots", () => {
@@ -56,13 +58,13 @@ describe("base snapshots", () => {
 
   it("boots cold when the base snapshot is unusable, and stops using it", async () => {
     const first = await forge.spawn({ memoryMb: 320 });
-    const base = forge.snapshotRows.get(forge.get(first.id).snapshot_id!)!;
+    const base = snapshotRow(forge.get(first.id).snapshot_id!)!;
     await first.destroy();
     await truncate(join(base.dir, "state"), 100);
     const sb = await forge.spawn({ memoryMb: 320 });
     assert.equal(forge.get(sb.id).origin, "boot");
     assert.equal(await out(sb, "echo ok"), "ok");
-    assert.equal(forge.snapshotRows.get(base.id)?.state ?? "deleted", "deleted");
+    assert.equal(snapshotRow(base.id)?.state ?? "deleted", "deleted");
     await sb.destroy();
   });
 });
@@ -119,9 +121,9 @@ describe("fork", () => {
     assert.equal(alive(pid), false);
     assert.equal(await out(children[0], "cat /root/before.txt"), "before");
     const forkSnap = forge.get(children[0].id).snapshot_id!;
-    assert.ok(await stat(forge.snapshotRows.get(forkSnap)!.dir));
+    assert.ok(await stat(snapshotRow(forkSnap)!.dir));
     await Promise.all(children.map((c) => c.destroy()));
-    assert.equal(forge.snapshotRows.get(forkSnap), undefined);
+    assert.equal(snapshotRow(forkSnap), undefined);
   });
 
   it("refuses a bad count and an unknown sandbox", async () => {

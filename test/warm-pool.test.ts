@@ -20,13 +20,13 @@ after(async () => {
   await assertNoVmLeft(forge);
 });
 
-const ready = () => forge.warm.status().reduce((n, p) => n + p.ready, 0);
+const ready = () => forge.warmPools().reduce((n, p) => n + p.ready, 0);
 
 describe("warm pool", () => {
   it("fills in the background with VMs nobody can see", async () => {
     await waitFor(() => ready() === 2, 120_000, "the pool to fill");
     assert.deepEqual(forge.list(), []);
-    assert.equal(forge.warm.status()[0].size, 2);
+    assert.equal(forge.warmPools()[0].size, 2);
   });
 
   it("a spawn claims a warm VM: running at once, normal priority, its own hostname", async () => {
@@ -61,7 +61,7 @@ describe("warm pool", () => {
   it("a template's pool_size keeps its own pool, made after its setup commands", async () => {
     assert.ok(await forge.createTemplate({ name: "test-warm-tpl", setup: ["echo prepared > /root/setup.txt"], pool_size: 1, memory_mb: 384 }));
     try {
-      await waitFor(() => forge.warm.status().some((p) => p.label === "template:test-warm-tpl" && p.ready === 1), 120_000, "the template pool");
+      await waitFor(() => forge.warmPools().some((p) => p.pool === "template:test-warm-tpl" && p.ready === 1), 120_000, "the template pool");
       const sb = await forge.spawn({ template: "test-warm-tpl" });
       assert.equal(forge.get(sb.id).origin, "pool");
       assert.equal(await out(sb, "cat /root/setup.txt"), "prepared");
@@ -70,7 +70,7 @@ describe("warm pool", () => {
     } finally {
       await forge.deleteTemplate("test-warm-tpl");
     }
-    assert.ok(!forge.warm.status().some((p) => p.label === "template:test-warm-tpl"));
+    assert.ok(!forge.warmPools().some((p) => p.pool === "template:test-warm-tpl"));
   });
 });
 

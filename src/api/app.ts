@@ -110,7 +110,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // Prometheus text format, for scrapers; the JSON form is /api/v1/metrics.
   app.get("/metrics", { schema: { tags: ["system"], produces: ["text/plain"] } }, async (_req, reply) => {
-    const c = opts.forge.sandboxes.count();
+    const c = opts.forge.counts();
     reply.type("text/plain; version=0.0.4");
     return [
       "# HELP forgevm_sandboxes_active Sandboxes creating or running.",

@@ -84,7 +84,7 @@ export function hostSecrets(env: NodeJS.ProcessEnv): Record<string, string> {
 export async function serveForever(version: string, configFile?: string): Promise<void> {
   const cfg = loadConfig({ file: configFile });
   const server = await startServer(cfg, version);
-  const h = await server.forge.provider.health();
+  const h = await server.forge.providerHealth();
   console.log(`forgevm ${version} listening on ${server.url} (provider qemu, accel ${h.accel ?? "unknown"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`);
   for (const p of h.problems) console.log(`warning: ${p}`);
   await new Promise<void>((resolve) => {

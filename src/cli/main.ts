@@ -3,7 +3,6 @@ import { Command, InvalidArgumentError } from "commander";
 import { readFileSync } from "node:fs";
 import { Forge } from "../core/forge.js";
 import { defaultDataDir, pathsFor } from "../config/paths.js";
-import { listImages } from "../images/store.js";
 import { runSetup } from "../setup/index.js";
 import { serveForever } from "../api/serve.js";
 import { ApiClient } from "./client.js";
@@ -429,8 +428,7 @@ program
   .description("list local images")
   .option("--json", "print JSON")
   .action(async (o: { json?: boolean }) => {
-    const [images, used] = await withLocalForge(async (forge) => [await listImages(forge.paths), new Set(forge.list().map((r) => r.image))] as const);
-    const rows = images.map(({ dir: _d, rootfs: _r, ...m }) => ({ ...m, in_use: used.has(m.name) }));
+    const rows = (await withLocalForge((forge) => forge.listImages())).map(({ inUse, ...m }) => ({ ...m, in_use: inUse }));
     if (o.json) return console.log(JSON.stringify(rows, null, 2));
     console.log(["NAME", "DIGEST", "SIZE", "CREATED", "IN USE"].join("\t"));
     for (const i of rows) console.log([i.name, i.digest?.slice(0, 19) ?? "-", `${(i.size / 1048576).toFixed(0)} MiB`, i.createdAt, i.in_use ? "yes" : "no"].join("\t"));
@@ -441,7 +439,7 @@ program
   .description("check QEMU, the kernel, the initramfs and the accelerator")
   .option("--json", "print JSON")
   .action(async (o: { json?: boolean }) => {
-    const h = await withLocalForge((forge) => forge.provider.health());
+    const h = await withLocalForge((forge) => forge.providerHealth());
     if (o.json) console.log(JSON.stringify(h, null, 2));
     else {
       console.log(`provider ${h.name}: ${h.healthy ? "healthy" : "NOT healthy"}${h.accel ? `, accel ${h.accel}` : ""}`);

@@ -2,7 +2,7 @@
 // interface (library, CLI, REST) fills in.
 import type { Credentials } from "../images/registry.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
-import type { GuestLimits } from "../providers/provider.js";
+import type { GuestLimits, Provider } from "../providers/provider.js";
 import type { NetworkMode } from "./network.js";
 import type { Sandbox } from "./sandbox.js";
 
@@ -34,6 +34,8 @@ export interface ForgeOptions {
   guestLimits?: GuestLimits;
   /** Confine each QEMU (own uid and namespaces); default: when running as root. False is for baselines. */
   jail?: boolean;
+  /** The VM provider (default: QEMU on this data directory, with the options above). */
+  provider?: Provider;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */
   hostSecrets?: Record<string, string>;
 }

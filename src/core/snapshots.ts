@@ -5,8 +5,7 @@ import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
 import type { LocalImage } from "../images/store.js";
-import type { CaptureResult, SnapshotFiles, Vm } from "../providers/provider.js";
-import type { QemuProvider } from "../providers/qemu/qemu-provider.js";
+import type { CaptureResult, Provider, SnapshotFiles, Vm } from "../providers/provider.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { SnapshotKind, SnapshotRow, SnapshotStore } from "../store/snapshots.js";
 import type { TemplateRow } from "../store/templates.js";
@@ -26,7 +25,7 @@ export interface BaseSpec {
 
 export interface SnapshotDeps {
   paths: Paths;
-  provider: QemuProvider;
+  provider: Provider;
   store: SnapshotStore;
   events: EventBus;
   /** Ids of snapshots that running VMs are restored from (their disks are backed by them). */
@@ -59,14 +58,13 @@ export class Snapshots {
   /**
    * Identifies a base snapshot: the image's content, the template (setup commands and env run
    * before the snapshot), the VM's size, and everything the guest's memory depends on (kernel,
-   * initramfs with the agent, QEMU and the accelerator).
+   * initramfs with the agent, the provider's machine: VMM build and accelerator).
    */
   async baseKey(spec: BaseSpec): Promise<string> {
     const fileId = async (p: string) => {
       const st = await stat(p).catch(() => null);
       return st ? `${st.size}:${Math.round(st.mtimeMs)}` : "missing";
     };
-    const accel = await this.d.provider.accel();
     const parts = {
       image: spec.image.name,
       rootfs: await fileId(spec.image.rootfs),
@@ -78,8 +76,7 @@ export class Snapshots {
       nic: !!spec.nic,
       kernel: await fileId(this.d.paths.kernel),
       initramfs: await fileId(this.d.paths.initramfs),
-      qemu: accel.key,
-      accel: accel.accel,
+      machine: await this.d.provider.machineKey(),
     };
     return createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 32);
   }

@@ -124,11 +124,52 @@ export interface ProviderHealth {
   details: Record<string, string>;
 }
 
+/** What a provider can do beyond booting VMs; core refuses the rest with an error that says so. */
+export interface ProviderFeatures {
+  /** VMs can be snapshotted, frozen, forked and restored (Vm.snapshot, freeze; VmSpec.restore, memoryFile). */
+  snapshots: boolean;
+  /** VMs outlive the server process, and a later one can take them over (attach). */
+  reattach: boolean;
+}
+
+/** A VM a previous server process left running, as its sandbox row recorded it. */
+export interface AttachSpec {
+  id: string;
+  pid: number;
+  dir: string;
+  memoryMb: number;
+  vcpus: number;
+  helloTimeoutMs?: number;
+}
+
+/**
+ * A VM backend. Core depends on this interface only; QEMU (providers/qemu) implements it, and
+ * every implementation must pass the contract suite in test/provider-contract.ts.
+ */
 export interface Provider {
   readonly name: string;
+  readonly features: ProviderFeatures;
+  /** Whether VMs can run here, with what the check found (VMM version, accelerator, confinement). */
   health(): Promise<ProviderHealth>;
+  /** Boots a throwaway VM without a disk and pings its agent: true when that worked. */
+  probe(): Promise<boolean>;
+  /** Most vCPUs one VM may have on this host. */
+  maxVcpus(): number;
   /** Boots a VM, or restores one when `spec.restore` is set. */
   spawn(spec: VmSpec): Promise<Vm>;
+  /** What a snapshot's guest memory depends on (VMM build, accelerator): part of every base snapshot's key. */
+  machineKey(): Promise<string>;
+  /** Why VMs with a network device (VmSpec.nic) cannot run here, or null when they can. */
+  nicProblem(): Promise<string | null>;
+  /** Takes over a VM a previous server process left running (features.reattach). */
+  attach(spec: AttachSpec): Promise<Vm>;
+  /**
+   * Removes the VMs on this data directory that no live server owns and `keep` does not name
+   * (warm-pool, pool-mode and base-snapshot VMs have no sandbox row); returns their ids.
+   */
+  sweepOrphans(keep: Set<string>, isLiveServer: (pid: number) => Promise<boolean>): Promise<string[]>;
+  /** Destroys every VM this provider started and still tracks. */
+  destroyAll(): Promise<void>;
 }
 
 /** The guest did not come up; message carries the reason and the console tail. */

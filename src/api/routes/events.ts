@@ -48,9 +48,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
         lastSent = e.seq;
         out.write(frame(e));
       };
-      const unsubscribe = forge.events.subscribe((e) => (replaying ? held.push(e) : send(e)));
+      const unsubscribe = forge.subscribe((e) => (replaying ? held.push(e) : send(e)));
       if (Number.isFinite(after)) {
-        for (let batch = forge.events.replay(after); batch.length; batch = forge.events.replay(lastSent)) batch.forEach(send);
+        for (let batch = forge.replayEvents(after); batch.length; batch = forge.replayEvents(lastSent)) batch.forEach(send);
       }
       replaying = false;
       held.forEach(send);

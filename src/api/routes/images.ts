@@ -3,7 +3,6 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
 import { PullJobs } from "../../core/pull-jobs.js";
-import { listImages } from "../../images/store.js";
 
 const ImageView = Type.Object({
   name: Type.String(),
@@ -28,17 +27,16 @@ const Job = Type.Object({
 export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   const jobs = new PullJobs((ref, log) => forge.pullImage(ref, log));
 
-  app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () => {
-    const used = new Set(forge.list().map((s) => s.image));
-    return (await listImages(forge.paths)).map((i) => ({
+  app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () =>
+    (await forge.listImages()).map((i) => ({
       name: i.name,
       ...(i.digest ? { digest: i.digest } : {}),
       size: i.size,
       created_at: i.createdAt,
       source: i.source,
-      in_use: used.has(i.name),
-    }));
-  });
+      in_use: i.inUse,
+    })),
+  );
 
   app.post("/images/pull", { schema: { tags: ["images"], body: Type.Object({ image: Type.String({ minLength: 1 }) }), response: { 202: Job } } }, async (req, reply) => {
     reply.status(202);

@@ -10,7 +10,7 @@ import { sandboxView } from "../views.js";
 export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
     const b = req.body ?? {};
-    if (b.provider && b.provider !== forge.provider.name) throw badRequest(`provider "${b.provider}" is not available (available: ${forge.provider.name})`);
+    if (b.provider && b.provider !== forge.providerName) throw badRequest(`provider "${b.provider}" is not available (available: ${forge.providerName})`);
     const owner = (req.headers["x-user-id"] as string | undefined) || b.owner_id;
     const sb = await forge.spawn({
       image: b.image,

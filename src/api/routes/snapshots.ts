@@ -54,7 +54,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
   );
 
   app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Snapshot) } } }, async () =>
-    forge.snapshotRows.list(["ready"]).map(snapshotView),
+    forge.listSnapshots().map(snapshotView),
   );
 
   app.get("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Snapshot } } }, async (req) =>

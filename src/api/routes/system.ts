@@ -12,7 +12,7 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
   );
 
   app.get("/metrics", { schema: { tags: ["system"] } }, async () => {
-    const c = forge.sandboxes.count();
+    const c = forge.counts();
     return { active_sandboxes: c.live, total_sandboxes: c.total, uptime_seconds: Math.round((Date.now() - startedAt) / 1000) };
   });
 
@@ -20,13 +20,13 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
 
   const ProviderView = Type.Object({ name: Type.String(), healthy: Type.Boolean(), default: Type.Boolean() });
   app.get("/providers", { schema: { tags: ["providers"], response: { 200: Type.Array(ProviderView) } } }, async () => {
-    const h = await forge.provider.health();
+    const h = await forge.providerHealth();
     return [{ name: h.name, healthy: h.healthy, default: true }];
   });
 
   app.get("/providers/:name", { schema: { tags: ["providers"], params: Type.Object({ name: Type.String() }) } }, async (req) => {
-    if (req.params.name !== forge.provider.name) throw notFound(`provider ${req.params.name} not found`);
-    const h = await forge.provider.health();
+    if (req.params.name !== forge.providerName) throw notFound(`provider ${req.params.name} not found`);
+    const h = await forge.providerHealth();
     return {
       name: h.name,
       healthy: h.healthy,
@@ -38,18 +38,5 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
   });
 
   // A real probe: boot a throwaway VM (no disk) and ping its agent.
-  app.post("/providers/test", { schema: { tags: ["providers"] } }, async () => {
-    let ok = false;
-    try {
-      const vm = await forge.provider.spawn({ id: `probe-${Date.now().toString(36)}`, memoryMb: 128, vcpus: 1 });
-      try {
-        ok = (await vm.channel.request<"ping">({ op: "ping" }, { timeoutMs: 5000 })).ok === true;
-      } finally {
-        await vm.destroy();
-      }
-    } catch {
-      ok = false;
-    }
-    return { [forge.provider.name]: ok };
-  });
+  app.post("/providers/test", { schema: { tags: ["providers"] } }, async () => ({ [forge.providerName]: await forge.testProvider() }));
 };

@@ -93,11 +93,7 @@ function view(forge: Forge, t: TemplateRow) {
 
 export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   const Params = Type.Object({ name: Type.String({ minLength: 1 }) });
-  const get = (name: string) => {
-    const t = forge.templates.get(name);
-    if (!t) throw notFound(`template "${name}" not found`);
-    return t;
-  };
+  const get = (name: string) => forge.getTemplate(name);
 
   app.post("/templates", { schema: { tags: ["templates"], body: TemplateInput, response: { 201: Template } } }, async (req, reply) => {
     if (!(await forge.createTemplate(toBody(req.body)))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
@@ -105,7 +101,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     return view(forge, get(req.body.name));
   });
 
-  app.get("/templates", { schema: { tags: ["templates"], response: { 200: Type.Array(Template) } } }, async () => forge.templates.list().map((t) => view(forge, t)));
+  app.get("/templates", { schema: { tags: ["templates"], response: { 200: Type.Array(Template) } } }, async () => forge.listTemplates().map((t) => view(forge, t)));
 
   app.get("/templates/:name", { schema: { tags: ["templates"], params: Params, response: { 200: Template } } }, async (req) => view(forge, get(req.params.name)));
 
@@ -144,7 +140,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     async (req, reply) => {
       const b = req.body ?? {};
       get(req.params.name);
-      if (b.provider && b.provider !== forge.provider.name) throw badRequest(`provider "${b.provider}" is not available (available: ${forge.provider.name})`);
+      if (b.provider && b.provider !== forge.providerName) throw badRequest(`provider "${b.provider}" is not available (available: ${forge.providerName})`);
       const sb = await forge.spawn({
         template: req.params.name,
         ttlMs: b.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,

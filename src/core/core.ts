@@ -1,0 +1,50 @@
+// The services one Forge is made of. The operation modules of core (spawn, lifecycle, copies,
+// templates, recovery, reaper, pool mode) are functions over this context; Forge holds it
+// privately and is the only way in for every interface.
+import type { Paths } from "../config/paths.js";
+import type { EgressProxy } from "../net/egress-proxy.js";
+import type { Provider } from "../providers/provider.js";
+import type { EventStore } from "../store/events.js";
+import type { NetworkRecord, SandboxStore } from "../store/sandboxes.js";
+import type { SnapshotStore } from "../store/snapshots.js";
+import type { TemplateStore } from "../store/templates.js";
+import type { EventBus } from "./events.js";
+import type { Images } from "./images.js";
+import type { Networks } from "./network.js";
+import type { ForgeOptions, SpawnDefaults } from "./options.js";
+import type { Sandbox } from "./sandbox.js";
+import type { PlannedSecrets } from "./secrets.js";
+import type { Snapshots } from "./snapshots.js";
+import type { TenantPool } from "./tenant-pool.js";
+import type { WarmPools } from "./warm-pool.js";
+
+export interface Core {
+  readonly paths: Paths;
+  readonly opts: ForgeOptions;
+  readonly provider: Provider;
+  readonly defaults: SpawnDefaults;
+  readonly sandboxes: SandboxStore;
+  readonly templates: TemplateStore;
+  readonly snapshotRows: SnapshotStore;
+  readonly eventStore: EventStore;
+  readonly events: EventBus;
+  readonly snaps: Snapshots;
+  readonly warm: WarmPools;
+  readonly images: Images;
+  readonly tenants: TenantPool | null;
+  readonly networks: Networks;
+  readonly egress: EgressProxy;
+  /** Running sandboxes of this process, by id. */
+  readonly live: Map<string, Sandbox>;
+  /** Secrets of running sandboxes, by id: in memory only. */
+  readonly secrets: Map<string, PlannedSecrets>;
+  /** Destroys in progress, by id (a second call waits for the first). */
+  readonly destroying: Map<string, Promise<void>>;
+  /** Set once close() began: nothing new starts. */
+  closed: boolean;
+}
+
+export const NO_NETWORK: NetworkRecord = { mode: "none", allow: [], ports: [] };
+
+/** Most copies one fork or restore call makes. */
+export const MAX_FORK = 32;

@@ -1,0 +1,90 @@
+// A sandbox's life after its VM is up: handed out as running (admit), failed (recordFailure),
+// destroyed, and its console log kept for its history.
+import { copyFile, mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { LocalImage } from "../images/store.js";
+import type { Vm } from "../providers/provider.js";
+import type { SandboxRow } from "../store/sandboxes.js";
+import { NO_NETWORK, type Core } from "./core.js";
+import { ForgevmError, notFound } from "./errors.js";
+import { execDefaults } from "./exec-defaults.js";
+import { Sandbox } from "./sandbox.js";
+import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";
+
+/** Hands a started VM out as a running sandbox, unless it was destroyed meanwhile. */
+export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalImage | null, origin: string, secrets: PlannedSecrets | null = null): Promise<Sandbox> {
+  // Destroyed while starting (a DELETE, or shutdown): stop the VM instead of handing it out.
+  if (core.sandboxes.get(row.id)?.state !== "creating" || core.closed) {
+    await vm.destroy();
+    throw new ForgevmError("CONFLICT", `sandbox ${row.id} was destroyed while it was starting`);
+  }
+  let network;
+  try {
+    network = await core.networks.attach(row.id, vm, row.network ?? NO_NETWORK);
+    if (secrets) await injectSecretFiles(vm, secrets.files);
+  } catch (e) {
+    await core.networks.detach(row.id);
+    await vm.destroy();
+    throw e;
+  }
+  const sb = new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, {
+    ...execDefaults(image, row.env, row.exec_user, network),
+    ...(secrets ? { secrets: secrets.env } : {}),
+  });
+  if (secrets) core.secrets.set(row.id, secrets);
+  core.live.set(row.id, sb);
+  core.sandboxes.setNetwork(row.id, network);
+  core.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
+  core.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
+  return sb;
+}
+
+/** A sandbox that failed to start: `error`, with the reason, announced. */
+export function recordFailure(core: Core, id: string, e: unknown): void {
+  if (core.sandboxes.get(id)?.state !== "creating") return;
+  const reason = (e as Error).message;
+  core.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+  core.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
+}
+
+/** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
+export function destroy(core: Core, id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
+  const pending = core.destroying.get(id);
+  if (pending) return pending;
+  const row = core.sandboxes.get(id);
+  if (!row) throw notFound(`sandbox ${id} not found`);
+  if (row.state === "destroyed" || row.state === "error") return Promise.resolve();
+  const p = (async () => {
+    // Mark first so concurrent spawn completion and the reaper see it at once.
+    core.sandboxes.update(id, { state: "destroyed", destroyed_at: new Date().toISOString() });
+    const sb = core.live.get(id);
+    core.live.delete(id);
+    // The console log outlives the VM directory, until the row's history is pruned.
+    if (row.vm_dir) await keepConsoleLog(core, id, row.vm_dir);
+    await core.networks.detach(id);
+    core.secrets.delete(id);
+    if (row.vm_id) await core.tenants?.leave(id);
+    else if (sb) await sb.vm.destroy();
+    core.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
+    if (row.snapshot_id) await core.snaps.collect().catch(() => {});
+  })().finally(() => core.destroying.delete(id));
+  core.destroying.set(id, p);
+  return p;
+}
+
+/** The last `lines` lines of a sandbox's serial console (kept after destroy, with its history). */
+export async function logs(core: Core, row: SandboxRow, lines: number): Promise<string[]> {
+  const live = row.vm_dir && (row.state === "running" || row.state === "creating");
+  const file = live ? join(row.vm_dir!, "console.log") : keptLogPath(core, row.id);
+  const text = await readFile(file, "utf8").catch(() => "");
+  return text.replace(/\r/g, "").split("\n").filter((l) => l.length).slice(-lines);
+}
+
+export function keptLogPath(core: Core, id: string): string {
+  return join(core.paths.dataDir, "logs", `${id}.console.log`);
+}
+
+async function keepConsoleLog(core: Core, id: string, vmDir: string): Promise<void> {
+  await mkdir(join(core.paths.dataDir, "logs"), { recursive: true });
+  await copyFile(join(vmDir, "console.log"), keptLogPath(core, id)).catch(() => {});
+}

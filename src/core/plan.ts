@@ -1,0 +1,124 @@
+// Spawn planning: a request with its template and defaults applied, checked against what this
+// host and provider can do, its image resolved (pulled when it is not local); and the `creating`
+// row a new sandbox starts as.
+import { randomBytes } from "node:crypto";
+import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
+import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
+import type { TemplateRow } from "../store/templates.js";
+import type { Core } from "./core.js";
+import { badRequest, notFound } from "./errors.js";
+import type { SpawnOptions } from "./options.js";
+import { planSecrets, type PlannedSecrets } from "./secrets.js";
+
+/** A spawn request with its template and defaults applied and its image resolved. */
+export interface SpawnPlan {
+  image: LocalImage;
+  template?: TemplateRow;
+  memoryMb: number;
+  vcpus: number;
+  diskMb: number;
+  ttlMs: number;
+  env: Record<string, string> | null;
+  execUser: string | null;
+  network: NetworkRecord;
+  secrets: PlannedSecrets | null;
+  /** A network device (network "full"): part of the machine, so of its base snapshot too. */
+  nic: boolean;
+}
+
+/** What a spawn will make: its template's fields filled in, the image resolved (pulled if need be). */
+export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) => Promise<LocalImage>): Promise<SpawnPlan> {
+  const tpl = opts.template !== undefined ? core.templates.get(opts.template) : undefined;
+  if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
+  const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
+  const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);
+  if (network.mode === "full") await checkFullNetwork(core);
+  const d = core.defaults;
+  const vcpus = opts.vcpus ?? tpl?.cpu_cores ?? d.vcpus;
+  checkVcpus(core, vcpus, opts.vcpus !== undefined ? "vcpus" : tpl?.cpu_cores !== undefined ? `template ${tpl.name}: cpu_cores` : "defaults.vcpus");
+  const imageName = opts.image ?? tpl?.image ?? d.image;
+  // An image that is not local is pulled first when its name is a registry reference.
+  const image = await resolveImage(core.paths, imageName).catch((e) => {
+    if (!(e instanceof ImageNotFoundError)) throw e;
+    if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
+    return pull(imageName);
+  });
+  const env = tpl?.env || opts.env ? { ...tpl?.env, ...opts.env } : null;
+  let execUser: string | null = null;
+  if (opts.user === "image") {
+    // USER may be "name", "uid" or "name:group"; the agent takes the user part.
+    execUser = image.config?.User?.split(":")[0] || null;
+  } else if (opts.user) {
+    execUser = opts.user;
+  }
+  return {
+    image,
+    template: tpl,
+    memoryMb: opts.memoryMb ?? tpl?.memory_mb ?? d.memoryMb,
+    vcpus,
+    diskMb: opts.diskMb ?? d.diskMb,
+    ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds ? tpl.ttl_seconds * 1000 : d.ttlMs),
+    env,
+    execUser,
+    network,
+    secrets,
+    nic: network.mode === "full",
+  };
+}
+
+/** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
+export function checkVcpus(core: Core, vcpus: number, field: string): void {
+  const max = core.provider.maxVcpus();
+  if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
+}
+
+/** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */
+export async function checkFullNetwork(core: Core): Promise<void> {
+  const problem = await core.provider.nicProblem();
+  if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
+}
+
+/** The `creating` row of a new sandbox made from a plan. */
+export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; metadata?: Record<string, string>; ttlMs?: number }, id?: string): SandboxRow {
+  const what = { image: plan.image.name, template: plan.template?.name ?? null, memory_mb: plan.memoryMb, vcpus: plan.vcpus, disk_mb: plan.diskMb, env: plan.env, exec_user: plan.execUser, network: plan.network };
+  return rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata }, id);
+}
+
+/** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */
+export function rowOf(
+  core: Core,
+  what: Pick<SandboxRow, "image" | "template" | "memory_mb" | "vcpus" | "disk_mb" | "env" | "exec_user"> & { network?: NetworkRecord | null },
+  opts: { ttlMs: number; ownerId?: string | null; metadata?: Record<string, string> | null; snapshotId?: string },
+  id = newSandboxId(),
+): SandboxRow {
+  const now = Date.now();
+  return {
+    id,
+    state: "creating",
+    provider: core.provider.name,
+    image: what.image,
+    memory_mb: what.memory_mb,
+    vcpus: what.vcpus,
+    disk_mb: what.disk_mb,
+    owner_id: opts.ownerId ?? null,
+    metadata: opts.metadata ?? null,
+    created_at: new Date(now).toISOString(),
+    expires_at: new Date(now + opts.ttlMs).toISOString(),
+    destroyed_at: null,
+    error: null,
+    vm_pid: null,
+    vm_dir: null,
+    manager_pid: process.pid,
+    env: what.env,
+    template: what.template,
+    exec_user: what.exec_user,
+    snapshot_id: opts.snapshotId ?? null,
+    origin: null,
+    vm_id: null,
+    network: what.network ?? null,
+  };
+}
+
+export function newSandboxId(): string {
+  return `sb-${randomBytes(4).toString("hex")}`;
+}

@@ -1,0 +1,70 @@
+// After a crash. A previous ForgeVM process may have died with VMs running: QEMU runs detached
+// and its sockets survive, so each such VM is re-attached and serves again. One that cannot be
+// (QEMU gone, agent silent) is stopped — only a VMM whose command line names the VM's own
+// directory, so an unrelated process that reused the pid is never touched — and marked `error`.
+import { readFile, rm } from "node:fs/promises";
+import { resolveImage } from "../images/store.js";
+import type { Vm } from "../providers/provider.js";
+import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
+import { NO_NETWORK, type Core } from "./core.js";
+import { execDefaults } from "./exec-defaults.js";
+import { destroy } from "./lifecycle.js";
+import { Sandbox } from "./sandbox.js";
+
+/** Re-attaches or cleans up the sandboxes a dead server left, and sweeps VMs without a row. */
+export async function reconcile(core: Core): Promise<void> {
+  for (const row of core.sandboxes.list(["creating", "running"])) {
+    if (core.live.has(row.id)) continue;
+    if (row.manager_pid && row.manager_pid !== process.pid && (await isForgevmProcess(row.manager_pid))) continue;
+    if (row.state === "running" && row.vm_pid && row.vm_dir && core.provider.features.reattach) {
+      try {
+        const vm = await core.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
+        const image = await resolveImage(core.paths, row.image).catch(() => null);
+        const network = await reattachNetwork(core, row, vm);
+        core.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, execDefaults(image, row.env, row.exec_user, network)));
+        core.sandboxes.update(row.id, { manager_pid: process.pid });
+        core.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
+        continue;
+      } catch (e) {
+        row.error = (e as Error).message;
+      }
+    }
+    if (row.vm_pid && row.vm_dir) {
+      const cmd = await readFile(`/proc/${row.vm_pid}/cmdline`, "utf8").catch(() => "");
+      if (cmd.includes("qemu-system") && cmd.includes(row.vm_dir)) {
+        try {
+          process.kill(row.vm_pid, "SIGKILL");
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+    if (row.vm_dir) await rm(row.vm_dir, { recursive: true, force: true });
+    const reason = row.vm_id
+      ? "the server restarted: sandboxes sharing a pool VM do not survive a restart"
+      : `the server restarted and could not re-attach to this VM${row.error ? `: ${row.error}` : ""}`;
+    core.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+    core.events.emit("sandbox.error", row.id, { error: reason });
+  }
+  // VMs without a sandbox row (warm pool, pool mode, base snapshot builds) of a server that is gone.
+  const keep = new Set([...core.live.values()].map((sb) => sb.vm.info.id));
+  await core.provider.sweepOrphans(keep, isForgevmProcess);
+}
+
+/** A re-attached sandbox's network; a published port taken meanwhile is dropped and reported. */
+async function reattachNetwork(core: Core, row: SandboxRow, vm: Vm): Promise<NetworkRecord> {
+  const want = row.network ?? NO_NETWORK;
+  try {
+    return await core.networks.attach(row.id, vm, want);
+  } catch (e) {
+    core.events.emit("sandbox.error", row.id, { error: `after restart: ${(e as Error).message}; its published ports were dropped` });
+    const net = await core.networks.attach(row.id, vm, { ...want, ports: [] });
+    core.sandboxes.setNetwork(row.id, net);
+    return net;
+  }
+}
+
+export async function isForgevmProcess(pid: number): Promise<boolean> {
+  const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+  return cmd.includes("node");
+}

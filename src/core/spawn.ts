@@ -1,0 +1,166 @@
+// Spawning a sandbox: claim a warm VM, or restore from the base snapshot (made on first use,
+// template setup included), or boot cold; then admit it as running. Warm pools are filled here too.
+import type { Vm } from "../providers/provider.js";
+import { BootError } from "../providers/provider.js";
+import type { LocalImage } from "../images/store.js";
+import type { NetworkRecord } from "../store/sandboxes.js";
+import { NO_NETWORK, type Core } from "./core.js";
+import { badRequest, ForgevmError } from "./errors.js";
+import { execDefaults } from "./exec-defaults.js";
+import { admit, recordFailure } from "./lifecycle.js";
+import type { SpawnOptions } from "./options.js";
+import { newRow, newSandboxId, plan, type SpawnPlan } from "./plan.js";
+import { spawnTenant } from "./pool-mode.js";
+import { Sandbox } from "./sandbox.js";
+import { Snapshots } from "./snapshots.js";
+import { POOL_NICE, type PoolTarget } from "./warm-pool.js";
+
+/** Pulls an image that a spawn names but that is not local. */
+export type Pull = (ref: string) => Promise<LocalImage>;
+
+/**
+ * Starts a sandbox and returns once its agent answers: restored from its image's (or
+ * template's) base snapshot when one exists or can be made, else booted. A failed start is
+ * recorded as `error`.
+ */
+export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise<Sandbox> {
+  if (core.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+  if (core.tenants && opts.template === undefined) return spawnTenant(core, opts, pull);
+  const p = await plan(core, opts, pull);
+  const pooled = await claimPooled(core, p, opts);
+  if (pooled) return pooled;
+  const row = newRow(core, p, opts);
+  core.sandboxes.insert(row);
+  core.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
+  try {
+    const { vm, origin } = await startVm(core, row.id, p, opts);
+    return await admit(core, row, vm, p.image, origin, p.secrets);
+  } catch (e) {
+    recordFailure(core, row.id, e);
+    throw e;
+  }
+}
+
+/**
+ * A VM for a new sandbox: restored from the base snapshot (made on first use, with the
+ * template's setup commands already run), else booted cold with setup run now.
+ */
+async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
+  const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic };
+  if (useBaseSnapshots(core) && !opts.coldBoot) {
+    const base = await core.snaps.base(p, (vm) => runSetup(core, vm, p));
+    if (base) {
+      core.sandboxes.update(id, { snapshot_id: base.id });
+      try {
+        return { vm: await core.provider.spawn({ ...spec, restore: { files: Snapshots.files(base) } }), origin: "snapshot" };
+      } catch (e) {
+        if (!(e instanceof BootError)) throw e;
+        // An unusable snapshot costs this spawn a cold boot, and no later spawn uses it.
+        core.snaps.markUnusable(base, e.message);
+        core.sandboxes.update(id, { snapshot_id: null });
+      }
+    }
+  }
+  const vm = await core.provider.spawn({ ...spec, rootfs: p.image.rootfs, diskMb: p.diskMb });
+  try {
+    await runSetup(core, vm, p);
+  } catch (e) {
+    await vm.destroy();
+    throw e;
+  }
+  return { vm, origin: "boot" };
+}
+
+/** Base snapshots are used unless the config turned them off or the provider cannot take them. */
+export function useBaseSnapshots(core: Core): boolean {
+  return core.opts.baseSnapshots !== false && core.provider.features.snapshots;
+}
+
+/** Runs a template's setup commands; the first that fails fails the spawn. */
+export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> {
+  const setup = p.template?.setup ?? [];
+  if (!setup.length) return;
+  // Setup commands get the template's allowlist (e.g. `pip install` through @pypi), logged
+  // under the setup VM's id; the network is taken down before the VM is frozen.
+  const allow = p.template?.allowed_hosts ?? [];
+  const network: NetworkRecord = allow.length ? { mode: "allowlist", allow, ports: [] } : NO_NETWORK;
+  await core.networks.attach(vm.info.id, vm, network);
+  try {
+    const sb = new Sandbox(vm.info.id, p.image.name, vm, async () => {}, () => {}, execDefaults(p.image, p.env, p.execUser, network));
+    for (const [i, cmd] of setup.entries()) {
+      const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
+      if (r.exitCode !== 0) {
+        throw badRequest(`template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`);
+      }
+    }
+  } finally {
+    await core.networks.detach(vm.info.id);
+    await core.egress.removeLog(vm.info.id); // the setup VM has no row whose history would keep it
+  }
+}
+
+/** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
+async function claimPooled(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
+  // Without pools there is nothing to claim: no need to compute the key (file stats) per spawn.
+  if (core.warm.empty || opts.coldBoot || opts.hostname || !useBaseSnapshots(core)) return null;
+  const got = core.warm.claim(await core.snaps.baseKey(p));
+  if (!got) return null;
+  const row = { ...newRow(core, p, opts, got.vm.info.id), snapshot_id: got.snapshotId };
+  core.sandboxes.insert(row);
+  core.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
+  void got.vm.setNice(0);
+  try {
+    return await admit(core, row, got.vm, p.image, "pool", p.secrets);
+  } catch (e) {
+    recordFailure(core, row.id, e);
+    throw e;
+  }
+}
+
+/**
+ * (Re)sizes the warm pools from the config (default spawns) and the templates' `pool_size`.
+ * Resolves once the pools are set; they fill in the background.
+ */
+export async function configurePools(core: Core, pull: Pull): Promise<void> {
+  if (!useBaseSnapshots(core)) return;
+  const wanted: { label: string; size: number; opts: SpawnOptions }[] = [];
+  if (core.opts.warmPool?.size) wanted.push({ label: `image:${core.defaults.image}`, size: core.opts.warmPool.size, opts: {} });
+  for (const t of core.templates.list()) if (t.pool_size) wanted.push({ label: `template:${t.name}`, size: t.pool_size, opts: { template: t.name } });
+  const targets: PoolTarget[] = [];
+  for (const w of wanted) {
+    try {
+      const p = await plan(core, w.opts, pull);
+      targets.push({ key: await core.snaps.baseKey(p), label: w.label, size: w.size, memoryMb: p.memoryMb, make: () => makePooled(core, p) });
+    } catch (e) {
+      core.events.emit("pool.error", null, { pool: w.label, error: (e as Error).message.split("\n")[0] });
+    }
+  }
+  await core.warm.configure(targets);
+  await core.snaps.collect();
+}
+
+/** Restores one VM for a warm pool, at low priority, under the sandbox id it will have. */
+async function makePooled(core: Core, p: SpawnPlan): Promise<{ vm: Vm; snapshotId: string }> {
+  const base = await core.snaps.base(p, (vm) => runSetup(core, vm, p));
+  if (!base) throw new Error(`no base snapshot for ${p.image.name}`);
+  const id = newSandboxId();
+  const vm = await core.provider.spawn({ id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: id, restore: { files: Snapshots.files(base) }, nice: POOL_NICE, nic: p.nic });
+  // A first exec in a restored VM costs ~5× a later one (under TCG the code it runs is
+  // translated afresh in every QEMU); pay it here, not in the claimer's first command.
+  try {
+    for (let i = 0; i < 2; i++) await vm.channel.execBuffered({ argv: ["true"], timeout_ms: 30_000 });
+  } catch (e) {
+    await vm.destroy();
+    throw e;
+  }
+  return { vm, snapshotId: base.id };
+}
+
+/** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
+export function snapshotsInUse(core: Core): Set<string> {
+  const ids = new Set<string>();
+  for (const r of core.sandboxes.list(["creating", "running"])) if (r.snapshot_id) ids.add(r.snapshot_id);
+  for (const id of core.warm.snapshotIds()) ids.add(id);
+  for (const id of core.tenants?.snapshotIds() ?? []) ids.add(id);
+  return ids;
+}

@@ -1,0 +1,281 @@
+// Starting one QEMU: its directory and disk overlay, the confined command line, the process
+// (detached, so a later server can take it over), a restore's incoming state, the agent's hello
+// and configure. Whatever fails on the way is undone.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, openSync } from "node:fs";
+import { chown, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Writable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { AgentChannel } from "../../agent-client/index.js";
+import { run } from "../../util/process.js";
+import { BootError, type Accel, type VmInfo, type VmSpec } from "../provider.js";
+import { qemuArgs, type VmFiles } from "./args.js";
+import { createVmCgroup, removeVmCgroup } from "./cgroups.js";
+import { ConsoleLog } from "./console-log.js";
+import { awaitHello, configure, HelloError } from "./handshake.js";
+import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
+import { Qmp } from "./qmp.js";
+import { QemuVm, setAutogroupNice } from "./qemu-vm.js";
+import { limitFields, type QemuRuntime } from "./runtime.js";
+import { connectQemuSocket } from "./unix-socket.js";
+
+const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
+const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** The guest's side of QEMU's user-mode network (its defaults). */
+const USER_NET = { addr: "10.0.2.15", netmask: "255.255.255.0", gateway: "10.0.2.2", dns: "10.0.2.3" };
+
+/** Host memory a VMM may use beyond guest RAM (its own heap, TCG code buffer, I/O page cache); seen ~0.1–0.3 GiB. */
+const VMM_MEMORY_OVERHEAD_MIB = 512;
+/** Threads a VMM may have (seen: 10 for one vCPU). */
+const VMM_PIDS_MAX = 256;
+/** Extra address space a VMM needs beyond guest RAM (code buffer, threads, libraries); peak seen ~0.9 GiB. */
+const VMM_ADDRESS_SPACE_OVERHEAD_MIB = 2048;
+
+/** Boots (or restores) one VM and returns it once its agent has said hello and been configured. */
+export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<QemuVm> {
+  const dir = join(rt.paths.vmsDir, spec.id);
+  const files: VmFiles = {
+    kernel: rt.paths.kernel,
+    initramfs: rt.paths.initramfs,
+    agentSocket: join(dir, "agent.sock"),
+    consoleSocket: join(dir, "console.sock"),
+    qmpSocket: join(dir, "qmp.sock"),
+    pidFile: join(dir, "qemu.pid"),
+  };
+  if (files.consoleSocket.length > MAX_SOCKET_PATH) {
+    throw new Error(`VM directory path is too long for unix sockets (${files.consoleSocket.length} > ${MAX_SOCKET_PATH}): use a shorter data directory (FORGEVM_DATA_DIR)`);
+  }
+  await mkdir(rt.paths.vmsDir, { recursive: true });
+  try {
+    await mkdir(dir, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new Error(`a VM with id ${spec.id} already exists`);
+    throw e;
+  }
+  const started = performance.now();
+  let child: ChildProcess | null = null;
+  let consoleLog: ConsoleLog | null = null;
+  let exited: Promise<void> = Promise.resolve();
+  const uid = rt.jail ? allocateUid(rt.uids) : null;
+  if (uid !== null) {
+    rt.uids.add(uid);
+    await chown(dir, uid, uid);
+  }
+  const cleanup = async () => {
+    consoleLog?.close();
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL");
+      await exited;
+    }
+    await rm(dir, { recursive: true, force: true });
+    if (rt.cgroups) await removeVmCgroup(rt.cgroups, spec.id);
+    if (uid !== null) rt.uids.delete(uid);
+  };
+  try {
+    const restore = spec.restore;
+    if (restore?.files.disk) {
+      // The overlay keeps the snapshot's size: the guest's filesystem was grown to it at boot.
+      files.disk = join(dir, "disk.qcow2");
+      const size = restore.files.diskBytes ?? (await stat(restore.files.disk)).size;
+      await run("qemu-img", ["create", "-q", "-f", "qcow2", ...(restore.diskInUse ? ["-u"] : []), "-b", restore.files.disk, "-F", "qcow2", files.disk, String(size)]);
+    } else if (spec.rootfs && !restore) {
+      files.disk = join(dir, "disk.qcow2");
+      const imageBytes = (await stat(spec.rootfs)).size;
+      const diskBytes = Math.max(imageBytes, (spec.diskMb ?? 0) * 1024 * 1024);
+      await run("qemu-img", ["create", "-q", "-f", "qcow2", "-b", spec.rootfs, "-F", "raw", files.disk, String(diskBytes)]);
+    }
+    if (restore) {
+      files.incoming = { ignoreShared: !!restore.files.memory };
+      if (restore.files.memory) files.memory = { file: restore.files.memory, share: false };
+    } else if (spec.memoryFile) {
+      files.memory = { file: spec.memoryFile, share: true };
+      // QEMU (as the VM's uid) sizes and fills it; it becomes read-only once frozen.
+      await writeFile(spec.memoryFile, "", { mode: 0o600 });
+      if (uid !== null) await chown(spec.memoryFile, uid, uid);
+    }
+    if (files.disk && uid !== null) await chown(files.disk, uid, uid);
+    if (spec.nic) await rt.ensureFirewall();
+    // Which server process started it: a VM directory whose server is gone is an orphan.
+    await writeFile(join(dir, "manager.pid"), `${process.pid}\n`);
+    consoleLog = new ConsoleLog(join(dir, "console.log"));
+    if (restore) {
+      const before = restore.files.console ? await readFile(restore.files.console, "utf8").catch(() => "") : "";
+      consoleLog.note(`${before.slice(-64 * 1024)}\n[forgevm] restored from a snapshot at ${new Date().toISOString()}\n`);
+    }
+    const errFd = openSync(join(dir, "qemu.log"), "w", 0o600);
+    // A restore reads its migration stream from fd 3: the snapshot file, or a pipe fed live.
+    const stateFd = restore && !restore.feed ? openSync(restore.files.state, "r") : null;
+    const fd3 = restore ? (stateFd ?? "pipe") : "ignore";
+    const argv = qemuArgs(spec, files, accel, rt.tscKhz);
+    // QEMU gets no environment of the server's (which may hold the API key).
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
+    const sharedRam = files.memory && !files.memory.share ? files.memory.file : null;
+    // A snapshot RAM file many VMs map: opened read-only (see jail/rofile.c), mapped copy-on-write.
+    const vmmEnv: Record<string, string> = sharedRam ? { LD_PRELOAD: JAIL_PRELOAD, FORGEVM_RO_FILE: sharedRam } : {};
+    let cmd = [rt.qemu, ...argv];
+    if (uid !== null) {
+      cmd = [...(await jailPrefix(rt, spec, files, dir, uid, accel, vmmEnv)), ...cmd];
+    } else {
+      Object.assign(env, vmmEnv);
+      if (spec.nice) cmd = ["nice", "-n", String(spec.nice), ...cmd];
+    }
+    // Detached: the VM belongs to this server's state, not to its process group, so a
+    // Ctrl-C in a terminal does not kill VMs behind the server's back.
+    child = spawn(cmd[0], cmd.slice(1), { detached: true, stdio: ["ignore", "ignore", errFd, fd3], env });
+    closeSync(errFd);
+    if (stateFd !== null) closeSync(stateFd);
+    const proc = child;
+    if (spec.nice && proc.pid) await setAutogroupNice(proc.pid, spec.nice);
+    if (restore?.feed) {
+      const pipe = proc.stdio[3] as Writable;
+      pipe.on("error", () => {}); // QEMU failing to load is reported through its exit
+      restore.feed(pipe);
+    }
+    if (proc.pid) rt.launching.set(proc.pid, dir);
+    exited = new Promise<void>((r) => proc.once("exit", () => r()));
+    child.once("error", () => {}); // reported through the exit and the log below
+
+    const qemuLog = () => readFile(join(dir, "qemu.log"), "utf8").catch(() => "");
+    await waitForSockets([files.consoleSocket, files.agentSocket], proc, 10_000).catch(async (e) => {
+      throw new BootError(`QEMU did not start: ${e.message}\n${(await qemuLog()).trim()}`, "");
+    });
+    consoleLog.attach(await connectQemuSocket(files.consoleSocket));
+    // A restored guest still thinks its old host is connected: introduce ourselves, then let
+    // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
+    const channel = new AgentChannel(await connectQemuSocket(files.agentSocket), { introduce: !!restore });
+    if (restore) {
+      await startIncoming(files, !!restore.feed, exited).catch(async (e: Error) => {
+        channel.close();
+        await Promise.race([exited, sleep(500)]);
+        throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog?.getTail() ?? "");
+      });
+    }
+    const deadlineMs = spec.bootTimeoutMs ?? rt.bootTimeoutMs ?? (accel === "kvm" ? 15_000 : 60_000);
+    const hello = await awaitHello(channel, { deadlineMs, exited }).catch(async (e: Error) => {
+      if (!(e instanceof HelloError)) throw e;
+      // The channel usually closes a moment before QEMU is reaped: say which really happened.
+      const stopped = await Promise.race([exited.then(() => true), sleep(500).then(() => false)]);
+      const failure = stopped ? `QEMU exited (${proc.exitCode ?? proc.signalCode}) before the agent said hello` : e.message;
+      const tail = consoleLog!.getTail();
+      const log = (await qemuLog()).trim();
+      throw new BootError(`VM ${spec.id} failed to boot (${accel}): ${failure}${log ? `\nQEMU: ${log}` : ""}\n--- console tail ---\n${tail}`, tail);
+    });
+    // New identity from the host: wall clock, entropy and machine id (never shared between
+    // VMs: a restored guest carries its snapshot's, so it gets its hostname here too).
+    await configure(channel, {
+      time_ms: Date.now(),
+      seed_hex: randomBytes(64).toString("hex"),
+      machine_id: randomBytes(16).toString("hex"),
+      ...(restore && spec.hostname ? { hostname: spec.hostname } : {}),
+      ...limitFields(rt),
+      ...(spec.nic ? { net: USER_NET } : {}),
+    });
+    const info: VmInfo = {
+      id: spec.id,
+      pid: proc.pid!,
+      dir,
+      accel,
+      memoryMb: spec.memoryMb,
+      vcpus: spec.vcpus,
+      agentVersion: hello.agent,
+      bootMs: Math.round(performance.now() - started),
+      restored: !!restore,
+    };
+    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), spec.memoryFile);
+    rt.live.add(vm);
+    return vm;
+  } catch (e) {
+    await cleanup();
+    throw e;
+  } finally {
+    if (child?.pid) rt.launching.delete(child.pid);
+  }
+}
+
+/** The jail helper's command line that starts a VMM confined to this VM's own files. */
+async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, dir: string, uid: number, accel: Accel, env: Record<string, string>): Promise<string[]> {
+  const jail = rt.jail!;
+  const ro = [rt.paths.kernel, rt.paths.initramfs];
+  if (files.disk) ro.push(...(await backingChain(files.disk)).slice(1));
+  const rw = [dir];
+  if (files.memory?.share) rw.push(files.memory.file);
+  else if (files.memory) ro.push(files.memory.file, JAIL_PRELOAD);
+  const kvm = accel === "kvm" ? kvmGroup() : null;
+  const MiB = 1048576;
+  // the largest file it writes: its overlay (bounded by the disk's virtual size) or its RAM file
+  const diskBytes = files.disk ? await qcowVirtualSize(files.disk) : 0;
+  const cgroups = rt.cgroups
+    ? await createVmCgroup(rt.cgroups, spec.id, { memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB) * MiB, cpus: spec.vcpus + 1, pidsMax: VMM_PIDS_MAX })
+    : [];
+  const args = jailArgs(jail, {
+    cgroups,
+    hostNet: !!spec.nic,
+    uid,
+    groups: kvm !== null ? [kvm] : [],
+    rw,
+    ro,
+    rlimits: {
+      as: (spec.memoryMb + VMM_ADDRESS_SPACE_OVERHEAD_MIB) * MiB,
+      nofile: 4096,
+      core: 0,
+      fsize: Math.round(Math.max(diskBytes, spec.memoryMb * MiB) * 1.25) + 256 * MiB,
+    },
+    nice: spec.nice,
+    env,
+  });
+  return [jail.helper, ...args, "--"];
+}
+
+/**
+ * Starts loading a restore's state and lets the guest run once it is loaded. `cont` takes the
+ * disk's locks at once, so while the parent still writes the backing file (a fork fed live) it
+ * waits for the load to finish; otherwise QEMU defers the start itself.
+ */
+async function startIncoming(files: VmFiles, waitLoad: boolean, exited: Promise<void>): Promise<void> {
+  const qmp = await Qmp.connect(files.qmpSocket);
+  try {
+    if (files.incoming?.ignoreShared) {
+      await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: true }] });
+      await qmp.execute("migrate-incoming", { uri: "fd:3" });
+    }
+    let gone = false;
+    void exited.then(() => (gone = true));
+    for (let delay = 2; waitLoad; delay = Math.min(delay * 2, 20)) {
+      const { status } = await qmp.execute<{ status: string }>("query-status");
+      if (status !== "inmigrate") break;
+      if (gone) throw new Error("QEMU exited while loading the snapshot");
+      await sleep(delay);
+    }
+    await qmp.execute("cont");
+  } finally {
+    qmp.close();
+  }
+}
+
+/** Refuses a spec no VM can be made from, naming the field. */
+export function validateSpec(spec: VmSpec): void {
+  if (!ID_RE.test(spec.id)) throw new RangeError(`id "${spec.id}" must be 1-63 lowercase letters, digits or dashes`);
+  if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 65536) {
+    throw new RangeError(`memoryMb must be an integer between 64 and 65536, got ${spec.memoryMb}`);
+  }
+  if (!Number.isInteger(spec.vcpus) || spec.vcpus < 1 || spec.vcpus > 64) {
+    throw new RangeError(`vcpus must be an integer between 1 and 64, got ${spec.vcpus}`);
+  }
+  if (spec.hostname !== undefined && !/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/.test(spec.hostname)) {
+    throw new RangeError(`hostname "${spec.hostname}" must be 1-63 letters, digits or dashes`);
+  }
+}
+
+async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`QEMU exited with ${proc.exitCode ?? proc.signalCode}`);
+    const ok = await Promise.all(paths.map((p) => stat(p).then(() => true, () => false)));
+    if (ok.every(Boolean)) return;
+    if (Date.now() > end) throw new Error(`its sockets did not appear within ${timeoutMs} ms`);
+    await sleep(5);
+  }
+}
