@@ -99,8 +99,40 @@ async function startUser(runDir: string, installed: string): Promise<User> {
   return { home, dataDir, url, server, sandbox: sb.id, image: done.image, snapshot: snap.id, registry };
 }
 
+/** What the user's data directory holds, apart from files a running server rewrites (store, console logs). */
+async function listing(dataDir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const sub of ["images", "blobs/sha256", "snapshots", "logs", "egress", "vms"]) {
+    for (const name of await readdir(join(dataDir, sub)).catch(() => [] as string[])) out.push(`${sub}/${name}`);
+  }
+  return out.sort();
+}
+
+/** Events the user's server recorded after `seq`, oldest first (a replay, read until the stream goes quiet). */
+async function eventsAfter(u: User, seq: number): Promise<{ id: number; what: string }[]> {
+  const ctl = new AbortController();
+  const res = await fetch(`${u.url}/api/v1/events?last_event_id=${seq}&api_key=${USER_KEY}`, { signal: ctl.signal });
+  const reader = res.body!.getReader();
+  let text = "";
+  for (;;) {
+    const next = await Promise.race([reader.read(), new Promise<null>((r) => setTimeout(() => r(null), 500))]);
+    if (!next || next.done) break;
+    text += new TextDecoder().decode(next.value);
+  }
+  ctl.abort();
+  return [...text.matchAll(/^data: (.*)$/gm)].map((m) => {
+    const e = JSON.parse(m[1]) as { id: string; type: string; sandbox_id: string | null };
+    return { id: Number(e.id), what: `${e.type}${e.sandbox_id ? ` ${e.sandbox_id}` : ""}` };
+  });
+}
+
+interface Before {
+  files: string[];
+  lastEvent: number;
+}
+
 /** What the suite must not have changed: returns the differences found. */
-async function checkUser(u: User, vmsBefore: string[]): Promise<string[]> {
+async function checkUser(u: User, before: Before): Promise<string[]> {
   const problems: string[] = [];
   const attempt = async (what: string, fn: () => Promise<void>) => {
     try {
@@ -109,6 +141,16 @@ async function checkUser(u: User, vmsBefore: string[]): Promise<string[]> {
       problems.push(`${what}: ${(e as Error).message}`);
     }
   };
+  await attempt("nothing happened on the user's server", async () => {
+    const events = await eventsAfter(u, before.lastEvent);
+    if (events.length) throw new Error(`it recorded ${events.length} events: ${events.slice(0, 10).map((e) => e.what).join(", ")}`);
+  });
+  await attempt("the user's data directory holds what it held", async () => {
+    const now = await listing(u.dataDir);
+    const gone = before.files.filter((f) => !now.includes(f));
+    const added = now.filter((f) => !before.files.includes(f));
+    if (gone.length || added.length) throw new Error(`gone: ${gone.join(", ") || "none"}; added: ${added.join(", ") || "none"}`);
+  });
   await attempt("the user's server is still up", async () => {
     if (u.server.exitCode !== null) throw new Error(`it exited with ${u.server.exitCode}`);
   });
@@ -128,10 +170,6 @@ async function checkUser(u: User, vmsBefore: string[]): Promise<string[]> {
   });
   await attempt("the user's snapshot is still there", async () => {
     await api(u, "GET", `/snapshots/${u.snapshot}`);
-  });
-  await attempt("no VM of anyone else in the user's data directory", async () => {
-    const vms = await readdir(join(u.dataDir, "vms")).catch(() => []);
-    if (vms.join() !== vmsBefore.join()) throw new Error(`vms/ held ${vmsBefore.join(", ")} and now holds ${vms.join(", ")}`);
   });
   await attempt("no sandbox of anyone else in the user's store", async () => {
     const db = new Database(join(u.dataDir, "forgevm.db"), { readonly: true });
@@ -153,7 +191,7 @@ async function main(): Promise<number> {
     const seed = join(runDir, "seed");
     await seedDataDir(installed, seed);
     user = await startUser(runDir, installed);
-    const vmsBefore = await readdir(join(user.dataDir, "vms"));
+    const before: Before = { files: await listing(user.dataDir), lastEvent: Math.max(0, ...(await eventsAfter(user, 0)).map((e) => e.id)) };
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       HOME: user.home,
@@ -173,7 +211,7 @@ async function main(): Promise<number> {
     const files = process.argv.slice(2);
     const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], { cwd: repo, env, stdio: "inherit" });
     const code: number = await new Promise((r) => suite.once("exit", (c, sig) => r(c ?? (sig ? 128 : 1))));
-    const problems = await checkUser(user, vmsBefore);
+    const problems = await checkUser(user, before);
     if (problems.length) {
       console.error("\n# the suite did not leave the user's machine alone:");
       for (const p of problems) console.error(`#   ${p}`);

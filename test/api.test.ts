@@ -498,6 +498,7 @@ describe("the forgevm CLI against the server", () => {
   const runCli = (args: string[], env: NodeJS.ProcessEnv) =>
     new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
       const p = spawn(process.execPath, [cli, ...args], { env });
+      p.stdin.end();
       let stdout = "";
       let stderr = "";
       p.stdout.on("data", (d) => (stdout += d));
@@ -514,7 +515,7 @@ describe("the forgevm CLI against the server", () => {
     assert.equal(sb.memory_mb, 256);
     const ls = await forgevm("list", "--json");
     assert.ok(JSON.parse(ls.stdout).some((s: any) => s.id === sb.id));
-    assert.match((await forgevm("list")).stdout, new RegExp(`^${sb.id}\\trunning\\t`, "m"));
+    assert.match((await forgevm("list")).stdout, new RegExp(`^${sb.id}\\t-\\trunning\\t`, "m"));
     const ex = await forgevm("exec", sb.id, "--", "sh", "-c", "echo out; echo err >&2; exit 7");
     assert.equal(ex.status, 7);
     assert.equal(ex.stdout, "out\n");

@@ -3,13 +3,14 @@
 // one, so nothing is rebuilt), listens on a free port, and gets an explicit configuration;
 // nothing here reads ~/.forgevm, FORGEVM_* variables or the user's data directory.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { mkdtemp, readdir } from "node:fs/promises";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultConfig, type Config } from "../src/config/config.js";
 import { defaultDataDir } from "../src/config/paths.js";
+import { buildApp } from "../src/api/app.js";
 import { startServer, type RunningServer } from "../src/api/serve.js";
 import { seedDataDir } from "../src/setup/seed.js";
 import { Forge, type ForgeOptions } from "../src/index.js";
@@ -78,11 +79,25 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** The environment for a program a test starts: this one's, without any FORGEVM_* variable. */
+/**
+ * The environment for a program a test starts: this one's, without any FORGEVM_* variable, and
+ * with a home of its own (no ~/.forgevm/config.yaml), so only what the test passes counts.
+ */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("FORGEVM_")) env[k] = v;
-  return { ...env, ...extra };
+  mkdirSync(childHome, { recursive: true });
+  return { ...env, HOME: childHome, ...extra };
+}
+
+const childHome = join(runDir, "home-of-tests");
+
+/** Serves a test's Forge over HTTP (no API key) and records it as its data directory's server, as `forgevm serve` does. */
+export async function serveForge(forge: Forge): Promise<{ url: string; close: () => Promise<void> }> {
+  const app = await buildApp({ forge, version: "test" });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  await forge.announce(url);
+  return { url, close: () => app.close() };
 }
 
 // The runner stops a test file with a signal on timeout or Ctrl-C; exit normally then so the

@@ -12,7 +12,7 @@ import { ImageNotFoundError, resolveImage } from "../src/images/store.js";
 import type { Forge } from "../src/index.js";
 import { fileURLToPath } from "node:url";
 import { run } from "../src/util/process.js";
-import { testForge, imageLeftovers } from "./helpers.js";
+import { childEnv, imageLeftovers, serveForge, testForge } from "./helpers.js";
 import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
 
 let forge: Forge;
@@ -79,7 +79,7 @@ describe("importing OCI layouts", () => {
       config: { Env: ["PATH=/bin:/usr/bin", "GREETING=from-image"], WorkingDir: "/work", User: "app" },
     });
     await writeIndex(layout, [{ tag: "v1", descriptor: desc }]);
-    const img = await forge.importImage(layout, "local/test-full:v1", "v1");
+    const img = await forge.importImage(layout, { name: "local/test-full:v1", ref: "v1" });
     assert.equal(img.name, "registry-1.docker.io/local/test-full:v1");
     assert.equal(img.digest, desc.digest);
     assert.deepEqual(img.config?.Env, ["PATH=/bin:/usr/bin", "GREETING=from-image"]);
@@ -108,7 +108,7 @@ describe("importing OCI layouts", () => {
     const arm = await writeImage(layout, { layers: [baseLayer("arm64")], architecture: "arm64" });
     const amd = await writeImage(layout, { layers: [baseLayer("amd64")] });
     await writeIndex(layout, [{ tag: "latest", descriptor: await writeMultiArch(layout, [arm, amd]) }]);
-    const img = await forge.importImage(layout, "local/test-multi");
+    const img = await forge.importImage(layout, { name: "local/test-multi" });
     assert.equal(img.digest, amd.digest);
     const sb = await forge.spawn({ image: "local/test-multi", memoryMb: 256 });
     try {
@@ -127,7 +127,7 @@ describe("importing OCI layouts", () => {
     const bytes = await readFile(victim);
     bytes[bytes.length - 5] ^= 0xff;
     await writeFile(victim, bytes);
-    await assert.rejects(forge.importImage(layout, "local/test-tampered", "t"), DigestMismatchError);
+    await assert.rejects(forge.importImage(layout, { name: "local/test-tampered", ref: "t" }), DigestMismatchError);
     await assert.rejects(resolveImage(forge.paths, "local/test-tampered:t"), ImageNotFoundError);
     assert.deepEqual(await imageLeftovers(forge), []);
     assert.equal(existsSync(join(forge.paths.blobsDir, "sha256", manifest.layers[1].digest.slice(7))), false);
@@ -137,32 +137,42 @@ describe("importing OCI layouts", () => {
     const layout = await layoutDir("evil");
     const desc = await writeImage(layout, { layers: [{ entries: [{ path: "../../escape", data: "x" }] }] });
     await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
-    await assert.rejects(forge.importImage(layout, "local/test-evil", "t"), LayerError);
+    await assert.rejects(forge.importImage(layout, { name: "local/test-evil", ref: "t" }), LayerError);
     assert.deepEqual(await imageLeftovers(forge), []);
     const armOnly = await layoutDir("arm");
     const arm = await writeImage(armOnly, { layers: [baseLayer("arm")], architecture: "arm64" });
     await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
-    await assert.rejects(forge.importImage(armOnly, "local/test-arm", "t"), (e: any) => e.code === "BAD_REQUEST" && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
-    await assert.rejects(forge.importImage(join(work, "nope"), "x"), /does not exist/);
+    await assert.rejects(forge.importImage(armOnly, { name: "local/test-arm", ref: "t" }), (e: any) => e.code === "BAD_REQUEST" && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
+    await assert.rejects(forge.importImage(join(work, "nope"), { name: "x" }), /does not exist/);
     const notLayout = await layoutDir("not-a-layout");
     await mkdir(notLayout, { recursive: true });
-    await assert.rejects(forge.importImage(notLayout, "x"), /not an OCI image layout/);
+    await assert.rejects(forge.importImage(notLayout, { name: "x" }), /not an OCI image layout/);
   });
 });
 
 describe("image commands", () => {
-  it("forgevm import, images --json and rmi", async () => {
+  it("forgevm import, images --json and rmi go through the server that owns the data directory", async () => {
     const layout = await layoutDir("cli");
     const desc = await writeImage(layout, { layers: [baseLayer("cli")] });
     await writeIndex(layout, [{ tag: "v1", descriptor: desc }]);
     const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-    const imp = await run(process.execPath, [cli, "import", layout, "--name", "local/cli-test:v1"]);
-    assert.match(imp.stdout, /registry-1.docker.io\/local\/cli-test:v1\n  digest sha256:/);
-    const list = JSON.parse((await run(process.execPath, [cli, "images", "--json"])).stdout);
-    assert.ok(list.some((i: any) => i.name === "registry-1.docker.io/local/cli-test:v1" && i.digest === desc.digest));
-    const rmi = await run(process.execPath, [cli, "rmi", "local/cli-test:v1"]);
-    assert.match(rmi.stdout, /removed local\/cli-test:v1/);
-    await assert.rejects(run(process.execPath, [cli, "rmi", "local/cli-test:v1"]), /not in/);
+    const forgevm = (...args: string[]) => run(process.execPath, [cli, "--data-dir", forge.paths.dataDir, ...args], { env: childEnv() });
+    // Opening the data directory here would be refused: this process owns it, serving nothing yet.
+    await assert.rejects(forgevm("images"), /in use by process \d+.*which is not a server/);
+    const server = await serveForge(forge);
+    try {
+      const imp = await forgevm("import", layout, "local/cli-test", "--tag", "v2");
+      assert.match(imp.stdout, /registry-1.docker.io\/local\/cli-test:v2\n  digest sha256:/);
+      const list = JSON.parse((await forgevm("images", "--json")).stdout);
+      assert.ok(list.some((i: any) => i.name === "registry-1.docker.io/local/cli-test:v2" && i.digest === desc.digest));
+      const rmi = await forgevm("rmi", "local/cli-test:v2");
+      assert.match(rmi.stdout, /removed local\/cli-test:v2/);
+      await assert.rejects(forgevm("rmi", "local/cli-test:v2"), /not in/);
+      const doctor = JSON.parse((await forgevm("doctor", "--json")).stdout);
+      assert.equal(doctor.healthy, true);
+    } finally {
+      await server.close();
+    }
   });
 });
 
@@ -201,8 +211,8 @@ describe("importing archives", () => {
     const files = (await run("find", [layout, "-type", "f"])).stdout.trim().split("\n");
     const archive = join(work, "oci.tar");
     await writeFile(archive, tarOf(await Promise.all(files.map(async (f) => ({ path: f.slice(layout.length + 1), data: await readFile(f) })))));
-    await assert.rejects(forge.importImage(archive), /give the image a name/);
-    const oci = await forge.importImage(archive, "local/oci-archive", "v3");
+    await assert.rejects(forge.importImage(archive), /carries no name of its own; give it one \(--name\)/);
+    const oci = await forge.importImage(archive, { name: "local/oci-archive", ref: "v3" });
     assert.equal(oci.digest, desc.digest);
     await forge.removeImage("local/oci-archive");
   });
@@ -211,11 +221,11 @@ describe("importing archives", () => {
     const { tarOf } = await import("./tar-writer.js");
     const linky = join(work, "linky.tar");
     await writeFile(linky, tarOf([{ path: "manifest.json", type: "symlink", linkname: "/etc/passwd" }]));
-    await assert.rejects(forge.importImage(linky, "x"), /is a link/);
+    await assert.rejects(forge.importImage(linky, { name: "x" }), /is a link/);
     const empty = join(work, "empty.tar");
     await writeFile(empty, tarOf([{ path: "hello.txt", data: "hi" }]));
-    await assert.rejects(forge.importImage(empty, "x"), /neither a docker save tarball/);
-    await assert.rejects(forge.importImage(join(work, "missing.tar"), "x"), /does not exist/);
+    await assert.rejects(forge.importImage(empty, { name: "x" }), /neither a docker save tarball/);
+    await assert.rejects(forge.importImage(join(work, "missing.tar"), { name: "x" }), /does not exist/);
     assert.deepEqual(await imageLeftovers(forge), []);
   });
 });

@@ -13,7 +13,7 @@ import { ForgevmError } from "../src/core/errors.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
 import { fileURLToPath } from "node:url";
-import { childEnv, imageLeftovers, openForge, testForge, waitFor } from "./helpers.js";
+import { childEnv, imageLeftovers, openForge, serveForge, testForge, waitFor } from "./helpers.js";
 import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
 import { writeImage, type ImageSpec, type LayerSpec } from "./oci-writer.js";
 
@@ -101,9 +101,15 @@ describe("pulling from a registry", () => {
     // The same through the CLI, as a user would: per-layer progress, then a summary.
     const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
     await forge.removeImage(`${host}/test/app:v1`);
-    const out = await run(process.execPath, [cli, "--data-dir", forge.paths.dataDir, "pull", `${host}/test/app:v1`], { env: childEnv() });
-    assert.match(out.stdout, new RegExp(`^${host}/test/app:v1\n  digest ${digest}\n  2 layers`));
-    assert.match(out.stderr, /layer 2\/2 [0-9a-f]{12}: already present|layer 2\/2 [0-9a-f]{12}: [0-9.]+ MiB/);
+    const server = await serveForge(forge);
+    try {
+      // Through the server that owns the data directory, with its progress lines.
+      const out = await run(process.execPath, [cli, "--data-dir", forge.paths.dataDir, "pull", `${host}/test/app:v1`], { env: childEnv() });
+      assert.match(out.stdout, new RegExp(`^${host}/test/app:v1\n  digest ${digest}\n`));
+      assert.match(out.stderr, /layer 2\/2 [0-9a-f]{12}: already present|layer 2\/2 [0-9a-f]{12}: [0-9.]+ MiB/);
+    } finally {
+      await server.close();
+    }
   });
 
   it("picks linux/amd64 from a multi-arch index, and spawn pulls what is not local", async () => {

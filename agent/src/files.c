@@ -278,15 +278,60 @@ void op_remove(uint32_t id, const jdoc *d) {
   free(path);
 }
 
+/* musl has no renameat2 wrapper; RENAME_NOREPLACE is 1 */
+static int rename2(const char *from, const char *to, int overwrite) {
+  return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, overwrite ? 0 : 1);
+}
+
+/* rename(2) cannot cross filesystems: a regular file is copied (contents, mode, owner) to a
+ * temporary file beside the target, renamed into place, and the source unlinked, as mv does.
+ * Anything else fails with EXDEV. */
+static int move_across(const char *from, const char *to, int overwrite) {
+  struct stat st;
+  if (lstat(from, &st) < 0) return -1;
+  if (!S_ISREG(st.st_mode)) { errno = EXDEV; return -1; }
+  int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return -1;
+  char *tmp = malloc(strlen(to) + 32);
+  char *dir = strdup(to);
+  if (!tmp || !dir) { close(in); free(tmp); free(dir); errno = ENOMEM; return -1; }
+  sprintf(tmp, "%s/.forgevm-mv-XXXXXX", dirname(dir));
+  free(dir);
+  int out = mkostemp(tmp, O_CLOEXEC);
+  if (out < 0) { int e = errno; close(in); free(tmp); errno = e; return -1; }
+  char buf[65536];
+  ssize_t n = 0;
+  int bad = 0;
+  while (!bad && (n = read(in, buf, sizeof buf)) > 0) {
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = write(out, buf + off, (size_t)(n - off));
+      if (w < 0) { bad = 1; break; }
+      off += w;
+    }
+  }
+  if (n < 0) bad = 1;
+  if (!bad && fchmod(out, st.st_mode & 07777) < 0) bad = 1;
+  if (!bad) (void)!fchown(out, st.st_uid, st.st_gid); /* as another user: stays theirs */
+  int e = errno;
+  close(in);
+  if (close(out) < 0 && !bad) { bad = 1; e = errno; }
+  if (!bad && rename2(tmp, to, overwrite) < 0) { bad = 1; e = errno; }
+  if (bad) { unlink(tmp); free(tmp); errno = e; return -1; }
+  free(tmp);
+  return unlink(from);
+}
+
 void op_move(uint32_t id, const jdoc *d) {
   char *from = need_path(id, d, "from");
   if (!from) return;
   char *to = need_path(id, d, "to");
   if (!to) { free(from); return; }
   int overwrite = req_bool(d, "overwrite", 1);
-  /* musl has no renameat2 wrapper; RENAME_NOREPLACE is 1 */
-  int r = (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, overwrite ? 0 : 1);
-  if (r < 0) send_errno(id, errno, errno == EEXIST ? to : from); else send_ok(id);
+  int r = rename2(from, to, overwrite);
+  if (r < 0 && errno == EXDEV) r = move_across(from, to, overwrite);
+  if (r >= 0) send_ok(id);
+  else if (errno == EXDEV) send_error(id, "EXDEV", "%s is a directory or special file on another filesystem than %s: only regular files move across filesystems; copy it instead", from, to);
+  else send_errno(id, errno, errno == EEXIST ? to : from);
   free(from);
   free(to);
 }

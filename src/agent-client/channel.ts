@@ -6,7 +6,7 @@ import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { Readable } from "node:stream";
-import { Channel, Flag, FrameDecoder, Kind, ProtocolError, encodeFrame, encodeJson, type Frame } from "./frame.js";
+import { Channel, Flag, FrameDecoder, Kind, MAX_PAYLOAD, ProtocolError, encodeFrame, encodeJson, type Frame } from "./frame.js";
 import { AgentError, AgentTimeoutError, ChannelClosedError } from "./errors.js";
 import { IncomingStream, OutgoingStream } from "./streams.js";
 import type {
@@ -144,7 +144,12 @@ export class AgentChannel extends EventEmitter {
     const stderr = new IncomingStream((n) => this.grant(id, Channel.Stderr, n));
     const stdin = req.stdin ? this.outgoing(() => id) : null;
     let onStarted!: (s: ExecStarted) => void;
-    const started = new Promise<ExecStarted>((r) => (onStarted = r));
+    let notStarted!: (e: Error) => void;
+    const started = new Promise<ExecStarted>((res, rej) => {
+      onStarted = res;
+      notStarted = rej;
+    });
+    started.catch(() => {});
     const { id, result } = this.start({ ...req, op: "exec" }, {
       incoming: new Map([
         [Channel.Stdout, stdout],
@@ -153,7 +158,8 @@ export class AgentChannel extends EventEmitter {
       outgoing: stdin ?? undefined,
       onEvent: (ev) => ev?.event === "started" && onStarted(ev),
     });
-    result.catch(() => {});
+    // A process that never started (refused, or the channel closed) ends its `started` too.
+    result.catch((e: Error) => notStarted(e));
     return {
       id,
       stdout,
@@ -310,6 +316,8 @@ export class AgentChannel extends EventEmitter {
     const id = this.allocId();
     const result = new Promise<any>((resolve, reject) => {
       if (this.closedWith) return reject(this.closedWith);
+      const payload = Buffer.from(JSON.stringify(body), "utf8");
+      if (payload.length > MAX_PAYLOAD) return reject(new AgentError("E2BIG", `the request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} bytes one message to the guest may have`));
       const entry: Pending = { ...p, resolve, reject };
       if (opts.timeoutMs) {
         entry.timer = setTimeout(() => {
@@ -318,7 +326,7 @@ export class AgentChannel extends EventEmitter {
         }, opts.timeoutMs);
       }
       this.pending.set(id, entry);
-      this.socket.write(encodeJson(id, Kind.Request, body));
+      this.socket.write(encodeFrame(id, Kind.Request, 0, 0, payload));
     });
     return { id, result };
   }

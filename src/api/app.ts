@@ -5,7 +5,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
-import { installErrorHandling } from "./errors.js";
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
 import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
@@ -27,6 +27,8 @@ export interface AppOptions {
   bodyLimitBytes?: number;
   maxOutputBytes?: number;
   logger?: boolean;
+  /** Gets one line per request answered: time, method, path (secrets removed), status, duration, request id. */
+  requestLog?: (line: string) => void;
 }
 
 function keyMatches(given: string, expected: string): boolean {
@@ -34,6 +36,20 @@ function keyMatches(given: string, expected: string): boolean {
   const a = createHash("sha256").update(given).digest();
   const b = createHash("sha256").update(expected).digest();
   return timingSafeEqual(a, b);
+}
+
+/** A request's URL for the log: an api_key query parameter is never written down. */
+function loggedUrl(url: string): string {
+  return url.replace(/([?&]api_key=)[^&]*/g, "$1…");
+}
+
+/** A cookie value as sent, percent-decoded when it can be (a malformed one is taken as it is). */
+function decodeCookie(v: string): string {
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
 }
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
@@ -44,7 +60,23 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     genReqId: () => randomUUID(),
     // Reject wrong types instead of coercing them; keep unknown body fields (ignored).
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    frameworkErrors,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // An empty body sent as JSON means an empty object (clients send the header on every
+  // request); a route that needs fields then names the first one missing.
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, text, done) => {
+    if ((text as string).trim() === "") return done(null, {});
+    try {
+      done(null, JSON.parse(text as string));
+    } catch (e) {
+      const err = e as Error & { statusCode?: number };
+      err.statusCode = 400;
+      done(err, undefined);
+    }
+  });
 
   const routePatterns: { method: string; re: RegExp }[] = [];
   app.addHook("onRoute", (r) => {
@@ -73,10 +105,23 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (BROWSER_STREAM_ROUTE.test(req.url.split("?")[0])) {
       const fromQuery = new URL(req.url, "http://x").searchParams.get("api_key");
       const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
-      for (const k of [fromQuery, fromCookie ? decodeURIComponent(fromCookie) : null]) if (k && keyMatches(k, opts.apiKey)) return;
+      for (const k of [fromQuery, fromCookie ? decodeCookie(fromCookie) : null]) if (k && keyMatches(k, opts.apiKey)) return;
     }
     reply.status(401).send({ code: "UNAUTHORIZED", message: "missing or invalid API key: send it in the X-API-Key header" });
     return reply;
+  });
+
+  if (opts.requestLog) {
+    const log = opts.requestLog;
+    app.addHook("onResponse", async (req, reply) => {
+      log(`${new Date().toISOString()} ${req.method} ${loggedUrl(req.url)} ${reply.statusCode} ${Math.round(reply.elapsedTime)}ms ${req.id}`);
+    });
+  }
+
+  // A WebSocket upgrade answered with a plain HTTP response (401, 404, 403…) owns a raw socket
+  // that nothing else will ever close: close it once the answer is out.
+  app.addHook("onResponse", async (req) => {
+    if (req.headers.upgrade && !req.raw.socket.destroyed) req.raw.socket.destroy();
   });
 
   await app.register(swagger, {

@@ -1,65 +1,48 @@
-// Errors → HTTP, in one place: every failure leaves as {"code","message"} with the right status.
-import type { FastifyError, FastifyInstance } from "fastify";
-import { AgentError, ChannelClosedError } from "../agent-client/index.js";
-import { BootError } from "../providers/provider.js";
-import { ForgevmError, type ErrorCode } from "../core/errors.js";
+// Errors → HTTP, in one place: every failure leaves as {"code","message","retryable"} with the
+// status core's ERRORS table gives its code, whether it came from a route, core, the guest,
+// Fastify's own checks or Node's HTTP parser.
+import type { Socket } from "node:net";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { toForgevmError } from "../core/error-map.js";
+import { ERRORS, ForgevmError, type ErrorCode } from "../core/errors.js";
 
-export const STATUS: Record<ErrorCode, number> = {
-  BAD_REQUEST: 400,
-  UNAUTHORIZED: 401,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  CONFLICT: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNAVAILABLE: 503,
-  INTERNAL_ERROR: 500,
-};
+/** The JSON body of an error response (and of the error message ending an exec stream). */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  retryable: boolean;
+  [detail: string]: string | boolean;
+}
 
-// What a guest errno means to an API caller.
-const AGENT_CODES: Record<string, ErrorCode> = {
-  ENOENT: "NOT_FOUND",
-  EINVAL: "BAD_REQUEST",
-  EISDIR: "BAD_REQUEST",
-  ENOTDIR: "BAD_REQUEST",
-  ENAMETOOLONG: "BAD_REQUEST",
-  ELOOP: "BAD_REQUEST",
-  EACCES: "BAD_REQUEST",
-  EPERM: "BAD_REQUEST",
-  ENOSPC: "BAD_REQUEST",
-  EFBIG: "BAD_REQUEST",
-  EROFS: "BAD_REQUEST",
-  EEXIST: "CONFLICT",
-  ENOTEMPTY: "CONFLICT",
-  EBUSY: "CONFLICT",
-};
+export function errorBody(e: ForgevmError): ErrorBody {
+  return { ...e.detail, code: e.code, message: e.message, retryable: e.retryable };
+}
 
 /** The API error for anything thrown while handling a request. */
-export function toApiError(err: unknown): { status: number; code: ErrorCode; message: string } {
-  if (err instanceof ForgevmError) return { status: STATUS[err.code], code: err.code, message: err.message };
-  if (err instanceof AgentError) {
-    const code = AGENT_CODES[err.code] ?? "INTERNAL_ERROR";
-    return { status: STATUS[code], code, message: err.message };
-  }
-  if (err instanceof ChannelClosedError) return { status: 503, code: "UNAVAILABLE", message: `the sandbox's VM is not answering: ${err.message}` };
-  if (err instanceof BootError) return { status: 500, code: "INTERNAL_ERROR", message: err.message.split("\n")[0] };
+export function toApiError(err: unknown): ForgevmError {
   const fe = err as FastifyError & { validation?: { instancePath: string; message?: string; params?: Record<string, unknown> }[]; validationContext?: string };
   if (fe?.validation?.length) {
     const v = fe.validation[0];
     const missing = v.params?.missingProperty as string | undefined;
-    const field = [v.instancePath.replace(/^\//, "").replace(/\//g, "."), missing].filter(Boolean).join(".") || fe.validationContext || "body";
-    const what = missing ? "is required" : v.message ?? "is invalid";
-    return { status: 400, code: "BAD_REQUEST", message: `${field} ${what}` };
+    const extra = v.params?.additionalProperty as string | undefined;
+    const field = [v.instancePath.replace(/^\//, "").replace(/\//g, "."), missing ?? extra].filter(Boolean).join(".") || fe.validationContext || "body";
+    const what = missing ? "is required" : extra ? "is not a field of this request" : (v.message ?? "is invalid");
+    return new ForgevmError("BAD_REQUEST", `${field} ${what}`);
   }
-  if (fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || fe?.code === "FST_ERR_CTP_EMPTY_JSON_BODY" || (fe instanceof SyntaxError && fe.statusCode === 400)) {
-    return { status: 400, code: "BAD_REQUEST", message: `the request body is not valid JSON: ${fe.message}` };
+  if (fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || (fe instanceof SyntaxError && fe.statusCode === 400)) {
+    return new ForgevmError("BAD_REQUEST", `the request body is not valid JSON: ${fe.message}`);
   }
-  if (fe?.code === "FST_ERR_CTP_BODY_TOO_LARGE") return { status: 413, code: "PAYLOAD_TOO_LARGE", message: "the request body is larger than server.body_limit_mb allows" };
-  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return { status: 400, code: "BAD_REQUEST", message: `unsupported Content-Type: send application/json${fe.message ? ` (${fe.message})` : ""}` };
-  if (typeof fe?.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {
-    return { status: fe.statusCode, code: "BAD_REQUEST", message: fe.message };
+  if (fe?.code === "FST_ERR_CTP_BODY_TOO_LARGE") return new ForgevmError("PAYLOAD_TOO_LARGE", "the request body is larger than server.body_limit_mb allows");
+  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return new ForgevmError("BAD_REQUEST", `unsupported Content-Type: send application/json${fe.message ? ` (${fe.message})` : ""}`);
+  if (!(err instanceof ForgevmError) && typeof fe?.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new ForgevmError(fe.statusCode === 413 ? "PAYLOAD_TOO_LARGE" : fe.statusCode === 431 ? "HEADERS_TOO_LARGE" : "BAD_REQUEST", fe.message);
   }
-  if (err instanceof RangeError) return { status: 400, code: "BAD_REQUEST", message: err.message };
-  return { status: 500, code: "INTERNAL_ERROR", message: (err as Error)?.message ?? String(err) };
+  return toForgevmError(err);
+}
+
+function send(reply: FastifyReply, e: ForgevmError) {
+  // A reply that had started as something else (a download) must not keep its content type.
+  return reply.status(e.status).type("application/json; charset=utf-8").send(errorBody(e));
 }
 
 /** Installs the error handler and the JSON 404 / 405 handler. */
@@ -67,15 +50,39 @@ export function installErrorHandling(app: FastifyInstance, routePatterns: { meth
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err);
     if (e.status >= 500) req.log.error({ err }, "request failed");
-    reply.status(e.status).send({ code: e.code, message: e.message });
+    return send(reply, e);
   });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?")[0];
     const methods = routePatterns.filter((r) => r.re.test(path)).map((r) => r.method);
     if (methods.length) {
       reply.header("Allow", [...new Set(methods)].join(", "));
-      return reply.status(405).send({ code: "METHOD_NOT_ALLOWED", message: `${req.method} is not allowed on ${path}; use ${[...new Set(methods)].join(" or ")}` });
+      return send(reply, new ForgevmError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}; use ${[...new Set(methods)].join(" or ")}`));
     }
-    reply.status(404).send({ code: "NOT_FOUND", message: `no route ${req.method} ${path}` });
+    return send(reply, new ForgevmError("NOT_FOUND", `no route ${req.method} ${path}`));
   });
 }
+
+/** Fastify's `frameworkErrors`: a URL it cannot decode, before any route or hook runs. */
+export function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  void send(reply, err.code === "FST_ERR_BAD_URL" ? new ForgevmError("BAD_REQUEST", `the URL is not valid: ${err.message}`) : toApiError(err));
+}
+
+/** Fastify's `clientErrorHandler`: a request Node's HTTP parser refused (bad bytes, headers too large). */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) return void socket.destroy();
+  const e =
+    err.code === "HPE_HEADER_OVERFLOW"
+      ? new ForgevmError("HEADERS_TOO_LARGE", "the request's headers are larger than the server accepts (16 KiB)")
+      : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? new ForgevmError("BAD_REQUEST", "the request did not arrive in time")
+        : new ForgevmError("BAD_REQUEST", `the request is not valid HTTP (${err.code ?? err.message})`);
+  const body = JSON.stringify(errorBody(e));
+  socket.end(`HTTP/1.1 ${e.status} ${statusText(e.code)}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+function statusText(code: ErrorCode): string {
+  return code === "HEADERS_TOO_LARGE" ? "Request Header Fields Too Large" : code === "BAD_REQUEST" ? "Bad Request" : "Error";
+}
+
+export { ERRORS };

@@ -94,6 +94,8 @@ export const ExecRequest = Type.Object({
   stream: Type.Optional(Type.Boolean()),
   user: Type.Optional(Type.String({ minLength: 1 })),
   stdin: Type.Optional(Type.String()),
+  /** "base64" when `stdin` carries bytes that are not text. */
+  stdin_encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
 });
 export type ExecRequestT = Static<typeof ExecRequest>;
 

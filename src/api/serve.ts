@@ -1,7 +1,7 @@
 // `forgevm serve`: load config, open the core, listen, and shut down gracefully on a signal.
 import type { FastifyInstance } from "fastify";
-import { loadConfig, type Config } from "../config/config.js";
-import { parseDuration } from "../core/durations.js";
+import type { Config } from "../config/config.js";
+import { forgeOptions } from "../config/forge-options.js";
 import { Forge } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { buildApp } from "./app.js";
@@ -17,36 +17,8 @@ export interface RunningServer {
 }
 
 /** Starts the server from a validated config; resolves once it listens. */
-export async function startServer(cfg: Config, version: string, opts: { logger?: boolean } = {}): Promise<RunningServer> {
-  const forge = await Forge.open({
-    dataDir: cfg.data_dir,
-    accel: cfg.providers.qemu.accel,
-    jail: cfg.providers.qemu.jail ? undefined : false,
-    hostSecrets: hostSecrets(process.env),
-    defaults: {
-      image: cfg.defaults.image,
-      memoryMb: cfg.defaults.memory_mb,
-      vcpus: cfg.defaults.vcpus,
-      diskMb: cfg.defaults.disk_mb,
-      ttlMs: parseDuration(cfg.defaults.ttl, "defaults.ttl"),
-    },
-    historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
-    registryAuth: cfg.registries,
-    baseSnapshots: cfg.snapshots.base,
-    warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
-    guestLimits: { pidsMax: cfg.limits.pids_max, memoryReserveMb: cfg.limits.memory_reserve_mb },
-    network: { default: cfg.network.default, allowPrivate: cfg.network.allow_private, presetsFile: cfg.network.presets_file || undefined },
-    pool: {
-      enabled: cfg.pool.enabled,
-      maxVms: cfg.pool.max_vms,
-      maxUsersPerVm: cfg.pool.max_users_per_vm,
-      image: cfg.pool.image || undefined,
-      memoryMb: cfg.pool.memory_mb,
-      vcpus: cfg.pool.vcpus,
-      overflow: cfg.pool.overflow,
-      queueTimeoutMs: parseDuration(cfg.pool.queue_timeout, "pool.queue_timeout"),
-    },
-  });
+export async function startServer(cfg: Config, version: string, opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {}): Promise<RunningServer> {
+  const forge = await Forge.open(forgeOptions(cfg, opts.env));
   const app = await buildApp({
     forge,
     version,
@@ -54,8 +26,16 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
     bodyLimitBytes: cfg.server.body_limit_mb * 1024 * 1024,
     maxOutputBytes: cfg.exec.max_output_bytes,
     logger: opts.logger,
+    requestLog: opts.requestLog,
   });
-  const address = await app.listen({ host: cfg.server.host, port: cfg.server.port });
+  let address: string;
+  try {
+    address = await app.listen({ host: cfg.server.host, port: cfg.server.port });
+  } catch (e) {
+    await forge.close();
+    throw e;
+  }
+  await forge.announce(address);
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
@@ -73,17 +53,9 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
   return { app, forge, url: address, close };
 }
 
-/** Template secret values the server holds: its FORGEVM_SECRET_<NAME> variables. */
-export function hostSecrets(env: NodeJS.ProcessEnv): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (k.startsWith("FORGEVM_SECRET_") && v !== undefined) out[k.slice(15)] = v;
-  return out;
-}
-
 /** Runs the server until SIGINT or SIGTERM. */
-export async function serveForever(version: string, configFile?: string): Promise<void> {
-  const cfg = loadConfig({ file: configFile });
-  const server = await startServer(cfg, version);
+export async function serveForever(version: string, cfg: Config): Promise<void> {
+  const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });
   const h = await server.forge.providerHealth();
   console.log(`forgevm ${version} listening on ${server.url} (provider qemu, accel ${h.accel ?? "unknown"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`);
   for (const p of h.problems) console.log(`warning: ${p}`);

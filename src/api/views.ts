@@ -1,5 +1,6 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat } from "../agent-client/index.js";
+import { badRequest } from "../core/errors.js";
 import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
 import type { SnapshotRow } from "../store/snapshots.js";
@@ -65,4 +66,10 @@ export function shellQuote(s: string): string {
 /** The shell command of an exec request: `command` with each of `args` quoted and appended. */
 export function commandLine(command: string, args?: string[]): string {
   return args?.length ? `${command} ${args.map(shellQuote).join(" ")}` : command;
+}
+
+/** Bytes from a base64 field; a 400 naming the field when it is not base64. */
+export function decodeBase64(text: string, field: string): Buffer {
+  if (!/^[A-Za-z0-9+/\r\n]*={0,2}\s*$/.test(text)) throw badRequest(`${field} is not valid base64`);
+  return Buffer.from(text, "base64");
 }

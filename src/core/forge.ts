@@ -2,6 +2,7 @@
 // operations; none of them knows about HTTP, and none reaches the stores, the provider or the
 // other services, which Forge holds privately in its `Core` and hands to the operation modules:
 // spawn.ts, lifecycle.ts, copies.ts, template-ops.ts, recovery.ts, reaper.ts, pool-mode.ts.
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { isIP } from "node:net";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
@@ -22,12 +23,14 @@ import { SnapshotStore, type SnapshotRow, type SnapshotState } from "../store/sn
 import { TemplateStore, type TemplateBody, type TemplateRow } from "../store/templates.js";
 import * as copies from "./copies.js";
 import type { Core } from "./core.js";
-import { ForgevmError, notFound } from "./errors.js";
+import { ForgevmError, sandboxGone } from "./errors.js";
 import { EventBus } from "./events.js";
-import { Images } from "./images.js";
+import { Images, parseImageReference, type ImportOptions } from "./images.js";
+import { PullJobs, type PullJob } from "./pull-jobs.js";
 import { destroy, logs } from "./lifecycle.js";
 import { Networks } from "./network.js";
 import type { ForgeOptions, ForkOptions, ForkResult, SpawnDefaults, SpawnOptions } from "./options.js";
+import { claimDataDir, type Ownership } from "./owner.js";
 import { makePoolHost } from "./pool-mode.js";
 import { prune, reap } from "./reaper.js";
 import { reconcile } from "./recovery.js";
@@ -56,6 +59,8 @@ export interface ImageInfo {
 export class Forge {
   private readonly core: Core;
   private reaper: NodeJS.Timeout | null = null;
+  private ownership: Ownership | null = null;
+  private readonly pullJobs = new PullJobs((ref, log) => this.pullImage(ref, log));
   readonly defaults: SpawnDefaults;
 
   private constructor(
@@ -105,9 +110,23 @@ export class Forge {
     this.core = core;
   }
 
-  /** Opens ForgeVM on a data directory that ./setup.sh has prepared. */
+  /**
+   * Opens ForgeVM on a data directory that ./setup.sh has prepared. One process at a time may
+   * have it open: another one is refused with a DataDirInUseError naming the owner.
+   */
   static async open(opts: ForgeOptions = {}): Promise<Forge> {
     const paths = pathsFor(opts.dataDir ?? defaultDataDir());
+    await mkdir(paths.dataDir, { recursive: true });
+    const ownership = await claimDataDir(paths.dataDir);
+    try {
+      return await Forge.openOwned(paths, opts, ownership);
+    } catch (e) {
+      await ownership.release();
+      throw e;
+    }
+  }
+
+  private static async openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership): Promise<Forge> {
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
     const provider =
       opts.provider ??
@@ -119,6 +138,7 @@ export class Forge {
         firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
       });
     const forge = new Forge(paths, provider, db, opts);
+    forge.ownership = ownership;
     const core = forge.core;
     await reconcile(core);
     await core.snaps.collect(true);
@@ -146,7 +166,7 @@ export class Forge {
   /** The stored record of any sandbox ever seen (history included). */
   get(id: string): SandboxRow {
     const row = this.core.sandboxes.get(id);
-    if (!row) throw notFound(`sandbox ${id} not found`);
+    if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
     return row;
   }
 
@@ -165,15 +185,15 @@ export class Forge {
     const sb = this.core.live.get(id);
     if (sb) return sb;
     const row = this.core.sandboxes.get(id);
-    if (!row) throw notFound(`sandbox ${id} not found`);
+    if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
     if (row.state === "creating") throw new ForgevmError("CONFLICT", `sandbox ${id} is still starting`);
-    throw notFound(`sandbox ${id} is ${row.state}${row.error ? ` (${row.error.split("\n")[0]})` : ""}`);
+    throw sandboxGone(id, `sandbox ${id} is ${row.state}${row.error ? ` (${row.error.split("\n")[0]})` : ""}`);
   }
 
   /** Sets a new expiry `ttlMs` from now. */
   extend(id: string, ttlMs: number): SandboxRow {
     const row = this.get(id);
-    if (row.state !== "running" && row.state !== "creating") throw notFound(`sandbox ${id} is ${row.state}`);
+    if (row.state !== "running" && row.state !== "creating") throw sandboxGone(id, `sandbox ${id} is ${row.state}`);
     this.core.sandboxes.update(id, { expires_at: new Date(Date.now() + ttlMs).toISOString() });
     return this.get(id);
   }
@@ -290,9 +310,25 @@ export class Forge {
     return this.core.images.pull(reference, log, onLayerBytes);
   }
 
-  /** Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball. */
-  async importImage(source: string, name?: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
-    return this.core.images.import(source, name, tag, log);
+  /** Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball on this host. */
+  async importImage(source: string, opts: ImportOptions = {}): Promise<LocalImage> {
+    return this.core.images.import(source, opts);
+  }
+
+  /** Imports an image from an uploaded archive (OCI archive, docker save or docker-archive tarball). */
+  async importImageStream(archive: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, opts: ImportOptions = {}): Promise<LocalImage> {
+    return this.core.images.importStream(archive, opts);
+  }
+
+  /** Starts pulling an image and returns the job at once; its progress and outcome are kept for an hour. */
+  startPull(reference: string): PullJob {
+    parseImageReference(reference);
+    return this.pullJobs.start(reference);
+  }
+
+  /** A pull job by id. */
+  pullJob(id: string): PullJob {
+    return this.pullJobs.get(id);
   }
 
   /** Local images, and whether a live sandbox uses each. */
@@ -377,5 +413,11 @@ export class Forge {
     await this.core.provider.destroyAll();
     this.core.egress.close();
     this.db.close();
+    await this.ownership?.release();
+  }
+
+  /** Records where this process serves the API, so that CLI commands on this data directory find it. */
+  announce(url: string): Promise<void> {
+    return this.ownership?.announce(url) ?? Promise.resolve();
   }
 }

@@ -1,7 +1,10 @@
 // Local images: pulls from registries, imports from archives and layouts, removal and blob
 // pruning. Every interface reaches these through Forge (pullImage, importImage, removeImage,
 // pruneBlobs); spawns pull a missing image through the same path.
+import { randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
 import { readdir, rm, stat } from "node:fs/promises";
+import { pipeline } from "node:stream/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
 import { importArchive } from "../images/archive.js";
@@ -31,6 +34,35 @@ export interface ImageDeps {
   dropBases: (image: string) => Promise<void>;
 }
 
+export interface ImportOptions {
+  /** The name to store it under; default: the name a docker save archive carries. */
+  name?: string;
+  /** The tag of the stored image (replacing the name's own). */
+  tag?: string;
+  /** Which image of several in the source: a tag, RepoTag or OCI ref name. */
+  ref?: string;
+  log?: (m: string) => void;
+  /** How messages call the source (default: its path). */
+  label?: string;
+}
+
+/** A registry reference parsed, or a 400 naming the image field. */
+export function parseImageReference(reference: string): ImageReference {
+  try {
+    return parseReference(reference);
+  } catch (e) {
+    throw badRequest(`image: ${(e as Error).message}`);
+  }
+}
+
+/** `name` with its tag set to `tag` (a registry's port is not a tag). */
+export function withTag(name: string, tag: string): string {
+  const at = name.indexOf("@");
+  const bare = at >= 0 ? name.slice(0, at) : name;
+  const colon = bare.lastIndexOf(":");
+  return `${colon > bare.lastIndexOf("/") ? bare.slice(0, colon) : bare}:${tag}`;
+}
+
 export class Images {
   private readonly pulls = new Map<string, Promise<LocalImage>>();
   private readonly credentials = async (registry: string) => this.d.registryAuth?.[registry] ?? dockerConfigCredentials(registry);
@@ -41,9 +73,9 @@ export class Images {
   pull(reference: string, log?: (m: string) => void, onLayerBytes?: RegistryOptions["onLayerBytes"]): Promise<LocalImage> {
     let ref: ImageReference;
     try {
-      ref = parseReference(reference);
+      ref = parseImageReference(reference);
     } catch (e) {
-      return Promise.reject(badRequest(`image: ${(e as Error).message}`));
+      return Promise.reject(e);
     }
     const running = this.pulls.get(ref.canonical);
     if (running) return running;
@@ -70,24 +102,39 @@ export class Images {
 
   /**
    * Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball.
-   * `name` may be left out for a docker save tarball, which carries its own tag.
+   * `name` names the result (a docker save tarball carries its own), `tag` sets its tag, `ref`
+   * picks one image of several in the source.
    */
-  async import(source: string, name?: string, tag?: string, log?: (m: string) => void): Promise<LocalImage> {
+  async import(source: string, o: ImportOptions = {}): Promise<LocalImage> {
     const { paths, blobs } = this.d;
     const st = await stat(source).catch(() => null);
     if (!st) throw badRequest(`${source} does not exist`);
+    const nameOf = (carried?: string) => {
+      const base = o.name ?? carried;
+      if (!base) throw badRequest(`name: the image in ${o.label ?? source} carries no name of its own; give it one (--name)`);
+      return canonicalName(o.tag ? withTag(base, o.tag) : base);
+    };
     try {
-      if (st.isDirectory()) {
-        if (!name) throw badRequest("importing an OCI layout directory needs a name");
-        const meta = await importOciLayout(paths, blobs, source, canonicalName(name), tag, log);
-        return await resolveImage(paths, meta.name);
-      }
-      const meta = await importArchive(paths, blobs, source, canonicalName, name, tag, log);
+      const meta = st.isDirectory()
+        ? await importOciLayout(paths, blobs, source, nameOf(), o.ref, o.log)
+        : await importArchive(paths, blobs, source, nameOf, o.ref, o.log, paths.dataDir);
+      this.d.events.emit("image.imported", null, { image: meta.name });
       return await resolveImage(paths, meta.name);
     } catch (e) {
       if (e instanceof ForgevmError || e instanceof DigestMismatchError || e instanceof LayerError) throw e;
       if (e instanceof ImageFormatError || e instanceof TarError) throw badRequest(e.message);
       throw e;
+    }
+  }
+
+  /** Imports an uploaded archive: kept in the data directory while it is read, then removed. */
+  async importStream(archive: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, o: ImportOptions = {}): Promise<LocalImage> {
+    const file = join(this.d.paths.dataDir, `.import-${randomBytes(6).toString("hex")}.tar`);
+    try {
+      await pipeline(archive as NodeJS.ReadableStream, createWriteStream(file, { mode: 0o600 }));
+      return await this.import(file, { ...o, label: o.label ?? "the uploaded archive" });
+    } finally {
+      await rm(file, { force: true });
     }
   }
 

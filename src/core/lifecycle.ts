@@ -6,7 +6,7 @@ import type { LocalImage } from "../images/store.js";
 import type { Vm } from "../providers/provider.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
-import { ForgevmError, notFound } from "./errors.js";
+import { ForgevmError, sandboxGone } from "./errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { Sandbox } from "./sandbox.js";
 import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";
@@ -52,7 +52,7 @@ export function destroy(core: Core, id: string, reason: "destroyed" | "expired" 
   const pending = core.destroying.get(id);
   if (pending) return pending;
   const row = core.sandboxes.get(id);
-  if (!row) throw notFound(`sandbox ${id} not found`);
+  if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   if (row.state === "destroyed" || row.state === "error") return Promise.resolve();
   const p = (async () => {
     // Mark first so concurrent spawn completion and the reaper see it at once.

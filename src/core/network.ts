@@ -12,7 +12,7 @@ import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
 import { tunnelDuplex } from "../net/tunnel.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
-import { badRequest, conflict, notFound } from "./errors.js";
+import { badRequest, conflict, notFound, sandboxGone } from "./errors.js";
 
 export type NetworkMode = NetworkRecord["mode"];
 export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];
@@ -153,7 +153,7 @@ export class Networks {
 
   private of(id: string): Attached {
     const a = this.attached.get(id);
-    if (!a) throw notFound(`sandbox ${id} is not running`);
+    if (!a) throw sandboxGone(id, `sandbox ${id} is not running`);
     return a;
   }
 }

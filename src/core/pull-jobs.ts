@@ -2,14 +2,19 @@
 // are kept for a while so a client can poll, and also go out as events.
 import { randomBytes } from "node:crypto";
 import type { LocalImage } from "../images/store.js";
+import { toForgevmError } from "./error-map.js";
 import { notFound } from "./errors.js";
 
 export interface PullJob {
   id: string;
   image: string;
   state: "running" | "done" | "error";
+  /** The latest progress lines (at most MAX_LINES). */
   progress: string[];
+  /** How many progress lines there have been in all. */
+  progress_total: number;
   error?: string;
+  error_code?: string;
   digest?: string;
   started_at: string;
   finished_at?: string;
@@ -26,14 +31,18 @@ export class PullJobs {
   /** Starts pulling `ref`; returns the job at once. */
   start(ref: string): PullJob {
     this.expire();
-    const job: PullJob = { id: `pull-${randomBytes(4).toString("hex")}`, image: ref, state: "running", progress: [], started_at: new Date().toISOString() };
+    const job: PullJob = { id: `pull-${randomBytes(4).toString("hex")}`, image: ref, state: "running", progress: [], progress_total: 0, started_at: new Date().toISOString() };
     this.jobs.set(job.id, job);
     this.pull(ref, (m) => {
       job.progress.push(m);
+      job.progress_total++;
       if (job.progress.length > MAX_LINES) job.progress.shift();
     }).then(
       (img) => Object.assign(job, { state: "done", image: img.name, digest: img.digest, finished_at: new Date().toISOString() }),
-      (e: Error) => Object.assign(job, { state: "error", error: e.message, finished_at: new Date().toISOString() }),
+      (e: Error) => {
+        const err = toForgevmError(e);
+        Object.assign(job, { state: "error", error: err.message, error_code: err.code, finished_at: new Date().toISOString() });
+      },
     );
     return job;
   }

@@ -9,6 +9,7 @@ import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
 import { execDefaults } from "./exec-defaults.js";
 import { destroy } from "./lifecycle.js";
+import { isNodeProcess } from "./owner.js";
 import { Sandbox } from "./sandbox.js";
 
 /** Re-attaches or cleans up the sandboxes a dead server left, and sweeps VMs without a row. */
@@ -64,7 +65,6 @@ async function reattachNetwork(core: Core, row: SandboxRow, vm: Vm): Promise<Net
   }
 }
 
-export async function isForgevmProcess(pid: number): Promise<boolean> {
-  const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-  return cmd.includes("node");
+async function isForgevmProcess(pid: number): Promise<boolean> {
+  return isNodeProcess(pid);
 }

@@ -3,7 +3,11 @@
 import type { Readable } from "node:stream";
 import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
-import { badRequest } from "./errors.js";
+import { MAX_PAYLOAD } from "../agent-client/index.js";
+import { badRequest, ForgevmError } from "./errors.js";
+
+/** Largest exec request: one agent message, less room for the fields the agent adds. */
+const MAX_EXEC_REQUEST = MAX_PAYLOAD - 4096;
 import type { Emit } from "./events.js";
 
 export interface ExecOptions {
@@ -77,20 +81,28 @@ export class Sandbox {
     return t ? { as_uid: t.uid, as_gid: t.gid } : {};
   }
 
+  /** The agent's exec request; refused when it would not fit in one message to the guest. */
+  private execRequest(command: string | string[], opts: Omit<ExecOptions, "stdin">) {
+    const req = {
+      ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
+      env: this.envFor(opts.env),
+      cwd: opts.cwd ?? this.defaults.cwd,
+      ...this.runAs(opts.user),
+      timeout_ms: opts.timeoutMs,
+    };
+    const size = Buffer.byteLength(JSON.stringify(req));
+    if (size > MAX_EXEC_REQUEST) {
+      throw new ForgevmError("PAYLOAD_TOO_LARGE", `the command, its arguments and environment take ${size} bytes; one command may take at most ${MAX_EXEC_REQUEST}: write long input to a file in the sandbox (or send it as stdin) and run a command that reads it`);
+    }
+    return req;
+  }
+
   /** Runs a command (a shell string, or argv without a shell) and waits for it. */
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecOutput> {
     const t0 = performance.now();
+    const req = this.execRequest(command, opts);
     this.emit("exec.started", this.id, { command });
-    const r = await this.vm.channel.execBuffered(
-      {
-        ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
-        env: this.envFor(opts.env),
-        cwd: opts.cwd ?? this.defaults.cwd,
-        ...this.runAs(opts.user),
-        timeout_ms: opts.timeoutMs,
-      },
-      { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes },
-    );
+    const r = await this.vm.channel.execBuffered(req, { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes });
     this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
     return {
       exitCode: r.exit_code,
@@ -104,16 +116,9 @@ export class Sandbox {
 
   /** Starts a command whose output streams as it is produced (consume stdout and stderr). */
   execStream(command: string | string[], opts: Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number } } = {}): ExecSession {
+    const req = { ...this.execRequest(command, opts), stdin: opts.stdin, pty: opts.pty };
     this.emit("exec.started", this.id, { command, stream: true });
-    const s = this.vm.channel.exec({
-      ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
-      env: this.envFor(opts.env),
-      cwd: opts.cwd ?? this.defaults.cwd,
-      ...this.runAs(opts.user),
-      timeout_ms: opts.timeoutMs,
-      stdin: opts.stdin,
-      pty: opts.pty,
-    });
+    const s = this.vm.channel.exec(req);
     s.result.then(
       (r) => this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out }),
       () => {},

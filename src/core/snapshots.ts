@@ -106,6 +106,7 @@ export class Snapshots {
   private async buildBase(key: string, spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
     const row = await this.begin({ kind: "base", image: spec.image.name, template: spec.template?.name ?? null, memory_mb: spec.memoryMb, vcpus: spec.vcpus, disk_mb: spec.diskMb, format: "mapped", base_key: key, nic: spec.nic });
     let vm: Vm | null = null;
+    this.d.events.emit("snapshot.building", null, { snapshot_id: row.id, kind: "base", image: spec.image.name, template: spec.template?.name ?? null });
     try {
       vm = await this.d.provider.spawn({
         id: `base-${row.id.slice(5)}`,

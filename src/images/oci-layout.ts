@@ -17,7 +17,7 @@ async function readVerified(layout: string, d: Descriptor, what: string): Promis
   return bytes;
 }
 
-/** Imports the image tagged `tag` (or the only one) from an OCI layout under the name `name`. */
+/** Imports the image whose ref name is `tag` (or the only one) from an OCI layout under the name `name`. */
 export async function importOciLayout(paths: Paths, blobs: BlobStore, layout: string, name: string, tag?: string, log?: (m: string) => void): Promise<ImageMeta> {
   let index: any;
   try {

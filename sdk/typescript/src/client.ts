@@ -1,7 +1,9 @@
 // The client: spawns and finds sandboxes, manages templates and snapshots, reports on the server.
+import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
+import { Images } from "./images.js";
 import { Sandbox } from "./sandbox.js";
-import type { ClientOptions, HealthInfo, ProviderInfo, SandboxInfo, SnapshotInfo, SpawnOptions, Template, VMPoolStatus } from "./types.js";
+import type { ClientOptions, EventInfo, HealthInfo, ProviderDetails, ProviderInfo, SandboxInfo, SnapshotInfo, SpawnOptions, Template, VMPoolStatus } from "./types.js";
 
 /** Templates stored on the server: named spawn settings with setup commands and warm pools. */
 export class Templates {
@@ -23,7 +25,7 @@ export class Templates {
   async delete(name: string): Promise<void> {
     await this.http.send("DELETE", `/templates/${encodeURIComponent(name)}`);
   }
-  async spawn(name: string, opts: { ttl?: string; owner_id?: string } = {}): Promise<Sandbox> {
+  async spawn(name: string, opts: { ttl?: string; owner_id?: string; secrets?: Record<string, string> } = {}): Promise<Sandbox> {
     return new Sandbox(this.http, await this.http.json<SandboxInfo>("POST", `/templates/${encodeURIComponent(name)}/spawn`, { body: opts, timeoutMs: SPAWN_TIMEOUT_MS }));
   }
 }
@@ -31,11 +33,13 @@ export class Templates {
 export class Client {
   private readonly http: Transport;
   readonly templates: Templates;
+  readonly images: Images;
 
   /** `new Client("http://localhost:7423")` or `new Client({ baseUrl, apiKey, userId, timeout })`. */
   constructor(opts: string | ClientOptions = {}) {
     this.http = new Transport(opts);
     this.templates = new Templates(this.http);
+    this.images = new Images(this.http);
   }
 
   get baseUrl(): string {
@@ -53,9 +57,19 @@ export class Client {
     return new Sandbox(this.http, await this.http.json<SandboxInfo>("GET", `/sandboxes/${encodeURIComponent(id)}`, { sandboxId: id }));
   }
 
-  /** Live sandboxes (of this client's user, when it has one). */
-  list(): Promise<SandboxInfo[]> {
-    return this.http.json("GET", "/sandboxes");
+  /** Live sandboxes (of this client's user, when it has one); with `all`, failed and destroyed ones too. */
+  list(opts: { all?: boolean } = {}): Promise<SandboxInfo[]> {
+    return this.http.json("GET", "/sandboxes", { query: { all: opts.all ? "true" : undefined } });
+  }
+
+  /** Any sandbox this server has a record of, failed ones included (with their reason). */
+  info(id: string): Promise<SandboxInfo> {
+    return this.http.json("GET", `/sandboxes/${encodeURIComponent(id)}`, { sandboxId: id });
+  }
+
+  /** Destroys a sandbox by id; destroying one that is already gone is harmless. */
+  async destroy(id: string): Promise<void> {
+    await this.http.send("DELETE", `/sandboxes/${encodeURIComponent(id)}`, { sandboxId: id });
   }
 
   /** Destroys every expired sandbox; resolves with how many. */
@@ -75,8 +89,33 @@ export class Client {
     return this.http.json("GET", "/providers");
   }
 
+  /** One provider's health: accelerator, confinement, what is missing. */
+  provider(name: string): Promise<ProviderDetails> {
+    return this.http.json("GET", `/providers/${encodeURIComponent(name)}`);
+  }
+
+  /** The server's events as they happen (`for await (const e of client.events())`); `after` resumes from an event id. */
+  events(opts: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<EventInfo> {
+    return streamEvents(this.http, opts);
+  }
+
   snapshots(): Promise<SnapshotInfo[]> {
     return this.http.json("GET", "/snapshots");
+  }
+
+  /** One snapshot, by id or name. */
+  snapshot(idOrName: string): Promise<SnapshotInfo> {
+    return this.http.json("GET", `/snapshots/${encodeURIComponent(idOrName)}`);
+  }
+
+  /** Running copies of a sandbox as it is now, and how long its parent was paused for it. */
+  fork(id: string, opts: { count?: number; ttl?: string } = {}): Promise<{ sandboxes: SandboxInfo[]; pause_ms: number; duration_ms: number }> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/fork`, { body: opts, sandboxId: id, timeoutMs: null });
+  }
+
+  /** The last `lines` lines of a sandbox's console (kept after it is gone). */
+  logs(id: string, lines = 100): Promise<string[]> {
+    return this.http.json("GET", `/sandboxes/${encodeURIComponent(id)}/logs`, { query: { lines: String(lines) }, sandboxId: id });
   }
 
   /** Starts sandboxes from a snapshot (by id or name), each as the sandbox was when it was taken. */

@@ -1,5 +1,6 @@
 // Typed errors. Every error the SDK throws is a ForgevmError carrying the server's code and
-// message, so callers can catch the base class or one case.
+// message; the class comes from the code (one table, the server's: docs/errors.md), never from
+// the wording of a message.
 
 /** Base class: `code` is the server's error code (or the SDK's own), `statusCode` the HTTP status. */
 export class ForgevmError extends Error {
@@ -8,27 +9,34 @@ export class ForgevmError extends Error {
     message: string,
     readonly code: string = "",
     readonly statusCode?: number,
+    /** Whether the same request may succeed later (the server is busy, a VM is not answering). */
+    readonly retryable = false,
   ) {
     super(message);
   }
 }
 
-/** 400: the request was refused; the message names the field. */
+/** BAD_REQUEST, PAYLOAD_TOO_LARGE, HEADERS_TOO_LARGE: the request was refused; the message names the field. */
 export class BadRequestError extends ForgevmError {
   override name = "BadRequestError";
 }
 
-/** 401: missing or wrong API key. */
+/** UNAUTHORIZED: missing or wrong API key. */
 export class AuthenticationError extends ForgevmError {
   override name = "AuthenticationError";
 }
 
-/** 404: no such thing (template, snapshot, file…). */
+/** FORBIDDEN: the server does not take requests from this origin or host name. */
+export class ForbiddenError extends ForgevmError {
+  override name = "ForbiddenError";
+}
+
+/** NOT_FOUND: no such thing (template, snapshot, file…). */
 export class NotFoundError extends ForgevmError {
   override name = "NotFoundError";
 }
 
-/** 404 for a sandbox: unknown, destroyed or expired. */
+/** NOT_FOUND for the sandbox itself: unknown, destroyed or expired. */
 export class SandboxNotFoundError extends NotFoundError {
   override name = "SandboxNotFoundError";
   constructor(
@@ -39,12 +47,12 @@ export class SandboxNotFoundError extends NotFoundError {
   }
 }
 
-/** 409: conflicts with the current state (duplicate name, still starting…). */
+/** CONFLICT (and METHOD_NOT_ALLOWED): conflicts with the current state (duplicate name, still starting…). */
 export class ConflictError extends ForgevmError {
   override name = "ConflictError";
 }
 
-/** 5xx: the server or its VM provider failed (503: a full pool, shutting down, registry unreachable). */
+/** UNAVAILABLE, INTERNAL_ERROR: the server or its VM provider failed (503: a full pool, shutting down, registry unreachable). */
 export class ProviderError extends ForgevmError {
   override name = "ProviderError";
 }
@@ -53,28 +61,43 @@ export class ProviderError extends ForgevmError {
 export class ConnectionError extends ForgevmError {
   override name = "ConnectionError";
   constructor(message: string) {
-    super(message, "CONNECTION_ERROR");
+    super(message, "CONNECTION_ERROR", undefined, true);
   }
 }
 
-/** The error a failed response stands for. `sandboxId` turns a 404 into SandboxNotFoundError. */
-export async function errorFrom(res: Response, sandboxId?: string): Promise<ForgevmError> {
+type ErrorClass = new (message: string, code?: string, statusCode?: number, retryable?: boolean) => ForgevmError;
+
+/** Every code the server sends, and the class it becomes (the server's table: core/errors.ts). */
+export const ERROR_CLASSES: Record<string, ErrorClass> = {
+  BAD_REQUEST: BadRequestError,
+  UNAUTHORIZED: AuthenticationError,
+  FORBIDDEN: ForbiddenError,
+  NOT_FOUND: NotFoundError,
+  METHOD_NOT_ALLOWED: ConflictError,
+  CONFLICT: ConflictError,
+  PAYLOAD_TOO_LARGE: BadRequestError,
+  HEADERS_TOO_LARGE: BadRequestError,
+  UNAVAILABLE: ProviderError,
+  INTERNAL_ERROR: ProviderError,
+};
+
+/** The error a server's error body (or stream error message) stands for. */
+export function errorFromBody(body: { code?: string; message?: string; retryable?: boolean; sandbox_id?: string }, status?: number): ForgevmError {
+  const code = body.code ?? "";
+  const message = body.message ?? `HTTP ${status ?? "error"}`;
+  if (code === "NOT_FOUND" && body.sandbox_id) return new SandboxNotFoundError(body.sandbox_id, message);
+  const Class = ERROR_CLASSES[code] ?? (status && status >= 500 ? ProviderError : ForgevmError);
+  return new Class(message, code, status, body.retryable ?? false);
+}
+
+/** The error a failed response stands for. */
+export async function errorFrom(res: Response): Promise<ForgevmError> {
   const text = await res.text().catch(() => "");
-  let code = "";
-  let message = text || res.statusText;
+  let body: { code?: string; message?: string; retryable?: boolean; sandbox_id?: string } = {};
   try {
-    const body = JSON.parse(text) as { code?: string; message?: string };
-    code = body.code ?? "";
-    message = body.message ?? message;
+    body = JSON.parse(text);
   } catch {
-    // not JSON: keep the text
+    body = { message: text || res.statusText };
   }
-  const s = res.status;
-  if (s === 404 && sandboxId && /sandbox/i.test(message)) return new SandboxNotFoundError(sandboxId, message);
-  if (s === 404) return new NotFoundError(message, code || "NOT_FOUND", s);
-  if (s === 401) return new AuthenticationError(message, code || "UNAUTHORIZED", s);
-  if (s === 400 || s === 413) return new BadRequestError(message, code || "BAD_REQUEST", s);
-  if (s === 409) return new ConflictError(message, code || "CONFLICT", s);
-  if (s >= 500) return new ProviderError(message, code || "INTERNAL_ERROR", s);
-  return new ForgevmError(message, code, s);
+  return errorFromBody(body, res.status);
 }

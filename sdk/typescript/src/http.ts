@@ -9,11 +9,14 @@ export const SPAWN_TIMEOUT_MS = 300_000;
 
 export interface RequestOptions {
   body?: unknown;
-  /** Raw body sent as application/octet-stream. */
-  raw?: Uint8Array;
+  /** Raw body sent as application/octet-stream (or `contentType`): bytes, or a stream of them. */
+  raw?: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+  contentType?: string;
   query?: Record<string, string | undefined>;
   timeoutMs?: number | null;
-  /** Which sandbox a 404 is about. */
+  /** Aborts the request (and a streamed response) when it fires. */
+  signal?: AbortSignal;
+  /** Which sandbox the request is about (for messages). */
   sandboxId?: string;
 }
 
@@ -24,7 +27,9 @@ export class Transport {
 
   constructor(opts: string | ClientOptions = {}) {
     const o = typeof opts === "string" ? { baseUrl: opts } : opts;
-    this.baseUrl = (o.baseUrl ?? `http://${o.host ?? "localhost"}:${o.port ?? 7423}`).replace(/\/+$/, "");
+    // As the CLI does: FORGEVM_URL (Node) serves every client that names no server.
+    const envUrl = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.FORGEVM_URL;
+    this.baseUrl = (o.baseUrl ?? (o.host || o.port ? undefined : envUrl || undefined) ?? `http://${o.host ?? "localhost"}:${o.port ?? 7423}`).replace(/\/+$/, "");
     this.timeoutMs = o.timeout ?? DEFAULT_TIMEOUT_MS;
     // As the CLI does: a key in the environment (Node) serves every client that names none.
     const envKey = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.FORGEVM_API_KEY;
@@ -38,9 +43,9 @@ export class Transport {
     const url = new URL(`${this.baseUrl}/api/v1${path}`);
     for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
     const headers: Record<string, string> = { ...this.headers };
-    let body: string | Uint8Array | undefined;
+    let body: string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | undefined;
     if (o.raw) {
-      headers["Content-Type"] = "application/octet-stream";
+      headers["Content-Type"] = o.contentType ?? "application/octet-stream";
       body = o.raw;
     } else if (o.body !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -49,18 +54,26 @@ export class Transport {
     const timeout = o.timeoutMs === undefined ? this.timeoutMs : o.timeoutMs;
     let res: Response;
     try {
-      res = await fetch(url, { method, headers, body: body as BodyInit | undefined, signal: timeout === null ? undefined : AbortSignal.timeout(timeout) });
+      // A streamed body needs half-duplex (Node's fetch); bytes and text are sent whole.
+      const streamed = body !== undefined && typeof body !== "string" && !(body instanceof Uint8Array);
+      res = await fetch(url, { method, headers, body: body as BodyInit | undefined, signal: signalOf(timeout, o.signal), ...(streamed ? { duplex: "half" } : {}) } as RequestInit);
     } catch (e) {
       const err = e as Error;
       if (err.name === "TimeoutError") throw new ConnectionError(`${method} ${url.pathname} got no answer from the ForgeVM server at ${this.baseUrl} within ${timeout} ms`);
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
       throw new ConnectionError(`cannot reach the ForgeVM server at ${this.baseUrl}: ${cause?.code ?? cause?.message ?? err.message} (is \`forgevm serve\` running?)`);
     }
-    if (!res.ok) throw await errorFrom(res, o.sandboxId);
+    if (!res.ok) throw await errorFrom(res);
     return res;
   }
 
   async json<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
     return (await (await this.send(method, path, o)).json()) as T;
   }
+}
+
+function signalOf(timeout: number | null, given?: AbortSignal): AbortSignal | undefined {
+  const t = timeout === null ? undefined : AbortSignal.timeout(timeout);
+  if (!given) return t;
+  return t ? AbortSignal.any([t, given]) : given;
 }

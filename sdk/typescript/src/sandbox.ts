@@ -10,6 +10,12 @@ function durationString(t: string | number | undefined): string | undefined {
   return typeof t === "number" ? `${Math.max(1, Math.round(t))}ms` : t;
 }
 
+function base64(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
 function durationMs(t: string | number | undefined): number | undefined {
   if (typeof t === "number") return t;
   if (!t) return undefined;
@@ -60,7 +66,9 @@ export class Sandbox implements AsyncDisposable {
   }
 
   private execBody(command: string, opts: ExecOptions, stream: boolean) {
-    return { command, args: opts.args, env: opts.env, workdir: opts.workdir, timeout: durationString(opts.timeout), user: opts.user, stdin: opts.stdin, stream: stream || undefined };
+    const bytes = opts.stdin instanceof Uint8Array;
+    const stdin = bytes ? base64(opts.stdin as Uint8Array) : (opts.stdin as string | undefined);
+    return { command, args: opts.args, env: opts.env, workdir: opts.workdir, timeout: durationString(opts.timeout), user: opts.user, stdin, stdin_encoding: bytes ? "base64" : undefined, stream: stream || undefined };
   }
 
   /** Runs a command under /bin/sh -c and waits for it; a non-zero exit is a result, not an error. */
@@ -117,17 +125,20 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** Sets permission bits, given in octal like "755". */
-  async chmodFile(path: string, mode: string): Promise<void> {
-    await this.http.send("POST", this.path("/files/chmod"), { body: { path, mode }, sandboxId: this.id });
+  /** Changes a file's permissions: an octal string ("755") or a number (0o755). */
+  async chmodFile(path: string, mode: string | number): Promise<void> {
+    const octal = typeof mode === "number" ? mode.toString(8) : mode;
+    await this.http.send("POST", this.path("/files/chmod"), { body: { path, mode: octal }, sandboxId: this.id });
   }
 
   async deleteFile(path: string, recursive = false): Promise<void> {
     await this.http.send("DELETE", this.path("/files"), { query: { path, recursive: recursive ? "true" : undefined }, sandboxId: this.id });
   }
 
-  /** Sets the expiry to `ttl` from now (e.g. "30m"). */
-  async extendTtl(ttl = "30m"): Promise<void> {
+  /** Sets the expiry to `ttl` from now (e.g. "30m"); resolves with the sandbox, its new expiry in `expiresAt`. */
+  async extendTtl(ttl = "30m"): Promise<Sandbox> {
     this._info = await this.http.json<SandboxInfo>("POST", this.path("/extend"), { body: { ttl }, sandboxId: this.id });
+    return this;
   }
 
   /** The sandbox's network mode, allowlist and published ports. */

@@ -80,8 +80,8 @@ export interface ExecOptions {
   /** Duration string ("30s") or milliseconds. */
   timeout?: string | number;
   user?: string;
-  /** Text fed to the command's standard input. */
-  stdin?: string;
+  /** Fed to the command's standard input: text, or bytes (sent base64). */
+  stdin?: string | Uint8Array;
 }
 
 export interface ExecResult {
@@ -146,17 +146,29 @@ export interface SnapshotInfo {
   created_at: string;
 }
 
+/** A template as the server stores it; `vcpus`/`cpu_cores` and `ttl`/`ttl_seconds` are the same fields by two names. */
 export interface Template {
   name: string;
   version?: string;
   image?: string;
   description?: string;
+  /** Commands run once, before the template's base snapshot. */
   setup?: string[];
+  /** Egress allowlist of its sandboxes (and of its setup commands). */
+  allowed_hosts?: string[];
   memory_mb?: number;
   cpu_cores?: number;
+  vcpus?: number;
   ttl_seconds?: number;
+  /** Duration string, e.g. "30m". */
+  ttl?: string;
   env?: Record<string, string>;
+  /** Secrets its sandboxes need; the values come with each spawn (or from the server's FORGEVM_SECRET_<NAME>). */
+  secrets?: { name: string; inject_at?: "env" | "file" | "both" }[];
+  /** Warm sandboxes kept ready. */
   pool_size?: number;
+  provider?: string;
+  metadata?: Record<string, string>;
   created_at?: string;
   updated_at?: string;
 }
@@ -172,4 +184,47 @@ export interface ClientOptions {
   userId?: string;
   /** Per-request timeout in milliseconds (default 30000; spawns and execs get longer, see README). */
   timeout?: number;
+}
+
+/** A local image on the server. */
+export interface ImageInfo {
+  name: string;
+  digest?: string;
+  size: number;
+  created_at: string;
+  source: string;
+  in_use: boolean;
+}
+
+/** An image pull running on the server. */
+export interface PullJob {
+  id: string;
+  image: string;
+  state: "running" | "done" | "error";
+  /** The latest progress lines. */
+  progress: string[];
+  /** How many progress lines there have been in all. */
+  progress_total: number;
+  error?: string;
+  error_code?: string;
+  digest?: string;
+  started_at: string;
+  finished_at?: string;
+}
+
+/** One event from the server's stream (`GET /events`). */
+export interface EventInfo {
+  /** Resume after this one with `events({ after: id })`. */
+  id: string;
+  type: string;
+  sandbox_id: string | null;
+  timestamp: string;
+  [field: string]: unknown;
+}
+
+/** A provider's health and what it found. */
+export interface ProviderDetails extends ProviderInfo {
+  sandbox_count: number;
+  config: Record<string, unknown>;
+  problems: string[];
 }

@@ -8,7 +8,7 @@ import { Type } from "typebox";
 import { Value } from "typebox/value";
 import { parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
-import { toApiError } from "../errors.js";
+import { errorBody, toApiError } from "../errors.js";
 import { ExecRequest, IdParams } from "../schemas.js";
 import { relayChunks } from "../chunks.js";
 import { commandLine } from "../views.js";
@@ -26,7 +26,7 @@ const MAX_MESSAGE = 1024 * 1024;
 
 function sendError(ws: WebSocket, err: unknown): void {
   const e = toApiError(err);
-  ws.send(JSON.stringify({ type: "error", code: e.code, message: e.message }));
+  ws.send(JSON.stringify({ type: "error", ...errorBody(e) }));
   ws.close(e.status < 500 ? 1008 : 1011, e.code);
 }
 

@@ -4,23 +4,26 @@ import { formatDuration, parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { ExecRequest, ExecResult, IdParams } from "../schemas.js";
 import { relayChunks } from "../chunks.js";
-import { commandLine } from "../views.js";
+import { commandLine, decodeBase64 } from "../views.js";
 
 export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputBytes: number }> = async (app, { forge, maxOutputBytes }) => {
   app.post("/sandboxes/:id/exec", { schema: { tags: ["exec"], params: IdParams, body: ExecRequest, response: { 200: ExecResult } } }, async (req, reply) => {
     const b = req.body;
     const timeoutMs = b.timeout !== undefined ? parseDuration(b.timeout, "timeout") : undefined;
     const sb = forge.sandbox(req.params.id);
+    const stdin = b.stdin !== undefined && b.stdin_encoding === "base64" ? decodeBase64(b.stdin, "stdin") : b.stdin;
     const command = commandLine(b.command, b.args);
     const opts = { env: b.env, cwd: b.workdir, user: b.user, timeoutMs };
     if (!b.stream) {
-      const r = await sb.exec(command, { ...opts, stdin: b.stdin, maxOutputBytes });
+      const r = await sb.exec(command, { ...opts, stdin, maxOutputBytes });
       return { exit_code: r.exitCode, stdout: r.stdout, stderr: r.stderr, duration: formatDuration(r.durationMs), timed_out: r.timedOut, truncated: r.truncated };
     }
     const t0 = performance.now();
-    const s = sb.execStream(command, { ...opts, stdin: b.stdin !== undefined });
-    if (s.stdin) s.stdin.end(b.stdin);
-    await s.started.catch(() => {});
+    const s = sb.execStream(command, { ...opts, stdin: stdin !== undefined });
+    if (s.stdin) s.stdin.end(stdin);
+    // Refused before it ran (an unknown user, a closed channel): an error response, not a stream.
+    const ran = await s.started.then(() => true, () => false);
+    if (!ran) throw await s.result.then(() => new Error("the command did not start"), (e: Error) => e);
     reply.hijack();
     const out = reply.raw;
     out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });

@@ -1,6 +1,7 @@
 // File routes: write (JSON text/base64, or a raw streamed body), read (streamed), delete, list,
 // stat, glob, move, chmod.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { once } from "node:events";
 import type { Readable } from "node:stream";
 import { posix } from "node:path";
 import { Type } from "typebox";
@@ -67,6 +68,8 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
     // Wait for the guest to open the file, so a missing path is a JSON 404 rather than a
     // broken download.
     const st = await Promise.race([r.stat, r.done.then(() => null)]);
+    // ... and for its first bytes, so a file that cannot be read (/proc/self/mem) is a JSON error too.
+    await Promise.race([once(r.stream, "readable"), r.done]);
     reply.header("Content-Type", "application/octet-stream");
     if (st) reply.header("Content-Length", String(st.size));
     return reply.send(r.stream);

@@ -1,52 +1,78 @@
-// Image routes: list, pull (as a job with progress), remove.
+// Image routes: list, pull (as a job with progress), import an uploaded archive, remove.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { Readable } from "node:stream";
 import { Type } from "typebox";
-import type { Forge } from "../../core/forge.js";
-import { PullJobs } from "../../core/pull-jobs.js";
+import type { Forge, ImageInfo } from "../../core/forge.js";
 
-const ImageView = Type.Object({
-  name: Type.String(),
-  digest: Type.Optional(Type.String()),
-  size: Type.Integer(),
-  created_at: Type.String(),
-  source: Type.String(),
-  in_use: Type.Boolean(),
-});
+const ImageView = Type.Object(
+  {
+    name: Type.String(),
+    digest: Type.Optional(Type.String()),
+    size: Type.Integer(),
+    created_at: Type.String(),
+    source: Type.String(),
+    in_use: Type.Boolean(),
+  },
+  { $id: "Image" },
+);
 
-const Job = Type.Object({
-  id: Type.String(),
-  image: Type.String(),
-  state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error")]),
-  progress: Type.Array(Type.String()),
-  error: Type.Optional(Type.String()),
-  digest: Type.Optional(Type.String()),
-  started_at: Type.String(),
-  finished_at: Type.Optional(Type.String()),
-});
+const Job = Type.Object(
+  {
+    id: Type.String(),
+    image: Type.String(),
+    state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error")]),
+    progress: Type.Array(Type.String()),
+    progress_total: Type.Integer(),
+    error: Type.Optional(Type.String()),
+    error_code: Type.Optional(Type.String()),
+    digest: Type.Optional(Type.String()),
+    started_at: Type.String(),
+    finished_at: Type.Optional(Type.String()),
+  },
+  { $id: "PullJob" },
+);
+
+const view = (i: ImageInfo) => ({ name: i.name, ...(i.digest ? { digest: i.digest } : {}), size: i.size, created_at: i.createdAt, source: i.source, in_use: i.inUse });
 
 export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
-  const jobs = new PullJobs((ref, log) => forge.pullImage(ref, log));
+  // Uploaded archives stream to disk rather than being buffered.
+  app.addContentTypeParser(["application/x-tar", "application/octet-stream"], (_req, payload, done) => done(null, payload));
 
-  app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () =>
-    (await forge.listImages()).map((i) => ({
-      name: i.name,
-      ...(i.digest ? { digest: i.digest } : {}),
-      size: i.size,
-      created_at: i.createdAt,
-      source: i.source,
-      in_use: i.inUse,
-    })),
-  );
+  app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () => (await forge.listImages()).map(view));
 
   app.post("/images/pull", { schema: { tags: ["images"], body: Type.Object({ image: Type.String({ minLength: 1 }) }), response: { 202: Job } } }, async (req, reply) => {
     reply.status(202);
-    return jobs.start(req.body.image);
+    return forge.startPull(req.body.image);
   });
 
-  app.get("/images/pulls/:id", { schema: { tags: ["images"], params: Type.Object({ id: Type.String() }), response: { 200: Job } } }, async (req) => jobs.get(req.params.id));
+  app.get("/images/pulls/:id", { schema: { tags: ["images"], params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }), response: { 200: Job } } }, async (req) => forge.pullJob(req.params.id));
 
-  app.delete("/images/:name", { schema: { tags: ["images"], params: Type.Object({ name: Type.String({ minLength: 1 }) }), response: { 200: Type.Object({ status: Type.Literal("deleted") }) } } }, async (req) => {
-    await forge.removeImage(decodeURIComponent(req.params.name));
-    return { status: "deleted" as const };
-  });
+  app.post(
+    "/images/import",
+    {
+      schema: {
+        tags: ["images"],
+        querystring: Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })), tag: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$" })), ref: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })) }),
+        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "an OCI archive, docker save tarball or docker-archive" }),
+        response: { 201: ImageView },
+      },
+      // The body is a stream, checked as an archive while it is read.
+      validatorCompiler: ({ httpPart }) => (httpPart === "body" ? () => true : () => true),
+    },
+    async (req, reply) => {
+      const q = req.query as { name?: string; tag?: string; ref?: string };
+      const img = await forge.importImageStream(req.body as Readable, { name: q.name, tag: q.tag, ref: q.ref });
+      reply.status(201);
+      return view((await forge.listImages()).find((i) => i.name === img.name) ?? { name: img.name, size: img.size, createdAt: img.createdAt, source: img.source, digest: img.digest, inUse: false });
+    },
+  );
+
+  app.delete(
+    "/images/:name",
+    { schema: { tags: ["images"], params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 512 }) }), response: { 200: Type.Object({ status: Type.Literal("deleted"), pruned_blobs: Type.Integer() }) } } },
+    async (req) => {
+      await forge.removeImage(req.params.name);
+      return { status: "deleted" as const, pruned_blobs: await forge.pruneBlobs() };
+    },
+  );
 };

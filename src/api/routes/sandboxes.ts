@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { parseDuration } from "../../core/durations.js";
-import { badRequest, notFound } from "../../core/errors.js";
+import { badRequest, sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import { IdParams, Sandbox, SpawnRequest, Status } from "../schemas.js";
 import { sandboxView } from "../views.js";
@@ -42,7 +42,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
 
   app.get("/sandboxes/:id", { schema: { tags: ["sandboxes"], params: IdParams, response: { 200: Sandbox } } }, async (req) => {
     const row = forge.get(req.params.id);
-    if (row.state === "destroyed" || row.state === "error") throw notFound(`sandbox ${row.id} is ${row.state}`);
+    if (row.state === "destroyed" || row.state === "error") throw sandboxGone(row.id, `sandbox ${row.id} is ${row.state}`);
     return sandboxView(row);
   });
 

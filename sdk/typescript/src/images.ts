@@ -1,0 +1,47 @@
+// Images on the server: list, pull (a job whose progress is reported as it goes), import an
+// archive by uploading it, remove.
+import { errorFromBody } from "./errors.js";
+import type { Transport } from "./http.js";
+import type { ImageInfo, PullJob } from "./types.js";
+
+export class Images {
+  /** @internal */
+  constructor(private readonly http: Transport) {}
+
+  list(): Promise<ImageInfo[]> {
+    return this.http.json("GET", "/images");
+  }
+
+  /**
+   * Pulls an image from its registry and resolves once it is installed; `onProgress` gets each
+   * progress line (layers fetched, root filesystem built) as the server reports it.
+   */
+  async pull(reference: string, opts: { onProgress?: (line: string) => void; pollMs?: number } = {}): Promise<PullJob> {
+    let job = await this.http.json<PullJob>("POST", "/images/pull", { body: { image: reference } });
+    let seen = 0;
+    for (;;) {
+      // The server keeps the latest lines and counts them all: report those not seen yet.
+      const fresh = Math.min(job.progress.length, job.progress_total - seen);
+      for (const line of job.progress.slice(job.progress.length - fresh)) opts.onProgress?.(line);
+      seen = job.progress_total;
+      if (job.state === "done") return job;
+      if (job.state === "error") throw errorFromBody({ code: job.error_code, message: job.error });
+      await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
+      job = await this.http.json<PullJob>("GET", `/images/pulls/${encodeURIComponent(job.id)}`);
+    }
+  }
+
+  /**
+   * Imports an image from an archive: a `docker save` tarball, a skopeo docker-archive, or an
+   * OCI archive (a tarred OCI layout). `name` names the result (a docker save archive carries
+   * its own), `tag` its tag, `ref` picks one image of several in the archive.
+   */
+  import(archive: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts: { name?: string; tag?: string; ref?: string } = {}): Promise<ImageInfo> {
+    return this.http.json("POST", "/images/import", { raw: archive, contentType: "application/x-tar", query: opts, timeoutMs: null });
+  }
+
+  /** Removes a local image (refused while a sandbox uses it) and the blobs no image needs any more. */
+  remove(name: string): Promise<{ status: "deleted"; pruned_blobs: number }> {
+    return this.http.json("DELETE", `/images/${encodeURIComponent(name)}`);
+  }
+}

@@ -1,0 +1,67 @@
+// Snapshots, forks and restores.
+import type { Command } from "commander";
+import type { SnapshotInfo } from "forgevm";
+import type { Cli } from "../context.js";
+import { durationOption, intOption } from "../options.js";
+import { emit, table } from "../output.js";
+
+export function copyCommands(program: Command, cli: Cli): void {
+  program
+    .command("snapshot")
+    .description("snapshot a running sandbox (memory, processes and disk); it keeps running")
+    .argument("<id>", "sandbox id")
+    .argument("[name]", "name to restore it by")
+    .option("--json", "print JSON")
+    .action(async (id: string, name: string | undefined, o: { json?: boolean }) => {
+      const snap = await (await (await cli.client()).get(id)).snapshot(name);
+      emit(o.json, snap, () => console.log(snap.id));
+    });
+
+  program
+    .command("snapshots")
+    .description("list snapshots, or show one")
+    .argument("[snapshot]", "id or name of one snapshot to show")
+    .option("--json", "print JSON")
+    .action(async (one: string | undefined, o: { json?: boolean }) => {
+      const client = await cli.client();
+      if (one) return console.log(JSON.stringify(await client.snapshot(one), null, 2));
+      const list = await client.snapshots();
+      const row = (s: SnapshotInfo) => [s.id, s.name ?? "-", s.kind, s.image, `${s.memory_mb}M`, `${Math.round(s.size_bytes / 1048576)}M`, s.source_id ?? "-", s.created_at];
+      emit(o.json, list, () => table(["ID", "NAME", "KIND", "IMAGE", "MEM", "SIZE", "FROM", "CREATED"], list.map(row), "no snapshots"));
+    });
+
+  program
+    .command("snapshot-rm")
+    .description("delete snapshots (files stay until no sandbox restored from them runs)")
+    .argument("<snapshot...>", "snapshot ids or names")
+    .option("--json", "print JSON")
+    .action(async (ids: string[], o: { json?: boolean }) => {
+      const client = await cli.client();
+      for (const id of ids) {
+        await client.deleteSnapshot(id);
+        if (!o.json) console.log(`deleted ${id}`);
+      }
+      if (o.json) console.log(JSON.stringify({ deleted: ids }));
+    });
+
+  for (const [name, what] of [
+    ["fork", "make running copies of a sandbox as it is now"],
+    ["restore", "start sandboxes from a snapshot"],
+  ] as const) {
+    program
+      .command(name)
+      .description(what)
+      .argument("<id>", name === "fork" ? "sandbox id" : "snapshot id or name")
+      .option("-n, --count <n>", "how many copies", intOption("--count", 1, 32), 1)
+      .option("--ttl <duration>", "lifetime of each copy, e.g. 30m", durationOption("--ttl"))
+      .option("--json", "print JSON")
+      .action(async (id: string, o: { count: number; ttl?: string; json?: boolean }) => {
+        const client = await cli.client();
+        const copies = name === "fork" ? await client.fork(id, { count: o.count, ttl: o.ttl }) : { sandboxes: (await client.restore(id, { count: o.count, ttl: o.ttl })).map((s) => s.info) };
+        emit(o.json, copies, () => {
+          for (const s of copies.sandboxes) console.log(s.id);
+          if ("pause_ms" in copies) console.error(`parent paused ${copies.pause_ms} ms`);
+        });
+      });
+  }
+}

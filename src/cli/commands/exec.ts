@@ -1,0 +1,147 @@
+// Running commands: `exec` in a sandbox on a server, and `run`, which makes a throwaway sandbox
+// for one command (through the server that owns the data directory, or the core here).
+import { fstatSync } from "node:fs";
+import type { Command } from "commander";
+import type { Client } from "forgevm";
+import { parseDuration } from "../../core/durations.js";
+import type { Cli } from "../context.js";
+import { durationOption, nonEmpty, pairOption } from "../options.js";
+import { sandboxOptions, spawnRequest } from "./sandboxes.js";
+import { withSpawnProgress } from "../spawn-progress.js";
+
+/** Largest standard input forwarded to a command (it travels in the exec request). */
+const MAX_STDIN = 64 * 1024 * 1024;
+
+/** Standard input when it is a pipe or a file (never a terminal, which would wait for typing). */
+async function pipedStdin(): Promise<Buffer | undefined> {
+  let st;
+  try {
+    st = fstatSync(0);
+  } catch {
+    return undefined;
+  }
+  if (!st.isFIFO() && !st.isFile() && !st.isSocket()) return undefined;
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const c of process.stdin as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > MAX_STDIN) throw new Error(`standard input is larger than ${MAX_STDIN >> 20} MiB; copy the data in with a file upload instead`);
+    parts.push(c);
+  }
+  return Buffer.concat(parts);
+}
+
+interface ExecFlags {
+  timeout?: string;
+  workdir?: string;
+  user?: string;
+  env?: Record<string, string>;
+  json?: boolean;
+}
+
+/** Runs `command` in the sandbox, streaming its output (or printing the result as JSON); resolves with its exit code. */
+async function runIn(client: Client, id: string, command: string[], o: ExecFlags): Promise<number> {
+  const sb = await client.get(id);
+  const stdin = await pipedStdin();
+  const opts = { args: command.length > 1 ? command.slice(1) : undefined, timeout: o.timeout, workdir: o.workdir, user: o.user, env: nonEmpty(o.env), stdin: stdin && stdin.length ? new Uint8Array(stdin) : undefined };
+  if (o.json) {
+    const r = await sb.exec(command[0], opts);
+    console.log(JSON.stringify(r, null, 2));
+    return r.exit_code;
+  }
+  const stream = sb.execStream(command[0], opts);
+  for await (const chunk of stream) (chunk.stream === "stdout" ? process.stdout : process.stderr).write(chunk.data);
+  return stream.exitCode ?? 1;
+}
+
+// (run takes -e/--env with the sandbox options: there the sandbox is the command's.)
+function execFlags(c: Command, withEnv = true): Command {
+  c.option("-t, --timeout <duration>", "kill the command after this long (exit code 124), e.g. 30s", durationOption("--timeout"))
+    .option("-w, --workdir <dir>", "working directory in the guest")
+    .option("-u, --user <user>", "user to run as");
+  if (withEnv) c.option("-e, --env <NAME=VALUE>", "environment variable (repeatable)", pairOption("--env"));
+  return c.option("--json", "wait for the command and print its result as JSON");
+}
+
+export function execCommands(program: Command, cli: Cli): void {
+  execFlags(
+    program
+      .command("exec")
+      .description("run a command in a sandbox, streaming its output (piped standard input is passed on); exits with its exit code")
+      .argument("<id>", "sandbox id")
+      .argument("<command...>", "command and arguments (put -- before it)"),
+  ).action(async (id: string, command: string[], o: ExecFlags) => {
+    process.exitCode = await runIn(await cli.client(), id, command, o);
+  });
+
+  execFlags(
+    sandboxOptions(
+      program
+        .command("run")
+        .description("boot a sandbox, run one command in it with output streamed, destroy it; exits with the command's exit code (124 on timeout)")
+        .argument("<command...>", "command and arguments (put -- before it)"),
+    ),
+    false,
+  ).action(async (command: string[], o) => {
+    const server = await cli.serverIfAny();
+    process.exitCode = server ? await runOnServer(server, command, o) : await runHere(cli, command, o);
+  });
+}
+
+async function runOnServer(client: Client, command: string[], o: Record<string, any>): Promise<number> {
+  const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: "1h" } as never));
+  const stop = () => void sb.destroy().finally(() => process.exit(130));
+  process.once("SIGINT", stop);
+  try {
+    return await runIn(client, sb.id, command, o);
+  } finally {
+    process.off("SIGINT", stop);
+    await sb.destroy().catch(() => {});
+  }
+}
+
+// No server: the core runs in this process for the one sandbox, and closes with it.
+async function runHere(cli: Cli, command: string[], o: Record<string, any>): Promise<number> {
+  const forge = await cli.openLocal();
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    await forge.close();
+    process.exit(code);
+  };
+  process.once("SIGINT", () => void stop(130));
+  process.once("SIGTERM", () => void stop(143));
+  try {
+    const req = spawnRequest(o);
+    const sb = await forge.spawn({
+      image: req.image,
+      template: req.template,
+      memoryMb: req.memory_mb,
+      vcpus: req.vcpus,
+      diskMb: req.disk_mb,
+      env: req.env,
+      secrets: req.secrets,
+      network: req.network,
+      allow: req.allow,
+      ports: req.ports,
+      metadata: req.metadata,
+    });
+    const stdin = await pipedStdin();
+    const timeoutMs = o.timeout ? parseDuration(o.timeout, "--timeout") : undefined;
+    if (o.json) {
+      const r = await sb.exec(command.length === 1 ? command[0] : command, { env: nonEmpty(o.env), cwd: o.workdir, user: o.user, timeoutMs, stdin });
+      console.log(JSON.stringify({ exit_code: r.exitCode, stdout: r.stdout, stderr: r.stderr, timed_out: r.timedOut, truncated: r.truncated, duration_ms: r.durationMs }, null, 2));
+      return r.exitCode;
+    }
+    const s = sb.execStream(command.length === 1 ? command[0] : command, { env: nonEmpty(o.env), cwd: o.workdir, user: o.user, timeoutMs, stdin: stdin !== undefined });
+    if (s.stdin) s.stdin.end(stdin);
+    s.stdout.pipe(process.stdout, { end: false });
+    s.stderr.pipe(process.stderr, { end: false });
+    const r = await s.result;
+    if (r.timed_out) console.error(`forgevm: command timed out after ${o.timeout}`);
+    return r.exit_code;
+  } finally {
+    await forge.close();
+  }
+}

@@ -1,0 +1,70 @@
+// A sandbox's network: egress decisions, the allowlist, published ports.
+import type { Command } from "commander";
+import type { Cli } from "../context.js";
+import { intOption } from "../options.js";
+import { emit, table } from "../output.js";
+
+export function networkCommands(program: Command, cli: Cli): void {
+  program
+    .command("egress")
+    .description("show a sandbox's egress decisions (allowed and refused requests through its proxy)")
+    .argument("<id>", "sandbox id")
+    .option("-n, --lines <n>", "how many of the latest", intOption("--lines", 1, 100000), 100)
+    .option("--json", "print JSON lines")
+    .action(async (id: string, o: { lines: number; json?: boolean }) => {
+      const list = await (await (await cli.client()).get(id)).egress(o.lines);
+      if (o.json) return list.forEach((e) => console.log(JSON.stringify(e)));
+      if (!list.length) return console.log("no egress requests");
+      for (const e of list) console.log([e.ts, e.decision.toUpperCase(), e.method, `${e.host}:${e.port}`, e.decision === "allow" ? (e.address ?? "") : e.reason].join("\t"));
+    });
+
+  program
+    .command("allow")
+    .description("show or change a running sandbox's egress allowlist (takes effect on its next request)")
+    .argument("<id>", "sandbox id")
+    .argument("[entries...]", "new allowlist: hosts, *.domains, IPs/CIDRs, with :port, and @presets")
+    .option("--add", "add the entries to the current list instead of replacing it")
+    .option("--clear", "remove every entry (the sandbox can then reach nothing)")
+    .option("--json", "print JSON")
+    .action(async (id: string, entries: string[], o: { add?: boolean; clear?: boolean; json?: boolean }) => {
+      const sb = await (await cli.client()).get(id);
+      let net = await sb.network();
+      if (entries.length || o.clear) net = await sb.setAllowlist(o.clear ? [] : o.add ? [...net.allow, ...entries] : entries);
+      emit(o.json, net, () => {
+        console.log(`network ${net.mode}${net.proxy ? ` (proxy ${net.proxy})` : ""}`);
+        for (const a of net.allow) console.log(`  ${a}`);
+      });
+    });
+
+  program
+    .command("publish")
+    .description("publish a port of a running sandbox on the host (127.0.0.1 unless an address is given)")
+    .argument("<id>", "sandbox id")
+    .argument("<spec>", "[ADDRESS:]HOST:GUEST, e.g. 8080:80; host port 0 picks a free one")
+    .option("--json", "print JSON")
+    .action(async (id: string, spec: string, o: { json?: boolean }) => {
+      const m = await (await (await cli.client()).get(id)).publishPort(spec);
+      emit(o.json, m, () => console.log(`${m.host_ip}:${m.host_port} -> ${m.guest_port}`));
+    });
+
+  program
+    .command("unpublish")
+    .description("stop publishing a host port of a sandbox")
+    .argument("<id>", "sandbox id")
+    .argument("<host-port>", "the host port", intOption("host-port", 1, 65535))
+    .option("--json", "print JSON")
+    .action(async (id: string, port: number, o: { json?: boolean }) => {
+      await (await (await cli.client()).get(id)).unpublishPort(port);
+      emit(o.json, { unpublished: port }, () => console.log(`unpublished ${port}`));
+    });
+
+  program
+    .command("ports")
+    .description("list a sandbox's published ports")
+    .argument("<id>", "sandbox id")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { json?: boolean }) => {
+      const net = await (await (await cli.client()).get(id)).network();
+      emit(o.json, net.ports, () => table(["HOST", "GUEST"], net.ports.map((m) => [`${m.host_ip}:${m.host_port}`, m.guest_port]), "no published ports"));
+    });
+}

@@ -1,0 +1,52 @@
+// The server itself: serve, setup, doctor, version.
+import type { Command } from "commander";
+import { serveForever } from "../../api/serve.js";
+import { pathsFor } from "../../config/paths.js";
+import { runSetup } from "../../setup/index.js";
+import type { Cli } from "../context.js";
+import { emit } from "../output.js";
+
+export function serverCommands(program: Command, cli: Cli, version: string): void {
+  program
+    .command("serve")
+    .description("run the REST API server (127.0.0.1:7423 by default; see forgevm.yaml)")
+    .action(async () => {
+      await serveForever(version, cli.config());
+    });
+
+  program
+    .command("setup")
+    .description("fetch the guest kernel, build the initramfs and the default image (./setup.sh also installs packages)")
+    .option("-q, --quiet", "print nothing when everything is already set up")
+    .action(async (o: { quiet?: boolean }) => {
+      const lines: string[] = [];
+      await runSetup(pathsFor(cli.dataDir), (m) => (o.quiet ? lines.push(m) : console.log(`setup: ${m}`)));
+    });
+
+  program
+    .command("doctor")
+    .description("check QEMU, the kernel, the initramfs and the accelerator (of the running server, if one owns the data directory)")
+    .option("--json", "print JSON")
+    .action(async (o: { json?: boolean }) => {
+      const server = await cli.serverIfAny();
+      const h = server
+        ? await (async () => {
+            const [p] = await server.providers();
+            const d = await server.provider(p.name);
+            return { name: d.name, healthy: d.healthy, accel: (d.config.accel as string | null) ?? null, problems: d.problems, details: Object.fromEntries(Object.entries(d.config).filter(([k]) => k !== "accel").map(([k, v]) => [k, String(v)])) };
+          })()
+        : await cli.withLocalForge((forge) => forge.providerHealth());
+      emit(o.json, h, () => {
+        console.log(`provider ${h.name}: ${h.healthy ? "healthy" : "NOT healthy"}${h.accel ? `, accel ${h.accel}` : ""}`);
+        for (const [k, v] of Object.entries(h.details)) console.log(`  ${k}: ${v}`);
+        for (const p of h.problems) console.log(`  problem: ${p}`);
+      });
+      if (!h.healthy) process.exitCode = 1;
+    });
+
+  program
+    .command("version")
+    .description("print the version")
+    .option("--json", "print JSON")
+    .action((o: { json?: boolean }) => emit(o.json, { version }, () => console.log(`forgevm ${version}`)));
+}

@@ -1,0 +1,44 @@
+// Option parsers shared by every command, so that one flag means one thing everywhere: sizes in
+// MiB, durations as "30s" / "5m" / "1h30m" (a bare number is seconds), NAME=VALUE pairs.
+import { InvalidArgumentError } from "commander";
+import { parseDuration } from "../core/durations.js";
+
+export function intOption(name: string, min: number, max: number) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    return n;
+  };
+}
+
+/** A duration as the API takes it ("30s"); a bare number means seconds. */
+export function durationOption(name: string) {
+  return (v: string) => {
+    const text = /^\d+$/.test(v) ? `${v}s` : v;
+    try {
+      parseDuration(text, name);
+    } catch (e) {
+      throw new InvalidArgumentError((e as Error).message);
+    }
+    return text;
+  };
+}
+
+/** NAME=VALUE, repeatable, into a map. */
+export function pairOption(flag: string) {
+  return (v: string, acc: Record<string, string> = {}) => {
+    const i = v.indexOf("=");
+    if (i <= 0) throw new InvalidArgumentError(`${flag} takes NAME=VALUE, got "${v}"`);
+    return { ...acc, [v.slice(0, i)]: v.slice(i + 1) };
+  };
+}
+
+/** A repeatable option collected into a list. */
+export function listOption(v: string, acc: string[] = []) {
+  return [...acc, v];
+}
+
+/** A map that stayed empty is left out of a request. */
+export function nonEmpty<T extends object>(m: T | undefined): T | undefined {
+  return m && Object.keys(m).length ? m : undefined;
+}

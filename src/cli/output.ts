@@ -1,0 +1,22 @@
+// What the CLI prints: tables for people, JSON (--json) for programs, progress on stderr.
+
+/** Prints `value` as JSON when asked, else runs `human`. */
+export function emit(json: boolean | undefined, value: unknown, human: () => void): void {
+  if (json) console.log(JSON.stringify(value, null, 2));
+  else human();
+}
+
+/** A tab-separated table with a header row. */
+export function table(header: string[], rows: (string | number)[][], empty = "nothing to show"): void {
+  if (!rows.length) return console.log(empty);
+  console.log(header.join("\t"));
+  for (const r of rows) console.log(r.join("\t"));
+}
+
+/** A progress line on stderr (on a terminal it replaces a bar drawn in place). */
+export function progress(m: string): void {
+  if (process.stderr.isTTY) process.stderr.write("\r\x1b[K");
+  console.error(`  ${m}`);
+}
+
+export const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`;

@@ -1,0 +1,45 @@
+// A loaded configuration as the options of a Forge: what `forgevm serve` and the CLI's local
+// commands (run, images, pull… without a server) open the core with.
+import type { ForgeOptions } from "../core/options.js";
+import { parseDuration } from "../core/durations.js";
+import type { Config } from "./config.js";
+
+/** Template secret values the server holds: its FORGEVM_SECRET_<NAME> variables. */
+export function hostSecrets(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (k.startsWith("FORGEVM_SECRET_") && v !== undefined) out[k.slice(15)] = v;
+  return out;
+}
+
+/** The Forge options a configuration stands for (`env` supplies template secret values). */
+export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOptions {
+  return {
+    dataDir: cfg.data_dir,
+    accel: cfg.providers.qemu.accel,
+    jail: cfg.providers.qemu.jail ? undefined : false,
+    hostSecrets: hostSecrets(env),
+    defaults: {
+      image: cfg.defaults.image,
+      memoryMb: cfg.defaults.memory_mb,
+      vcpus: cfg.defaults.vcpus,
+      diskMb: cfg.defaults.disk_mb,
+      ttlMs: parseDuration(cfg.defaults.ttl, "defaults.ttl"),
+    },
+    historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
+    registryAuth: cfg.registries,
+    baseSnapshots: cfg.snapshots.base,
+    warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
+    guestLimits: { pidsMax: cfg.limits.pids_max, memoryReserveMb: cfg.limits.memory_reserve_mb },
+    network: { default: cfg.network.default, allowPrivate: cfg.network.allow_private, presetsFile: cfg.network.presets_file || undefined },
+    pool: {
+      enabled: cfg.pool.enabled,
+      maxVms: cfg.pool.max_vms,
+      maxUsersPerVm: cfg.pool.max_users_per_vm,
+      image: cfg.pool.image || undefined,
+      memoryMb: cfg.pool.memory_mb,
+      vcpus: cfg.pool.vcpus,
+      overflow: cfg.pool.overflow,
+      queueTimeoutMs: parseDuration(cfg.pool.queue_timeout, "pool.queue_timeout"),
+    },
+  };
+}

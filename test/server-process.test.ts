@@ -1,0 +1,140 @@
+// `forgevm serve` as a process: what it does with connections it refuses, how it stops, and
+// that a data directory has one owner at a time.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readdir, writeFile } from "node:fs/promises";
+import { connect, type Socket } from "node:net";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, it } from "node:test";
+import { childEnv, freePort, removeAtExit, testDataDir, waitFor } from "./helpers.js";
+
+const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+const KEY = "process-test-key";
+
+interface Served {
+  proc: ChildProcess;
+  port: number;
+  base: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `forgevm serve` with a config file naming `dataDir` and a free port. */
+async function serve(dataDir: string, extra = ""): Promise<Served> {
+  const port = await freePort();
+  const config = join(dataDir, `forgevm-${port}.yaml`);
+  await writeFile(config, `data_dir: ${dataDir}\nserver:\n  port: ${port}\nauth:\n  api_key: ${KEY}\n${extra}`);
+  const proc = spawn(process.execPath, [main, "serve", "--config", config], { env: childEnv(), stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  proc.stdout!.on("data", (d) => (out += d));
+  proc.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
+  return { proc, port, base: `http://127.0.0.1:${port}`, output: () => out, exited };
+}
+
+async function ready(s: Served): Promise<void> {
+  await waitFor(async () => s.proc.exitCode === null && (await fetch(`${s.base}/api/v1/health`, { headers: { "X-API-Key": KEY } }).then((r) => r.ok, () => false)), 30_000, `the server (${s.output()})`);
+}
+
+async function stop(s: Served): Promise<number | null> {
+  if (s.proc.exitCode === null) s.proc.kill("SIGTERM");
+  return s.exited;
+}
+
+const openFds = async (pid: number) => (await readdir(`/proc/${pid}/fd`)).length;
+
+/** Sends a WebSocket upgrade request; resolves with the status line and a promise that settles when the server closes the connection. */
+function upgrade(port: number, path: string, headers: Record<string, string> = {}): Promise<{ status: string; socket: Socket; closed: Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    const closed = new Promise<void>((r) => socket.once("close", () => r()));
+    let buf = "";
+    socket.once("error", reject);
+    socket.on("data", (d) => {
+      buf += d;
+      const nl = buf.indexOf("\r\n");
+      if (nl >= 0 && !buf.startsWith("!")) {
+        const status = buf.slice(0, nl);
+        buf = "!";
+        resolve({ status, socket, closed });
+      }
+    });
+    const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\n${extra}\r\n`);
+  });
+}
+
+let dataDir: string;
+before(async () => {
+  dataDir = await testDataDir();
+});
+after(() => removeAtExit(dataDir));
+
+describe("connections the server refuses", () => {
+  let s: Served;
+  before(async () => {
+    s = await serve(dataDir);
+    await ready(s);
+  });
+  after(async () => {
+    await stop(s);
+  });
+
+  it("closes every WebSocket upgrade it answers with 401, so no socket or file descriptor is left", async () => {
+    const before = await openFds(s.proc.pid!);
+    for (let i = 0; i < 100; i++) {
+      const u = await upgrade(s.port, i % 2 ? "/api/v1/events" : "/api/v1/sandboxes/sb-00000000/exec/ws");
+      assert.match(u.status, /^HTTP\/1\.1 401 /);
+      let timer: NodeJS.Timeout | undefined;
+      const closedByServer = await Promise.race([u.closed.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 3000)))]);
+      clearTimeout(timer);
+      u.socket.destroy();
+      assert.ok(closedByServer, `attempt ${i + 1}: the server kept the refused connection open`);
+    }
+    await waitFor(async () => (await openFds(s.proc.pid!)) <= before + 4, 5000, `the server's file descriptors to return to ${before}`);
+  });
+
+  it("stops on SIGTERM while refused clients still hold their end open", async () => {
+    const held: Socket[] = [];
+    for (let i = 0; i < 20; i++) held.push((await upgrade(s.port, "/api/v1/events")).socket);
+    s.proc.kill("SIGTERM");
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([s.exited, new Promise<string>((r) => (timer = setTimeout(() => r("still running after 15 s"), 15_000)))]);
+    clearTimeout(timer);
+    for (const h of held) h.destroy();
+    assert.equal(code, 0, s.output());
+  });
+});
+
+describe("one owner per data directory", () => {
+  let first: Served;
+  before(async () => {
+    first = await serve(dataDir);
+    await ready(first);
+  });
+  after(async () => {
+    await stop(first);
+  });
+
+  it("a second server on the same data directory refuses to start, naming the first one's pid and address", async () => {
+    const second = await serve(dataDir);
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([second.exited, new Promise<string>((r) => (timer = setTimeout(() => r("still running"), 20_000)))]);
+    clearTimeout(timer);
+    if (code === "still running") await stop(second);
+    assert.equal(code, 1, second.output());
+    assert.match(second.output(), new RegExp(`in use by forgevm serve \\(pid ${first.proc.pid}, http://127\\.0\\.0\\.1:${first.port}`));
+    // The first one is unaffected.
+    const r = await fetch(`${first.base}/api/v1/health`, { headers: { "X-API-Key": KEY } });
+    assert.equal(r.status, 200);
+  });
+
+  it("the data directory is free again once its server stopped", async () => {
+    assert.equal(await stop(first), 0);
+    const next = await serve(dataDir);
+    await ready(next);
+    first = next;
+  });
+});
