@@ -12,7 +12,7 @@ let forge: Forge;
 
 before(async () => {
   forge = await openForge({ reapIntervalMs: 0 });
-  app = await buildApp({ forge, version: "test", apiKey: "s3cret-key" });
+  app = await buildApp({ forge, version: "test", apiKey: "s3cret-key", allowedOrigins: ["http://example.test"] });
   await app.ready();
 });
 
@@ -32,7 +32,7 @@ it("every documented route rejects a missing and a wrong key with 401", async ()
     for (const headers of [{}, { "x-api-key": "wrong" }, { "x-api-key": "s3cret-ke" }]) {
       const r = await app.inject({ method: method as any, url, headers, payload: method === "GET" || method === "DELETE" ? undefined : {} });
       assert.equal(r.statusCode, 401, `${method} ${url} with ${JSON.stringify(headers)} gave ${r.statusCode}`);
-      assert.deepEqual(Object.keys(r.json()).sort(), ["code", "message"]);
+      assert.deepEqual(Object.keys(r.json()).sort(), ["code", "message", "retryable"]);
       assert.equal(r.json().code, "UNAUTHORIZED");
       assert.doesNotMatch(r.body, /sb-[0-9a-f]{8}/);
     }
@@ -47,7 +47,7 @@ it("accepts the right key", async () => {
   assert.equal(r.json().status, "ok");
 });
 
-it("answers CORS preflight before authentication", async () => {
+it("answers CORS preflight from an allowed origin before authentication", async () => {
   const r = await app.inject({ method: "OPTIONS", url: "/api/v1/sandboxes", headers: { origin: "http://example.test", "access-control-request-method": "POST" } });
   assert.equal(r.statusCode, 204);
   assert.match(String(r.headers["access-control-allow-headers"]), /X-API-Key/);

@@ -274,8 +274,10 @@ describe("server", () => {
     assert.ok(doc.body.paths["/api/v1/sandboxes/{id}/exec"].post);
   });
 
-  it("runs a real provider probe", async () => {
+  it("runs a real provider probe, also several at once", async () => {
     assert.deepEqual((await api("POST", "/providers/test")).body, { qemu: true });
+    const at_once = await Promise.all([1, 2, 3].map(() => api("POST", "/providers/test")));
+    assert.deepEqual(at_once.map((r) => r.body), [{ qemu: true }, { qemu: true }, { qemu: true }]);
   });
 
   it("expires a sandbox when its TTL passes and records the event", async () => {
@@ -467,7 +469,8 @@ describe("exec over WebSocket", () => {
     assert.equal(r.code, 1000);
     assert.ok(r.msgs.some((m) => m.stream === "stdout" && m.data === "abc\n"));
     assert.ok(r.msgs.some((m) => m.stream === "stderr" && m.data === "done\n"));
-    assert.deepEqual(r.msgs.at(-1), { type: "done", exit_code: 5, timed_out: false });
+    assert.deepEqual({ ...r.msgs.at(-1), duration: "-" }, { type: "done", exit_code: 5, timed_out: false, duration: "-" });
+    assert.match(r.msgs.at(-1).duration, /^[0-9.]+(ms|s)$/);
   });
 
   it("runs under a TTY and follows resizes", async () => {
@@ -495,10 +498,10 @@ describe("exec over WebSocket", () => {
 
 describe("the forgevm CLI against the server", () => {
   const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-  const runCli = (args: string[], env: NodeJS.ProcessEnv) =>
+  const runCli = (args: string[], env: NodeJS.ProcessEnv, input?: Buffer | string) =>
     new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
       const p = spawn(process.execPath, [cli, ...args], { env });
-      p.stdin.end();
+      p.stdin.end(input);
       let stdout = "";
       let stderr = "";
       p.stdout.on("data", (d) => (stdout += d));
@@ -539,6 +542,17 @@ describe("the forgevm CLI against the server", () => {
     // The console log is kept after the VM is gone.
     const kept = await forgevm("logs", sb.id, "--json");
     assert.ok(JSON.parse(kept.stdout).some((l: string) => /Power down|forgevm|\[/.test(l)), kept.stdout);
+  });
+
+  it("passes piped standard input on to the command, bytes intact", async () => {
+    const r = await runCli(["exec", id, "--", "wc", "-c"], childEnv({ FORGEVM_URL: base }), "abc");
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), "3");
+    const bytes = Buffer.from([0, 1, 2, 255, 254, 10, 13]);
+    const sum = await runCli(["exec", id, "--", "od", "-An", "-tx1"], childEnv({ FORGEVM_URL: base }), bytes);
+    assert.equal(sum.stdout.trim().replace(/\s+/g, " "), "00 01 02 ff fe 0a 0d");
+    const json = await runCli(["exec", "--json", id, "--", "cat"], childEnv({ FORGEVM_URL: base }), "piped");
+    assert.equal(JSON.parse(json.stdout).stdout, "piped");
   });
 
   it("says what went wrong and what to do", async () => {

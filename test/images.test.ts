@@ -217,6 +217,26 @@ describe("importing archives", () => {
     await forge.removeImage("local/oci-archive");
   });
 
+  it("imports a docker-archive written by skopeo (layers behind links), and --tag names the result", async () => {
+    const layout = await layoutDir("skopeo-archive");
+    const desc = await writeImage(layout, { layers: [baseLayer("skopeo"), { entries: [{ path: "etc/second", data: "two\n" }] }] });
+    await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
+    const archive = join(work, "skopeo.tar");
+    await run("skopeo", ["copy", "--quiet", `oci:${layout}:t`, `docker-archive:${archive}:local/skopeo:v1`]);
+    const img = await forge.importImage(archive);
+    assert.equal(img.name, "registry-1.docker.io/local/skopeo:v1");
+    const renamed = await forge.importImage(archive, { name: "local/renamed", tag: "v9" });
+    assert.equal(renamed.name, "registry-1.docker.io/local/renamed:v9");
+    const sb = await forge.spawn({ image: "local/renamed:v9", memoryMb: 256 });
+    try {
+      assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker /etc/second"])).stdout, "skopeotwo\n");
+    } finally {
+      await sb.destroy();
+    }
+    await forge.removeImage("local/skopeo:v1");
+    await forge.removeImage("local/renamed:v9");
+  });
+
   it("refuses archives with links or without image metadata", async () => {
     const { tarOf } = await import("./tar-writer.js");
     const linky = join(work, "linky.tar");

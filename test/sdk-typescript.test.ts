@@ -54,8 +54,9 @@ describe("TypeScript SDK: client", () => {
     assert.equal((await client.get(sb.id)).id, sb.id);
     assert.ok((await client.list()).some((s) => s.id === sb.id));
     const before = sb.expiresAt.getTime();
-    await sb.extendTtl("2h");
-    assert.ok(sb.expiresAt.getTime() > before);
+    const extended = await sb.extendTtl("2h");
+    assert.equal(extended, sb, "extendTtl resolves with the sandbox");
+    assert.ok(extended.expiresAt.getTime() > before);
     assert.equal((await sb.refresh()).state, "running");
     assert.equal((await client.health()).status, "ok");
     assert.equal((await client.poolStatus()).enabled, false);
@@ -214,6 +215,8 @@ describe("TypeScript SDK: sandbox", () => {
     assert.deepEqual(names, ["a.py", "b.py"]);
     assert.deepEqual((await sb.globFiles("/tmp/fs/*.py")).sort(), ["/tmp/fs/a.py", "/tmp/fs/b.py"]);
     await sb.moveFile("/tmp/fs/a.py", "/tmp/fs/c.py");
+    await sb.chmodFile("/tmp/fs/c.py", 0o700);
+    assert.equal((await sb.statFile("/tmp/fs/c.py")).mode, "700", "a numeric mode");
     await sb.chmodFile("/tmp/fs/c.py", "755");
     const st = await sb.statFile("/tmp/fs/c.py");
     assert.equal(st.mode, "755");

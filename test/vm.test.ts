@@ -29,6 +29,21 @@ describe("the VMM", () => {
   });
 });
 
+describe("the guest", () => {
+  it("boots without frightening console lines (no PCI on this machine type)", async () => {
+    const forge = await testForge();
+    const console = (await forge.logs(sb.id, 10_000)).join("\n");
+    assert.doesNotMatch(console, /PCI: Fatal/);
+  });
+
+  it("has ps and ip in the default image", async () => {
+    const r = await sb.exec("ps -o pid= -p 1; ip -brief link show lo");
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.match(r.stdout, /^\s*1\n/);
+    assert.match(r.stdout, /^lo\s+UNKNOWN/m);
+  });
+});
+
 describe("exec", () => {
   it("reports exit code, stdout and stderr separately", async () => {
     const r = await sb.exec("echo out; echo err >&2; exit 3");

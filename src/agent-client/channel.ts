@@ -111,6 +111,8 @@ export class AgentChannel extends EventEmitter {
     opts: { resync?: boolean; introduce?: boolean } = {},
   ) {
     super();
+    // Every sandbox of a shared (pool-mode) VM watches its channel close.
+    this.setMaxListeners(0);
     this.nonce = opts.introduce ? randomBytes(16).toString("hex") : null;
     this.decoder = new FrameDecoder(undefined, opts.resync || opts.introduce || false);
     this.hello = new Promise<Hello>((res, rej) => {

@@ -2,9 +2,11 @@
 import swagger from "@fastify/swagger";
 import websocket from "@fastify/websocket";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
+import { ForgevmError } from "../core/errors.js";
+import { installAccessControl } from "./access.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
 import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
@@ -18,7 +20,6 @@ import { systemRoutes } from "./routes/system.js";
 import { templateRoutes } from "./routes/templates.js";
 
 export const API_PREFIX = "/api/v1";
-const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
 
 export interface AppOptions {
   forge: Forge;
@@ -27,30 +28,26 @@ export interface AppOptions {
   bodyLimitBytes?: number;
   maxOutputBytes?: number;
   logger?: boolean;
+  /** Web origins whose pages may call the API (server.allowed_origins). */
+  allowedOrigins?: string[];
+  /** Host names a loopback server answers to besides loopback names (server.allowed_hosts). */
+  allowedHosts?: string[];
+  /** The address the server listens on (a loopback one checks Host headers). */
+  listenHost?: string;
   /** Gets one line per request answered: time, method, path (secrets removed), status, duration, request id. */
   requestLog?: (line: string) => void;
 }
 
-function keyMatches(given: string, expected: string): boolean {
-  // Hash both so the comparison takes the same time whatever the lengths.
-  const a = createHash("sha256").update(given).digest();
-  const b = createHash("sha256").update(expected).digest();
-  return timingSafeEqual(a, b);
-}
 
 /** A request's URL for the log: an api_key query parameter is never written down. */
 function loggedUrl(url: string): string {
   return url.replace(/([?&]api_key=)[^&]*/g, "$1…");
 }
 
-/** A cookie value as sent, percent-decoded when it can be (a malformed one is taken as it is). */
-function decodeCookie(v: string): string {
-  try {
-    return decodeURIComponent(v);
-  } catch {
-    return v;
-  }
-}
+
+/** Every route an app has, and whether the OpenAPI document shows it (for the drift test). */
+const ROUTES = new WeakMap<object, { method: string; url: string; documented: boolean }[]>();
+export const routesOf = (app: FastifyInstance) => ROUTES.get(app) ?? [];
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -58,8 +55,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     bodyLimit: opts.bodyLimitBytes ?? 256 * 1024 * 1024,
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
-    // Reject wrong types instead of coercing them; keep unknown body fields (ignored).
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // Reject wrong types instead of coercing them, and unknown body fields instead of dropping
+    // them (schemas.ts); verbose errors carry the schema, so a typo can be matched to its field.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, verbose: true } },
     frameworkErrors,
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -67,7 +65,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // An empty body sent as JSON means an empty object (clients send the header on every
   // request); a route that needs fields then names the first one missing.
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, text, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, text, done) => {
+    // JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread.
+    const charset = /;\s*charset\s*=\s*"?([^;"\s]+)/i.exec(String(req.headers["content-type"]))?.[1]?.toLowerCase();
+    if (charset && charset !== "utf-8" && charset !== "utf8") {
+      return done(new ForgevmError("BAD_REQUEST", `Content-Type: JSON bodies must be UTF-8, not ${charset}`), undefined);
+    }
     if ((text as string).trim() === "") return done(null, {});
     try {
       done(null, JSON.parse(text as string));
@@ -78,38 +81,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     }
   });
 
+  ROUTES.set(app, []);
   const routePatterns: { method: string; re: RegExp }[] = [];
   app.addHook("onRoute", (r) => {
     const methods = Array.isArray(r.method) ? r.method : [r.method];
     const re = new RegExp(`^${r.url.replace(/:[^/]+/g, "[^/]+")}/?$`);
-    for (const m of methods) if (m !== "HEAD") routePatterns.push({ method: m, re });
+    for (const m of methods) {
+      if (m === "HEAD") continue;
+      routePatterns.push({ method: m, re });
+      // Read later: plugins may still hide the route (the WebSocket one does) after this hook.
+      const schema = r.schema as { hide?: boolean } | undefined;
+      ROUTES.get(app)?.push({ method: m, url: r.url, get documented() { return !schema?.hide; } });
+    }
   });
 
-  // CORS preflight is answered before authentication; then every request needs the key.
-  app.addHook("onRequest", async (req, reply) => {
-    reply.header("X-Request-ID", req.id);
-    reply.header("Access-Control-Allow-Origin", "*");
-    if (req.method === "OPTIONS") {
-      reply
-        .header("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
-        .header("Access-Control-Allow-Headers", "Content-Type, X-API-Key, X-User-ID, X-Request-ID")
-        .header("Access-Control-Max-Age", "600")
-        .status(204)
-        .send();
-      return reply;
-    }
-    if (!opts.apiKey) return;
-    if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], opts.apiKey)) return;
-    // Browsers cannot set headers on EventSource and WebSocket: those routes alone also take
-    // the key as a cookie or an api_key query parameter.
-    if (BROWSER_STREAM_ROUTE.test(req.url.split("?")[0])) {
-      const fromQuery = new URL(req.url, "http://x").searchParams.get("api_key");
-      const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
-      for (const k of [fromQuery, fromCookie ? decodeCookie(fromCookie) : null]) if (k && keyMatches(k, opts.apiKey)) return;
-    }
-    reply.status(401).send({ code: "UNAUTHORIZED", message: "missing or invalid API key: send it in the X-API-Key header" });
-    return reply;
-  });
+  installAccessControl(app, { apiKey: opts.apiKey, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts, listenHost: opts.listenHost });
 
   if (opts.requestLog) {
     const log = opts.requestLog;
@@ -131,6 +117,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
       security: [{ apiKey: [] }],
     },
+    // Components are named after the schemas' $id (schemas.ts), so the document reads as the contract does.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 
   installErrorHandling(app, routePatterns);

@@ -20,13 +20,13 @@ export function errorBody(e: ForgevmError): ErrorBody {
 
 /** The API error for anything thrown while handling a request. */
 export function toApiError(err: unknown): ForgevmError {
-  const fe = err as FastifyError & { validation?: { instancePath: string; message?: string; params?: Record<string, unknown> }[]; validationContext?: string };
+  const fe = err as FastifyError & { validation?: { instancePath: string; message?: string; params?: Record<string, unknown>; parentSchema?: { properties?: object } }[]; validationContext?: string };
   if (fe?.validation?.length) {
     const v = fe.validation[0];
     const missing = v.params?.missingProperty as string | undefined;
     const extra = v.params?.additionalProperty as string | undefined;
     const field = [v.instancePath.replace(/^\//, "").replace(/\//g, "."), missing ?? extra].filter(Boolean).join(".") || fe.validationContext || "body";
-    const what = missing ? "is required" : extra ? "is not a field of this request" : (v.message ?? "is invalid");
+    const what = missing ? "is required" : extra ? `is not a field of this request${suggest(extra, Object.keys(v.parentSchema?.properties ?? {}))}` : (v.message ?? "is invalid");
     return new ForgevmError("BAD_REQUEST", `${field} ${what}`);
   }
   if (fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || (fe instanceof SyntaxError && fe.statusCode === 400)) {
@@ -38,6 +38,27 @@ export function toApiError(err: unknown): ForgevmError {
     return new ForgevmError(fe.statusCode === 413 ? "PAYLOAD_TOO_LARGE" : fe.statusCode === 431 ? "HEADERS_TOO_LARGE" : "BAD_REQUEST", fe.message);
   }
   return toForgevmError(err);
+}
+
+/** `; did you mean "x"?` when one of `known` is close to `given` (a typo), else "". */
+export function suggest(given: string, known: string[]): string {
+  const close = known
+    .map((k) => ({ k, d: distance(given.toLowerCase(), k.toLowerCase()) }))
+    .filter((c) => c.d <= Math.max(1, Math.floor(c.k.length / 3)))
+    .sort((a, b) => a.d - b.d)[0];
+  return close ? `; did you mean "${close.k}"?` : "";
+}
+
+/** Edit distance (insertions, deletions, substitutions, adjacent swaps). */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.length][b.length];
 }
 
 function send(reply: FastifyReply, e: ForgevmError) {

@@ -1,6 +1,13 @@
-// TypeBox schemas of the REST contract (docs: ../shared/forgevm-api.md). They validate requests
-// and generate the OpenAPI document.
-import { Type, type Static } from "typebox";
+// TypeBox schemas of the REST contract (docs: ../shared/forgevm-api.md): one definition per
+// wire message. They validate requests, shape responses and generate the OpenAPI document
+// (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields
+// they do not define, so a typo is a 400 that names it rather than a default taking its place.
+import { Type, type Static, type TProperties } from "typebox";
+
+/** A request body: unknown fields are refused. */
+const Body = <T extends TProperties>(props: T, opts: { $id?: string; description?: string } = {}) => Type.Object(props, { ...opts, additionalProperties: false });
+
+const StringMap = Type.Record(Type.String(), Type.String());
 
 export const EgressEntry = Type.Object(
   {
@@ -17,12 +24,17 @@ export const EgressEntry = Type.Object(
   { $id: "EgressEntry", additionalProperties: true },
 );
 
-export const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { $id: "Error" });
-
-export const PortMapping = Type.Object(
-  { host_ip: Type.String(), host_port: Type.Integer(), guest_port: Type.Integer() },
-  { $id: "PortMapping" },
+export const ErrorBody = Type.Object(
+  {
+    code: Type.String({ description: "one of the codes in docs/errors.md" }),
+    message: Type.String(),
+    retryable: Type.Boolean(),
+    sandbox_id: Type.Optional(Type.String({ description: "set when the sandbox itself is unknown or not running" })),
+  },
+  { $id: "Error" },
 );
+
+export const PortMapping = Type.Object({ host_ip: Type.String(), host_port: Type.Integer(), guest_port: Type.Integer() }, { $id: "PortMapping" });
 
 export const Network = Type.Object(
   {
@@ -47,7 +59,8 @@ export const Sandbox = Type.Object(
     owner_id: Type.Optional(Type.String()),
     created_at: Type.String(),
     expires_at: Type.String(),
-    metadata: Type.Optional(Type.Record(Type.String(), Type.String())),
+    metadata: Type.Optional(StringMap),
+    /** Why it failed (state "error"). */
     error: Type.Optional(Type.String()),
     /** Pool mode: the shared VM this sandbox lives in. */
     vm_id: Type.Optional(Type.String()),
@@ -57,63 +70,92 @@ export const Sandbox = Type.Object(
 );
 export type SandboxT = Static<typeof Sandbox>;
 
-const StringMap = Type.Record(Type.String(), Type.String());
-
-export const SpawnRequest = Type.Object({
-  image: Type.Optional(Type.String({ minLength: 1 })),
-  provider: Type.Optional(Type.String({ minLength: 1 })),
-  memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
-  vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-  disk_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
-  ttl: Type.Optional(Type.String()),
-  template: Type.Optional(Type.String({ minLength: 1 })),
-  owner_id: Type.Optional(Type.String({ maxLength: 256 })),
-  metadata: Type.Optional(StringMap),
-  env: Type.Optional(StringMap),
-  user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-  /** Secret values: exec environment and /run/secrets/NAME in the guest; never stored. */
-  secrets: Type.Optional(StringMap),
-  ...NetworkFields(),
-});
-
 /** Network fields of spawn and restore requests. */
-function NetworkFields() {
-  return {
-    network: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-    allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
-    ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
-  };
-}
+const NetworkFields = {
+  network: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+  allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
+};
 
-export const ExecRequest = Type.Object({
-  command: Type.String({ minLength: 1 }),
-  args: Type.Optional(Type.Array(Type.String())),
-  env: Type.Optional(StringMap),
-  workdir: Type.Optional(Type.String({ minLength: 1 })),
-  timeout: Type.Optional(Type.String()),
-  stream: Type.Optional(Type.Boolean()),
-  user: Type.Optional(Type.String({ minLength: 1 })),
-  stdin: Type.Optional(Type.String()),
-  /** "base64" when `stdin` carries bytes that are not text. */
-  stdin_encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
-});
+export const SpawnRequest = Body(
+  {
+    image: Type.Optional(Type.String({ minLength: 1 })),
+    provider: Type.Optional(Type.String()),
+    memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
+    vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+    disk_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
+    ttl: Type.Optional(Type.String()),
+    template: Type.Optional(Type.String({ minLength: 1 })),
+    owner_id: Type.Optional(Type.String({ maxLength: 256 })),
+    metadata: Type.Optional(StringMap),
+    env: Type.Optional(StringMap),
+    user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    /** Secret values: exec environment and /run/secrets/NAME in the guest; never stored. */
+    secrets: Type.Optional(StringMap),
+    ...NetworkFields,
+    ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
+  },
+  { $id: "SpawnRequest" },
+);
+
+export const ExtendRequest = Body({ ttl: Type.String() }, { $id: "ExtendRequest" });
+
+export const ExecRequest = Body(
+  {
+    command: Type.String({ minLength: 1 }),
+    args: Type.Optional(Type.Array(Type.String())),
+    env: Type.Optional(StringMap),
+    workdir: Type.Optional(Type.String({ minLength: 1 })),
+    timeout: Type.Optional(Type.String()),
+    stream: Type.Optional(Type.Boolean()),
+    user: Type.Optional(Type.String({ minLength: 1 })),
+    stdin: Type.Optional(Type.String()),
+    /** "base64" when `stdin` carries bytes that are not text. */
+    stdin_encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
+  },
+  { $id: "ExecRequest" },
+);
 export type ExecRequestT = Static<typeof ExecRequest>;
 
-export const ExecResult = Type.Object({
-  exit_code: Type.Integer(),
-  stdout: Type.String(),
-  stderr: Type.String(),
-  duration: Type.String(),
-  timed_out: Type.Boolean(),
-  truncated: Type.Boolean(),
-});
+/** The first message of an exec over WebSocket: an exec request, with a terminal if asked. */
+export const WsExecRequest = Body(
+  {
+    command: Type.String({ minLength: 1 }),
+    args: Type.Optional(Type.Array(Type.String())),
+    env: Type.Optional(StringMap),
+    workdir: Type.Optional(Type.String({ minLength: 1 })),
+    timeout: Type.Optional(Type.String()),
+    user: Type.Optional(Type.String({ minLength: 1 })),
+    tty: Type.Optional(Type.Boolean()),
+    rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
+    cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
+  },
+  { $id: "WsExecRequest" },
+);
 
-export const FileWrite = Type.Object({
-  path: Type.String({ minLength: 1 }),
-  content: Type.String(),
-  mode: Type.Optional(Type.String({ pattern: "^0?[0-7]{3,4}$" })),
-  encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("utf-8"), Type.Literal("base64")])),
-});
+export const ExecResult = Type.Object(
+  {
+    exit_code: Type.Integer(),
+    stdout: Type.String(),
+    stderr: Type.String(),
+    duration: Type.String(),
+    timed_out: Type.Boolean(),
+    truncated: Type.Boolean(),
+  },
+  { $id: "ExecResult" },
+);
+
+export const FileWrite = Body(
+  {
+    path: Type.String({ minLength: 1 }),
+    content: Type.String(),
+    mode: Type.Optional(Type.String({ pattern: "^0?[0-7]{3,4}$" })),
+    encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("utf-8"), Type.Literal("base64")])),
+  },
+  { $id: "FileWrite" },
+);
+
+export const MoveRequest = Body({ old_path: Type.String(), new_path: Type.String() }, { $id: "MoveRequest" });
+export const ChmodRequest = Body({ path: Type.String(), mode: Type.String() }, { $id: "ChmodRequest" });
 
 export const FileInfo = Type.Object(
   {
@@ -151,13 +193,118 @@ export const Snapshot = Type.Object(
 );
 export type SnapshotT = Static<typeof Snapshot>;
 
+const NAME = "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$";
+
+export const SnapshotRequest = Body({ name: Type.Optional(Type.String({ pattern: NAME })) }, { $id: "SnapshotRequest" });
+
 /** Fork and snapshot-restore requests: how many copies and how they live. */
-export const CopiesRequest = Type.Object({
-  count: Type.Optional(Type.Integer({ minimum: 1, maximum: 32 })),
-  ttl: Type.Optional(Type.String()),
-  owner_id: Type.Optional(Type.String({ maxLength: 256 })),
+export const CopiesRequest = Body(
+  {
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 32 })),
+    ttl: Type.Optional(Type.String()),
+    owner_id: Type.Optional(Type.String({ maxLength: 256 })),
+    metadata: Type.Optional(StringMap),
+    /** Restores only (forks keep the parent's network). */
+    ...NetworkFields,
+  },
+  { $id: "CopiesRequest" },
+);
+
+export const AllowRequest = Body({ allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 }) }, { $id: "AllowRequest" });
+export const PortRequest = Body({ port: Type.String({ minLength: 1, maxLength: 64 }) }, { $id: "PortRequest" });
+export const PullRequest = Body({ image: Type.String({ minLength: 1 }) }, { $id: "PullRequest" });
+
+const SecretDecl = Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }), inject_at: Type.Optional(Type.Union([Type.Literal("env"), Type.Literal("file"), Type.Literal("both")])) }, { additionalProperties: false });
+
+/** Template fields a client sends; `vcpus`/`ttl` are the original SDKs' names for `cpu_cores`/`ttl_seconds`. */
+const TemplateFields = {
+  version: Type.Optional(Type.String()),
+  image: Type.Optional(Type.String({ minLength: 1 })),
+  description: Type.Optional(Type.String()),
+  setup: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 100 })),
+  allowed_hosts: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
+  memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
+  cpu_cores: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  ttl_seconds: Type.Optional(Type.Integer({ minimum: 1 })),
+  ttl: Type.Optional(Type.Union([Type.String(), Type.Integer({ minimum: 1 })])),
+  env: Type.Optional(StringMap),
+  secrets: Type.Optional(Type.Array(SecretDecl, { maxItems: 64 })),
+  pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+  /** The provider its sandboxes run on ("" or absent: the server's default). */
+  provider: Type.Optional(Type.String()),
+  /** Copied into the metadata of every sandbox spawned from it. */
   metadata: Type.Optional(StringMap),
-  /** Restores only (forks keep the parent's network). */
-  network: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-  allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
-});
+  /** Set by the server; a value sent (an SDK echoing a template it read) is ignored. */
+  created_at: Type.Optional(Type.String()),
+  updated_at: Type.Optional(Type.String()),
+};
+
+export const TemplateInput = Body({ name: Type.String({ pattern: NAME }), ...TemplateFields }, { $id: "TemplateInput" });
+export type TemplateInputT = Static<typeof TemplateInput>;
+export const TemplateUpdate = Body({ name: Type.Optional(Type.String()), ...TemplateFields }, { $id: "TemplateUpdate" });
+
+export const Template = Type.Object(
+  {
+    name: Type.String(),
+    version: Type.String(),
+    image: Type.String(),
+    description: Type.String(),
+    setup: Type.Array(Type.String()),
+    allowed_hosts: Type.Array(Type.String()),
+    memory_mb: Type.Integer(),
+    cpu_cores: Type.Integer(),
+    /** The same as cpu_cores (the name the original SDKs read). */
+    vcpus: Type.Integer(),
+    ttl_seconds: Type.Integer(),
+    /** The same as ttl_seconds, as a duration string (the name the original SDKs read). */
+    ttl: Type.String(),
+    env: StringMap,
+    secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) })),
+    pool_size: Type.Integer(),
+    provider: Type.String(),
+    metadata: StringMap,
+    created_at: Type.String(),
+    updated_at: Type.String(),
+  },
+  { $id: "Template" },
+);
+
+export const TemplateSpawnRequest = Body(
+  {
+    provider: Type.Optional(Type.String()),
+    ttl: Type.Optional(Type.String()),
+    owner_id: Type.Optional(Type.String({ maxLength: 256 })),
+    metadata: Type.Optional(StringMap),
+    secrets: Type.Optional(StringMap),
+  },
+  { $id: "TemplateSpawnRequest" },
+);
+
+export const Image = Type.Object(
+  {
+    name: Type.String(),
+    digest: Type.Optional(Type.String()),
+    size: Type.Integer(),
+    created_at: Type.String(),
+    source: Type.String(),
+    in_use: Type.Boolean(),
+  },
+  { $id: "Image" },
+);
+
+export const PullJob = Type.Object(
+  {
+    id: Type.String(),
+    image: Type.String(),
+    state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error")]),
+    progress: Type.Array(Type.String()),
+    progress_total: Type.Integer(),
+    error: Type.Optional(Type.String()),
+    error_code: Type.Optional(Type.String()),
+    digest: Type.Optional(Type.String()),
+    started_at: Type.String(),
+    finished_at: Type.Optional(Type.String()),
+  },
+  { $id: "PullJob" },
+);

@@ -27,6 +27,9 @@ export async function startServer(cfg: Config, version: string, opts: { logger?:
     maxOutputBytes: cfg.exec.max_output_bytes,
     logger: opts.logger,
     requestLog: opts.requestLog,
+    allowedOrigins: cfg.server.allowed_origins,
+    allowedHosts: cfg.server.allowed_hosts,
+    listenHost: cfg.server.host,
   });
   let address: string;
   try {

@@ -20,6 +20,10 @@ export const ConfigSchema = Type.Object(
         port: Type.Integer({ minimum: 0, maximum: 65535 }),
         body_limit_mb: Type.Integer({ minimum: 1, maximum: 4096 }),
         request_log: Type.Boolean(),
+        /** Web origins whose pages may call the API (none: same-origin only). */
+        allowed_origins: Type.Array(Type.String({ minLength: 1 })),
+        /** Host names a server on loopback answers to besides localhost/127.0.0.1/::1. */
+        allowed_hosts: Type.Array(Type.String({ minLength: 1 })),
       },
       strict,
     ),
@@ -82,7 +86,7 @@ export type Config = Static<typeof ConfigSchema>;
 export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     data_dir: defaultDataDir(env),
-    server: { host: "127.0.0.1", port: 7423, body_limit_mb: 256, request_log: true },
+    server: { host: "127.0.0.1", port: 7423, body_limit_mb: 256, request_log: true, allowed_origins: [], allowed_hosts: [] },
     auth: { api_key: "" },
     defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },
     exec: { max_output_bytes: 16 * 1024 * 1024 },

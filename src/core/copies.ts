@@ -98,7 +98,7 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
     core.events.emit("sandbox.forked", id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs });
     return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: capture.bytes };
   } catch (e) {
-    for (const r of rows) recordFailure(core, r.id, e);
+    for (const r of rows) await recordFailure(core, r.id, e);
     if (core.snapshotRows.get(snap.id)?.state === "creating") await core.snaps.abort(snap);
     else await core.snaps.collect();
     throw e;
@@ -133,7 +133,7 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
         const vm = await core.provider.spawn({ id: row.id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: row.id, restore: { files: Snapshots.files(snap) }, nic: !!snap.nic });
         return await admit(core, row, vm, image, "snapshot");
       } catch (e) {
-        recordFailure(core, row.id, e);
+        await recordFailure(core, row.id, e);
         throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `snapshot ${snap.id} could not be restored: ${e.message.split("\n")[0]}`) : e;
       }
     }),

@@ -1,9 +1,9 @@
 // A sandbox's life after its VM is up: handed out as running (admit), failed (recordFailure),
 // destroyed, and its console log kept for its history.
-import { copyFile, mkdir, readFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { LocalImage } from "../images/store.js";
-import type { Vm } from "../providers/provider.js";
+import { BootError, type Vm } from "../providers/provider.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
 import { ForgevmError, sandboxGone } from "./errors.js";
@@ -33,18 +33,35 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
   });
   if (secrets) core.secrets.set(row.id, secrets);
   core.live.set(row.id, sb);
+  watch(core, sb);
   core.sandboxes.setNetwork(row.id, network);
   core.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
   core.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
   return sb;
 }
 
-/** A sandbox that failed to start: `error`, with the reason, announced. */
-export function recordFailure(core: Core, id: string, e: unknown): void {
+/** A sandbox that failed to start: `error`, with the reason (and the console of a boot that failed), announced. */
+export async function recordFailure(core: Core, id: string, e: unknown): Promise<void> {
   if (core.sandboxes.get(id)?.state !== "creating") return;
   const reason = (e as Error).message;
   core.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+  if (e instanceof BootError && e.consoleTail) await keepText(core, id, e.consoleTail);
   core.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
+}
+
+/**
+ * Watches a running sandbox's VM: when its agent channel closes or its VMM exits without anyone
+ * destroying it (a guest that broke the protocol, a VMM killed from outside), the sandbox
+ * becomes `error` with the reason and is cleaned up as any failed sandbox.
+ */
+export function watch(core: Core, sb: Sandbox): void {
+  const vm = sb.vm;
+  const fail = (reason: string) => {
+    if (core.live.get(sb.id) !== sb || core.closed) return;
+    void teardown(core, sb.id, { state: "error", error: reason }).catch(() => {});
+  };
+  vm.channel.once("close", (e: Error) => fail(`the sandbox's agent channel closed: ${e.message}`));
+  void vm.exited.then(() => fail("the VM stopped: its VMM exited"));
 }
 
 /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
@@ -54,9 +71,18 @@ export function destroy(core: Core, id: string, reason: "destroyed" | "expired" 
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   if (row.state === "destroyed" || row.state === "error") return Promise.resolve();
+  return teardown(core, id, { state: "destroyed", event: reason === "expired" ? "sandbox.expired" : "sandbox.destroyed" });
+}
+
+/** Ends a live sandbox as `destroyed` or `error`: row first, then its network, secrets and VM. */
+function teardown(core: Core, id: string, end: { state: "destroyed"; event: "sandbox.destroyed" | "sandbox.expired" } | { state: "error"; error: string }): Promise<void> {
+  const pending = core.destroying.get(id);
+  if (pending) return pending;
+  const row = core.sandboxes.get(id);
+  if (!row || row.state === "destroyed" || row.state === "error") return Promise.resolve();
   const p = (async () => {
-    // Mark first so concurrent spawn completion and the reaper see it at once.
-    core.sandboxes.update(id, { state: "destroyed", destroyed_at: new Date().toISOString() });
+    // Marked first so that a spawn completing, the reaper or the VM's watcher see it at once.
+    core.sandboxes.update(id, { state: end.state, destroyed_at: new Date().toISOString(), ...(end.state === "error" ? { error: end.error } : {}) });
     const sb = core.live.get(id);
     core.live.delete(id);
     // The console log outlives the VM directory, until the row's history is pruned.
@@ -65,7 +91,8 @@ export function destroy(core: Core, id: string, reason: "destroyed" | "expired" 
     core.secrets.delete(id);
     if (row.vm_id) await core.tenants?.leave(id);
     else if (sb) await sb.vm.destroy();
-    core.events.emit(reason === "expired" ? "sandbox.expired" : "sandbox.destroyed", id);
+    if (end.state === "error") core.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
+    else core.events.emit(end.event, id);
     if (row.snapshot_id) await core.snaps.collect().catch(() => {});
   })().finally(() => core.destroying.delete(id));
   core.destroying.set(id, p);
@@ -87,4 +114,9 @@ export function keptLogPath(core: Core, id: string): string {
 async function keepConsoleLog(core: Core, id: string, vmDir: string): Promise<void> {
   await mkdir(join(core.paths.dataDir, "logs"), { recursive: true });
   await copyFile(join(vmDir, "console.log"), keptLogPath(core, id)).catch(() => {});
+}
+
+async function keepText(core: Core, id: string, text: string): Promise<void> {
+  await mkdir(join(core.paths.dataDir, "logs"), { recursive: true });
+  await writeFile(keptLogPath(core, id), text, { mode: 0o600 }).catch(() => {});
 }

@@ -77,6 +77,8 @@ export interface SpawnDefaults {
 export interface SpawnOptions {
   /** Image name; default DEFAULT_IMAGE. */
   image?: string;
+  /** The provider to run it on: this server's own ("" or absent means that too). */
+  provider?: string;
   memoryMb?: number;
   vcpus?: number;
   /** Writable disk size; the guest's root filesystem grows to fill it. */

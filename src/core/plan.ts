@@ -9,6 +9,7 @@ import type { Core } from "./core.js";
 import { badRequest, notFound } from "./errors.js";
 import type { SpawnOptions } from "./options.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
+import { checkEnv, checkFullNetwork, checkProvider, checkVcpus } from "./validate.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */
 export interface SpawnPlan {
@@ -22,6 +23,8 @@ export interface SpawnPlan {
   execUser: string | null;
   network: NetworkRecord;
   secrets: PlannedSecrets | null;
+  /** The template's metadata under the spawn's own. */
+  metadata: Record<string, string> | null;
   /** A network device (network "full"): part of the machine, so of its base snapshot too. */
   nic: boolean;
 }
@@ -30,6 +33,8 @@ export interface SpawnPlan {
 export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) => Promise<LocalImage>): Promise<SpawnPlan> {
   const tpl = opts.template !== undefined ? core.templates.get(opts.template) : undefined;
   if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
+  checkProvider(core, opts.provider, "provider");
+  checkEnv(opts.env, "env");
   const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);
   if (network.mode === "full") await checkFullNetwork(core);
@@ -44,6 +49,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     return pull(imageName);
   });
   const env = tpl?.env || opts.env ? { ...tpl?.env, ...opts.env } : null;
+  const metadata = tpl?.metadata || opts.metadata ? { ...tpl?.metadata, ...opts.metadata } : null;
   let execUser: string | null = null;
   if (opts.user === "image") {
     // USER may be "name", "uid" or "name:group"; the agent takes the user part.
@@ -62,26 +68,16 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     execUser,
     network,
     secrets,
+    metadata,
     nic: network.mode === "full",
   };
 }
 
-/** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
-export function checkVcpus(core: Core, vcpus: number, field: string): void {
-  const max = core.provider.maxVcpus();
-  if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
-}
-
-/** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */
-export async function checkFullNetwork(core: Core): Promise<void> {
-  const problem = await core.provider.nicProblem();
-  if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
-}
 
 /** The `creating` row of a new sandbox made from a plan. */
-export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; metadata?: Record<string, string>; ttlMs?: number }, id?: string): SandboxRow {
+export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; ttlMs?: number }, id?: string): SandboxRow {
   const what = { image: plan.image.name, template: plan.template?.name ?? null, memory_mb: plan.memoryMb, vcpus: plan.vcpus, disk_mb: plan.diskMb, env: plan.env, exec_user: plan.execUser, network: plan.network };
-  return rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata }, id);
+  return rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id);
 }
 
 /** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */

@@ -7,7 +7,7 @@ import { canonicalName } from "../images/store.js";
 import type { Core } from "./core.js";
 import { badRequest, ForgevmError } from "./errors.js";
 import { execDefaults } from "./exec-defaults.js";
-import { destroy, recordFailure } from "./lifecycle.js";
+import { destroy, recordFailure, watch } from "./lifecycle.js";
 import type { SpawnOptions } from "./options.js";
 import { newRow, plan } from "./plan.js";
 import { Sandbox } from "./sandbox.js";
@@ -36,11 +36,12 @@ export async function spawnTenant(core: Core, opts: SpawnOptions, pull: Pull): P
     }
     const sb = new Sandbox(row.id, row.image, host.vm!, (s) => destroy(core, s.id), core.events.emit, { ...execDefaults(p.image, row.env, null), cwd: tenant.home, tenant });
     core.live.set(row.id, sb);
+    watch(core, sb);
     core.sandboxes.update(row.id, { state: "running", vm_id: host.id, snapshot_id: host.snapshotId || null, origin: "pool" });
     core.events.emit("sandbox.running", row.id, { vm_id: host.id, user: tenant.user });
     return sb;
   } catch (e) {
-    recordFailure(core, row.id, e);
+    await recordFailure(core, row.id, e);
     throw e;
   }
 }

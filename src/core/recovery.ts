@@ -8,7 +8,7 @@ import type { Vm } from "../providers/provider.js";
 import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
 import { execDefaults } from "./exec-defaults.js";
-import { destroy } from "./lifecycle.js";
+import { destroy, watch } from "./lifecycle.js";
 import { isNodeProcess } from "./owner.js";
 import { Sandbox } from "./sandbox.js";
 
@@ -22,7 +22,9 @@ export async function reconcile(core: Core): Promise<void> {
         const vm = await core.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
         const image = await resolveImage(core.paths, row.image).catch(() => null);
         const network = await reattachNetwork(core, row, vm);
-        core.live.set(row.id, new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, execDefaults(image, row.env, row.exec_user, network)));
+        const sb = new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, execDefaults(image, row.env, row.exec_user, network));
+        core.live.set(row.id, sb);
+        watch(core, sb);
         core.sandboxes.update(row.id, { manager_pid: process.pid });
         core.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
         continue;

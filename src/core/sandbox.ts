@@ -5,6 +5,7 @@ import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/i
 import type { Vm } from "../providers/provider.js";
 import { MAX_PAYLOAD } from "../agent-client/index.js";
 import { badRequest, ForgevmError } from "./errors.js";
+import { checkEnv } from "./validate.js";
 
 /** Largest exec request: one agent message, less room for the fields the agent adds. */
 const MAX_EXEC_REQUEST = MAX_PAYLOAD - 4096;
@@ -83,6 +84,7 @@ export class Sandbox {
 
   /** The agent's exec request; refused when it would not fit in one message to the guest. */
   private execRequest(command: string | string[], opts: Omit<ExecOptions, "stdin">) {
+    checkEnv(opts.env, "env");
     const req = {
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
       env: this.envFor(opts.env),

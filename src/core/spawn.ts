@@ -36,7 +36,7 @@ export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise
     const { vm, origin } = await startVm(core, row.id, p, opts);
     return await admit(core, row, vm, p.image, origin, p.secrets);
   } catch (e) {
-    recordFailure(core, row.id, e);
+    await recordFailure(core, row.id, e);
     throw e;
   }
 }
@@ -112,7 +112,7 @@ async function claimPooled(core: Core, p: SpawnPlan, opts: SpawnOptions): Promis
   try {
     return await admit(core, row, got.vm, p.image, "pool", p.secrets);
   } catch (e) {
-    recordFailure(core, row.id, e);
+    await recordFailure(core, row.id, e);
     throw e;
   }
 }

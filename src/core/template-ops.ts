@@ -3,6 +3,8 @@
 import type { TemplateBody, TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
 import { badRequest, notFound } from "./errors.js";
+import { parseImageReference } from "./images.js";
+import { checkEnv, checkProvider, checkVcpus } from "./validate.js";
 import { checkDecls } from "./secrets.js";
 import { configurePools, type Pull } from "./spawn.js";
 
@@ -38,8 +40,13 @@ export async function deleteTemplate(core: Core, name: string, pull: Pull): Prom
   return true;
 }
 
+/** Refuses a template no spawn could use, naming the field, before it is stored. */
 function checkTemplate(core: Core, t: TemplateBody): void {
   checkDecls(t.secrets ?? []);
+  checkProvider(core, t.provider, "provider");
+  checkEnv(t.env, "env");
+  if (t.cpu_cores !== undefined) checkVcpus(core, t.cpu_cores, "cpu_cores");
+  if (t.image && !t.image.startsWith("forgevm/")) parseImageReference(t.image);
   try {
     core.networks.plan({}, { allow: t.allowed_hosts });
   } catch (e) {

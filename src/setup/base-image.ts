@@ -1,5 +1,5 @@
 // The built-in default image: Debian bookworm (minbase + python3, bash, ca-certificates,
-// coreutils, ping) made with debootstrap from the Debian archive, packed into a read-only ext4 file
+// coreutils, ping, curl, ps, ip) made with debootstrap from the Debian archive, packed into a read-only ext4 file
 // with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still has
 // a working image this way.
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
@@ -9,7 +9,7 @@ import { DEFAULT_IMAGE, imageDir, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
-const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl"];
+const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl", "procps", "iproute2"];
 const DESCRIPTION = `Debian 12 bookworm minbase with ${PACKAGES.join(", ")}`;
 
 /** The Debian mirror to use: $FORGEVM_DEBIAN_MIRROR, else the host's apt source, else deb.debian.org. */

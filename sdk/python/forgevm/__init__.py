@@ -7,6 +7,8 @@ from .errors import (
     BadRequestError,
     ConflictError,
     ConnectionError,
+    ERROR_CLASSES,
+    ForbiddenError,
     ForgevmConnectionError,
     ForgevmError,
     NotFoundError,
@@ -14,7 +16,7 @@ from .errors import (
     SandboxNotFound,
     SandboxNotFoundError,
 )
-from .models import ExecResult, FileInfo, SandboxInfo, StreamChunk
+from .models import ExecResult, FileInfo, ImageInfo, NetworkInfo, SandboxInfo, SnapshotInfo, StreamChunk, Template
 from .sandbox import Sandbox
 from .streaming import ExecStream
 from .tools import anthropic_tools, handle_tool_call, openai_tools
@@ -30,18 +32,24 @@ __all__ = [
     "Client",
     "ConflictError",
     "ConnectionError",
+    "ERROR_CLASSES",
     "ExecResult",
     "ExecStream",
     "FileInfo",
+    "ForbiddenError",
     "ForgevmConnectionError",
     "ForgevmError",
     "NotFoundError",
     "ProviderError",
     "Sandbox",
     "SandboxInfo",
+    "SnapshotInfo",
     "SandboxNotFound",
     "SandboxNotFoundError",
     "StreamChunk",
+    "Template",
+    "ImageInfo",
+    "NetworkInfo",
     "Templates",
     "anthropic_tools",
     "handle_tool_call",

@@ -99,14 +99,15 @@ class AsyncSandbox:
     async def move_file(self, old_path: str, new_path: str) -> None:
         await _run(self._sb.move_file, old_path, new_path)
 
-    async def chmod_file(self, path: str, mode: str) -> None:
+    async def chmod_file(self, path: str, mode: Union[str, int]) -> None:
         await _run(self._sb.chmod_file, path, mode)
 
     async def delete_file(self, path: str, recursive: bool = False) -> None:
         await _run(self._sb.delete_file, path, recursive)
 
-    async def extend_ttl(self, ttl: str = "30m") -> None:
+    async def extend_ttl(self, ttl: str = "30m") -> "AsyncSandbox":
         await _run(self._sb.extend_ttl, ttl)
+        return self
 
     async def fork(self, count: int = 1, ttl: Optional[str] = None) -> List["AsyncSandbox"]:
         return [AsyncSandbox(s) for s in await _run(self._sb.fork, count, ttl)]

@@ -35,8 +35,8 @@ class Templates:
     def delete(self, name: str) -> None:
         self._http.call("DELETE", f"/templates/{_q(name)}")
 
-    def spawn(self, name: str, ttl: Optional[str] = None, owner_id: Optional[str] = None) -> Sandbox:
-        return Sandbox(self._http, self._http.json("POST", f"/templates/{_q(name)}/spawn", body={"ttl": ttl, "owner_id": owner_id}, timeout=SPAWN_TIMEOUT))
+    def spawn(self, name: str, ttl: Optional[str] = None, owner_id: Optional[str] = None, secrets: Optional[Dict[str, str]] = None) -> Sandbox:
+        return Sandbox(self._http, self._http.json("POST", f"/templates/{_q(name)}/spawn", body={"ttl": ttl, "owner_id": owner_id, "secrets": secrets}, timeout=SPAWN_TIMEOUT))
 
 
 class Client:
@@ -84,8 +84,9 @@ class Client:
     def get(self, sandbox_id: str) -> Sandbox:
         return Sandbox(self._http, self._http.json("GET", f"/sandboxes/{_q(sandbox_id)}", sandbox_id=sandbox_id))
 
-    def list(self) -> List[SandboxInfo]:
-        return [_pick(SandboxInfo, s) for s in self._http.json("GET", "/sandboxes")]
+    def list(self, all: bool = False) -> List[SandboxInfo]:
+        """Live sandboxes; with ``all=True`` failed and destroyed ones too (with their reason)."""
+        return [_pick(SandboxInfo, s) for s in self._http.json("GET", "/sandboxes", query={"all": "true" if all else None})]
 
     def prune(self) -> int:
         """Destroys every expired sandbox; returns how many."""

@@ -1,9 +1,10 @@
-"""Wire shapes of the ForgeVM REST API as dataclasses."""
+"""Wire shapes of the ForgeVM REST API: dataclasses for what the SDK wraps, TypedDicts for the
+dicts it hands back as they came. A test compares each with the server's OpenAPI document."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, TypedDict
 
 
 def _pick(cls: Any, data: Dict[str, Any]) -> Any:
@@ -43,6 +44,7 @@ class SandboxInfo:
     vm_id: Optional[str] = None
     metadata: Dict[str, str] = field(default_factory=dict)
     error: Optional[str] = None
+    network: Optional[Dict[str, Any]] = None
 
 
 @dataclass
@@ -53,3 +55,71 @@ class FileInfo:
     mode: str
     is_dir: bool
     mod_time: str
+
+
+class PortMapping(TypedDict):
+    host_ip: str
+    host_port: int
+    guest_port: int
+
+
+class NetworkInfo(TypedDict, total=False):
+    """A sandbox's network: mode ("none", "allowlist", "full"), egress allowlist, published ports."""
+
+    mode: str
+    allow: List[str]
+    ports: List[PortMapping]
+    proxy: str
+
+
+class SecretDecl(TypedDict, total=False):
+    name: str
+    inject_at: str
+
+
+class Template(TypedDict, total=False):
+    """A template as the server returns it (``vcpus``/``ttl`` are other names of ``cpu_cores``/``ttl_seconds``)."""
+
+    name: str
+    version: str
+    image: str
+    description: str
+    setup: List[str]
+    allowed_hosts: List[str]
+    memory_mb: int
+    cpu_cores: int
+    vcpus: int
+    ttl_seconds: int
+    ttl: str
+    env: Dict[str, str]
+    secrets: List[SecretDecl]
+    pool_size: int
+    provider: str
+    metadata: Dict[str, str]
+    created_at: str
+    updated_at: str
+
+
+class SnapshotInfo(TypedDict, total=False):
+    id: str
+    name: str
+    kind: str
+    state: str
+    source_id: str
+    image: str
+    template: str
+    memory_mb: int
+    vcpus: int
+    disk_mb: int
+    format: str
+    size_bytes: int
+    created_at: str
+
+
+class ImageInfo(TypedDict, total=False):
+    name: str
+    digest: str
+    size: int
+    created_at: str
+    source: str
+    in_use: bool

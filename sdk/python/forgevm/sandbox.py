@@ -138,17 +138,19 @@ class Sandbox:
     def move_file(self, old_path: str, new_path: str) -> None:
         self._http.call("POST", self._path("/files/move"), body={"old_path": old_path, "new_path": new_path}, sandbox_id=self.id)
 
-    def chmod_file(self, path: str, mode: str) -> None:
-        """Sets permission bits given in octal, like "755"."""
-        self._http.call("POST", self._path("/files/chmod"), body={"path": path, "mode": mode}, sandbox_id=self.id)
+    def chmod_file(self, path: str, mode: "Union[str, int]") -> None:
+        """Sets permission bits: an octal string like "755", or a number like 0o755."""
+        octal = format(mode, "o") if isinstance(mode, int) else mode
+        self._http.call("POST", self._path("/files/chmod"), body={"path": path, "mode": octal}, sandbox_id=self.id)
 
     def delete_file(self, path: str, recursive: bool = False) -> None:
         self._http.call("DELETE", self._path("/files"), query={"path": path, "recursive": "true" if recursive else None}, sandbox_id=self.id)
 
     # -- lifetime
-    def extend_ttl(self, ttl: str = "30m") -> None:
-        """Sets the expiry to ``ttl`` from now."""
+    def extend_ttl(self, ttl: str = "30m") -> "Sandbox":
+        """Sets the expiry to ``ttl`` from now; returns the sandbox, its new expiry in ``info.expires_at``."""
         self._info = _pick(SandboxInfo, self._http.json("POST", self._path("/extend"), body={"ttl": ttl}, sandbox_id=self.id))
+        return self
 
     def network(self) -> Dict[str, Any]:
         """The sandbox's network: ``{"mode", "allow", "ports", "proxy"?}``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterator, Optional
 
-from .errors import ProviderError
+from .errors import ProviderError, error_from_body
 from .models import StreamChunk
 
 
@@ -31,7 +31,7 @@ class ExecStream:
                 if kind == "exit":
                     self.exit_code = int(msg.get("exit_code", -1))
                 elif kind == "error":
-                    raise ProviderError(str(msg.get("data")), "INTERNAL_ERROR")
+                    raise error_from_body({**msg, "message": msg.get("message") or str(msg.get("data"))})
                 else:
                     yield StreamChunk(stream=kind, data=msg.get("data", ""))
         if self.exit_code is None:

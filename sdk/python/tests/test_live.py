@@ -51,7 +51,7 @@ class Live(unittest.TestCase):
         self.assertEqual(c.get(sb.id).id, sb.id)
         self.assertIn(sb.id, [s.id for s in c.list()])
         before = sb.expires_at
-        sb.extend_ttl("2h")
+        self.assertIs(sb.extend_ttl("2h"), sb, "extend_ttl returns the sandbox")
         self.assertGreater(sb.expires_at, before)
         self.assertEqual(sb.refresh().state, "running")
         self.assertEqual(c.health()["status"], "ok")
@@ -167,6 +167,8 @@ class Live(unittest.TestCase):
         self.assertEqual(sorted(f.name for f in sb.list_files("/tmp/fs")), ["a.py", "b.py"])
         self.assertEqual(sorted(sb.glob_files("/tmp/fs/*.py")), ["/tmp/fs/a.py", "/tmp/fs/b.py"])
         sb.move_file("/tmp/fs/a.py", "/tmp/fs/c.py")
+        sb.chmod_file("/tmp/fs/c.py", 0o700)
+        self.assertEqual(sb.stat_file("/tmp/fs/c.py").mode, "700", "a numeric mode")
         sb.chmod_file("/tmp/fs/c.py", "755")
         st = sb.stat_file("/tmp/fs/c.py")
         self.assertEqual((st.mode, st.is_dir), ("755", False))

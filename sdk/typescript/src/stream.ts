@@ -1,6 +1,6 @@
 // Streamed exec: NDJSON lines as the server flushes them, yielded as chunks; the final
 // `{"stream":"exit"}` line is not a chunk but the exit code.
-import { ProviderError } from "./errors.js";
+import { errorFromBody, ProviderError } from "./errors.js";
 import type { StreamChunk } from "./types.js";
 
 /** Output of a streaming exec: iterate it for chunks; `exitCode` is set once it has ended. */
@@ -37,9 +37,9 @@ export class ExecStream implements AsyncIterable<StreamChunk> {
           const line = buf.slice(0, nl).trim();
           buf = buf.slice(nl + 1);
           if (!line) continue;
-          const msg = JSON.parse(line) as { stream: string; data: string; exit_code?: number };
+          const msg = JSON.parse(line) as { stream: string; data: string; exit_code?: number; code?: string; message?: string; retryable?: boolean };
           if (msg.stream === "exit") this.exitCode = msg.exit_code ?? -1;
-          else if (msg.stream === "error") throw new ProviderError(msg.data, "INTERNAL_ERROR");
+          else if (msg.stream === "error") throw errorFromBody({ ...msg, message: msg.message ?? msg.data });
           else yield { stream: msg.stream as StreamChunk["stream"], data: msg.data };
         }
         if (done) break;

@@ -1,4 +1,5 @@
 // GET /events: server-sent events with ids, replay after Last-Event-ID, and heartbeats.
+import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
@@ -31,13 +32,8 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       const after = Number(req.headers["last-event-id"] ?? req.query.last_event_id ?? NaN);
       reply.hijack();
       const out = reply.raw;
-      out.writeHead(200, {
-        "Content-Type": "text/event-stream",
-        "Cache-Control": "no-store",
-        Connection: "keep-alive",
-        "X-Request-ID": req.id,
-        "Access-Control-Allow-Origin": "*",
-      });
+      // The headers set so far (request id, CORS for an allowed origin) go out with the stream's own.
+      out.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), "Content-Type": "text/event-stream", "Cache-Control": "no-store", Connection: "keep-alive" });
       out.write(": forgevm events\n\n");
       // Subscribe first and hold live events while replaying, so none falls in between.
       let lastSent = Number.isFinite(after) ? after : 0;

@@ -4,29 +4,20 @@
 // sends {"stream","data"} chunks and ends with {"type":"done","exit_code":N}, closing with 1000.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { WebSocket } from "ws";
-import { Type } from "typebox";
 import { Value } from "typebox/value";
 import { parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { errorBody, toApiError } from "../errors.js";
-import { ExecRequest, IdParams } from "../schemas.js";
+import { IdParams, WsExecRequest } from "../schemas.js";
 import { relayChunks } from "../chunks.js";
+import { exitFields, wsEnd } from "../stream-end.js";
 import { commandLine } from "../views.js";
-
-const WsExecRequest = Type.Intersect([
-  Type.Omit(ExecRequest, ["stream", "stdin"]),
-  Type.Object({
-    tty: Type.Optional(Type.Boolean()),
-    rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
-    cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
-  }),
-]);
 
 const MAX_MESSAGE = 1024 * 1024;
 
 function sendError(ws: WebSocket, err: unknown): void {
   const e = toApiError(err);
-  ws.send(JSON.stringify({ type: "error", ...errorBody(e) }));
+  ws.send(wsEnd({ error: errorBody(e) }));
   ws.close(e.status < 500 ? 1008 : 1011, e.code);
 }
 
@@ -83,6 +74,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
       if (session && !finished) void session.signal(9).catch(() => {});
     });
     const run = async (socket: WebSocket, s: NonNullable<typeof session>) => {
+      const t0 = performance.now();
       const send = (json: string) => {
         if (socket.readyState === socket.OPEN) socket.send(json);
         return true;
@@ -92,7 +84,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
       finished = true;
       if (socket.readyState !== socket.OPEN) return;
       if (r instanceof Error) return sendError(socket, r);
-      socket.send(JSON.stringify({ type: "done", exit_code: r.exit_code, timed_out: r.timed_out }));
+      socket.send(wsEnd({ ok: exitFields(r, performance.now() - t0) }));
       socket.close(1000, "done");
     };
   });

@@ -1,9 +1,11 @@
 // POST /sandboxes/{id}/exec: buffered, or NDJSON streamed when `stream` is true.
+import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { formatDuration, parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { ExecRequest, ExecResult, IdParams } from "../schemas.js";
 import { relayChunks } from "../chunks.js";
+import { errorFields, exitFields, ndjsonEnd } from "../stream-end.js";
 import { commandLine, decodeBase64 } from "../views.js";
 
 export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputBytes: number }> = async (app, { forge, maxOutputBytes }) => {
@@ -26,7 +28,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
     if (!ran) throw await s.result.then(() => new Error("the command did not start"), (e: Error) => e);
     reply.hijack();
     const out = reply.raw;
-    out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });
+    out.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), "Content-Type": "application/x-ndjson", "Cache-Control": "no-store" });
     const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) =>
       relayChunks(name, stream, (json) => out.write(json + "\n"), (resume) => out.once("drain", resume));
     // A client that goes away stops the process, so nothing runs on unobserved.
@@ -35,8 +37,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
     };
     out.once("close", onClose);
     const [r] = await Promise.all([s.result.catch((e: Error) => e), forward("stdout", s.stdout), forward("stderr", s.stderr)]);
-    if (r instanceof Error) out.write(JSON.stringify({ stream: "error", data: r.message }) + "\n");
-    else out.write(JSON.stringify({ stream: "exit", data: "", exit_code: r.exit_code, timed_out: r.timed_out, duration: formatDuration(performance.now() - t0) }) + "\n");
+    out.write(`${ndjsonEnd(r instanceof Error ? { error: errorFields(r) } : { ok: exitFields(r, performance.now() - t0) })}\n`);
     out.off("close", onClose);
     out.end();
   });

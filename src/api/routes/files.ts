@@ -7,8 +7,9 @@ import { posix } from "node:path";
 import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { FileInfo, FileWrite, IdParams, PathQuery, Status } from "../schemas.js";
-import { fileInfoView } from "../views.js";
+import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, Status } from "../schemas.js";
+import { decodeBase64, fileInfoView } from "../views.js";
+import { suggest } from "../errors.js";
 
 function absPath(p: string, field = "path"): string {
   if (!p.trim()) throw badRequest(`${field} must not be empty`);
@@ -50,13 +51,14 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
       }
       const b = req.body as Record<string, unknown> | null;
       if (!b || typeof b !== "object" || Array.isArray(b)) throw badRequest("body must be a JSON object with path and content");
+      const extra = Object.keys(b).filter((k) => !(k in FileWrite.properties));
+      if (extra.length) throw badRequest(`${extra[0]} is not a field of this request${suggest(extra[0], Object.keys(FileWrite.properties))}`);
       if (typeof b.path !== "string") throw badRequest("path is required (a string)");
       if (typeof b.content !== "string") throw badRequest("content is required (a string)");
       if (b.mode !== undefined && typeof b.mode !== "string") throw badRequest('mode must be an octal string such as "0644"');
       const enc = b.encoding ?? "utf8";
       if (enc !== "utf8" && enc !== "utf-8" && enc !== "base64") throw badRequest('encoding must be "utf8" or "base64"');
-      if (enc === "base64" && !/^[A-Za-z0-9+/\r\n]*={0,2}\s*$/.test(b.content)) throw badRequest("content is not valid base64");
-      const data = Buffer.from(b.content, enc === "base64" ? "base64" : "utf8");
+      const data = enc === "base64" ? decodeBase64(b.content, "content") : Buffer.from(b.content, "utf8");
       await sb.writeFile(absPath(b.path), data, { mode: parseMode(b.mode as string | undefined) });
       return { status: "written" as const };
     },
@@ -117,7 +119,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
 
   app.post(
     "/sandboxes/:id/files/move",
-    { schema: { tags: ["files"], params: IdParams, body: Type.Object({ old_path: Type.String(), new_path: Type.String() }), response: { 200: Status("moved") } } },
+    { schema: { tags: ["files"], params: IdParams, body: MoveRequest, response: { 200: Status("moved") } } },
     async (req) => {
       await forge.sandbox(req.params.id).move(absPath(req.body.old_path, "old_path"), absPath(req.body.new_path, "new_path"));
       return { status: "moved" as const };
@@ -126,7 +128,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
 
   app.post(
     "/sandboxes/:id/files/chmod",
-    { schema: { tags: ["files"], params: IdParams, body: Type.Object({ path: Type.String(), mode: Type.String() }), response: { 200: Status("chmod applied") } } },
+    { schema: { tags: ["files"], params: IdParams, body: ChmodRequest, response: { 200: Status("chmod applied") } } },
     async (req) => {
       await forge.sandbox(req.params.id).chmod(absPath(req.body.path), parseMode(req.body.mode));
       return { status: "chmod applied" as const };

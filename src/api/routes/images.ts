@@ -3,34 +3,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Readable } from "node:stream";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
-
-const ImageView = Type.Object(
-  {
-    name: Type.String(),
-    digest: Type.Optional(Type.String()),
-    size: Type.Integer(),
-    created_at: Type.String(),
-    source: Type.String(),
-    in_use: Type.Boolean(),
-  },
-  { $id: "Image" },
-);
-
-const Job = Type.Object(
-  {
-    id: Type.String(),
-    image: Type.String(),
-    state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error")]),
-    progress: Type.Array(Type.String()),
-    progress_total: Type.Integer(),
-    error: Type.Optional(Type.String()),
-    error_code: Type.Optional(Type.String()),
-    digest: Type.Optional(Type.String()),
-    started_at: Type.String(),
-    finished_at: Type.Optional(Type.String()),
-  },
-  { $id: "PullJob" },
-);
+import { Image as ImageView, PullJob as Job, PullRequest } from "../schemas.js";
 
 const view = (i: ImageInfo) => ({ name: i.name, ...(i.digest ? { digest: i.digest } : {}), size: i.size, created_at: i.createdAt, source: i.source, in_use: i.inUse });
 
@@ -40,7 +13,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
 
   app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () => (await forge.listImages()).map(view));
 
-  app.post("/images/pull", { schema: { tags: ["images"], body: Type.Object({ image: Type.String({ minLength: 1 }) }), response: { 202: Job } } }, async (req, reply) => {
+  app.post("/images/pull", { schema: { tags: ["images"], body: PullRequest, response: { 202: Job } } }, async (req, reply) => {
     reply.status(202);
     return forge.startPull(req.body.image);
   });

@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
-import { EgressEntry, IdParams, Network, PortMapping, Status } from "../schemas.js";
+import { AllowRequest, EgressEntry, IdParams, Network, PortMapping, PortRequest, Status } from "../schemas.js";
 import { networkView } from "../views.js";
 
 export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
@@ -17,7 +17,7 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       schema: {
         tags: ["network"],
         params: IdParams,
-        body: Type.Object({ allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 }) }),
+        body: AllowRequest,
         response: { 200: Network },
       },
     },
@@ -39,7 +39,7 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
 
   app.post(
     "/sandboxes/:id/ports",
-    { schema: { tags: ["network"], params: IdParams, body: Type.Object({ port: Type.String({ minLength: 1, maxLength: 64 }) }), response: { 201: PortMapping } } },
+    { schema: { tags: ["network"], params: IdParams, body: PortRequest, response: { 201: PortMapping } } },
     async (req, reply) => {
       const m = await forge.publishPort(req.params.id, req.body.port);
       reply.status(201);

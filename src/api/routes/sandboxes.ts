@@ -2,18 +2,18 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { parseDuration } from "../../core/durations.js";
-import { badRequest, sandboxGone } from "../../core/errors.js";
+import { sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { IdParams, Sandbox, SpawnRequest, Status } from "../schemas.js";
+import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../schemas.js";
 import { sandboxView } from "../views.js";
 
 export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
     const b = req.body ?? {};
-    if (b.provider && b.provider !== forge.providerName) throw badRequest(`provider "${b.provider}" is not available (available: ${forge.providerName})`);
     const owner = (req.headers["x-user-id"] as string | undefined) || b.owner_id;
     const sb = await forge.spawn({
       image: b.image,
+      provider: b.provider,
       memoryMb: b.memory_mb,
       vcpus: b.vcpus,
       diskMb: b.disk_mb,
@@ -34,15 +34,26 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
 
   app.get(
     "/sandboxes",
-    { schema: { tags: ["sandboxes"], querystring: Type.Object({ owner_id: Type.Optional(Type.String()) }), response: { 200: Type.Array(Sandbox) } } },
-    async (req) => forge.list((req.headers["x-user-id"] as string | undefined) || req.query.owner_id).map(sandboxView),
+    {
+      schema: {
+        tags: ["sandboxes"],
+        querystring: Type.Object({ owner_id: Type.Optional(Type.String()), all: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])) }),
+        response: { 200: Type.Array(Sandbox) },
+      },
+    },
+    async (req) => {
+      // Live ones, as the contract says; with all=true the history too (failed ones with their reason).
+      const all = req.query.all === "true" || req.query.all === "1";
+      return forge.list((req.headers["x-user-id"] as string | undefined) || req.query.owner_id, all ? ["creating", "running", "error", "destroyed"] : undefined).map(sandboxView);
+    },
   );
 
   app.delete("/sandboxes", { schema: { tags: ["sandboxes"], response: { 200: Type.Object({ pruned: Type.Integer() }) } } }, async () => ({ pruned: await forge.prune() }));
 
   app.get("/sandboxes/:id", { schema: { tags: ["sandboxes"], params: IdParams, response: { 200: Sandbox } } }, async (req) => {
     const row = forge.get(req.params.id);
-    if (row.state === "destroyed" || row.state === "error") throw sandboxGone(row.id, `sandbox ${row.id} is ${row.state}`);
+    // A failed sandbox stays visible with its reason; a destroyed one is gone (the contract's 404).
+    if (row.state === "destroyed") throw sandboxGone(row.id, `sandbox ${row.id} is destroyed`);
     return sandboxView(row);
   });
 
@@ -53,7 +64,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
 
   app.post(
     "/sandboxes/:id/extend",
-    { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Object({ ttl: Type.String() }), response: { 200: Sandbox } } },
+    { schema: { tags: ["sandboxes"], params: IdParams, body: ExtendRequest, response: { 200: Sandbox } } },
     async (req) => sandboxView(forge.extend(req.params.id, parseDuration(req.body.ttl, "ttl"))),
   );
 

@@ -3,10 +3,9 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
-import { CopiesRequest, IdParams, Sandbox, Snapshot, Status } from "../schemas.js";
+import { CopiesRequest, IdParams, Sandbox, Snapshot, SnapshotRequest, Status } from "../schemas.js";
 import { sandboxView, snapshotView } from "../views.js";
 
-const NAME = "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$";
 const Copies = Type.Object({ sandboxes: Type.Array(Sandbox) });
 
 export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
@@ -25,7 +24,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       schema: {
         tags: ["snapshots"],
         params: IdParams,
-        body: Type.Optional(Type.Object({ name: Type.Optional(Type.String({ pattern: NAME })) })),
+        body: Type.Optional(SnapshotRequest),
         response: { 201: Snapshot },
       },
     },

@@ -1,16 +1,28 @@
 // The guest's serial console, captured to a bounded per-VM log file plus an in-memory tail
 // that boot errors quote.
 import type { Socket } from "node:net";
+import { StringDecoder } from "node:string_decoder";
 import { openSync, writeSync, closeSync, readFileSync, writeFileSync, fstatSync } from "node:fs";
 
 const FILE_CAP = 1024 * 1024; // bytes kept on disk; older output is dropped
 const TAIL_CAP = 16 * 1024;
+
+/**
+ * Kernel lines that are true of every microvm and alarm without reason: the machine type has no
+ * PCI bus, so the kernel's x86 PCI set-up reports that it found no way to reach one, at error
+ * level (pci=off does not silence it). Dropped from the log, which users read for real trouble.
+ */
+const NOISE = /^\[[ \d.]+\] PCI: Fatal: No config space access function found\r?\n/gm;
+/** A partial line is held back until its end comes, if it could still be noise (short enough). */
+const CARRY_MAX = 160;
 
 export class ConsoleLog {
   private fd: number;
   private size = 0;
   private tail = "";
   private socket: Socket | null = null;
+  private readonly decoder = new StringDecoder("utf8");
+  private carry = "";
 
   constructor(readonly path: string) {
     this.fd = openSync(path, "a", 0o600);
@@ -20,7 +32,7 @@ export class ConsoleLog {
   /** Starts reading the console socket QEMU serves (given as an already connected socket). */
   attach(socket: Socket): void {
     this.socket = socket;
-    socket.on("data", (d: Buffer) => this.append(d));
+    socket.on("data", (d: Buffer) => this.guest(d));
     socket.on("error", () => {}); // the VM went away; nothing to do
   }
 
@@ -31,14 +43,26 @@ export class ConsoleLog {
 
   /** The last `bytes` characters the guest printed. */
   getTail(bytes = 4096): string {
-    return this.tail.slice(-bytes);
+    return (this.tail + this.carry).slice(-bytes);
   }
 
   close(): void {
+    if (this.carry) this.append(Buffer.from(this.carry));
+    this.carry = "";
     this.socket?.destroy();
     this.socket = null;
     if (this.fd >= 0) closeSync(this.fd);
     this.fd = -1;
+  }
+
+  // What the guest printed, less the noise; a partial line that may be noise waits for its end.
+  private guest(d: Buffer): void {
+    let text = (this.carry + this.decoder.write(d)).replace(NOISE, "");
+    const nl = text.lastIndexOf("\n");
+    const partial = text.slice(nl + 1);
+    this.carry = partial.length <= CARRY_MAX ? partial : "";
+    if (this.carry) text = text.slice(0, nl + 1);
+    if (text) this.append(Buffer.from(text));
   }
 
   private append(d: Buffer): void {

@@ -165,7 +165,7 @@ export class QemuProvider implements Provider {
 
   async probe(): Promise<boolean> {
     try {
-      const vm = await this.spawn({ id: `probe-${Date.now().toString(36)}`, memoryMb: 128, vcpus: 1 });
+      const vm = await this.spawn({ id: `probe-${randomBytes(4).toString("hex")}`, memoryMb: 128, vcpus: 1 });
       try {
         return (await vm.channel.request<"ping">({ op: "ping" }, { timeoutMs: 5000 })).ok === true;
       } finally {

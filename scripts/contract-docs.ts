@@ -1,0 +1,45 @@
+// Writes the documents generated from the code's one definition of each wire message:
+// docs/openapi.json (from the route schemas) and the error table in docs/errors.md (from core's
+// ERRORS). `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildApp } from "../src/api/app.js";
+import type { Forge } from "../src/core/forge.js";
+import { ERRORS } from "../src/core/errors.js";
+
+const repo = fileURLToPath(new URL("../../", import.meta.url));
+export const OPENAPI_FILE = join(repo, "docs", "openapi.json");
+export const ERRORS_FILE = join(repo, "docs", "errors.md");
+const TABLE_START = "<!-- errors:start -->";
+const TABLE_END = "<!-- errors:end -->";
+
+/** The OpenAPI document the routes describe (no Forge needed: only the schemas are read). */
+export async function openapiDocument(): Promise<object> {
+  const version = (JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as { version: string }).version;
+  const app = await buildApp({ forge: {} as Forge, version });
+  await app.ready();
+  const doc = app.swagger();
+  await app.close();
+  return doc;
+}
+
+/** The error table as docs/errors.md holds it. */
+export function errorTable(): string {
+  const rows = Object.entries(ERRORS).map(([code, e]) => `| \`${code}\` | ${e.status} | ${e.retryable ? "yes" : "no"} | ${e.what} |`);
+  return [TABLE_START, "| code | HTTP status | retry later? | what it means |", "|---|---|---|---|", ...rows, TABLE_END].join("\n");
+}
+
+/** docs/errors.md with its table replaced by the current one. */
+export function errorsDoc(current: string): string {
+  const a = current.indexOf(TABLE_START);
+  const b = current.indexOf(TABLE_END);
+  if (a < 0 || b < 0) throw new Error(`${ERRORS_FILE} has no ${TABLE_START} … ${TABLE_END} section`);
+  return current.slice(0, a) + errorTable() + current.slice(b + TABLE_END.length);
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  writeFileSync(OPENAPI_FILE, `${JSON.stringify(await openapiDocument(), null, 2)}\n`);
+  writeFileSync(ERRORS_FILE, errorsDoc(readFileSync(ERRORS_FILE, "utf8")));
+  console.log(`wrote ${OPENAPI_FILE} and the table in ${ERRORS_FILE}`);
+}

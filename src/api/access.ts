@@ -1,0 +1,98 @@
+// Who may talk to the API. A web page the user happens to open can send requests to a server on
+// localhost, so the browser is treated as an attacker by default: a request that carries an
+// Origin other than the server's own (or one the config allows) is refused, CORS headers go
+// only to allowed origins, and a server listening on loopback answers only to loopback host
+// names (a DNS-rebound name pointing at 127.0.0.1 gets nothing). Then the API key, if one is set.
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ForgevmError } from "../core/errors.js";
+import { errorBody } from "./errors.js";
+
+export interface AccessOptions {
+  apiKey?: string;
+  /** Web origins ("https://console.example:8443") whose pages may call the API. */
+  allowedOrigins?: string[];
+  /** Host names (with or without port) besides loopback names that a loopback server answers to. */
+  allowedHosts?: string[];
+  /** The address the server listens on; a loopback one turns the Host check on. */
+  listenHost?: string;
+}
+
+const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "::1", "[::1]"]);
+
+function keyMatches(given: string, expected: string): boolean {
+  // Hash both so the comparison takes the same time whatever the lengths.
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** A cookie value as sent, percent-decoded when it can be (a malformed one is taken as it is). */
+function decodeCookie(v: string): string {
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
+}
+
+/** The host name of a Host header, without its port. */
+function hostName(host: string): string {
+  if (host.startsWith("[")) return host.slice(0, host.indexOf("]") + 1);
+  const colon = host.lastIndexOf(":");
+  return (colon >= 0 ? host.slice(0, colon) : host).toLowerCase();
+}
+
+export function isLoopback(listenHost: string | undefined): boolean {
+  return !!listenHost && (LOOPBACK_HOSTS.has(listenHost) || listenHost.startsWith("127."));
+}
+
+function refuse(reply: FastifyReply, e: ForgevmError): FastifyReply {
+  return reply.status(e.status).type("application/json; charset=utf-8").send(errorBody(e));
+}
+
+/** Installs the origin, host and API key checks, and CORS for allowed origins. */
+export function installAccessControl(app: FastifyInstance, o: AccessOptions): void {
+  const origins = new Set((o.allowedOrigins ?? []).map((x) => x.replace(/\/+$/, "").toLowerCase()));
+  const hosts = new Set((o.allowedHosts ?? []).map((h) => h.toLowerCase()));
+  const checkHost = isLoopback(o.listenHost);
+
+  app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
+    reply.header("X-Request-ID", req.id);
+    const host = String(req.headers.host ?? "");
+    if (checkHost && !LOOPBACK_HOSTS.has(hostName(host)) && !hosts.has(host.toLowerCase()) && !hosts.has(hostName(host))) {
+      return refuse(reply, new ForgevmError("FORBIDDEN", `this server listens on loopback and answers only to loopback host names, not "${hostName(host)}" (add it to server.allowed_hosts)`));
+    }
+    const origin = typeof req.headers.origin === "string" ? req.headers.origin.toLowerCase() : null;
+    if (origin !== null) {
+      const own = origin === `http://${host.toLowerCase()}` || origin === `https://${host.toLowerCase()}`;
+      if (!own && !origins.has(origin)) {
+        return refuse(reply, new ForgevmError("FORBIDDEN", `requests from web pages at ${origin} are not allowed (add the origin to server.allowed_origins)`));
+      }
+      if (!own) {
+        reply.header("Access-Control-Allow-Origin", req.headers.origin).header("Vary", "Origin").header("Access-Control-Allow-Credentials", "true");
+      }
+    }
+    // A CORS preflight is answered before authentication (it carries no key).
+    if (req.method === "OPTIONS") {
+      reply
+        .header("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+        .header("Access-Control-Allow-Headers", "Content-Type, X-API-Key, X-User-ID, X-Request-ID, Last-Event-ID")
+        .header("Access-Control-Max-Age", "600")
+        .status(204)
+        .send();
+      return reply;
+    }
+    if (!o.apiKey) return;
+    if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], o.apiKey)) return;
+    // Browsers cannot set headers on EventSource and WebSocket: those routes alone also take
+    // the key as a cookie or an api_key query parameter.
+    if (BROWSER_STREAM_ROUTE.test(req.url.split("?")[0])) {
+      const fromQuery = new URL(req.url, "http://x").searchParams.get("api_key");
+      const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
+      for (const k of [fromQuery, fromCookie ? decodeCookie(fromCookie) : null]) if (k && keyMatches(k, o.apiKey)) return;
+    }
+    return refuse(reply, new ForgevmError("UNAUTHORIZED", "missing or invalid API key: send it in the X-API-Key header"));
+  });
+}

@@ -1,0 +1,31 @@
+// How an exec stream ends, one definition for both transports: NDJSON lines carry it under
+// `"stream": "exit" | "error"`, WebSocket messages under `"type": "done" | "error"`, with the same
+// fields after that — the exit code, whether it timed out and how long it ran; or the error's
+// code, message and whether to retry, as in every error response.
+import type { ExecResult } from "../agent-client/index.js";
+import { formatDuration } from "../core/durations.js";
+import { errorBody, toApiError, type ErrorBody } from "./errors.js";
+
+export interface ExitFields {
+  exit_code: number;
+  timed_out: boolean;
+  duration: string;
+}
+
+export function exitFields(r: ExecResult, durationMs: number): ExitFields {
+  return { exit_code: r.exit_code, timed_out: r.timed_out, duration: formatDuration(durationMs) };
+}
+
+export function errorFields(err: unknown): ErrorBody {
+  return errorBody(toApiError(err));
+}
+
+/** The NDJSON line that ends a streamed exec. */
+export function ndjsonEnd(end: { ok: ExitFields } | { error: ErrorBody }): string {
+  return JSON.stringify("ok" in end ? { stream: "exit", data: "", ...end.ok } : { stream: "error", data: end.error.message, ...end.error });
+}
+
+/** The WebSocket message that ends an exec. */
+export function wsEnd(end: { ok: ExitFields } | { error: ErrorBody }): string {
+  return JSON.stringify("ok" in end ? { type: "done", ...end.ok } : { type: "error", ...end.error });
+}

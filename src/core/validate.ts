@@ -1,0 +1,31 @@
+// Checks every interface shares, so that what one path accepts another does not refuse later.
+import type { Core } from "./core.js";
+import { badRequest } from "./errors.js";
+
+/** Names the agent can set: not empty, no "=", no NUL (values may hold anything but NUL). */
+export function checkEnv(env: Record<string, string> | undefined | null, field: string): void {
+  if (!env) return;
+  const names = Object.keys(env);
+  if (names.length > 4096) throw badRequest(`${field}: at most 4096 variables`);
+  for (const [k, v] of Object.entries(env)) {
+    if (!k || k.includes("=") || k.includes("\0")) throw badRequest(`${field}: "${k}" is not a valid variable name (it must not be empty or contain "=" or NUL)`);
+    if (typeof v !== "string" || v.includes("\0")) throw badRequest(`${field}: the value of ${k} must be a string without NUL bytes`);
+  }
+}
+
+/** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
+export function checkVcpus(core: Core, vcpus: number, field: string): void {
+  const max = core.provider.maxVcpus();
+  if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
+}
+
+/** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */
+export async function checkFullNetwork(core: Core): Promise<void> {
+  const problem = await core.provider.nicProblem();
+  if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
+}
+
+/** A provider a request names: this server's own, or none ("" means none, as the original SDKs send it). */
+export function checkProvider(core: Core, name: string | undefined, field: string): void {
+  if (name && name !== core.provider.name) throw badRequest(`${field}: provider "${name}" is not available (available: ${core.provider.name})`);
+}

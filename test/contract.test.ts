@@ -1,0 +1,134 @@
+// One definition per wire message: the route schemas are the definition; the committed OpenAPI
+// document, the error table, the TypeScript SDK's types and the Python SDK's models are copies,
+// and each of these tests fails when a copy drifts.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, it } from "node:test";
+import ts from "typescript";
+import { ERROR_CLASSES as TS_ERROR_CLASSES } from "forgevm";
+import { ERROR_CODES } from "../src/core/errors.js";
+import { ERRORS_FILE, errorsDoc, OPENAPI_FILE, openapiDocument } from "../scripts/contract-docs.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+type Schema = { $ref?: string; properties?: Record<string, Schema>; items?: Schema; type?: string };
+type Doc = { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, Schema> } };
+
+let doc: Doc;
+async function current(): Promise<Doc> {
+  doc ??= (await openapiDocument()) as Doc;
+  return doc;
+}
+
+function resolve(d: Doc, s: Schema): Schema {
+  return s.$ref ? d.components.schemas[s.$ref.split("/").pop()!] : s;
+}
+
+/** The property names of a route's request body or response. */
+function props(d: Doc, method: string, path: string, part: "body" | number): string[] {
+  const op = d.paths[`/api/v1${path}`]?.[method];
+  assert.ok(op, `${method.toUpperCase()} ${path} is in the document`);
+  const content = part === "body" ? op.requestBody?.content : op.responses?.[part]?.content;
+  let s = resolve(d, content["application/json"].schema);
+  if (s.type === "array" && s.items) s = resolve(d, s.items);
+  return Object.keys(s.properties ?? {}).sort();
+}
+
+/** Member names of every interface in a TypeScript file. */
+function tsInterfaces(file: string): Map<string, string[]> {
+  const src = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
+  const out = new Map<string, string[]>();
+  src.forEachChild((n) => {
+    if (ts.isInterfaceDeclaration(n)) out.set(n.name.text, n.members.filter((m) => m.name && !ts.isIndexSignatureDeclaration(m)).map((m) => (m.name as ts.Identifier).text).sort());
+  });
+  return out;
+}
+
+/** Field names of the Python SDK's models and the keyword arguments of its spawn. */
+function pythonModels(): Record<string, string[]> {
+  const script = `
+import dataclasses, inspect, json, forgevm
+from forgevm import models
+out = {}
+for name in ["SandboxInfo", "ExecResult", "FileInfo"]:
+    out[name] = sorted(f.name for f in dataclasses.fields(getattr(models, name)))
+for name in ["Template", "SnapshotInfo", "ImageInfo", "NetworkInfo", "PortMapping"]:
+    out[name] = sorted(getattr(models, name).__annotations__)
+out["spawn"] = sorted(p for p in inspect.signature(forgevm.Client.spawn).parameters if p != "self")
+out["errors"] = sorted(forgevm.ERROR_CLASSES)
+print(json.dumps(out))`;
+  return JSON.parse(execFileSync("python3", ["-c", script], { env: { ...process.env, PYTHONPATH: join(repo, "sdk", "python"), PYTHONDONTWRITEBYTECODE: "1" } }).toString());
+}
+
+describe("the OpenAPI document and the error table", () => {
+  it("docs/openapi.json is what the route schemas generate (npm run docs rewrites it)", async () => {
+    const committed = JSON.parse(readFileSync(OPENAPI_FILE, "utf8"));
+    assert.deepEqual(committed, JSON.parse(JSON.stringify(await current())), "docs/openapi.json has drifted from the schemas: run npm run docs");
+  });
+
+  it("documents every route but the WebSocket upgrade (docs/protocol.md) and the document itself", async () => {
+    const { buildApp, routesOf } = await import("../src/api/app.js");
+    const app = await buildApp({ forge: {} as never, version: "test" });
+    await app.ready();
+    const d = await current();
+    const hidden = routesOf(app).filter((r) => !r.documented).map((r) => `${r.method} ${r.url}`);
+    assert.deepEqual(hidden.sort(), ["GET /api/v1/openapi.json", "GET /api/v1/sandboxes/:id/exec/ws"]);
+    for (const r of routesOf(app).filter((x) => x.documented)) {
+      const path = r.url.replace(/:([a-z_]+)/g, "{$1}");
+      assert.ok(d.paths[path]?.[r.method.toLowerCase()], `${r.method} ${path} is in the OpenAPI document`);
+    }
+    await app.close();
+  });
+
+  it("docs/errors.md lists exactly core's codes with their statuses (npm run docs rewrites it)", () => {
+    const text = readFileSync(ERRORS_FILE, "utf8");
+    assert.equal(text, errorsDoc(text), "the table in docs/errors.md has drifted from src/core/errors.ts: run npm run docs");
+  });
+});
+
+describe("the SDKs' copies", () => {
+  const types = tsInterfaces(join(repo, "sdk", "typescript", "src", "types.ts"));
+  const same = (what: string, got: string[] | undefined, want: string[]) => assert.deepEqual(got, want, `${what} drifted from the server's schema`);
+
+  it("the TypeScript SDK's response types have the fields the server sends", async () => {
+    const d = await current();
+    same("SandboxInfo", types.get("SandboxInfo"), props(d, "get", "/sandboxes/{id}", 200));
+    same("ExecResult", types.get("ExecResult"), props(d, "post", "/sandboxes/{id}/exec", 200));
+    same("FileInfo", types.get("FileInfo"), props(d, "get", "/sandboxes/{id}/files/stat", 200));
+    same("SnapshotInfo", types.get("SnapshotInfo"), props(d, "get", "/snapshots/{id}", 200));
+    same("Template", types.get("Template"), props(d, "get", "/templates/{name}", 200));
+    same("ImageInfo", types.get("ImageInfo"), props(d, "get", "/images", 200));
+    same("PullJob", types.get("PullJob"), props(d, "get", "/images/pulls/{id}", 200));
+    same("NetworkInfo", types.get("NetworkInfo"), props(d, "get", "/sandboxes/{id}/network", 200));
+    same("PortMapping", types.get("PortMapping"), props(d, "post", "/sandboxes/{id}/ports", 201));
+    same("EgressEntry", types.get("EgressEntry"), props(d, "get", "/sandboxes/{id}/egress", 200));
+  });
+
+  it("the TypeScript SDK sends the fields the server takes", async () => {
+    const d = await current();
+    same("SpawnOptions", types.get("SpawnOptions"), props(d, "post", "/sandboxes", "body"));
+    // ExecOptions is everything but the command (an argument) and stream (a method of its own).
+    same("ExecOptions", [...types.get("ExecOptions")!, "command", "stream", "stdin_encoding"].sort(), props(d, "post", "/sandboxes/{id}/exec", "body"));
+  });
+
+  it("the Python SDK's models have the fields the server sends, and its spawn takes what the server takes", async () => {
+    const d = await current();
+    const py = pythonModels();
+    same("SandboxInfo (Python)", py.SandboxInfo, props(d, "get", "/sandboxes/{id}", 200));
+    same("ExecResult (Python)", py.ExecResult, props(d, "post", "/sandboxes/{id}/exec", 200));
+    same("FileInfo (Python)", py.FileInfo, props(d, "get", "/sandboxes/{id}/files/stat", 200));
+    same("Template (Python)", py.Template, props(d, "get", "/templates/{name}", 200));
+    same("SnapshotInfo (Python)", py.SnapshotInfo, props(d, "get", "/snapshots/{id}", 200));
+    same("ImageInfo (Python)", py.ImageInfo, props(d, "get", "/images", 200));
+    same("NetworkInfo (Python)", py.NetworkInfo, props(d, "get", "/sandboxes/{id}/network", 200));
+    same("Client.spawn (Python)", py.spawn, props(d, "post", "/sandboxes", "body"));
+  });
+
+  it("both SDKs map exactly the server's error codes", () => {
+    const codes = [...ERROR_CODES].sort();
+    assert.deepEqual(Object.keys(TS_ERROR_CLASSES).sort(), codes, "TypeScript SDK ERROR_CLASSES");
+    assert.deepEqual(pythonModels().errors, codes, "Python SDK ERROR_CLASSES");
+  });
+});

@@ -1,0 +1,101 @@
+// Validation that agrees with itself: what one route or interface accepts, no later step
+// refuses; what no step could use is refused at once, with a 400 that names the field.
+import assert from "node:assert/strict";
+import { availableParallelism } from "node:os";
+import { after, before, describe, it } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../src/api/app.js";
+import type { Forge, Sandbox } from "../src/index.js";
+import { openForge } from "./helpers.js";
+
+let forge: Forge;
+let app: FastifyInstance;
+let sb: Sandbox;
+
+before(async () => {
+  forge = await openForge({ reapIntervalMs: 0 });
+  app = await buildApp({ forge, version: "test" });
+  sb = await forge.spawn();
+});
+
+after(async () => {
+  await app?.close();
+  await forge?.close();
+});
+
+async function api(method: "GET" | "POST" | "PUT" | "DELETE", url: string, body?: unknown, headers: Record<string, string> = {}) {
+  const r = await app.inject({ method, url: `/api/v1${url}`, payload: typeof body === "string" ? body : (body as object), headers: { "content-type": "application/json", ...headers } });
+  return { status: r.statusCode, body: r.json() };
+}
+
+function assertBad(r: { status: number; body: any }, field: RegExp) {
+  assert.equal(r.status, 400, JSON.stringify(r.body));
+  assert.equal(r.body.code, "BAD_REQUEST");
+  assert.match(r.body.message, field);
+}
+
+describe("one rule for each field, wherever it comes in", () => {
+  it("an env name refused by exec is refused by spawn and by templates too, with the same words", async () => {
+    const spawn = await api("POST", "/sandboxes", { env: { "A=B": "x" } });
+    assertBad(spawn, /env: "A=B" is not a valid variable name/);
+    const exec = await api("POST", `/sandboxes/${sb.id}/exec`, { command: "true", env: { "A=B": "x" } });
+    assertBad(exec, /env: "A=B" is not a valid variable name/);
+    assertBad(await api("POST", "/templates", { name: "bad-env", env: { "": "x" } }), /env: "" is not a valid variable name/);
+    // and a name spawn takes works in exec
+    const ok = await api("POST", `/sandboxes/${sb.id}/exec`, { command: 'printf %s "$odd_Name1"', env: { odd_Name1: "v" } });
+    assert.equal(ok.body.stdout, "v");
+  });
+
+  it("a template naming an image that is no reference is refused when it is made", async () => {
+    assertBad(await api("POST", "/templates", { name: "bad-image", image: "Not A Reference!" }), /image: /);
+    assert.equal((await api("GET", "/templates/bad-image")).status, 404);
+  });
+
+  it("a pull of a reference that is no reference is refused, not started as a job", async () => {
+    assertBad(await api("POST", "/images/pull", { image: "Not A Reference!" }), /image: /);
+  });
+
+  it("JSON in another charset than UTF-8 is refused", async () => {
+    assertBad(await api("POST", "/sandboxes", "{}", { "content-type": "application/json; charset=latin1" }), /UTF-8/);
+    assert.notEqual((await api("POST", `/sandboxes/${sb.id}/exec`, { command: "true" }, { "content-type": "application/json; charset=utf-8" })).status, 400);
+  });
+
+  it("more vCPUs than the host has is refused at once, for spawns and templates", async () => {
+    const many = availableParallelism() + 1;
+    const t0 = Date.now();
+    assertBad(await api("POST", "/sandboxes", { vcpus: many }), new RegExp(`vcpus: ${many} vCPUs`));
+    assert.ok(Date.now() - t0 < 2000, "refused without booting anything");
+    assertBad(await api("POST", "/templates", { name: "too-many", cpu_cores: many }), /cpu_cores/);
+  });
+});
+
+describe("unknown fields", () => {
+  it("are refused with a 400 that names them and the field meant", async () => {
+    assertBad(await api("POST", "/sandboxes", { imgae: "forgevm/debian:bookworm" }), /imgae is not a field of this request; did you mean "image"\?/);
+    assertBad(await api("POST", `/sandboxes/${sb.id}/exec`, { command: "true", timout: "5s" }), /timout .*did you mean "timeout"/);
+    assertBad(await api("POST", `/sandboxes/${sb.id}/files`, { path: "/tmp/x", content: "x", mdoe: "0600" }), /mdoe .*did you mean "mode"/);
+    assertBad(await api("POST", "/templates", { name: "typo", setpu: ["true"] }), /setpu .*did you mean "setup"/);
+    assertBad(await api("POST", `/sandboxes/${sb.id}/fork`, { cuont: 2 }), /cuont .*did you mean "count"/);
+    assertBad(await api("POST", `/sandboxes/${sb.id}/extend`, { ttl: "1m", forever: true }), /forever is not a field/);
+  });
+
+  it("every field the contract names is accepted and has its effect (the original SDKs' template fields)", async () => {
+    // The original Python SDK sends provider "" and metadata {}, and the aliases vcpus and ttl.
+    const t = await api("POST", "/templates", { name: "contract-fields", provider: "", metadata: {}, vcpus: 1, ttl: "20m", memory_mb: 256 });
+    assert.equal(t.status, 201, JSON.stringify(t.body));
+    assert.equal(t.body.vcpus, 1);
+    assert.equal(t.body.cpu_cores, 1);
+    assert.equal(t.body.ttl_seconds, 1200);
+    assert.equal(t.body.ttl, "20m0s"); // as Go prints durations
+    assert.equal(t.body.provider, "qemu");
+    // metadata reaches the sandboxes spawned from it
+    const u = await api("PUT", "/templates/contract-fields", { metadata: { team: "blue" }, memory_mb: 256, created_at: t.body.created_at });
+    assert.equal(u.status, 200, JSON.stringify(u.body));
+    const s = await api("POST", "/templates/contract-fields/spawn", { metadata: { run: "7" } });
+    assert.equal(s.status, 201, JSON.stringify(s.body));
+    assert.deepEqual(s.body.metadata, { team: "blue", run: "7" });
+    await api("DELETE", `/sandboxes/${s.body.id}`);
+    assertBad(await api("POST", "/templates", { name: "other-provider", provider: "firecracker" }), /provider: provider "firecracker" is not available/);
+    await api("DELETE", "/templates/contract-fields");
+  });
+});
