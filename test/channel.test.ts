@@ -13,6 +13,8 @@ import {
   FrameDecoder,
   INITIAL_WINDOW,
   Kind,
+  FIELD_FEATURES,
+  OP_FEATURES,
   encodeFrame,
   encodeJson,
 } from "../src/agent-client/index.js";
@@ -25,8 +27,11 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** A fake guest: the handler sees each request and the guest socket. */
-async function pair(onRequest: (id: number, body: any, guest: Socket) => void): Promise<{ ch: AgentChannel; server: Server }> {
+/** Every feature a current agent advertises. */
+const ALL_FEATURES = [...new Set([...Object.values(OP_FEATURES), ...Object.values(FIELD_FEATURES).flatMap((m) => Object.values(m)), "host-hello"])];
+
+/** A fake guest: the handler sees each request and the guest socket; `hello` replaces its HELLO. */
+async function pair(onRequest: (id: number, body: any, guest: Socket) => void, hello: object = {}): Promise<{ ch: AgentChannel; server: Server }> {
   const path = join(dir, `s${Math.random().toString(16).slice(2)}.sock`);
   const server = createServer((guest) => {
     const dec = new FrameDecoder();
@@ -34,15 +39,39 @@ async function pair(onRequest: (id: number, body: any, guest: Socket) => void): 
       for (const f of dec.push(d)) if (f.kind === Kind.Request) onRequest(f.id, JSON.parse(f.payload.toString()), guest);
     });
     guest.on("error", () => {});
-    guest.write(encodeJson(0, Kind.Hello, { ok: true, proto: 1, agent: "fake", pid: 1, features: [] }));
+    guest.write(encodeJson(0, Kind.Hello, { ok: true, proto: 1, agent: "fake", pid: 1, features: ALL_FEATURES, ...hello }));
   });
   await new Promise<void>((r) => server.listen(path, r));
   const sock = createConnection(path);
   await new Promise((r) => sock.once("connect", r));
   const ch = new AgentChannel(sock);
-  await ch.hello;
+  await ch.hello.catch(() => {});
   return { ch, server };
 }
+
+describe("version skew", () => {
+  it("never sends an agent an operation or field whose feature its HELLO did not list", async () => {
+    const seen: string[] = [];
+    const { ch, server } = await pair((id, b, g) => {
+      seen.push(b.op);
+      g.write(encodeJson(id, Kind.Response, { ok: true }));
+    }, { agent: "0.0.1", features: ["exec", "files", "configure"] });
+    await assert.rejects(ch.listen({ port: 80 }, () => {}).listening, (e: any) => e instanceof AgentError && e.code === "ENOTSUP" && /lacks "tcp".*setup\.sh/.test(e.message));
+    await assert.rejects(ch.request<"configure">({ op: "configure", net: { addr: "10.0.2.15", netmask: "255.255.255.0", gateway: "10.0.2.2", dns: "10.0.2.3" } }), /lacks "nic"/);
+    await ch.request<"configure">({ op: "configure", time_ms: 1 });
+    await ch.request<"ping">({ op: "ping" });
+    assert.deepEqual(seen, ["configure", "ping"], "only what the agent can do reached it");
+    ch.close();
+    server.close();
+  });
+
+  it("closes the channel of an agent that speaks another protocol version, saying what to do", async () => {
+    const { ch, server } = await pair(() => {}, { proto: 2 });
+    await assert.rejects(ch.hello, /speaks protocol 2 and this server 1: rebuild the initramfs/);
+    assert.equal(ch.isOpen, false);
+    server.close();
+  });
+});
 
 describe("agent channel against a misbehaving guest", () => {
   it("maps error replies to AgentError with the guest's code", async () => {

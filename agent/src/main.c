@@ -195,6 +195,34 @@ int req_bool(const jdoc *d, const char *key, int def) {
   return v < 0 ? def : v;
 }
 
+static void op_hello(uint32_t id, const char *nonce);
+static void op_hello_req(uint32_t id, const jdoc *d) { (void)d; op_hello(id, NULL); }
+static void op_ping(uint32_t id, const jdoc *d) { (void)d; send_ok(id); }
+
+/* Every operation in one table: its name, its handler, whether it runs with the filesystem
+ * identity the host names (as_uid/as_gid), and the feature HELLO advertises for it. The host
+ * keeps the same table (src/agent-client/features.ts) and a test compares the two. */
+typedef void (*op_fn)(uint32_t id, const jdoc *d);
+static const struct op {
+  const char *name;
+  op_fn fn;
+  int as_user;
+  const char *feature;
+} OPS[] = {
+    {"hello", op_hello_req, 0, "exec"},     {"ping", op_ping, 0, "exec"},        {"exec", op_exec, 0, "exec"},
+    {"signal", op_signal, 0, "exec"},       {"resize", op_resize, 0, "pty"},     {"shutdown", op_shutdown, 0, "exec"},
+    {"write", op_write, 1, "files"},        {"read", op_read, 1, "files"},       {"stat", op_stat, 1, "files"},
+    {"list", op_list, 1, "files"},          {"mkdir", op_mkdir, 1, "files"},     {"remove", op_remove, 1, "files"},
+    {"move", op_move, 1, "files"},          {"chmod", op_chmod, 1, "files"},     {"glob", op_glob, 1, "glob"},
+    {"metrics", op_metrics, 0, "metrics"},  {"configure", op_configure, 0, "configure"},
+    {"listen", op_listen, 0, "tcp"},        {"connect", op_connect, 0, "tcp"},   {"close", op_close, 0, "tcp"},
+};
+#define N_OPS (sizeof OPS / sizeof OPS[0])
+
+/* Features that belong to a field rather than an operation: the host's HELLO ("host-hello"),
+ * a network device set up by configure ("nic"). */
+static const char *const FIELD_FEATURES[] = {"host-hello", "nic"};
+
 static void op_hello(uint32_t id, const char *nonce) {
   jbuf b;
   jb_init(&b);
@@ -206,22 +234,29 @@ static void op_hello(uint32_t id, const char *nonce) {
     jb_cstr(&b, ",\"nonce\":");
     jb_str(&b, nonce, strlen(nonce));
   }
-  jb_cstr(&b, ",\"features\":[\"exec\",\"pty\",\"files\",\"glob\",\"metrics\",\"configure\",\"host-hello\",\"tcp\",\"nic\"]}");
+  jb_cstr(&b, ",\"features\":[");
+  int first = 1;
+  for (size_t i = 0; i < N_OPS; i++) {
+    size_t j = 0;
+    while (j < i && strcmp(OPS[j].feature, OPS[i].feature)) j++;
+    if (j < i) continue; /* listed already */
+    if (!first) jb_cstr(&b, ",");
+    jb_str(&b, OPS[i].feature, strlen(OPS[i].feature));
+    first = 0;
+  }
+  for (size_t i = 0; i < sizeof FIELD_FEATURES / sizeof FIELD_FEATURES[0]; i++) {
+    jb_cstr(&b, ",");
+    jb_str(&b, FIELD_FEATURES[i], strlen(FIELD_FEATURES[i]));
+  }
+  jb_cstr(&b, "]}");
   send_json(id, id ? K_RES : K_HELLO, &b);
   jb_free(&b);
-}
-
-static int is_file_op(const char *op) {
-  static const char *const ops[] = {"write", "read", "stat", "list", "mkdir", "remove", "move", "chmod", "glob"};
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (!strcmp(op, ops[i])) return 1;
-  return 0;
 }
 
 /* File operations run with the filesystem identity the host asks for ("as_uid"/"as_gid"), so
  * that the kernel's permission checks confine them as they would that user's own programs: the
  * agent is root, and a pool tenant must not reach another tenant's files through it. */
-static void file_op_as(uint32_t id, const char *op, const jdoc *d) {
+static void run_as(uint32_t id, const struct op *o, const jdoc *d) {
   int64_t as_uid, as_gid;
   req_int(d, "as_uid", -1, &as_uid);
   req_int(d, "as_gid", as_uid, &as_gid);
@@ -230,15 +265,7 @@ static void file_op_as(uint32_t id, const char *op, const jdoc *d) {
     setfsgid((gid_t)as_gid);
     setfsuid((uid_t)as_uid);
   }
-  if (!strcmp(op, "write")) op_write(id, d);
-  else if (!strcmp(op, "read")) op_read(id, d);
-  else if (!strcmp(op, "stat")) op_stat(id, d);
-  else if (!strcmp(op, "list")) op_list(id, d);
-  else if (!strcmp(op, "mkdir")) op_mkdir(id, d);
-  else if (!strcmp(op, "remove")) op_remove(id, d);
-  else if (!strcmp(op, "move")) op_move(id, d);
-  else if (!strcmp(op, "chmod")) op_chmod(id, d);
-  else op_glob(id, d);
+  o->fn(id, d);
   if (as_uid >= 0) {
     /* a write stream finishes (rename) later, under the same identity */
     sess *s = sess_find(id);
@@ -259,23 +286,14 @@ static void dispatch(uint32_t id, const uint8_t *p, size_t n) {
     return;
   }
   char *op = req_str(&d, "op");
-  if (!op) {
-    send_error(id, "EPROTO", "request has no \"op\" string");
-  } else if (sess_find(id)) {
-    send_error(id, "EPROTO", "request id %u is already in flight", id);
-  } else if (!strcmp(op, "hello")) op_hello(id, NULL);
-  else if (!strcmp(op, "ping")) send_ok(id);
-  else if (!strcmp(op, "exec")) op_exec(id, &d);
-  else if (!strcmp(op, "signal")) op_signal(id, &d);
-  else if (!strcmp(op, "resize")) op_resize(id, &d);
-  else if (is_file_op(op)) file_op_as(id, op, &d);
-  else if (!strcmp(op, "metrics")) op_metrics(id, &d);
-  else if (!strcmp(op, "configure")) op_configure(id, &d);
-  else if (!strcmp(op, "listen")) op_listen(id, &d);
-  else if (!strcmp(op, "connect")) op_connect(id, &d);
-  else if (!strcmp(op, "close")) op_close(id, &d);
-  else if (!strcmp(op, "shutdown")) op_shutdown(id, &d);
-  else send_error(id, "ENOSYS", "unknown op \"%.64s\"", op);
+  const struct op *o = NULL;
+  for (size_t i = 0; op && i < N_OPS && !o; i++)
+    if (!strcmp(op, OPS[i].name)) o = &OPS[i];
+  if (!op) send_error(id, "EPROTO", "request has no \"op\" string");
+  else if (sess_find(id)) send_error(id, "EPROTO", "request id %u is already in flight", id);
+  else if (!o) send_error(id, "ENOSYS", "unknown op \"%.64s\"", op);
+  else if (o->as_user) run_as(id, o, &d);
+  else o->fn(id, &d);
   free(op);
   json_free(&d);
 }

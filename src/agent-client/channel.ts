@@ -3,92 +3,26 @@
 // closes this channel and only this channel.
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
-import type { Duplex } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import { Readable } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 import { Channel, Flag, FrameDecoder, Kind, MAX_PAYLOAD, ProtocolError, encodeFrame, encodeJson, type Frame } from "./frame.js";
 import { AgentError, AgentTimeoutError, ChannelClosedError } from "./errors.js";
-import { IncomingStream, OutgoingStream } from "./streams.js";
-import type {
-  ErrorReply,
-  ExecRequest,
-  ExecResult,
-  ExecStarted,
-  FileStat,
-  Hello,
-  ListenRequest,
-  ConnectRequest,
-  ReadRequest,
-  SimpleOps,
-  TcpEvent,
-  WriteRequest,
-} from "./messages.js";
+import { helloProblem, missingFeature } from "./features.js";
+import type { ConnectRequest, ErrorReply, ExecRequest, Hello, ListenRequest, ReadRequest, SimpleOps, WriteRequest } from "./messages.js";
+import type { Mux, RequestOptions, StreamParts } from "./mux.js";
+import { exec, execBuffered, type BufferedExecResult, type ExecSession } from "./ops/exec.js";
+import { readFile, readFileBuffer, writeFile, type ReadFileStream } from "./ops/files.js";
+import { connect, listen, type GuestListener, type Tunnel } from "./ops/tcp.js";
+import { OutgoingStream } from "./streams.js";
 
-interface Pending {
+export type { BufferedExecResult, ExecSession, GuestListener, ReadFileStream, RequestOptions, Tunnel };
+
+interface Pending extends StreamParts {
   resolve(body: any): void;
   reject(err: Error): void;
-  onEvent?(body: any): void;
-  incoming?: Map<number, IncomingStream>;
-  outgoing?: OutgoingStream;
   timer?: NodeJS.Timeout;
 }
 
-export interface RequestOptions {
-  /** Reject with AgentTimeoutError after this many ms (the guest-side work is not cancelled). */
-  timeoutMs?: number;
-}
-
-/** A running process in the guest. Consume stdout and stderr, or the process stalls on credit. */
-export interface ExecSession {
-  readonly id: number;
-  readonly stdout: Readable;
-  readonly stderr: Readable;
-  /** Present when the request asked for stdin. */
-  readonly stdin: OutgoingStream | null;
-  readonly started: Promise<ExecStarted>;
-  readonly result: Promise<ExecResult>;
-  signal(sig: number): Promise<void>;
-  resize(rows: number, cols: number): Promise<void>;
-}
-
-export interface BufferedExecResult extends ExecResult {
-  stdout: Buffer;
-  stderr: Buffer;
-  /** True when output beyond maxOutputBytes was discarded. */
-  truncated: boolean;
-}
-
-export interface ReadFileStream {
-  readonly stream: Readable;
-  /** Metadata of the file, known before the first byte arrives. */
-  readonly stat: Promise<FileStat>;
-  readonly done: Promise<{ size: number }>;
-}
-
-/** A TCP connection inside the guest, carried over the channel. */
-export interface Tunnel {
-  readonly id: number;
-  /** Bytes the guest side sends; ends when it half-closes. */
-  readonly incoming: Readable;
-  /** Bytes for the guest side; ending it half-closes the guest socket. */
-  readonly outgoing: OutgoingStream;
-  /** Resolves once the guest socket is connected; rejects if it cannot be. */
-  readonly connected: Promise<void>;
-  /** Settles when the guest socket is done in both directions or closed. */
-  readonly done: Promise<unknown>;
-  /** Closes the guest socket at once. */
-  close(): void;
-}
-
-/** A TCP listener inside the guest; each accepted connection is offered as a `conn` number. */
-export interface GuestListener {
-  readonly id: number;
-  readonly listening: Promise<void>;
-  readonly done: Promise<unknown>;
-  close(): void;
-}
-
-export class AgentChannel extends EventEmitter {
+export class AgentChannel extends EventEmitter implements Mux {
   private readonly decoder: FrameDecoder;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
@@ -97,6 +31,8 @@ export class AgentChannel extends EventEmitter {
   private helloReject!: (e: Error) => void;
   /** Resolves with the agent's first hello; rejects if the channel closes first. */
   readonly hello: Promise<Hello>;
+  /** The agent's hello once it came: its version and the features requests are checked against. */
+  private agent: Hello | null = null;
 
   private readonly nonce: string | null;
 
@@ -140,165 +76,42 @@ export class AgentChannel extends EventEmitter {
     return this.start(req, {}, opts).result;
   }
 
-  /** Starts a process; stdout and stderr arrive as they are produced. */
+  /** Starts a process; stdout and stderr arrive as they are produced (ops/exec.ts). */
   exec(req: Omit<ExecRequest, "op">): ExecSession {
-    const stdout = new IncomingStream((n) => this.grant(id, Channel.Stdout, n));
-    const stderr = new IncomingStream((n) => this.grant(id, Channel.Stderr, n));
-    const stdin = req.stdin ? this.outgoing(() => id) : null;
-    let onStarted!: (s: ExecStarted) => void;
-    let notStarted!: (e: Error) => void;
-    const started = new Promise<ExecStarted>((res, rej) => {
-      onStarted = res;
-      notStarted = rej;
-    });
-    started.catch(() => {});
-    const { id, result } = this.start({ ...req, op: "exec" }, {
-      incoming: new Map([
-        [Channel.Stdout, stdout],
-        [Channel.Stderr, stderr],
-      ]),
-      outgoing: stdin ?? undefined,
-      onEvent: (ev) => ev?.event === "started" && onStarted(ev),
-    });
-    // A process that never started (refused, or the channel closed) ends its `started` too.
-    result.catch((e: Error) => notStarted(e));
-    return {
-      id,
-      stdout,
-      stderr,
-      stdin,
-      started,
-      result,
-      signal: async (sig) => {
-        await this.request<"signal">({ op: "signal", target: id, signal: sig });
-      },
-      resize: async (rows, cols) => {
-        await this.request<"resize">({ op: "resize", target: id, rows, cols });
-      },
-    };
+    return exec(this, req);
   }
 
   /** Runs a process to completion, collecting at most maxOutputBytes of each stream. */
-  async execBuffered(
-    req: Omit<ExecRequest, "op" | "stdin">,
-    opts: { stdin?: Uint8Array | string; maxOutputBytes?: number } = {},
-  ): Promise<BufferedExecResult> {
-    const max = opts.maxOutputBytes ?? 64 * 1024 * 1024;
-    const s = this.exec({ ...req, stdin: opts.stdin !== undefined });
-    let truncated = false;
-    const collect = async (r: Readable) => {
-      const parts: Buffer[] = [];
-      let size = 0;
-      for await (const c of r as AsyncIterable<Buffer>) {
-        if (size >= max) { truncated = true; continue; }
-        const take = c.subarray(0, max - size);
-        if (take.length < c.length) truncated = true;
-        parts.push(take);
-        size += take.length;
-      }
-      return Buffer.concat(parts);
-    };
-    const feeding = s.stdin ? pipeline(Readable.from([Buffer.from(opts.stdin!)]), s.stdin).catch(() => {}) : null;
-    const [stdout, stderr, res] = await Promise.all([collect(s.stdout), collect(s.stderr), s.result]);
-    await feeding;
-    return { ...res, stdout, stderr, truncated };
+  execBuffered(req: Omit<ExecRequest, "op" | "stdin">, opts: { stdin?: Uint8Array | string; maxOutputBytes?: number } = {}): Promise<BufferedExecResult> {
+    return execBuffered(this, req, opts);
   }
 
-  /** Writes a file atomically in the guest from bytes or a stream of chunks. */
-  async writeFile(
-    path: string,
-    data: Uint8Array | string | AsyncIterable<Uint8Array> | Readable,
-    opts: Omit<WriteRequest, "op" | "path"> = {},
-  ): Promise<{ size: number }> {
-    const out = this.outgoing(() => id);
-    const { id, result } = this.start({ ...opts, op: "write", path }, { outgoing: out });
-    result.catch(() => {});
-    const source =
-      typeof data === "string" || data instanceof Uint8Array ? Readable.from([Buffer.from(data)]) : Readable.from(data);
-    // If the guest refuses (e.g. ENOENT), the result rejects first; stop feeding then.
-    const feeding = pipeline(source, out).catch((e) => e);
-    const res = (await Promise.race([result, feeding.then(() => result)])) as { size: number };
-    await feeding;
-    return { size: res.size };
+  /** Writes a file atomically in the guest from bytes or a stream of chunks (ops/files.ts). */
+  writeFile(path: string, data: Uint8Array | string | AsyncIterable<Uint8Array> | Readable, opts: Omit<WriteRequest, "op" | "path"> = {}): Promise<{ size: number }> {
+    return writeFile(this, path, data, opts);
   }
 
   /** Streams a file out of the guest; the stream applies backpressure to the guest. */
   readFile(path: string, opts: Omit<ReadRequest, "op" | "path"> = {}): ReadFileStream {
-    const stream = new IncomingStream((n) => this.grant(id, Channel.Stdout, n));
-    let onStat!: (s: FileStat) => void;
-    const stat = new Promise<FileStat>((r) => (onStat = r));
-    const { id, result } = this.start({ ...opts, op: "read", path }, {
-      incoming: new Map([[Channel.Stdout, stream]]),
-      onEvent: (ev) => ev?.event === "stat" && onStat(ev),
-    });
-    result.catch(() => {});
-    stat.catch(() => {});
-    return { stream, stat, done: result as Promise<{ size: number }> };
+    return readFile(this, path, opts);
   }
 
   /** Reads a whole file into memory, refusing files larger than maxBytes. */
-  async readFileBuffer(path: string, maxBytes = 256 * 1024 * 1024, opts: Omit<ReadRequest, "op" | "path"> = {}): Promise<Buffer> {
-    const r = this.readFile(path, opts);
-    const parts: Buffer[] = [];
-    let size = 0;
-    const st = await Promise.race([r.stat, r.done.then(() => null)]);
-    if (st && st.size > maxBytes) {
-      r.stream.destroy();
-      throw new AgentError("EFBIG", `${path} is ${st.size} bytes, more than the ${maxBytes} byte limit`);
-    }
-    for await (const c of r.stream as AsyncIterable<Buffer>) {
-      size += c.length;
-      if (size > maxBytes) {
-        r.stream.destroy();
-        throw new AgentError("EFBIG", `${path} grew beyond the ${maxBytes} byte limit while reading`);
-      }
-      parts.push(c);
-    }
-    await r.done;
-    return Buffer.concat(parts);
+  readFileBuffer(path: string, maxBytes?: number, opts: Omit<ReadRequest, "op" | "path"> = {}): Promise<Buffer> {
+    return readFileBuffer(this, path, maxBytes, opts);
   }
 
-  /** Opens a TCP tunnel to a guest port, or onto a connection a guest listener accepted. */
+  /** Opens a TCP tunnel to a guest port, or onto a connection a guest listener accepted (ops/tcp.ts). */
   connect(req: Omit<ConnectRequest, "op">): Tunnel {
-    const incoming = new IncomingStream((n) => this.grant(id, Channel.Stdout, n));
-    const outgoing = this.outgoing(() => id);
-    let onConnected!: () => void;
-    const connected = new Promise<void>((r) => (onConnected = r));
-    const { id, result } = this.start({ ...req, op: "connect" }, {
-      incoming: new Map([[Channel.Stdout, incoming]]),
-      outgoing,
-      onEvent: (ev: TcpEvent) => ev?.event === "connected" && onConnected(),
-    });
-    result.catch(() => {});
-    const settled = Promise.race([connected, result]);
-    settled.catch(() => {});
-    return {
-      id,
-      incoming,
-      outgoing,
-      connected: settled.then(() => undefined),
-      done: result,
-      close: () => this.closeStream(id),
-    };
+    return connect(this, req);
   }
 
   /** Listens on a guest TCP port; onAccept gets each connection to claim with connect({conn}). */
   listen(req: Omit<ListenRequest, "op">, onAccept: (conn: number) => void): GuestListener {
-    let onListening!: () => void;
-    const listening = new Promise<void>((r) => (onListening = r));
-    const { id, result } = this.start({ ...req, op: "listen" }, {
-      onEvent: (ev: TcpEvent) => {
-        if (ev?.event === "listening") onListening();
-        else if (ev?.event === "accept" && Number.isSafeInteger(ev.conn) && ev.conn > 0) onAccept(ev.conn);
-      },
-    });
-    result.catch(() => {});
-    const settled = Promise.race([listening, result]);
-    settled.catch(() => {});
-    return { id, listening: settled.then(() => undefined), done: result, close: () => this.closeStream(id) };
+    return listen(this, req, onAccept);
   }
 
-  private closeStream(id: number): void {
+  closeStream(id: number): void {
     if (!this.isOpen || !this.pending.has(id)) return;
     this.request<"close">({ op: "close", target: id }).catch(() => {});
   }
@@ -314,10 +127,12 @@ export class AgentChannel extends EventEmitter {
     this.emit("close", reason);
   }
 
-  private start(body: object, p: Omit<Pending, "resolve" | "reject">, opts: RequestOptions = {}) {
+  start<B extends { op: string }>(body: B, p: StreamParts, opts: RequestOptions = {}): { id: number; result: Promise<any> } {
     const id = this.allocId();
     const result = new Promise<any>((resolve, reject) => {
       if (this.closedWith) return reject(this.closedWith);
+      const missing = this.agent && missingFeature(this.agent, body);
+      if (missing) return reject(new AgentError("ENOTSUP", `the agent in this VM (${this.agent!.agent}) lacks "${missing}", which ${body.op} needs: rebuild the initramfs (./setup.sh) and start a new sandbox`));
       const payload = Buffer.from(JSON.stringify(body), "utf8");
       if (payload.length > MAX_PAYLOAD) return reject(new AgentError("E2BIG", `the request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} bytes one message to the guest may have`));
       const entry: Pending = { ...p, resolve, reject };
@@ -333,7 +148,7 @@ export class AgentChannel extends EventEmitter {
     return { id, result };
   }
 
-  private outgoing(id: () => number): OutgoingStream {
+  outgoing(id: () => number): OutgoingStream {
     return new OutgoingStream(
       (chunk, eof) => {
         if (this.isOpen) this.socket.write(encodeFrame(id(), Kind.Data, Channel.Stdin, eof ? Flag.Eof : 0, chunk ?? undefined));
@@ -349,7 +164,7 @@ export class AgentChannel extends EventEmitter {
     return this.nextId;
   }
 
-  private grant(id: number, channel: number, n: number): void {
+  grant(id: number, channel: number, n: number): void {
     if (!this.isOpen || !this.pending.has(id) || n <= 0) return;
     const p = Buffer.allocUnsafe(4);
     p.writeUInt32LE(n, 0);
@@ -391,6 +206,10 @@ export class AgentChannel extends EventEmitter {
     if (f.kind === Kind.Hello) {
       const h = this.parseJson(f) as Hello;
       if (this.nonce && h.nonce !== this.nonce) return; // stale: sent before the snapshot
+      if (!Array.isArray(h.features)) throw new ProtocolError("HELLO without a features list");
+      const problem = helloProblem(h);
+      if (problem) return this.close(new ChannelClosedError(problem));
+      this.agent = h;
       this.helloResolve(h);
       this.emit("hello", h);
       return;

@@ -1,0 +1,49 @@
+// Version-gated features, in one table: which feature of the agent each operation (and each
+// optional request field) needs. The agent lists its features in HELLO; the host never sends an
+// agent an operation it did not advertise, so an old initramfs fails with a clear error instead
+// of a confused guest.
+import { PROTOCOL_VERSION, type Hello } from "./messages.js";
+
+/** The feature each operation needs. */
+export const OP_FEATURES: Record<string, string> = {
+  hello: "exec",
+  ping: "exec",
+  exec: "exec",
+  signal: "exec",
+  resize: "pty",
+  shutdown: "exec",
+  write: "files",
+  read: "files",
+  stat: "files",
+  list: "files",
+  mkdir: "files",
+  remove: "files",
+  move: "files",
+  chmod: "files",
+  glob: "glob",
+  metrics: "metrics",
+  configure: "configure",
+  listen: "tcp",
+  connect: "tcp",
+  close: "tcp",
+};
+
+/** The feature an optional field needs, by operation and field. */
+export const FIELD_FEATURES: Record<string, Record<string, string>> = {
+  exec: { pty: "pty" },
+  configure: { net: "nic" },
+};
+
+/** Why a HELLO cannot be served (another protocol version), or null. */
+export function helloProblem(h: Hello): string | null {
+  if (h.proto !== PROTOCOL_VERSION) {
+    return `the agent in this VM speaks protocol ${h.proto} and this server ${PROTOCOL_VERSION}: rebuild the initramfs (./setup.sh) and start a new sandbox`;
+  }
+  return null;
+}
+
+/** The feature a request needs that the agent did not advertise, or null. */
+export function missingFeature(h: Hello, req: { op: string }): string | null {
+  const needed = [OP_FEATURES[req.op], ...Object.entries(FIELD_FEATURES[req.op] ?? {}).filter(([field]) => (req as Record<string, unknown>)[field] !== undefined).map(([, f]) => f)];
+  return needed.find((f) => f !== undefined && !h.features.includes(f)) ?? null;
+}
