@@ -101,6 +101,11 @@ export interface Vm {
   /** Stops the VM and removes every file it had; safe to call twice. */
   destroy(): Promise<void>;
   /**
+   * Lets go of the VM without stopping it, as a server that exits leaves its VMs for the next
+   * one to re-attach (features.reattach); this object is unusable afterwards.
+   */
+  release(): void;
+  /**
    * Snapshots the running VM into `dir` (RAM in the stream) and lets it run on; the guest is
    * paused only for the last round of copying. `tees` receive the stream as it is written.
    */

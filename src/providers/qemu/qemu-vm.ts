@@ -148,6 +148,12 @@ export class QemuVm implements Vm {
     }
   }
 
+  release(): void {
+    this.channel.close();
+    this.console.close();
+    this.forget();
+  }
+
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.channel.close();
