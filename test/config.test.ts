@@ -77,3 +77,38 @@ describe("event log", () => {
     db.close();
   });
 });
+
+describe("templates in the config file", () => {
+  it("are checked like any config key", async () => {
+    await writeFile(join(dir, "tpl-bad.yaml"), "templates:\n  py:\n    imgae: python\n");
+    assert.throws(() => loadConfig({ file: join(dir, "tpl-bad.yaml"), env: {} }), /config key "templates\/py"|templates\.py/);
+    await writeFile(join(dir, "tpl-ok.yaml"), "templates:\n  py:\n    image: forgevm/debian:bookworm\n    memory_mb: 256\n    setup: [\"true\"]\n");
+    assert.equal(loadConfig({ file: join(dir, "tpl-ok.yaml"), env: {} }).templates.py.memory_mb, 256);
+  });
+
+  it("a server makes them, replaces one that changed, and leaves the rest alone", async () => {
+    const { startServer } = await import("../src/api/serve.js");
+    const { testConfig, removeAtExit } = await import("./helpers.js");
+    const cfg = await testConfig((c) => {
+      c.templates = { small: { memory_mb: 256, description: "v1", ttl: "20m" }, other: { description: "kept" } };
+    });
+    removeAtExit(cfg.data_dir);
+    const get = async (url: string, name: string) => (await (await fetch(`${url}/api/v1/templates/${name}`)).json()) as { description: string; memory_mb: number; ttl_seconds: number; updated_at: string };
+    let server = await startServer(cfg, "test");
+    const first = await get(server.url, "small");
+    assert.deepEqual([first.description, first.memory_mb, first.ttl_seconds], ["v1", 256, 1200]);
+    const kept = await get(server.url, "other");
+    await server.close();
+    cfg.templates.small.description = "v2";
+    server = await startServer(cfg, "test");
+    try {
+      assert.equal((await get(server.url, "small")).description, "v2");
+      assert.notEqual((await get(server.url, "small")).updated_at, first.updated_at);
+      assert.equal((await get(server.url, "other")).updated_at, kept.updated_at, "an unchanged template is not rewritten");
+    } finally {
+      await server.close();
+    }
+    cfg.templates = { broken: { image: "Not A Reference!" } };
+    await assert.rejects(startServer(cfg, "test"), /templates in the config: template broken: image:/);
+  });
+});

@@ -116,7 +116,7 @@ describe("applying layers", () => {
 
 describe("image references", () => {
   it("applies Docker Hub defaults and keeps registries, tags and digests", () => {
-    const d = "sha256:" + "a".repeat(64);
+    const d = `sha256:${"a".repeat(64)}`;
     assert.equal(parseReference("alpine").canonical, "registry-1.docker.io/library/alpine:latest");
     assert.equal(parseReference("python:3.12").canonical, "registry-1.docker.io/library/python:3.12");
     assert.equal(parseReference("docker.io/org/app:v1").canonical, "registry-1.docker.io/org/app:v1");

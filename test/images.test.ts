@@ -162,7 +162,7 @@ describe("image commands", () => {
     const server = await serveForge(forge);
     try {
       const imp = await forgevm("import", layout, "local/cli-test", "--tag", "v2");
-      assert.match(imp.stdout, /registry-1.docker.io\/local\/cli-test:v2\n  digest sha256:/);
+      assert.match(imp.stdout, /registry-1.docker.io\/local\/cli-test:v2\n {2}digest sha256:/);
       const list = JSON.parse((await forgevm("images", "--json")).stdout);
       assert.ok(list.some((i: any) => i.name === "registry-1.docker.io/local/cli-test:v2" && i.digest === desc.digest));
       const rmi = await forgevm("rmi", "local/cli-test:v2");

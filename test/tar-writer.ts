@@ -18,7 +18,7 @@ const FLAGS = { file: "0", hardlink: "1", symlink: "2", char: "3", dir: "5", fif
 function header(name: string, flag: string, size: number, e: WriteEntry): Buffer {
   const h = Buffer.alloc(512);
   const put = (s: string, off: number, len: number) => h.write(s.slice(0, len), off, "utf8");
-  const oct = (n: number, off: number, len: number) => put(n.toString(8).padStart(len - 1, "0") + "\0", off, len);
+  const oct = (n: number, off: number, len: number) => put(`${n.toString(8).padStart(len - 1, "0")}\0`, off, len);
   put(name, 0, 100);
   oct(e.mode ?? (flag === "5" ? 0o755 : 0o644), 100, 8);
   oct(e.uid ?? 0, 108, 8);
@@ -33,7 +33,7 @@ function header(name: string, flag: string, size: number, e: WriteEntry): Buffer
   oct(e.devminor ?? 0, 337, 8);
   let sum = 0;
   for (const b of h) sum += b;
-  h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148, "binary");
+  h.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148, "binary");
   return h;
 }
 

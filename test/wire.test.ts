@@ -32,7 +32,7 @@ describe("the wire format", () => {
     const credit = Buffer.alloc(4);
     credit.writeUInt32LE(65536);
     assert.equal(encodeFrame(3, Kind.Window, Channel.Stdout, 0, credit).toString("hex"), "04000000030000000501000000000100");
-    assert.equal(encodeJson(0, Kind.Hello, { nonce: "n" }).toString("hex"), "0d0000000000000001000000" + Buffer.from('{"nonce":"n"}').toString("hex"));
+    assert.equal(encodeJson(0, Kind.Hello, { nonce: "n" }).toString("hex"), `0d0000000000000001000000${Buffer.from('{"nonce":"n"}').toString("hex")}`);
   });
 
   it("the agent and the host agree on every constant", () => {

@@ -208,7 +208,10 @@ export class AgentChannel extends EventEmitter implements Mux {
       if (this.nonce && h.nonce !== this.nonce) return; // stale: sent before the snapshot
       if (!Array.isArray(h.features)) throw new ProtocolError("HELLO without a features list");
       const problem = helloProblem(h);
-      if (problem) return this.close(new ChannelClosedError(problem));
+      if (problem) {
+        this.close(new ChannelClosedError(problem));
+        return;
+      }
       this.agent = h;
       this.helloResolve(h);
       this.emit("hello", h);

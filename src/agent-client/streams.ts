@@ -99,7 +99,10 @@ export class OutgoingStream extends Writable {
   }
 
   override _final(cb: (err?: Error | null) => void): void {
-    if (!this.isOpen()) return cb(new Error("channel closed before end of stream"));
+    if (!this.isOpen()) {
+      cb(new Error("channel closed before end of stream"));
+      return;
+    }
     this.send(null, true);
     cb();
   }

@@ -217,7 +217,7 @@ export const PullRequest = Body({ image: Type.String({ minLength: 1 }) }, { $id:
 const SecretDecl = Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }), inject_at: Type.Optional(Type.Union([Type.Literal("env"), Type.Literal("file"), Type.Literal("both")])) }, { additionalProperties: false });
 
 /** Template fields a client sends; `vcpus`/`ttl` are the original SDKs' names for `cpu_cores`/`ttl_seconds`. */
-const TemplateFields = {
+export const TemplateFields = {
   version: Type.Optional(Type.String()),
   image: Type.Optional(Type.String({ minLength: 1 })),
   description: Type.Optional(Type.String()),

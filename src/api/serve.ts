@@ -1,6 +1,7 @@
 // `forgevm serve`: load config, open the core, listen, and shut down gracefully on a signal.
 import type { FastifyInstance } from "fastify";
-import type { Config } from "../config/config.js";
+import { ConfigError, type Config } from "../config/config.js";
+import { templateBody } from "../core/template-ops.js";
 import { forgeOptions } from "../config/forge-options.js";
 import { Forge } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -19,6 +20,12 @@ export interface RunningServer {
 /** Starts the server from a validated config; resolves once it listens. */
 export async function startServer(cfg: Config, version: string, opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {}): Promise<RunningServer> {
   const forge = await Forge.open(forgeOptions(cfg, opts.env));
+  try {
+    await forge.applyTemplates(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));
+  } catch (e) {
+    await forge.close();
+    throw new ConfigError(`templates in the config: ${(e as Error).message}`);
+  }
   const app = await buildApp({
     forge,
     version,

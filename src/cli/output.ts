@@ -8,7 +8,10 @@ export function emit(json: boolean | undefined, value: unknown, human: () => voi
 
 /** A tab-separated table with a header row. */
 export function table(header: string[], rows: (string | number)[][], empty = "nothing to show"): void {
-  if (!rows.length) return console.log(empty);
+  if (!rows.length) {
+    console.log(empty);
+    return;
+  }
   console.log(header.join("\t"));
   for (const r of rows) console.log(r.join("\t"));
 }

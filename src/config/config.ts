@@ -7,7 +7,11 @@ import { join, resolve } from "node:path";
 import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
+import { TemplateFields } from "../api/schemas.js";
 import { defaultDataDir } from "./paths.js";
+
+// A template in the config file: the API's fields, less the server's timestamps.
+const { created_at: _c, updated_at: _u, ...ConfigTemplateFields } = TemplateFields;
 
 const strict = { additionalProperties: false } as const;
 
@@ -41,6 +45,8 @@ export const ConfigSchema = Type.Object(
     exec: Type.Object({ max_output_bytes: Type.Integer({ minimum: 1024 }) }, strict),
     store: Type.Object({ history_retention: Type.String({ minLength: 1 }) }, strict),
     registries: Type.Record(Type.String({ minLength: 1 }), Type.Object({ username: Type.String(), password: Type.String() }, strict)),
+    /** Templates the server keeps as written here (created, or replaced when they change), by name. */
+    templates: Type.Record(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$" }), Type.Object(ConfigTemplateFields, strict)),
     snapshots: Type.Object({ base: Type.Boolean() }, strict),
     warm_pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 64 }), memory_budget_mb: Type.Integer({ minimum: 0 }) }, strict),
     pool: Type.Object(
@@ -92,6 +98,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     exec: { max_output_bytes: 16 * 1024 * 1024 },
     store: { history_retention: "168h" },
     registries: {},
+    templates: {},
     snapshots: { base: true },
     warm_pool: { size: 0, memory_budget_mb: 2048 },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
@@ -110,8 +117,8 @@ function merge(into: any, from: any, where: string): void {
   if (typeof from !== "object" || Array.isArray(from)) throw new ConfigError(`${where || "config"} must be a mapping`);
   for (const [k, v] of Object.entries(from)) {
     const key = where ? `${where}.${k}` : k;
-    if (where === "registries") {
-      into[k] = v; // a map of registry host → login; checked by the schema below
+    if (where === "registries" || where === "templates") {
+      into[k] = v; // a map of registry host → login, or name → template; checked by the schema below
       continue;
     }
     if (!(k in into)) throw new ConfigError(`unknown config key "${key}"`);

@@ -298,6 +298,11 @@ export class Forge {
     return templateOps.replaceTemplate(this.core, t, (ref) => this.pullImage(ref));
   }
 
+  /** Makes the stored templates agree with these (the config file's); returns the names created or replaced. */
+  async applyTemplates(templates: TemplateBody[]): Promise<string[]> {
+    return templateOps.applyTemplates(this.core, templates, (ref) => this.pullImage(ref));
+  }
+
   /** Deletes a template with its base snapshots and warm VMs. */
   async deleteTemplate(name: string): Promise<boolean> {
     return templateOps.deleteTemplate(this.core, name, (ref) => this.pullImage(ref));

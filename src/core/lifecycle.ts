@@ -4,7 +4,7 @@ import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { LocalImage } from "../images/store.js";
 import { BootError, type Vm } from "../providers/provider.js";
-import type { SandboxRow } from "../store/sandboxes.js";
+import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
 import { ForgevmError, sandboxGone } from "./errors.js";
 import { execDefaults } from "./exec-defaults.js";
@@ -18,7 +18,7 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
     await vm.destroy();
     throw new ForgevmError("CONFLICT", `sandbox ${row.id} was destroyed while it was starting`);
   }
-  let network;
+  let network: NetworkRecord;
   try {
     network = await core.networks.attach(row.id, vm, row.network ?? NO_NETWORK);
     if (secrets) await injectSecretFiles(vm, secrets.files);

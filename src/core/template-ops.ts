@@ -1,12 +1,76 @@
 // Templates: named spawn settings. Creating, changing or deleting one also remakes its base
 // snapshots and warm pool.
 import type { TemplateBody, TemplateRow } from "../store/templates.js";
+import { parseDuration } from "./durations.js";
 import type { Core } from "./core.js";
-import { badRequest, notFound } from "./errors.js";
+import { toForgevmError } from "./error-map.js";
+import { badRequest, ForgevmError, notFound } from "./errors.js";
 import { parseImageReference } from "./images.js";
 import { checkEnv, checkProvider, checkVcpus } from "./validate.js";
 import { checkDecls } from "./secrets.js";
 import { configurePools, type Pull } from "./spawn.js";
+
+/** A template as a client or the config file writes it, with the original SDKs' aliases. */
+export interface TemplateInput extends Omit<TemplateBody, "cpu_cores" | "ttl_seconds"> {
+  cpu_cores?: number;
+  vcpus?: number;
+  ttl_seconds?: number;
+  ttl?: string | number;
+  created_at?: string;
+  updated_at?: string;
+}
+
+/** What is stored of a template input: vcpus and ttl are other names of cpu_cores and ttl_seconds; timestamps are the server's. */
+export function templateBody(t: TemplateInput): TemplateBody {
+  const ttlSeconds = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : t.ttl !== undefined ? Math.ceil(parseDuration(t.ttl, "ttl") / 1000) : undefined);
+  return {
+    name: t.name,
+    version: t.version,
+    image: t.image,
+    description: t.description,
+    setup: t.setup,
+    memory_mb: t.memory_mb,
+    cpu_cores: t.cpu_cores ?? t.vcpus,
+    ttl_seconds: ttlSeconds,
+    env: t.env,
+    allowed_hosts: t.allowed_hosts?.length ? t.allowed_hosts : undefined,
+    secrets: t.secrets?.length ? t.secrets : undefined,
+    pool_size: t.pool_size,
+    provider: t.provider || undefined,
+    metadata: t.metadata && Object.keys(t.metadata).length ? t.metadata : undefined,
+  };
+}
+
+/**
+ * Makes the stored templates agree with the config file's: a missing one is created, a changed
+ * one replaced (its base snapshot and warm pool are remade), an unchanged one left alone.
+ * Templates made through the API stay. Returns the names created or replaced.
+ */
+export async function applyTemplates(core: Core, wanted: TemplateBody[], pull: Pull): Promise<string[]> {
+  const changed: string[] = [];
+  for (const t of wanted) {
+    const stored = core.templates.get(t.name);
+    try {
+      if (stored) {
+        const { created_at: _c, updated_at: _u, ...body } = stored;
+        if (sameBody(body, t)) continue;
+        await replaceTemplate(core, t, pull);
+      } else {
+        await createTemplate(core, t, pull);
+      }
+    } catch (e) {
+      const err = toForgevmError(e);
+      throw new ForgevmError(err.code, `template ${t.name}: ${err.message}`);
+    }
+    changed.push(t.name);
+  }
+  return changed;
+}
+
+function sameBody(a: TemplateBody, b: TemplateBody): boolean {
+  const norm = (t: TemplateBody) => JSON.stringify(Object.fromEntries(Object.entries(t).filter(([, v]) => v !== undefined).sort(([x], [y]) => x.localeCompare(y))));
+  return norm(a) === norm(b);
+}
 
 /** A stored template; 404 when there is none of that name. */
 export function getTemplate(core: Core, name: string): TemplateRow {

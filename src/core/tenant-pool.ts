@@ -114,7 +114,12 @@ export class TenantPool {
     this.wake();
     const hosts = [...this.hosts.values()];
     this.hosts.clear();
-    await Promise.all(hosts.map(async (h) => (await h.ready.catch(() => {}), h.vm?.destroy())));
+    await Promise.all(
+      hosts.map(async (h) => {
+        await h.ready.catch(() => {});
+        await h.vm?.destroy();
+      }),
+    );
   }
 
   // Takes a free seat, filling the fullest host first (fewer VMs), else starts a host if allowed.

@@ -75,7 +75,7 @@ async function doInstall(paths: Paths, blobs: BlobStore, req: InstallRequest, lo
       layers: req.manifest.layers.map((l) => l.digest),
       config: req.config,
     };
-    await writeFile(join(staging, "image.json"), JSON.stringify(meta, null, 2) + "\n");
+    await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
     const dir = imageDir(paths, req.name);
     const old = `${dir}.old-${randomBytes(4).toString("hex")}`;
     await rename(dir, old).catch(() => {});

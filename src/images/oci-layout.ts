@@ -4,7 +4,7 @@ import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { BlobStore, DigestMismatchError } from "./blobs.js";
+import { type BlobStore, DigestMismatchError } from "./blobs.js";
 import { installImage } from "./install.js";
 import { ImageFormatError, checkDigest, parseImageConfig, parseManifestDocument, selectPlatform, sha256, type Descriptor } from "./oci.js";
 import type { ImageMeta } from "./store.js";

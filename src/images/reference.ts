@@ -11,25 +11,25 @@ export interface ImageReference {
   canonical: string;
 }
 
-export class ReferenceError extends Error {
-  override name = "ReferenceError";
+export class ImageReferenceError extends Error {
+  override name = "ImageReferenceError";
 }
 
 const REPO_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
 const TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
 
-/** Parses a reference, applying Docker Hub's defaults; throws ReferenceError naming the problem. */
+/** Parses a reference, applying Docker Hub's defaults; throws ImageReferenceError naming the problem. */
 export function parseReference(input: string): ImageReference {
   const ref = input.trim();
-  if (!ref) throw new ReferenceError("image reference is empty");
+  if (!ref) throw new ImageReferenceError("image reference is empty");
   let rest = ref;
   let digest: string | undefined;
   const at = rest.indexOf("@");
   if (at >= 0) {
     digest = rest.slice(at + 1);
     rest = rest.slice(0, at);
-    if (!DIGEST.test(digest)) throw new ReferenceError(`"${ref}": digest must be sha256: followed by 64 lowercase hex digits`);
+    if (!DIGEST.test(digest)) throw new ImageReferenceError(`"${ref}": digest must be sha256: followed by 64 lowercase hex digits`);
   }
   let tag: string | undefined;
   const slash = rest.lastIndexOf("/");
@@ -37,7 +37,7 @@ export function parseReference(input: string): ImageReference {
   if (colon > slash) {
     tag = rest.slice(colon + 1);
     rest = rest.slice(0, colon);
-    if (!TAG.test(tag)) throw new ReferenceError(`"${ref}": tag "${tag}" is not valid`);
+    if (!TAG.test(tag)) throw new ImageReferenceError(`"${ref}": tag "${tag}" is not valid`);
   }
   const parts = rest.split("/");
   let registry = DOCKER_HUB;
@@ -48,7 +48,7 @@ export function parseReference(input: string): ImageReference {
   }
   if (registry === DOCKER_HUB && parts.length === 1) parts.unshift("library");
   for (const p of parts) {
-    if (!REPO_COMPONENT.test(p)) throw new ReferenceError(`"${ref}": repository component "${p}" is not valid (lowercase letters, digits and separators)`);
+    if (!REPO_COMPONENT.test(p)) throw new ImageReferenceError(`"${ref}": repository component "${p}" is not valid (lowercase letters, digits and separators)`);
   }
   const repository = parts.join("/");
   if (!digest && !tag) tag = "latest";

@@ -102,7 +102,7 @@ function parseEntry(entry: string): Rule {
   }
   if (target.startsWith("*.")) {
     const suffix = normalHost(target.slice(2));
-    if (!suffix || !suffix.includes(".")) throw new AllowlistError(`allow entry "${entry}": a wildcard needs a domain with a dot, like *.example.com`);
+    if (!suffix?.includes(".")) throw new AllowlistError(`allow entry "${entry}": a wildcard needs a domain with a dot, like *.example.com`);
     return { kind: "suffix", suffix, ports, entry };
   }
   const host = normalHost(target);

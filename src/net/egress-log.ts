@@ -39,8 +39,8 @@ export class EgressLog {
     // a log written before a restart counts toward the cap too
     let size = this.sizes.get(id) ?? (statSizeSync(this.file(id)) ?? 0);
     if (size >= MAX_LOG_BYTES) return;
-    let line = JSON.stringify(entry) + "\n";
-    if (size + line.length >= MAX_LOG_BYTES) line = JSON.stringify({ ts: entry.ts, note: "log full: later decisions are not recorded" }) + "\n";
+    let line = `${JSON.stringify(entry)}\n`;
+    if (size + line.length >= MAX_LOG_BYTES) line = `${JSON.stringify({ ts: entry.ts, note: "log full: later decisions are not recorded" })}\n`;
     if (!this.made) {
       mkdirSync(this.dir, { recursive: true, mode: 0o700 });
       this.made = true;

@@ -56,7 +56,7 @@ export async function ensureBaseImage(paths: Paths, log: (m: string) => void): P
       size,
       description: DESCRIPTION,
     };
-    await writeFile(join(staging, "image.json"), JSON.stringify(meta, null, 2) + "\n");
+    await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
     await rm(dir, { recursive: true, force: true });
     await rename(staging, dir);
     log(`image ${DEFAULT_IMAGE}: built (${(size / 1048576).toFixed(0)} MiB)`);

@@ -22,7 +22,7 @@ export function cpioNewc(entries: CpioEntry[]): Buffer {
   let ino = 1;
   for (const e of [...entries, { name: "TRAILER!!!", mode: 0 }]) {
     const data = e.data ?? Buffer.alloc(0);
-    const name = Buffer.from(e.name + "\0");
+    const name = Buffer.from(`${e.name}\0`);
     const header =
       "070701" +
       field(e.name === "TRAILER!!!" ? 0 : ino++) +

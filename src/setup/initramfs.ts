@@ -14,22 +14,22 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
   const order = (await readFile(join(paths.modulesDir, "modules.order"), "utf8")).split("\n").filter(Boolean);
   const entries: CpioEntry[] = [
     { name: "init", mode: 0o100755, data: agent },
-    { name: "modules.order", mode: 0o100644, data: Buffer.from(order.join("\n") + "\n") },
+    { name: "modules.order", mode: 0o100644, data: Buffer.from(`${order.join("\n")}\n`) },
     { name: "lib", mode: 0o040755 },
     { name: "lib/modules", mode: 0o040755 },
   ];
   for (const m of order) entries.push({ name: `lib/modules/${m}`, mode: 0o100644, data: await readFile(join(paths.modulesDir, m)) });
   const archive = cpioNewc(entries);
   const digest = createHash("sha256").update(archive).digest("hex");
-  const stampFile = paths.initramfs + ".sha256";
+  const stampFile = `${paths.initramfs}.sha256`;
   const current = await readFile(stampFile, "utf8").catch(() => "");
   if (current.trim() === digest) {
     log(`initramfs: up to date (agent ${digest.slice(0, 12)})`);
     return;
   }
   await mkdir(dirname(paths.initramfs), { recursive: true });
-  await writeFile(paths.initramfs + ".tmp", archive);
-  await rename(paths.initramfs + ".tmp", paths.initramfs);
-  await writeFile(stampFile, digest + "\n");
+  await writeFile(`${paths.initramfs}.tmp`, archive);
+  await rename(`${paths.initramfs}.tmp`, paths.initramfs);
+  await writeFile(stampFile, `${digest}\n`);
   log(`initramfs: built (${(archive.length / 1024).toFixed(0)} KiB, ${order.length} modules)`);
 }

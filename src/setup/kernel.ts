@@ -41,14 +41,14 @@ export async function ensureKernel(paths: Paths, log: (m: string) => void): Prom
     const vmlinuz = bootFiles.find((f) => f.startsWith("vmlinuz-"));
     if (!vmlinuz) throw new Error(`${real} contains no /boot/vmlinuz-*`);
     const release = vmlinuz.slice("vmlinuz-".length);
-    const staging = paths.kernelDir + ".new";
+    const staging = `${paths.kernelDir}.new`;
     await rm(staging, { recursive: true, force: true });
     await mkdir(join(staging, "modules"), { recursive: true });
     await extractVmlinux(join(root, "boot", vmlinuz), join(staging, "vmlinux"), work);
     const order = await copyModules(join(root, "lib", "modules", release), join(staging, "modules"));
     const info: KernelInfo = { package: real, version: pkg.version, requested: GUEST_MODULES, modules: order };
-    await writeFile(join(staging, "modules", "modules.order"), order.join("\n") + "\n");
-    await writeFile(join(staging, "kernel.json"), JSON.stringify(info, null, 2) + "\n");
+    await writeFile(join(staging, "modules", "modules.order"), `${order.join("\n")}\n`);
+    await writeFile(join(staging, "kernel.json"), `${JSON.stringify(info, null, 2)}\n`);
     await rm(paths.kernelDir, { recursive: true, force: true });
     await rename(staging, paths.kernelDir);
     log(`kernel: installed ${real} ${pkg.version} with ${order.length} modules`);
@@ -71,7 +71,7 @@ async function aptDownload(name: string, dir: string): Promise<{ file: string; v
     await run("apt-get", ["update"]);
     await attempt();
   }
-  const file = (await readdir(dir)).find((f) => f.startsWith(name + "_") && f.endsWith(".deb"));
+  const file = (await readdir(dir)).find((f) => f.startsWith(`${name}_`) && f.endsWith(".deb"));
   if (!file) throw new Error(`apt-get download ${name} produced no .deb`);
   const { stdout } = await run("dpkg-deb", ["-f", join(dir, file), "Version", "Depends"]);
   const version = /^Version: (.*)$/m.exec(stdout)?.[1] ?? "?";

@@ -30,7 +30,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
     const out = reply.raw;
     out.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), "Content-Type": "application/x-ndjson", "Cache-Control": "no-store" });
     const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) =>
-      relayChunks(name, stream, (json) => out.write(json + "\n"), (resume) => out.once("drain", resume));
+      relayChunks(name, stream, (json) => out.write(`${json}\n`), (resume) => out.once("drain", resume));
     // A client that goes away stops the process, so nothing runs on unobserved.
     const onClose = () => {
       if (!out.writableEnded) void s.signal(9).catch(() => {});

@@ -4,30 +4,10 @@ import { Type } from "typebox";
 import { formatDuration, parseDuration } from "../../core/durations.js";
 import { badRequest, conflict, notFound } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
-import type { TemplateBody, TemplateRow } from "../../store/templates.js";
-import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate, type TemplateInputT } from "../schemas.js";
+import type { TemplateRow } from "../../store/templates.js";
+import { templateBody } from "../../core/template-ops.js";
+import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../schemas.js";
 import { sandboxView } from "../views.js";
-
-function toBody(t: TemplateInputT): TemplateBody {
-  // created_at and updated_at are the server's; vcpus and ttl are other names of cpu_cores and ttl_seconds.
-  const ttlSeconds = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : t.ttl !== undefined ? Math.ceil(parseDuration(t.ttl, "ttl") / 1000) : undefined);
-  return {
-    name: t.name,
-    version: t.version,
-    image: t.image,
-    description: t.description,
-    setup: t.setup,
-    memory_mb: t.memory_mb,
-    cpu_cores: t.cpu_cores ?? t.vcpus,
-    ttl_seconds: ttlSeconds,
-    env: t.env,
-    allowed_hosts: t.allowed_hosts?.length ? t.allowed_hosts : undefined,
-    secrets: t.secrets?.length ? t.secrets : undefined,
-    pool_size: t.pool_size,
-    provider: t.provider || undefined,
-    metadata: t.metadata && Object.keys(t.metadata).length ? t.metadata : undefined,
-  };
-}
 
 function view(forge: Forge, t: TemplateRow) {
   const d = forge.defaults;
@@ -59,7 +39,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
   const get = (name: string) => forge.getTemplate(name);
 
   app.post("/templates", { schema: { tags: ["templates"], body: TemplateInput, response: { 201: Template } } }, async (req, reply) => {
-    if (!(await forge.createTemplate(toBody(req.body)))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
+    if (!(await forge.createTemplate(templateBody(req.body)))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
     reply.status(201);
     return view(forge, get(req.body.name));
   });
@@ -73,7 +53,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     { schema: { tags: ["templates"], params: Params, body: TemplateUpdate, response: { 200: Template } } },
     async (req) => {
       if (req.body.name !== undefined && req.body.name !== req.params.name) throw badRequest(`name in the body ("${req.body.name}") differs from the URL ("${req.params.name}")`);
-      if (!(await forge.replaceTemplate(toBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
+      if (!(await forge.replaceTemplate(templateBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
       return view(forge, get(req.params.name));
     },
   );

@@ -1,6 +1,6 @@
 // Running commands: `exec` in a sandbox on a server, and `run`, which makes a throwaway sandbox
 // for one command (through the server that owns the data directory, or the core here).
-import { fstatSync } from "node:fs";
+import { fstatSync, type Stats } from "node:fs";
 import type { Command } from "commander";
 import type { Client } from "forgevm";
 import { parseDuration } from "../../core/durations.js";
@@ -14,7 +14,7 @@ const MAX_STDIN = 64 * 1024 * 1024;
 
 /** Standard input when it is a pipe or a file (never a terminal, which would wait for typing). */
 async function pipedStdin(): Promise<Buffer | undefined> {
-  let st;
+  let st: Stats;
   try {
     st = fstatSync(0);
   } catch {
@@ -43,7 +43,7 @@ interface ExecFlags {
 async function runIn(client: Client, id: string, command: string[], o: ExecFlags): Promise<number> {
   const sb = await client.get(id);
   const stdin = await pipedStdin();
-  const opts = { args: command.length > 1 ? command.slice(1) : undefined, timeout: o.timeout, workdir: o.workdir, user: o.user, env: nonEmpty(o.env), stdin: stdin && stdin.length ? new Uint8Array(stdin) : undefined };
+  const opts = { args: command.length > 1 ? command.slice(1) : undefined, timeout: o.timeout, workdir: o.workdir, user: o.user, env: nonEmpty(o.env), stdin: stdin?.length ? new Uint8Array(stdin) : undefined };
   if (o.json) {
     const r = await sb.exec(command[0], opts);
     console.log(JSON.stringify(r, null, 2));

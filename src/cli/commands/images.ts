@@ -99,7 +99,10 @@ export function imageCommands(program: Command, cli: Cli): void {
       if (server) await remove(async (n) => (await server.images.remove(n)).pruned_blobs);
       else {
         await cli.withLocalForge(async (forge) => {
-          await remove(async (n) => (await forge.removeImage(n), 0));
+          await remove(async (n) => {
+            await forge.removeImage(n);
+            return 0; // blobs are pruned once, below
+          });
           pruned = await forge.pruneBlobs();
         });
       }

@@ -13,8 +13,14 @@ export function networkCommands(program: Command, cli: Cli): void {
     .option("--json", "print JSON lines")
     .action(async (id: string, o: { lines: number; json?: boolean }) => {
       const list = await (await (await cli.client()).get(id)).egress(o.lines);
-      if (o.json) return list.forEach((e) => console.log(JSON.stringify(e)));
-      if (!list.length) return console.log("no egress requests");
+      if (o.json) {
+        for (const e of list) console.log(JSON.stringify(e));
+        return;
+      }
+      if (!list.length) {
+        console.log("no egress requests");
+        return;
+      }
       for (const e of list) console.log([e.ts, e.decision.toUpperCase(), e.method, `${e.host}:${e.port}`, e.decision === "allow" ? (e.address ?? "") : e.reason].join("\t"));
     });
 

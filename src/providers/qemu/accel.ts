@@ -54,6 +54,6 @@ export async function resolveAccel(
     probedAt: now,
   };
   await mkdir(opts.stateDir, { recursive: true });
-  await writeFile(cacheFile, JSON.stringify(verdict, null, 2) + "\n");
+  await writeFile(cacheFile, `${JSON.stringify(verdict, null, 2)}\n`);
   return verdict;
 }

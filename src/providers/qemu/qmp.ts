@@ -55,7 +55,7 @@ export class Qmp {
     if (this.closedError) return Promise.reject(this.closedError);
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ resolve: resolve as (v: unknown) => void, reject });
-      this.sock.write(JSON.stringify(args ? { execute: command, arguments: args } : { execute: command }) + "\n");
+      this.sock.write(`${JSON.stringify(args ? { execute: command, arguments: args } : { execute: command })}\n`);
     });
   }
 
@@ -84,7 +84,10 @@ export class Qmp {
 
   private onData(d: string): void {
     this.buf += d;
-    if (this.buf.length > MAX_LINE) return this.fail(new Error("QMP line too long"));
+    if (this.buf.length > MAX_LINE) {
+      this.fail(new Error("QMP line too long"));
+      return;
+    }
     let nl: number;
     while ((nl = this.buf.indexOf("\n")) >= 0) {
       const line = this.buf.slice(0, nl).trim();
