@@ -71,19 +71,25 @@ async function main() {
   const verdict = { accel: (await server.forge.providerHealth()).accel };
   await server.close();
 
-  console.log(JSON.stringify({
-    benchmark: "api",
-    date: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
-    accel: verdict.accel,
-    runs: RUNS,
-    get_health_ms: { p50: pct(health, 50), p99: pct(health, 99) },
-    get_sandbox_ms: { p50: pct(get, 50), p99: pct(get, 99) },
-    exec_true_core_ms: { p50: pct(execCore, 50), p99: pct(execCore, 99) },
-    exec_true_http_ms: { p50: pct(execHttp, 50), p99: pct(execHttp, 99) },
-    http_overhead_exec_p50_ms: Math.round((pct(execHttp, 50) - pct(execCore, 50)) * 100) / 100,
-    concurrent_exec: { clients: CLIENTS, seconds: SECONDS, requests: ok + errors, ok, errors, requests_per_second: Math.round(((ok + errors) / elapsed) * 10) / 10 },
-  }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        benchmark: "api",
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        accel: verdict.accel,
+        runs: RUNS,
+        get_health_ms: { p50: pct(health, 50), p99: pct(health, 99) },
+        get_sandbox_ms: { p50: pct(get, 50), p99: pct(get, 99) },
+        exec_true_core_ms: { p50: pct(execCore, 50), p99: pct(execCore, 99) },
+        exec_true_http_ms: { p50: pct(execHttp, 50), p99: pct(execHttp, 99) },
+        http_overhead_exec_p50_ms: Math.round((pct(execHttp, 50) - pct(execCore, 50)) * 100) / 100,
+        concurrent_exec: { clients: CLIENTS, seconds: SECONDS, requests: ok + errors, ok, errors, requests_per_second: Math.round(((ok + errors) / elapsed) * 10) / 10 },
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 main().catch((e) => {

@@ -36,11 +36,34 @@ function bareBoot(kernel: string, initramfs: string, accel: string, tscKhz?: num
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const append = kernelCmdline({ id: "bare", memoryMb: 256, vcpus: 1 }, { tscKhz: accel === "tcg" ? tscKhz : undefined }).replace(" quiet", "");
-    const q = spawn("qemu-system-x86_64", [
-      "-M", "microvm,rtc=on", "-accel", accel, "-cpu", accel === "kvm" ? "host" : "max", "-m", "256", "-smp", "1",
-      "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-      "-kernel", kernel, "-initrd", initramfs, "-append", append, "-serial", "stdio",
-    ], { stdio: ["ignore", "pipe", "ignore"] });
+    const q = spawn(
+      "qemu-system-x86_64",
+      [
+        "-M",
+        "microvm,rtc=on",
+        "-accel",
+        accel,
+        "-cpu",
+        accel === "kvm" ? "host" : "max",
+        "-m",
+        "256",
+        "-smp",
+        "1",
+        "-nodefaults",
+        "-no-user-config",
+        "-nographic",
+        "-no-reboot",
+        "-kernel",
+        kernel,
+        "-initrd",
+        initramfs,
+        "-append",
+        append,
+        "-serial",
+        "stdio",
+      ],
+      { stdio: ["ignore", "pipe", "ignore"] },
+    );
     q.stdout.once("data", () => {
       const ms = performance.now() - t0;
       q.kill("SIGKILL");
@@ -106,34 +129,40 @@ async function main() {
 
   const p50Hello = pct(hello, 50);
   const p50Bare = pct(bare, 50);
-  console.log(JSON.stringify({
-    benchmark: "boot-exec-files",
-    date: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
-    accel: verdict.accel,
-    accel_reason: verdict.reason,
-    image: image.name,
-    boot: {
-      runs: BOOTS,
-      hello_ms: { p50: p50Hello, p95: pct(hello, 95) },
-      spawn_total_ms: { p50: pct(spawnTotal, 50), p95: pct(spawnTotal, 95) },
-      hello_without_disk_ms: { p50: pct(noDisk, 50), p95: pct(noDisk, 95) },
-      bare_qemu_first_serial_byte_ms: { p50: p50Bare, p95: pct(bare, 95) },
-      ratio_hello_to_bare_p50: Math.round((p50Hello / p50Bare) * 100) / 100,
-    },
-    exec_true_ms: { runs: EXECS, p50: pct(execs, 50), p99: pct(execs, 99) },
-    ping_ms: { runs: EXECS, p50: pct(pings, 50), p99: pct(pings, 99) },
-    files: {
-      mib: MIB,
-      upload_mib_s: Math.round((MIB / upS) * 10) / 10,
-      download_mib_s: Math.round((MIB / downS) * 10) / 10,
-    },
-    qemu_rss_mib: {
-      memory_mb: 512,
-      idle_after_boot: Math.round(rssIdleKb / 1024),
-      after_exec_and_file_runs: Math.round(rssAfterKb / 1024),
-    },
-  }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        benchmark: "boot-exec-files",
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        accel: verdict.accel,
+        accel_reason: verdict.reason,
+        image: image.name,
+        boot: {
+          runs: BOOTS,
+          hello_ms: { p50: p50Hello, p95: pct(hello, 95) },
+          spawn_total_ms: { p50: pct(spawnTotal, 50), p95: pct(spawnTotal, 95) },
+          hello_without_disk_ms: { p50: pct(noDisk, 50), p95: pct(noDisk, 95) },
+          bare_qemu_first_serial_byte_ms: { p50: p50Bare, p95: pct(bare, 95) },
+          ratio_hello_to_bare_p50: Math.round((p50Hello / p50Bare) * 100) / 100,
+        },
+        exec_true_ms: { runs: EXECS, p50: pct(execs, 50), p99: pct(execs, 99) },
+        ping_ms: { runs: EXECS, p50: pct(pings, 50), p99: pct(pings, 99) },
+        files: {
+          mib: MIB,
+          upload_mib_s: Math.round((MIB / upS) * 10) / 10,
+          download_mib_s: Math.round((MIB / downS) * 10) / 10,
+        },
+        qemu_rss_mib: {
+          memory_mb: 512,
+          idle_after_boot: Math.round(rssIdleKb / 1024),
+          after_exec_and_file_runs: Math.round(rssAfterKb / 1024),
+        },
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 main().catch((e) => {

@@ -19,7 +19,13 @@ async function main() {
   const forge = await benchForge({ reapIntervalMs: 0 });
   try {
     for (let i = 0; i < 100; i++) {
-      if (await fetch(`http://${host}/v2/`).then((r) => r.ok, () => false)) break;
+      if (
+        await fetch(`http://${host}/v2/`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        break;
       await new Promise((r) => setTimeout(r, 100));
     }
     const layout = join(work, "layout");
@@ -27,7 +33,12 @@ async function main() {
     const big = randomBytes(100 * 1024 * 1024);
     const desc = await writeImage(layout, {
       layers: [
-        { entries: [{ path: "bin/busybox", data: busybox, mode: 0o755 }, { path: "bin/sh", type: "symlink", linkname: "busybox" }] },
+        {
+          entries: [
+            { path: "bin/busybox", data: busybox, mode: 0o755 },
+            { path: "bin/sh", type: "symlink", linkname: "busybox" },
+          ],
+        },
         { entries: [{ path: "data/blob.bin", data: big }] },
       ],
     });
@@ -53,18 +64,24 @@ async function main() {
     const baselineMs = performance.now() - t0;
     await baseline.destroy();
 
-    console.log(JSON.stringify({
-      benchmark: "images",
-      date: new Date().toISOString(),
-      machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
-      accel: (await forge.providerHealth()).accel,
-      image: { layers_mb: Math.round((busybox.length + big.length) / 1e6), rootfs_mib: Math.round(img.size / 1048576) },
-      pull_and_install_ms: Math.round(pullMs),
-      pull_mb_per_s: Math.round(((busybox.length + big.length) / 1e6 / (pullMs / 1000)) * 10) / 10,
-      first_spawn_from_pulled_ms: Math.round(firstSpawnMs),
-      spawn_default_image_ms: Math.round(baselineMs),
-      ratio_first_spawn_to_default: Math.round((firstSpawnMs / baselineMs) * 100) / 100,
-    }, null, 2));
+    console.log(
+      JSON.stringify(
+        {
+          benchmark: "images",
+          date: new Date().toISOString(),
+          machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+          accel: (await forge.providerHealth()).accel,
+          image: { layers_mb: Math.round((busybox.length + big.length) / 1e6), rootfs_mib: Math.round(img.size / 1048576) },
+          pull_and_install_ms: Math.round(pullMs),
+          pull_mb_per_s: Math.round(((busybox.length + big.length) / 1e6 / (pullMs / 1000)) * 10) / 10,
+          first_spawn_from_pulled_ms: Math.round(firstSpawnMs),
+          spawn_default_image_ms: Math.round(baselineMs),
+          ratio_first_spawn_to_default: Math.round((firstSpawnMs / baselineMs) * 100) / 100,
+        },
+        null,
+        2,
+      ),
+    );
     await forge.removeImage(ref);
     await forge.pruneBlobs();
   } finally {

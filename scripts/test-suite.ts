@@ -143,7 +143,13 @@ async function checkUser(u: User, before: Before): Promise<string[]> {
   };
   await attempt("nothing happened on the user's server", async () => {
     const events = await eventsAfter(u, before.lastEvent);
-    if (events.length) throw new Error(`it recorded ${events.length} events: ${events.slice(0, 10).map((e) => e.what).join(", ")}`);
+    if (events.length)
+      throw new Error(
+        `it recorded ${events.length} events: ${events
+          .slice(0, 10)
+          .map((e) => e.what)
+          .join(", ")}`,
+      );
   });
   await attempt("the user's data directory holds what it held", async () => {
     const now = await listing(u.dataDir);
@@ -209,7 +215,11 @@ async function main(): Promise<number> {
     };
     delete env.XDG_DATA_HOME;
     const files = process.argv.slice(2);
-    const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], { cwd: repo, env, stdio: "inherit" });
+    const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], {
+      cwd: repo,
+      env,
+      stdio: "inherit",
+    });
     const code: number = await new Promise((r) => suite.once("exit", (c, sig) => r(c ?? (sig ? 128 : 1))));
     const problems = await checkUser(user, before);
     if (problems.length) {

@@ -83,7 +83,12 @@ describe("errors from the guest and the agent channel", () => {
     const r = await api("POST", `/sandboxes/${sb.id}/files/move`, JSON.stringify({ old_path: "/dev/shm/f", new_path: "/root/f" }), { "Content-Type": "application/json" });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal((await sb.exec("cat /root/f; test -e /dev/shm/f || echo gone")).stdout, "moved\ngone\n");
-    assertClientError(await api("POST", `/sandboxes/${sb.id}/files/move`, JSON.stringify({ old_path: "/dev/shm/d", new_path: "/root/d" }), { "Content-Type": "application/json" }), 400, "BAD_REQUEST", /filesystem/);
+    assertClientError(
+      await api("POST", `/sandboxes/${sb.id}/files/move`, JSON.stringify({ old_path: "/dev/shm/d", new_path: "/root/d" }), { "Content-Type": "application/json" }),
+      400,
+      "BAD_REQUEST",
+      /filesystem/,
+    );
   });
 
   it("reading a file the guest cannot read (/proc/self/mem) is a 4xx", async () => {
@@ -109,7 +114,11 @@ describe("errors before a route runs", () => {
   });
 
   it("a header with bytes HTTP does not allow is a 400 with {code, message}", async () => {
-    assertClientError(await raw(Buffer.concat([Buffer.from("GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Bad: a"), Buffer.from([1]), Buffer.from("b\r\n\r\n")])), 400, "BAD_REQUEST");
+    assertClientError(
+      await raw(Buffer.concat([Buffer.from("GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Bad: a"), Buffer.from([1]), Buffer.from("b\r\n\r\n")])),
+      400,
+      "BAD_REQUEST",
+    );
   });
 
   it("headers larger than the server accepts are a 431 with {code, message}", async () => {

@@ -183,7 +183,10 @@ describe("exec", () => {
       if (done) break;
       rest += new TextDecoder().decode(value);
     }
-    const lines = (first + rest).trim().split("\n").map((l) => JSON.parse(l));
+    const lines = (first + rest)
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     assert.deepEqual(lines[0], { stream: "stdout", data: "first\n" });
     assert.deepEqual(lines[1], { stream: "stdout", data: "second\n" });
     assert.equal(lines[2].stream, "exit");
@@ -210,9 +213,17 @@ describe("files", () => {
     const bin = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
     assert.equal((await api("POST", `/sandboxes/${id}/files`, { path: "/work/t/bin", content: bin.toString("base64"), encoding: "base64", mode: "0600" })).status, 200);
     const big = randomBytes(3 * 1024 * 1024);
-    const raw = await fetch(`${base}/api/v1/sandboxes/${id}/files?path=/work/t/big&mode=0640`, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: big });
+    const raw = await fetch(`${base}/api/v1/sandboxes/${id}/files?path=/work/t/big&mode=0640`, {
+      method: "POST",
+      headers: { "Content-Type": "application/octet-stream" },
+      body: big,
+    });
     assert.equal(raw.status, 200);
-    for (const [path, want] of [["/work/t/hello.txt", Buffer.from("héllo\n")], ["/work/t/bin", bin], ["/work/t/big", big]] as const) {
+    for (const [path, want] of [
+      ["/work/t/hello.txt", Buffer.from("héllo\n")],
+      ["/work/t/bin", bin],
+      ["/work/t/big", big],
+    ] as const) {
       const res = await fetch(`${base}/api/v1/sandboxes/${id}/files?path=${path}`);
       assert.equal(res.status, 200);
       assert.equal(res.headers.get("content-type"), "application/octet-stream");
@@ -225,7 +236,10 @@ describe("files", () => {
 
   it("lists, globs, moves, chmods and deletes", async () => {
     const list = await api("GET", `/sandboxes/${id}/files/list?path=/work/t`);
-    assert.deepEqual(list.body.map((f: any) => f.name), ["big", "bin", "hello.txt"]);
+    assert.deepEqual(
+      list.body.map((f: any) => f.name),
+      ["big", "bin", "hello.txt"],
+    );
     assert.equal(list.body[0].path, "/work/t/big");
     assert.deepEqual((await api("GET", `/sandboxes/${id}/files/glob?pattern=/work/t/b*`)).body, ["/work/t/big", "/work/t/bin"]);
     assert.deepEqual((await api("GET", `/sandboxes/${id}/files/glob?pattern=/work/none*`)).body, []);
@@ -277,14 +291,21 @@ describe("server", () => {
   it("runs a real provider probe, also several at once", async () => {
     assert.deepEqual((await api("POST", "/providers/test")).body, { qemu: true });
     const at_once = await Promise.all([1, 2, 3].map(() => api("POST", "/providers/test")));
-    assert.deepEqual(at_once.map((r) => r.body), [{ qemu: true }, { qemu: true }, { qemu: true }]);
+    assert.deepEqual(
+      at_once.map((r) => r.body),
+      [{ qemu: true }, { qemu: true }, { qemu: true }],
+    );
   });
 
   it("expires a sandbox when its TTL passes and records the event", async () => {
     const r = await api("POST", "/sandboxes", { ttl: "5s" });
     assert.equal(r.status, 201);
     await waitFor(async () => (await api("GET", `/sandboxes/${r.body.id}`)).status === 404, 30_000, "expiry");
-    const events = () => server.forge.replayEvents(0, 100000).filter((e) => e.sandbox_id === r.body.id).map((e) => e.type);
+    const events = () =>
+      server.forge
+        .replayEvents(0, 100000)
+        .filter((e) => e.sandbox_id === r.body.id)
+        .map((e) => e.type);
     await waitFor(() => events().includes("sandbox.expired"), 10_000, "the expiry event");
     assert.deepEqual(events(), ["sandbox.created", "sandbox.running", "sandbox.expired"]);
     assert.ok(!server.forge.list().some((s) => s.id === r.body.id));
@@ -337,7 +358,10 @@ describe("events", () => {
     // Two more events, then a reconnect from the first id sees exactly those.
     await api("POST", `/sandboxes/${id}/exec`, { command: "true" });
     const replay = await readEvents(`${base}/api/v1/events`, 2, { "Last-Event-ID": live[0].id });
-    assert.deepEqual(replay.map((e) => e.data.type), ["exec.started", "exec.finished"]);
+    assert.deepEqual(
+      replay.map((e) => e.data.type),
+      ["exec.started", "exec.finished"],
+    );
     assert.ok(Number(replay[0].id) > Number(live[0].id));
     assertError(await api("GET", "/events", undefined, { "Last-Event-ID": "abc" }), 400, "BAD_REQUEST", /last-event-id/);
   });
@@ -345,7 +369,16 @@ describe("events", () => {
 
 describe("templates", () => {
   it("creates, lists, updates and deletes; duplicates conflict", async () => {
-    const t = { name: "py-tools", image: "forgevm/debian:bookworm", memory_mb: 256, vcpus: 1, ttl: "15m", env: { GREETING: "hi" }, setup: ["echo ready > /etc/forgevm-setup", "mkdir -p /work/app"], description: "d1" };
+    const t = {
+      name: "py-tools",
+      image: "forgevm/debian:bookworm",
+      memory_mb: 256,
+      vcpus: 1,
+      ttl: "15m",
+      env: { GREETING: "hi" },
+      setup: ["echo ready > /etc/forgevm-setup", "mkdir -p /work/app"],
+      description: "d1",
+    };
     const c = await api("POST", "/templates", t);
     assert.equal(c.status, 201, JSON.stringify(c.body));
     assert.equal(c.body.cpu_cores, 1);
@@ -366,7 +399,9 @@ describe("templates", () => {
     assert.equal(r.body.memory_mb, 256);
     const ttl = Date.parse(r.body.expires_at) - Date.now();
     assert.ok(ttl > 14 * 60_000 && ttl <= 15 * 60_000, `ttl ${ttl}`);
-    const e = await api("POST", `/sandboxes/${r.body.id}/exec`, { command: "cat /etc/forgevm-setup; echo $GREETING; test -d /work/app && echo dir; awk '/MemTotal/{print $2}' /proc/meminfo" });
+    const e = await api("POST", `/sandboxes/${r.body.id}/exec`, {
+      command: "cat /etc/forgevm-setup; echo $GREETING; test -d /work/app && echo dir; awk '/MemTotal/{print $2}' /proc/meminfo",
+    });
     const [ready, greeting, dir, kb] = e.body.stdout.trim().split("\n");
     assert.deepEqual([ready, greeting, dir], ["ready", "hi", "dir"]);
     assert.ok(Number(kb) <= 256 * 1024 && Number(kb) > 150_000);
@@ -388,7 +423,12 @@ describe("templates", () => {
     assertError(await api("POST", "/templates", {}), 400, "BAD_REQUEST", /name is required/);
     assertError(await api("POST", "/templates", { name: "x1", memory_mb: 1 }), 400, "BAD_REQUEST", /memory_mb/);
     assertError(await api("POST", "/templates", { name: "x1", ttl: "forever" }), 400, "BAD_REQUEST", /ttl/);
-    assertError(await api("POST", "/templates", { name: "x1", allowed_hosts: ["@nosuchpreset"] }), 400, "BAD_REQUEST", /allowed_hosts: allow entry "@nosuchpreset": unknown preset/);
+    assertError(
+      await api("POST", "/templates", { name: "x1", allowed_hosts: ["@nosuchpreset"] }),
+      400,
+      "BAD_REQUEST",
+      /allowed_hosts: allow entry "@nosuchpreset": unknown preset/,
+    );
     assertError(await api("POST", "/templates/nope/spawn", {}), 404, "NOT_FOUND");
     assertError(await api("POST", "/sandboxes", { template: "nope" }), 404, "NOT_FOUND");
     assertError(await api("DELETE", "/templates/nope"), 404, "NOT_FOUND");
@@ -541,7 +581,10 @@ describe("the forgevm CLI against the server", () => {
     assert.equal(k.stdout, `destroyed ${sb.id}\n`);
     // The console log is kept after the VM is gone.
     const kept = await forgevm("logs", sb.id, "--json");
-    assert.ok(JSON.parse(kept.stdout).some((l: string) => /Power down|forgevm|\[/.test(l)), kept.stdout);
+    assert.ok(
+      JSON.parse(kept.stdout).some((l: string) => /Power down|forgevm|\[/.test(l)),
+      kept.stdout,
+    );
   });
 
   it("passes piped standard input on to the command, bytes intact", async () => {

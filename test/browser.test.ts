@@ -54,7 +54,12 @@ describe("origins", () => {
   });
 
   it("refuses requests from a foreign web page, preflight included", async () => {
-    for (const [method, path] of [["GET", "/sandboxes"], ["POST", "/sandboxes"], ["DELETE", "/sandboxes"], ["OPTIONS", "/sandboxes"]]) {
+    for (const [method, path] of [
+      ["GET", "/sandboxes"],
+      ["POST", "/sandboxes"],
+      ["DELETE", "/sandboxes"],
+      ["OPTIONS", "/sandboxes"],
+    ]) {
       const r = await raw([`${method} /api/v1${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, "Origin: http://evil.test"], method === "POST" ? "{}" : "");
       assert.equal(r.status, 403, `${method} ${path}: ${r.text}`);
       assert.equal(JSON.parse(r.text).code, "FORBIDDEN");
@@ -76,9 +81,21 @@ describe("origins", () => {
   it("checks Origin on the event stream and on WebSocket upgrades", async () => {
     const sse = await get("/events", ["Origin: http://evil.test"]);
     assert.equal(sse.status, 403);
-    const ws = await get("/sandboxes/sb-00000000/exec/ws", ["Origin: http://evil.test", "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13", `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`]);
+    const ws = await get("/sandboxes/sb-00000000/exec/ws", [
+      "Origin: http://evil.test",
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      "Sec-WebSocket-Version: 13",
+      `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`,
+    ]);
     assert.equal(ws.status, 403);
-    const ok = await get("/sandboxes/sb-00000000/exec/ws", [`Origin: ${CONSOLE}`, "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13", `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`]);
+    const ok = await get("/sandboxes/sb-00000000/exec/ws", [
+      `Origin: ${CONSOLE}`,
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      "Sec-WebSocket-Version: 13",
+      `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`,
+    ]);
     assert.equal(ok.status, 101);
   });
 });

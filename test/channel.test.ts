@@ -52,10 +52,13 @@ async function pair(onRequest: (id: number, body: any, guest: Socket) => void, h
 describe("version skew", () => {
   it("never sends an agent an operation or field whose feature its HELLO did not list", async () => {
     const seen: string[] = [];
-    const { ch, server } = await pair((id, b, g) => {
-      seen.push(b.op);
-      g.write(encodeJson(id, Kind.Response, { ok: true }));
-    }, { agent: "0.0.1", features: ["exec", "files", "configure"] });
+    const { ch, server } = await pair(
+      (id, b, g) => {
+        seen.push(b.op);
+        g.write(encodeJson(id, Kind.Response, { ok: true }));
+      },
+      { agent: "0.0.1", features: ["exec", "files", "configure"] },
+    );
     await assert.rejects(ch.listen({ port: 80 }, () => {}).listening, (e: any) => e instanceof AgentError && e.code === "ENOTSUP" && /lacks "tcp".*setup\.sh/.test(e.message));
     await assert.rejects(ch.request<"configure">({ op: "configure", net: { addr: "10.0.2.15", netmask: "255.255.255.0", gateway: "10.0.2.2", dns: "10.0.2.3" } }), /lacks "nic"/);
     await ch.request<"configure">({ op: "configure", time_ms: 1 });

@@ -82,7 +82,7 @@ describe("templates in the config file", () => {
   it("are checked like any config key", async () => {
     await writeFile(join(dir, "tpl-bad.yaml"), "templates:\n  py:\n    imgae: python\n");
     assert.throws(() => loadConfig({ file: join(dir, "tpl-bad.yaml"), env: {} }), /config key "templates\/py"|templates\.py/);
-    await writeFile(join(dir, "tpl-ok.yaml"), "templates:\n  py:\n    image: forgevm/debian:bookworm\n    memory_mb: 256\n    setup: [\"true\"]\n");
+    await writeFile(join(dir, "tpl-ok.yaml"), 'templates:\n  py:\n    image: forgevm/debian:bookworm\n    memory_mb: 256\n    setup: ["true"]\n');
     assert.equal(loadConfig({ file: join(dir, "tpl-ok.yaml"), env: {} }).templates.py.memory_mb, 256);
   });
 
@@ -93,7 +93,8 @@ describe("templates in the config file", () => {
       c.templates = { small: { memory_mb: 256, description: "v1", ttl: "20m" }, other: { description: "kept" } };
     });
     removeAtExit(cfg.data_dir);
-    const get = async (url: string, name: string) => (await (await fetch(`${url}/api/v1/templates/${name}`)).json()) as { description: string; memory_mb: number; ttl_seconds: number; updated_at: string };
+    const get = async (url: string, name: string) =>
+      (await (await fetch(`${url}/api/v1/templates/${name}`)).json()) as { description: string; memory_mb: number; ttl_seconds: number; updated_at: string };
     let server = await startServer(cfg, "test");
     const first = await get(server.url, "small");
     assert.deepEqual([first.description, first.memory_mb, first.ttl_seconds], ["v1", 256, 1200]);

@@ -41,7 +41,14 @@ function tsInterfaces(file: string): Map<string, string[]> {
   const src = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
   const out = new Map<string, string[]>();
   src.forEachChild((n) => {
-    if (ts.isInterfaceDeclaration(n)) out.set(n.name.text, n.members.filter((m) => m.name && !ts.isIndexSignatureDeclaration(m)).map((m) => (m.name as ts.Identifier).text).sort());
+    if (ts.isInterfaceDeclaration(n))
+      out.set(
+        n.name.text,
+        n.members
+          .filter((m) => m.name && !ts.isIndexSignatureDeclaration(m))
+          .map((m) => (m.name as ts.Identifier).text)
+          .sort(),
+      );
   });
   return out;
 }
@@ -73,7 +80,9 @@ describe("the OpenAPI document and the error table", () => {
     const app = await buildApp({ forge: {} as never, version: "test" });
     await app.ready();
     const d = await current();
-    const hidden = routesOf(app).filter((r) => !r.documented).map((r) => `${r.method} ${r.url}`);
+    const hidden = routesOf(app)
+      .filter((r) => !r.documented)
+      .map((r) => `${r.method} ${r.url}`);
     assert.deepEqual(hidden.sort(), ["GET /api/v1/openapi.json", "GET /api/v1/sandboxes/:id/exec/ws"]);
     for (const r of routesOf(app).filter((x) => x.documented)) {
       const path = r.url.replace(/:([a-z_]+)/g, "{$1}");

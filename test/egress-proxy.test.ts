@@ -71,7 +71,9 @@ function send(raw: string | Buffer, opts: { end?: boolean } = {}): Promise<strin
 
 describe("egress proxy", () => {
   it("forwards an allowed request in origin form with Connection: close, without proxy headers", async () => {
-    const reply = await send(`GET http://up.test:${upPort}/a?b=1 HTTP/1.1\r\nHost: up.test:${upPort}\r\nProxy-Authorization: Basic eA==\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\n\r\n`);
+    const reply = await send(
+      `GET http://up.test:${upPort}/a?b=1 HTTP/1.1\r\nHost: up.test:${upPort}\r\nProxy-Authorization: Basic eA==\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\n\r\n`,
+    );
     assert.match(reply, /^HTTP\/1\.1 200 OK/);
     const head = received.at(-1)!;
     assert.match(head, /^GET \/a\?b=1 HTTP\/1\.1\r\n/);
@@ -110,7 +112,10 @@ describe("egress proxy", () => {
     }
     const log = await proxy.entries("sb-test", 100);
     assert.ok(log.some((e) => e.host === "private.test" && e.decision === "deny"));
-    assert.ok(log.some((e) => e.host === "up.test" && e.port === 1 && e.decision === "allow" && e.error), "a failed upstream is logged with its error");
+    assert.ok(
+      log.some((e) => e.host === "up.test" && e.port === 1 && e.decision === "allow" && e.error),
+      "a failed upstream is logged with its error",
+    );
   });
 
   it("refuses a request head over 64 KiB, and connections from a sandbox it does not know", async () => {

@@ -33,8 +33,23 @@ const eventsOf = (id: string) => forge.replayEvents(0, 100_000).filter((e) => e.
 
 async function assertCleanedUp(id: string, vmDir: string, pid: number) {
   await waitFor(() => !alive(pid), 10_000, "the VMM to be gone");
-  await waitFor(() => stat(vmDir).then(() => false, () => true), 10_000, "the VM directory to be gone");
-  assert.deepEqual(forge.list().map((s) => s.id).filter((s) => s === id), [], "not listed as live");
+  await waitFor(
+    () =>
+      stat(vmDir).then(
+        () => false,
+        () => true,
+      ),
+    10_000,
+    "the VM directory to be gone",
+  );
+  assert.deepEqual(
+    forge
+      .list()
+      .map((s) => s.id)
+      .filter((s) => s === id),
+    [],
+    "not listed as live",
+  );
 }
 
 describe("a sandbox whose VM stops answering", () => {
@@ -50,7 +65,12 @@ describe("a sandbox whose VM stops answering", () => {
     assert.match(row.error ?? "", /agent channel/);
     assert.ok(row.destroyed_at);
     await waitFor(() => eventsOf(sb.id).some((e) => e.type === "sandbox.error"), 10_000, "the sandbox.error event");
-    assert.deepEqual(eventsOf(sb.id).map((e) => e.type).slice(-1), ["sandbox.error"]);
+    assert.deepEqual(
+      eventsOf(sb.id)
+        .map((e) => e.type)
+        .slice(-1),
+      ["sandbox.error"],
+    );
     assert.match(String(eventsOf(sb.id).at(-1)?.data?.error), /agent channel/);
     await assertCleanedUp(sb.id, dir, pid);
     // It says so, rather than 503 until its TTL.
@@ -97,7 +117,10 @@ describe("failures stay visible", () => {
     assert.ok((await api("GET", "/sandboxes?all=true")).body.some((s: { id: string; state: string }) => s.id === failed.id && s.state === "error"));
     const logs = await api("GET", `/sandboxes/${failed.id}/logs?lines=200`);
     assert.equal(logs.status, 200);
-    assert.ok(logs.body.some((l: string) => /cannot mount root filesystem|VFS|Kernel panic/i.test(l)), logs.body.join("\n"));
+    assert.ok(
+      logs.body.some((l: string) => /cannot mount root filesystem|VFS|Kernel panic/i.test(l)),
+      logs.body.join("\n"),
+    );
     // Destroyed ones are history too, but GET keeps answering 404 for them, as the contract says.
     const sb = await forge.spawn();
     await sb.destroy();

@@ -85,7 +85,11 @@ describe("importing OCI layouts", () => {
     assert.deepEqual(img.config?.Env, ["PATH=/bin:/usr/bin", "GREETING=from-image"]);
     const sb = await forge.spawn({ image: "local/test-full:v1", memoryMb: 256 });
     try {
-      const r = await sb.exec(["sh", "-c", "pwd; echo $GREETING; cat hello.txt; ls /opt/d; test -e /etc/old.txt || echo old-gone; cat /etc/third; echo; stat -c %a /usr/bin/su-tool; [ $(stat -c %i /bin/busybox) = $(stat -c %i /bin/bb2) ] && echo same-inode; stat -c %u /home/app"]);
+      const r = await sb.exec([
+        "sh",
+        "-c",
+        "pwd; echo $GREETING; cat hello.txt; ls /opt/d; test -e /etc/old.txt || echo old-gone; cat /etc/third; echo; stat -c %a /usr/bin/su-tool; [ $(stat -c %i /bin/busybox) = $(stat -c %i /bin/bb2) ] && echo same-inode; stat -c %u /home/app",
+      ]);
       assert.equal(r.stderr, "");
       assert.equal(r.stdout, "/work\nfrom-image\nhello from the image\nc\nold-gone\nplain layer\n4755\nsame-inode\n1000\n");
       assert.equal((await sb.exec(["sh", "-c", "id -u"], { user: "app" })).stdout, "1000\n");
@@ -142,7 +146,10 @@ describe("importing OCI layouts", () => {
     const armOnly = await layoutDir("arm");
     const arm = await writeImage(armOnly, { layers: [baseLayer("arm")], architecture: "arm64" });
     await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
-    await assert.rejects(forge.importImage(armOnly, { name: "local/test-arm", ref: "t" }), (e: any) => e.code === "BAD_REQUEST" && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message));
+    await assert.rejects(
+      forge.importImage(armOnly, { name: "local/test-arm", ref: "t" }),
+      (e: any) => e.code === "BAD_REQUEST" && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message),
+    );
     await assert.rejects(forge.importImage(join(work, "nope"), { name: "x" }), /does not exist/);
     const notLayout = await layoutDir("not-a-layout");
     await mkdir(notLayout, { recursive: true });
@@ -191,7 +198,10 @@ describe("importing archives", () => {
         { path: `${hex(l1)}/layer.tar`, data: l1 },
         { path: `${hex(l2)}/layer.tar`, data: l2 },
         { path: `${hex(config)}.json`, data: config },
-        { path: "manifest.json", data: JSON.stringify([{ Config: `${hex(config)}.json`, RepoTags: ["local/saved:v2"], Layers: [`${hex(l1)}/layer.tar`, `${hex(l2)}/layer.tar`] }]) },
+        {
+          path: "manifest.json",
+          data: JSON.stringify([{ Config: `${hex(config)}.json`, RepoTags: ["local/saved:v2"], Layers: [`${hex(l1)}/layer.tar`, `${hex(l2)}/layer.tar`] }]),
+        },
         { path: "repositories", data: "{}" },
       ]),
     );

@@ -31,7 +31,12 @@ export async function startRegistry(work: string): Promise<LocalRegistry> {
   await writeFile(config, `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n`);
   const proc: ChildProcess = spawn("docker-registry", ["serve", config], { stdio: "ignore" });
   const end = Date.now() + 15_000;
-  while (!(await fetch(`http://${host}/v2/`).then((r) => r.status === 200, () => false))) {
+  while (
+    !(await fetch(`http://${host}/v2/`).then(
+      (r) => r.status === 200,
+      () => false,
+    ))
+  ) {
     if (proc.exitCode !== null || Date.now() > end) {
       proc.kill("SIGKILL");
       throw new Error(`docker-registry did not start on ${host}`);

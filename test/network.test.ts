@@ -127,7 +127,10 @@ describe("network: allowlist", () => {
     await deny(`${VIA_PROXY} http://127.0.0.1:${webPort}/`, /private, local or reserved address/);
     const log = await forge.egressLog(a.id, 50);
     for (const host of [`${TEST_NAME}.evil.example`, "93.184.216.34", "169.254.169.254", "localhost"]) {
-      assert.ok(log.some((e) => e.host === host && e.decision === "deny"), `${host} refusal logged`);
+      assert.ok(
+        log.some((e) => e.host === host && e.decision === "deny"),
+        `${host} refusal logged`,
+      );
     }
     forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`]);
   });
@@ -143,11 +146,19 @@ describe("network: allowlist", () => {
   it("takes an allowlist change on the next request", async () => {
     const url = `http://${TEST_NAME}:${webPort}/live`;
     assert.equal(await curl(a, url), "200");
-    const r = await fetch(`${api}/api/v1/sandboxes/${a.id}/network/allow`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ allow: ["@pypi"] }) });
+    const r = await fetch(`${api}/api/v1/sandboxes/${a.id}/network/allow`, {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ allow: ["@pypi"] }),
+    });
     assert.equal(r.status, 200);
     assert.deepEqual(((await r.json()) as { allow: string[] }).allow, ["@pypi"]);
     assert.equal(await curl(a, url), "403");
-    const back = await fetch(`${api}/api/v1/sandboxes/${a.id}/network/allow`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ allow: [`*.forgevm.test:${webPort}`] }) });
+    const back = await fetch(`${api}/api/v1/sandboxes/${a.id}/network/allow`, {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ allow: [`*.forgevm.test:${webPort}`] }),
+    });
     assert.equal(back.status, 200);
     assert.equal(await curl(a, url), "200");
     // a wildcard covers subdomains only, never the bare domain
@@ -181,7 +192,11 @@ describe("network: copies and templates", () => {
   });
 
   it("a template's setup commands get its allowlist, and so do its sandboxes", async () => {
-    await forge.createTemplate({ name: "net-tpl", allowed_hosts: [`${TEST_NAME}:${webPort}`], setup: [`curl -sS -m 10 http://${TEST_NAME}:${webPort}/from-setup > /root/setup.txt`] });
+    await forge.createTemplate({
+      name: "net-tpl",
+      allowed_hosts: [`${TEST_NAME}:${webPort}`],
+      setup: [`curl -sS -m 10 http://${TEST_NAME}:${webPort}/from-setup > /root/setup.txt`],
+    });
     try {
       const sb = await forge.spawn({ template: "net-tpl" });
       try {
@@ -201,7 +216,10 @@ describe("network: copies and templates", () => {
 async function fullUnavailable(): Promise<string | false> {
   const problem = await firewallProblem(process.getuid?.() === 0);
   if (problem) return problem;
-  return execFileP("ip", ["netns", "list"]).then(() => false as const, () => "iproute2 (ip) is not installed");
+  return execFileP("ip", ["netns", "list"]).then(
+    () => false as const,
+    () => "iproute2 (ip) is not installed",
+  );
 }
 
 describe("network: full", { skip: await fullUnavailable() }, () => {
@@ -221,9 +239,25 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
     await ip("link", "set", HOST_VETH, "up");
     await ip("netns", "exec", NS, "ip", "addr", "add", `${PUBLIC}/30`, "dev", "fvp0");
     await ip("netns", "exec", NS, "ip", "link", "set", "fvp0", "up");
-    pubServer = spawnChild("ip", ["netns", "exec", NS, "python3", "-c", `import http.server as h\nclass H(h.BaseHTTPRequestHandler):\n def do_GET(s):\n  s.send_response(200); s.end_headers(); s.wfile.write(b'public service\\n')\nh.HTTPServer(('${PUBLIC}', 8080), H).serve_forever()`], { stdio: "ignore" });
+    pubServer = spawnChild(
+      "ip",
+      [
+        "netns",
+        "exec",
+        NS,
+        "python3",
+        "-c",
+        `import http.server as h\nclass H(h.BaseHTTPRequestHandler):\n def do_GET(s):\n  s.send_response(200); s.end_headers(); s.wfile.write(b'public service\\n')\nh.HTTPServer(('${PUBLIC}', 8080), H).serve_forever()`,
+      ],
+      { stdio: "ignore" },
+    );
     const deadline = Date.now() + 10_000;
-    while ((await fetch(`http://${PUBLIC}:8080/`).then((r) => r.status, () => 0)) !== 200) {
+    while (
+      (await fetch(`http://${PUBLIC}:8080/`).then(
+        (r) => r.status,
+        () => 0,
+      )) !== 200
+    ) {
       if (Date.now() > deadline) throw new Error("the stand-in public server did not start");
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -243,14 +277,29 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
     assert.equal(forge.network(full.id).mode, "full");
     // control: a public address is reached, directly, by any TCP client
     assert.equal(await curlBody(full, `--noproxy '*' http://${PUBLIC}:8080/`), "public service\n");
-    assert.equal((await sh(full, `python3 -c "import socket; s=socket.create_connection(('${PUBLIC}', 8080), 5); s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); print(s.recv(100).split()[1].decode())"`)).stdout, "200\n");
+    assert.equal(
+      (
+        await sh(
+          full,
+          `python3 -c "import socket; s=socket.create_connection(('${PUBLIC}', 8080), 5); s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); print(s.recv(100).split()[1].decode())"`,
+        )
+      ).stdout,
+      "200\n",
+    );
     assert.match((await sh(full, "cat /etc/resolv.conf")).stdout, /^nameserver 10\.0\.2\.3$/m);
   });
 
   it("cannot reach the host (loopback through 10.0.2.2, its own addresses, the API port), private ranges or metadata", async () => {
     // controls: the host reaches its own services
     assert.equal((await fetch(`http://127.0.0.1:${webPort}/`)).status, 200);
-    const targets = [`10.0.2.2:${webPort}`, `10.0.2.2:${apiPort}`, `169.254.169.254:80`, `10.255.255.1:80`, `192.168.0.1:80`, ...(lanAddress ? [`${lanAddress}:${webPort}`, `${lanAddress}:${apiPort}`] : [])];
+    const targets = [
+      `10.0.2.2:${webPort}`,
+      `10.0.2.2:${apiPort}`,
+      `169.254.169.254:80`,
+      `10.255.255.1:80`,
+      `192.168.0.1:80`,
+      ...(lanAddress ? [`${lanAddress}:${webPort}`, `${lanAddress}:${apiPort}`] : []),
+    ];
     // all at once, so the timeouts overlap
     const r = await sh(full, `for t in ${targets.join(" ")}; do (curl -s -o /dev/null -m 4 http://$t/; echo "$t $?") & done; wait`);
     for (const t of targets) assert.match(r.stdout, new RegExp(`^${t.replace(/\./g, "\\.")} (7|28)$`, "m"), `${t} must be unreachable:\n${r.stdout}`);
@@ -299,20 +348,28 @@ describe("published ports", () => {
     const taken = createTcpServer();
     await new Promise<void>((r) => taken.listen(0, "127.0.0.1", r));
     const takenPort = (taken.address() as { port: number }).port;
-    const clash = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ port: `${takenPort}:8001` }) });
+    const clash = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ port: `${takenPort}:8001` }),
+    });
     assert.equal(clash.status, 409);
     assert.match(((await clash.json()) as { message: string }).message, new RegExp(`${takenPort} is already in use`));
     taken.close();
-    const bad = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ port: "80:99999" }) });
+    const bad = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ port: "80:99999" }),
+    });
     assert.equal(bad.status, 400);
     // removed live: the listener is gone
     const del = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports/${m.host_port}`, { method: "DELETE" });
     assert.equal(del.status, 200);
-    await assert.rejects(
-      new Promise((resolve, reject) => connect(m.host_port, "127.0.0.1").once("connect", resolve).once("error", reject)),
-      /ECONNREFUSED/,
+    await assert.rejects(new Promise((resolve, reject) => connect(m.host_port, "127.0.0.1").once("connect", resolve).once("error", reject)), /ECONNREFUSED/);
+    assert.deepEqual(
+      forge.network(n.id).ports.map((p) => p.guest_port),
+      [8009],
     );
-    assert.deepEqual(forge.network(n.id).ports.map((p) => p.guest_port), [8009]);
   });
 
   it("a second sandbox cannot reach the first one's services, published or not", async () => {
@@ -343,7 +400,11 @@ describe("network requests are checked", () => {
       assert.equal(r.status, 400, JSON.stringify(body));
       assert.match(((await r.json()) as { message: string }).message, re);
     }
-    const r = await fetch(`${api}/api/v1/sandboxes/${n.id}/network/allow`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify({ allow: ["pypi.org"] }) });
+    const r = await fetch(`${api}/api/v1/sandboxes/${n.id}/network/allow`, {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ allow: ["pypi.org"] }),
+    });
     assert.equal(r.status, 409);
     const gone = await fetch(`${api}/api/v1/sandboxes/sb-00000000/network`);
     assert.equal(gone.status, 404);

@@ -51,7 +51,12 @@ export async function writeImage(layout: string, spec: ImageSpec) {
   const config = Buffer.from(JSON.stringify({ architecture: arch, os: "linux", config: spec.config ?? {}, rootfs: { type: "layers", diff_ids: diffIds } }));
   const cfg = await writeBlob(layout, config);
   const manifest = Buffer.from(
-    JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: { mediaType: "application/vnd.oci.image.config.v1+json", ...cfg }, layers }),
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      config: { mediaType: "application/vnd.oci.image.config.v1+json", ...cfg },
+      layers,
+    }),
   );
   const m = await writeBlob(layout, manifest);
   return { mediaType: "application/vnd.oci.image.manifest.v1+json", ...m, platform: { os: "linux", architecture: arch } };

@@ -11,7 +11,16 @@ const out = async (sb: Sandbox, cmd: string) => {
   assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}`);
   return r.stdout.trim();
 };
-const pool = (o: Partial<PoolModeOptions>): PoolModeOptions => ({ enabled: true, maxVms: 1, maxUsersPerVm: 2, memoryMb: 512, vcpus: 1, overflow: "reject", queueTimeoutMs: 0, ...o });
+const pool = (o: Partial<PoolModeOptions>): PoolModeOptions => ({
+  enabled: true,
+  maxVms: 1,
+  maxUsersPerVm: 2,
+  memoryMb: 512,
+  vcpus: 1,
+  overflow: "reject",
+  queueTimeoutMs: 0,
+  ...o,
+});
 
 // One Forge at a time, on one data directory (so the pool image's base snapshot is made once).
 let forge: Forge | null = null;
@@ -31,7 +40,13 @@ describe("pool mode: two tenants in one VM", () => {
     const ra = forge.get(a.id);
     assert.ok(ra.vm_id);
     assert.equal(forge.get(b.id).vm_id, ra.vm_id);
-    assert.deepEqual(forge.list().map((r) => r.id).sort(), [a.id, b.id].sort());
+    assert.deepEqual(
+      forge
+        .list()
+        .map((r) => r.id)
+        .sort(),
+      [a.id, b.id].sort(),
+    );
     const st = forge.poolStatus() as Record<string, unknown>;
     assert.equal(st.enabled, true);
     assert.equal(st.vms, 1);

@@ -99,7 +99,10 @@ export function providerContract(name: string, o: ContractOptions): void {
 
     it("fails with a BootError carrying the console when the guest does not come up, and cleans up", async () => {
       const silent = id("silent");
-      const err = await provider.spawn({ id: silent, memoryMb: 128, vcpus: 1, bootTimeoutMs: 1500, qemuArgs: ["-S"] }).then(() => null, (e) => e);
+      const err = await provider.spawn({ id: silent, memoryMb: 128, vcpus: 1, bootTimeoutMs: 1500, qemuArgs: ["-S"] }).then(
+        () => null,
+        (e) => e,
+      );
       assert.ok(err instanceof BootError, String(err));
       assert.match(err.message, /did not say hello within 1500 ms/);
       await assert.rejects(stat(join(paths.vmsDir, silent)), { code: "ENOENT" });
@@ -107,7 +110,10 @@ export function providerContract(name: string, o: ContractOptions): void {
       const bad = join(tmp, "bad.ext4");
       await writeFile(bad, Buffer.alloc(8 * 1024 * 1024)); // zeros: no filesystem
       try {
-        const e2 = await provider.spawn({ id: id("badroot"), rootfs: bad, memoryMb: 128, vcpus: 1 }).then(() => null, (e) => e);
+        const e2 = await provider.spawn({ id: id("badroot"), rootfs: bad, memoryMb: 128, vcpus: 1 }).then(
+          () => null,
+          (e) => e,
+        );
         assert.ok(e2 instanceof BootError, String(e2));
         assert.match(e2.consoleTail, /cannot mount root filesystem \/dev\/vda/);
       } finally {
@@ -152,7 +158,15 @@ export function providerContract(name: string, o: ContractOptions): void {
       await writeFile(join(orphan, "manager.pid"), "999999999\n");
       const removed = await provider.sweepOrphans(new Set(made.filter((v) => alive(v.info.pid)).map((v) => v.info.id)), async () => false);
       assert.ok(removed.includes(orphan.split("/").pop()!), `removed ${removed.join(", ")}`);
-      await waitFor(() => stat(orphan).then(() => false, () => true), 5000, "the orphan directory to go");
+      await waitFor(
+        () =>
+          stat(orphan).then(
+            () => false,
+            () => true,
+          ),
+        5000,
+        "the orphan directory to go",
+      );
     });
   });
 }

@@ -29,7 +29,15 @@ function startServer(): ChildProcess {
 }
 
 async function ready(): Promise<void> {
-  await waitFor(async () => (await fetch(`${base}/health`).then((r) => r.ok, () => false)), 20_000, "the server");
+  await waitFor(
+    async () =>
+      await fetch(`${base}/health`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    "the server",
+  );
 }
 
 /** QEMU processes whose command line names this sandbox's VM directory. */
@@ -60,7 +68,11 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
     assert.equal(r.status, 201);
     ids.push(((await r.json()) as { id: string }).id);
   }
-  const inflight = fetch(`${base}/sandboxes/${ids[0]}/exec`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ command: "sleep 60" }) }).catch((e) => e);
+  const inflight = fetch(`${base}/sandboxes/${ids[0]}/exec`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ command: "sleep 60" }),
+  }).catch((e) => e);
   await new Promise((r) => setTimeout(r, 300));
   const qemuBefore = (await Promise.all(ids.map(qemuPidsOf))).flat();
   assert.equal(qemuBefore.length, 2, "both VMs run");
@@ -78,7 +90,11 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   for (const id of ids) assert.equal(list.find((s) => s.id === id)?.state, "running", `${id} is listed as running`);
   assert.deepEqual((await Promise.all(ids.map(qemuPidsOf))).flat().sort(), [...qemuBefore].sort());
   for (const id of ids) {
-    const r = await fetch(`${base}/sandboxes/${id}/exec`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ command: "echo back; grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l" }) });
+    const r = await fetch(`${base}/sandboxes/${id}/exec`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ command: "echo back; grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l" }),
+    });
     assert.equal(r.status, 200);
     // The exec in flight when the server died was killed with the connection that owned it.
     assert.equal(((await r.json()) as { stdout: string }).stdout, "back\n0\n");
@@ -94,7 +110,15 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   for (const gone of [ids[0], id]) {
     await waitFor(async () => (await fetch(`${base}/sandboxes/${gone}`)).status === 404, 30_000, `expiry of ${gone}`);
     await waitFor(async () => (await qemuPidsOf(gone)).length === 0, 10_000, `the QEMU of ${gone} to stop`);
-    await waitFor(() => stat(join(dataDir, "vms", gone)).then(() => false, () => true), 5000, `the VM directory of ${gone} to go`);
+    await waitFor(
+      () =>
+        stat(join(dataDir, "vms", gone)).then(
+          () => false,
+          () => true,
+        ),
+      5000,
+      `the VM directory of ${gone} to go`,
+    );
   }
   assert.equal(alive(qemuBefore[0]) && alive(qemuBefore[1]), false);
 
@@ -111,8 +135,15 @@ it("a graceful stop finishes the exec in flight, ends event streams, and leaves 
   const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
   const { id } = (await r.json()) as { id: string };
   const events = await fetch(`${base}/events`);
-  const eventsDone = events.arrayBuffer().then(() => "ended", (e) => `failed: ${e.message}`);
-  const exec = fetch(`${base}/sandboxes/${id}/exec`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ command: "sleep 2; echo fin" }) }).then((x) => x.json());
+  const eventsDone = events.arrayBuffer().then(
+    () => "ended",
+    (e) => `failed: ${e.message}`,
+  );
+  const exec = fetch(`${base}/sandboxes/${id}/exec`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ command: "sleep 2; echo fin" }),
+  }).then((x) => x.json());
   await new Promise((res) => setTimeout(res, 500));
   const pids = await qemuPidsOf(id);
   assert.equal(pids.length, 1);

@@ -63,34 +63,39 @@ after(async () => {
 describe("pulling from a registry", () => {
   it("pulls by tag and by digest, and a sandbox runs the image", async () => {
     // gzip base, then a zstd layer with a whiteout, an opaque directory, a hardlink and a setuid file.
-    const digest = await push("test/app:v1", [
-      {
-        entries: [
-          ...base("amd64").entries,
-          { path: "etc/passwd", data: "root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/work:/bin/sh\n" },
-          { path: "etc/old", data: "old" },
-          { path: "opt/d/a", data: "a" },
-        ],
-      },
-      {
-        compression: "zstd",
-        entries: [
-          { path: "etc/.wh.old", data: "" },
-          { path: "opt/d/.wh..wh..opq", data: "" },
-          { path: "opt/d/b", data: "b" },
-          { path: "work/hello.txt", data: "pulled\n" },
-          { path: "work/link.txt", type: "hardlink", linkname: "work/hello.txt" },
-          { path: "usr/bin/tool", data: "x", mode: 0o4755 },
-        ],
-      },
-    ], { config: { Env: ["PATH=/bin"], WorkingDir: "/work", User: "app" } });
+    const digest = await push(
+      "test/app:v1",
+      [
+        {
+          entries: [
+            ...base("amd64").entries,
+            { path: "etc/passwd", data: "root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/work:/bin/sh\n" },
+            { path: "etc/old", data: "old" },
+            { path: "opt/d/a", data: "a" },
+          ],
+        },
+        {
+          compression: "zstd",
+          entries: [
+            { path: "etc/.wh.old", data: "" },
+            { path: "opt/d/.wh..wh..opq", data: "" },
+            { path: "opt/d/b", data: "b" },
+            { path: "work/hello.txt", data: "pulled\n" },
+            { path: "work/link.txt", type: "hardlink", linkname: "work/hello.txt" },
+            { path: "usr/bin/tool", data: "x", mode: 0o4755 },
+          ],
+        },
+      ],
+      { config: { Env: ["PATH=/bin"], WorkingDir: "/work", User: "app" } },
+    );
     const img = await forge.pullImage(`${host}/test/app:v1`);
     pulled.push(img.name);
     assert.equal(img.name, `${host}/test/app:v1`);
     assert.equal(img.digest, digest);
     const sb = await forge.spawn({ image: `${host}/test/app:v1`, memoryMb: 256, user: "image" });
     try {
-      const check = "cat /etc/marker; pwd; cat hello.txt; ls /opt/d; test -e /etc/old || echo old-gone; stat -c %a /usr/bin/tool; [ $(stat -c %i hello.txt) = $(stat -c %i link.txt) ] && echo same-inode; id -u";
+      const check =
+        "cat /etc/marker; pwd; cat hello.txt; ls /opt/d; test -e /etc/old || echo old-gone; stat -c %a /usr/bin/tool; [ $(stat -c %i hello.txt) = $(stat -c %i link.txt) ] && echo same-inode; id -u";
       assert.equal((await sb.exec(["sh", "-c", check])).stdout, "amd64/work\npulled\nb\nold-gone\n4755\nsame-inode\n1000\n");
     } finally {
       await sb.destroy();
@@ -136,7 +141,10 @@ describe("pulling from a registry", () => {
     const bytes = await readFile(layerFile);
     bytes[bytes.length - 3] ^= 0xff;
     await writeFile(layerFile, bytes);
-    await assert.rejects(forge.pullImage(`${host}/test/tampered:v1`), (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /does not match its digest/.test(e.message));
+    await assert.rejects(
+      forge.pullImage(`${host}/test/tampered:v1`),
+      (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /does not match its digest/.test(e.message),
+    );
     assert.equal(existsSync(join(forge.paths.blobsDir, "sha256", manifest.layers[1].digest.slice(7))), false);
 
     const d2 = await push("test/pinned:v1", [base("p")]);
@@ -150,7 +158,10 @@ describe("pulling from a registry", () => {
   });
 
   it("says plainly when a registry cannot be reached or an image does not exist", async () => {
-    await assert.rejects(forge.pullImage("127.0.0.1:1/library/alpine:latest"), (e: Error) => e instanceof ForgevmError && e.code === "UNAVAILABLE" && /cannot reach registry 127.0.0.1:1/.test(e.message));
+    await assert.rejects(
+      forge.pullImage("127.0.0.1:1/library/alpine:latest"),
+      (e: Error) => e instanceof ForgevmError && e.code === "UNAVAILABLE" && /cannot reach registry 127.0.0.1:1/.test(e.message),
+    );
     await assert.rejects(forge.spawn({ image: "127.0.0.1:1/library/alpine:latest" }), /cannot reach registry 127.0.0.1:1/);
     await assert.rejects(forge.pullImage(`${host}/test/none:v1`), (e: Error) => e instanceof ForgevmError && e.code === "NOT_FOUND" && /not found in registry/.test(e.message));
     assert.deepEqual(await imageLeftovers(forge), []);
@@ -169,7 +180,10 @@ describe("pulling from a registry", () => {
     await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
     const port = (srv.address() as AddressInfo).port;
     try {
-      await assert.rejects(forge.pullImage(`127.0.0.1:${port}/private/app:v1`), (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /refused access.*~\/\.docker\/config\.json/.test(e.message));
+      await assert.rejects(
+        forge.pullImage(`127.0.0.1:${port}/private/app:v1`),
+        (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /refused access.*~\/\.docker\/config\.json/.test(e.message),
+      );
       assert.equal(tokenAsked, 1);
     } finally {
       srv.close();
@@ -233,10 +247,14 @@ describe("image routes", () => {
       assert.equal(start.statusCode, 202);
       const id = start.json().id;
       let job: any;
-      await waitFor(async () => {
-        job = (await app.inject({ method: "GET", url: `/api/v1/images/pulls/${id}` })).json();
-        return job.state !== "running";
-      }, 60_000, "the pull job");
+      await waitFor(
+        async () => {
+          job = (await app.inject({ method: "GET", url: `/api/v1/images/pulls/${id}` })).json();
+          return job.state !== "running";
+        },
+        60_000,
+        "the pull job",
+      );
       assert.equal(job.state, "done", JSON.stringify(job));
       assert.ok(job.progress.some((l: string) => /layer 1\/1/.test(l)));
       const list = (await app.inject({ method: "GET", url: "/api/v1/images" })).json();
@@ -248,10 +266,14 @@ describe("image routes", () => {
       assert.equal((await app.inject({ method: "DELETE", url: `/api/v1/images/${encodeURIComponent(`${host}/test/api:v1`)}` })).statusCode, 404);
       const bad = await app.inject({ method: "POST", url: "/api/v1/images/pull", payload: { image: "127.0.0.1:1/x/y:z" } });
       let failed: any;
-      await waitFor(async () => {
-        failed = (await app.inject({ method: "GET", url: `/api/v1/images/pulls/${bad.json().id}` })).json();
-        return failed.state !== "running";
-      }, 30_000, "the failing pull job");
+      await waitFor(
+        async () => {
+          failed = (await app.inject({ method: "GET", url: `/api/v1/images/pulls/${bad.json().id}` })).json();
+          return failed.state !== "running";
+        },
+        30_000,
+        "the failing pull job",
+      );
       assert.equal(failed.state, "error");
       assert.match(failed.error, /cannot reach registry 127.0.0.1:1/);
       assert.equal((await app.inject({ method: "GET", url: "/api/v1/images/pulls/pull-nope" })).statusCode, 404);

@@ -32,13 +32,20 @@ after(async () => {
 });
 
 it("the Python SDK's suite passes against the server (every method, errors, files, streams, context managers, tools, the product document's snippets)", async () => {
-  const r = await run("python3", ["-m", "unittest", "-v", "tests.test_live"], { cwd: sdk, env: { ...env, PYTHONPATH: sdk, FORGEVM_FIXTURES: join(repo, "test", "fixtures") }, timeout: 300_000 }).catch((e) => e);
+  const r = await run("python3", ["-m", "unittest", "-v", "tests.test_live"], {
+    cwd: sdk,
+    env: { ...env, PYTHONPATH: sdk, FORGEVM_FIXTURES: join(repo, "test", "fixtures") },
+    timeout: 300_000,
+  }).catch((e) => e);
   const report = `${r.stdout ?? ""}${r.stderr ?? ""}`;
   assert.equal(r.code ?? 0, 0, report);
   assert.match(report, /Ran 12 tests/);
   assert.doesNotMatch(report, /skipped/);
   // Nothing the suite started is left running.
-  assert.deepEqual(server.forge.list().map((s) => s.id), []);
+  assert.deepEqual(
+    server.forge.list().map((s) => s.id),
+    [],
+  );
 });
 
 it("builds a wheel and installs with pip offline (no package index), then runs the README example", async () => {

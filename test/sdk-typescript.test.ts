@@ -60,7 +60,10 @@ describe("TypeScript SDK: client", () => {
     assert.equal((await sb.refresh()).state, "running");
     assert.equal((await client.health()).status, "ok");
     assert.equal((await client.poolStatus()).enabled, false);
-    assert.deepEqual((await client.providers()).map((p) => p.name), ["qemu"]);
+    assert.deepEqual(
+      (await client.providers()).map((p) => p.name),
+      ["qemu"],
+    );
     assert.equal(typeof (await client.prune()), "number");
     assert.ok(Array.isArray(await client.snapshots()));
     assert.equal(new Client("http://h:1/").baseUrl, "http://h:1");
@@ -148,15 +151,21 @@ describe("TypeScript SDK: network and secrets", () => {
       assert.equal(net.ports[0].host_ip, "127.0.0.1");
       assert.equal(net.ports[0].guest_port, 8000);
       assert.equal(net.proxy, "http://127.0.0.1:3128");
-      assert.equal((await n.exec("printf %s \"$SDK_SECRET\"")).stdout, "ts-value");
+      assert.equal((await n.exec('printf %s "$SDK_SECRET"')).stdout, "ts-value");
       assert.deepEqual((await n.setAllowlist(["@npm"])).allow, ["@npm"]);
       await n.exec("curl -s -m 5 -o /dev/null http://example.invalid/");
       const log = await n.egress(10);
-      assert.ok(log.some((e) => e.host === "example.invalid" && e.decision === "deny"), JSON.stringify(log));
+      assert.ok(
+        log.some((e) => e.host === "example.invalid" && e.decision === "deny"),
+        JSON.stringify(log),
+      );
       const p = await n.publishPort("0:9000");
       assert.equal(p.guest_port, 9000);
       await n.unpublishPort(p.host_port);
-      assert.deepEqual((await n.network()).ports.map((x) => x.guest_port), [8000]);
+      assert.deepEqual(
+        (await n.network()).ports.map((x) => x.guest_port),
+        [8000],
+      );
       await assert.rejects(n.publishPort("nope"), BadRequestError);
     } finally {
       await n.destroy();
@@ -185,7 +194,13 @@ describe("TypeScript SDK: sandbox", () => {
     const got: { stream: string; data: string; at: number }[] = [];
     for await (const c of stream) got.push({ ...c, at: Date.now() - t0 });
     const end = Date.now() - t0;
-    assert.deepEqual(got.map((c) => [c.stream, c.data]), [["stdout", "first\n"], ["stderr", "second\n"]]);
+    assert.deepEqual(
+      got.map((c) => [c.stream, c.data]),
+      [
+        ["stdout", "first\n"],
+        ["stderr", "second\n"],
+      ],
+    );
     assert.ok(end - got[0].at >= 1200, `the first chunk came ${got[0].at} ms in, the end at ${end} ms`);
     assert.equal(stream.exitCode, 4);
     assert.equal(await stream.done, 4);
@@ -230,15 +245,25 @@ describe("TypeScript SDK: sandbox", () => {
 
 describe("TypeScript SDK: LLM tools", () => {
   it("defines execute_code, write_file and read_file for OpenAI and Anthropic", () => {
-    assert.deepEqual(openaiTools().map((t) => t.function.name), ["execute_code", "write_file", "read_file"]);
+    assert.deepEqual(
+      openaiTools().map((t) => t.function.name),
+      ["execute_code", "write_file", "read_file"],
+    );
     assert.equal(openaiTools()[0].type, "function");
-    assert.deepEqual(anthropicTools().map((t) => t.name), ["execute_code", "write_file", "read_file"]);
+    assert.deepEqual(
+      anthropicTools().map((t) => t.name),
+      ["execute_code", "write_file", "read_file"],
+    );
     assert.deepEqual(anthropicTools()[1].input_schema.required, ["path", "content"]);
   });
 
   it("runs recorded tool calls of both formats against a sandbox", async () => {
     // Recorded shapes: an OpenAI chat.completions tool call and Anthropic tool_use blocks.
-    const openaiCall = { id: "call_1", type: "function", function: { name: "execute_code", arguments: '{"command":"python3 -c \\"import sys; print(sum(range(10))); print(\'oops\', file=sys.stderr)\\""}' } };
+    const openaiCall = {
+      id: "call_1",
+      type: "function",
+      function: { name: "execute_code", arguments: '{"command":"python3 -c \\"import sys; print(sum(range(10))); print(\'oops\', file=sys.stderr)\\""}' },
+    };
     const out = await handleToolCall(sb, openaiCall);
     assert.equal(out, "exit_code: 0\nstdout:\n45\n\nstderr:\noops\n");
     const write = { type: "tool_use", id: "toolu_1", name: "write_file", input: { path: "/tmp/llm/hello.sh", content: "echo from llm" } };

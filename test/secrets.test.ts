@@ -45,7 +45,7 @@ describe("secrets", () => {
     const marker = `marker-${randomBytes(12).toString("hex")}`;
     const sb: Sandbox = await forge.spawn({ secrets: { API_TOKEN: value } });
     try {
-      assert.equal((await sb.exec("printf %s \"$API_TOKEN\"")).stdout, value);
+      assert.equal((await sb.exec('printf %s "$API_TOKEN"')).stdout, value);
       assert.equal((await sb.exec("cat /run/secrets/API_TOKEN")).stdout, value);
       assert.equal((await sb.exec("stat -c '%a %U' /run/secrets/API_TOKEN; stat -f -c %T /run/secrets")).stdout, "400 root\ntmpfs\n");
       // a non-root user gets the environment but not the file
@@ -55,7 +55,10 @@ describe("secrets", () => {
       await sb.exec(`echo ${marker} > /root/marker.txt; sync`);
       await sb.exec("sync; echo 3 > /proc/sys/vm/drop_caches");
       const markerHits = await filesContaining(sb.vm.info.dir, marker);
-      assert.ok(markerHits.some((p) => p.endsWith(".qcow2")), `the scan sees the guest's disk writes (${markerHits.join(", ")})`);
+      assert.ok(
+        markerHits.some((p) => p.endsWith(".qcow2")),
+        `the scan sees the guest's disk writes (${markerHits.join(", ")})`,
+      );
       assert.deepEqual(await filesContaining(sb.vm.info.dir, value), [], "not in the overlay, console log or QEMU log");
       assert.deepEqual(await filesContaining(forge.paths.dataDir, value), [], "not in the store, events, logs or snapshots");
       // snapshots and forks would write its RAM (holding the secret) to disk: refused
@@ -74,9 +77,18 @@ describe("secrets", () => {
       const r = await app!.inject({ method: method as "POST", url: `/api/v1${url}`, payload: body as object });
       return { status: r.statusCode, body: r.json() };
     };
-    const made = await api("POST", "/templates", { name: "with-secrets", secrets: [{ name: "DB_PASS", inject_at: "env" }, { name: "CERT", inject_at: "file" }] });
+    const made = await api("POST", "/templates", {
+      name: "with-secrets",
+      secrets: [
+        { name: "DB_PASS", inject_at: "env" },
+        { name: "CERT", inject_at: "file" },
+      ],
+    });
     assert.equal(made.status, 201, JSON.stringify(made.body));
-    assert.deepEqual(made.body.secrets, [{ name: "DB_PASS", inject_at: "env" }, { name: "CERT", inject_at: "file" }]);
+    assert.deepEqual(made.body.secrets, [
+      { name: "DB_PASS", inject_at: "env" },
+      { name: "CERT", inject_at: "file" },
+    ]);
     try {
       const missing = await api("POST", "/templates/with-secrets/spawn", {});
       assert.equal(missing.status, 400);
@@ -85,7 +97,7 @@ describe("secrets", () => {
       const r = await api("POST", "/templates/with-secrets/spawn", { secrets: { DB_PASS: "pw-from-request" } });
       assert.equal(r.status, 201, JSON.stringify(r.body));
       const sb = forge.sandbox(r.body.id);
-      assert.equal((await sb.exec("printf '%s|%s' \"$DB_PASS\" \"$CERT\"")).stdout, "pw-from-request|");
+      assert.equal((await sb.exec('printf \'%s|%s\' "$DB_PASS" "$CERT"')).stdout, "pw-from-request|");
       assert.equal((await sb.exec("cat /run/secrets/CERT; echo; ls /run/secrets")).stdout, "cert-from-server-env\nCERT\n");
       await sb.destroy();
     } finally {

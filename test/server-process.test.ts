@@ -35,7 +35,16 @@ async function serve(dataDir: string, extra = ""): Promise<Served> {
 }
 
 async function ready(s: Served): Promise<void> {
-  await waitFor(async () => s.proc.exitCode === null && (await fetch(`${s.base}/api/v1/health`, { headers: { "X-API-Key": KEY } }).then((r) => r.ok, () => false)), 30_000, `the server (${s.output()})`);
+  await waitFor(
+    async () =>
+      s.proc.exitCode === null &&
+      (await fetch(`${s.base}/api/v1/health`, { headers: { "X-API-Key": KEY } }).then(
+        (r) => r.ok,
+        () => false,
+      )),
+    30_000,
+    `the server (${s.output()})`,
+  );
 }
 
 async function stop(s: Served): Promise<number | null> {
@@ -61,8 +70,12 @@ function upgrade(port: number, path: string, headers: Record<string, string> = {
         resolve({ status, socket, closed });
       }
     });
-    const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
-    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\n${extra}\r\n`);
+    const extra = Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join("");
+    socket.write(
+      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\n${extra}\r\n`,
+    );
   });
 }
 

@@ -108,7 +108,10 @@ describe("fork", () => {
   it("gives every copy a new identity: hostname, machine id, random bytes", async () => {
     const all = [parent, ...children];
     const hosts = await Promise.all(all.map((c) => out(c, "hostname")));
-    assert.deepEqual(hosts, all.map((c) => c.id));
+    assert.deepEqual(
+      hosts,
+      all.map((c) => c.id),
+    );
     const ids = await Promise.all(all.map((c) => out(c, "cat /etc/machine-id")));
     assert.equal(new Set(ids).size, 3);
     const rnd = await Promise.all(all.map((c) => out(c, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'")));

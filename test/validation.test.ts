@@ -24,7 +24,12 @@ after(async () => {
 });
 
 async function api(method: "GET" | "POST" | "PUT" | "DELETE", url: string, body?: unknown, headers: Record<string, string> = {}) {
-  const r = await app.inject({ method, url: `/api/v1${url}`, payload: typeof body === "string" ? body : (body as object), headers: { "content-type": "application/json", ...headers } });
+  const r = await app.inject({
+    method,
+    url: `/api/v1${url}`,
+    payload: typeof body === "string" ? body : (body as object),
+    headers: { "content-type": "application/json", ...headers },
+  });
   return { status: r.statusCode, body: r.json() };
 }
 

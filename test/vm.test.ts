@@ -102,11 +102,12 @@ describe("exec", () => {
     const n = 8;
     await sb.exec("rm -rf /tmp/conc && mkdir /tmp/conc");
     const rs = await Promise.all(
-      Array.from({ length: n }, (_, i) =>
-        sb.exec(`touch /tmp/conc/${i}; for t in $(seq 200); do [ $(ls /tmp/conc | wc -l) -ge ${n} ] && exit 0; sleep 0.05; done; exit 1`),
-      ),
+      Array.from({ length: n }, (_, i) => sb.exec(`touch /tmp/conc/${i}; for t in $(seq 200); do [ $(ls /tmp/conc | wc -l) -ge ${n} ] && exit 0; sleep 0.05; done; exit 1`)),
     );
-    assert.deepEqual(rs.map((r) => r.exitCode), Array(n).fill(0));
+    assert.deepEqual(
+      rs.map((r) => r.exitCode),
+      Array(n).fill(0),
+    );
   });
 
   it("delivers a signal to a running process", async () => {
@@ -268,7 +269,9 @@ describe("TCP tunnels", () => {
     await sb.exec("nohup python3 /root/upper.py >/dev/null 2>&1 & sleep 1");
     const t = ch.connect({ port: 7001 });
     await t.connected;
-    const payload = randomBytes(3 * 1024 * 1024).toString("hex").slice(0, 3 * 1024 * 1024); // 3 MiB of hex: more than one window
+    const payload = randomBytes(3 * 1024 * 1024)
+      .toString("hex")
+      .slice(0, 3 * 1024 * 1024); // 3 MiB of hex: more than one window
     const chunks: Buffer[] = [];
     t.incoming.on("data", (c: Buffer) => chunks.push(c));
     const ended = new Promise((r) => t.incoming.on("end", r));

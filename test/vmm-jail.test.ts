@@ -41,7 +41,8 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
   });
 
   it("runs each QEMU as an unprivileged uid of its own, with no_new_privs, seccomp and rlimits", () => {
-    const va = vmm(a), vb = vmm(b);
+    const va = vmm(a),
+      vb = vmm(b);
     assert.ok(va.uid >= UID_BASE && vb.uid >= UID_BASE, `uids ${va.uid}, ${vb.uid}`);
     assert.notEqual(va.uid, vb.uid);
     const status = readFileSync(`/proc/${va.pid}/status`, "utf8");
@@ -55,12 +56,20 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
     assert.match(limits, /^Max open files\s+4096\s+4096/m);
     assert.doesNotMatch(limits, /^Max address space\s+unlimited/m);
     // nothing of the server's environment (an API key could be there)
-    assert.deepEqual(readFileSync(`/proc/${va.pid}/environ`, "utf8").split("\0").filter(Boolean).map((kv) => kv.split("=")[0]).filter((k) => k !== "PATH" && k !== "LD_PRELOAD" && k !== "FORGEVM_RO_FILE"), []);
+    assert.deepEqual(
+      readFileSync(`/proc/${va.pid}/environ`, "utf8")
+        .split("\0")
+        .filter(Boolean)
+        .map((kv) => kv.split("=")[0])
+        .filter((k) => k !== "PATH" && k !== "LD_PRELOAD" && k !== "FORGEVM_RO_FILE"),
+      [],
+    );
     assert.notEqual(readlinkSync(`/proc/${va.pid}/ns/mnt`), readlinkSync("/proc/self/ns/mnt"));
   });
 
   it("cannot read another VM's overlay: not there in its namespace, and not readable by its uid", async () => {
-    const va = vmm(a), vb = vmm(b);
+    const va = vmm(a),
+      vb = vmm(b);
     // control: its own overlay is there and readable (the qcow2 magic "QFI\xfb")
     const own = await asVmm(va.pid, va.uid, `head -c 3 ${join(va.dir, "disk.qcow2")}`);
     assert.equal(own.code, 0, own.out);

@@ -33,7 +33,10 @@ describe("warm pool", () => {
     const sb = await forge.spawn();
     assert.equal(forge.get(sb.id).origin, "pool");
     assert.equal(forge.get(sb.id).state, "running");
-    assert.deepEqual(forge.list().map((r) => r.id), [sb.id]);
+    assert.deepEqual(
+      forge.list().map((r) => r.id),
+      [sb.id],
+    );
     assert.equal(await out(sb, "hostname"), sb.id);
     assert.equal(await niceOf(sb.vm.info.pid), 0);
     await waitFor(() => ready() === 2, 60_000, "the pool to refill");
@@ -78,7 +81,19 @@ describe("warm pool bookkeeping", () => {
   // A stand-in VM: enough for the pool's accounting, which is what these tests check.
   const fakeVm = (id: string) => {
     let destroyed = false;
-    return { vm: { info: { id }, channel: { get isOpen() { return !destroyed; } }, destroy: async () => void (destroyed = true) } as unknown as Vm, snapshotId: "snap-x", destroyed: () => destroyed };
+    return {
+      vm: {
+        info: { id },
+        channel: {
+          get isOpen() {
+            return !destroyed;
+          },
+        },
+        destroy: async () => void (destroyed = true),
+      } as unknown as Vm,
+      snapshotId: "snap-x",
+      destroyed: () => destroyed,
+    };
   };
 
   it("stays within the memory budget and refills after a claim", async () => {

@@ -5,7 +5,20 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
-import { Channel, DATA_CHUNK, FIELD_FEATURES, Flag, HEADER_SIZE, INITIAL_WINDOW, Kind, MAX_PAYLOAD, OP_FEATURES, PROTOCOL_VERSION, encodeFrame, encodeJson } from "../src/agent-client/index.js";
+import {
+  Channel,
+  DATA_CHUNK,
+  FIELD_FEATURES,
+  Flag,
+  HEADER_SIZE,
+  INITIAL_WINDOW,
+  Kind,
+  MAX_PAYLOAD,
+  OP_FEATURES,
+  PROTOCOL_VERSION,
+  encodeFrame,
+  encodeJson,
+} from "../src/agent-client/index.js";
 
 const agent = join(fileURLToPath(new URL("../..", import.meta.url)), "agent", "src");
 const header = readFileSync(join(agent, "agent.h"), "utf8");
@@ -22,7 +35,12 @@ function define(name: string): number {
 function enumValues(first: string): Record<string, number> {
   const m = new RegExp(`enum[^{]*\\{([^}]*\\b${first}\\b[^}]*)\\}`).exec(header);
   assert.ok(m, `agent.h has the enum with ${first}`);
-  return Object.fromEntries(m[1].split(",").map((kv) => kv.split("=").map((x) => x.trim())).map(([k, v]) => [k, Number(v)]));
+  return Object.fromEntries(
+    m[1]
+      .split(",")
+      .map((kv) => kv.split("=").map((x) => x.trim()))
+      .map(([k, v]) => [k, Number(v)]),
+  );
 }
 
 describe("the wire format", () => {
@@ -50,8 +68,15 @@ describe("the wire format", () => {
     const rows = [...main.matchAll(/\{"([a-z]+)", op_[a-z_]+, [01], "([a-z-]+)"\}/g)].map((m) => [m[1], m[2]]);
     assert.ok(rows.length >= 20, `found ${rows.length} rows of OPS in main.c`);
     assert.deepEqual(Object.fromEntries(rows), OP_FEATURES);
-    const fieldFeatures = /FIELD_FEATURES\[\] = \{([^}]*)\}/.exec(main)![1].match(/"([a-z-]+)"/g)!.map((x) => x.slice(1, -1));
-    const hostFields = new Set(Object.values(FIELD_FEATURES).flatMap((m) => Object.values(m)).filter((f) => !Object.values(OP_FEATURES).includes(f)));
+    const fieldFeatures = /FIELD_FEATURES\[\] = \{([^}]*)\}/
+      .exec(main)![1]
+      .match(/"([a-z-]+)"/g)!
+      .map((x) => x.slice(1, -1));
+    const hostFields = new Set(
+      Object.values(FIELD_FEATURES)
+        .flatMap((m) => Object.values(m))
+        .filter((f) => !Object.values(OP_FEATURES).includes(f)),
+    );
     assert.deepEqual(fieldFeatures.filter((f) => f !== "host-hello").sort(), [...hostFields].sort());
   });
 });

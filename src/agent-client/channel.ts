@@ -132,9 +132,16 @@ export class AgentChannel extends EventEmitter implements Mux {
     const result = new Promise<any>((resolve, reject) => {
       if (this.closedWith) return reject(this.closedWith);
       const missing = this.agent && missingFeature(this.agent, body);
-      if (missing) return reject(new AgentError("ENOTSUP", `the agent in this VM (${this.agent!.agent}) lacks "${missing}", which ${body.op} needs: rebuild the initramfs (./setup.sh) and start a new sandbox`));
+      if (missing)
+        return reject(
+          new AgentError(
+            "ENOTSUP",
+            `the agent in this VM (${this.agent!.agent}) lacks "${missing}", which ${body.op} needs: rebuild the initramfs (./setup.sh) and start a new sandbox`,
+          ),
+        );
       const payload = Buffer.from(JSON.stringify(body), "utf8");
-      if (payload.length > MAX_PAYLOAD) return reject(new AgentError("E2BIG", `the request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} bytes one message to the guest may have`));
+      if (payload.length > MAX_PAYLOAD)
+        return reject(new AgentError("E2BIG", `the request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} bytes one message to the guest may have`));
       const entry: Pending = { ...p, resolve, reject };
       if (opts.timeoutMs) {
         entry.timer = setTimeout(() => {

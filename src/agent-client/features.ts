@@ -44,6 +44,11 @@ export function helloProblem(h: Hello): string | null {
 
 /** The feature a request needs that the agent did not advertise, or null. */
 export function missingFeature(h: Hello, req: { op: string }): string | null {
-  const needed = [OP_FEATURES[req.op], ...Object.entries(FIELD_FEATURES[req.op] ?? {}).filter(([field]) => (req as Record<string, unknown>)[field] !== undefined).map(([, f]) => f)];
+  const needed = [
+    OP_FEATURES[req.op],
+    ...Object.entries(FIELD_FEATURES[req.op] ?? {})
+      .filter(([field]) => (req as Record<string, unknown>)[field] !== undefined)
+      .map(([, f]) => f),
+  ];
   return needed.find((f) => f !== undefined && !h.features.includes(f)) ?? null;
 }

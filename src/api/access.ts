@@ -62,7 +62,10 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
     reply.header("X-Request-ID", req.id);
     const host = String(req.headers.host ?? "");
     if (checkHost && !LOOPBACK_HOSTS.has(hostName(host)) && !hosts.has(host.toLowerCase()) && !hosts.has(hostName(host))) {
-      return refuse(reply, new ForgevmError("FORBIDDEN", `this server listens on loopback and answers only to loopback host names, not "${hostName(host)}" (add it to server.allowed_hosts)`));
+      return refuse(
+        reply,
+        new ForgevmError("FORBIDDEN", `this server listens on loopback and answers only to loopback host names, not "${hostName(host)}" (add it to server.allowed_hosts)`),
+      );
     }
     const origin = typeof req.headers.origin === "string" ? req.headers.origin.toLowerCase() : null;
     if (origin !== null) {

@@ -38,12 +38,10 @@ export interface AppOptions {
   requestLog?: (line: string) => void;
 }
 
-
 /** A request's URL for the log: an api_key query parameter is never written down. */
 function loggedUrl(url: string): string {
   return url.replace(/([?&]api_key=)[^&]*/g, "$1…");
 }
-
 
 /** Every route an app has, and whether the OpenAPI document shows it (for the drift test). */
 const ROUTES = new WeakMap<object, { method: string; url: string; documented: boolean }[]>();
@@ -91,7 +89,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       routePatterns.push({ method: m, re });
       // Read later: plugins may still hide the route (the WebSocket one does) after this hook.
       const schema = r.schema as { hide?: boolean } | undefined;
-      ROUTES.get(app)?.push({ method: m, url: r.url, get documented() { return !schema?.hide; } });
+      ROUTES.get(app)?.push({
+        method: m,
+        url: r.url,
+        get documented() {
+          return !schema?.hide;
+        },
+      });
     }
   });
 

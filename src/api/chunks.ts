@@ -6,12 +6,7 @@ import { StringDecoder } from "node:string_decoder";
  * resolves when the stream ends. When `send` returns false the stream pauses until `onDrain`
  * calls back.
  */
-export function relayChunks(
-  name: "stdout" | "stderr",
-  stream: NodeJS.ReadableStream,
-  send: (json: string) => boolean,
-  onDrain?: (resume: () => void) => void,
-): Promise<void> {
+export function relayChunks(name: "stdout" | "stderr", stream: NodeJS.ReadableStream, send: (json: string) => boolean, onDrain?: (resume: () => void) => void): Promise<void> {
   return new Promise<void>((resolve) => {
     const dec = new StringDecoder("utf8");
     stream.on("data", (c: Buffer) => {

@@ -20,7 +20,10 @@ export function errorBody(e: ForgevmError): ErrorBody {
 
 /** The API error for anything thrown while handling a request. */
 export function toApiError(err: unknown): ForgevmError {
-  const fe = err as FastifyError & { validation?: { instancePath: string; message?: string; params?: Record<string, unknown>; parentSchema?: { properties?: object } }[]; validationContext?: string };
+  const fe = err as FastifyError & {
+    validation?: { instancePath: string; message?: string; params?: Record<string, unknown>; parentSchema?: { properties?: object } }[];
+    validationContext?: string;
+  };
   if (fe?.validation?.length) {
     const v = fe.validation[0];
     const missing = v.params?.missingProperty as string | undefined;
@@ -33,7 +36,8 @@ export function toApiError(err: unknown): ForgevmError {
     return new ForgevmError("BAD_REQUEST", `the request body is not valid JSON: ${fe.message}`);
   }
   if (fe?.code === "FST_ERR_CTP_BODY_TOO_LARGE") return new ForgevmError("PAYLOAD_TOO_LARGE", "the request body is larger than server.body_limit_mb allows");
-  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return new ForgevmError("BAD_REQUEST", `unsupported Content-Type: send application/json${fe.message ? ` (${fe.message})` : ""}`);
+  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
+    return new ForgevmError("BAD_REQUEST", `unsupported Content-Type: send application/json${fe.message ? ` (${fe.message})` : ""}`);
   if (!(err instanceof ForgevmError) && typeof fe?.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {
     return new ForgevmError(fe.statusCode === 413 ? "PAYLOAD_TOO_LARGE" : fe.statusCode === 431 ? "HEADERS_TOO_LARGE" : "BAD_REQUEST", fe.message);
   }
@@ -99,7 +103,9 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Socke
         ? new ForgevmError("BAD_REQUEST", "the request did not arrive in time")
         : new ForgevmError("BAD_REQUEST", `the request is not valid HTTP (${err.code ?? err.message})`);
   const body = JSON.stringify(errorBody(e));
-  socket.end(`HTTP/1.1 ${e.status} ${statusText(e.code)}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${e.status} ${statusText(e.code)}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 function statusText(code: ErrorCode): string {

@@ -214,7 +214,10 @@ export const AllowRequest = Body({ allow: Type.Array(Type.String({ minLength: 1,
 export const PortRequest = Body({ port: Type.String({ minLength: 1, maxLength: 64 }) }, { $id: "PortRequest" });
 export const PullRequest = Body({ image: Type.String({ minLength: 1 }) }, { $id: "PullRequest" });
 
-const SecretDecl = Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }), inject_at: Type.Optional(Type.Union([Type.Literal("env"), Type.Literal("file"), Type.Literal("both")])) }, { additionalProperties: false });
+const SecretDecl = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 128 }), inject_at: Type.Optional(Type.Union([Type.Literal("env"), Type.Literal("file"), Type.Literal("both")])) },
+  { additionalProperties: false },
+);
 
 /** Template fields a client sends; `vcpus`/`ttl` are the original SDKs' names for `cpu_cores`/`ttl_seconds`. */
 export const TemplateFields = {

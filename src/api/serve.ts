@@ -18,7 +18,11 @@ export interface RunningServer {
 }
 
 /** Starts the server from a validated config; resolves once it listens. */
-export async function startServer(cfg: Config, version: string, opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {}): Promise<RunningServer> {
+export async function startServer(
+  cfg: Config,
+  version: string,
+  opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {},
+): Promise<RunningServer> {
   const forge = await Forge.open(forgeOptions(cfg, opts.env));
   try {
     await forge.applyTemplates(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));

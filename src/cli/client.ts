@@ -22,7 +22,9 @@ export class ApiClient {
     try {
       return await fetch(url, { method, headers: this.headers(body !== undefined), body: body === undefined ? undefined : JSON.stringify(body) });
     } catch (e) {
-      throw new Error(`cannot reach the ForgeVM server at ${this.baseUrl} (${(e as Error & { cause?: Error }).cause?.message ?? (e as Error).message}); start it with: forgevm serve`);
+      throw new Error(
+        `cannot reach the ForgeVM server at ${this.baseUrl} (${(e as Error & { cause?: Error }).cause?.message ?? (e as Error).message}); start it with: forgevm serve`,
+      );
     }
   }
 }

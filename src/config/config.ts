@@ -179,8 +179,15 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     if (!section || !(key in cfg[section])) continue; // other FORGEVM_* variables (FORGEVM_URL, …)
     const current = cfg[section][key];
     cfg[section][key] = Array.isArray(current)
-      ? raw.split(",").map((x) => x.trim()).filter(Boolean)
-      : typeof current === "number" && /^-?\d+$/.test(raw) ? Number(raw) : typeof current === "boolean" && /^(true|false)$/.test(raw) ? raw === "true" : raw;
+      ? raw
+          .split(",")
+          .map((x) => x.trim())
+          .filter(Boolean)
+      : typeof current === "number" && /^-?\d+$/.test(raw)
+        ? Number(raw)
+        : typeof current === "boolean" && /^(true|false)$/.test(raw)
+          ? raw === "true"
+          : raw;
     source.push(name);
   }
   const errors = [...Value.Errors(ConfigSchema, cfg)];

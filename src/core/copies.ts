@@ -19,7 +19,17 @@ export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<
   const src = core.sandboxes.get(sb.id)!;
   refuseCopy(core, src, "snapshotted");
   if (name !== undefined && core.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
-  const row = await core.snaps.begin({ kind: "sandbox", name: name ?? null, image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
+  const row = await core.snaps.begin({
+    kind: "sandbox",
+    name: name ?? null,
+    image: src.image,
+    template: src.template,
+    memory_mb: src.memory_mb,
+    vcpus: src.vcpus,
+    disk_mb: src.disk_mb,
+    format: "stream",
+    source: src,
+  });
   try {
     return await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
   } catch (e) {
@@ -46,9 +56,19 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
   const id = parent.id;
   const src = core.sandboxes.get(id)!;
   refuseCopy(core, src, "forked");
-  if (opts.network !== undefined || opts.allow !== undefined) throw badRequest(`${opts.network !== undefined ? "network" : "allow"}: a fork keeps its parent's network; change the copies' allowlist after the fork`);
+  if (opts.network !== undefined || opts.allow !== undefined)
+    throw badRequest(`${opts.network !== undefined ? "network" : "allow"}: a fork keeps its parent's network; change the copies' allowlist after the fork`);
   const image = await resolveImage(core.paths, src.image).catch(() => null);
-  const snap = await core.snaps.begin({ kind: "fork", image: src.image, template: src.template, memory_mb: src.memory_mb, vcpus: src.vcpus, disk_mb: src.disk_mb, format: "stream", source: src });
+  const snap = await core.snaps.begin({
+    kind: "fork",
+    image: src.image,
+    template: src.template,
+    memory_mb: src.memory_mb,
+    vcpus: src.vcpus,
+    disk_mb: src.disk_mb,
+    format: "stream",
+    source: src,
+  });
   const started = performance.now();
   const rows: SandboxRow[] = [];
   try {
@@ -122,7 +142,9 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
         : core.networks.plan({ mode: snap.nic ? "full" : undefined });
   // The network device is part of the saved machine: a copy has one exactly when the snapshot did.
   if ((network.mode === "full") !== !!snap.nic) {
-    throw badRequest(`network: snapshot ${snap.id} was taken ${snap.nic ? "with" : "without"} a network device; its copies must use network ${snap.nic ? '"full"' : '"none" or "allowlist"'}`);
+    throw badRequest(
+      `network: snapshot ${snap.id} was taken ${snap.nic ? "with" : "without"} a network device; its copies must use network ${snap.nic ? '"full"' : '"none" or "allowlist"'}`,
+    );
   }
   return Promise.all(
     Array.from({ length: count }, async () => {
@@ -130,7 +152,14 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
       core.sandboxes.insert(row);
       core.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
       try {
-        const vm = await core.provider.spawn({ id: row.id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: row.id, restore: { files: Snapshots.files(snap) }, nic: !!snap.nic });
+        const vm = await core.provider.spawn({
+          id: row.id,
+          memoryMb: snap.memory_mb,
+          vcpus: snap.vcpus,
+          hostname: row.id,
+          restore: { files: Snapshots.files(snap) },
+          nic: !!snap.nic,
+        });
         return await admit(core, row, vm, image, "snapshot");
       } catch (e) {
         await recordFailure(core, row.id, e);

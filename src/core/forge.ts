@@ -97,8 +97,15 @@ export class Forge {
         blobs: new BlobStore(paths.blobsDir),
         events,
         registryAuth: opts.registryAuth,
-        sandboxesUsing: (image) => this.list().filter((r) => r.image === image).map((r) => r.id),
-        snapshotsUsing: (image) => snapshotRows.list(["ready"]).filter((r) => r.image === image && r.kind !== "base").map((r) => r.name ?? r.id),
+        sandboxesUsing: (image) =>
+          this.list()
+            .filter((r) => r.image === image)
+            .map((r) => r.id),
+        snapshotsUsing: (image) =>
+          snapshotRows
+            .list(["ready"])
+            .filter((r) => r.image === image && r.kind !== "base")
+            .map((r) => r.name ?? r.id),
         dropBases: (image) => core.snaps.dropBases((r) => r.image === image),
       }),
       tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, pull), events.emit) : null,

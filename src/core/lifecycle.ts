@@ -104,7 +104,11 @@ export async function logs(core: Core, row: SandboxRow, lines: number): Promise<
   const live = row.vm_dir && (row.state === "running" || row.state === "creating");
   const file = live ? join(row.vm_dir!, "console.log") : keptLogPath(core, row.id);
   const text = await readFile(file, "utf8").catch(() => "");
-  return text.replace(/\r/g, "").split("\n").filter((l) => l.length).slice(-lines);
+  return text
+    .replace(/\r/g, "")
+    .split("\n")
+    .filter((l) => l.length)
+    .slice(-lines);
 }
 
 export function keptLogPath(core: Core, id: string): string {

@@ -73,10 +73,18 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   };
 }
 
-
 /** The `creating` row of a new sandbox made from a plan. */
 export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; ttlMs?: number }, id?: string): SandboxRow {
-  const what = { image: plan.image.name, template: plan.template?.name ?? null, memory_mb: plan.memoryMb, vcpus: plan.vcpus, disk_mb: plan.diskMb, env: plan.env, exec_user: plan.execUser, network: plan.network };
+  const what = {
+    image: plan.image.name,
+    template: plan.template?.name ?? null,
+    memory_mb: plan.memoryMb,
+    vcpus: plan.vcpus,
+    disk_mb: plan.diskMb,
+    env: plan.env,
+    exec_user: plan.execUser,
+    network: plan.network,
+  };
   return rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id);
 }
 

@@ -94,7 +94,10 @@ export class Sandbox {
     };
     const size = Buffer.byteLength(JSON.stringify(req));
     if (size > MAX_EXEC_REQUEST) {
-      throw new ForgevmError("PAYLOAD_TOO_LARGE", `the command, its arguments and environment take ${size} bytes; one command may take at most ${MAX_EXEC_REQUEST}: write long input to a file in the sandbox (or send it as stdin) and run a command that reads it`);
+      throw new ForgevmError(
+        "PAYLOAD_TOO_LARGE",
+        `the command, its arguments and environment take ${size} bytes; one command may take at most ${MAX_EXEC_REQUEST}: write long input to a file in the sandbox (or send it as stdin) and run a command that reads it`,
+      );
     }
     return req;
   }

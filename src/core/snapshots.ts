@@ -104,7 +104,17 @@ export class Snapshots {
   }
 
   private async buildBase(key: string, spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
-    const row = await this.begin({ kind: "base", image: spec.image.name, template: spec.template?.name ?? null, memory_mb: spec.memoryMb, vcpus: spec.vcpus, disk_mb: spec.diskMb, format: "mapped", base_key: key, nic: spec.nic });
+    const row = await this.begin({
+      kind: "base",
+      image: spec.image.name,
+      template: spec.template?.name ?? null,
+      memory_mb: spec.memoryMb,
+      vcpus: spec.vcpus,
+      disk_mb: spec.diskMb,
+      format: "mapped",
+      base_key: key,
+      nic: spec.nic,
+    });
     let vm: Vm | null = null;
     this.d.events.emit("snapshot.building", null, { snapshot_id: row.id, kind: "base", image: spec.image.name, template: spec.template?.name ?? null });
     try {
@@ -135,7 +145,19 @@ export class Snapshots {
   }
 
   /** Reserves a directory and a row for a snapshot about to be taken. */
-  async begin(f: { kind: SnapshotKind; image: string; template: string | null; memory_mb: number; vcpus: number; disk_mb: number; format: SnapshotRow["format"]; base_key?: string; name?: string | null; source?: SandboxRow; nic?: boolean }): Promise<SnapshotRow> {
+  async begin(f: {
+    kind: SnapshotKind;
+    image: string;
+    template: string | null;
+    memory_mb: number;
+    vcpus: number;
+    disk_mb: number;
+    format: SnapshotRow["format"];
+    base_key?: string;
+    name?: string | null;
+    source?: SandboxRow;
+    nic?: boolean;
+  }): Promise<SnapshotRow> {
     const id = `snap-${randomBytes(4).toString("hex")}`;
     const dir = join(this.d.paths.snapshotsDir, id);
     await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -193,7 +215,12 @@ export class Snapshots {
       .list(["ready"])
       .filter((r) => r.kind === "base")
       .sort((a, b) => (b.last_used_at ?? b.created_at).localeCompare(a.last_used_at ?? a.created_at));
-    const old = new Set(bases.slice(MAX_BASES).filter((r) => !used.has(r.id)).map((r) => r.id));
+    const old = new Set(
+      bases
+        .slice(MAX_BASES)
+        .filter((r) => !used.has(r.id))
+        .map((r) => r.id),
+    );
     if (old.size) await this.dropBases((r) => old.has(r.id));
   }
 

@@ -86,7 +86,14 @@ export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> 
   const network: NetworkRecord = allow.length ? { mode: "allowlist", allow, ports: [] } : NO_NETWORK;
   await core.networks.attach(vm.info.id, vm, network);
   try {
-    const sb = new Sandbox(vm.info.id, p.image.name, vm, async () => {}, () => {}, execDefaults(p.image, p.env, p.execUser, network));
+    const sb = new Sandbox(
+      vm.info.id,
+      p.image.name,
+      vm,
+      async () => {},
+      () => {},
+      execDefaults(p.image, p.env, p.execUser, network),
+    );
     for (const [i, cmd] of setup.entries()) {
       const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
       if (r.exitCode !== 0) {

@@ -68,7 +68,14 @@ export async function applyTemplates(core: Core, wanted: TemplateBody[], pull: P
 }
 
 function sameBody(a: TemplateBody, b: TemplateBody): boolean {
-  const norm = (t: TemplateBody) => JSON.stringify(Object.fromEntries(Object.entries(t).filter(([, v]) => v !== undefined).sort(([x], [y]) => x.localeCompare(y))));
+  const norm = (t: TemplateBody) =>
+    JSON.stringify(
+      Object.fromEntries(
+        Object.entries(t)
+          .filter(([, v]) => v !== undefined)
+          .sort(([x], [y]) => x.localeCompare(y)),
+      ),
+    );
   return norm(a) === norm(b);
 }
 

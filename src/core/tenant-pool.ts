@@ -62,7 +62,10 @@ export class TenantPool {
       }
       const left = deadline - Date.now();
       if (left <= 0) {
-        throw new ForgevmError("UNAVAILABLE", `the pool is full: ${this.opts.maxVms} VMs × ${this.opts.maxUsersPerVm} users are in use${this.opts.overflow === "queue" ? ` (waited ${this.opts.queueTimeoutMs} ms)` : ""}`);
+        throw new ForgevmError(
+          "UNAVAILABLE",
+          `the pool is full: ${this.opts.maxVms} VMs × ${this.opts.maxUsersPerVm} users are in use${this.opts.overflow === "queue" ? ` (waited ${this.opts.queueTimeoutMs} ms)` : ""}`,
+        );
       }
       await this.waitForSeat(left);
     }

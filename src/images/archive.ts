@@ -56,7 +56,10 @@ function inArchive(dir: string, links: Links, path: string): string {
 }
 
 async function exists(p: string): Promise<boolean> {
-  return stat(p).then(() => true, () => false);
+  return stat(p).then(
+    () => true,
+    () => false,
+  );
 }
 
 /**
@@ -64,7 +67,15 @@ async function exists(p: string): Promise<boolean> {
  * tarball's RepoTag; none for an OCI archive) and returns the one to store it under. `ref`
  * picks one image of several (a RepoTag, a tag, or an OCI ref name).
  */
-export async function importArchive(paths: Paths, blobs: BlobStore, archive: string, nameOf: (carried?: string) => string, ref?: string, log?: (m: string) => void, workDir = tmpdir()): Promise<ImageMeta> {
+export async function importArchive(
+  paths: Paths,
+  blobs: BlobStore,
+  archive: string,
+  nameOf: (carried?: string) => string,
+  ref?: string,
+  log?: (m: string) => void,
+  workDir = tmpdir(),
+): Promise<ImageMeta> {
   const dir = await mkdtemp(join(workDir, "forgevm-import-"));
   try {
     const links = await unpack(archive, dir);

@@ -21,17 +21,14 @@ export class BlobStore {
   }
 
   has(digest: string): Promise<boolean> {
-    return stat(this.path(digest)).then(() => true, () => false);
+    return stat(this.path(digest)).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** Stores a blob from a stream, verifying its digest (and size when known) on the way in. */
-  async put(
-    digest: string,
-    source: AsyncIterable<Uint8Array> | Readable,
-    expectedSize?: number,
-    what = digest,
-    onBytes?: (received: number) => void,
-  ): Promise<string> {
+  async put(digest: string, source: AsyncIterable<Uint8Array> | Readable, expectedSize?: number, what = digest, onBytes?: (received: number) => void): Promise<string> {
     const final = this.path(digest);
     if (await this.has(digest)) return final;
     await mkdir(join(this.dir, "sha256"), { recursive: true });
@@ -49,12 +46,16 @@ export class BlobStore {
     });
     try {
       const file = createWriteStream(tmp, { mode: 0o644 });
-      await pipeline(Readable.from(source), async function* (src) {
-        for await (const c of src) {
-          await new Promise<void>((res, rej) => counter.write(c, (e) => (e ? rej(e) : res())));
-          yield c;
-        }
-      }, file);
+      await pipeline(
+        Readable.from(source),
+        async function* (src) {
+          for await (const c of src) {
+            await new Promise<void>((res, rej) => counter.write(c, (e) => (e ? rej(e) : res())));
+            yield c;
+          }
+        },
+        file,
+      );
       const got = `sha256:${hash.digest("hex")}`;
       if (got !== digest) throw new DigestMismatchError(`${what} does not match its digest: expected ${digest}, got ${got}`);
       if (expectedSize !== undefined && size !== expectedSize) throw new DigestMismatchError(`${what} is ${size} bytes, its descriptor says ${expectedSize}`);

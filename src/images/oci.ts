@@ -64,7 +64,9 @@ export function parseManifestDocument(bytes: Uint8Array, contentType?: string): 
   } catch {
     throw new ImageFormatError("manifest is not valid JSON");
   }
-  const mt = String(doc?.mediaType ?? contentType ?? "").split(";")[0].trim();
+  const mt = String(doc?.mediaType ?? contentType ?? "")
+    .split(";")[0]
+    .trim();
   if (Array.isArray(doc?.manifests) || mt === MEDIA.ociIndex || mt === MEDIA.dockerList) {
     if (!Array.isArray(doc?.manifests)) throw new ImageFormatError("index has no manifests");
     return { kind: "index", manifests: doc.manifests.map((m: unknown, i: number) => descriptor(m, `index entry ${i}`)) };
@@ -72,7 +74,10 @@ export function parseManifestDocument(bytes: Uint8Array, contentType?: string): 
   if (doc?.schemaVersion !== 2 || !doc.config || !Array.isArray(doc.layers)) {
     throw new ImageFormatError(`unsupported manifest (schemaVersion ${doc?.schemaVersion}, media type "${mt}"): only OCI and Docker v2 images are supported`);
   }
-  return { kind: "manifest", manifest: { mediaType: mt, config: descriptor(doc.config, "config"), layers: doc.layers.map((l: unknown, i: number) => descriptor(l, `layer ${i}`)) } };
+  return {
+    kind: "manifest",
+    manifest: { mediaType: mt, config: descriptor(doc.config, "config"), layers: doc.layers.map((l: unknown, i: number) => descriptor(l, `layer ${i}`)) },
+  };
 }
 
 /** The linux/amd64 entry of an index, or an error listing what the index offers. */

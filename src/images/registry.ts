@@ -90,7 +90,8 @@ export class RegistryClient {
     const log = this.opts.log ?? (() => {});
     let { bytes, contentType } = await this.getManifest(ref, ref.digest ?? ref.tag!);
     let digest = sha256(bytes);
-    if (ref.digest && digest !== ref.digest) throw new DigestMismatchError(`the manifest ${ref.registry} served for ${ref.canonical} does not match the pinned digest (got ${digest})`);
+    if (ref.digest && digest !== ref.digest)
+      throw new DigestMismatchError(`the manifest ${ref.registry} served for ${ref.canonical} does not match the pinned digest (got ${digest})`);
     let doc = parseManifestDocument(bytes, contentType);
     if (doc.kind === "index") {
       const pick = selectPlatform(doc.manifests);
@@ -207,11 +208,17 @@ export class RegistryClient {
     try {
       res = await fetch(u, { headers: basic ? { Authorization: basic } : {} });
     } catch (e) {
-      throw new PullError("unreachable", `cannot reach the token service of ${ref.registry} at ${u.origin} (${(e as Error & { cause?: Error }).cause?.message ?? (e as Error).message})`);
+      throw new PullError(
+        "unreachable",
+        `cannot reach the token service of ${ref.registry} at ${u.origin} (${(e as Error & { cause?: Error }).cause?.message ?? (e as Error).message})`,
+      );
     }
     if (!res.ok) {
       await res.body?.cancel();
-      throw new PullError("unauthorized", `the token service of ${ref.registry} refused access to ${ref.repository} (HTTP ${res.status})${basic ? "" : ": add credentials for it to ~/.docker/config.json"}`);
+      throw new PullError(
+        "unauthorized",
+        `the token service of ${ref.registry} refused access to ${ref.repository} (HTTP ${res.status})${basic ? "" : ": add credentials for it to ~/.docker/config.json"}`,
+      );
     }
     const body = (await res.json().catch(() => ({}))) as { token?: string; access_token?: string };
     const token = body.token ?? body.access_token;

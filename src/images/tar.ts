@@ -105,7 +105,13 @@ const TYPES: Record<string, TarEntryType> = { "0": "file", "\0": "file", "7": "f
  * Reads entries one by one; the caller must consume (or skip) `body` before asking for the next.
  */
 export async function* readTar(source: AsyncIterable<Buffer> | Iterable<Buffer>): AsyncGenerator<{ entry: TarEntry; body: AsyncIterable<Buffer> }> {
-  const r = new ByteReader(Symbol.asyncIterator in source ? source[Symbol.asyncIterator]() : (async function* () { yield* source; })());
+  const r = new ByteReader(
+    Symbol.asyncIterator in source
+      ? source[Symbol.asyncIterator]()
+      : (async function* () {
+          yield* source;
+        })(),
+  );
   let longName: string | null = null;
   let longLink: string | null = null;
   let pax = new Map<string, Buffer>();
@@ -130,7 +136,7 @@ export async function* readTar(source: AsyncIterable<Buffer> | Iterable<Buffer>)
     }
     const type = TYPES[flag];
     const prefix = h.subarray(257, 262).toString() === "ustar" ? str(h, 345, 155) : "";
-    const name = longName ?? (pax.get("path")?.toString("utf8") ?? (prefix ? `${prefix}/${str(h, 0, 100)}` : str(h, 0, 100)));
+    const name = longName ?? pax.get("path")?.toString("utf8") ?? (prefix ? `${prefix}/${str(h, 0, 100)}` : str(h, 0, 100));
     const entry: TarEntry = {
       path: name,
       type: type ?? "file",

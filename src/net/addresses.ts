@@ -62,7 +62,8 @@ function mappedV4(ip: string): string | null {
   const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1); // WHATWG form: hex, compressed
   const h = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(canonical);
   if (!h) return null;
-  const a = parseInt(h[1], 16), b = parseInt(h[2], 16);
+  const a = parseInt(h[1], 16),
+    b = parseInt(h[2], 16);
   return `${a >> 8}.${a & 255}.${b >> 8}.${b & 255}`;
 }
 

@@ -37,7 +37,7 @@ export class EgressLog {
   /** Appends one decision (synchronously, so lines of one sandbox never interleave or reorder). */
   append(id: string, entry: EgressEntry): void {
     // a log written before a restart counts toward the cap too
-    let size = this.sizes.get(id) ?? (statSizeSync(this.file(id)) ?? 0);
+    let size = this.sizes.get(id) ?? statSizeSync(this.file(id)) ?? 0;
     if (size >= MAX_LOG_BYTES) return;
     let line = `${JSON.stringify(entry)}\n`;
     if (size + line.length >= MAX_LOG_BYTES) line = `${JSON.stringify({ ts: entry.ts, note: "log full: later decisions are not recorded" })}\n`;

@@ -64,7 +64,14 @@ export class PublishedPorts {
     });
     await new Promise<void>((resolve, reject) => {
       server.once("error", (e: NodeJS.ErrnoException) => {
-        const why = e.code === "EADDRINUSE" ? "is already in use" : e.code === "EACCES" ? "needs privileges this server does not have" : e.code === "EADDRNOTAVAIL" ? "is not an address of this host" : e.message;
+        const why =
+          e.code === "EADDRINUSE"
+            ? "is already in use"
+            : e.code === "EACCES"
+              ? "needs privileges this server does not have"
+              : e.code === "EADDRNOTAVAIL"
+                ? "is not an address of this host"
+                : e.message;
         reject(new PortError(`host port ${m.host_ip}:${m.host_port} ${why}`, e.code === "EADDRINUSE"));
       });
       server.listen({ host: m.host_ip, port: m.host_port, exclusive: true }, resolve);

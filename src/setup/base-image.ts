@@ -26,7 +26,10 @@ export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promis
 /** Builds DEFAULT_IMAGE into the image store unless it is already there with the current package list. */
 export async function ensureBaseImage(paths: Paths, log: (m: string) => void): Promise<void> {
   const dir = imageDir(paths, DEFAULT_IMAGE);
-  const built = await readFile(join(dir, "image.json"), "utf8").then((t) => JSON.parse(t) as ImageMeta, () => null);
+  const built = await readFile(join(dir, "image.json"), "utf8").then(
+    (t) => JSON.parse(t) as ImageMeta,
+    () => null,
+  );
   if (built?.description === DESCRIPTION) {
     log(`image ${DEFAULT_IMAGE}: already built`);
     return;

@@ -27,11 +27,15 @@ export function cpioNewc(entries: CpioEntry[]): Buffer {
       "070701" +
       field(e.name === "TRAILER!!!" ? 0 : ino++) +
       field(e.mode) +
-      field(0) + field(0) + // uid, gid
+      field(0) +
+      field(0) + // uid, gid
       field(e.mode & 0o040000 ? 2 : 1) + // nlink
       field(0) + // mtime
       field(data.length) +
-      field(0) + field(0) + field(0) + field(0) + // dev and rdev major/minor
+      field(0) +
+      field(0) +
+      field(0) +
+      field(0) + // dev and rdev major/minor
       field(name.length) +
       field(0); // check
     const h = Buffer.from(header, "ascii");

@@ -23,7 +23,10 @@ export interface KernelInfo {
 /** Installs the kernel and modules into paths.kernelDir unless the same package is there. */
 export async function ensureKernel(paths: Paths, log: (m: string) => void): Promise<KernelInfo> {
   const infoFile = join(paths.kernelDir, "kernel.json");
-  const existing = await readFile(infoFile, "utf8").then((t) => JSON.parse(t) as KernelInfo, () => null);
+  const existing = await readFile(infoFile, "utf8").then(
+    (t) => JSON.parse(t) as KernelInfo,
+    () => null,
+  );
   if (existing && existing.requested?.join() === GUEST_MODULES.join() && (await exists(paths.kernel))) {
     log(`kernel: already installed (${existing.package} ${existing.version})`);
     return existing;
@@ -59,7 +62,10 @@ export async function ensureKernel(paths: Paths, log: (m: string) => void): Prom
 }
 
 function exists(p: string): Promise<boolean> {
-  return stat(p).then(() => true, () => false);
+  return stat(p).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function aptDownload(name: string, dir: string): Promise<{ file: string; version: string; depends: string }> {
@@ -97,7 +103,10 @@ async function extractVmlinux(bzImage: string, out: string, work: string): Promi
       await writeFile(payload, img.subarray(at));
       // Decompressors complain about the bytes that follow the payload; the ELF check decides.
       await run("sh", ["-c", `${p.cmd} ${p.args.join(" ")} < "$0" > "$1" 2>/dev/null; true`, payload, out]);
-      const head = await readFile(out).then((b) => b.subarray(0, 4), () => Buffer.alloc(0));
+      const head = await readFile(out).then(
+        (b) => b.subarray(0, 4),
+        () => Buffer.alloc(0),
+      );
       if (head.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) return;
       at = img.indexOf(Buffer.from(p.magic), at + 1);
     }

@@ -14,9 +14,7 @@ export class EventStore {
 
   append(type: string, sandboxId: string | null, data: Record<string, unknown> | null): EventRow {
     const timestamp = new Date().toISOString();
-    const r = this.db
-      .prepare("INSERT INTO events (type, sandbox_id, timestamp, data) VALUES (?, ?, ?, ?)")
-      .run(type, sandboxId, timestamp, data ? JSON.stringify(data) : null);
+    const r = this.db.prepare("INSERT INTO events (type, sandbox_id, timestamp, data) VALUES (?, ?, ?, ?)").run(type, sandboxId, timestamp, data ? JSON.stringify(data) : null);
     return { seq: Number(r.lastInsertRowid), type, sandbox_id: sandboxId, timestamp, data };
   }
 

@@ -49,9 +49,7 @@ export class SnapshotStore {
 
   insert(row: SnapshotRow): void {
     const cols = Object.keys(row);
-    this.db
-      .prepare(`INSERT INTO snapshots (${cols.join(", ")}) VALUES (${cols.map((c) => `@${c}`).join(", ")})`)
-      .run({ ...row, env: row.env ? JSON.stringify(row.env) : null });
+    this.db.prepare(`INSERT INTO snapshots (${cols.join(", ")}) VALUES (${cols.map((c) => `@${c}`).join(", ")})`).run({ ...row, env: row.env ? JSON.stringify(row.env) : null });
   }
 
   get(id: string): SnapshotRow | undefined {

@@ -15,11 +15,7 @@ export class CommandError extends Error {
 }
 
 /** Runs a program to completion; rejects with its stderr tail when it fails or cannot start. */
-export function run(
-  cmd: string,
-  args: string[],
-  opts: SpawnOptions & { input?: Buffer | string; maxOutput?: number } = {},
-): Promise<{ stdout: string; stderr: string }> {
+export function run(cmd: string, args: string[], opts: SpawnOptions & { input?: Buffer | string; maxOutput?: number } = {}): Promise<{ stdout: string; stderr: string }> {
   const max = opts.maxOutput ?? 4 * 1024 * 1024;
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { ...opts, stdio: ["pipe", "pipe", "pipe"] });

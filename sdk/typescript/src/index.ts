@@ -3,6 +3,17 @@ export { Client, Templates } from "./client.js";
 export { Images } from "./images.js";
 export { Sandbox } from "./sandbox.js";
 export { ExecStream } from "./stream.js";
-export { AuthenticationError, BadRequestError, ConflictError, ConnectionError, ERROR_CLASSES, ForbiddenError, ForgevmError, NotFoundError, ProviderError, SandboxNotFoundError } from "./errors.js";
+export {
+  AuthenticationError,
+  BadRequestError,
+  ConflictError,
+  ConnectionError,
+  ERROR_CLASSES,
+  ForbiddenError,
+  ForgevmError,
+  NotFoundError,
+  ProviderError,
+  SandboxNotFoundError,
+} from "./errors.js";
 export { anthropicTools, handleToolCall, openaiTools, type ToolCall, type ToolName } from "./tools.js";
 export type * from "./types.js";

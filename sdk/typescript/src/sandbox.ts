@@ -68,7 +68,17 @@ export class Sandbox implements AsyncDisposable {
   private execBody(command: string, opts: ExecOptions, stream: boolean) {
     const bytes = opts.stdin instanceof Uint8Array;
     const stdin = bytes ? base64(opts.stdin as Uint8Array) : (opts.stdin as string | undefined);
-    return { command, args: opts.args, env: opts.env, workdir: opts.workdir, timeout: durationString(opts.timeout), user: opts.user, stdin, stdin_encoding: bytes ? "base64" : undefined, stream: stream || undefined };
+    return {
+      command,
+      args: opts.args,
+      env: opts.env,
+      workdir: opts.workdir,
+      timeout: durationString(opts.timeout),
+      user: opts.user,
+      stdin,
+      stdin_encoding: bytes ? "base64" : undefined,
+      stream: stream || undefined,
+    };
   }
 
   /** Runs a command under /bin/sh -c and waits for it; a non-zero exit is a result, not an error. */

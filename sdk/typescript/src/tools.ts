@@ -7,7 +7,8 @@ import type { Sandbox } from "./sandbox.js";
 const TOOLS = [
   {
     name: "execute_code",
-    description: "Execute a shell command in a sandboxed VM (e.g. `python3 script.py`); returns the exit code, stdout and stderr. Files and installed packages persist between calls.",
+    description:
+      "Execute a shell command in a sandboxed VM (e.g. `python3 script.py`); returns the exit code, stdout and stderr. Files and installed packages persist between calls.",
     parameters: {
       type: "object",
       properties: { command: { type: "string", description: "The shell command to run." } },
@@ -46,9 +47,7 @@ export function anthropicTools() {
 }
 
 /** An OpenAI tool call (`{function: {name, arguments}}`) or an Anthropic tool_use block (`{name, input}`). */
-export type ToolCall =
-  | { function: { name: string; arguments: string }; [other: string]: unknown }
-  | { name: string; input: Record<string, unknown>; [other: string]: unknown };
+export type ToolCall = { function: { name: string; arguments: string }; [other: string]: unknown } | { name: string; input: Record<string, unknown>; [other: string]: unknown };
 
 /** Runs one tool call in the sandbox; resolves with the text result for the model (errors included, never thrown). */
 export async function handleToolCall(sandbox: Sandbox, call: ToolCall): Promise<string> {

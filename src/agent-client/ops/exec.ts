@@ -41,14 +41,17 @@ export function exec(mux: Mux, req: Omit<ExecRequest, "op">): ExecSession {
     notStarted = rej;
   });
   started.catch(() => {});
-  const { id, result }: { id: number; result: Promise<ExecResult> } = mux.start({ ...req, op: "exec" as const }, {
-    incoming: new Map([
-      [Channel.Stdout, stdout],
-      [Channel.Stderr, stderr],
-    ]),
-    outgoing: stdin ?? undefined,
-    onEvent: (ev) => ev?.event === "started" && onStarted(ev),
-  });
+  const { id, result }: { id: number; result: Promise<ExecResult> } = mux.start(
+    { ...req, op: "exec" as const },
+    {
+      incoming: new Map([
+        [Channel.Stdout, stdout],
+        [Channel.Stderr, stderr],
+      ]),
+      outgoing: stdin ?? undefined,
+      onEvent: (ev) => ev?.event === "started" && onStarted(ev),
+    },
+  );
   // A process that never started (refused, or the channel closed) ends its `started` too.
   result.catch((e: Error) => notStarted(e));
   return {
@@ -68,7 +71,11 @@ export function exec(mux: Mux, req: Omit<ExecRequest, "op">): ExecSession {
 }
 
 /** Runs a process to completion, collecting at most maxOutputBytes of each stream. */
-export async function execBuffered(mux: Mux, req: Omit<ExecRequest, "op" | "stdin">, opts: { stdin?: Uint8Array | string; maxOutputBytes?: number } = {}): Promise<BufferedExecResult> {
+export async function execBuffered(
+  mux: Mux,
+  req: Omit<ExecRequest, "op" | "stdin">,
+  opts: { stdin?: Uint8Array | string; maxOutputBytes?: number } = {},
+): Promise<BufferedExecResult> {
   const max = opts.maxOutputBytes ?? 64 * 1024 * 1024;
   const s = exec(mux, { ...req, stdin: opts.stdin !== undefined });
   let truncated = false;

@@ -16,7 +16,12 @@ export interface ReadFileStream {
 }
 
 /** Writes a file atomically in the guest from bytes or a stream of chunks. */
-export async function writeFile(mux: Mux, path: string, data: Uint8Array | string | AsyncIterable<Uint8Array> | Readable, opts: Omit<WriteRequest, "op" | "path"> = {}): Promise<{ size: number }> {
+export async function writeFile(
+  mux: Mux,
+  path: string,
+  data: Uint8Array | string | AsyncIterable<Uint8Array> | Readable,
+  opts: Omit<WriteRequest, "op" | "path"> = {},
+): Promise<{ size: number }> {
   const out = mux.outgoing(() => id);
   const { id, result } = mux.start({ ...opts, op: "write", path }, { outgoing: out });
   result.catch(() => {});
@@ -33,10 +38,13 @@ export function readFile(mux: Mux, path: string, opts: Omit<ReadRequest, "op" | 
   const stream = new IncomingStream((n) => mux.grant(id, Channel.Stdout, n));
   let onStat!: (s: FileStat) => void;
   const stat = new Promise<FileStat>((r) => (onStat = r));
-  const { id, result } = mux.start({ ...opts, op: "read", path }, {
-    incoming: new Map([[Channel.Stdout, stream]]),
-    onEvent: (ev) => ev?.event === "stat" && onStat(ev),
-  });
+  const { id, result } = mux.start(
+    { ...opts, op: "read", path },
+    {
+      incoming: new Map([[Channel.Stdout, stream]]),
+      onEvent: (ev) => ev?.event === "stat" && onStat(ev),
+    },
+  );
   result.catch(() => {});
   stat.catch(() => {});
   return { stream, stat, done: result as Promise<{ size: number }> };

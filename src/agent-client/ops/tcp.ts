@@ -36,11 +36,14 @@ export function connect(mux: Mux, req: Omit<ConnectRequest, "op">): Tunnel {
   const outgoing = mux.outgoing(() => id);
   let onConnected!: () => void;
   const connected = new Promise<void>((r) => (onConnected = r));
-  const { id, result } = mux.start({ ...req, op: "connect" }, {
-    incoming: new Map([[Channel.Stdout, incoming]]),
-    outgoing,
-    onEvent: (ev: TcpEvent) => ev?.event === "connected" && onConnected(),
-  });
+  const { id, result } = mux.start(
+    { ...req, op: "connect" },
+    {
+      incoming: new Map([[Channel.Stdout, incoming]]),
+      outgoing,
+      onEvent: (ev: TcpEvent) => ev?.event === "connected" && onConnected(),
+    },
+  );
   result.catch(() => {});
   const settled = Promise.race([connected, result]);
   settled.catch(() => {});
@@ -51,12 +54,15 @@ export function connect(mux: Mux, req: Omit<ConnectRequest, "op">): Tunnel {
 export function listen(mux: Mux, req: Omit<ListenRequest, "op">, onAccept: (conn: number) => void): GuestListener {
   let onListening!: () => void;
   const listening = new Promise<void>((r) => (onListening = r));
-  const { id, result } = mux.start({ ...req, op: "listen" }, {
-    onEvent: (ev: TcpEvent) => {
-      if (ev?.event === "listening") onListening();
-      else if (ev?.event === "accept" && Number.isSafeInteger(ev.conn) && ev.conn > 0) onAccept(ev.conn);
+  const { id, result } = mux.start(
+    { ...req, op: "listen" },
+    {
+      onEvent: (ev: TcpEvent) => {
+        if (ev?.event === "listening") onListening();
+        else if (ev?.event === "accept" && Number.isSafeInteger(ev.conn) && ev.conn > 0) onAccept(ev.conn);
+      },
     },
-  });
+  );
   result.catch(() => {});
   const settled = Promise.race([listening, result]);
   settled.catch(() => {});

@@ -24,13 +24,25 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
     const s = sb.execStream(command, { ...opts, stdin: stdin !== undefined });
     if (s.stdin) s.stdin.end(stdin);
     // Refused before it ran (an unknown user, a closed channel): an error response, not a stream.
-    const ran = await s.started.then(() => true, () => false);
-    if (!ran) throw await s.result.then(() => new Error("the command did not start"), (e: Error) => e);
+    const ran = await s.started.then(
+      () => true,
+      () => false,
+    );
+    if (!ran)
+      throw await s.result.then(
+        () => new Error("the command did not start"),
+        (e: Error) => e,
+      );
     reply.hijack();
     const out = reply.raw;
     out.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), "Content-Type": "application/x-ndjson", "Cache-Control": "no-store" });
     const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) =>
-      relayChunks(name, stream, (json) => out.write(`${json}\n`), (resume) => out.once("drain", resume));
+      relayChunks(
+        name,
+        stream,
+        (json) => out.write(`${json}\n`),
+        (resume) => out.once("drain", resume),
+      );
     // A client that goes away stops the process, so nothing runs on unobserved.
     const onClose = () => {
       if (!out.writableEnded) void s.signal(9).catch(() => {});

@@ -83,7 +83,10 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
       schema: {
         tags: ["files"],
         params: IdParams,
-        querystring: Type.Object({ path: Type.String(), recursive: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])) }),
+        querystring: Type.Object({
+          path: Type.String(),
+          recursive: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])),
+        }),
         response: { 200: Status("deleted") },
       },
     },
@@ -117,21 +120,13 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
     async (req) => forge.sandbox(req.params.id).glob(absPath(req.query.pattern, "pattern")),
   );
 
-  app.post(
-    "/sandboxes/:id/files/move",
-    { schema: { tags: ["files"], params: IdParams, body: MoveRequest, response: { 200: Status("moved") } } },
-    async (req) => {
-      await forge.sandbox(req.params.id).move(absPath(req.body.old_path, "old_path"), absPath(req.body.new_path, "new_path"));
-      return { status: "moved" as const };
-    },
-  );
+  app.post("/sandboxes/:id/files/move", { schema: { tags: ["files"], params: IdParams, body: MoveRequest, response: { 200: Status("moved") } } }, async (req) => {
+    await forge.sandbox(req.params.id).move(absPath(req.body.old_path, "old_path"), absPath(req.body.new_path, "new_path"));
+    return { status: "moved" as const };
+  });
 
-  app.post(
-    "/sandboxes/:id/files/chmod",
-    { schema: { tags: ["files"], params: IdParams, body: ChmodRequest, response: { 200: Status("chmod applied") } } },
-    async (req) => {
-      await forge.sandbox(req.params.id).chmod(absPath(req.body.path), parseMode(req.body.mode));
-      return { status: "chmod applied" as const };
-    },
-  );
+  app.post("/sandboxes/:id/files/chmod", { schema: { tags: ["files"], params: IdParams, body: ChmodRequest, response: { 200: Status("chmod applied") } } }, async (req) => {
+    await forge.sandbox(req.params.id).chmod(absPath(req.body.path), parseMode(req.body.mode));
+    return { status: "chmod applied" as const };
+  });
 };

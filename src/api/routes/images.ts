@@ -18,14 +18,20 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     return forge.startPull(req.body.image);
   });
 
-  app.get("/images/pulls/:id", { schema: { tags: ["images"], params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }), response: { 200: Job } } }, async (req) => forge.pullJob(req.params.id));
+  app.get("/images/pulls/:id", { schema: { tags: ["images"], params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }), response: { 200: Job } } }, async (req) =>
+    forge.pullJob(req.params.id),
+  );
 
   app.post(
     "/images/import",
     {
       schema: {
         tags: ["images"],
-        querystring: Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })), tag: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$" })), ref: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })) }),
+        querystring: Type.Object({
+          name: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+          tag: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$" })),
+          ref: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+        }),
         body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "an OCI archive, docker save tarball or docker-archive" }),
         response: { 201: ImageView },
       },
@@ -36,13 +42,28 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       const q = req.query as { name?: string; tag?: string; ref?: string };
       const img = await forge.importImageStream(req.body as Readable, { name: q.name, tag: q.tag, ref: q.ref });
       reply.status(201);
-      return view((await forge.listImages()).find((i) => i.name === img.name) ?? { name: img.name, size: img.size, createdAt: img.createdAt, source: img.source, digest: img.digest, inUse: false });
+      return view(
+        (await forge.listImages()).find((i) => i.name === img.name) ?? {
+          name: img.name,
+          size: img.size,
+          createdAt: img.createdAt,
+          source: img.source,
+          digest: img.digest,
+          inUse: false,
+        },
+      );
     },
   );
 
   app.delete(
     "/images/:name",
-    { schema: { tags: ["images"], params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 512 }) }), response: { 200: Type.Object({ status: Type.Literal("deleted"), pruned_blobs: Type.Integer() }) } } },
+    {
+      schema: {
+        tags: ["images"],
+        params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 512 }) }),
+        response: { 200: Type.Object({ status: Type.Literal("deleted"), pruned_blobs: Type.Integer() }) },
+      },
+    },
     async (req) => {
       await forge.removeImage(req.params.name);
       return { status: "deleted" as const, pruned_blobs: await forge.pruneBlobs() };

@@ -7,9 +7,7 @@ import { AllowRequest, EgressEntry, IdParams, Network, PortMapping, PortRequest,
 import { networkView } from "../views.js";
 
 export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
-  app.get("/sandboxes/:id/network", { schema: { tags: ["network"], params: IdParams, response: { 200: Network } } }, async (req) =>
-    networkView(forge.network(req.params.id)),
-  );
+  app.get("/sandboxes/:id/network", { schema: { tags: ["network"], params: IdParams, response: { 200: Network } } }, async (req) => networkView(forge.network(req.params.id)));
 
   app.put(
     "/sandboxes/:id/network/allow",
@@ -37,15 +35,11 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     async (req) => forge.egressLog(req.params.id, req.query.lines ? Math.max(1, Number(req.query.lines)) : 100),
   );
 
-  app.post(
-    "/sandboxes/:id/ports",
-    { schema: { tags: ["network"], params: IdParams, body: PortRequest, response: { 201: PortMapping } } },
-    async (req, reply) => {
-      const m = await forge.publishPort(req.params.id, req.body.port);
-      reply.status(201);
-      return m;
-    },
-  );
+  app.post("/sandboxes/:id/ports", { schema: { tags: ["network"], params: IdParams, body: PortRequest, response: { 201: PortMapping } } }, async (req, reply) => {
+    const m = await forge.publishPort(req.params.id, req.body.port);
+    reply.status(201);
+    return m;
+  });
 
   app.delete(
     "/sandboxes/:id/ports/:host_port",

@@ -37,7 +37,10 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     {
       schema: {
         tags: ["sandboxes"],
-        querystring: Type.Object({ owner_id: Type.Optional(Type.String()), all: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])) }),
+        querystring: Type.Object({
+          owner_id: Type.Optional(Type.String()),
+          all: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])),
+        }),
         response: { 200: Type.Array(Sandbox) },
       },
     },
@@ -62,10 +65,8 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     return { status: "destroyed" as const };
   });
 
-  app.post(
-    "/sandboxes/:id/extend",
-    { schema: { tags: ["sandboxes"], params: IdParams, body: ExtendRequest, response: { 200: Sandbox } } },
-    async (req) => sandboxView(forge.extend(req.params.id, parseDuration(req.body.ttl, "ttl"))),
+  app.post("/sandboxes/:id/extend", { schema: { tags: ["sandboxes"], params: IdParams, body: ExtendRequest, response: { 200: Sandbox } } }, async (req) =>
+    sandboxView(forge.extend(req.params.id, parseDuration(req.body.ttl, "ttl"))),
   );
 
   app.get(

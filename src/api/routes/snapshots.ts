@@ -52,26 +52,18 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     },
   );
 
-  app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Snapshot) } } }, async () =>
-    forge.listSnapshots().map(snapshotView),
-  );
+  app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Snapshot) } } }, async () => forge.listSnapshots().map(snapshotView));
 
-  app.get("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Snapshot } } }, async (req) =>
-    snapshotView(forge.getSnapshot(req.params.id)),
-  );
+  app.get("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Snapshot } } }, async (req) => snapshotView(forge.getSnapshot(req.params.id)));
 
   app.delete("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Status("deleted") } } }, async (req) => {
     await forge.deleteSnapshot(req.params.id);
     return { status: "deleted" as const };
   });
 
-  app.post(
-    "/snapshots/:id/spawn",
-    { schema: { tags: ["snapshots"], params: IdParams, body: Type.Optional(CopiesRequest), response: { 201: Copies } } },
-    async (req, reply) => {
-      const sbs = await forge.restore(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
-      reply.status(201);
-      return { sandboxes: sbs.map((s) => sandboxView(forge.get(s.id))) };
-    },
-  );
+  app.post("/snapshots/:id/spawn", { schema: { tags: ["snapshots"], params: IdParams, body: Type.Optional(CopiesRequest), response: { 201: Copies } } }, async (req, reply) => {
+    const sbs = await forge.restore(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
+    reply.status(201);
+    return { sandboxes: sbs.map((s) => sandboxView(forge.get(s.id))) };
+  });
 };

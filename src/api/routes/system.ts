@@ -5,11 +5,11 @@ import { notFound } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 
 export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: string; startedAt: number }> = async (app, { forge, version, startedAt }) => {
-  app.get(
-    "/health",
-    { schema: { tags: ["system"], response: { 200: Type.Object({ status: Type.Literal("ok"), version: Type.String(), uptime: Type.String() }) } } },
-    async () => ({ status: "ok" as const, version, uptime: `${Math.round((Date.now() - startedAt) / 1000)}s` }),
-  );
+  app.get("/health", { schema: { tags: ["system"], response: { 200: Type.Object({ status: Type.Literal("ok"), version: Type.String(), uptime: Type.String() }) } } }, async () => ({
+    status: "ok" as const,
+    version,
+    uptime: `${Math.round((Date.now() - startedAt) / 1000)}s`,
+  }));
 
   app.get("/metrics", { schema: { tags: ["system"] } }, async () => {
     const c = forge.counts();

@@ -48,15 +48,11 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
 
   app.get("/templates/:name", { schema: { tags: ["templates"], params: Params, response: { 200: Template } } }, async (req) => view(forge, get(req.params.name)));
 
-  app.put(
-    "/templates/:name",
-    { schema: { tags: ["templates"], params: Params, body: TemplateUpdate, response: { 200: Template } } },
-    async (req) => {
-      if (req.body.name !== undefined && req.body.name !== req.params.name) throw badRequest(`name in the body ("${req.body.name}") differs from the URL ("${req.params.name}")`);
-      if (!(await forge.replaceTemplate(templateBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
-      return view(forge, get(req.params.name));
-    },
-  );
+  app.put("/templates/:name", { schema: { tags: ["templates"], params: Params, body: TemplateUpdate, response: { 200: Template } } }, async (req) => {
+    if (req.body.name !== undefined && req.body.name !== req.params.name) throw badRequest(`name in the body ("${req.body.name}") differs from the URL ("${req.params.name}")`);
+    if (!(await forge.replaceTemplate(templateBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
+    return view(forge, get(req.params.name));
+  });
 
   app.delete("/templates/:name", { schema: { tags: ["templates"], params: Params, response: { 200: Type.Object({ status: Type.Literal("deleted") }) } } }, async (req) => {
     if (!(await forge.deleteTemplate(req.params.name))) throw notFound(`template "${req.params.name}" not found`);

@@ -57,7 +57,8 @@ export function copyCommands(program: Command, cli: Cli): void {
       .option("--json", "print JSON")
       .action(async (id: string, o: { count: number; ttl?: string; json?: boolean }) => {
         const client = await cli.client();
-        const copies = name === "fork" ? await client.fork(id, { count: o.count, ttl: o.ttl }) : { sandboxes: (await client.restore(id, { count: o.count, ttl: o.ttl })).map((s) => s.info) };
+        const copies =
+          name === "fork" ? await client.fork(id, { count: o.count, ttl: o.ttl }) : { sandboxes: (await client.restore(id, { count: o.count, ttl: o.ttl })).map((s) => s.info) };
         emit(o.json, copies, () => {
           for (const s of copies.sandboxes) console.log(s.id);
           if ("pause_ms" in copies) console.error(`parent paused ${copies.pause_ms} ms`);

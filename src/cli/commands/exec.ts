@@ -43,7 +43,14 @@ interface ExecFlags {
 async function runIn(client: Client, id: string, command: string[], o: ExecFlags): Promise<number> {
   const sb = await client.get(id);
   const stdin = await pipedStdin();
-  const opts = { args: command.length > 1 ? command.slice(1) : undefined, timeout: o.timeout, workdir: o.workdir, user: o.user, env: nonEmpty(o.env), stdin: stdin?.length ? new Uint8Array(stdin) : undefined };
+  const opts = {
+    args: command.length > 1 ? command.slice(1) : undefined,
+    timeout: o.timeout,
+    workdir: o.workdir,
+    user: o.user,
+    env: nonEmpty(o.env),
+    stdin: stdin?.length ? new Uint8Array(stdin) : undefined,
+  };
   if (o.json) {
     const r = await sb.exec(command[0], opts);
     console.log(JSON.stringify(r, null, 2));

@@ -39,7 +39,9 @@ export function imageCommands(program: Command, cli: Cli): void {
   for (const name of ["pull", "build-image"]) {
     program
       .command(name)
-      .description(name === "pull" ? "pull an image from its registry (e.g. alpine:latest, ghcr.io/org/app@sha256:…)" : "pull an image and build its root filesystem (same as pull)")
+      .description(
+        name === "pull" ? "pull an image from its registry (e.g. alpine:latest, ghcr.io/org/app@sha256:…)" : "pull an image and build its root filesystem (same as pull)",
+      )
       .argument("<ref>", "image reference")
       .option("--json", "print JSON")
       .action(async (ref: string, o: { json?: boolean }) => {
@@ -118,6 +120,12 @@ export function imageCommands(program: Command, cli: Cli): void {
       const rows = server
         ? await server.images.list()
         : (await cli.withLocalForge((forge) => forge.listImages())).map(({ inUse, createdAt, layers: _l, ...m }) => ({ ...m, created_at: createdAt, in_use: inUse }));
-      emit(o.json, rows, () => table(["NAME", "DIGEST", "SIZE", "CREATED", "IN USE"], rows.map((i) => [i.name, i.digest?.slice(0, 19) ?? "-", mib(i.size), i.created_at, i.in_use ? "yes" : "no"]), "no images"));
+      emit(o.json, rows, () =>
+        table(
+          ["NAME", "DIGEST", "SIZE", "CREATED", "IN USE"],
+          rows.map((i) => [i.name, i.digest?.slice(0, 19) ?? "-", mib(i.size), i.created_at, i.in_use ? "yes" : "no"]),
+          "no images",
+        ),
+      );
     });
 }

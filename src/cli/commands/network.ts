@@ -71,6 +71,12 @@ export function networkCommands(program: Command, cli: Cli): void {
     .option("--json", "print JSON")
     .action(async (id: string, o: { json?: boolean }) => {
       const net = await (await (await cli.client()).get(id)).network();
-      emit(o.json, net.ports, () => table(["HOST", "GUEST"], net.ports.map((m) => [`${m.host_ip}:${m.host_port}`, m.guest_port]), "no published ports"));
+      emit(o.json, net.ports, () =>
+        table(
+          ["HOST", "GUEST"],
+          net.ports.map((m) => [`${m.host_ip}:${m.host_port}`, m.guest_port]),
+          "no published ports",
+        ),
+      );
     });
 }

@@ -33,7 +33,17 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
         ? await (async () => {
             const [p] = await server.providers();
             const d = await server.provider(p.name);
-            return { name: d.name, healthy: d.healthy, accel: (d.config.accel as string | null) ?? null, problems: d.problems, details: Object.fromEntries(Object.entries(d.config).filter(([k]) => k !== "accel").map(([k, v]) => [k, String(v)])) };
+            return {
+              name: d.name,
+              healthy: d.healthy,
+              accel: (d.config.accel as string | null) ?? null,
+              problems: d.problems,
+              details: Object.fromEntries(
+                Object.entries(d.config)
+                  .filter(([k]) => k !== "accel")
+                  .map(([k, v]) => [k, String(v)]),
+              ),
+            };
           })()
         : await cli.withLocalForge((forge) => forge.providerHealth());
       emit(o.json, h, () => {

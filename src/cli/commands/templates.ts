@@ -35,7 +35,10 @@ function templateBody(name: string, o: Record<string, any>): Template {
   set("env", nonEmpty(o.env));
   set("setup", o.setup);
   set("allowed_hosts", o.allow);
-  set("secrets", o.secretName?.map((n: string) => ({ name: n })));
+  set(
+    "secrets",
+    o.secretName?.map((n: string) => ({ name: n })),
+  );
   set("pool_size", o.poolSize);
   set("description", o.description);
   return t as unknown as Template;

@@ -26,10 +26,7 @@ export async function kvmAccessible(): Promise<boolean> {
 }
 
 /** Resolves the accelerator for `mode`, probing KVM with `probe` at most once per cache key. */
-export async function resolveAccel(
-  mode: AccelMode,
-  opts: { stateDir: string; kernel: string; qemuVersion: string; probe: () => Promise<boolean> },
-): Promise<AccelVerdict> {
+export async function resolveAccel(mode: AccelMode, opts: { stateDir: string; kernel: string; qemuVersion: string; probe: () => Promise<boolean> }): Promise<AccelVerdict> {
   const now = new Date().toISOString();
   if (mode === "tcg") return { accel: "tcg", reason: "forced by configuration", key: "", probedAt: now };
   if (mode === "kvm") {

@@ -60,37 +60,55 @@ export function kernelCmdline(spec: VmSpec, opts: { tscKhz?: number } = {}): str
 
 export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?: number): string[] {
   const args = [
-    "-M", "microvm,rtc=on",
-    "-accel", accel === "tcg" ? `tcg,tb-size=${TCG_TB_MIB}` : accel,
-    "-cpu", accel === "kvm" ? "host" : "max",
-    "-m", String(spec.memoryMb),
-    "-object", files.memory
+    "-M",
+    "microvm,rtc=on",
+    "-accel",
+    accel === "tcg" ? `tcg,tb-size=${TCG_TB_MIB}` : accel,
+    "-cpu",
+    accel === "kvm" ? "host" : "max",
+    "-m",
+    String(spec.memoryMb),
+    "-object",
+    files.memory
       ? `memory-backend-file,id=${RAM_BACKEND_ID},size=${spec.memoryMb}M,mem-path=${files.memory.file},share=${files.memory.share ? "on" : "off"}`
       : `memory-backend-ram,id=${RAM_BACKEND_ID},size=${spec.memoryMb}M`,
-    "-machine", `memory-backend=${RAM_BACKEND_ID}`,
-    "-smp", String(spec.vcpus),
-    "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-    "-sandbox", SECCOMP,
-    "-kernel", files.kernel,
-    "-initrd", files.initramfs,
-    "-append", kernelCmdline(spec, { tscKhz: accel === "tcg" ? hostTscKhz : undefined }),
-    "-chardev", `socket,id=con,path=${files.consoleSocket},server=on,wait=off`,
-    "-serial", "chardev:con",
-    "-device", "virtio-serial-device",
-    "-chardev", `socket,id=agent,path=${files.agentSocket},server=on,wait=off`,
-    "-device", `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
-    "-device", "virtio-rng-device",
-    "-qmp", `unix:${files.qmpSocket},server=on,wait=off`,
+    "-machine",
+    `memory-backend=${RAM_BACKEND_ID}`,
+    "-smp",
+    String(spec.vcpus),
+    "-nodefaults",
+    "-no-user-config",
+    "-nographic",
+    "-no-reboot",
+    "-sandbox",
+    SECCOMP,
+    "-kernel",
+    files.kernel,
+    "-initrd",
+    files.initramfs,
+    "-append",
+    kernelCmdline(spec, { tscKhz: accel === "tcg" ? hostTscKhz : undefined }),
+    "-chardev",
+    `socket,id=con,path=${files.consoleSocket},server=on,wait=off`,
+    "-serial",
+    "chardev:con",
+    "-device",
+    "virtio-serial-device",
+    "-chardev",
+    `socket,id=agent,path=${files.agentSocket},server=on,wait=off`,
+    "-device",
+    `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
+    "-device",
+    "virtio-rng-device",
+    "-qmp",
+    `unix:${files.qmpSocket},server=on,wait=off`,
   ];
   if (files.pidFile) args.push("-pidfile", files.pidFile);
   // QEMU's user-mode network: the guest is 10.0.2.15 behind 10.0.2.2, resolver 10.0.2.3. IPv6 off:
   // the host firewall that keeps VMMs off private networks is IPv4.
   if (spec.nic) args.push("-netdev", "user,id=net0,ipv6=off", "-device", "virtio-net-device,netdev=net0");
   if (files.disk) {
-    args.push(
-      "-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`,
-      "-device", "virtio-blk-device,drive=root",
-    );
+    args.push("-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`, "-device", "virtio-blk-device,drive=root");
   }
   // x-ignore-shared can only be set over QMP (QEMU 7.2 has no command-line switch for it), so
   // such a restore waits for `migrate-incoming`.

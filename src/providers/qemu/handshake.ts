@@ -12,7 +12,10 @@ export class HelloError extends Error {
 export async function awaitHello(channel: AgentChannel, o: { deadlineMs: number; exited?: Promise<void> }): Promise<Hello> {
   let timer: NodeJS.Timeout | undefined;
   const failure = await Promise.race([
-    channel.hello.then(() => null, (e: Error) => `the agent channel closed before hello (${e.message})`),
+    channel.hello.then(
+      () => null,
+      (e: Error) => `the agent channel closed before hello (${e.message})`,
+    ),
     ...(o.exited ? [o.exited.then(() => "QEMU exited before the agent said hello")] : []),
     new Promise<string>((r) => (timer = setTimeout(() => r(`the agent did not say hello within ${o.deadlineMs} ms`), o.deadlineMs))),
   ]);

@@ -273,7 +273,14 @@ async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: nu
   const end = Date.now() + timeoutMs;
   for (;;) {
     if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`QEMU exited with ${proc.exitCode ?? proc.signalCode}`);
-    const ok = await Promise.all(paths.map((p) => stat(p).then(() => true, () => false)));
+    const ok = await Promise.all(
+      paths.map((p) =>
+        stat(p).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     if (ok.every(Boolean)) return;
     if (Date.now() > end) throw new Error(`its sockets did not appear within ${timeoutMs} ms`);
     await sleep(5);

@@ -10,7 +10,17 @@ import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import type { Paths } from "../../config/paths.js";
 import { run } from "../../util/process.js";
-import { DEFAULT_GUEST_LIMITS, type Accel, type AttachSpec, type GuestLimits, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmSpec } from "../provider.js";
+import {
+  DEFAULT_GUEST_LIMITS,
+  type Accel,
+  type AttachSpec,
+  type GuestLimits,
+  type Provider,
+  type ProviderFeatures,
+  type ProviderHealth,
+  type Vm,
+  type VmSpec,
+} from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
 import { hostTscKhz } from "./args.js";
 import { cgroupVersion } from "./cgroups.js";
@@ -139,7 +149,10 @@ export class QemuProvider implements Provider {
     } catch (e) {
       problems.push(`QEMU is not usable: ${(e as Error).message}`);
     }
-    for (const [what, p] of [["kernel", this.opts.paths.kernel], ["initramfs", this.opts.paths.initramfs]] as const) {
+    for (const [what, p] of [
+      ["kernel", this.opts.paths.kernel],
+      ["initramfs", this.opts.paths.initramfs],
+    ] as const) {
       try {
         await stat(p);
         details[what] = p;
@@ -157,7 +170,11 @@ export class QemuProvider implements Provider {
       }
     }
     // The confinement in force: operators should see when QEMU runs unconfined.
-    details.vmm_jail = this.rt.jail ? "on (own uid, mount, network and IPC namespaces, rlimits)" : process.getuid?.() === 0 ? "off (providers.qemu.jail: false)" : "off (the server is not root)";
+    details.vmm_jail = this.rt.jail
+      ? "on (own uid, mount, network and IPC namespaces, rlimits)"
+      : process.getuid?.() === 0
+        ? "off (providers.qemu.jail: false)"
+        : "off (the server is not root)";
     details.vmm_cgroups = this.rt.cgroups ?? "none (rlimits only)";
     details.network_full = (await this.nicProblem()) ?? "available";
     return { name: this.name, healthy: problems.length === 0, accel, problems, details };

@@ -172,7 +172,6 @@ export async function setAutogroupNice(pid: number, nice: number): Promise<void>
   await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(() => {});
 }
 
-
 /** The file behind the VM's root disk as QEMU sees it now, and its virtual size. */
 async function activeDisk(qmp: Qmp): Promise<{ file: string; bytes: number } | null> {
   const blocks = await qmp.execute<Array<{ device: string; inserted?: { file: string; image: { "virtual-size": number } } }>>("query-block");
@@ -187,7 +186,6 @@ async function switchDisk(qmp: Qmp, vmDir: string): Promise<void> {
   while (names.includes(`disk.${n}.qcow2`)) n++;
   await qmp.execute("blockdev-snapshot-sync", { device: "root", "snapshot-file": join(vmDir, `disk.${n}.qcow2`), format: "qcow2" });
 }
-
 
 /** Makes a snapshot file root's and read-only for everyone. */
 async function sealFile(file: string): Promise<void> {

@@ -57,7 +57,17 @@ export async function attach(rt: QemuRuntime, a: AttachSpec, accel: Accel): Prom
     });
     await configure(channel, { time_ms: Date.now(), ...limitFields(rt) });
     await writeFile(join(a.dir, "manager.pid"), `${process.pid}\n`);
-    const info: VmInfo = { id: a.id, pid: a.pid, dir: a.dir, accel, memoryMb: a.memoryMb, vcpus: a.vcpus, agentVersion: hello.agent, bootMs: Math.round(performance.now() - started), restored: false };
+    const info: VmInfo = {
+      id: a.id,
+      pid: a.pid,
+      dir: a.dir,
+      accel,
+      memoryMb: a.memoryMb,
+      vcpus: a.vcpus,
+      agentVersion: hello.agent,
+      bootMs: Math.round(performance.now() - started),
+      restored: false,
+    };
     const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm));
     rt.live.add(vm);
     return vm;
