@@ -2,7 +2,7 @@
 // `"stream": "exit" | "error"`, WebSocket messages under `"type": "done" | "error"`, with the same
 // fields after that — the exit code, whether it timed out and how long it ran; or the error's
 // code, message and whether to retry, as in every error response.
-import type { ExecResult } from "../agent-client/index.js";
+import type { ExecResult } from "../core/types.js";
 import { formatDuration } from "../core/durations.js";
 import { errorBody, toApiError, type ErrorBody } from "./errors.js";
 

@@ -1,9 +1,7 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
-import type { DirEntry, FileStat } from "../agent-client/index.js";
+import type { DirEntry, FileStat, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
 import { badRequest } from "../core/errors.js";
-import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
-import type { SnapshotRow } from "../store/snapshots.js";
 import type { SandboxT, SnapshotT } from "./schemas.js";
 
 export function sandboxView(r: SandboxRow): SandboxT {

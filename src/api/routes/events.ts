@@ -3,7 +3,7 @@ import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
-import type { EventRow } from "../../store/events.js";
+import type { EventRow } from "../../core/types.js";
 
 const HEARTBEAT_MS = 15_000;
 

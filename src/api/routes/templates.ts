@@ -4,7 +4,7 @@ import { Type } from "typebox";
 import { formatDuration, parseDuration } from "../../core/durations.js";
 import { badRequest, conflict, notFound } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
-import type { TemplateRow } from "../../store/templates.js";
+import type { TemplateRow } from "../../core/types.js";
 import { templateBody } from "../../core/template-ops.js";
 import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../schemas.js";
 import { sandboxView } from "../views.js";
