@@ -65,8 +65,8 @@ export function imageCommands(program: Command, cli: Cli): void {
     .description("import an image from an OCI layout directory, an OCI archive, or a docker save / skopeo docker-archive tarball")
     .argument("<path>", "OCI layout directory or archive file")
     .argument("[name]", "name (and :tag) to store it under; a docker save tarball carries its own")
-    .option("-n, --name <name>", "name to store it under (same as the argument)")
-    .option("-t, --tag <tag>", "tag of the stored image (replaces the name's own)")
+    .option("--name <name>", "name to store it under (same as the argument)")
+    .option("--tag <tag>", "tag of the stored image (replaces the name's own)")
     .option("--ref <ref>", "which image of several in the source (a tag or ref name)")
     .option("--json", "print JSON")
     .action(async (path: string, positional: string | undefined, o: { name?: string; tag?: string; ref?: string; json?: boolean }) => {
