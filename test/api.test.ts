@@ -598,6 +598,27 @@ describe("the forgevm CLI against the server", () => {
     assert.equal(JSON.parse(json.stdout).stdout, "piped");
   });
 
+  it("runs a throwaway command through the server, and makes and spawns templates showing a first spawn's progress", async () => {
+    const run = await forgevm("run", "--json", "-m", "256", "--", "sh", "-c", "echo hi; exit 3");
+    assert.equal(run.status, 3, run.stderr);
+    assert.equal(JSON.parse(run.stdout).stdout, "hi\n");
+    assert.ok(!server.forge.list().some((s) => s.memory_mb === 256 && s.state === "running"), "run destroyed its sandbox");
+    const made = await forgevm("template", "create", "cli-tpl", "-m", "256", "--ttl", "10m", "-e", "WHO=cli", "--setup", "echo set > /etc/cli-setup", "--json");
+    assert.equal(made.status, 0, made.stderr);
+    assert.equal(JSON.parse(made.stdout).ttl_seconds, 600);
+    assert.match((await forgevm("template", "ls")).stdout, /^cli-tpl\t/m);
+    const sp = await forgevm("template", "spawn", "cli-tpl");
+    assert.equal(sp.status, 0, sp.stderr);
+    assert.match(sp.stderr, /first start of template cli-tpl: booting it for its base snapshot/);
+    assert.match(sp.stderr, /base snapshot ready/);
+    const child = sp.stdout.trim();
+    assert.equal((await forgevm("exec", child, "--", "sh", "-c", "cat /etc/cli-setup; echo $WHO")).stdout, "set\ncli\n");
+    const ext = await forgevm("extend", child, "2h", "--json");
+    assert.ok(Date.parse(JSON.parse(ext.stdout).expires_at) > Date.now() + 110 * 60_000);
+    assert.equal((await forgevm("kill", child)).status, 0);
+    assert.equal((await forgevm("template", "rm", "cli-tpl")).status, 0);
+  });
+
   it("says what went wrong and what to do", async () => {
     const nf = await forgevm("exec", "sb-00000000", "--", "true");
     assert.equal(nf.status, 1);

@@ -138,6 +138,8 @@ describe("one owner per data directory", () => {
     clearTimeout(timer);
     if (code === "still running") await stop(second);
     assert.equal(code, 1, second.output());
+    // The first one logs each request it answered, one line each.
+    assert.match(first.output(), /^\S+Z GET \/api\/v1\/health 200 \d+ms \S+$/m);
     assert.match(second.output(), new RegExp(`in use by forgevm serve \\(pid ${first.proc.pid}, http://127\\.0\\.0\\.1:${first.port}`));
     // The first one is unaffected.
     const r = await fetch(`${first.base}/api/v1/health`, { headers: { "X-API-Key": KEY } });
