@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultConfig, type Config } from "../src/config/config.js";
-import { defaultDataDir } from "../src/config/paths.js";
+import { preparedDataDir } from "../src/setup/index.js";
 import { seedDataDir } from "../src/setup/seed.js";
 import { Forge, type ForgeOptions } from "../src/index.js";
 
@@ -15,7 +15,7 @@ let n = 0;
 /** A fresh data directory with the kernel, initramfs and default image of the prepared one. */
 export async function benchDataDir(): Promise<string> {
   const dir = join(runDir, `d${n++}`);
-  await seedDataDir(defaultDataDir(), dir);
+  await seedDataDir(preparedDataDir(), dir);
   return dir;
 }
 

@@ -10,34 +10,18 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import Database from "better-sqlite3";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { defaultDataDir } from "../src/config/paths.js";
+import { preparedDataDir } from "../src/setup/index.js";
 import { seedDataDir } from "../src/setup/seed.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
+import { freePort, portFree } from "../test/ports.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
 const cli = join(repo, "dist", "src", "cli", "main.js");
 const USER_KEY = "the-users-own-key";
 const USER_FILE = "/root/users-work.txt";
-
-async function portFree(port: number): Promise<boolean> {
-  const s = createServer();
-  return new Promise((resolve) => {
-    s.once("error", () => resolve(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
-  });
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** The stand-in user's server and what they keep on it. */
 interface User {
@@ -190,7 +174,7 @@ async function checkUser(u: User, before: Before): Promise<string[]> {
 }
 
 async function main(): Promise<number> {
-  const installed = defaultDataDir();
+  const installed = preparedDataDir();
   const runDir = await mkdtemp(join(tmpdir(), "fvt-run-"));
   let user: User | null = null;
   try {

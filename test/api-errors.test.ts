@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge, Sandbox } from "../src/index.js";
-import { openForge } from "./helpers.js";
+import { apiRequest, openForge } from "./helpers.js";
 
 let forge: Forge;
 let app: FastifyInstance;
@@ -27,17 +27,7 @@ after(async () => {
   await forge?.close();
 });
 
-async function api(method: string, path: string, body?: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${base}/api/v1${path}`, { method, headers: { "X-API-Key": "k", ...headers }, body });
-  const text = await res.text();
-  let json: any = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, body: json };
-}
+const api = (method: string, path: string, body?: string, headers: Record<string, string> = {}) => apiRequest(base, method, path, body, { "X-API-Key": "k", ...headers });
 
 /** Sends raw bytes as a request and returns the status code and body of the answer. */
 function raw(request: Buffer | string): Promise<{ status: number; body: any }> {

@@ -8,27 +8,13 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
 import { run } from "../src/util/process.js";
-import { childEnv, startTestServer, waitFor } from "./helpers.js";
+import { apiRequest, childEnv, startTestServer, waitFor } from "./helpers.js";
 
 let server: RunningServer;
 let base: string;
 let id: string; // a sandbox shared by the tests that do not end it
 
-async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${base}/api/v1${path}`, {
-    method,
-    headers: { ...(body !== undefined && typeof body !== "string" ? { "Content-Type": "application/json" } : {}), ...headers },
-    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json: any = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, body: json, headers: res.headers };
-}
+const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => apiRequest(base, method, path, body, headers);
 
 function assertError(r: { status: number; body: any }, status: number, code: string, message?: RegExp) {
   assert.equal(r.status, status, JSON.stringify(r.body));
@@ -50,21 +36,23 @@ after(async () => {
 });
 
 describe("the seed README quick start", () => {
-  it("runs with curl and jq as written (default image instead of alpine:latest, the test server's port)", async () => {
+  it("runs with curl and jq as written (default image instead of alpine:latest, the test server's address)", async () => {
+    // The seed's commands, with its localhost address replaced by the test server's.
+    const host = new URL(base).host;
     const script = `
 set -e
-SANDBOX=$(curl -s -X POST localhost:7423/api/v1/sandboxes \\
+SANDBOX=$(curl -s -X POST ${host}/api/v1/sandboxes \\
   -H "Content-Type: application/json" \\
   -d '{"image":"forgevm/debian:bookworm"}' | jq -r .id)
 
-curl -s -X POST localhost:7423/api/v1/sandboxes/$SANDBOX/exec \\
+curl -s -X POST ${host}/api/v1/sandboxes/$SANDBOX/exec \\
   -H "Content-Type: application/json" \\
   -d '{"command":"echo hello from ForgeVM"}'
 # {"exit_code":0,"stdout":"hello from ForgeVM\\n"}
 
-curl -s -X DELETE localhost:7423/api/v1/sandboxes/$SANDBOX
+curl -s -X DELETE ${host}/api/v1/sandboxes/$SANDBOX
 `;
-    const { stdout } = await run("bash", ["-c", script.replaceAll("localhost:7423", new URL(base).host)]);
+    const { stdout } = await run("bash", ["-c", script]);
     const [execLine, deleteLine] = stdout.replace("}{", "}\n{").trim().split("\n");
     const exec = JSON.parse(execLine);
     assert.equal(exec.exit_code, 0, `curl printed: ${stdout}`);

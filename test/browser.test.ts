@@ -110,10 +110,10 @@ describe("host names", () => {
 
   it("a server on another address, or a name the config allows, answers to it", async () => {
     const open = await buildApp({ forge, version: "test", listenHost: "0.0.0.0" });
-    assert.equal((await open.inject({ method: "GET", url: "/api/v1/health", headers: { host: "sandbox-host.lan:7423" } })).statusCode, 200);
+    assert.equal((await open.inject({ method: "GET", url: "/api/v1/health", headers: { host: "sandbox-host.lan:8080" } })).statusCode, 200);
     await open.close();
     const named = await buildApp({ forge, version: "test", listenHost: "127.0.0.1", allowedHosts: ["forge.internal"] });
-    assert.equal((await named.inject({ method: "GET", url: "/api/v1/health", headers: { host: "forge.internal:7423" } })).statusCode, 200);
+    assert.equal((await named.inject({ method: "GET", url: "/api/v1/health", headers: { host: "forge.internal:8080" } })).statusCode, 200);
     await named.close();
   });
 });

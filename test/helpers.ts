@@ -5,21 +5,21 @@
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { mkdtemp, readdir } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultConfig, type Config } from "../src/config/config.js";
-import { defaultDataDir } from "../src/config/paths.js";
+import { preparedDataDir } from "../src/setup/index.js";
 import { buildApp } from "../src/api/app.js";
 import { startServer, type RunningServer } from "../src/api/serve.js";
 import { seedDataDir } from "../src/setup/seed.js";
 import { Forge, type ForgeOptions } from "../src/index.js";
 
 // The suite runner (scripts/test-suite.ts) names a directory for this run and a seed prepared in
-// it; a test file run on its own makes both itself, from the data directory ./setup.sh prepared.
+// it; a test file run on its own makes its own, seeding from the data directory ./setup.sh
+// recorded as prepared (never from the environment).
 const ownRunDir = !process.env.TEST_RUN_DIR;
 const runDir = process.env.TEST_RUN_DIR || mkdtempSync(join(tmpdir(), "fvt-"));
-const seed = process.env.TEST_SEED_DATA_DIR || defaultDataDir();
+const seed = process.env.TEST_SEED_DATA_DIR || preparedDataDir();
 if (ownRunDir) process.once("exit", () => rmSync(runDir, { recursive: true, force: true }));
 
 /** A fresh data directory for this test file, ready to boot VMs; see removeAtExit. */
@@ -70,15 +70,6 @@ export async function startTestServer(change?: (c: Config) => void): Promise<Run
   return server;
 }
 
-/** A TCP port nothing listens on right now. */
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as AddressInfo).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
 /**
  * The environment for a program a test starts: this one's, without any FORGEVM_* variable, and
  * with a home of its own (no ~/.forgevm/config.yaml), so only what the test passes counts.
@@ -105,6 +96,24 @@ export async function serveForge(forge: Forge): Promise<{ url: string; close: ()
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
 
 export { processAlive as alive } from "../src/util/process.js";
+export { freePort } from "./ports.js";
+
+/** One REST call: an object body goes as JSON, a string as it is; the reply parsed when it is JSON. */
+export async function apiRequest(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${base}/api/v1${path}`, {
+    method,
+    headers: { ...(body !== undefined && typeof body !== "string" ? { "Content-Type": "application/json" } : {}), ...headers },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, body: json, headers: res.headers };
+}
 
 /** Asserts that no VM directory is left under the data directory. */
 export async function assertNoVmLeft(f: Forge): Promise<void> {

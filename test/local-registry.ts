@@ -2,9 +2,9 @@
 // skopeo from layouts the tests write.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { run } from "../src/util/process.js";
+import { freePort } from "./ports.js";
 import { writeImage, writeIndex, writeMultiArch, type ImageSpec } from "./oci-writer.js";
 
 export interface LocalRegistry {
@@ -13,14 +13,6 @@ export interface LocalRegistry {
   /** Where its blobs are stored (tests tamper with them). */
   storage: string;
   stop(): void;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 /** Starts a registry keeping its storage under `work`; resolves once it answers. */

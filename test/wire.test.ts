@@ -22,7 +22,7 @@ import {
 
 const agent = join(fileURLToPath(new URL("../..", import.meta.url)), "agent", "src");
 const header = readFileSync(join(agent, "agent.h"), "utf8");
-const main = readFileSync(join(agent, "main.c"), "utf8");
+const dispatch = readFileSync(join(agent, "dispatch.c"), "utf8");
 
 /** The value of `#define NAME value` in agent.h, evaluated (they are simple integer expressions). */
 function define(name: string): number {
@@ -65,11 +65,11 @@ describe("the wire format", () => {
   });
 
   it("the agent's operation table and the host's feature table are the same", () => {
-    const rows = [...main.matchAll(/\{"([a-z]+)", op_[a-z_]+, [01], "([a-z-]+)"\}/g)].map((m) => [m[1], m[2]]);
-    assert.ok(rows.length >= 20, `found ${rows.length} rows of OPS in main.c`);
+    const rows = [...dispatch.matchAll(/\{"([a-z]+)", op_[a-z_]+, [01], "([a-z-]+)"\}/g)].map((m) => [m[1], m[2]]);
+    assert.ok(rows.length >= 20, `found ${rows.length} rows of OPS in dispatch.c`);
     assert.deepEqual(Object.fromEntries(rows), OP_FEATURES);
     const fieldFeatures = /FIELD_FEATURES\[\] = \{([^}]*)\}/
-      .exec(main)![1]
+      .exec(dispatch)![1]
       .match(/"([a-z-]+)"/g)!
       .map((x) => x.slice(1, -1));
     const hostFields = new Set(

@@ -49,7 +49,7 @@ typedef struct sess {
   int connecting, rd_eof, wr_shut, closing;
 } sess;
 
-/* main.c: output queue and framing */
+/* main.c: output queue, framing, sessions */
 uint64_t now_ms(void);
 void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const void *p, size_t n);
 void send_json(uint32_t id, uint8_t kind, jbuf *b);
@@ -111,7 +111,9 @@ void power_off(void);
 extern int shutdown_requested;
 const char *errno_code(int err);
 
-/* helpers for reading request fields */
+/* dispatch.c: requests, the operation table, HELLO */
+void dispatch(uint32_t id, const uint8_t *p, size_t n);
+void op_hello(uint32_t id, const char *nonce); /* id 0: the agent's own HELLO frame */
 char *req_str(const jdoc *d, const char *key);
 int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
 int req_bool(const jdoc *d, const char *key, int def);

@@ -140,8 +140,11 @@ export class AgentChannel extends EventEmitter implements Mux {
           ),
         );
       const payload = Buffer.from(JSON.stringify(body), "utf8");
-      if (payload.length > MAX_PAYLOAD)
-        return reject(new AgentError("E2BIG", `the request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} bytes one message to the guest may have`));
+      if (payload.length > MAX_PAYLOAD) {
+        const hint =
+          body.op === "exec" ? " (command, arguments and environment): write long input to a file in the sandbox, or send it as stdin, and run a command that reads it" : "";
+        return reject(new AgentError("E2BIG", `the ${body.op} request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} one message to the guest may carry${hint}`));
+      }
       const entry: Pending = { ...p, resolve, reject };
       if (opts.timeoutMs) {
         entry.timer = setTimeout(() => {

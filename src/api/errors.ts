@@ -4,7 +4,7 @@
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { toForgevmError } from "../core/error-map.js";
-import { ERRORS, ForgevmError, type ErrorCode } from "../core/errors.js";
+import { ForgevmError, type ErrorCode } from "../core/errors.js";
 
 /** The JSON body of an error response (and of the error message ending an exec stream). */
 export interface ErrorBody {
@@ -111,5 +111,3 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Socke
 function statusText(code: ErrorCode): string {
   return code === "HEADERS_TOO_LARGE" ? "Request Header Fields Too Large" : code === "BAD_REQUEST" ? "Bad Request" : "Error";
 }
-
-export { ERRORS };

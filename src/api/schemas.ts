@@ -99,15 +99,20 @@ export const SpawnRequest = Body(
 
 export const ExtendRequest = Body({ ttl: Type.String() }, { $id: "ExtendRequest" });
 
+/** What every exec names, however it arrives. */
+const ExecFields = {
+  command: Type.String({ minLength: 1 }),
+  args: Type.Optional(Type.Array(Type.String())),
+  env: Type.Optional(StringMap),
+  workdir: Type.Optional(Type.String({ minLength: 1 })),
+  timeout: Type.Optional(Type.String()),
+  user: Type.Optional(Type.String({ minLength: 1 })),
+};
+
 export const ExecRequest = Body(
   {
-    command: Type.String({ minLength: 1 }),
-    args: Type.Optional(Type.Array(Type.String())),
-    env: Type.Optional(StringMap),
-    workdir: Type.Optional(Type.String({ minLength: 1 })),
-    timeout: Type.Optional(Type.String()),
+    ...ExecFields,
     stream: Type.Optional(Type.Boolean()),
-    user: Type.Optional(Type.String({ minLength: 1 })),
     stdin: Type.Optional(Type.String()),
     /** "base64" when `stdin` carries bytes that are not text. */
     stdin_encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
@@ -119,12 +124,7 @@ export type ExecRequestT = Static<typeof ExecRequest>;
 /** The first message of an exec over WebSocket: an exec request, with a terminal if asked. */
 export const WsExecRequest = Body(
   {
-    command: Type.String({ minLength: 1 }),
-    args: Type.Optional(Type.Array(Type.String())),
-    env: Type.Optional(StringMap),
-    workdir: Type.Optional(Type.String({ minLength: 1 })),
-    timeout: Type.Optional(Type.String()),
-    user: Type.Optional(Type.String({ minLength: 1 })),
+    ...ExecFields,
     tty: Type.Optional(Type.Boolean()),
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
     cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),

@@ -19,17 +19,7 @@ export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<
   const src = core.sandboxes.get(sb.id)!;
   refuseCopy(core, src, "snapshotted");
   if (name !== undefined && core.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
-  const row = await core.snaps.begin({
-    kind: "sandbox",
-    name: name ?? null,
-    image: src.image,
-    template: src.template,
-    memory_mb: src.memory_mb,
-    vcpus: src.vcpus,
-    disk_mb: src.disk_mb,
-    format: "stream",
-    source: src,
-  });
+  const row = await core.snaps.beginOf(src, "sandbox", name);
   try {
     return await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
   } catch (e) {
@@ -59,16 +49,7 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
   if (opts.network !== undefined || opts.allow !== undefined)
     throw badRequest(`${opts.network !== undefined ? "network" : "allow"}: a fork keeps its parent's network; change the copies' allowlist after the fork`);
   const image = await resolveImage(core.paths, src.image).catch(() => null);
-  const snap = await core.snaps.begin({
-    kind: "fork",
-    image: src.image,
-    template: src.template,
-    memory_mb: src.memory_mb,
-    vcpus: src.vcpus,
-    disk_mb: src.disk_mb,
-    format: "stream",
-    source: src,
-  });
+  const snap = await core.snaps.beginOf(src, "fork");
   const started = performance.now();
   const rows: SandboxRow[] = [];
   try {

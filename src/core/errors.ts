@@ -43,7 +43,6 @@ export class ForgevmError extends Error {
 export const badRequest = (m: string) => new ForgevmError("BAD_REQUEST", m);
 export const notFound = (m: string) => new ForgevmError("NOT_FOUND", m);
 export const conflict = (m: string) => new ForgevmError("CONFLICT", m);
-export const unavailable = (m: string) => new ForgevmError("UNAVAILABLE", m);
 
 /** The sandbox itself is unknown or no longer running (as opposed to something inside it). */
 export const sandboxGone = (id: string, m: string) => new ForgevmError("NOT_FOUND", m, { sandbox_id: id });

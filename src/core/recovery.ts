@@ -16,7 +16,7 @@ import { Sandbox } from "./sandbox.js";
 export async function reconcile(core: Core): Promise<void> {
   for (const row of core.sandboxes.list(["creating", "running"])) {
     if (core.live.has(row.id)) continue;
-    if (row.manager_pid && row.manager_pid !== process.pid && (await isForgevmProcess(row.manager_pid))) continue;
+    if (row.manager_pid && row.manager_pid !== process.pid && isNodeProcess(row.manager_pid)) continue;
     if (row.state === "running" && row.vm_pid && row.vm_dir && core.provider.features.reattach) {
       try {
         const vm = await core.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
@@ -51,7 +51,7 @@ export async function reconcile(core: Core): Promise<void> {
   }
   // VMs without a sandbox row (warm pool, pool mode, base snapshot builds) of a server that is gone.
   const keep = new Set([...core.live.values()].map((sb) => sb.vm.info.id));
-  await core.provider.sweepOrphans(keep, isForgevmProcess);
+  await core.provider.sweepOrphans(keep, async (pid) => isNodeProcess(pid));
 }
 
 /** A re-attached sandbox's network; a published port taken meanwhile is dropped and reported. */
@@ -65,8 +65,4 @@ async function reattachNetwork(core: Core, row: SandboxRow, vm: Vm): Promise<Net
     core.sandboxes.setNetwork(row.id, net);
     return net;
   }
-}
-
-async function isForgevmProcess(pid: number): Promise<boolean> {
-  return isNodeProcess(pid);
 }

@@ -3,12 +3,8 @@
 import type { Readable } from "node:stream";
 import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
-import { MAX_PAYLOAD } from "../agent-client/index.js";
-import { badRequest, ForgevmError } from "./errors.js";
+import { badRequest } from "./errors.js";
 import { checkEnv } from "./validate.js";
-
-/** Largest exec request: one agent message, less room for the fields the agent adds. */
-const MAX_EXEC_REQUEST = MAX_PAYLOAD - 4096;
 import type { Emit } from "./events.js";
 
 export interface ExecOptions {
@@ -82,7 +78,7 @@ export class Sandbox {
     return t ? { as_uid: t.uid, as_gid: t.gid } : {};
   }
 
-  /** The agent's exec request; refused when it would not fit in one message to the guest. */
+  /** The agent's exec request (the channel refuses one too large for a message to the guest). */
   private execRequest(command: string | string[], opts: Omit<ExecOptions, "stdin">) {
     checkEnv(opts.env, "env");
     const req = {
@@ -92,13 +88,6 @@ export class Sandbox {
       ...this.runAs(opts.user),
       timeout_ms: opts.timeoutMs,
     };
-    const size = Buffer.byteLength(JSON.stringify(req));
-    if (size > MAX_EXEC_REQUEST) {
-      throw new ForgevmError(
-        "PAYLOAD_TOO_LARGE",
-        `the command, its arguments and environment take ${size} bytes; one command may take at most ${MAX_EXEC_REQUEST}: write long input to a file in the sandbox (or send it as stdin) and run a command that reads it`,
-      );
-    }
     return req;
   }
 

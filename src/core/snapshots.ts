@@ -189,6 +189,12 @@ export class Snapshots {
     return row;
   }
 
+  /** Reserves a snapshot of a running sandbox (its RAM goes into the migration stream). */
+  beginOf(source: SandboxRow, kind: "sandbox" | "fork", name: string | null = null): Promise<SnapshotRow> {
+    const { image, template, memory_mb, vcpus, disk_mb } = source;
+    return this.begin({ kind, name, image, template, memory_mb, vcpus, disk_mb, format: "stream", source });
+  }
+
   /** Marks a snapshot taken. */
   async finish(row: SnapshotRow, r: CaptureResult): Promise<SnapshotRow> {
     const size = await allocatedBytes(row.dir);

@@ -24,6 +24,11 @@ interface Summary {
   layers?: number;
 }
 
+/** The summary of an image the core stored here, without a server. */
+function localSummary(i: { name: string; digest?: string; size: number; layers?: unknown[] }): Summary {
+  return { name: i.name, digest: i.digest, size: i.size, layers: i.layers?.length };
+}
+
 function summary(i: Summary, ms: number) {
   return `${i.name}\n  digest ${i.digest ?? "-"}\n  ${i.layers ?? "?"} layers, rootfs ${mib(i.size)}, ${(ms / 1000).toFixed(1)} s`;
 }
@@ -53,8 +58,7 @@ export function imageCommands(program: Command, cli: Cli): void {
           const info = (await server.images.list()).find((i) => i.name === job.image);
           img = { name: job.image, digest: job.digest, size: info?.size ?? 0 };
         } else {
-          const local = await cli.withLocalForge((forge) => forge.pullImage(ref, progress, layerBar));
-          img = { name: local.name, digest: local.digest, size: local.size, layers: local.layers?.length };
+          img = localSummary(await cli.withLocalForge((forge) => forge.pullImage(ref, progress, layerBar)));
         }
         emit(o.json, img, () => console.log(summary(img, performance.now() - t0)));
       });
@@ -78,8 +82,7 @@ export function imageCommands(program: Command, cli: Cli): void {
         const info = await server.images.import(Readable.toWeb(archiveStream(path)) as ReadableStream<Uint8Array>, opts);
         img = { name: info.name, digest: info.digest, size: info.size };
       } else {
-        const local = await cli.withLocalForge((forge) => forge.importImage(path, { ...opts, log: progress }));
-        img = { name: local.name, digest: local.digest, size: local.size, layers: local.layers?.length };
+        img = localSummary(await cli.withLocalForge((forge) => forge.importImage(path, { ...opts, log: progress })));
       }
       emit(o.json, img, () => console.log(summary(img, performance.now() - t0)));
     });
