@@ -12,6 +12,7 @@ const src = join(fileURLToPath(new URL("../..", import.meta.url)), "src");
 /** Top-level folders of src/ a folder may not import from. */
 const FORBIDDEN: Record<string, string[]> = {
   api: ["store", "providers", "agent-client", "net", "images", "setup"],
+  e2b: ["store", "providers", "agent-client", "net", "images", "setup", "cli"],
   cli: ["store", "providers", "agent-client", "net", "images"],
   core: ["api", "cli"],
   providers: ["api", "cli", "core", "store", "net"],

@@ -6,6 +6,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ForgevmError } from "../core/errors.js";
+import { isSandboxCall } from "../e2b/index.js";
 import { errorBody } from "./errors.js";
 
 export interface AccessOptions {
@@ -88,6 +89,8 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
       return reply;
     }
     if (!o.apiKey) return;
+    // A call E2B's SDKs make to a sandbox itself carries the sandbox's access token instead (e2b/envd/context.ts).
+    if (isSandboxCall(req.url)) return;
     if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], o.apiKey)) return;
     // Browsers cannot set headers on EventSource and WebSocket: those routes alone also take
     // the key as a cookie or an api_key query parameter.

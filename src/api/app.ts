@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../core/errors.js";
+import { e2bRoutes, rewriteE2bUrl } from "../e2b/index.js";
 import { installAccessControl } from "./access.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
 import { eventRoutes } from "./routes/events.js";
@@ -58,6 +59,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, verbose: true } },
     frameworkErrors,
     clientErrorHandler,
+    // Calls E2B's SDKs address to a sandbox itself share this port: they move under prefixes of their own.
+    rewriteUrl: rewriteE2bUrl,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // An empty body sent as JSON means an empty object (clients send the header on every
@@ -144,6 +147,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
     { prefix: API_PREFIX },
   );
+
+  // E2B's control plane at the root, and the calls its SDKs make to a sandbox (e2b/).
+  await app.register(e2bRoutes, { forge: opts.forge });
 
   // Prometheus text format, for scrapers; the JSON form is /api/v1/metrics.
   app.get("/metrics", { schema: { tags: ["system"], produces: ["text/plain"] } }, async (_req, reply) => {

@@ -39,6 +39,7 @@ import { Snapshots } from "./snapshots.js";
 import { configurePools, snapshotsInUse, spawn } from "./spawn.js";
 import * as templateOps from "./template-ops.js";
 import { TenantPool } from "./tenant-pool.js";
+import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
 export { MAX_FORK } from "./core.js";
 export type { ForgeOptions, ForkOptions, ForkResult, NetworkOptions, PoolModeOptions, SpawnDefaults, SpawnOptions } from "./options.js";
@@ -61,6 +62,7 @@ export class Forge {
   private reaper: NodeJS.Timeout | null = null;
   private ownership: Ownership | null = null;
   private readonly pullJobs = new PullJobs((ref, log) => this.pullImage(ref, log));
+  private readonly tokens: Tokens;
   readonly defaults: SpawnDefaults;
 
   private constructor(
@@ -74,6 +76,7 @@ export class Forge {
     const eventStore = new EventStore(db);
     const events = new EventBus(eventStore);
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
+    this.tokens = new Tokens(paths.dataDir);
     const net = opts.network ?? {};
     const egress = new EgressProxy({ logDir: join(paths.dataDir, "egress"), allowPrivate: net.allowPrivate, hostsOverride: net.hostsOverride });
     const pull = (ref: string) => this.pullImage(ref);
@@ -218,6 +221,16 @@ export class Forge {
   /** The last `lines` lines of a sandbox's serial console (kept after destroy, with its history). */
   async logs(id: string, lines = 100): Promise<string[]> {
     return logs(this.core, this.get(id), lines);
+  }
+
+  /** The access token for `purpose` on a sandbox (derived from this data directory's secret). */
+  accessToken(id: string, purpose: string): string {
+    return this.tokens.token(id, purpose);
+  }
+
+  /** Whether `given` is the access token for `purpose` on a sandbox. */
+  checkAccessToken(id: string, purpose: string, given: string): boolean {
+    return this.tokens.check(id, purpose, given);
   }
 
   // ---- network

@@ -6,6 +6,7 @@ import type { Vm } from "../providers/provider.js";
 import { badRequest } from "./errors.js";
 import { checkEnv } from "./validate.js";
 import type { Emit } from "./events.js";
+import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 
 export interface ExecOptions {
   env?: Record<string, string>;
@@ -46,7 +47,24 @@ export interface Tenant {
   home: string;
 }
 
+/** A user of the guest as its /etc/passwd names it. */
+export interface GuestUser {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+}
+
+/** The filesystem identity a file operation runs with (default: root, or the tenant's own). */
+export interface FileIdentity {
+  uid: number;
+  gid: number;
+}
+
 export class Sandbox {
+  /** Processes that outlive the call that started them (see processes.ts). */
+  readonly processes = new ProcessTable();
+
   constructor(
     readonly id: string,
     readonly image: string,
@@ -72,9 +90,9 @@ export class Sandbox {
     return { user: t.user, umask: 0o077 };
   }
 
-  /** The filesystem identity of file operations (a tenant's own, else root). */
-  private get fsId(): { as_uid?: number; as_gid?: number } {
-    const t = this.defaults.tenant;
+  /** The filesystem identity of file operations: a tenant's own always, else the one asked for, else root. */
+  private fsId(as?: FileIdentity): { as_uid?: number; as_gid?: number } {
+    const t = this.defaults.tenant ?? as;
     return t ? { as_uid: t.uid, as_gid: t.gid } : {};
   }
 
@@ -121,49 +139,133 @@ export class Sandbox {
   }
 
   /** Writes a file atomically, creating parent directories. */
-  async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number } = {}) {
-    const r = await this.vm.channel.writeFile(path, data, { ...opts, ...this.fsId });
+  async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number; as?: FileIdentity } = {}) {
+    const { as, ...rest } = opts;
+    const r = await this.vm.channel.writeFile(path, data, { ...rest, ...this.fsId(as) });
     this.emit("file.written", this.id, { path, size: r.size });
     return r;
   }
 
   /** Reads a whole file (refusing files larger than maxBytes). */
-  readFile(path: string, maxBytes?: number): Promise<Buffer> {
-    return this.vm.channel.readFileBuffer(path, maxBytes, this.fsId);
+  readFile(path: string, maxBytes?: number, as?: FileIdentity): Promise<Buffer> {
+    return this.vm.channel.readFileBuffer(path, maxBytes, this.fsId(as));
   }
 
   /** Streams a file out of the guest. */
-  readFileStream(path: string) {
-    return this.vm.channel.readFile(path, this.fsId);
+  readFileStream(path: string, as?: FileIdentity) {
+    return this.vm.channel.readFile(path, this.fsId(as));
   }
 
-  async listFiles(path: string): Promise<DirEntry[]> {
-    return (await this.vm.channel.request<"list">({ op: "list", path, ...this.fsId })).entries;
+  async listFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
+    return (await this.vm.channel.request<"list">({ op: "list", path, ...this.fsId(as) })).entries;
   }
 
-  async stat(path: string): Promise<FileStat> {
-    const { ok: _ok, ...st } = await this.vm.channel.request<"stat">({ op: "stat", path, ...this.fsId });
+  async stat(path: string, as?: FileIdentity): Promise<FileStat> {
+    const { ok: _ok, ...st } = await this.vm.channel.request<"stat">({ op: "stat", path, ...this.fsId(as) });
     return st;
   }
 
-  async mkdir(path: string, mode?: number): Promise<void> {
-    await this.vm.channel.request<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId });
+  async mkdir(path: string, mode?: number, as?: FileIdentity): Promise<void> {
+    await this.vm.channel.request<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId(as) });
   }
 
-  async remove(path: string, recursive = false): Promise<void> {
-    await this.vm.channel.request<"remove">({ op: "remove", path, recursive, ...this.fsId });
+  async remove(path: string, recursive = false, as?: FileIdentity): Promise<void> {
+    await this.vm.channel.request<"remove">({ op: "remove", path, recursive, ...this.fsId(as) });
   }
 
-  async move(from: string, to: string, overwrite = true): Promise<void> {
-    await this.vm.channel.request<"move">({ op: "move", from, to, overwrite, ...this.fsId });
+  async move(from: string, to: string, overwrite = true, as?: FileIdentity): Promise<void> {
+    await this.vm.channel.request<"move">({ op: "move", from, to, overwrite, ...this.fsId(as) });
   }
 
-  async chmod(path: string, mode: number): Promise<void> {
-    await this.vm.channel.request<"chmod">({ op: "chmod", path, mode, ...this.fsId });
+  async chmod(path: string, mode: number, as?: FileIdentity): Promise<void> {
+    await this.vm.channel.request<"chmod">({ op: "chmod", path, mode, ...this.fsId(as) });
   }
 
-  async glob(pattern: string): Promise<string[]> {
-    return (await this.vm.channel.request<"glob">({ op: "glob", pattern, ...this.fsId })).matches;
+  async glob(pattern: string, as?: FileIdentity): Promise<string[]> {
+    return (await this.vm.channel.request<"glob">({ op: "glob", pattern, ...this.fsId(as) })).matches;
+  }
+
+  /** Starts a process that outlives this call (see processes.ts); `first` hears all of its output. */
+  async startProcess(spec: ProcessSpec, first?: ProcessListener): Promise<TrackedProcess> {
+    const session = this.execStream([spec.cmd, ...spec.args], {
+      env: spec.env,
+      cwd: spec.cwd,
+      user: spec.user,
+      timeoutMs: spec.timeoutMs,
+      stdin: spec.stdin || !!spec.pty,
+      pty: spec.pty,
+    });
+    return this.processes.track(spec, session, first);
+  }
+
+  private users: Promise<Map<string, GuestUser>> | null = null;
+
+  /** The guest's users by name, read from its /etc/passwd once (ensureUser adds to it). */
+  private passwd(): Promise<Map<string, GuestUser>> {
+    this.users ??= this.readFile("/etc/passwd", 4 * 1024 * 1024)
+      .catch(() => Buffer.alloc(0))
+      .then((b) => {
+        const m = new Map<string, GuestUser>();
+        for (const line of b.toString("utf8").split("\n")) {
+          const [name, , uid, gid, , home] = line.split(":");
+          if (name && /^\d+$/.test(uid ?? "") && /^\d+$/.test(gid ?? "")) m.set(name, { name, uid: Number(uid), gid: Number(gid), home: home || "/" });
+        }
+        return m;
+      });
+    this.users.catch(() => (this.users = null));
+    return this.users;
+  }
+
+  /** A guest user by name or uid, or null when /etc/passwd has none. */
+  async guestUser(nameOrUid: string): Promise<GuestUser | null> {
+    const users = await this.passwd();
+    return users.get(nameOrUid) ?? [...users.values()].find((u) => String(u.uid) === nameOrUid) ?? null;
+  }
+
+  /**
+   * Makes sure the guest has this user with this home directory (owned by it), adding it to
+   * /etc/passwd and /etc/group when the image lacks it; images need no useradd for this.
+   */
+  ensureUser(name: string, home: string): Promise<GuestUser> {
+    const t = this.defaults.tenant;
+    // A pool tenant is its own user and nobody else.
+    if (t) return Promise.resolve({ name: t.user, uid: t.uid, gid: t.gid, home: t.home });
+    let p = this.ensuring.get(name);
+    if (!p) {
+      p = this.addUser(name, home);
+      this.ensuring.set(name, p);
+      p.catch(() => this.ensuring.delete(name));
+    }
+    return p;
+  }
+  private readonly ensuring = new Map<string, Promise<GuestUser>>();
+
+  private async addUser(name: string, home: string): Promise<GuestUser> {
+    const known = await this.guestUser(name);
+    if (known) return known;
+    const users = await this.passwd();
+    const groups = await this.readFile("/etc/group", 4 * 1024 * 1024).catch(() => Buffer.alloc(0));
+    const taken = new Set([...users.values()].map((u) => u.uid));
+    const gids = new Set(
+      groups
+        .toString("utf8")
+        .split("\n")
+        .map((l) => Number(l.split(":")[2])),
+    );
+    let id = 1000;
+    while (taken.has(id) || gids.has(id)) id++;
+    const passwd = await this.readFile("/etc/passwd", 4 * 1024 * 1024).catch(() => Buffer.alloc(0));
+    const shell = (await this.stat("/bin/bash").catch(() => null)) ? "/bin/bash" : "/bin/sh";
+    const line = (b: Buffer, l: string) => Buffer.concat([b, Buffer.from(b.length && b[b.length - 1] !== 10 ? `\n${l}\n` : `${l}\n`)]);
+    await this.writeFile("/etc/passwd", line(passwd, `${name}:x:${id}:${id}::${home}:${shell}`), { mode: 0o644 });
+    await this.writeFile("/etc/group", line(groups, `${name}:x:${id}:`), { mode: 0o644 });
+    await this.mkdir(home, 0o755);
+    // Owned by the user: created as it inside a directory it owns, or handed over by chown.
+    const r = await this.exec(["chown", `${id}:${id}`, home]).catch(() => null);
+    if (r?.exitCode !== 0) throw new Error(`could not give ${home} to user ${name}: ${r?.stderr.trim() || "the image has no chown"}`);
+    const user = { name, uid: id, gid: id, home };
+    users.set(name, user);
+    return user;
   }
 
   async metrics(): Promise<Metrics> {

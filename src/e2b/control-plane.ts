@@ -1,0 +1,216 @@
+// E2B's control plane (api.e2b.app) on our core: create, connect, list, get, set timeout, kill,
+// metrics, network. Both the v2 routes (e2b ≥ 2.51) and the v1 ones (≤ 2.50) are served by
+// the same handlers. Errors are E2B's {code, message} with the HTTP status as the code.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { Type, type Static } from "typebox";
+import { toApiError } from "../api/errors.js";
+import { ForgevmError, badRequest, sandboxGone } from "../core/errors.js";
+import type { Forge } from "../core/forge.js";
+import type { SandboxRow } from "../core/types.js";
+import { CODE_INTERPRETER_TEMPLATE, spawnTarget } from "./templates.js";
+import { detailView, e2bState, listedView, sandboxView } from "./views.js";
+import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
+
+/** E2B's default sandbox lifetime when create leaves `timeout` out, in seconds. */
+const DEFAULT_TIMEOUT_S = 300;
+const MAX_TIMEOUT_S = 7 * 24 * 3600;
+
+const StrMap = Type.Record(Type.String(), Type.String());
+const NewSandbox = Type.Object(
+  {
+    templateID: Type.String({ minLength: 1 }),
+    timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })),
+    metadata: Type.Optional(StrMap),
+    envVars: Type.Optional(StrMap),
+    allow_internet_access: Type.Optional(Type.Boolean()),
+    network: Type.Optional(
+      Type.Object(
+        {
+          allowOut: Type.Optional(Type.Array(Type.String())),
+          denyOut: Type.Optional(Type.Array(Type.String())),
+        },
+        { additionalProperties: true },
+      ),
+    ),
+    autoPause: Type.Optional(Type.Boolean()),
+    secure: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+);
+const ConnectBody = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })) }, { additionalProperties: true });
+const TimeoutBody = Type.Object({ timeout: Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S }) });
+const Id = Type.Object({ sandboxID: Type.String() });
+const ListQuery = Type.Object(
+  {
+    metadata: Type.Optional(Type.String()),
+    state: Type.Optional(Type.String()),
+    limit: Type.Optional(Type.String({ pattern: "^[0-9]{1,6}$" })),
+    nextToken: Type.Optional(Type.String()),
+  },
+  { additionalProperties: true },
+);
+const NetworkBody = Type.Object({ allowOut: Type.Optional(Type.Array(Type.String())), denyOut: Type.Optional(Type.Array(Type.String())) }, { additionalProperties: true });
+
+/** Everything-denied as E2B writes it (denyOut entries that close all egress). */
+const DENY_ALL = new Set(["0.0.0.0/0", "::/0", "*"]);
+
+/** E2B's network fields as our network mode and allowlist. */
+function networkOf(b: Static<typeof NewSandbox>): { network?: string; allow?: string[] } {
+  const allowOut = b.network?.allowOut ?? [];
+  const denyOut = b.network?.denyOut ?? [];
+  const denyAll = denyOut.some((d) => DENY_ALL.has(d));
+  if (denyOut.length && !denyAll) throw badRequest("network.denyOut: only a deny-all entry (0.0.0.0/0) is supported; list what the sandbox may reach in network.allowOut");
+  if (b.allow_internet_access === false) {
+    if (allowOut.length) throw badRequest("network.allowOut needs allow_internet_access");
+    return { network: "none" };
+  }
+  if (allowOut.length || denyAll) return { network: "allowlist", allow: allowOut };
+  if (b.allow_internet_access === true) return { network: "full" };
+  return {};
+}
+
+/** E2B's error body. */
+function e2bError(reply: FastifyReply, err: unknown): FastifyReply {
+  const e = toApiError(err);
+  return reply.status(e.status).type("application/json").send({ code: e.status, message: e.message });
+}
+
+/** A sandbox that is running (404 otherwise, which the SDKs read as "not found"). */
+function running(forge: Forge, id: string): SandboxRow {
+  const row = forge.get(id);
+  if (row.state !== "running" && row.state !== "creating") throw sandboxGone(id, `sandbox ${id} is ${row.state}`);
+  return row;
+}
+
+/** Parses E2B's metadata filter: `k=v&k2=v2`, each key and value URL-encoded once more. */
+function metadataFilter(q: string | undefined): [string, string][] {
+  if (!q) return [];
+  return [...new URLSearchParams(q)].map(([k, v]) => {
+    try {
+      return [decodeURIComponent(k), decodeURIComponent(v)] as [string, string];
+    } catch {
+      throw badRequest(`metadata: "${k}=${v}" is not URL-encoded`);
+    }
+  });
+}
+
+export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
+  app.setErrorHandler((err, _req, reply) => e2bError(reply, err));
+
+  const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
+    const b = req.body;
+    if (b.autoPause) throw badRequest("autoPause: sandboxes are not paused on timeout here; pause them with pause()");
+    for (const field of ["mcp", "volumeMounts"] as const) {
+      if ((b as Record<string, unknown>)[field] !== undefined) throw badRequest(`${field} is not supported by this server`);
+    }
+    const target = await spawnTarget(forge, b.templateID);
+    const sb = await forge.spawn({
+      ...target,
+      env: b.envVars,
+      metadata: b.metadata,
+      ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
+      ...networkOf(b),
+    });
+    try {
+      // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
+      await sb.ensureUser(DEFAULT_USER, DEFAULT_HOME);
+    } catch (e) {
+      await forge.destroy(sb.id).catch(() => {});
+      throw new ForgevmError("BAD_REQUEST", `template "${b.templateID}": ${(e as Error).message}`);
+    }
+    if (b.templateID === CODE_INTERPRETER_TEMPLATE) {
+      // the code runtime is started with its first call (see the code-interpreter routes)
+    }
+    return reply.status(201).send(sandboxView(forge, forge.get(sb.id)));
+  };
+  app.post("/v2/sandboxes", { schema: { body: NewSandbox, hide: true } }, create);
+  app.post("/sandboxes", { schema: { body: NewSandbox, hide: true } }, create);
+
+  const connect = async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof ConnectBody> | undefined }>, reply: FastifyReply) => {
+    const id = req.params.sandboxID;
+    const row = running(forge, id);
+    const timeout = req.body?.timeout;
+    // Connecting never shortens a sandbox's life.
+    if (timeout !== undefined && Date.parse(row.expires_at) < Date.now() + timeout * 1000) forge.extend(id, timeout * 1000);
+    return reply.status(200).send(sandboxView(forge, forge.get(id)));
+  };
+  app.post("/v2/sandboxes/:sandboxID/connect", { schema: { params: Id, body: ConnectBody, hide: true } }, connect);
+  app.post("/sandboxes/:sandboxID/connect", { schema: { params: Id, body: ConnectBody, hide: true } }, connect);
+
+  const list = async (req: FastifyRequest<{ Querystring: Static<typeof ListQuery> }>, reply: FastifyReply) => {
+    const q = req.query;
+    const states = (q.state ?? "running,paused").split(",").filter(Boolean);
+    for (const s of states) if (s !== "running" && s !== "paused") throw badRequest(`state: "${s}" is not one of running, paused`);
+    const meta = metadataFilter(q.metadata);
+    const limit = Math.min(Math.max(Number(q.limit ?? 100), 1), 1000);
+    let rows = forge
+      .list()
+      .filter((r) => states.includes(e2bState(r)))
+      .filter((r) => meta.every(([k, v]) => r.metadata?.[k] === v));
+    // Newest first; the token is the last id of the page before.
+    if (q.nextToken) {
+      const at = rows.findIndex((r) => r.id === q.nextToken);
+      if (at < 0) throw badRequest("nextToken: no such position (the sandbox it points at is gone); list again from the start");
+      rows = rows.slice(at + 1);
+    }
+    const page = rows.slice(0, limit);
+    if (rows.length > limit) reply.header("x-next-token", page[page.length - 1].id);
+    return reply.send(page.map((r) => listedView(forge, r)));
+  };
+  app.get("/v2/sandboxes", { schema: { querystring: ListQuery, hide: true } }, list);
+  app.get("/sandboxes", { schema: { querystring: ListQuery, hide: true } }, list);
+
+  app.get("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
+    return detailView(forge, running(forge, req.params.sandboxID));
+  });
+
+  app.delete("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
+    running(forge, req.params.sandboxID);
+    await forge.destroy(req.params.sandboxID);
+    return reply.status(204).send();
+  });
+
+  app.post(
+    "/sandboxes/:sandboxID/timeout",
+    { schema: { params: Id, body: TimeoutBody, hide: true } },
+    async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof TimeoutBody> }>, reply) => {
+      running(forge, req.params.sandboxID);
+      forge.extend(req.params.sandboxID, req.body.timeout * 1000);
+      return reply.status(204).send();
+    },
+  );
+
+  app.get("/sandboxes/:sandboxID/metrics", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
+    const row = running(forge, req.params.sandboxID);
+    const m = await forge.sandbox(row.id).metrics();
+    const c = m.cpu;
+    const busy = c.user + c.nice + c.system + c.irq + c.softirq + c.steal;
+    const now = new Date();
+    return [
+      {
+        timestamp: now.toISOString(),
+        timestampUnix: Math.floor(now.getTime() / 1000),
+        cpuCount: c.count,
+        cpuUsedPct: busy + c.idle + c.iowait > 0 ? Math.round((busy / (busy + c.idle + c.iowait)) * 10000) / 100 : 0,
+        memUsed: m.memory.total - m.memory.available,
+        memTotal: m.memory.total,
+        memCache: Math.max(0, m.memory.available - m.memory.free),
+        diskUsed: m.disk.used,
+        diskTotal: m.disk.total,
+      },
+    ];
+  });
+
+  app.put(
+    "/sandboxes/:sandboxID/network",
+    { schema: { params: Id, body: NetworkBody, hide: true } },
+    async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof NetworkBody> }>, reply) => {
+      running(forge, req.params.sandboxID);
+      const deny = req.body.denyOut ?? [];
+      if (deny.length && !deny.some((d) => DENY_ALL.has(d)))
+        throw badRequest("denyOut: only a deny-all entry (0.0.0.0/0) is supported; list what the sandbox may reach in allowOut");
+      forge.setAllowlist(req.params.sandboxID, req.body.allowOut ?? []);
+      return reply.status(204).send();
+    },
+  );
+}

@@ -1,0 +1,77 @@
+// Who an envd call is for and as whom it runs: the sandbox named by the E2b-Sandbox-Id header
+// (the access token proves the caller got it from create or connect), the user named by the
+// Basic header or `username` (default `user`, home /home/user), and paths relative to that
+// user's home.
+import { posix } from "node:path";
+import type { FastifyRequest } from "fastify";
+import { ForgevmError } from "../../core/errors.js";
+import type { Forge } from "../../core/forge.js";
+import type { FileIdentity, GuestUser, Sandbox } from "../../core/sandbox.js";
+import { ENVD_TOKEN } from "../views.js";
+import { ConnectError } from "../connect.js";
+
+export const DEFAULT_USER = "user";
+export const DEFAULT_HOME = "/home/user";
+export const SANDBOX_HEADER = "e2b-sandbox-id";
+export const PORT_HEADER = "e2b-sandbox-port";
+
+/** A sandbox that is not running: E2B's proxy answers 502, which the SDKs read as "the sandbox is gone". */
+export class SandboxUnavailable extends Error {}
+
+/** The call's sandbox and user. */
+export interface EnvdContext {
+  forge: Forge;
+  sandbox: Sandbox;
+  user: GuestUser;
+  /** The identity file operations run with (none for root). */
+  as?: FileIdentity;
+}
+
+/** The sandbox a request is for, without checking its token (GET /health needs none). */
+export function sandboxOf(forge: Forge, req: FastifyRequest): Sandbox {
+  const id = req.headers[SANDBOX_HEADER];
+  if (typeof id !== "string" || !id) throw new ConnectError("invalid_argument", "the E2b-Sandbox-Id header names no sandbox");
+  try {
+    return forge.sandbox(id);
+  } catch (e) {
+    throw new SandboxUnavailable(`sandbox ${id} is not running: ${(e as Error).message}`);
+  }
+}
+
+/** Checks the access token (X-Access-Token) of a request for this sandbox. */
+export function checkToken(forge: Forge, sandbox: Sandbox, req: FastifyRequest): void {
+  const token = req.headers["x-access-token"];
+  if (typeof token !== "string" || !forge.checkAccessToken(sandbox.id, ENVD_TOKEN, token)) {
+    throw new ForgevmError("UNAUTHORIZED", "missing or wrong X-Access-Token: use the envdAccessToken that create or connect returned");
+  }
+}
+
+/** The user a request names: `username` (files), else the Basic header (RPCs), else `user`. */
+export function userNameOf(req: FastifyRequest, username?: string): string {
+  if (username) return username;
+  const auth = req.headers.authorization;
+  if (typeof auth === "string" && /^basic /i.test(auth)) {
+    const decoded = Buffer.from(auth.slice(6).trim(), "base64").toString("utf8");
+    const name = decoded.split(":")[0];
+    if (name) return name;
+  }
+  return DEFAULT_USER;
+}
+
+/** Resolves the sandbox (token checked) and the user of an envd call. */
+export async function envdContext(forge: Forge, req: FastifyRequest, username?: string): Promise<EnvdContext> {
+  const sandbox = sandboxOf(forge, req);
+  checkToken(forge, sandbox, req);
+  const name = userNameOf(req, username);
+  const user = name === DEFAULT_USER ? await sandbox.ensureUser(DEFAULT_USER, DEFAULT_HOME) : await sandbox.guestUser(name);
+  if (!user) throw new ForgevmError("UNAUTHORIZED", `user "${name}" does not exist in the sandbox`);
+  return { forge, sandbox, user, as: user.uid === 0 ? undefined : { uid: user.uid, gid: user.gid } };
+}
+
+/** An absolute path: relative ones (and ~) resolve against the user's home. */
+export function resolvePath(ctx: EnvdContext, path: unknown, field = "path"): string {
+  if (typeof path !== "string" || path === "") throw new ConnectError("invalid_argument", `${field} is required`);
+  if (path.includes("\0")) throw new ConnectError("invalid_argument", `${field} contains a NUL byte`);
+  const p = path === "~" ? ctx.user.home : path.startsWith("~/") ? posix.join(ctx.user.home, path.slice(2)) : path;
+  return posix.resolve(ctx.user.home, p);
+}

@@ -1,0 +1,191 @@
+// envd's plain HTTP endpoints: GET /health, GET /files (a file's bytes), POST /files (multipart
+// with the target path as each part's filename, or a raw octet-stream body, gzip allowed), and
+// GET /envs. Errors are envd's {code, message} with the HTTP status as the code.
+import { createHash } from "node:crypto";
+import { once } from "node:events";
+import { posix } from "node:path";
+import { PassThrough, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGunzip } from "node:zlib";
+import { Busboy, type BusboyInstance } from "@fastify/busboy";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { toApiError } from "../../api/errors.js";
+import { ForgevmError, badRequest } from "../../core/errors.js";
+import type { Forge } from "../../core/forge.js";
+import { ConnectError } from "../connect.js";
+import { ENVD_TOKEN } from "../views.js";
+import { envdContext, resolvePath, SandboxUnavailable, sandboxOf, type EnvdContext } from "./context.js";
+
+/** Most files one multipart upload may carry. */
+const MAX_PARTS = 1000;
+
+/** envd's error body; a sandbox that is not running is a 502, as E2B's proxy answers. */
+export function envdError(reply: FastifyReply, err: unknown): FastifyReply {
+  if (err instanceof SandboxUnavailable) return reply.status(502).type("application/json").send({ code: 502, message: err.message });
+  if (err instanceof ConnectError) return reply.status(err.code === "not_found" ? 404 : err.code === "unauthenticated" ? 401 : 400).send({ code: 400, message: err.message });
+  const e = toApiError(err);
+  return reply.status(e.status).type("application/json").send({ code: e.status, message: e.message });
+}
+
+/** `v1_` + base64(sha256("path:operation:user:token[:expiration]")) without padding: a pre-signed URL's signature. */
+function signature(path: string, operation: "read" | "write", user: string, token: string, expiration?: string): string {
+  const raw = `${path}:${operation}:${user}:${token}${expiration ? `:${expiration}` : ""}`;
+  return `v1_${createHash("sha256").update(raw).digest("base64").replace(/=+$/, "")}`;
+}
+
+interface FilesQuery {
+  path?: string;
+  username?: string;
+  signature?: string;
+  signature_expiration?: string;
+}
+
+/** The context of a /files call: the access token, or a valid signature for this path and user. */
+async function filesContext(forge: Forge, req: FastifyRequest<{ Querystring: FilesQuery }>, operation: "read" | "write"): Promise<EnvdContext> {
+  const q = req.query;
+  if (q.signature && typeof req.headers["x-access-token"] !== "string") {
+    const sb = sandboxOf(forge, req);
+    if (q.signature_expiration && Number(q.signature_expiration) * 1000 < Date.now()) throw new ForgevmError("UNAUTHORIZED", "the signed URL has expired");
+    const expected = signature(q.path ?? "", operation, q.username ?? "", forge.accessToken(sb.id, ENVD_TOKEN), q.signature_expiration);
+    if (expected !== q.signature) throw new ForgevmError("UNAUTHORIZED", "the URL's signature does not match its path, user and expiry");
+    req.headers["x-access-token"] = forge.accessToken(sb.id, ENVD_TOKEN);
+  }
+  return envdContext(forge, req, q.username);
+}
+
+/** What POST /files answers for one written file. */
+const written = (path: string) => ({ path, name: posix.basename(path), type: "file" });
+
+export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
+  // Uploads stream through to the guest; nothing is buffered whole.
+  app.addContentTypeParser("application/octet-stream", (_req, payload, done) => done(null, payload));
+  app.addContentTypeParser("multipart/form-data", (_req, payload, done) => done(null, payload));
+
+  app.get("/health", { schema: { hide: true } }, async (req, reply) => {
+    try {
+      sandboxOf(forge, req);
+      return reply.status(204).send();
+    } catch (e) {
+      return envdError(reply, e);
+    }
+  });
+
+  app.get("/envs", { schema: { hide: true } }, async (req, reply) => {
+    try {
+      const ctx = await envdContext(forge, req);
+      const row = forge.get(ctx.sandbox.id);
+      return reply.send({ ...row.env, E2B_SANDBOX: "true", E2B_SANDBOX_ID: row.id });
+    } catch (e) {
+      return envdError(reply, e);
+    }
+  });
+
+  app.get("/files", { schema: { hide: true } }, async (req: FastifyRequest<{ Querystring: FilesQuery }>, reply) => {
+    try {
+      const ctx = await filesContext(forge, req, "read");
+      const path = resolvePath(ctx, req.query.path);
+      const st = await ctx.sandbox.stat(path, ctx.as);
+      if (st.type === "dir") throw badRequest(`${path} is a directory`);
+      const r = ctx.sandbox.readFileStream(path, ctx.as);
+      const opened = await Promise.race([r.stat, r.done.then(() => null)]);
+      // A file that cannot be read (no permission, /proc/self/mem) is a JSON error, not a broken download.
+      await Promise.race([once(r.stream, "readable"), r.done]);
+      reply.header("Content-Type", "application/octet-stream");
+      if (opened) reply.header("Content-Length", String(opened.size));
+      return reply.send(r.stream);
+    } catch (e) {
+      return envdError(reply, e);
+    }
+  });
+
+  app.post("/files", { schema: { hide: true } }, async (req: FastifyRequest<{ Querystring: FilesQuery }>, reply) => {
+    const body = req.body as Readable;
+    try {
+      const ctx = await filesContext(forge, req, "write");
+      const type = String(req.headers["content-type"] ?? "")
+        .split(";")[0]
+        .trim();
+      if (type === "application/octet-stream") {
+        if (!req.query.path) throw badRequest("path (query) is required for an octet-stream upload");
+        const path = resolvePath(ctx, req.query.path);
+        const encoding = String(req.headers["content-encoding"] ?? "identity").toLowerCase();
+        if (encoding !== "identity" && encoding !== "gzip") throw badRequest(`Content-Encoding ${encoding} is not supported: send gzip or nothing`);
+        const data = encoding === "gzip" ? body.pipe(createGunzip()) : body;
+        await ctx.sandbox.writeFile(path, data, { as: ctx.as });
+        return reply.send([written(path)]);
+      }
+      if (type === "multipart/form-data") return reply.send(await multipart(ctx, req, body));
+      throw badRequest(`Content-Type ${type || "(none)"}: upload multipart/form-data (part "file", its filename the target path) or application/octet-stream`);
+    } catch (e) {
+      body?.resume?.();
+      return envdError(reply, e);
+    }
+  });
+}
+
+/** Writes each `file` part of a multipart body to its path (the `path` query wins for a single file). */
+async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: FilesQuery }>, body: Readable): Promise<ReturnType<typeof written>[]> {
+  const results: ReturnType<typeof written>[] = [];
+  const parts: { path: string; stream: PassThrough }[] = [];
+  let failure: unknown = null;
+  let notify: (() => void) | null = null;
+  let finished = false;
+  let busboy: BusboyInstance;
+  try {
+    busboy = Busboy({ headers: req.headers as { "content-type": string }, preservePath: true, limits: { files: MAX_PARTS, fields: 100 } });
+  } catch (e) {
+    throw badRequest(`Content-Type: ${(e as Error).message} (a multipart upload needs its boundary)`);
+  }
+  busboy.on("file", (field: string, file: Readable, filename: string) => {
+    if (field !== "file") {
+      file.resume();
+      return;
+    }
+    const target = req.query.path ?? filename;
+    const stream = new PassThrough();
+    file.pipe(stream);
+    parts.push({ path: target, stream });
+    notify?.();
+  });
+  busboy.on("finish", () => {
+    finished = true;
+    notify?.();
+  });
+  busboy.on("error", (e: Error) => {
+    failure = new ConnectError("invalid_argument", `the multipart body is malformed: ${e.message}`);
+    finished = true;
+    notify?.();
+  });
+  const feeding = pipeline(body, busboy).catch((e) => {
+    failure ??= e;
+    finished = true;
+    notify?.();
+  });
+  // Parts are written one after another, as they arrive.
+  for (;;) {
+    const part = parts.shift();
+    if (part && failure) {
+      part.stream.resume();
+      continue;
+    }
+    if (part) {
+      try {
+        if (!part.path) throw badRequest("a file part has no filename: name the target path in it, or in the path query");
+        const path = resolvePath(ctx, part.path);
+        await ctx.sandbox.writeFile(path, part.stream, { as: ctx.as });
+        results.push(written(path));
+      } catch (e) {
+        part.stream.resume();
+        failure ??= e;
+      }
+      continue;
+    }
+    if (finished) break;
+    await new Promise<void>((r) => (notify = r));
+    notify = null;
+  }
+  await feeding;
+  if (failure) throw failure;
+  if (!results.length) throw badRequest('the upload holds no file: send parts named "file"');
+  return results;
+}

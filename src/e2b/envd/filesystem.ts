@@ -1,0 +1,154 @@
+// envd's filesystem.Filesystem service: Stat, ListDir (with depth), MakeDir, Move, Remove, and
+// WatchDir. Every operation runs with the calling user's filesystem identity, so the guest's
+// kernel decides what it may touch.
+import { posix } from "node:path";
+import type { FastifyInstance } from "fastify";
+import type { DirEntry, FileStat } from "../../core/types.js";
+import { toForgevmError } from "../../core/error-map.js";
+import type { Forge } from "../../core/forge.js";
+import type { Sandbox } from "../../core/sandbox.js";
+import { ConnectError, unary } from "../connect.js";
+import { envdContext, resolvePath, type EnvdContext } from "./context.js";
+
+const SERVICE = "filesystem.Filesystem";
+/** Most entries one ListDir answers (a deep listing of a big tree stops there). */
+const MAX_ENTRIES = 10_000;
+const MAX_DEPTH = 64;
+
+const FILE_TYPES: Partial<Record<FileStat["type"], string>> = { file: "FILE_TYPE_FILE", dir: "FILE_TYPE_DIRECTORY", symlink: "FILE_TYPE_SYMLINK" };
+
+/** `drwxr-xr-x`, as Go's FileMode prints it (L for a symlink). */
+function permissions(st: FileStat): string {
+  const kind =
+    st.type === "dir"
+      ? "d"
+      : st.type === "symlink"
+        ? "L"
+        : st.type === "fifo"
+          ? "p"
+          : st.type === "socket"
+            ? "S"
+            : st.type === "chardev"
+              ? "c"
+              : st.type === "blockdev"
+                ? "D"
+                : "-";
+  const bits = "rwxrwxrwx";
+  let out = kind;
+  for (let i = 0; i < 9; i++) out += st.mode & (1 << (8 - i)) ? bits[i] : "-";
+  return out;
+}
+
+const groupNames = new WeakMap<Sandbox, Promise<Map<number, string>>>();
+
+/** The guest's group names by gid, read once per sandbox. */
+function groupsOf(sb: Sandbox): Promise<Map<number, string>> {
+  let p = groupNames.get(sb);
+  if (!p) {
+    p = sb
+      .readFile("/etc/group", 4 * 1024 * 1024)
+      .catch(() => Buffer.alloc(0))
+      .then(
+        (b) =>
+          new Map(
+            b
+              .toString("utf8")
+              .split("\n")
+              .flatMap((l) => (l.split(":").length >= 3 ? [[Number(l.split(":")[2]), l.split(":")[0]] as [number, string]] : [])),
+          ),
+      );
+    groupNames.set(sb, p);
+  }
+  return p;
+}
+
+/** `EntryInfo` of a path. */
+export async function entryInfo(ctx: EnvdContext, path: string, st: FileStat): Promise<Record<string, unknown>> {
+  const owner = await ctx.sandbox.guestUser(String(st.uid));
+  const group = (await groupsOf(ctx.sandbox)).get(st.gid);
+  return {
+    name: posix.basename(path) || "/",
+    type: FILE_TYPES[st.type] ?? "FILE_TYPE_UNSPECIFIED",
+    path,
+    size: String(st.size),
+    mode: st.mode & 0o7777,
+    permissions: permissions(st),
+    owner: owner?.name ?? String(st.uid),
+    group: group ?? String(st.gid),
+    modifiedTime: new Date(st.mtime_ms).toISOString(),
+    ...(st.type === "symlink" && st.target !== undefined ? { symlinkTarget: st.target } : {}),
+  };
+}
+
+/** Stat of a path as the user; missing is not_found. */
+async function statOf(ctx: EnvdContext, path: string): Promise<FileStat> {
+  return ctx.sandbox.stat(path, ctx.as);
+}
+
+export async function filesystemService(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
+  unary(app, SERVICE, "Stat", async (msg, req) => {
+    const ctx = await envdContext(forge, req);
+    const path = resolvePath(ctx, msg.path);
+    return { entry: await entryInfo(ctx, path, await statOf(ctx, path)) };
+  });
+
+  unary(app, SERVICE, "ListDir", async (msg, req) => {
+    const ctx = await envdContext(forge, req);
+    const root = resolvePath(ctx, msg.path);
+    const depth = msg.depth === undefined ? 1 : Number(msg.depth);
+    if (!Number.isInteger(depth) || depth < 0 || depth > MAX_DEPTH) throw new ConnectError("invalid_argument", `depth must be an integer from 0 to ${MAX_DEPTH}`);
+    const st = await statOf(ctx, root);
+    const dir = st.type === "symlink" ? await ctx.sandbox.stat(`${root}/.`, ctx.as).catch(() => st) : st;
+    if (dir.type !== "dir") throw new ConnectError("invalid_argument", `${root} is not a directory`);
+    const entries: Record<string, unknown>[] = [];
+    const walk = async (path: string, level: number): Promise<void> => {
+      let list: DirEntry[];
+      try {
+        list = await ctx.sandbox.listFiles(path, ctx.as);
+      } catch (e) {
+        // Below the top, a directory the user may not read is skipped, as envd does.
+        if (level > 1) return;
+        throw e;
+      }
+      for (const e of list) {
+        if (entries.length >= MAX_ENTRIES) return;
+        const child = posix.join(path, e.name);
+        entries.push(await entryInfo(ctx, child, e));
+        if (e.type === "dir" && level < Math.max(depth, 1)) await walk(child, level + 1);
+      }
+    };
+    await walk(root, 1);
+    return { entries };
+  });
+
+  unary(app, SERVICE, "MakeDir", async (msg, req) => {
+    const ctx = await envdContext(forge, req);
+    const path = resolvePath(ctx, msg.path);
+    const existing = await statOf(ctx, path).catch(() => null);
+    if (existing)
+      throw new ConnectError(existing.type === "dir" ? "already_exists" : "invalid_argument", `${path} already exists${existing.type === "dir" ? "" : " and is not a directory"}`);
+    await ctx.sandbox.mkdir(path, 0o755, ctx.as);
+    return { entry: await entryInfo(ctx, path, await statOf(ctx, path)) };
+  });
+
+  unary(app, SERVICE, "Move", async (msg, req) => {
+    const ctx = await envdContext(forge, req);
+    const from = resolvePath(ctx, msg.source, "source");
+    const to = resolvePath(ctx, msg.destination, "destination");
+    await statOf(ctx, from);
+    await ctx.sandbox.mkdir(posix.dirname(to), 0o755, ctx.as).catch(() => {});
+    await ctx.sandbox.move(from, to, true, ctx.as);
+    return { entry: await entryInfo(ctx, to, await statOf(ctx, to)) };
+  });
+
+  unary(app, SERVICE, "Remove", async (msg, req) => {
+    const ctx = await envdContext(forge, req);
+    const path = resolvePath(ctx, msg.path);
+    try {
+      await ctx.sandbox.remove(path, true, ctx.as);
+    } catch (e) {
+      throw toForgevmError(e);
+    }
+    return {};
+  });
+}

@@ -1,0 +1,55 @@
+// The E2B interface: the control plane at the root (/sandboxes, /v2/sandboxes), and the calls
+// E2B's SDKs send to a sandbox itself (envd on port 49983, the code interpreter on 49999). Those
+// share one server port with everything else; they are told apart by the E2b-Sandbox-Id header
+// and moved (rewriteE2bUrl) under prefixes of their own, where nothing else is reachable.
+import type { IncomingMessage } from "node:http";
+import type { FastifyInstance } from "fastify";
+import type { Forge } from "../core/forge.js";
+import { installConnect } from "./connect.js";
+import { controlPlaneRoutes } from "./control-plane.js";
+import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
+import { envdError, envdHttpRoutes } from "./envd/files.js";
+import { filesystemService } from "./envd/filesystem.js";
+import { processService } from "./envd/process.js";
+
+export const ENVD_PORT = 49983;
+export const CODE_INTERPRETER_PORT = 49999;
+/** Where calls to a sandbox's envd and code interpreter are routed (they carry E2b-Sandbox-Id). */
+export const ENVD_PREFIX = "/_e2b/envd";
+export const INTERPRETER_PREFIX = "/_e2b/interpreter";
+
+/** Moves a request that names a sandbox under the prefix of the sandbox port it is for. */
+export function rewriteE2bUrl(req: IncomingMessage): string {
+  const url = req.url ?? "/";
+  if (typeof req.headers[SANDBOX_HEADER] !== "string") return url;
+  const port = Number(req.headers[PORT_HEADER] ?? ENVD_PORT);
+  if (port === CODE_INTERPRETER_PORT) return `${INTERPRETER_PREFIX}${url}`;
+  if (port === ENVD_PORT) return `${ENVD_PREFIX}${url}`;
+  return `/_e2b/port/${port}${url}`;
+}
+
+/** Whether a (rewritten) URL is a call to a sandbox, authenticated by its access token instead of the API key. */
+export function isSandboxCall(url: string): boolean {
+  return url.startsWith(`${ENVD_PREFIX}/`) || url.startsWith(`${INTERPRETER_PREFIX}/`) || url.startsWith("/_e2b/port/");
+}
+
+export async function e2bRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
+  await app.register(controlPlaneRoutes, { forge });
+  await app.register(
+    async (envd) => {
+      installConnect(envd);
+      envd.setErrorHandler((err, _req, reply) => envdError(reply, err));
+      envd.setNotFoundHandler((req, reply) => reply.status(404).send({ code: 404, message: `envd has no ${req.method} ${req.url.slice(ENVD_PREFIX.length).split("?")[0]}` }));
+      await envd.register(processService, { forge });
+      await envd.register(filesystemService, { forge });
+      await envd.register(envdHttpRoutes, { forge });
+    },
+    { prefix: ENVD_PREFIX },
+  );
+  app.all("/_e2b/port/:port/*", { schema: { hide: true } }, async (req, reply) => {
+    const port = (req.params as { port: string }).port;
+    return reply
+      .status(502)
+      .send({ code: 502, message: `port ${port} of a sandbox is not reachable through E2B_SANDBOX_URL here: publish it (forgevm port) and connect to it directly` });
+  });
+}

@@ -1,0 +1,61 @@
+// The shapes E2B's control plane answers with, made from our sandbox records.
+import type { Forge } from "../core/forge.js";
+import type { SandboxRow } from "../core/types.js";
+import { templateIdOf } from "./templates.js";
+
+/**
+ * The envd version we advertise. The SDKs switch features on by it; each gate up to this
+ * version is implemented: default user (0.4.0), closeStdin (0.5.2), octet-stream and gzip
+ * uploads (0.5.7). Upload metadata (0.6.2) is not, so we stay below it.
+ */
+export const ENVD_VERSION = "0.6.1";
+export const CLIENT_ID = "forgevm";
+/** Access tokens' purpose for the sandbox's own endpoints (envd and the code interpreter). */
+export const ENVD_TOKEN = "e2b-envd";
+
+/** The state E2B knows a sandbox by. */
+export function e2bState(_row: SandboxRow): "running" | "paused" {
+  return "running";
+}
+
+/** `Sandbox`: what create and connect answer. */
+export function sandboxView(forge: Forge, row: SandboxRow) {
+  return {
+    sandboxID: row.id,
+    templateID: templateIdOf(forge, row),
+    clientID: CLIENT_ID,
+    envdVersion: ENVD_VERSION,
+    envdAccessToken: forge.accessToken(row.id, ENVD_TOKEN),
+    domain: null,
+  };
+}
+
+/** `ListedSandbox`: one entry of a listing. */
+export function listedView(forge: Forge, row: SandboxRow) {
+  return {
+    sandboxID: row.id,
+    templateID: templateIdOf(forge, row),
+    clientID: CLIENT_ID,
+    cpuCount: row.vcpus,
+    memoryMB: row.memory_mb,
+    diskSizeMB: row.disk_mb,
+    envdVersion: ENVD_VERSION,
+    startedAt: row.created_at,
+    endAt: row.expires_at,
+    state: e2bState(row),
+    metadata: row.metadata ?? {},
+  };
+}
+
+/** `SandboxDetail`: what getInfo answers. */
+export function detailView(forge: Forge, row: SandboxRow) {
+  const net = row.network;
+  return {
+    ...listedView(forge, row),
+    domain: null,
+    envdAccessToken: forge.accessToken(row.id, ENVD_TOKEN),
+    allowInternetAccess: net ? net.mode !== "none" : false,
+    ...(net?.mode === "allowlist" ? { network: { allowOut: net.allow, denyOut: ["0.0.0.0/0"] } } : {}),
+    lifecycle: { onTimeout: "kill", autoResume: false },
+  };
+}

@@ -1,0 +1,190 @@
+// The unmodified E2B SDK (npm `e2b@2.51.0`) against a real server with real VMs, configured as
+// a user would: E2B_API_URL and E2B_SANDBOX_URL at the server, E2B_API_KEY its API key.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { CommandExitError, FileNotFoundError, FileType, Sandbox, SandboxError, TimeoutError } from "e2b";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../src/api/app.js";
+import type { Forge } from "../src/index.js";
+import { assertNoVmLeft, openForge, waitFor } from "./helpers.js";
+
+const API_KEY = "e2b_0123456789abcdef";
+let forge: Forge;
+let app: FastifyInstance;
+let base: string;
+let sbx: Sandbox;
+
+/** Points the SDK at this server, and only at it: whatever E2B settings the user has are replaced. */
+export function e2bEnv(url: string, key: string): void {
+  for (const k of Object.keys(process.env)) if (k.startsWith("E2B_")) delete process.env[k];
+  process.env.E2B_API_URL = url;
+  process.env.E2B_SANDBOX_URL = url;
+  process.env.E2B_API_KEY = key;
+}
+
+before(async () => {
+  forge = await openForge({ reapIntervalMs: 200 });
+  app = await buildApp({ forge, version: "test", apiKey: API_KEY });
+  base = await app.listen({ host: "127.0.0.1", port: 0 });
+  e2bEnv(base, API_KEY);
+  sbx = await Sandbox.create({ metadata: { suite: "e2b", run: "1" }, envs: { FROM_CREATE: "yes" }, timeoutMs: 600_000 });
+});
+
+after(async () => {
+  await app?.close();
+  await forge?.close();
+  if (forge) await assertNoVmLeft(forge);
+});
+
+describe("commands", () => {
+  it("runs a command as `user` in its home, with the sandbox's env, output and exit code", async () => {
+    const r = await sbx.commands.run('echo "$FROM_CREATE $USER $HOME $(pwd) $E2B_SANDBOX_ID"; echo err >&2');
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, `yes user /home/user /home/user ${sbx.sandboxId}\n`);
+    assert.equal(r.stderr, "err\n");
+  });
+
+  it("throws CommandExitError with the output of a failing command", async () => {
+    await assert.rejects(sbx.commands.run("echo out; exit 3"), (e: unknown) => {
+      assert.ok(e instanceof CommandExitError, String(e));
+      assert.equal(e.exitCode, 3);
+      assert.equal(e.stdout, "out\n");
+      return true;
+    });
+  });
+
+  it("takes env, cwd and user per command", async () => {
+    const r = await sbx.commands.run("echo $X $(pwd) $(id -u)", { envs: { X: "42" }, cwd: "/tmp", user: "root" });
+    assert.equal(r.stdout, "42 /tmp 0\n");
+    await assert.rejects(sbx.commands.run("true", { cwd: "/no/such/dir" }), /cwd/);
+  });
+
+  it("streams output to callbacks as it is produced", async () => {
+    const seen: string[] = [];
+    const t0 = Date.now();
+    let firstAt = 0;
+    await sbx.commands.run("echo one; sleep 1; echo two", {
+      onStdout: (d) => {
+        firstAt ||= Date.now();
+        seen.push(d);
+      },
+    });
+    assert.equal(seen.join(""), "one\ntwo\n");
+    assert.ok(firstAt - t0 < 900, "the first line arrived before the command ended");
+  });
+
+  it("runs in the background, lists, re-attaches, waits and kills", async () => {
+    const h = await sbx.commands.run("sleep 0.5; echo done", { background: true });
+    const list = await sbx.commands.list();
+    assert.ok(list.some((p) => p.pid === h.pid));
+    const again = await sbx.commands.connect(h.pid);
+    const r = await again.wait();
+    assert.equal(r.stdout, "done\n");
+    const long = await sbx.commands.run("sleep 100", { background: true });
+    assert.equal(await sbx.commands.kill(long.pid), true);
+    await assert.rejects(long.wait(), CommandExitError);
+    assert.equal(await sbx.commands.kill(999_999), false);
+  });
+
+  it("feeds stdin and closes it", async () => {
+    const h = await sbx.commands.run("cat", { background: true, stdin: true });
+    await sbx.commands.sendStdin(h.pid, "hello stdin\n");
+    await sbx.commands.closeStdin(h.pid);
+    const r = await h.wait();
+    assert.equal(r.stdout, "hello stdin\n");
+  });
+
+  it("kills a command at its timeout", async () => {
+    await assert.rejects(sbx.commands.run("sleep 30", { timeoutMs: 1000 }), TimeoutError);
+  });
+});
+
+describe("pty", () => {
+  it("opens a terminal, takes input and a resize", async () => {
+    let out = "";
+    const term = await sbx.pty.create({
+      cols: 80,
+      rows: 24,
+      onData: (d) => {
+        out += Buffer.from(d).toString();
+      },
+    });
+    await sbx.pty.resize(term.pid, { cols: 100, rows: 30 });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode("stty size; exit\n"));
+    await term.wait().catch(() => {});
+    assert.match(out, /30 100/);
+  });
+});
+
+describe("files", () => {
+  it("writes, reads (text and binary), lists, stats, renames, removes", async () => {
+    const info = await sbx.files.write("notes/a.txt", "hello");
+    assert.equal(info.path, "/home/user/notes/a.txt");
+    assert.equal(await sbx.files.read("notes/a.txt"), "hello");
+    const bin = new Uint8Array(300_000).map((_, i) => (i * 7) & 0xff);
+    await sbx.files.write("/tmp/bin.dat", bin.buffer);
+    assert.deepEqual(new Uint8Array(await sbx.files.read("/tmp/bin.dat", { format: "bytes" })), bin);
+    const many = await sbx.files.write([
+      { path: "/tmp/m/1.txt", data: "one" },
+      { path: "/tmp/m/2.txt", data: "two" },
+    ]);
+    assert.equal(many.length, 2);
+    const entries = await sbx.files.list("/tmp/m");
+    assert.deepEqual(entries.map((e) => e.name).sort(), ["1.txt", "2.txt"]);
+    assert.equal(entries[0].type, FileType.FILE);
+    assert.equal(await sbx.files.exists("/tmp/m/1.txt"), true);
+    assert.equal(await sbx.files.exists("/tmp/m/nope"), false);
+    const st = await sbx.files.getInfo("notes/a.txt");
+    assert.equal(st.owner, "user");
+    assert.equal(st.size, 5);
+    assert.equal(await sbx.files.makeDir("/tmp/newdir"), true);
+    assert.equal(await sbx.files.makeDir("/tmp/newdir"), false);
+    await sbx.files.rename("/tmp/m/1.txt", "/tmp/m/3.txt");
+    assert.equal(await sbx.files.read("/tmp/m/3.txt"), "one");
+    await sbx.files.remove("/tmp/m");
+    assert.equal(await sbx.files.exists("/tmp/m"), false);
+    await assert.rejects(sbx.files.read("/no/such/file"), FileNotFoundError);
+  });
+
+  it("uploads as an octet stream and gzip", async () => {
+    await sbx.files.write("/tmp/gz.txt", "zipped body", { gzip: true });
+    assert.equal(await sbx.files.read("/tmp/gz.txt"), "zipped body");
+    const stream = new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode("streamed "));
+        c.enqueue(new TextEncoder().encode("body"));
+        c.close();
+      },
+    });
+    await sbx.files.write("/tmp/stream.txt", stream);
+    assert.equal(await sbx.files.read("/tmp/stream.txt"), "streamed body");
+  });
+});
+
+describe("control plane", () => {
+  it("lists with a metadata filter and answers getInfo", async () => {
+    const found = await Sandbox.list({ query: { metadata: { suite: "e2b" } } }).nextItems();
+    assert.deepEqual(
+      found.map((s) => s.sandboxId),
+      [sbx.sandboxId],
+    );
+    assert.equal((await Sandbox.list({ query: { metadata: { suite: "other" } } }).nextItems()).length, 0);
+    const info = await sbx.getInfo();
+    assert.equal(info.metadata.run, "1");
+    assert.equal(info.state, "running");
+  });
+
+  it("connects to a running sandbox by id", async () => {
+    const again = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await again.commands.run("echo hi")).stdout, "hi\n");
+    assert.equal(await again.isRunning(), true);
+  });
+
+  it("expires a sandbox at the timeout set with setTimeout, and kill answers false for it then", async () => {
+    const short = await Sandbox.create({ timeoutMs: 60_000 });
+    await short.setTimeout(1000);
+    await waitFor(async () => !(await short.isRunning()), 15_000, "the sandbox to expire");
+    assert.equal(await Sandbox.kill(short.sandboxId), false);
+    await assert.rejects(short.commands.run("true"), SandboxError);
+  });
+});
