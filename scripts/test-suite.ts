@@ -1,7 +1,7 @@
 // `npm test`: the whole suite, run as if on a user's machine, and a check that it left that user
 // alone. Before the suite, a stand-in for the user starts `forgevm serve` from their own home
 // (config file, data directory, port 7423 when free) with a running sandbox, a snapshot and a
-// pulled image; the suite then runs with that user's HOME and with FORGEVM_* variables that point
+// pulled image; the suite then runs with that user's HOME and with FORGEVM_* (and E2B_*) variables that point
 // at the user's server and data directory and would break any test that obeyed them. Afterwards
 // the user's sandbox must still run with its files, and their image, snapshot and data directory
 // must be as they were. Test files get their data directories under one directory of this run,
@@ -194,6 +194,11 @@ async function main(): Promise<number> {
       FORGEVM_DEFAULTS_IMAGE: user.image,
       FORGEVM_ACCEL: "kvm",
       FORGEVM_JAIL: "off",
+      // A user of E2B's SDKs pointed at their own server: the E2B tests must set their own.
+      E2B_API_URL: user.url,
+      E2B_SANDBOX_URL: user.url,
+      E2B_API_KEY: USER_KEY,
+      E2B_DEBUG: "true",
       TEST_RUN_DIR: runDir,
       TEST_SEED_DATA_DIR: seed,
     };

@@ -188,3 +188,106 @@ describe("control plane", () => {
     await assert.rejects(short.commands.run("true"), SandboxError);
   });
 });
+
+describe("the v1 routes (e2b@2.50.0)", () => {
+  it("creates with POST /sandboxes, runs, connects and kills", async () => {
+    const { Sandbox: SandboxV1 } = await import("e2b-v1");
+    const s = await SandboxV1.create({ metadata: { v: "1" } });
+    assert.equal((await s.commands.run("echo v1")).stdout, "v1\n");
+    const again = await SandboxV1.connect(s.sandboxId);
+    assert.equal(await again.files.read("/etc/hostname").then((h) => h.length > 0), true);
+    assert.equal(await s.kill(), true);
+    assert.equal(await SandboxV1.kill(s.sandboxId), false);
+  });
+});
+
+describe("bad input gets E2B-shaped errors", () => {
+  const post = (path: string, body: string | Buffer, headers: Record<string, string>) => fetch(`${base}${path}`, { method: "POST", body, headers });
+  const envd = () => ({ "e2b-sandbox-id": sbx.sandboxId, "x-access-token": (sbx as unknown as { envdAccessToken: string }).envdAccessToken });
+
+  it("unknown sandboxes and templates", async () => {
+    await assert.rejects(Sandbox.connect("sb-nope"), (e: Error) => e.name === "SandboxNotFoundError");
+    assert.equal(await Sandbox.kill("sb-nope"), false);
+    await assert.rejects(Sandbox.create("no-such-template"), /404: template "no-such-template" not found/);
+    const r = await fetch(`${base}/v2/sandboxes`, { method: "POST", headers: { "x-api-key": API_KEY, "content-type": "application/json" }, body: "{}" });
+    assert.equal(r.status, 400);
+    assert.deepEqual(Object.keys((await r.json()) as object).sort(), ["code", "message"]);
+  });
+
+  it("the API key on the control plane and the access token on the sandbox", async () => {
+    const r = await fetch(`${base}/v2/sandboxes`, { headers: { "x-api-key": "wrong" } });
+    assert.equal(r.status, 401);
+    const s = await post("/filesystem.Filesystem/Stat", JSON.stringify({ path: "/" }), {
+      "content-type": "application/json",
+      "e2b-sandbox-id": sbx.sandboxId,
+      "x-access-token": "forged",
+    });
+    assert.equal(s.status, 401);
+    assert.equal(((await s.json()) as { code: string }).code, "unauthenticated");
+    const f = await fetch(`${base}/files?path=/etc/hostname`, { headers: { "e2b-sandbox-id": sbx.sandboxId } });
+    assert.equal(f.status, 401);
+    const gone = await fetch(`${base}/health`, { headers: { "e2b-sandbox-id": "sb-nope" } });
+    assert.equal(gone.status, 502);
+  });
+
+  it("malformed Connect requests", async () => {
+    const stream = { ...envd(), "content-type": "application/connect+json" };
+    for (const body of [
+      Buffer.from([0, 0, 0]),
+      Buffer.from([0, 0, 0, 0, 99, 1]),
+      Buffer.concat([Buffer.from([0, 0, 0, 0, 3]), Buffer.from("{x}")]),
+      Buffer.from([1, 0, 0, 0, 2, 123, 125]),
+    ]) {
+      const r = await post("/process.Process/Start", body, stream);
+      assert.equal(r.status, 200);
+      const raw = Buffer.from(await r.arrayBuffer());
+      assert.equal(raw[0], 2, "an end-stream envelope");
+      assert.equal(JSON.parse(raw.subarray(5).toString()).error.code, "invalid_argument");
+    }
+    const wrongType = await post("/process.Process/Start", "{}", { ...envd(), "content-type": "application/json" });
+    assert.equal(wrongType.status, 415);
+    const unary = await post("/filesystem.Filesystem/Stat", "[1,2]", { ...envd(), "content-type": "application/json" });
+    assert.equal(unary.status, 400);
+    assert.equal(((await unary.json()) as { code: string }).code, "invalid_argument");
+    const noMethod = await post("/filesystem.Filesystem/Nope", "{}", { ...envd(), "content-type": "application/json" });
+    assert.equal(noMethod.status, 404);
+  });
+
+  it("paths the user may not touch, and uploads without a target", async () => {
+    await assert.rejects(sbx.files.read("/root/../etc/shadow"), (e: Error) => /permission|denied/i.test(e.message) && !/500/.test(e.message));
+    await assert.rejects(sbx.files.write("/etc/forbidden", "x"), (e: Error) => /permission|denied/i.test(e.message));
+    const noPath = await post("/files", "data", { ...envd(), "content-type": "application/octet-stream" });
+    assert.equal(noPath.status, 400);
+    const badBoundary = await post("/files", "data", { ...envd(), "content-type": "multipart/form-data" });
+    assert.equal(badBoundary.status, 400);
+    assert.equal(((await badBoundary.json()) as { code: number }).code, 400);
+  });
+});
+
+describe("pause and resume", () => {
+  it("keeps the sandbox's files and running processes; connect resumes it", async () => {
+    const s = await Sandbox.create({ timeoutMs: 300_000, metadata: { paused: "yes" } });
+    await s.files.write("keep.txt", "kept");
+    const bg = await s.commands.run("sleep 600", { background: true, timeoutMs: 0 });
+    await bg.disconnect();
+    await s.commands.run("nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done' >/dev/null 2>&1 &");
+    assert.equal(await s.pause(), true);
+    assert.equal(await s.pause(), false, "pausing a paused sandbox answers false");
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, "paused");
+    const listed = await Sandbox.list({ query: { metadata: { paused: "yes" }, state: ["paused"] } }).nextItems();
+    assert.deepEqual(
+      listed.map((x) => x.sandboxId),
+      [s.sandboxId],
+    );
+    assert.equal(await s.isRunning(), false);
+
+    const back = await Sandbox.connect(s.sandboxId);
+    assert.equal((await back.getInfo()).state, "running");
+    assert.equal(await back.files.read("keep.txt"), "kept");
+    assert.equal((await back.commands.run(`kill -0 ${bg.pid} && echo alive`)).stdout, "alive\n");
+    const before = Number(await back.files.read("/tmp/count"));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.ok(Number(await back.files.read("/tmp/count")) > before, "the loop started before the pause still runs");
+    assert.equal(await back.kill(), true);
+  });
+});

@@ -9,6 +9,7 @@ import {
   Channel,
   DATA_CHUNK,
   FIELD_FEATURES,
+  HELLO_FEATURES,
   Flag,
   HEADER_SIZE,
   INITIAL_WINDOW,
@@ -77,6 +78,8 @@ describe("the wire format", () => {
         .flatMap((m) => Object.values(m))
         .filter((f) => !Object.values(OP_FEATURES).includes(f)),
     );
-    assert.deepEqual(fieldFeatures.filter((f) => f !== "host-hello").sort(), [...hostFields].sort());
+    const hello = Object.values(HELLO_FEATURES);
+    assert.deepEqual(fieldFeatures.filter((f) => !hello.includes(f)).sort(), [...hostFields].sort());
+    for (const f of hello) assert.ok(fieldFeatures.includes(f), `the agent advertises ${f}`);
   });
 });

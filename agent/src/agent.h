@@ -33,6 +33,7 @@ typedef struct sess {
   int in_fd, out_fd, err_fd, pty;
   int64_t credit[3];
   int exited, status, timed_out;
+  int detached; /* its host is gone but it runs on: output is read and dropped (detach_sessions) */
   uint64_t deadline_ms, grace_ms;
   char *inbuf;
   size_t inlen, inoff;
@@ -76,6 +77,7 @@ void exec_on_data(sess *s, const uint8_t *p, size_t n, int eof);
 void exec_on_window(sess *s, uint8_t chan, uint32_t n);
 void exec_reap(pid_t pid, int status);
 void exec_tick(sess *s, uint64_t now);
+void exec_detach(sess *s);
 uint64_t exec_next_deadline(sess *s);
 
 /* files.c */

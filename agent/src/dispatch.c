@@ -46,8 +46,8 @@ static const struct op {
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
 /* Features that belong to a field rather than an operation: the host's HELLO ("host-hello"),
- * a network device set up by configure ("nic"). */
-static const char *const FIELD_FEATURES[] = {"host-hello", "nic"};
+ * processes that survive it ("keep-processes"), a network device set up by configure ("nic"). */
+static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic"};
 
 void op_hello(uint32_t id, const char *nonce) {
   jbuf b;

@@ -63,7 +63,7 @@ static void close_stream(sess *s, int which) {
   unwatch_fd(*fd);
   close(*fd);
   *fd = -1;
-  if (which != CH_IN) send_frame(s->id, K_DATA, (uint8_t)which, F_EOF, NULL, 0);
+  if (which != CH_IN && !s->detached) send_frame(s->id, K_DATA, (uint8_t)which, F_EOF, NULL, 0);
 }
 
 static void flush_stdin(sess *s) {
@@ -114,6 +114,7 @@ static void pump_output(sess *s, int which) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && errno == EAGAIN) break;
     if (r <= 0) { close_stream(s, which); return; } /* EOF, or EIO from a PTY whose slave closed */
+    if (s->detached) continue; /* nobody to send it to: dropped, so the process never blocks */
     s->credit[which] -= r;
     send_frame(s->id, K_DATA, (uint8_t)which, 0, buf, (size_t)r);
     if ((size_t)r < want) break;
@@ -145,6 +146,7 @@ uint64_t exec_next_deadline(sess *s) {
 }
 
 static void finish(sess *s) {
+  if (s->detached) { sess_free(s); return; }
   int code, sig = 0;
   if (s->timed_out) code = 124;
   else if (WIFEXITED(s->status)) code = WEXITSTATUS(s->status);
@@ -184,6 +186,20 @@ void exec_tick(sess *s, uint64_t now) {
     if (s->err_fd >= 0) close_stream(s, CH_ERR);
   }
   finish(s);
+}
+
+/* A process whose host went away while a new one took over the guest (a paused sandbox that
+ * resumed): it keeps running, its stdin reaches EOF, its output is read and dropped, and it is
+ * reaped without a word. Its session leaves the host's id space so new requests cannot collide. */
+void exec_detach(sess *s) {
+  static uint32_t next_id = 0x80000000u;
+  s->detached = 1;
+  s->id = next_id++;
+  s->inlen = s->inoff = 0;
+  if (s->in_fd >= 0 && !s->pty) close_stream(s, CH_IN);
+  s->credit[CH_OUT] = s->credit[CH_ERR] = INITIAL_WINDOW;
+  if (s->out_fd >= 0) rearm(s, CH_OUT);
+  if (s->err_fd >= 0) rearm(s, CH_ERR);
 }
 
 static char **json_str_array(const jdoc *d, int t, int max, const char *err_field, uint32_t id) {

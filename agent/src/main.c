@@ -181,7 +181,7 @@ int sess_buffer_input(sess *s, const uint8_t *p, size_t n) {
   return 0;
 }
 
-static void drop_sessions(void);
+static void drop_sessions(int keep_processes);
 static void on_host_hello(const uint8_t *p, size_t n);
 
 static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const uint8_t *p, size_t n) {
@@ -278,10 +278,11 @@ static void port_watch_update(void) {
  * the requests, so processes in flight are killed, transfers dropped, and queued output —
  * possibly a half-written frame — discarded. Processes that execs left in the background live on. */
 static int sessions_dropped; /* sessions were freed during the current epoll batch */
-static void drop_sessions(void) {
+static void drop_sessions(int keep_processes) {
   sessions_dropped = 1;
-  while (sessions) {
-    sess *s = sessions;
+  for (sess *s = sessions, *next; s; s = next) {
+    next = s->next;
+    if (s->type == S_EXEC && keep_processes) { exec_detach(s); continue; }
     if (s->type == S_EXEC && !s->exited) kill(-s->pid, SIGKILL);
     sess_free(s);
   }
@@ -298,27 +299,30 @@ static void drop_sessions(void) {
 /* The host went away (server crash or restart): its streams go, and so does any half-read
  * frame, so that the next host starts on a frame boundary with a fresh HELLO. */
 static void drop_host_state(void) {
-  drop_sessions();
+  drop_sessions(0);
   inlen = 0;
   skip_left = 0;
 }
 
 /* A host that did not see this guest boot (a restored snapshot or fork) introduces itself with a
  * HELLO frame: the guest still holds the streams of the host it was saved from, which are
- * dropped. The reply HELLO echoes the host's nonce so the host can tell it from stale bytes
+ * dropped — or, with "keep" (a paused sandbox resuming with its host's successor), its
+ * processes run on detached (feature keep-processes). The reply HELLO echoes the host's nonce so the host can tell it from stale bytes
  * that were in flight when the snapshot was taken. */
 static void on_host_hello(const uint8_t *p, size_t n) {
   char nonce[65] = {0};
+  int keep = 0;
   if (n) {
     jdoc d;
     if (json_parse(&d, (const char *)p, (int)n, 64) == 0 && d.toks[0].type == J_OBJ) {
       char *v = req_str(&d, "nonce");
       if (v && strlen(v) < sizeof nonce) strcpy(nonce, v);
       free(v);
+      keep = req_bool(&d, "keep", 0) == 1;
     }
     json_free(&d);
   }
-  drop_sessions();
+  drop_sessions(keep);
   op_hello(0, nonce[0] ? nonce : NULL);
 }
 

@@ -40,11 +40,12 @@ export class AgentChannel extends EventEmitter implements Mux {
    * With `resync`, bytes before the guest's next HELLO are skipped (re-attaching to a VM). With
    * `introduce`, the host speaks first: it sends a HELLO with a nonce and waits for the guest's
    * HELLO that echoes it, skipping whatever the guest had in flight before — the way to take
-   * over a guest restored from a snapshot, which still believes its old host is there.
+   * over a guest restored from a snapshot, which still believes its old host is there. Its
+   * processes are killed, unless `keepProcesses` (a paused sandbox resuming) lets them run on.
    */
   constructor(
     private readonly socket: Duplex,
-    opts: { resync?: boolean; introduce?: boolean } = {},
+    opts: { resync?: boolean; introduce?: boolean; keepProcesses?: boolean } = {},
   ) {
     super();
     // Every sandbox of a shared (pool-mode) VM watches its channel close.
@@ -59,7 +60,7 @@ export class AgentChannel extends EventEmitter implements Mux {
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", (err) => this.close(new ChannelClosedError(`agent channel failed: ${err.message}`)));
     socket.on("close", () => this.close(new ChannelClosedError("agent channel closed")));
-    if (this.nonce) socket.write(encodeJson(0, Kind.Hello, { nonce: this.nonce }));
+    if (this.nonce) socket.write(encodeJson(0, Kind.Hello, { nonce: this.nonce, ...(opts.keepProcesses ? { keep: true } : {}) }));
   }
 
   get isOpen(): boolean {

@@ -34,6 +34,9 @@ export const FIELD_FEATURES: Record<string, Record<string, string>> = {
   configure: { net: "nic" },
 };
 
+/** The feature each field of the host's HELLO needs: a nonce (restored guests), keeping processes (a resumed pause). */
+export const HELLO_FEATURES: Record<string, string> = { nonce: "host-hello", keep: "keep-processes" };
+
 /** Why a HELLO cannot be served (another protocol version), or null. */
 export function helloProblem(h: Hello): string | null {
   if (h.proto !== PROTOCOL_VERSION) {

@@ -4,4 +4,4 @@ export * from "./errors.js";
 export * from "./messages.js";
 export { AgentChannel } from "./channel.js";
 export type { ExecSession, BufferedExecResult, ReadFileStream, RequestOptions, Tunnel, GuestListener } from "./channel.js";
-export { OP_FEATURES, FIELD_FEATURES } from "./features.js";
+export { OP_FEATURES, FIELD_FEATURES, HELLO_FEATURES } from "./features.js";

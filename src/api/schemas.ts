@@ -51,7 +51,7 @@ export const Network = Type.Object(
 export const Sandbox = Type.Object(
   {
     id: Type.String(),
-    state: Type.Union([Type.Literal("creating"), Type.Literal("running"), Type.Literal("destroyed"), Type.Literal("error")]),
+    state: Type.Union([Type.Literal("creating"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("destroyed"), Type.Literal("error")]),
     provider: Type.String(),
     image: Type.String(),
     memory_mb: Type.Integer(),
@@ -177,7 +177,7 @@ export const Snapshot = Type.Object(
   {
     id: Type.String(),
     name: Type.Optional(Type.String()),
-    kind: Type.Union([Type.Literal("sandbox"), Type.Literal("fork"), Type.Literal("base")]),
+    kind: Type.Union([Type.Literal("sandbox"), Type.Literal("fork"), Type.Literal("base"), Type.Literal("pause")]),
     state: Type.String(),
     source_id: Type.Optional(Type.String()),
     image: Type.String(),

@@ -8,6 +8,8 @@ export type EventType =
   | "sandbox.destroyed"
   | "sandbox.expired"
   | "sandbox.reattached"
+  | "sandbox.paused"
+  | "sandbox.resumed"
   | "image.pulling"
   | "image.progress"
   | "image.pulled"

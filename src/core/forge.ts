@@ -32,6 +32,7 @@ import { Networks } from "./network.js";
 import type { ForgeOptions, ForkOptions, ForkResult, SpawnDefaults, SpawnOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./owner.js";
 import { makePoolHost } from "./pool-mode.js";
+import { pause, resume } from "./pause.js";
 import { prune, reap } from "./reaper.js";
 import { reconcile } from "./recovery.js";
 import type { Sandbox } from "./sandbox.js";
@@ -211,6 +212,16 @@ export class Forge {
   /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
   async destroy(id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
     return destroy(this.core, id, reason);
+  }
+
+  /** Saves a running sandbox's whole state and stops its VM (no memory or CPU while paused). */
+  async pause(id: string): Promise<void> {
+    return pause(this.core, this.sandbox(id));
+  }
+
+  /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now. */
+  async resume(id: string, ttlMs: number = this.defaults.ttlMs): Promise<Sandbox> {
+    return resume(this.core, id, ttlMs);
   }
 
   /** Destroys every live sandbox whose expiry has passed; returns how many. */

@@ -115,7 +115,8 @@ export function keptLogPath(core: Core, id: string): string {
   return join(core.paths.dataDir, "logs", `${id}.console.log`);
 }
 
-async function keepConsoleLog(core: Core, id: string, vmDir: string): Promise<void> {
+/** Copies a VM's console log to where it outlives the VM directory. */
+export async function keepConsoleLog(core: Core, id: string, vmDir: string): Promise<void> {
   await mkdir(join(core.paths.dataDir, "logs"), { recursive: true });
   await copyFile(join(vmDir, "console.log"), keptLogPath(core, id)).catch(() => {});
 }

@@ -190,7 +190,7 @@ export class Snapshots {
   }
 
   /** Reserves a snapshot of a running sandbox (its RAM goes into the migration stream). */
-  beginOf(source: SandboxRow, kind: "sandbox" | "fork", name: string | null = null): Promise<SnapshotRow> {
+  beginOf(source: SandboxRow, kind: "sandbox" | "fork" | "pause", name: string | null = null): Promise<SnapshotRow> {
     const { image, template, memory_mb, vcpus, disk_mb } = source;
     return this.begin({ kind, name, image, template, memory_mb, vcpus, disk_mb, format: "stream", source });
   }
@@ -251,7 +251,8 @@ export class Snapshots {
     const rows = this.d.store.list(["ready", "deleted", "creating"]);
     const byId = new Map(rows.map((r) => [r.id, r]));
     const keep = this.d.inUse();
-    for (const r of rows) if ((r.state === "ready" && r.kind !== "fork") || (r.state === "creating" && !startup)) keep.add(r.id);
+    // Fork and pause snapshots stay only while a sandbox uses them.
+    for (const r of rows) if ((r.state === "ready" && r.kind !== "fork" && r.kind !== "pause") || (r.state === "creating" && !startup)) keep.add(r.id);
     // A kept snapshot's disk is backed by its parent's: keep the whole chain.
     for (const id of [...keep]) {
       for (let p = byId.get(id)?.parent_id; p && !keep.has(p); p = byId.get(p)?.parent_id) keep.add(p);

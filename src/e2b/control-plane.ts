@@ -75,10 +75,10 @@ function e2bError(reply: FastifyReply, err: unknown): FastifyReply {
   return reply.status(e.status).type("application/json").send({ code: e.status, message: e.message });
 }
 
-/** A sandbox that is running (404 otherwise, which the SDKs read as "not found"). */
-function running(forge: Forge, id: string): SandboxRow {
+/** A sandbox that is running, or paused when `paused` allows it (404 otherwise, which the SDKs read as "not found"). */
+function running(forge: Forge, id: string, paused = false): SandboxRow {
   const row = forge.get(id);
-  if (row.state !== "running" && row.state !== "creating") throw sandboxGone(id, `sandbox ${id} is ${row.state}`);
+  if (row.state !== "running" && row.state !== "creating" && !(paused && row.state === "paused")) throw sandboxGone(id, `sandbox ${id} is ${row.state}`);
   return row;
 }
 
@@ -128,8 +128,13 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
 
   const connect = async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof ConnectBody> | undefined }>, reply: FastifyReply) => {
     const id = req.params.sandboxID;
-    const row = running(forge, id);
+    const row = running(forge, id, true);
     const timeout = req.body?.timeout;
+    if (row.state === "paused") {
+      // Resuming restores the machine as it was paused, processes included.
+      await forge.resume(id, (timeout ?? DEFAULT_TIMEOUT_S) * 1000);
+      return reply.status(201).send(sandboxView(forge, forge.get(id)));
+    }
     // Connecting never shortens a sandbox's life.
     if (timeout !== undefined && Date.parse(row.expires_at) < Date.now() + timeout * 1000) forge.extend(id, timeout * 1000);
     return reply.status(200).send(sandboxView(forge, forge.get(id)));
@@ -144,7 +149,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     const meta = metadataFilter(q.metadata);
     const limit = Math.min(Math.max(Number(q.limit ?? 100), 1), 1000);
     let rows = forge
-      .list()
+      .list(undefined, ["creating", "running", "paused"])
       .filter((r) => states.includes(e2bState(r)))
       .filter((r) => meta.every(([k, v]) => r.metadata?.[k] === v));
     // Newest first; the token is the last id of the page before.
@@ -161,11 +166,11 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
   app.get("/sandboxes", { schema: { querystring: ListQuery, hide: true } }, list);
 
   app.get("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
-    return detailView(forge, running(forge, req.params.sandboxID));
+    return detailView(forge, running(forge, req.params.sandboxID, true));
   });
 
   app.delete("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
-    running(forge, req.params.sandboxID);
+    running(forge, req.params.sandboxID, true);
     await forge.destroy(req.params.sandboxID);
     return reply.status(204).send();
   });
@@ -179,6 +184,14 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       return reply.status(204).send();
     },
   );
+
+  app.post("/sandboxes/:sandboxID/pause", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
+    const row = running(forge, req.params.sandboxID, true);
+    // E2B's answer for a sandbox that is paused already: the SDK's pause() returns false.
+    if (row.state === "paused") throw new ForgevmError("CONFLICT", `sandbox ${row.id} is already paused`);
+    await forge.pause(row.id);
+    return reply.status(204).send();
+  });
 
   app.get("/sandboxes/:sandboxID/metrics", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
     const row = running(forge, req.params.sandboxID);

@@ -14,8 +14,8 @@ export const CLIENT_ID = "forgevm";
 export const ENVD_TOKEN = "e2b-envd";
 
 /** The state E2B knows a sandbox by. */
-export function e2bState(_row: SandboxRow): "running" | "paused" {
-  return "running";
+export function e2bState(row: SandboxRow): "running" | "paused" {
+  return row.state === "paused" ? "paused" : "running";
 }
 
 /** `Sandbox`: what create and connect answer. */

@@ -67,6 +67,8 @@ export interface RestoreSource {
   feed?: (stream: Writable) => void;
   /** Open the disk's backing file without checking it (it is still being written by the parent). */
   diskInUse?: boolean;
+  /** The same sandbox going on (a resumed pause): its processes keep running rather than being killed. */
+  keepProcesses?: boolean;
 }
 
 export interface CaptureResult {

@@ -1,7 +1,8 @@
 // Sandbox rows. Destroyed sandboxes stay for history until pruned by age.
 import type { Db } from "./db.js";
 
-export type SandboxState = "creating" | "running" | "destroyed" | "error";
+/** `paused`: no VM, its state in a snapshot of kind `pause` until it resumes. */
+export type SandboxState = "creating" | "running" | "paused" | "destroyed" | "error";
 
 export interface SandboxRow {
   id: string;

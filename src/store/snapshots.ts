@@ -5,8 +5,9 @@ import type { Db } from "./db.js";
 /**
  * `sandbox`: taken on request, kept until deleted. `fork`: taken to fork a sandbox, removed with
  * its last child. `base`: an image's (or template's) first boot, restored by later spawns.
+ * `pause`: a paused sandbox's whole state, removed when that sandbox ends.
  */
-export type SnapshotKind = "sandbox" | "fork" | "base";
+export type SnapshotKind = "sandbox" | "fork" | "base" | "pause";
 /** `deleted` snapshots stay on disk while sandboxes restored from them still run. */
 export type SnapshotState = "creating" | "ready" | "deleted";
 /** `mapped`: RAM in a file every restore maps copy-on-write. `stream`: RAM inside the stream. */

@@ -1,6 +1,6 @@
 // Wire shapes of the ForgeVM REST API (snake_case, as the server sends them).
 
-export type SandboxState = "creating" | "running" | "destroyed" | "error";
+export type SandboxState = "creating" | "running" | "paused" | "destroyed" | "error";
 
 export interface SandboxInfo {
   id: string;
@@ -133,7 +133,7 @@ export interface VMPoolStatus {
 export interface SnapshotInfo {
   id: string;
   name?: string;
-  kind: "sandbox" | "fork" | "base";
+  kind: "sandbox" | "fork" | "base" | "pause";
   state: string;
   source_id?: string;
   image: string;

@@ -145,7 +145,7 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     consoleLog.attach(await connectQemuSocket(files.consoleSocket));
     // A restored guest still thinks its old host is connected: introduce ourselves, then let
     // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
-    const channel = new AgentChannel(await connectQemuSocket(files.agentSocket), { introduce: !!restore });
+    const channel = new AgentChannel(await connectQemuSocket(files.agentSocket), { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
     if (restore) {
       await startIncoming(files, !!restore.feed, exited).catch(async (e: Error) => {
         channel.close();

@@ -1,0 +1,68 @@
+// Pausing a sandbox: its whole machine (memory, devices, disk) goes into a snapshot of kind
+// `pause` and its VM stops, so it costs disk but no memory or CPU; resuming restores that
+// snapshot under the same id, with its processes still running (the agent keeps them when
+// told it is the same sandbox going on). A paused sandbox does not expire; it ends when it is
+// destroyed (lifecycle's teardown), and its snapshot with it.
+import { resolveImage } from "../images/store.js";
+import { BootError } from "../providers/provider.js";
+import type { Core } from "./core.js";
+import { conflict, ForgevmError, sandboxGone } from "./errors.js";
+import { admit, keepConsoleLog, recordFailure } from "./lifecycle.js";
+import type { Sandbox } from "./sandbox.js";
+import { Snapshots } from "./snapshots.js";
+
+/** Stops a running sandbox after saving all of its state; `resume` brings it back. */
+export async function pause(core: Core, sb: Sandbox): Promise<void> {
+  const row = core.sandboxes.get(sb.id)!;
+  if (!core.provider.features.snapshots)
+    throw new ForgevmError("BAD_REQUEST", `sandbox ${sb.id} runs on provider ${core.provider.name}, which cannot take snapshots; it cannot be paused`);
+  if (row.vm_id) throw new ForgevmError("BAD_REQUEST", `sandbox ${sb.id} shares a pool VM with other sandboxes and cannot be paused`);
+  if (core.secrets.has(sb.id)) throw conflict(`sandbox ${sb.id} holds secrets, which pausing would write to disk in its memory image; it cannot be paused`);
+  if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
+  const snap = await core.snaps.beginOf(row, "pause");
+  try {
+    await core.snaps.finish(snap, await sb.vm.snapshot(snap.dir));
+  } catch (e) {
+    await core.snaps.abort(snap);
+    throw e;
+  }
+  // From here the snapshot is the sandbox: the VM goes, the record stays.
+  core.live.delete(sb.id);
+  core.sandboxes.update(sb.id, { state: "paused", snapshot_id: snap.id, vm_pid: null });
+  if (row.vm_dir) await keepConsoleLog(core, sb.id, row.vm_dir);
+  await core.networks.detach(sb.id);
+  await sb.vm.destroy();
+  core.sandboxes.update(sb.id, { vm_dir: null });
+  core.events.emit("sandbox.paused", sb.id, { snapshot_id: snap.id });
+  await core.snaps.collect().catch(() => {});
+}
+
+/** Restores a paused sandbox under its own id, processes, memory and files as they were; its life starts again at `ttlMs`. */
+export async function resume(core: Core, id: string, ttlMs: number): Promise<Sandbox> {
+  const row = core.sandboxes.get(id);
+  if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
+  if (row.state !== "paused") throw conflict(`sandbox ${id} is ${row.state}, not paused`);
+  const snap = row.snapshot_id ? core.snapshotRows.get(row.snapshot_id) : undefined;
+  if (!snap || snap.state !== "ready") throw new ForgevmError("UNAVAILABLE", `the snapshot of paused sandbox ${id} is missing`);
+  core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + ttlMs).toISOString() });
+  try {
+    const vm = await core.provider.spawn({
+      id,
+      memoryMb: snap.memory_mb,
+      vcpus: snap.vcpus,
+      hostname: id,
+      restore: { files: Snapshots.files(snap), keepProcesses: true },
+      nic: !!snap.nic,
+    });
+    const image = await resolveImage(core.paths, row.image).catch(() => null);
+    const network = row.network ? { ...row.network, ports: [] } : null;
+    const sb = await admit(core, { ...row, network, state: "creating" }, vm, image, "resume");
+    core.events.emit("sandbox.resumed", id, { snapshot_id: snap.id });
+    // Its disk is backed by the snapshot's: the files go once the sandbox does.
+    core.snapshotRows.update(snap.id, { state: "deleted" });
+    return sb;
+  } catch (e) {
+    await recordFailure(core, id, e);
+    throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `paused sandbox ${id} could not be resumed: ${e.message.split("\n")[0]}`) : e;
+  }
+}
