@@ -2,7 +2,7 @@
 // a user would: E2B_API_URL and E2B_SANDBOX_URL at the server, E2B_API_KEY its API key.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { CommandExitError, FileNotFoundError, FileType, Sandbox, SandboxError, TimeoutError } from "e2b";
+import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "e2b";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
@@ -144,6 +144,29 @@ describe("files", () => {
     await sbx.files.remove("/tmp/m");
     assert.equal(await sbx.files.exists("/tmp/m"), false);
     await assert.rejects(sbx.files.read("/no/such/file"), FileNotFoundError);
+  });
+
+  it("watches a directory, recursively, until stopped", async () => {
+    await sbx.files.makeDir("/tmp/w/sub");
+    const seen: FilesystemEvent[] = [];
+    const handle = await sbx.files.watchDir("/tmp/w", (e) => void seen.push(e), { recursive: true });
+    await sbx.files.write("/tmp/w/a.txt", "1");
+    await sbx.files.write("/tmp/w/sub/b.txt", "2");
+    await sbx.files.remove("/tmp/w/a.txt");
+    await waitFor(() => seen.some((e) => e.name === "a.txt" && e.type === FilesystemEventType.REMOVE), 10_000, "the remove event");
+    assert.ok(
+      seen.some((e) => e.name === "sub/b.txt" && (e.type === FilesystemEventType.CREATE || e.type === FilesystemEventType.RENAME)),
+      JSON.stringify(seen),
+    );
+    await handle.stop();
+    const count = seen.length;
+    await sbx.files.write("/tmp/w/after.txt", "3");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(seen.length, count, "no events after stop");
+    await assert.rejects(
+      sbx.files.watchDir("/tmp/w/a-file-that-is-not-there", () => {}),
+      FileNotFoundError,
+    );
   });
 
   it("uploads as an octet stream and gzip", async () => {

@@ -22,7 +22,7 @@ enum frame_kind { K_HELLO = 1, K_REQ = 2, K_RES = 3, K_DATA = 4, K_WINDOW = 5, K
 enum { F_EOF = 1 };
 enum { CH_IN = 0, CH_OUT = 1, CH_ERR = 2 };
 
-enum sess_type { S_EXEC = 1, S_READ, S_WRITE, S_LISTEN, S_TCP };
+enum sess_type { S_EXEC = 1, S_READ, S_WRITE, S_LISTEN, S_TCP, S_WATCH };
 
 typedef struct sess {
   uint32_t id;
@@ -48,6 +48,8 @@ typedef struct sess {
   int64_t as_uid, as_gid; /* filesystem identity of a write stream, -1: root */
   /* tcp: connect in progress, guest side sent EOF, write side shut, stream finished */
   int connecting, rd_eof, wr_shut, closing;
+  /* watch: the watched directories (watch.c) */
+  void *watch;
 } sess;
 
 /* main.c: output queue, framing, sessions */
@@ -103,6 +105,12 @@ void net_on_data(sess *s, const uint8_t *p, size_t n, int eof);
 void net_on_window(sess *s, uint32_t n);
 void net_tick(sess *s, uint64_t now);
 void net_drop_pending(void);
+
+/* watch.c: inotify on directories, changes as events */
+void op_watch(uint32_t id, const jdoc *d);
+void watch_on_fd(sess *s);
+void watch_tick(sess *s);
+void watch_free(sess *s);
 
 /* system.c */
 void op_metrics(uint32_t id, const jdoc *d);

@@ -42,6 +42,7 @@ static const struct op {
     {"move", op_move, 1, "files"},          {"chmod", op_chmod, 1, "files"},     {"glob", op_glob, 1, "glob"},
     {"metrics", op_metrics, 0, "metrics"},  {"configure", op_configure, 0, "configure"},
     {"listen", op_listen, 0, "tcp"},        {"connect", op_connect, 0, "tcp"},   {"close", op_close, 0, "tcp"},
+    {"watch", op_watch, 1, "watch"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 

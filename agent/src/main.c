@@ -162,6 +162,7 @@ void sess_free(sess *s) {
     for (int j = 0; j < i; j++) dup |= fds[j] == fds[i];
     if (!dup) { unwatch_fd(fds[i]); close(fds[i]); }
   }
+  if (s->type == S_WATCH) watch_free(s);
   if (s->tmp_path) unlink(s->tmp_path);
   free(s->tmp_path);
   free(s->final_path);
@@ -409,6 +410,7 @@ int main(int argc, char **argv) {
       if (s->type == S_READ) busy |= read_pump(s);
       else if (s->type == S_EXEC) exec_tick(s, now);
       else if (s->type == S_TCP || s->type == S_LISTEN) net_tick(s, now);
+      else if (s->type == S_WATCH) watch_tick(s);
     }
     for (sess *s = sessions; s; s = s->next) {
       if (s->type != S_EXEC) continue;
@@ -436,6 +438,7 @@ int main(int argc, char **argv) {
         uintptr_t v = (uintptr_t)tag;
         sess *s = (sess *)(v & ~(uintptr_t)3);
         if (s->type == S_EXEC) exec_on_fd(s, (int)(v & 3), evs[i].events);
+        else if (s->type == S_WATCH) watch_on_fd(s);
         else net_on_fd(s, evs[i].events);
       }
     }

@@ -168,8 +168,8 @@ void op_close(uint32_t id, const jdoc *d) {
   int64_t target;
   if (req_int(d, "target", 0, &target) < 0) target = 0;
   sess *s = target > 0 ? sess_find((uint32_t)target) : NULL;
-  if (!s || (s->type != S_TCP && s->type != S_LISTEN)) {
-    send_error(id, "ENOENT", "no tunnel or listener %lld", (long long)target);
+  if (!s || (s->type != S_TCP && s->type != S_LISTEN && s->type != S_WATCH)) {
+    send_error(id, "ENOENT", "no tunnel, listener or watch %lld", (long long)target);
     return;
   }
   /* freed by net_tick, outside the epoll batch that may still name it */

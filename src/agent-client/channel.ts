@@ -7,14 +7,15 @@ import type { Duplex, Readable } from "node:stream";
 import { Channel, Flag, FrameDecoder, Kind, MAX_PAYLOAD, ProtocolError, encodeFrame, encodeJson, type Frame } from "./frame.js";
 import { AgentError, AgentTimeoutError, ChannelClosedError } from "./errors.js";
 import { helloProblem, missingFeature } from "./features.js";
-import type { ConnectRequest, ErrorReply, ExecRequest, Hello, ListenRequest, ReadRequest, SimpleOps, WriteRequest } from "./messages.js";
+import type { ConnectRequest, DirChange, ErrorReply, ExecRequest, Hello, ListenRequest, ReadRequest, SimpleOps, WatchRequest, WriteRequest } from "./messages.js";
 import type { Mux, RequestOptions, StreamParts } from "./mux.js";
 import { exec, execBuffered, type BufferedExecResult, type ExecSession } from "./ops/exec.js";
 import { readFile, readFileBuffer, writeFile, type ReadFileStream } from "./ops/files.js";
 import { connect, listen, type GuestListener, type Tunnel } from "./ops/tcp.js";
+import { watch, type DirWatch } from "./ops/watch.js";
 import { OutgoingStream } from "./streams.js";
 
-export type { BufferedExecResult, ExecSession, GuestListener, ReadFileStream, RequestOptions, Tunnel };
+export type { BufferedExecResult, DirWatch, ExecSession, GuestListener, ReadFileStream, RequestOptions, Tunnel };
 
 interface Pending extends StreamParts {
   resolve(body: any): void;
@@ -105,6 +106,11 @@ export class AgentChannel extends EventEmitter implements Mux {
   /** Opens a TCP tunnel to a guest port, or onto a connection a guest listener accepted (ops/tcp.ts). */
   connect(req: Omit<ConnectRequest, "op">): Tunnel {
     return connect(this, req);
+  }
+
+  /** Watches a guest directory; onChange gets each change, named relative to it. */
+  watch(req: Omit<WatchRequest, "op">, onChange: (c: DirChange) => void): DirWatch {
+    return watch(this, req, onChange);
   }
 
   /** Listens on a guest TCP port; onAccept gets each connection to claim with connect({conn}). */

@@ -26,6 +26,7 @@ export const OP_FEATURES: Record<string, string> = {
   listen: "tcp",
   connect: "tcp",
   close: "tcp",
+  watch: "watch",
 };
 
 /** The feature an optional field needs, by operation and field. */

@@ -138,6 +138,22 @@ export interface ConnectRequest {
   conn?: number;
 }
 
+/** Watches a directory (and, with `recursive`, the ones below it) for changes. */
+export interface WatchRequest extends AsUser {
+  op: "watch";
+  path: string;
+  recursive?: boolean;
+}
+
+/** A change under a watched directory; `name` is relative to it. */
+export interface DirChange {
+  name: string;
+  op: "create" | "write" | "remove" | "rename" | "chmod";
+}
+
+/** Notices of a watch stream: the watch is in place, then one per change. */
+export type WatchEvent = { event: "watching" } | ({ event: "fs" } & DirChange);
+
 /** Intermediate notices of listen and connect streams. */
 export type TcpEvent = { event: "listening" } | { event: "accept"; conn: number } | { event: "connected" };
 
@@ -157,7 +173,7 @@ export interface SimpleOps {
   signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };
   resize: { req: { op: "resize"; target: number; rows: number; cols: number }; res: { ok: true } };
   shutdown: { req: { op: "shutdown" }; res: { ok: true } };
-  /** Ends a tunnel or listener at once (its own stream then replies `{closed: true}`). */
+  /** Ends a tunnel, listener or watch at once (its own stream then replies `{closed: true}`). */
   close: { req: { op: "close"; target: number }; res: { ok: true } };
 }
 

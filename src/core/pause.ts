@@ -43,7 +43,7 @@ export async function resume(core: Core, id: string, ttlMs: number): Promise<San
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   if (row.state !== "paused") throw conflict(`sandbox ${id} is ${row.state}, not paused`);
   const snap = row.snapshot_id ? core.snapshotRows.get(row.snapshot_id) : undefined;
-  if (!snap || snap.state !== "ready") throw new ForgevmError("UNAVAILABLE", `the snapshot of paused sandbox ${id} is missing`);
+  if (snap?.state !== "ready") throw new ForgevmError("UNAVAILABLE", `the snapshot of paused sandbox ${id} is missing`);
   core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + ttlMs).toISOString() });
   try {
     const vm = await core.provider.spawn({

@@ -1,7 +1,7 @@
 // A running sandbox: one VM plus the operations every interface offers on it. The REST API,
 // CLI and SDKs all call these, so behaviour is the same everywhere.
 import type { Readable } from "node:stream";
-import type { DirEntry, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
+import type { DirChange, DirEntry, DirWatch, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
 import { badRequest } from "./errors.js";
 import { checkEnv } from "./validate.js";
@@ -266,6 +266,13 @@ export class Sandbox {
     const user = { name, uid: id, gid: id, home };
     users.set(name, user);
     return user;
+  }
+
+  /** Watches a directory (recursively if asked); onChange gets each change, named relative to it. Close the watch when done. */
+  async watchDir(path: string, opts: { recursive?: boolean; as?: FileIdentity }, onChange: (c: DirChange) => void): Promise<DirWatch> {
+    const w = this.vm.channel.watch({ path, recursive: opts.recursive, ...this.fsId(opts.as) }, onChange);
+    await w.ready;
+    return w;
   }
 
   async metrics(): Promise<Metrics> {

@@ -1,7 +1,7 @@
 // The shapes core hands to its interfaces: records of sandboxes, snapshots, templates and
 // events, and what the guest reports about files and processes. Interfaces import them from
 // here, never from the stores or the agent client themselves.
-export type { DirEntry, ExecResult, FileStat } from "../agent-client/index.js";
+export type { DirChange, DirEntry, DirWatch, ExecResult, FileStat } from "../agent-client/index.js";
 export type { EventRow } from "../store/events.js";
 export type { NetworkRecord, SandboxRow, SandboxState } from "../store/sandboxes.js";
 export type { SnapshotRow } from "../store/snapshots.js";

@@ -7,13 +7,18 @@ import type { DirEntry, FileStat } from "../../core/types.js";
 import { toForgevmError } from "../../core/error-map.js";
 import type { Forge } from "../../core/forge.js";
 import type { Sandbox } from "../../core/sandbox.js";
-import { ConnectError, unary } from "../connect.js";
+import { ConnectError, deadlineMs, serverStreaming, unary } from "../connect.js";
 import { envdContext, resolvePath, type EnvdContext } from "./context.js";
 
 const SERVICE = "filesystem.Filesystem";
 /** Most entries one ListDir answers (a deep listing of a big tree stops there). */
 const MAX_ENTRIES = 10_000;
 const MAX_DEPTH = 64;
+
+/** Our change kinds as envd's event types. */
+const EVENT_TYPES = { create: "EVENT_TYPE_CREATE", write: "EVENT_TYPE_WRITE", remove: "EVENT_TYPE_REMOVE", rename: "EVENT_TYPE_RENAME", chmod: "EVENT_TYPE_CHMOD" } as const;
+/** envd's keepalive period when the client names none, in seconds. */
+const DEFAULT_KEEPALIVE_S = 90;
 
 const FILE_TYPES: Partial<Record<FileStat["type"], string>> = { file: "FILE_TYPE_FILE", dir: "FILE_TYPE_DIRECTORY", symlink: "FILE_TYPE_SYMLINK" };
 
@@ -139,6 +144,49 @@ export async function filesystemService(app: FastifyInstance, { forge }: { forge
     await ctx.sandbox.mkdir(posix.dirname(to), 0o755, ctx.as).catch(() => {});
     await ctx.sandbox.move(from, to, true, ctx.as);
     return { entry: await entryInfo(ctx, to, await statOf(ctx, to)) };
+  });
+
+  serverStreaming(app, SERVICE, "WatchDir", async (msg, stream, req) => {
+    const ctx = await envdContext(forge, req);
+    const path = resolvePath(ctx, msg.path);
+    const st = await statOf(ctx, path);
+    if (st.type !== "dir") throw new ConnectError("invalid_argument", `${path} is not a directory`);
+    // A client that stops reading loses changes (as when the guest's queue overflows), never our memory.
+    let backlogged = false;
+    const send = (m: unknown) => {
+      if (backlogged) return;
+      if (!stream.send(m)) {
+        backlogged = true;
+        void stream.drained().then(() => (backlogged = false));
+      }
+    };
+    const w = await ctx.sandbox.watchDir(path, { recursive: msg.recursive === true, as: ctx.as }, (c) => send({ filesystem: { name: c.name, type: EVENT_TYPES[c.op] } }));
+    const header = Number(req.headers["keepalive-ping-interval"]);
+    const every = (Number.isFinite(header) && header > 0 ? Math.min(header, 3600) : DEFAULT_KEEPALIVE_S) * 1000;
+    const keepalive = setInterval(() => send({ keepalive: {} }), every);
+    const deadline = deadlineMs(req);
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<boolean>((r) => (timer = deadline ? setTimeout(() => r(true), deadline) : undefined));
+    try {
+      // WatchDirResponse holds its oneof directly (unlike the process events, wrapped in `event`).
+      stream.send({ start: {} });
+      if (
+        await Promise.race([
+          stream.closed.then(() => false),
+          w.done.then(
+            () => false,
+            () => false,
+          ),
+          expired,
+        ])
+      ) {
+        throw new ConnectError("deadline_exceeded", "the watch ran past its deadline (Connect-Timeout-Ms)");
+      }
+    } finally {
+      clearInterval(keepalive);
+      clearTimeout(timer);
+      w.close();
+    }
   });
 
   unary(app, SERVICE, "Remove", async (msg, req) => {
