@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { preparedDataDir } from "../src/setup/index.js";
 import { seedDataDir } from "../src/setup/seed.js";
+import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { freePort, portFree } from "../test/ports.js";
 
@@ -179,7 +180,7 @@ async function main(): Promise<number> {
   let user: User | null = null;
   try {
     const seed = join(runDir, "seed");
-    await seedDataDir(installed, seed);
+    await seedDataDir(installed, seed, [DEFAULT_IMAGE, CODE_IMAGE]);
     user = await startUser(runDir, installed);
     const before: Before = { files: await listing(user.dataDir), lastEvent: Math.max(0, ...(await eventsAfter(user, 0)).map((e) => e.id)) };
     const env: NodeJS.ProcessEnv = {

@@ -59,7 +59,7 @@ function pythonModels(): Record<string, string[]> {
 import dataclasses, inspect, json, forgevm
 from forgevm import models
 out = {}
-for name in ["SandboxInfo", "ExecResult", "FileInfo"]:
+for name in ["SandboxInfo", "ExecResult", "FileInfo", "Execution", "CodeContext", "CodeError"]:
     out[name] = sorted(f.name for f in dataclasses.fields(getattr(models, name)))
 for name in ["Template", "SnapshotInfo", "ImageInfo", "NetworkInfo", "PortMapping"]:
     out[name] = sorted(getattr(models, name).__annotations__)
@@ -115,6 +115,10 @@ describe("the SDKs' copies", () => {
     same("NetworkInfo", types.get("NetworkInfo"), props(d, "get", "/sandboxes/{id}/network", 200));
     same("PortMapping", types.get("PortMapping"), props(d, "post", "/sandboxes/{id}/ports", 201));
     same("EgressEntry", types.get("EgressEntry"), props(d, "get", "/sandboxes/{id}/egress", 200));
+    same("Execution", types.get("Execution"), props(d, "post", "/sandboxes/{id}/code", 200));
+    same("CodeContext", types.get("CodeContext"), props(d, "get", "/sandboxes/{id}/code/contexts", 200));
+    same("CodeResult", types.get("CodeResult"), Object.keys(d.components.schemas.CodeResult.properties ?? {}).sort());
+    same("CodeError", types.get("CodeError"), Object.keys(d.components.schemas.CodeError.properties ?? {}).sort());
   });
 
   it("the TypeScript SDK sends the fields the server takes", async () => {
@@ -122,6 +126,10 @@ describe("the SDKs' copies", () => {
     same("SpawnOptions", types.get("SpawnOptions"), props(d, "post", "/sandboxes", "body"));
     // ExecOptions is everything but the command (an argument) and stream (a method of its own).
     same("ExecOptions", [...types.get("ExecOptions")!, "command", "stream", "stdin_encoding"].sort(), props(d, "post", "/sandboxes/{id}/exec", "body"));
+    // RunCodeOptions is everything but the code (an argument) and stream (chosen by the callbacks).
+    const runCode = types.get("RunCodeOptions")!.filter((f) => !f.startsWith("on"));
+    same("RunCodeOptions", [...runCode, "code", "stream"].sort(), props(d, "post", "/sandboxes/{id}/code", "body"));
+    same("createCodeContext", ["cwd", "language", "user"], props(d, "post", "/sandboxes/{id}/code/contexts", "body"));
   });
 
   it("the Python SDK's models have the fields the server sends, and its spawn takes what the server takes", async () => {
@@ -134,6 +142,9 @@ describe("the SDKs' copies", () => {
     same("SnapshotInfo (Python)", py.SnapshotInfo, props(d, "get", "/snapshots/{id}", 200));
     same("ImageInfo (Python)", py.ImageInfo, props(d, "get", "/images", 200));
     same("NetworkInfo (Python)", py.NetworkInfo, props(d, "get", "/sandboxes/{id}/network", 200));
+    same("Execution (Python)", py.Execution, props(d, "post", "/sandboxes/{id}/code", 200));
+    same("CodeContext (Python)", py.CodeContext, props(d, "get", "/sandboxes/{id}/code/contexts", 200));
+    same("CodeError (Python)", py.CodeError, Object.keys(d.components.schemas.CodeError.properties ?? {}).sort());
     same("Client.spawn (Python)", py.spawn, props(d, "post", "/sandboxes", "body"));
   });
 

@@ -6,6 +6,7 @@ import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, San
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
+import { e2bEnv } from "./e2b-env.js";
 import { assertNoVmLeft, openForge, waitFor } from "./helpers.js";
 
 const API_KEY = "e2b_0123456789abcdef";
@@ -13,14 +14,6 @@ let forge: Forge;
 let app: FastifyInstance;
 let base: string;
 let sbx: Sandbox;
-
-/** Points the SDK at this server, and only at it: whatever E2B settings the user has are replaced. */
-export function e2bEnv(url: string, key: string): void {
-  for (const k of Object.keys(process.env)) if (k.startsWith("E2B_")) delete process.env[k];
-  process.env.E2B_API_URL = url;
-  process.env.E2B_SANDBOX_URL = url;
-  process.env.E2B_API_KEY = key;
-}
 
 before(async () => {
   forge = await openForge({ reapIntervalMs: 200 });

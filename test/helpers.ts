@@ -22,10 +22,10 @@ const runDir = process.env.TEST_RUN_DIR || mkdtempSync(join(tmpdir(), "fvt-"));
 const seed = process.env.TEST_SEED_DATA_DIR || preparedDataDir();
 if (ownRunDir) process.once("exit", () => rmSync(runDir, { recursive: true, force: true }));
 
-/** A fresh data directory for this test file, ready to boot VMs; see removeAtExit. */
-export async function testDataDir(): Promise<string> {
+/** A fresh data directory for this test file, ready to boot VMs (with these built-in images); see removeAtExit. */
+export async function testDataDir(images?: string[]): Promise<string> {
   const dir = await mkdtemp(join(runDir, "d-"));
-  await seedDataDir(seed, dir);
+  await seedDataDir(seed, dir, images);
   return dir;
 }
 
@@ -37,9 +37,9 @@ export function removeAtExit(dir: string): void {
   process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
 }
 
-/** Opens a Forge on a data directory of its own (unless `opts.dataDir` names one). */
-export async function openForge(opts: ForgeOptions = {}): Promise<Forge> {
-  const dataDir = opts.dataDir ?? (await testDataDir());
+/** Opens a Forge on a data directory of its own (unless `opts.dataDir` names one), with these built-in images. */
+export async function openForge(opts: ForgeOptions = {}, images?: string[]): Promise<Forge> {
+  const dataDir = opts.dataDir ?? (await testDataDir(images));
   const forge = await Forge.open({ ...opts, dataDir });
   if (!opts.dataDir) removeAtExit(dataDir);
   return forge;

@@ -9,6 +9,7 @@ import { ForgevmError } from "../core/errors.js";
 import { e2bRoutes, rewriteE2bUrl } from "../e2b/index.js";
 import { installAccessControl } from "./access.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
+import { codeRoutes } from "./routes/code.js";
 import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
@@ -136,6 +137,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(sandboxRoutes, { forge: opts.forge });
       await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
       await api.register(execWsRoutes, { forge: opts.forge });
+      await api.register(codeRoutes, { forge: opts.forge });
       await api.register(fileRoutes, { forge: opts.forge });
       await api.register(eventRoutes, { forge: opts.forge });
       await api.register(templateRoutes, { forge: opts.forge });

@@ -311,3 +311,74 @@ export const PullJob = Type.Object(
   },
   { $id: "PullJob" },
 );
+
+/** Runs code in a stateful code context (the default one of its language unless `context` names one). */
+export const CodeRequest = Body(
+  {
+    code: Type.String({ maxLength: 16 * 1024 * 1024 }),
+    /** python (default), javascript (typescript, js, ts) or bash (sh). */
+    language: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    context: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    /** Environment of this execution only. */
+    env: Type.Optional(StringMap),
+    /** Interrupt the code after this long ("30s"); the context keeps its state. */
+    timeout: Type.Optional(Type.String()),
+    /** Answer with NDJSON events as they happen instead of one JSON body at the end. */
+    stream: Type.Optional(Type.Boolean()),
+  },
+  { $id: "CodeRequest" },
+);
+
+/** The value of the code's last expression (is_main_result), or a figure it drew, in every format it has. */
+export const CodeResult = Type.Object(
+  {
+    is_main_result: Type.Boolean(),
+    text: Type.Optional(Type.String()),
+    html: Type.Optional(Type.String()),
+    markdown: Type.Optional(Type.String()),
+    svg: Type.Optional(Type.String()),
+    png: Type.Optional(Type.String({ description: "base64" })),
+    jpeg: Type.Optional(Type.String({ description: "base64" })),
+    latex: Type.Optional(Type.String()),
+    json: Type.Optional(Type.Unknown()),
+    javascript: Type.Optional(Type.String()),
+  },
+  { $id: "CodeResult" },
+);
+
+export const CodeError = Type.Object({ name: Type.String(), value: Type.String(), traceback: Type.String() }, { $id: "CodeError" });
+
+export const Execution = Type.Object(
+  {
+    results: Type.Array(CodeResult),
+    stdout: Type.String(),
+    stderr: Type.String(),
+    /** The exception the code raised (null when it ran to its end). */
+    error: Type.Union([CodeError, Type.Null()]),
+    execution_count: Type.Integer(),
+    /** The context it ran in. */
+    context: Type.String(),
+    duration: Type.String(),
+  },
+  { $id: "Execution" },
+);
+
+export const CodeContext = Type.Object(
+  {
+    id: Type.String(),
+    language: Type.String(),
+    cwd: Type.String(),
+    /** Who its code runs as (null: the sandbox's default user). */
+    user: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: "CodeContext" },
+);
+
+export const CodeContextRequest = Body(
+  {
+    language: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    cwd: Type.Optional(Type.String({ minLength: 1 })),
+    user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  },
+  { $id: "CodeContextRequest" },
+);

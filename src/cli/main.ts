@@ -8,6 +8,7 @@ import { toForgevmError } from "../core/error-map.js";
 import { Cli } from "./context.js";
 import { copyCommands } from "./commands/copies.js";
 import { execCommands } from "./commands/exec.js";
+import { codeCommands } from "./commands/code.js";
 import { imageCommands } from "./commands/images.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
@@ -27,6 +28,7 @@ const program = new Command("forgevm")
 const cli = new Cli(program);
 sandboxCommands(program, cli);
 execCommands(program, cli);
+codeCommands(program, cli);
 copyCommands(program, cli);
 networkCommands(program, cli);
 templateCommands(program, cli);

@@ -43,6 +43,7 @@ import { TenantPool } from "./tenant-pool.js";
 import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
 export { MAX_FORK } from "./core.js";
+export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
 export type { ForgeOptions, ForkOptions, ForkResult, NetworkOptions, PoolModeOptions, SpawnDefaults, SpawnOptions } from "./options.js";
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };

@@ -6,6 +6,7 @@ import type { Vm } from "../providers/provider.js";
 import { badRequest } from "./errors.js";
 import { checkEnv } from "./validate.js";
 import type { Emit } from "./events.js";
+import { CodeContexts } from "./code/contexts.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 
 export interface ExecOptions {
@@ -64,6 +65,11 @@ export interface FileIdentity {
 export class Sandbox {
   /** Processes that outlive the call that started them (see processes.ts). */
   readonly processes = new ProcessTable();
+  /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
+  readonly code = new CodeContexts(this, async (user) => {
+    if (user) return (await this.guestUser(user))?.home ?? "/";
+    return this.defaults.cwd ?? (await this.guestUser(this.defaults.tenant?.user ?? this.defaults.user ?? "root"))?.home ?? "/";
+  });
 
   constructor(
     readonly id: string,

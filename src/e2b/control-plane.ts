@@ -119,7 +119,8 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       throw new ForgevmError("BAD_REQUEST", `template "${b.templateID}": ${(e as Error).message}`);
     }
     if (b.templateID === CODE_INTERPRETER_TEMPLATE) {
-      // the code runtime is started with its first call (see the code-interpreter routes)
+      // As E2B's does, the sandbox answers create with its Python context ready for runCode.
+      await sb.code.prepare("python", DEFAULT_USER, DEFAULT_HOME).catch(() => {});
     }
     return reply.status(201).send(sandboxView(forge, forge.get(sb.id)));
   };

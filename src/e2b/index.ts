@@ -5,6 +5,7 @@
 import type { IncomingMessage } from "node:http";
 import type { FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
+import { codeInterpreterRoutes } from "./code-interpreter.js";
 import { installConnect } from "./connect.js";
 import { controlPlaneRoutes } from "./control-plane.js";
 import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
@@ -45,6 +46,16 @@ export async function e2bRoutes(app: FastifyInstance, { forge }: { forge: Forge 
       await envd.register(envdHttpRoutes, { forge });
     },
     { prefix: ENVD_PREFIX },
+  );
+  await app.register(
+    async (interpreter) => {
+      interpreter.setErrorHandler((err, _req, reply) => envdError(reply, err));
+      interpreter.setNotFoundHandler((req, reply) =>
+        reply.status(404).send({ code: 404, message: `the code interpreter has no ${req.method} ${req.url.slice(INTERPRETER_PREFIX.length).split("?")[0]}` }),
+      );
+      await interpreter.register(codeInterpreterRoutes, { forge });
+    },
+    { prefix: INTERPRETER_PREFIX },
   );
   app.all("/_e2b/port/:port/*", { schema: { hide: true } }, async (req, reply) => {
     const port = (req.params as { port: string }).port;

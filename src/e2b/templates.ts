@@ -1,8 +1,9 @@
 // E2B template IDs and what they mean here: `base` is the default image, `code-interpreter-v1`
-// the default image with the code runtime the code-interpreter SDK talks to, anything else a
-// ForgeVM template by name or an image reference.
+// the built-in code-interpreter image (matplotlib, pandas, Node.js; a ForgeVM template of that
+// name wins), anything else a ForgeVM template by name or an image reference.
 import { ForgevmError } from "../core/errors.js";
 import type { Forge } from "../core/forge.js";
+import { CODE_IMAGE } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 
 export const BASE_TEMPLATE = "base";
@@ -10,7 +11,14 @@ export const CODE_INTERPRETER_TEMPLATE = "code-interpreter-v1";
 
 /** What a spawn for this templateID asks for. */
 export async function spawnTarget(forge: Forge, templateID: string): Promise<{ image?: string; template?: string }> {
-  if (templateID === BASE_TEMPLATE || templateID === CODE_INTERPRETER_TEMPLATE) return { image: forge.defaults.image };
+  if (templateID === BASE_TEMPLATE) return { image: forge.defaults.image };
+  if (templateID === CODE_INTERPRETER_TEMPLATE) {
+    if (forge.listTemplates().some((t) => t.name === templateID)) return { template: templateID };
+    if (!(await forge.listImages()).some((i) => i.name === CODE_IMAGE)) {
+      throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${CODE_IMAGE}, which this server does not have: run ./setup.sh`);
+    }
+    return { image: CODE_IMAGE };
+  }
   if (forge.listTemplates().some((t) => t.name === templateID)) return { template: templateID };
   if ((await forge.listImages()).some((i) => i.name === templateID)) return { image: templateID };
   // A reference that names a registry or a tag is pulled; a bare word is a template that is not there.
@@ -22,5 +30,6 @@ export async function spawnTarget(forge: Forge, templateID: string): Promise<{ i
 export function templateIdOf(forge: Forge, row: SandboxRow): string {
   if (row.template) return row.template;
   if (row.image === forge.defaults.image) return BASE_TEMPLATE;
+  if (row.image === CODE_IMAGE) return CODE_INTERPRETER_TEMPLATE;
   return row.image;
 }

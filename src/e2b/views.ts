@@ -10,8 +10,9 @@ import { templateIdOf } from "./templates.js";
  */
 export const ENVD_VERSION = "0.6.1";
 export const CLIENT_ID = "forgevm";
-/** Access tokens' purpose for the sandbox's own endpoints (envd and the code interpreter). */
+/** Access tokens' purposes: the sandbox's envd (and /execute), and its other ports (the code interpreter's /contexts). */
 export const ENVD_TOKEN = "e2b-envd";
+export const TRAFFIC_TOKEN = "e2b-traffic";
 
 /** The state E2B knows a sandbox by. */
 export function e2bState(row: SandboxRow): "running" | "paused" {
@@ -26,6 +27,7 @@ export function sandboxView(forge: Forge, row: SandboxRow) {
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
     envdAccessToken: forge.accessToken(row.id, ENVD_TOKEN),
+    trafficAccessToken: forge.accessToken(row.id, TRAFFIC_TOKEN),
     domain: null,
   };
 }

@@ -7,6 +7,8 @@ import { parseReference } from "./reference.js";
 
 /** The image a spawn gets when none is named: Debian bookworm minbase with python3 and bash. */
 export const DEFAULT_IMAGE = "forgevm/debian:bookworm";
+/** The default image plus what code contexts use most: matplotlib (charts), pandas, Node.js (E2B's code-interpreter-v1). */
+export const CODE_IMAGE = "forgevm/code-interpreter:bookworm";
 
 export interface ImageMeta {
   name: string;

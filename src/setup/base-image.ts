@@ -1,16 +1,35 @@
-// The built-in default image: Debian bookworm (minbase + python3, bash, ca-certificates,
-// coreutils, ping, curl, ps, ip) made with debootstrap from the Debian archive, packed into a read-only ext4 file
-// with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still has
-// a working image this way.
+// The built-in images: the default one, Debian bookworm (minbase + python3, bash, ca-certificates,
+// coreutils, ping, curl, ps, ip), and the code-interpreter one (the same plus matplotlib, pandas
+// and Node.js), made with debootstrap from the Debian archive and packed into read-only ext4
+// files with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still
+// has working images this way.
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { DEFAULT_IMAGE, imageDir, type ImageMeta } from "../images/store.js";
+import { CODE_IMAGE, DEFAULT_IMAGE, imageDir, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
 const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl", "procps", "iproute2"];
-const DESCRIPTION = `Debian 12 bookworm minbase with ${PACKAGES.join(", ")}`;
+/** Installed with apt after debootstrap: its resolver leaves out recommended packages (debootstrap's pulls in compilers here). */
+// python3-munkres satisfies fonttools' "scipy | munkres" with 100 kB instead of scipy and its compilers.
+const CODE_EXTRAS = ["python3-matplotlib", "python3-pandas", "python3-munkres", "nodejs"];
+/** Run in the code image once built: matplotlib's font cache, which its first import would spend seconds on. */
+const CODE_AFTER =
+  "mkdir -p /var/cache/matplotlib && MPLCONFIGDIR=/var/cache/matplotlib MPLBACKEND=Agg python3 -c 'import matplotlib.pyplot' && chmod -R a+rwX /var/cache/matplotlib";
+
+interface BuiltIn {
+  name: string;
+  packages: string[];
+  extras?: string[];
+  after?: string;
+}
+
+/** The images setup builds, and what is in each. */
+export const BUILT_IN_IMAGES: BuiltIn[] = [
+  { name: DEFAULT_IMAGE, packages: PACKAGES },
+  { name: CODE_IMAGE, packages: PACKAGES, extras: CODE_EXTRAS, after: CODE_AFTER },
+];
 
 /** The Debian mirror to use: $FORGEVM_DEBIAN_MIRROR, else the host's apt source, else deb.debian.org. */
 export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promise<string> {
@@ -23,20 +42,25 @@ export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promis
   return "http://deb.debian.org/debian";
 }
 
-/** Builds DEFAULT_IMAGE into the image store unless it is already there with the current package list. */
-export async function ensureBaseImage(paths: Paths, log: (m: string) => void): Promise<void> {
-  const dir = imageDir(paths, DEFAULT_IMAGE);
+/** Builds the built-in images into the image store, each unless it is there with its current package list. */
+export async function ensureBaseImages(paths: Paths, log: (m: string) => void): Promise<void> {
+  for (const image of BUILT_IN_IMAGES) await ensureDebianImage(paths, image, log);
+}
+
+async function ensureDebianImage(paths: Paths, { name, packages, extras = [], after }: BuiltIn, log: (m: string) => void): Promise<void> {
+  const description = `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}`;
+  const dir = imageDir(paths, name);
   const built = await readFile(join(dir, "image.json"), "utf8").then(
     (t) => JSON.parse(t) as ImageMeta,
     () => null,
   );
-  if (built?.description === DESCRIPTION) {
-    log(`image ${DEFAULT_IMAGE}: already built`);
+  if (built?.description === description) {
+    log(`image ${name}: already built`);
     return;
   }
-  if (built) log(`image ${DEFAULT_IMAGE}: rebuilding (its package list changed)`);
+  if (built) log(`image ${name}: rebuilding (its package list changed)`);
   if (process.getuid?.() !== 0) {
-    throw new Error(`building ${DEFAULT_IMAGE} needs root (debootstrap creates device nodes and owners): run sudo ./setup.sh`);
+    throw new Error(`building ${name} needs root (debootstrap creates device nodes and owners): run sudo ./setup.sh`);
   }
   const staging = `${dir}.build-${process.pid}`;
   const rootfs = join(staging, "rootfs");
@@ -44,8 +68,21 @@ export async function ensureBaseImage(paths: Paths, log: (m: string) => void): P
   await mkdir(staging, { recursive: true });
   try {
     const mirror = await debianMirror();
-    log(`image ${DEFAULT_IMAGE}: debootstrap bookworm from ${mirror} (about a minute)`);
-    await run("debootstrap", ["--variant=minbase", `--include=${PACKAGES.join(",")}`, "bookworm", rootfs, mirror]);
+    log(`image ${name}: debootstrap bookworm from ${mirror} (about a minute)`);
+    await run("debootstrap", ["--variant=minbase", `--include=${packages.join(",")}`, "bookworm", rootfs, mirror]);
+    if (extras.length || after) {
+      log(`image ${name}: installing ${extras.join(", ")}`);
+      const env = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", DEBIAN_FRONTEND: "noninteractive", HOME: "/root", LANG: "C.UTF-8" };
+      const resolv = join(rootfs, "etc", "resolv.conf");
+      const kept = await readFile(resolv).catch(() => Buffer.alloc(0));
+      await writeFile(resolv, await readFile("/etc/resolv.conf").catch(() => ""));
+      if (extras.length) {
+        await run("chroot", [rootfs, "apt-get", "update", "-q"], { env });
+        await run("chroot", [rootfs, "apt-get", "install", "-y", "-q", "--no-install-recommends", ...extras], { env });
+      }
+      if (after) await run("chroot", [rootfs, "sh", "-c", after], { env });
+      await writeFile(resolv, kept);
+    }
     // Caches and package lists are not part of an image; machine identity is set per VM.
     await run("sh", ["-c", 'rm -rf "$0"/var/cache/apt/archives/*.deb "$0"/var/lib/apt/lists/* "$0"/var/log/*.log; : > "$0"/etc/machine-id', rootfs]);
     await writeFile(join(rootfs, "etc", "hostname"), "forgevm\n");
@@ -53,16 +90,16 @@ export async function ensureBaseImage(paths: Paths, log: (m: string) => void): P
     const size = await buildExt4(rootfs, join(staging, "rootfs.ext4"), "forgevm-root");
     await rm(rootfs, { recursive: true, force: true });
     const meta: ImageMeta = {
-      name: DEFAULT_IMAGE,
+      name,
       source: `debootstrap --variant=minbase bookworm (${mirror})`,
       createdAt: new Date().toISOString(),
       size,
-      description: DESCRIPTION,
+      description,
     };
     await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
     await rm(dir, { recursive: true, force: true });
     await rename(staging, dir);
-    log(`image ${DEFAULT_IMAGE}: built (${(size / 1048576).toFixed(0)} MiB)`);
+    log(`image ${name}: built (${(size / 1048576).toFixed(0)} MiB)`);
   } catch (e) {
     await rm(staging, { recursive: true, force: true });
     throw e;

@@ -5,7 +5,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Paths } from "../config/paths.js";
-import { ensureBaseImage } from "./base-image.js";
+import { ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
 import { ensureKernel } from "./kernel.js";
 
@@ -21,7 +21,7 @@ export async function runSetup(paths: Paths, log: (m: string) => void): Promise<
   log(`data directory: ${paths.dataDir}`);
   await ensureKernel(paths, log);
   await ensureInitramfs(paths, AGENT_BINARY, log);
-  await ensureBaseImage(paths, log);
+  await ensureBaseImages(paths, log);
   await writeFile(PREPARED, `${paths.dataDir}\n`);
 }
 

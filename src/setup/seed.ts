@@ -12,14 +12,14 @@ import { DEFAULT_IMAGE, imageDir } from "../images/store.js";
 const COPY = new Set(["initramfs.cpio.sha256", "accel.json"]);
 
 /**
- * Fills `to` with the kernel, initramfs, default image and cached accelerator verdict of the
- * prepared data directory `from`. Throws, naming what is missing, when `from` is not set up.
+ * Fills `to` with the kernel, initramfs, images (default: the default image) and cached
+ * accelerator verdict of the prepared data directory `from`. Throws, naming what is missing,
+ * when `from` is not set up.
  */
-export async function seedDataDir(from: string, to: string): Promise<void> {
+export async function seedDataDir(from: string, to: string, images: string[] = [DEFAULT_IMAGE]): Promise<void> {
   const src = pathsFor(from);
   const dst = pathsFor(to);
-  const image = imageDir(src, DEFAULT_IMAGE);
-  for (const need of [src.kernel, src.initramfs, join(image, "rootfs.ext4")]) {
+  for (const need of [src.kernel, src.initramfs, ...images.map((i) => join(imageDir(src, i), "rootfs.ext4"))]) {
     if (!(await lstat(need).catch(() => null))) throw new Error(`${need} is missing: ${from} is not set up (run ./setup.sh)`);
   }
   await mkdir(to, { recursive: true });
@@ -27,7 +27,7 @@ export async function seedDataDir(from: string, to: string): Promise<void> {
   await mkdir(join(to, "agent"), { recursive: true });
   await share(src.initramfs, dst.initramfs);
   await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
-  await shareTree(image, imageDir(dst, DEFAULT_IMAGE));
+  for (const i of images) await shareTree(imageDir(src, i), imageDir(dst, i));
   const accel = join(src.stateDir, "accel.json");
   if (await lstat(accel).catch(() => null)) {
     await mkdir(dst.stateDir, { recursive: true });

@@ -16,7 +16,7 @@ from .errors import (
     SandboxNotFound,
     SandboxNotFoundError,
 )
-from .models import ExecResult, FileInfo, ImageInfo, NetworkInfo, SandboxInfo, SnapshotInfo, StreamChunk, Template
+from .models import CodeContext, CodeError, Execution, ExecResult, FileInfo, ImageInfo, NetworkInfo, SandboxInfo, SnapshotInfo, StreamChunk, Template
 from .sandbox import Sandbox
 from .streaming import ExecStream
 from .tools import anthropic_tools, handle_tool_call, openai_tools
@@ -30,11 +30,14 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "Client",
+    "CodeContext",
+    "CodeError",
     "ConflictError",
     "ConnectionError",
     "ERROR_CLASSES",
     "ExecResult",
     "ExecStream",
+    "Execution",
     "FileInfo",
     "ForbiddenError",
     "ForgevmConnectionError",

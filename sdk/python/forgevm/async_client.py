@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional, TypeVar, 
 
 from ._http import DEFAULT_TIMEOUT
 from .client import Client
-from .models import ExecResult, FileInfo, SandboxInfo, StreamChunk
+from .models import CodeContext, ExecResult, Execution, FileInfo, SandboxInfo, StreamChunk
 from .sandbox import Sandbox
 from .streaming import ExecStream
 
@@ -80,6 +80,22 @@ class AsyncSandbox:
 
     async def unpublish_port(self, host_port: int) -> None:
         await _run(self._sb.unpublish_port, host_port)
+
+    async def run_code(self, code: str, **kw: Any) -> Execution:
+        """Sandbox.run_code, awaited (callbacks run in the worker thread)."""
+        return await _run(self._sb.run_code, code, **kw)
+
+    async def create_code_context(self, **kw: Any) -> CodeContext:
+        return await _run(self._sb.create_code_context, **kw)
+
+    async def list_code_contexts(self) -> List[CodeContext]:
+        return await _run(self._sb.list_code_contexts)
+
+    async def restart_code_context(self, context: Union[str, CodeContext]) -> CodeContext:
+        return await _run(self._sb.restart_code_context, context)
+
+    async def delete_code_context(self, context: Union[str, CodeContext]) -> None:
+        await _run(self._sb.delete_code_context, context)
 
     async def write_file(self, path: str, content: Union[str, bytes], mode: Optional[str] = None) -> None:
         await _run(self._sb.write_file, path, content, mode)

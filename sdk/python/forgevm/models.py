@@ -123,3 +123,43 @@ class ImageInfo(TypedDict, total=False):
     created_at: str
     source: str
     in_use: bool
+
+
+@dataclass
+class CodeError:
+    """The exception code raised."""
+
+    name: str
+    value: str
+    traceback: str = ""
+
+
+@dataclass
+class Execution:
+    """What running code produced: its output, results (last expression, charts) and error."""
+
+    results: List[Dict[str, Any]] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    error: Optional[CodeError] = None
+    execution_count: int = 0
+    context: str = ""
+    duration: str = ""
+
+    @property
+    def text(self) -> Optional[str]:
+        """The text of the main result (the last expression's value), if there is one."""
+        for r in self.results:
+            if r.get("is_main_result"):
+                return r.get("text")
+        return None
+
+
+@dataclass
+class CodeContext:
+    """A stateful code context: variables, imports and working directory persist between runs."""
+
+    id: str
+    language: str
+    cwd: str
+    user: Optional[str] = None

@@ -7,7 +7,8 @@ import urllib.parse
 from typing import Any, Dict, List, Optional, Union
 
 from ._http import Transport
-from .models import ExecResult, FileInfo, SandboxInfo, _pick
+from .code import context_id, run_code
+from .models import CodeContext, ExecResult, Execution, FileInfo, SandboxInfo, _pick
 from .streaming import ExecStream
 
 #: How long an exec may take over HTTP beyond the command's own timeout.
@@ -108,6 +109,56 @@ class Sandbox:
         """Runs a command and yields its output as produced; ``exit_code`` is set afterwards."""
         body = self._exec_body(command, args, env, workdir, timeout, user, stdin, True)
         return ExecStream(lambda: self._http.open("POST", self._path("/exec"), body=body, timeout=None, sandbox_id=self.id))
+
+    # -- files
+    # -- code
+    def run_code(
+        self,
+        code: str,
+        language: Optional[str] = None,
+        context: "Union[str, CodeContext, None]" = None,
+        env: Optional[Dict[str, str]] = None,
+        timeout: Union[str, float, int, None] = None,
+        on_stdout=None,
+        on_stderr=None,
+        on_result=None,
+        on_error=None,
+    ) -> Execution:
+        """Runs code in a stateful context (Python by default): state persists between runs; the
+        last expression's value and charts are results, an exception is ``error`` (not raised).
+        Callbacks get output as it comes."""
+        return run_code(
+            self._http,
+            self.id,
+            self._path(),
+            code,
+            language=language,
+            context=context,
+            env=env,
+            timeout=_duration(timeout),
+            timeout_s=_seconds(timeout),
+            on_stdout=on_stdout,
+            on_stderr=on_stderr,
+            on_result=on_result,
+            on_error=on_error,
+        )
+
+    def create_code_context(self, language: Optional[str] = None, cwd: Optional[str] = None, user: Optional[str] = None) -> CodeContext:
+        """Starts a new code context (python by default)."""
+        data = self._http.json("POST", self._path("/code/contexts"), body={"language": language, "cwd": cwd, "user": user}, timeout=max(self._http.timeout, 60.0), sandbox_id=self.id)
+        return _pick(CodeContext, data)
+
+    def list_code_contexts(self) -> List[CodeContext]:
+        return [_pick(CodeContext, c) for c in self._http.json("GET", self._path("/code/contexts"), sandbox_id=self.id)]
+
+    def restart_code_context(self, context: "Union[str, CodeContext]") -> CodeContext:
+        """Restarts a context: same id, fresh state."""
+        cid = urllib.parse.quote(context_id(context) or "", safe="")
+        return _pick(CodeContext, self._http.json("POST", self._path(f"/code/contexts/{cid}/restart"), timeout=max(self._http.timeout, 60.0), sandbox_id=self.id))
+
+    def delete_code_context(self, context: "Union[str, CodeContext]") -> None:
+        cid = urllib.parse.quote(context_id(context) or "", safe="")
+        self._http.call("DELETE", self._path(f"/code/contexts/{cid}"), sandbox_id=self.id)
 
     # -- files
     def write_file(self, path: str, content: Union[str, bytes], mode: Optional[str] = None) -> None:

@@ -149,6 +149,37 @@ class Live(unittest.TestCase):
 
         self.assertEqual(asyncio.run(astream()), (["x\n", "y\n"], 0))
 
+    def test_run_code(self):
+        sb = self.sb
+        self.assertEqual(sb.run_code("x = 20\nx + 1").text, "21")
+        ex = sb.run_code("print('hi')\nx * 2")
+        self.assertEqual((ex.stdout, ex.text, ex.error), ("hi\n", "40", None))
+        err = sb.run_code("raise ValueError('no')")
+        self.assertEqual((err.error.name, err.error.value), ("ValueError", "no"))
+        self.assertIn("ValueError", err.error.traceback)
+        seen = []
+        t = sb.run_code("import time\nprint('a', flush=True)\ntime.sleep(30)", timeout="1s", on_stdout=seen.append)
+        self.assertEqual((seen, t.error.name), (["a\n"], "TimeoutError"))
+        self.assertEqual(sb.run_code("x").text, "20", "the context keeps its state after a timeout")
+        ctx = sb.create_code_context(language="bash", cwd="/tmp")
+        self.assertEqual(sb.run_code("cd /etc; pwd", context=ctx).stdout, "/etc\n")
+        self.assertEqual(sb.run_code("pwd", context=ctx.id).stdout, "/etc\n")
+        self.assertIn(ctx.id, [c.id for c in sb.list_code_contexts()])
+        self.assertEqual(sb.restart_code_context(ctx).id, ctx.id)
+        self.assertEqual(sb.run_code("pwd", context=ctx).stdout, "/tmp\n")
+        sb.delete_code_context(ctx)
+        with self.assertRaises(NotFoundError):
+            sb.run_code("pwd", context=ctx)
+        with self.assertRaises(BadRequestError):
+            sb.run_code("1", language="cobol")
+
+        async def arun():
+            async with AsyncClient(URL, api_key=KEY) as client:
+                a = await client.get(self.sb.id)
+                return (await a.run_code("x + 2")).text
+
+        self.assertEqual(asyncio.run(arun()), "22")
+
     def test_files(self):
         sb = self.sb
         sb.write_file("/tmp/py/t.txt", "héllo ✓\n", mode="0600")

@@ -1,7 +1,21 @@
 // A sandbox on a ForgeVM server: commands, files, lifetime. Obtained from Client.spawn or get.
 import type { Transport } from "./http.js";
+import { contextId, runCode } from "./code.js";
 import { ExecStream } from "./stream.js";
-import type { EgressEntry, ExecOptions, ExecResult, FileInfo, NetworkInfo, PortMapping, SandboxInfo, SandboxState, SnapshotInfo } from "./types.js";
+import type {
+  CodeContext,
+  EgressEntry,
+  Execution,
+  ExecOptions,
+  RunCodeOptions,
+  ExecResult,
+  FileInfo,
+  NetworkInfo,
+  PortMapping,
+  SandboxInfo,
+  SandboxState,
+  SnapshotInfo,
+} from "./types.js";
 
 /** How long an exec may take over HTTP beyond the command's own timeout. */
 const EXEC_SLACK_MS = 15_000;
@@ -94,6 +108,36 @@ export class Sandbox implements AsyncDisposable {
    */
   execStream(command: string, opts: ExecOptions = {}): ExecStream {
     return new ExecStream(() => this.http.send("POST", this.path("/exec"), { body: this.execBody(command, opts, true), timeoutMs: null, sandboxId: this.id }));
+  }
+
+  /**
+   * Runs code in a stateful context: variables, imports and the working directory persist between
+   * runs (Python by default; `language` or `context` choose another). The last expression's value
+   * is a result, charts too; an exception is `error`, not a throw. Callbacks get output as it comes.
+   */
+  runCode(code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    return runCode(this.http, this.id, this.path(), code, opts);
+  }
+
+  /** Starts a new code context (python by default) in `cwd`, running as `user`. */
+  createCodeContext(opts: { language?: string; cwd?: string; user?: string } = {}): Promise<CodeContext> {
+    return this.http.json<CodeContext>("POST", this.path("/code/contexts"), { body: opts, sandboxId: this.id, timeoutMs: Math.max(this.http.timeoutMs, 60_000) });
+  }
+
+  listCodeContexts(): Promise<CodeContext[]> {
+    return this.http.json<CodeContext[]>("GET", this.path("/code/contexts"), { sandboxId: this.id });
+  }
+
+  /** Restarts a context: same id, fresh state. */
+  restartCodeContext(context: string | CodeContext): Promise<CodeContext> {
+    return this.http.json<CodeContext>("POST", this.path(`/code/contexts/${encodeURIComponent(contextId(context))}/restart`), {
+      sandboxId: this.id,
+      timeoutMs: Math.max(this.http.timeoutMs, 60_000),
+    });
+  }
+
+  async deleteCodeContext(context: string | CodeContext): Promise<void> {
+    await this.http.send("DELETE", this.path(`/code/contexts/${encodeURIComponent(contextId(context))}`), { sandboxId: this.id });
   }
 
   /** Writes a file (text, or bytes as they are), creating parent directories; `mode` like "0755". */

@@ -228,3 +228,63 @@ export interface ProviderDetails extends ProviderInfo {
   config: Record<string, unknown>;
   problems: string[];
 }
+
+/** A result of running code: the value of its last expression (is_main_result), or a figure it drew, in every format it has. */
+export interface CodeResult {
+  is_main_result: boolean;
+  text?: string;
+  html?: string;
+  markdown?: string;
+  svg?: string;
+  /** Base64 PNG. */
+  png?: string;
+  jpeg?: string;
+  latex?: string;
+  json?: unknown;
+  javascript?: string;
+}
+
+/** The exception code raised. */
+export interface CodeError {
+  name: string;
+  value: string;
+  traceback: string;
+}
+
+/** What running code produced. */
+export interface Execution {
+  results: CodeResult[];
+  stdout: string;
+  stderr: string;
+  /** The exception the code raised, or null. */
+  error: CodeError | null;
+  execution_count: number;
+  /** The context it ran in. */
+  context: string;
+  duration: string;
+}
+
+/** A stateful code context: its variables, imports and working directory persist between runs. */
+export interface CodeContext {
+  id: string;
+  language: string;
+  cwd: string;
+  /** Who its code runs as (null: the sandbox's default user). */
+  user: string | null;
+}
+
+export interface RunCodeOptions {
+  /** python (default), javascript or bash; leave out with `context`. */
+  language?: string;
+  /** A context (or its id) made with createCodeContext; default: the language's default context. */
+  context?: string | CodeContext;
+  /** Environment of this run only. */
+  env?: Record<string, string>;
+  /** Interrupt the code after this long ("30s" or ms); the context keeps its state. */
+  timeout?: string | number;
+  /** Called with output as the code prints it (the run is streamed when any callback is given). */
+  onStdout?: (text: string) => void;
+  onStderr?: (text: string) => void;
+  onResult?: (result: CodeResult) => void;
+  onError?: (error: CodeError) => void;
+}

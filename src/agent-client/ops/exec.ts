@@ -18,7 +18,8 @@ export interface ExecSession {
   /** Resolves when the process started; rejects when it never did (refused, channel closed). */
   readonly started: Promise<ExecStarted>;
   readonly result: Promise<ExecResult>;
-  signal(sig: number): Promise<void>;
+  /** Sends a signal to the process, or with `group` to its whole process group. */
+  signal(sig: number, group?: boolean): Promise<void>;
   resize(rows: number, cols: number): Promise<void>;
 }
 
@@ -61,8 +62,8 @@ export function exec(mux: Mux, req: Omit<ExecRequest, "op">): ExecSession {
     stdin,
     started,
     result,
-    signal: async (sig) => {
-      await mux.request<"signal">({ op: "signal", target: id, signal: sig });
+    signal: async (sig, group) => {
+      await mux.request<"signal">({ op: "signal", target: id, signal: sig, ...(group ? { group } : {}) });
     },
     resize: async (rows, cols) => {
       await mux.request<"resize">({ op: "resize", target: id, rows, cols });

@@ -1,0 +1,90 @@
+// The unmodified `@e2b/code-interpreter@2.8.0` against a real server: Sandbox.create() gives a
+// code-interpreter-v1 sandbox (the built-in code image) whose runCode keeps state, streams
+// output, reports errors, survives timeouts and returns charts; contexts in other languages.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Sandbox } from "@e2b/code-interpreter";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../src/api/app.js";
+import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/core/forge.js";
+import type { Forge } from "../src/index.js";
+import { e2bEnv } from "./e2b-env.js";
+import { assertNoVmLeft, openForge } from "./helpers.js";
+
+const API_KEY = "e2b_feedface";
+let forge: Forge;
+let app: FastifyInstance;
+let sbx: Sandbox;
+
+before(async () => {
+  forge = await openForge({ reapIntervalMs: 500 }, [DEFAULT_IMAGE, CODE_IMAGE]);
+  app = await buildApp({ forge, version: "test", apiKey: API_KEY });
+  e2bEnv(await app.listen({ host: "127.0.0.1", port: 0 }), API_KEY);
+  sbx = await Sandbox.create({ timeoutMs: 600_000 });
+});
+
+after(async () => {
+  await app?.close();
+  await forge?.close();
+  if (forge) await assertNoVmLeft(forge);
+});
+
+describe("runCode", () => {
+  it("keeps state between calls and returns the last expression", async () => {
+    const first = await sbx.runCode("x = 20\nimport os\nos.getcwd()");
+    assert.equal(first.text, "'/home/user'");
+    const r = await sbx.runCode("x + 22");
+    assert.equal(r.text, "42");
+    assert.equal(r.error, undefined);
+    assert.ok((r.executionCount ?? 0) >= 2);
+  });
+
+  it("streams stdout and stderr as they are produced", async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const r = await sbx.runCode("import sys, time\nprint('one', flush=True)\ntime.sleep(0.5)\nprint('two', file=sys.stderr)", {
+      onStdout: (m) => void out.push(m.line),
+      onStderr: (m) => void err.push(m.line),
+    });
+    assert.equal(out.join(""), "one\n");
+    assert.equal(err.join(""), "two\n");
+    assert.equal(r.logs.stdout.join(""), "one\n");
+  });
+
+  it("reports an error with its name, value and traceback", async () => {
+    const r = await sbx.runCode("def f():\n    return 1 / 0\nf()");
+    assert.equal(r.error?.name, "ZeroDivisionError");
+    assert.equal(r.error?.value, "division by zero");
+    assert.match(r.error?.traceback ?? "", /line 2, in f/);
+    assert.equal((await sbx.runCode("x")).text, "20", "the context lives on after an error");
+  });
+
+  it("interrupts code at its timeout and keeps the context", async () => {
+    await assert.rejects(sbx.runCode("import time\ntime.sleep(60)", { timeoutMs: 1500 }), /timed out|Timeout/i);
+    const r = await sbx.runCode("x * 2");
+    assert.equal(r.text, "40");
+  });
+
+  it("returns a matplotlib chart as a PNG", async () => {
+    const r = await sbx.runCode("import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.title('squares')\nplt.show()", { timeoutMs: 120_000 });
+    const png = r.results.find((x) => x.png)?.png;
+    assert.ok(png, JSON.stringify(r));
+    assert.deepEqual([...Buffer.from(png, "base64").subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+  });
+
+  it("runs other languages in contexts of their own", async () => {
+    const js = await sbx.createCodeContext({ language: "javascript" });
+    assert.equal((await sbx.runCode("const a = 20; a + 22", { context: js })).text, "42");
+    assert.equal((await sbx.runCode("a * 2", { context: js })).text, "40");
+    const sh = await sbx.createCodeContext({ language: "bash", cwd: "/tmp" });
+    assert.equal((await sbx.runCode("cd /etc; pwd", { context: sh })).logs.stdout.join(""), "/etc\n");
+    assert.equal((await sbx.runCode("pwd", { context: sh })).logs.stdout.join(""), "/etc\n");
+    const listed = await sbx.listCodeContexts();
+    assert.ok(listed.some((c) => c.id === js.id) && listed.some((c) => c.id === sh.id));
+    await sbx.restartCodeContext(js);
+    assert.equal((await sbx.runCode("typeof a", { context: js })).text, "'undefined'");
+    await sbx.removeCodeContext(sh);
+    assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === sh.id));
+    await assert.rejects(sbx.runCode("1", { context: sh }), /not found/i);
+  });
+});
