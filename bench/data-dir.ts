@@ -12,10 +12,10 @@ const runDir = mkdtempSync(join(tmpdir(), "fvb-"));
 process.once("exit", () => rmSync(runDir, { recursive: true, force: true }));
 let n = 0;
 
-/** A fresh data directory with the kernel, initramfs and default image of the prepared one. */
-export async function benchDataDir(): Promise<string> {
+/** A fresh data directory with the kernel, initramfs and built-in images (default: the default image) of the prepared one. */
+export async function benchDataDir(images?: string[]): Promise<string> {
   const dir = join(runDir, `d${n++}`);
-  await seedDataDir(preparedDataDir(), dir);
+  await seedDataDir(preparedDataDir(), dir, images);
   return dir;
 }
 
@@ -24,10 +24,10 @@ export async function benchForge(opts: ForgeOptions = {}): Promise<Forge> {
   return Forge.open({ ...opts, dataDir: opts.dataDir ?? (await benchDataDir()) });
 }
 
-/** An explicit server configuration on a data directory of its own and a free port. */
-export async function benchConfig(change: (c: Config) => void = () => {}): Promise<Config> {
+/** An explicit server configuration on a data directory of its own (with these built-in images) and a free port. */
+export async function benchConfig(change: (c: Config) => void = () => {}, images?: string[]): Promise<Config> {
   const c = defaultConfig({});
-  c.data_dir = await benchDataDir();
+  c.data_dir = await benchDataDir(images);
   c.server.port = 0;
   change(c);
   return c;

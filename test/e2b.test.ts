@@ -2,7 +2,7 @@
 // a user would: E2B_API_URL and E2B_SANDBOX_URL at the server, E2B_API_KEY its API key.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "e2b";
+import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, NotEnoughSpaceError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "e2b";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
@@ -196,6 +196,24 @@ describe("control plane", () => {
     assert.equal(await again.isRunning(), true);
   });
 
+  it("forks a sandbox: the copy has its files and runs on its own; listings page with X-Next-Token", async () => {
+    await sbx.files.write("/tmp/before-fork.txt", "parent's");
+    const [child] = await Sandbox.fork(sbx.sandboxId, { count: 1, timeoutMs: 120_000 });
+    assert.ok(child instanceof Sandbox, String(child));
+    assert.notEqual(child.sandboxId, sbx.sandboxId);
+    assert.equal(await child.files.read("/tmp/before-fork.txt"), "parent's");
+    await child.files.write("/tmp/before-fork.txt", "child's");
+    assert.equal(await sbx.files.read("/tmp/before-fork.txt"), "parent's");
+    // The copy has its parent's metadata: two sandboxes match, one per page.
+    const pages = Sandbox.list({ query: { metadata: { suite: "e2b" } }, limit: 1 });
+    const seen = [...(await pages.nextItems()).map((s) => s.sandboxId)];
+    assert.equal(pages.hasNext, true);
+    seen.push(...(await pages.nextItems()).map((s) => s.sandboxId));
+    assert.equal(pages.hasNext, false);
+    assert.deepEqual(seen.sort(), [child.sandboxId, sbx.sandboxId].sort());
+    assert.equal(await child.kill(), true);
+  });
+
   it("expires a sandbox at the timeout set with setTimeout, and kill answers false for it then", async () => {
     const short = await Sandbox.create({ timeoutMs: 60_000 });
     await short.setTimeout(1000);
@@ -267,6 +285,16 @@ describe("bad input gets E2B-shaped errors", () => {
     assert.equal(((await unary.json()) as { code: string }).code, "invalid_argument");
     const noMethod = await post("/filesystem.Filesystem/Nope", "{}", { ...envd(), "content-type": "application/json" });
     assert.equal(noMethod.status, 404);
+  });
+
+  it("huge requests: a Connect message over the limit, an upload larger than the disk", async () => {
+    const big = Buffer.concat([Buffer.from([0, 0, 0x50, 0, 0]), Buffer.alloc(5 * 1024 * 1024, 0x20)]);
+    const r = await post("/filesystem.Filesystem/WatchDir", big, { ...envd(), "content-type": "application/connect+json" });
+    assert.equal(((await r.json()) as { code: string }).code, "resource_exhausted");
+    await sbx.commands.run("mkdir -p /mnt/small && mount -t tmpfs -o size=1m tmpfs /mnt/small && chmod 777 /mnt/small", { user: "root" });
+    await assert.rejects(sbx.files.write("/mnt/small/big.bin", new Uint8Array(4 * 1024 * 1024).buffer), NotEnoughSpaceError);
+    assert.equal(await sbx.files.exists("/mnt/small/big.bin"), false, "nothing half-written is left");
+    await sbx.commands.run("umount /mnt/small", { user: "root" });
   });
 
   it("paths the user may not touch, and uploads without a target", async () => {

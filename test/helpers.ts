@@ -53,30 +53,30 @@ export function testForge(): Promise<Forge> {
   return shared;
 }
 
-/** An explicit server configuration: defaults, a data directory of its own, a free port. */
-export async function testConfig(change: (c: Config) => void = () => {}): Promise<Config> {
+/** An explicit server configuration: defaults, a data directory of its own (with these built-in images), a free port. */
+export async function testConfig(change: (c: Config) => void = () => {}, images?: string[]): Promise<Config> {
   const c = defaultConfig({});
-  c.data_dir = await testDataDir();
+  c.data_dir = await testDataDir(images);
   c.server.port = 0;
   change(c);
   return c;
 }
 
-/** Starts a server on its own data directory and a free port; `url` is its base URL. */
-export async function startTestServer(change?: (c: Config) => void): Promise<RunningServer> {
-  const cfg = await testConfig(change);
+/** Starts a server on its own data directory (with these built-in images) and a free port; `url` is its base URL. */
+export async function startTestServer(change?: (c: Config) => void, images?: string[]): Promise<RunningServer> {
+  const cfg = await testConfig(change, images);
   const server = await startServer(cfg, "test");
   removeAtExit(cfg.data_dir);
   return server;
 }
 
 /**
- * The environment for a program a test starts: this one's, without any FORGEVM_* variable, and
- * with a home of its own (no ~/.forgevm/config.yaml), so only what the test passes counts.
+ * The environment for a program a test starts: this one's, without any FORGEVM_* or E2B_*
+ * variable, and with a home of its own (no ~/.forgevm/config.yaml), so only what the test passes counts.
  */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("FORGEVM_")) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("FORGEVM_") && !k.startsWith("E2B_")) env[k] = v;
   mkdirSync(childHome, { recursive: true });
   return { ...env, HOME: childHome, ...extra };
 }

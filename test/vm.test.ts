@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { AgentError, type Sandbox } from "../src/index.js";
-import { FIELD_FEATURES, INITIAL_WINDOW, OP_FEATURES, PROTOCOL_VERSION } from "../src/agent-client/index.js";
+import { FIELD_FEATURES, HELLO_FEATURES, INITIAL_WINDOW, OP_FEATURES, PROTOCOL_VERSION } from "../src/agent-client/index.js";
 import { readFile, stat } from "node:fs/promises";
 import { alive, testForge, waitFor } from "./helpers.js";
 
@@ -245,7 +245,7 @@ describe("protocol", () => {
     const h = await sb.vm.channel.request<"hello">({ op: "hello" });
     assert.equal(h.proto, PROTOCOL_VERSION);
     assert.match(h.agent, /^\d+\.\d+\.\d+$/);
-    const known = new Set([...Object.values(OP_FEATURES), ...Object.values(FIELD_FEATURES).flatMap((m) => Object.values(m)), "host-hello"]);
+    const known = new Set([...Object.values(OP_FEATURES), ...Object.values(FIELD_FEATURES).flatMap((m) => Object.values(m)), ...Object.values(HELLO_FEATURES)]);
     assert.deepEqual([...h.features].sort(), [...known].sort());
   });
 

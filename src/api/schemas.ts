@@ -30,6 +30,7 @@ export const ErrorBody = Type.Object(
     message: Type.String(),
     retryable: Type.Boolean(),
     sandbox_id: Type.Optional(Type.String({ description: "set when the sandbox itself is unknown or not running" })),
+    errno: Type.Optional(Type.String({ description: "the guest's errno name (ENOENT, ENOSPC…) when its kernel refused" })),
   },
   { $id: "Error" },
 );

@@ -18,7 +18,8 @@ const GUEST_ERRNO: Record<string, ErrorCode> = {
 /** The ForgevmError a failure stands for (ForgevmErrors pass through unchanged). */
 export function toForgevmError(err: unknown): ForgevmError {
   if (err instanceof ForgevmError) return err;
-  if (err instanceof AgentError) return new ForgevmError(GUEST_ERRNO[err.code] ?? "BAD_REQUEST", err.message);
+  // The errno goes along, for interfaces whose protocol tells some apart (E2B: a full disk is 507).
+  if (err instanceof AgentError) return new ForgevmError(GUEST_ERRNO[err.code] ?? "BAD_REQUEST", err.message, { errno: err.code });
   if (err instanceof ChannelClosedError) return new ForgevmError("UNAVAILABLE", `the sandbox's VM is not answering: ${err.message}`);
   if (err instanceof AgentTimeoutError) return new ForgevmError("UNAVAILABLE", err.message);
   if (err instanceof BootError) return new ForgevmError("UNAVAILABLE", `the VM did not start: ${err.message.split("\n")[0]}`);

@@ -7,6 +7,7 @@ import { badRequest } from "./errors.js";
 import { checkEnv } from "./validate.js";
 import type { Emit } from "./events.js";
 import { CodeContexts } from "./code/contexts.js";
+import { GuestUsers, type GuestUser } from "./guest-users.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 
 export interface ExecOptions {
@@ -48,21 +49,17 @@ export interface Tenant {
   home: string;
 }
 
-/** A user of the guest as its /etc/passwd names it. */
-export interface GuestUser {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-}
-
 /** The filesystem identity a file operation runs with (default: root, or the tenant's own). */
 export interface FileIdentity {
   uid: number;
   gid: number;
 }
 
+export type { GuestUser };
+
 export class Sandbox {
+  /** The guest's user accounts (guest-users.ts). */
+  private readonly users = new GuestUsers(this);
   /** Processes that outlive the call that started them (see processes.ts). */
   readonly processes = new ProcessTable();
   /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
@@ -204,74 +201,16 @@ export class Sandbox {
     return this.processes.track(spec, session, first);
   }
 
-  private users: Promise<Map<string, GuestUser>> | null = null;
-
-  /** The guest's users by name, read from its /etc/passwd once (ensureUser adds to it). */
-  private passwd(): Promise<Map<string, GuestUser>> {
-    this.users ??= this.readFile("/etc/passwd", 4 * 1024 * 1024)
-      .catch(() => Buffer.alloc(0))
-      .then((b) => {
-        const m = new Map<string, GuestUser>();
-        for (const line of b.toString("utf8").split("\n")) {
-          const [name, , uid, gid, , home] = line.split(":");
-          if (name && /^\d+$/.test(uid ?? "") && /^\d+$/.test(gid ?? "")) m.set(name, { name, uid: Number(uid), gid: Number(gid), home: home || "/" });
-        }
-        return m;
-      });
-    this.users.catch(() => (this.users = null));
-    return this.users;
-  }
-
   /** A guest user by name or uid, or null when /etc/passwd has none. */
-  async guestUser(nameOrUid: string): Promise<GuestUser | null> {
-    const users = await this.passwd();
-    return users.get(nameOrUid) ?? [...users.values()].find((u) => String(u.uid) === nameOrUid) ?? null;
+  guestUser(nameOrUid: string): Promise<GuestUser | null> {
+    return this.users.find(nameOrUid);
   }
 
-  /**
-   * Makes sure the guest has this user with this home directory (owned by it), adding it to
-   * /etc/passwd and /etc/group when the image lacks it; images need no useradd for this.
-   */
+  /** Makes sure the guest has this user with this home directory (guest-users.ts); a pool tenant is only ever itself. */
   ensureUser(name: string, home: string): Promise<GuestUser> {
     const t = this.defaults.tenant;
-    // A pool tenant is its own user and nobody else.
     if (t) return Promise.resolve({ name: t.user, uid: t.uid, gid: t.gid, home: t.home });
-    let p = this.ensuring.get(name);
-    if (!p) {
-      p = this.addUser(name, home);
-      this.ensuring.set(name, p);
-      p.catch(() => this.ensuring.delete(name));
-    }
-    return p;
-  }
-  private readonly ensuring = new Map<string, Promise<GuestUser>>();
-
-  private async addUser(name: string, home: string): Promise<GuestUser> {
-    const known = await this.guestUser(name);
-    if (known) return known;
-    const users = await this.passwd();
-    const groups = await this.readFile("/etc/group", 4 * 1024 * 1024).catch(() => Buffer.alloc(0));
-    const taken = new Set([...users.values()].map((u) => u.uid));
-    const gids = new Set(
-      groups
-        .toString("utf8")
-        .split("\n")
-        .map((l) => Number(l.split(":")[2])),
-    );
-    let id = 1000;
-    while (taken.has(id) || gids.has(id)) id++;
-    const passwd = await this.readFile("/etc/passwd", 4 * 1024 * 1024).catch(() => Buffer.alloc(0));
-    const shell = (await this.stat("/bin/bash").catch(() => null)) ? "/bin/bash" : "/bin/sh";
-    const line = (b: Buffer, l: string) => Buffer.concat([b, Buffer.from(b.length && b[b.length - 1] !== 10 ? `\n${l}\n` : `${l}\n`)]);
-    await this.writeFile("/etc/passwd", line(passwd, `${name}:x:${id}:${id}::${home}:${shell}`), { mode: 0o644 });
-    await this.writeFile("/etc/group", line(groups, `${name}:x:${id}:`), { mode: 0o644 });
-    await this.mkdir(home, 0o755);
-    // Owned by the user: created as it inside a directory it owns, or handed over by chown.
-    const r = await this.exec(["chown", `${id}:${id}`, home]).catch(() => null);
-    if (r?.exitCode !== 0) throw new Error(`could not give ${home} to user ${name}: ${r?.stderr.trim() || "the image has no chown"}`);
-    const user = { name, uid: id, gid: id, home };
-    users.set(name, user);
-    return user;
+    return this.users.ensure(name, home);
   }
 
   /** Watches a directory (recursively if asked); onChange gets each change, named relative to it. Close the watch when done. */

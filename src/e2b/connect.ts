@@ -139,6 +139,15 @@ export class ServerStream {
 type Unary<T> = (msg: any, req: FastifyRequest) => Promise<T>;
 type Streaming = (msg: any, stream: ServerStream, req: FastifyRequest) => Promise<void>;
 
+/** Whether a URL is a Connect call (`/package.Service/Method`), whose errors are Connect's. */
+export const isRpcUrl = (url: string) => /\/[a-z]+\.[A-Z][A-Za-z]*\/[A-Za-z]+(\?|$)/.test(url);
+
+/** A Connect error answer (for a failure before the method ran: the body too large, bad JSON). */
+export function sendConnectError(reply: FastifyReply, err: unknown): FastifyReply {
+  const { code, message } = connectError(err);
+  return reply.status(CONNECT_STATUS[code]).type("application/json").send(JSON.stringify({ code, message }));
+}
+
 /** Registers the Connect content types and error answers of the scope envd's services live in. */
 export function installConnect(app: FastifyInstance): void {
   app.addContentTypeParser(STREAM_TYPE, { parseAs: "buffer", bodyLimit: MAX_MESSAGE + 5 }, (_req, body, done) => done(null, body));

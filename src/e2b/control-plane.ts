@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import { toApiError } from "../api/errors.js";
 import { ForgevmError, badRequest, sandboxGone } from "../core/errors.js";
-import type { Forge } from "../core/forge.js";
+import { MAX_FORK, type Forge } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { CODE_INTERPRETER_TEMPLATE, spawnTarget } from "./templates.js";
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
@@ -38,6 +38,10 @@ const NewSandbox = Type.Object(
   { additionalProperties: true },
 );
 const ConnectBody = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })) }, { additionalProperties: true });
+const ForkBody = Type.Object(
+  { timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })), count: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_FORK })) },
+  { additionalProperties: true },
+);
 const TimeoutBody = Type.Object({ timeout: Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S }) });
 const Id = Type.Object({ sandboxID: Type.String() });
 const ListQuery = Type.Object(
@@ -193,6 +197,18 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     await forge.pause(row.id);
     return reply.status(204).send();
   });
+
+  app.post(
+    "/sandboxes/:sandboxID/fork",
+    { schema: { params: Id, body: ForkBody, hide: true } },
+    async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof ForkBody> | undefined }>, reply) => {
+      running(forge, req.params.sandboxID);
+      const timeout = req.body?.timeout;
+      // One snapshot, all copies at once: they start together or not at all, so no entry carries an error.
+      const r = await forge.fork(req.params.sandboxID, { count: req.body?.count ?? 1, ttlMs: timeout !== undefined ? timeout * 1000 : undefined });
+      return reply.status(201).send(r.sandboxes.map((sb) => ({ sandbox: sandboxView(forge, forge.get(sb.id)) })));
+    },
+  );
 
   app.get("/sandboxes/:sandboxID/metrics", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
     const row = running(forge, req.params.sandboxID);

@@ -6,7 +6,7 @@ import type { IncomingMessage } from "node:http";
 import type { FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { codeInterpreterRoutes } from "./code-interpreter.js";
-import { installConnect } from "./connect.js";
+import { installConnect, isRpcUrl, sendConnectError } from "./connect.js";
 import { controlPlaneRoutes } from "./control-plane.js";
 import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
 import { envdError, envdHttpRoutes } from "./envd/files.js";
@@ -39,7 +39,7 @@ export async function e2bRoutes(app: FastifyInstance, { forge }: { forge: Forge 
   await app.register(
     async (envd) => {
       installConnect(envd);
-      envd.setErrorHandler((err, _req, reply) => envdError(reply, err));
+      envd.setErrorHandler((err, req, reply) => (isRpcUrl(req.url) ? sendConnectError(reply, err) : envdError(reply, err)));
       envd.setNotFoundHandler((req, reply) => reply.status(404).send({ code: 404, message: `envd has no ${req.method} ${req.url.slice(ENVD_PREFIX.length).split("?")[0]}` }));
       await envd.register(processService, { forge });
       await envd.register(filesystemService, { forge });

@@ -24,7 +24,9 @@ export function envdError(reply: FastifyReply, err: unknown): FastifyReply {
   if (err instanceof SandboxUnavailable) return reply.status(502).type("application/json").send({ code: 502, message: err.message });
   if (err instanceof ConnectError) return reply.status(err.code === "not_found" ? 404 : err.code === "unauthenticated" ? 401 : 400).send({ code: 400, message: err.message });
   const e = toApiError(err);
-  return reply.status(e.status).type("application/json").send({ code: e.status, message: e.message });
+  // envd's answer for a full disk, which the SDK reports as such.
+  const status = e.detail.errno === "ENOSPC" || e.detail.errno === "EDQUOT" ? 507 : e.status;
+  return reply.status(status).type("application/json").send({ code: status, message: e.message });
 }
 
 /** `v1_` + base64(sha256("path:operation:user:token[:expiration]")) without padding: a pre-signed URL's signature. */
@@ -51,6 +53,23 @@ async function filesContext(forge: Forge, req: FastifyRequest<{ Querystring: Fil
     req.headers["x-access-token"] = forge.accessToken(sb.id, ENVD_TOKEN);
   }
   return envdContext(forge, req, q.username);
+}
+
+/**
+ * A stream the guest write may abandon: fed from `source`, which is drained (not destroyed) when
+ * the write fails, so the client can finish sending and read our answer (507, 403…) instead of
+ * a reset connection.
+ */
+function detachable(source: Readable): { stream: PassThrough; release: () => void } {
+  const stream = new PassThrough();
+  source.pipe(stream);
+  return {
+    stream,
+    release: () => {
+      source.unpipe(stream);
+      source.resume();
+    },
+  };
 }
 
 /** What POST /files answers for one written file. */
@@ -110,8 +129,13 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
         const path = resolvePath(ctx, req.query.path);
         const encoding = String(req.headers["content-encoding"] ?? "identity").toLowerCase();
         if (encoding !== "identity" && encoding !== "gzip") throw badRequest(`Content-Encoding ${encoding} is not supported: send gzip or nothing`);
-        const data = encoding === "gzip" ? body.pipe(createGunzip()) : body;
-        await ctx.sandbox.writeFile(path, data, { as: ctx.as });
+        const fed = detachable(body);
+        try {
+          await ctx.sandbox.writeFile(path, encoding === "gzip" ? fed.stream.pipe(createGunzip()) : fed.stream, { as: ctx.as });
+        } catch (e) {
+          fed.release();
+          throw e;
+        }
         return reply.send([written(path)]);
       }
       if (type === "multipart/form-data") return reply.send(await multipart(ctx, req, body));
@@ -126,7 +150,7 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
 /** Writes each `file` part of a multipart body to its path (the `path` query wins for a single file). */
 async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: FilesQuery }>, body: Readable): Promise<ReturnType<typeof written>[]> {
   const results: ReturnType<typeof written>[] = [];
-  const parts: { path: string; stream: PassThrough }[] = [];
+  const parts: { path: string; stream: PassThrough; release: () => void }[] = [];
   let failure: unknown = null;
   let notify: (() => void) | null = null;
   let finished = false;
@@ -141,10 +165,7 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
       file.resume();
       return;
     }
-    const target = req.query.path ?? filename;
-    const stream = new PassThrough();
-    file.pipe(stream);
-    parts.push({ path: target, stream });
+    parts.push({ path: req.query.path ?? filename, ...detachable(file) });
     notify?.();
   });
   busboy.on("finish", () => {
@@ -165,7 +186,7 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
   for (;;) {
     const part = parts.shift();
     if (part && failure) {
-      part.stream.resume();
+      part.release();
       continue;
     }
     if (part) {
@@ -175,7 +196,7 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
         await ctx.sandbox.writeFile(path, part.stream, { as: ctx.as });
         results.push(written(path));
       } catch (e) {
-        part.stream.resume();
+        part.release();
         failure ??= e;
       }
       continue;
