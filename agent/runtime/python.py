@@ -7,13 +7,13 @@
 # traceback); end. Before each end, a sync line on stderr tells the host that stderr is complete.
 # SIGINT interrupts the code running (KeyboardInterrupt); the context survives.
 import ast
-import base64
 import io
 import json
 import os
 import signal
 import sys
-import traceback
+
+# base64 and traceback are imported where they are needed: a context starts faster without them.
 
 MARK = os.environ.pop("FVM_RUNTIME_MARK", "")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -79,6 +79,8 @@ def formats(value):
         if isinstance(r, tuple):
             r = r[0]
         if isinstance(r, (bytes, bytearray)):
+            import base64
+
             r = base64.b64encode(r).decode()
         out[key] = r
     return out
@@ -88,6 +90,8 @@ def figures():
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
+    import base64
+
     for num in plt.get_fignums():
         fig = plt.figure(num)
         buf = io.BytesIO()
@@ -105,6 +109,8 @@ count = 0
 
 def user_traceback(e):
     # Frames of this file are ours, not the caller's.
+    import traceback
+
     te = traceback.TracebackException.from_exception(e)
     te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != __file__])
     return "".join(te.format())

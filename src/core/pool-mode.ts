@@ -12,7 +12,7 @@ import type { SpawnOptions } from "./options.js";
 import { newRow, plan } from "./plan.js";
 import { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
-import { runSetup, useBaseSnapshots, type Pull } from "./spawn.js";
+import { prepareBase, useBaseSnapshots, type Pull } from "./spawn.js";
 
 /** Pool mode: a sandbox that is a user of its own in a shared VM. */
 export async function spawnTenant(core: Core, opts: SpawnOptions, pull: Pull): Promise<Sandbox> {
@@ -51,7 +51,7 @@ export async function makePoolHost(core: Core, pull: Pull): Promise<{ vm: Vm; sn
   const pool = core.opts.pool!;
   const p = await plan(core, { image: pool.image || core.defaults.image, memoryMb: pool.memoryMb, vcpus: pool.vcpus }, pull);
   const id = `pool-${randomBytes(4).toString("hex")}`;
-  const base = useBaseSnapshots(core) ? await core.snaps.base(p, (vm) => runSetup(core, vm, p)) : null;
+  const base = useBaseSnapshots(core) ? await core.snaps.base(p, (vm) => prepareBase(core, vm, p)) : null;
   if (base) {
     try {
       return { vm: await core.provider.spawn({ id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: id, restore: { files: Snapshots.files(base) } }), snapshotId: base.id };

@@ -1,6 +1,6 @@
 // The built-in images: the default one, Debian bookworm (minbase + python3, bash, ca-certificates,
-// coreutils, ping, curl, ps, ip), and the code-interpreter one (the same plus matplotlib, pandas
-// and Node.js), made with debootstrap from the Debian archive and packed into read-only ext4
+// coreutils, ping, curl, ps, ip, and an unprivileged `user`), and the code-interpreter one (the
+// same plus matplotlib, pandas and Node.js), made with debootstrap from the Debian archive and packed into read-only ext4
 // files with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still
 // has working images this way.
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
@@ -11,12 +11,15 @@ import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
 const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl", "procps", "iproute2"];
-/** Installed with apt after debootstrap: its resolver leaves out recommended packages (debootstrap's pulls in compilers here). */
-// python3-munkres satisfies fonttools' "scipy | munkres" with 100 kB instead of scipy and its compilers.
+/**
+ * Installed with apt after debootstrap, whose resolver takes first alternatives (here: scipy and
+ * compilers). python3-munkres satisfies fonttools' "scipy | munkres" with 100 kB.
+ */
 const CODE_EXTRAS = ["python3-matplotlib", "python3-pandas", "python3-munkres", "nodejs"];
-/** Run in the code image once built: matplotlib's font cache, which its first import would spend seconds on. */
-const CODE_AFTER =
-  "mkdir -p /var/cache/matplotlib && MPLCONFIGDIR=/var/cache/matplotlib MPLBACKEND=Agg python3 -c 'import matplotlib.pyplot' && chmod -R a+rwX /var/cache/matplotlib";
+/** Run in each image once built: an unprivileged `user` (uid 1000, home /home/user), whom E2B's SDKs run commands as. */
+const ADD_USER = "useradd --create-home --uid 1000 --user-group --shell /bin/bash user";
+/** ... and in the code image: matplotlib's font cache, which its first import would spend seconds on. */
+const CODE_AFTER = `${ADD_USER} && mkdir -p /var/cache/matplotlib && MPLCONFIGDIR=/var/cache/matplotlib MPLBACKEND=Agg python3 -c 'import matplotlib.pyplot' && chmod -R a+rwX /var/cache/matplotlib`;
 
 interface BuiltIn {
   name: string;
@@ -27,7 +30,7 @@ interface BuiltIn {
 
 /** The images setup builds, and what is in each. */
 export const BUILT_IN_IMAGES: BuiltIn[] = [
-  { name: DEFAULT_IMAGE, packages: PACKAGES },
+  { name: DEFAULT_IMAGE, packages: PACKAGES, after: ADD_USER },
   { name: CODE_IMAGE, packages: PACKAGES, extras: CODE_EXTRAS, after: CODE_AFTER },
 ];
 
@@ -48,7 +51,7 @@ export async function ensureBaseImages(paths: Paths, log: (m: string) => void): 
 }
 
 async function ensureDebianImage(paths: Paths, { name, packages, extras = [], after }: BuiltIn, log: (m: string) => void): Promise<void> {
-  const description = `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}`;
+  const description = `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}`;
   const dir = imageDir(paths, name);
   const built = await readFile(join(dir, "image.json"), "utf8").then(
     (t) => JSON.parse(t) as ImageMeta,
@@ -71,7 +74,7 @@ async function ensureDebianImage(paths: Paths, { name, packages, extras = [], af
     log(`image ${name}: debootstrap bookworm from ${mirror} (about a minute)`);
     await run("debootstrap", ["--variant=minbase", `--include=${packages.join(",")}`, "bookworm", rootfs, mirror]);
     if (extras.length || after) {
-      log(`image ${name}: installing ${extras.join(", ")}`);
+      if (extras.length) log(`image ${name}: installing ${extras.join(", ")}`);
       const env = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", DEBIAN_FRONTEND: "noninteractive", HOME: "/root", LANG: "C.UTF-8" };
       const resolv = join(rootfs, "etc", "resolv.conf");
       const kept = await readFile(resolv).catch(() => Buffer.alloc(0));
