@@ -7,26 +7,12 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { benchConfig } from "./data-dir.js";
 import { startServer } from "../src/api/serve.js";
+import { pct, timed } from "./stats.js";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "20" }, clients: { type: "string", default: "16" }, runs: { type: "string", default: "300" } } });
 const SECONDS = Number(values.seconds);
 const CLIENTS = Number(values.clients);
 const RUNS = Number(values.runs);
-
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return Math.round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] * 100) / 100;
-}
-
-async function timed(n: number, fn: () => Promise<unknown>): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await fn();
-    out.push(performance.now() - t0);
-  }
-  return out;
-}
 
 async function main() {
   const cfg = await benchConfig();

@@ -13,6 +13,7 @@ import { benchForge } from "./data-dir.js";
 import { resolveImage } from "../src/images/store.js";
 import { kernelCmdline, hostTscKhz } from "../src/providers/qemu/args.js";
 import { QemuProvider } from "../src/providers/qemu/qemu-provider.js";
+import { pct } from "./stats.js";
 
 const { values } = parseArgs({
   options: { boots: { type: "string", default: "7" }, execs: { type: "string", default: "300" }, mib: { type: "string", default: "100" } },
@@ -24,11 +25,6 @@ const MIB = Number(values.mib);
 async function rssKb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
-}
-
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return Math.round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] * 100) / 100;
 }
 
 /** QEMU with the same kernel and initramfs, no devices beyond the console: ms to first byte. */

@@ -14,26 +14,13 @@ import { Client } from "forgevm";
 import { startServer } from "../src/api/serve.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/core/forge.js";
 import { benchConfig } from "./data-dir.js";
+import { pct, timed } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "8" }, calls: { type: "string", default: "40" } } });
 const RUNS = Number(values.runs);
 const CALLS = Number(values.calls);
 
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return Math.round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] * 10) / 10;
-}
 const stats = (xs: number[]) => ({ p50: pct(xs, 50), p90: pct(xs, 90), n: xs.length });
-
-async function timed(n: number, fn: () => Promise<unknown>): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await fn();
-    out.push(performance.now() - t0);
-  }
-  return out;
-}
 
 async function main() {
   const cfg = await benchConfig(() => {}, [DEFAULT_IMAGE, CODE_IMAGE]);

@@ -88,6 +88,21 @@ describe("errors from the guest and the agent channel", () => {
   });
 });
 
+describe("uploads the guest refuses half-way", () => {
+  it("a raw upload bigger than the disk is a 4xx naming ENOSPC, and the client reads it (no reset)", async () => {
+    assert.equal((await sb.exec("mkdir -p /mnt/small && mount -t tmpfs -o size=1m tmpfs /mnt/small")).exitCode, 0);
+    const res = await fetch(`${base}/api/v1/sandboxes/${sb.id}/files?path=/mnt/small/big.bin`, {
+      method: "POST",
+      headers: { "X-API-Key": "k", "Content-Type": "application/octet-stream" },
+      body: new Uint8Array(4 * 1024 * 1024),
+    });
+    const body = (await res.json()) as { code: string; errno?: string };
+    assert.equal(res.status, 400, JSON.stringify(body));
+    assert.equal(body.errno, "ENOSPC");
+    await sb.exec("umount /mnt/small");
+  });
+});
+
 describe("errors before a route runs", () => {
   it("a malformed forgevm_api_key cookie is a 401, not a 500", async () => {
     assertClientError(await api("GET", "/events", undefined, { "X-API-Key": "", Cookie: "forgevm_api_key=%E0%A4%A" }), 401, "UNAUTHORIZED");

@@ -333,6 +333,8 @@ describe("pause and resume", () => {
     assert.equal((await back.getInfo()).state, "running");
     assert.equal(await back.files.read("keep.txt"), "kept");
     assert.equal((await back.commands.run(`kill -0 ${bg.pid} && echo alive`)).stdout, "alive\n");
+    assert.equal(await back.commands.kill(bg.pid), true, "a process from before the pause is killed by pid");
+    await waitFor(async () => (await back.commands.run(`kill -0 ${bg.pid} 2>/dev/null && echo alive || echo gone`)).stdout === "gone\n", 5000, "the process to go");
     const before = Number(await back.files.read("/tmp/count"));
     await new Promise((r) => setTimeout(r, 1500));
     assert.ok(Number(await back.files.read("/tmp/count")) > before, "the loop started before the pause still runs");

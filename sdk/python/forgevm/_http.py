@@ -8,7 +8,7 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
 
 from .errors import ConnectionError, error_from
 
@@ -63,6 +63,14 @@ class Transport:
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             raise ConnectionError(f"cannot reach the ForgeVM server at {self.base_url}: {reason} (is `forgevm serve` running?)") from None
+
+    def ndjson(self, method: str, path: str, **kw: Any) -> Iterator[Any]:
+        """The JSON values of a streamed (NDJSON) answer, one per line, as the server flushes them."""
+        with self.open(method, path, **kw) as res:
+            for raw in res:
+                line = raw.strip()
+                if line:
+                    yield json.loads(line)
 
     def json(self, method: str, path: str, **kw: Any) -> Any:
         with self.open(method, path, **kw) as res:

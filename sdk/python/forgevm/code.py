@@ -3,7 +3,6 @@ the caller wants output as it comes (callbacks)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Dict, Optional, Union
 
 from ._http import Transport
@@ -54,37 +53,32 @@ def run_code(
         return execution_from(http.json("POST", f"{path}/code", body=body, timeout=http_timeout, sandbox_id=sandbox_id))
     ex = Execution(context=context_id(context) or "")
     ended = False
-    with http.open("POST", f"{path}/code", body=body, timeout=None, sandbox_id=sandbox_id) as res:
-        for raw in res:
-            line = raw.strip()
-            if not line:
-                continue
-            e = json.loads(line)
-            kind = e.get("type")
-            if kind == "stdout":
-                ex.stdout += e["text"]
-                if on_stdout:
-                    on_stdout(e["text"])
-            elif kind == "stderr":
-                ex.stderr += e["text"]
-                if on_stderr:
-                    on_stderr(e["text"])
-            elif kind == "result":
-                r = {k: v for k, v in e.items() if k != "type"}
-                ex.results.append(r)
-                if on_result:
-                    on_result(r)
-            elif kind == "error":
-                ex.error = CodeError(e["name"], e["value"], e.get("traceback", ""))
-                if on_error:
-                    on_error(ex.error)
-            elif kind == "end":
-                ex.execution_count = int(e.get("execution_count", 0))
-                ex.context = e.get("context", ex.context)
-                ex.duration = e.get("duration", "")
-                ended = True
-            elif kind == "api_error":
-                raise error_from_body(e)
+    for e in http.ndjson("POST", f"{path}/code", body=body, timeout=None, sandbox_id=sandbox_id):
+        kind = e.get("type")
+        if kind == "stdout":
+            ex.stdout += e["text"]
+            if on_stdout:
+                on_stdout(e["text"])
+        elif kind == "stderr":
+            ex.stderr += e["text"]
+            if on_stderr:
+                on_stderr(e["text"])
+        elif kind == "result":
+            r = {k: v for k, v in e.items() if k != "type"}
+            ex.results.append(r)
+            if on_result:
+                on_result(r)
+        elif kind == "error":
+            ex.error = CodeError(e["name"], e["value"], e.get("traceback", ""))
+            if on_error:
+                on_error(ex.error)
+        elif kind == "end":
+            ex.execution_count = int(e.get("execution_count", 0))
+            ex.context = e.get("context", ex.context)
+            ex.duration = e.get("duration", "")
+            ended = True
+        elif kind == "api_error":
+            raise error_from_body(e)
     if not ended:
         raise ProviderError("the code stream ended before the run did", "INTERNAL_ERROR")
     return ex

@@ -108,7 +108,7 @@ class Sandbox:
     ) -> ExecStream:
         """Runs a command and yields its output as produced; ``exit_code`` is set afterwards."""
         body = self._exec_body(command, args, env, workdir, timeout, user, stdin, True)
-        return ExecStream(lambda: self._http.open("POST", self._path("/exec"), body=body, timeout=None, sandbox_id=self.id))
+        return ExecStream(lambda: self._http.ndjson("POST", self._path("/exec"), body=body, timeout=None, sandbox_id=self.id))
 
     # -- files
     # -- code

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Iterator, Optional
 
 from .errors import ProviderError, error_from_body
@@ -12,8 +11,8 @@ from .models import StreamChunk
 class ExecStream:
     """Iterate for chunks as they are produced; ``exit_code`` is set once the stream has ended."""
 
-    def __init__(self, open_response: Callable[[], Any]):
-        self._open = open_response
+    def __init__(self, open_lines: Callable[[], Iterator[Any]]):
+        self._open = open_lines
         self._started = False
         self.exit_code: Optional[int] = None
 
@@ -21,19 +20,14 @@ class ExecStream:
         if self._started:
             raise RuntimeError("an exec stream can be iterated only once")
         self._started = True
-        with self._open() as res:
-            for raw in res:
-                line = raw.strip()
-                if not line:
-                    continue
-                msg = json.loads(line)
-                kind = msg.get("stream")
-                if kind == "exit":
-                    self.exit_code = int(msg.get("exit_code", -1))
-                elif kind == "error":
-                    raise error_from_body({**msg, "message": msg.get("message") or str(msg.get("data"))})
-                else:
-                    yield StreamChunk(stream=kind, data=msg.get("data", ""))
+        for msg in self._open():
+            kind = msg.get("stream")
+            if kind == "exit":
+                self.exit_code = int(msg.get("exit_code", -1))
+            elif kind == "error":
+                raise error_from_body({**msg, "message": msg.get("message") or str(msg.get("data"))})
+            else:
+                yield StreamChunk(stream=kind, data=msg.get("data", ""))
         if self.exit_code is None:
             raise ProviderError("the exec stream ended without an exit code", "INTERNAL_ERROR")
 

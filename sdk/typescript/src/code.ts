@@ -2,6 +2,7 @@
 // when the caller wants output as it comes (callbacks).
 import { errorFromBody, ProviderError } from "./errors.js";
 import type { Transport } from "./http.js";
+import { ndjson } from "./ndjson.js";
 import type { CodeContext, CodeError, CodeResult, Execution, RunCodeOptions } from "./types.js";
 
 /** How long a run may take over HTTP beyond the code's own timeout. */
@@ -36,36 +37,24 @@ export async function runCode(http: Transport, sandboxId: string, path: string, 
   const res = await http.send("POST", `${path}/code`, { body, sandboxId, timeoutMs: null });
   const ex: Execution = { results: [], stdout: "", stderr: "", error: null, execution_count: 0, context: context ?? "", duration: "" };
   let ended = false;
-  const reader = res.body!.getReader();
-  const dec = new TextDecoder();
-  let buf = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (value) buf += dec.decode(value, { stream: true });
-    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
-      const line = buf.slice(0, nl).trim();
-      buf = buf.slice(nl + 1);
-      if (!line) continue;
-      const e = JSON.parse(line) as Event;
-      if (e.type === "stdout") {
-        ex.stdout += e.text;
-        opts.onStdout?.(e.text);
-      } else if (e.type === "stderr") {
-        ex.stderr += e.text;
-        opts.onStderr?.(e.text);
-      } else if (e.type === "result") {
-        const { type: _t, ...r } = e;
-        ex.results.push(r);
-        opts.onResult?.(r);
-      } else if (e.type === "error") {
-        ex.error = { name: e.name, value: e.value, traceback: e.traceback };
-        opts.onError?.(ex.error);
-      } else if (e.type === "end") {
-        Object.assign(ex, { execution_count: e.execution_count, context: e.context, duration: e.duration });
-        ended = true;
-      } else if (e.type === "api_error") throw errorFromBody(e);
-    }
-    if (done) break;
+  for await (const e of ndjson<Event>(res)) {
+    if (e.type === "stdout") {
+      ex.stdout += e.text;
+      opts.onStdout?.(e.text);
+    } else if (e.type === "stderr") {
+      ex.stderr += e.text;
+      opts.onStderr?.(e.text);
+    } else if (e.type === "result") {
+      const { type: _t, ...r } = e;
+      ex.results.push(r);
+      opts.onResult?.(r);
+    } else if (e.type === "error") {
+      ex.error = { name: e.name, value: e.value, traceback: e.traceback };
+      opts.onError?.(ex.error);
+    } else if (e.type === "end") {
+      Object.assign(ex, { execution_count: e.execution_count, context: e.context, duration: e.duration });
+      ended = true;
+    } else if (e.type === "api_error") throw errorFromBody(e);
   }
   if (!ended) throw new ProviderError("the code stream ended before the run did", "INTERNAL_ERROR");
   return ex;

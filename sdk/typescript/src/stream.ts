@@ -1,6 +1,7 @@
 // Streamed exec: NDJSON lines as the server flushes them, yielded as chunks; the final
 // `{"stream":"exit"}` line is not a chunk but the exit code.
 import { errorFromBody, ProviderError } from "./errors.js";
+import { ndjson } from "./ndjson.js";
 import type { StreamChunk } from "./types.js";
 
 /** Output of a streaming exec: iterate it for chunks; `exitCode` is set once it has ended. */
@@ -26,23 +27,10 @@ export class ExecStream implements AsyncIterable<StreamChunk> {
     this.started = true;
     try {
       const res = await this.open();
-      const reader = res.body!.getReader();
-      const dec = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (value) buf += dec.decode(value, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          const msg = JSON.parse(line) as { stream: string; data: string; exit_code?: number; code?: string; message?: string; retryable?: boolean };
-          if (msg.stream === "exit") this.exitCode = msg.exit_code ?? -1;
-          else if (msg.stream === "error") throw errorFromBody({ ...msg, message: msg.message ?? msg.data });
-          else yield { stream: msg.stream as StreamChunk["stream"], data: msg.data };
-        }
-        if (done) break;
+      for await (const msg of ndjson<{ stream: string; data: string; exit_code?: number; code?: string; message?: string; retryable?: boolean }>(res)) {
+        if (msg.stream === "exit") this.exitCode = msg.exit_code ?? -1;
+        else if (msg.stream === "error") throw errorFromBody({ ...msg, message: msg.message ?? msg.data });
+        else yield { stream: msg.stream as StreamChunk["stream"], data: msg.data };
       }
       if (this.exitCode === null) throw new ProviderError("the exec stream ended without an exit code", "INTERNAL_ERROR");
       this.finished(this.exitCode);

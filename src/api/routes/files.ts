@@ -10,6 +10,7 @@ import type { Forge } from "../../core/forge.js";
 import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, Status } from "../schemas.js";
 import { decodeBase64, fileInfoView } from "../views.js";
 import { suggest } from "../errors.js";
+import { detachable } from "../../util/detachable.js";
 
 function absPath(p: string, field = "path"): string {
   if (!p.trim()) throw badRequest(`${field} must not be empty`);
@@ -46,7 +47,13 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
       const ct = String(req.headers["content-type"] ?? "");
       if (ct.startsWith("application/octet-stream")) {
         const path = absPath(req.query.path ?? "", "path (query)");
-        await sb.writeFile(path, req.body as Readable, { mode: parseMode(req.query.mode) });
+        const fed = detachable(req.body as Readable);
+        try {
+          await sb.writeFile(path, fed.stream, { mode: parseMode(req.query.mode) });
+        } catch (e) {
+          fed.release();
+          throw e;
+        }
         return { status: "written" as const };
       }
       const b = req.body as Record<string, unknown> | null;

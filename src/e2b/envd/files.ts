@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { posix } from "node:path";
-import { PassThrough, type Readable } from "node:stream";
+import type { PassThrough, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
@@ -14,6 +14,7 @@ import { ForgevmError, badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
+import { detachable } from "../../util/detachable.js";
 import { envdContext, resolvePath, SandboxUnavailable, sandboxOf, type EnvdContext } from "./context.js";
 
 /** Most files one multipart upload may carry. */
@@ -53,23 +54,6 @@ async function filesContext(forge: Forge, req: FastifyRequest<{ Querystring: Fil
     req.headers["x-access-token"] = forge.accessToken(sb.id, ENVD_TOKEN);
   }
   return envdContext(forge, req, q.username);
-}
-
-/**
- * A stream the guest write may abandon: fed from `source`, which is drained (not destroyed) when
- * the write fails, so the client can finish sending and read our answer (507, 403…) instead of
- * a reset connection.
- */
-function detachable(source: Readable): { stream: PassThrough; release: () => void } {
-  const stream = new PassThrough();
-  source.pipe(stream);
-  return {
-    stream,
-    release: () => {
-      source.unpipe(stream);
-      source.resume();
-    },
-  };
 }
 
 /** What POST /files answers for one written file. */

@@ -169,10 +169,19 @@ export async function processService(app: FastifyInstance, { forge }: { forge: F
 
   unary(app, SERVICE, "SendSignal", async (msg, req) => {
     const ctx = await envdContext(forge, req);
-    const p = ctx.sandbox.processes.find(selector(msg.process));
+    const sel = selector(msg.process);
     const sig = typeof msg.signal === "number" ? msg.signal : SIGNALS[String(msg.signal)];
     if (sig !== 9 && sig !== 15) throw new ConnectError("invalid_argument", `signal must be SIGNAL_SIGTERM or SIGNAL_SIGKILL, got ${JSON.stringify(msg.signal)}`);
-    await p.signal(sig);
+    const p = ctx.sandbox.processes.list().find((x) => (sel.pid !== undefined ? x.pid === sel.pid : x.spec.tag === sel.tag));
+    if (p) {
+      await p.signal(sig);
+      return {};
+    }
+    // A process this table does not follow (started before a pause, or by a shell) is signalled
+    // by pid, as the caller: the guest's kernel decides whether it may.
+    if (sel.pid === undefined) throw new ConnectError("not_found", `no running process with tag "${sel.tag}"`);
+    const r = await ctx.sandbox.exec(["kill", `-${sig}`, String(sel.pid)], { user: ctx.user.name });
+    if (r.exitCode !== 0) throw new ConnectError("not_found", `no process ${sel.pid} this user may signal: ${r.stderr.trim()}`);
     return {};
   });
 

@@ -1,0 +1,19 @@
+// What every benchmark reports its samples with: percentiles, and timed repetitions.
+
+/** The p-th percentile of the samples (nearest rank), rounded to 0.01; NaN when there are none. */
+export function pct(xs: number[], p: number): number {
+  if (!xs.length) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return Math.round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] * 100) / 100;
+}
+
+/** Runs `fn` n times, one after another; the milliseconds each took. */
+export async function timed(n: number, fn: () => Promise<unknown>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await fn();
+    out.push(performance.now() - t0);
+  }
+  return out;
+}
