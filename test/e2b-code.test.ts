@@ -2,6 +2,9 @@
 // code-interpreter-v1 sandbox (the built-in code image) whose runCode keeps state, streams
 // output, reports errors, survives timeouts and returns charts; contexts in other languages.
 import assert from "node:assert/strict";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { Sandbox } from "@e2b/code-interpreter";
 import type { FastifyInstance } from "fastify";
@@ -9,17 +12,21 @@ import { buildApp } from "../src/api/app.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/core/forge.js";
 import type { Forge } from "../src/index.js";
 import { e2bEnv } from "./e2b-env.js";
-import { assertNoVmLeft, openForge } from "./helpers.js";
+import { run } from "../src/util/process.js";
+import { assertNoVmLeft, childEnv, openForge } from "./helpers.js";
 
 const API_KEY = "e2b_feedface";
 let forge: Forge;
 let app: FastifyInstance;
 let sbx: Sandbox;
+let base: string;
+const repo = fileURLToPath(new URL("../../", import.meta.url));
 
 before(async () => {
   forge = await openForge({ reapIntervalMs: 500 }, [DEFAULT_IMAGE, CODE_IMAGE]);
   app = await buildApp({ forge, version: "test", apiKey: API_KEY });
-  e2bEnv(await app.listen({ host: "127.0.0.1", port: 0 }), API_KEY);
+  base = await app.listen({ host: "127.0.0.1", port: 0 });
+  e2bEnv(base, API_KEY);
   sbx = await Sandbox.create({ timeoutMs: 600_000 });
 });
 
@@ -85,6 +92,34 @@ describe("runCode", () => {
     assert.equal((await sbx.runCode("typeof a", { context: js })).text, "'undefined'");
     await sbx.removeCodeContext(sh);
     assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === sh.id));
-    await assert.rejects(sbx.runCode("1", { context: sh }), /not found/i);
+    // (requestTimeoutMs: 0 — the SDK leaves its request timer running when the answer is an error, which would hold this process open for a minute.)
+    await assert.rejects(sbx.runCode("1", { context: sh, requestTimeoutMs: 0 }), /not found/i);
+  });
+});
+
+describe("the README", () => {
+  it("its E2B snippet runs unchanged in a program that has only the three E2B variables, as the README sets them", async () => {
+    const readme = await readFile(join(repo, "README.md"), "utf8");
+    const m = /<!-- snippet:e2b -->\s*```js\n([\s\S]*?)```/.exec(readme);
+    assert.ok(m, "README has the E2B snippet");
+    const vars = /```sh\n(export E2B_API_URL=[\s\S]*?)```/.exec(readme);
+    assert.ok(vars, "README has the E2B variables");
+    const env: Record<string, string> = {};
+    for (const [, name, value] of vars[1].matchAll(/^export (E2B_\w+)=(\S+)/gm)) env[name] = value.replace("http://127.0.0.1:7423", base).replace("e2b_0000", API_KEY);
+    assert.deepEqual(Object.keys(env).sort(), ["E2B_API_KEY", "E2B_API_URL", "E2B_SANDBOX_URL"]);
+    const file = join(repo, `.readme-e2b-${process.pid}.mjs`);
+    await writeFile(file, m[1]);
+    try {
+      const before = new Set(forge.list().map((s) => s.id));
+      const { stdout } = await run(process.execPath, [file], { cwd: repo, env: childEnv(env) });
+      assert.equal(stdout, "42\nhello from user\n");
+      assert.deepEqual(
+        forge.list().filter((s) => !before.has(s.id)),
+        [],
+        "the snippet's sandbox is gone",
+      );
+    } finally {
+      await rm(file, { force: true });
+    }
   });
 });
