@@ -70,10 +70,9 @@ export async function startServer(
 /** Runs the server until SIGINT or SIGTERM. */
 export async function serveForever(version: string, cfg: Config): Promise<void> {
   const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });
-  const h = await server.forge.providerHealth();
-  console.log(`forgevm ${version} listening on ${server.url} (provider qemu, accel ${h.accel ?? "unknown"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`);
-  for (const p of h.problems) console.log(`warning: ${p}`);
-  await new Promise<void>((resolve) => {
+  // Signals are handled from the moment the server answers: a stop that comes while the
+  // provider's health is still being read must be graceful too.
+  const stopped = new Promise<void>((resolve) => {
     const stop = (sig: string) => {
       console.log(`forgevm: ${sig}, shutting down`);
       server.close().then(resolve, (e) => {
@@ -84,4 +83,13 @@ export async function serveForever(version: string, cfg: Config): Promise<void> 
     process.once("SIGINT", () => stop("SIGINT"));
     process.once("SIGTERM", () => stop("SIGTERM"));
   });
+  // (A stop during this read may close what it reads: then there is nothing to announce.)
+  const h = await server.forge.providerHealth().catch(() => null);
+  if (h) {
+    console.log(
+      `forgevm ${version} listening on ${server.url} (provider qemu, accel ${h.accel ?? "unknown"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`,
+    );
+    for (const p of h.problems) console.log(`warning: ${p}`);
+  }
+  await stopped;
 }
