@@ -215,6 +215,17 @@ describe("control plane", () => {
     seen.push(...(await pages.nextItems()).map((s) => s.sandboxId));
     assert.equal(pages.hasNext, false);
     assert.deepEqual(seen.sort(), [child.sandboxId, sbx.sandboxId].sort());
+    // The other filters: template, start time, order (oldest first).
+    const mine = { metadata: { suite: "e2b" } };
+    const asc = await Sandbox.list({ query: mine, order: "asc" }).nextItems();
+    assert.deepEqual(
+      asc.map((s) => s.sandboxId),
+      [sbx.sandboxId, child.sandboxId],
+    );
+    assert.equal((await Sandbox.list({ query: { ...mine, template: "base" } }).nextItems()).length, 2);
+    assert.equal((await Sandbox.list({ query: { ...mine, template: "no-such" } }).nextItems()).length, 0);
+    const later = await Sandbox.list({ query: { ...mine, startedAfter: new Date(Date.now() + 60_000) } }).nextItems();
+    assert.equal(later.length, 0);
     assert.equal(await child.kill(), true);
   });
 

@@ -7,7 +7,7 @@ import { toApiError } from "../api/errors.js";
 import { ForgevmError, badRequest, sandboxGone } from "../core/errors.js";
 import { MAX_FORK, type Forge } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
-import { CODE_INTERPRETER_TEMPLATE, spawnTarget } from "./templates.js";
+import { CODE_INTERPRETER_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 
@@ -50,6 +50,9 @@ const ListQuery = Type.Object(
     state: Type.Optional(Type.String()),
     limit: Type.Optional(Type.String({ pattern: "^[0-9]{1,6}$" })),
     nextToken: Type.Optional(Type.String()),
+    template: Type.Optional(Type.String()),
+    startedAfter: Type.Optional(Type.String()),
+    order: Type.Optional(Type.Union([Type.Literal("asc"), Type.Literal("desc")])),
   },
   { additionalProperties: true },
 );
@@ -153,11 +156,16 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     for (const s of states) if (s !== "running" && s !== "paused") throw badRequest(`state: "${s}" is not one of running, paused`);
     const meta = metadataFilter(q.metadata);
     const limit = Math.min(Math.max(Number(q.limit ?? 100), 1), 1000);
+    const after = q.startedAfter === undefined ? null : Date.parse(q.startedAfter);
+    if (after !== null && Number.isNaN(after)) throw badRequest(`startedAfter: "${q.startedAfter}" is not a date and time (RFC 3339)`);
     let rows = forge
       .list(undefined, ["creating", "running", "paused"])
       .filter((r) => states.includes(e2bState(r)))
-      .filter((r) => meta.every(([k, v]) => r.metadata?.[k] === v));
-    // Newest first; the token is the last id of the page before.
+      .filter((r) => meta.every(([k, v]) => r.metadata?.[k] === v))
+      .filter((r) => !q.template || templateIdOf(forge, r) === q.template)
+      .filter((r) => after === null || Date.parse(r.created_at) > after);
+    // Newest first unless asked otherwise; the token is the last id of the page before.
+    if (q.order === "asc") rows.reverse();
     if (q.nextToken) {
       const at = rows.findIndex((r) => r.id === q.nextToken);
       if (at < 0) throw badRequest("nextToken: no such position (the sandbox it points at is gone); list again from the start");
