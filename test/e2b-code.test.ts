@@ -105,7 +105,8 @@ describe("the README", () => {
     const vars = /```sh\n(export E2B_API_URL=[\s\S]*?)```/.exec(readme);
     assert.ok(vars, "README has the E2B variables");
     const env: Record<string, string> = {};
-    for (const [, name, value] of vars[1].matchAll(/^export (E2B_\w+)=(\S+)/gm)) env[name] = value.replace("http://127.0.0.1:7423", base).replace("e2b_0000", API_KEY);
+    // The README's addresses become this server's, its placeholder key this server's key.
+    for (const [, name, value] of vars[1].matchAll(/^export (E2B_\w+)=(\S+)/gm)) env[name] = /^https?:/.test(value) ? base : name === "E2B_API_KEY" ? API_KEY : value;
     assert.deepEqual(Object.keys(env).sort(), ["E2B_API_KEY", "E2B_API_URL", "E2B_SANDBOX_URL"]);
     const file = join(repo, `.readme-e2b-${process.pid}.mjs`);
     await writeFile(file, m[1]);

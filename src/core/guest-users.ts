@@ -21,32 +21,56 @@ type Guest = Pick<Sandbox, "readFile" | "writeFile" | "stat" | "mkdir" | "exec">
 /** Appends a line to a file's contents, with the newline the last line may lack. */
 const appendLine = (b: Buffer, l: string) => Buffer.concat([b, Buffer.from(b.length && b[b.length - 1] !== 10 ? `\n${l}\n` : `${l}\n`)]);
 
+/** A colon-separated account file as read: its bytes, and its entries split into fields. */
+interface AccountFile {
+  raw: Buffer;
+  entries: string[][];
+}
+
 export class GuestUsers {
-  private users: Promise<Map<string, GuestUser>> | null = null;
+  private passwdFile: Promise<AccountFile> | null = null;
+  private groupFile: Promise<AccountFile> | null = null;
   private readonly ensuring = new Map<string, Promise<GuestUser>>();
 
   constructor(private readonly guest: Guest) {}
 
-  private passwd(): Promise<Map<string, GuestUser>> {
-    this.users ??= this.guest
-      .readFile("/etc/passwd", MAX_FILE)
+  /** An account file, read once per VM (again after we change it). */
+  private read(path: string): Promise<AccountFile> {
+    return this.guest
+      .readFile(path, MAX_FILE)
       .catch(() => Buffer.alloc(0))
-      .then((b) => {
-        const m = new Map<string, GuestUser>();
-        for (const line of b.toString("utf8").split("\n")) {
-          const [name, , uid, gid, , home] = line.split(":");
-          if (name && /^\d+$/.test(uid ?? "") && /^\d+$/.test(gid ?? "")) m.set(name, { name, uid: Number(uid), gid: Number(gid), home: home || "/" });
-        }
-        return m;
-      });
-    this.users.catch(() => (this.users = null));
-    return this.users;
+      .then((raw) => ({
+        raw,
+        entries: raw
+          .toString("utf8")
+          .split("\n")
+          .map((l) => l.split(":"))
+          .filter((f) => f.length >= 3 && f[0] && /^\d+$/.test(f[2])),
+      }));
+  }
+
+  private passwd(): Promise<AccountFile> {
+    this.passwdFile ??= this.read("/etc/passwd");
+    this.passwdFile.catch(() => (this.passwdFile = null));
+    return this.passwdFile;
+  }
+
+  private groups(): Promise<AccountFile> {
+    this.groupFile ??= this.read("/etc/group");
+    this.groupFile.catch(() => (this.groupFile = null));
+    return this.groupFile;
   }
 
   /** A user by name or uid, or null when /etc/passwd has none. */
   async find(nameOrUid: string): Promise<GuestUser | null> {
-    const users = await this.passwd();
-    return users.get(nameOrUid) ?? [...users.values()].find((u) => String(u.uid) === nameOrUid) ?? null;
+    const { entries } = await this.passwd();
+    const e = entries.find((f) => f[0] === nameOrUid) ?? entries.find((f) => f[2] === nameOrUid);
+    return e && /^\d+$/.test(e[3] ?? "") ? { name: e[0], uid: Number(e[2]), gid: Number(e[3]), home: e[5] || "/" } : null;
+  }
+
+  /** A group's name by gid, or null when /etc/group has none. */
+  async groupName(gid: number): Promise<string | null> {
+    return (await this.groups()).entries.find((f) => Number(f[2]) === gid)?.[0] ?? null;
   }
 
   /** Makes sure the guest has this user, with this home directory owned by it (added once, however many ask at once). */
@@ -63,26 +87,17 @@ export class GuestUsers {
   private async add(name: string, home: string): Promise<GuestUser> {
     const known = await this.find(name);
     if (known) return known;
-    const users = await this.passwd();
-    const groups = await this.guest.readFile("/etc/group", MAX_FILE).catch(() => Buffer.alloc(0));
-    const taken = new Set([...users.values()].map((u) => u.uid));
-    const gids = new Set(
-      groups
-        .toString("utf8")
-        .split("\n")
-        .map((l) => Number(l.split(":")[2])),
-    );
+    const [passwd, groups] = [await this.passwd(), await this.groups()];
+    const taken = new Set([...passwd.entries, ...groups.entries].map((f) => Number(f[2])));
     let id = FIRST_ID;
-    while (taken.has(id) || gids.has(id)) id++;
-    const passwd = await this.guest.readFile("/etc/passwd", MAX_FILE).catch(() => Buffer.alloc(0));
+    while (taken.has(id)) id++;
     const shell = (await this.guest.stat("/bin/bash").catch(() => null)) ? "/bin/bash" : "/bin/sh";
-    await this.guest.writeFile("/etc/passwd", appendLine(passwd, `${name}:x:${id}:${id}::${home}:${shell}`), { mode: 0o644 });
-    await this.guest.writeFile("/etc/group", appendLine(groups, `${name}:x:${id}:`), { mode: 0o644 });
+    await this.guest.writeFile("/etc/passwd", appendLine(passwd.raw, `${name}:x:${id}:${id}::${home}:${shell}`), { mode: 0o644 });
+    await this.guest.writeFile("/etc/group", appendLine(groups.raw, `${name}:x:${id}:`), { mode: 0o644 });
+    this.passwdFile = this.groupFile = null;
     await this.guest.mkdir(home, 0o755);
     const r = await this.guest.exec(["chown", `${id}:${id}`, home]).catch(() => null);
     if (r?.exitCode !== 0) throw new Error(`could not give ${home} to user ${name}: ${r?.stderr.trim() || "the image has no chown"}`);
-    const user = { name, uid: id, gid: id, home };
-    users.set(name, user);
-    return user;
+    return { name, uid: id, gid: id, home };
   }
 }

@@ -60,11 +60,6 @@ export class TrackedProcess {
     return this.ending === null;
   }
 
-  /** How it ended, or null while it runs. */
-  get end(): ProcessEnd | null {
-    return this.ending;
-  }
-
   /** Starts pumping output to the listeners; output nobody listens to is dropped, as envd does. */
   pump(onEnd: () => void): void {
     const out = this.spec.pty ? "pty" : "stdout";
@@ -91,14 +86,10 @@ export class TrackedProcess {
     });
   }
 
-  /** Receives output from now on and the end (at once if it has ended); returns the unsubscribe function. */
-  subscribe(l: ProcessListener): () => void {
-    if (this.ending) {
-      l.end(this.ending);
-      return () => {};
-    }
-    this.listeners.add(l);
-    return () => this.listeners.delete(l);
+  /** Receives output from now on and the end (at once if it has ended). */
+  subscribe(l: ProcessListener): void {
+    if (this.ending) l.end(this.ending);
+    else this.listeners.add(l);
   }
 
   /** Stops sending to a listener. */

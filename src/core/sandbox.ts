@@ -206,6 +206,11 @@ export class Sandbox {
     return this.users.find(nameOrUid);
   }
 
+  /** A guest group's name by gid, or null when /etc/group has none. */
+  guestGroupName(gid: number): Promise<string | null> {
+    return this.users.groupName(gid);
+  }
+
   /** Makes sure the guest has this user with this home directory (guest-users.ts); a pool tenant is only ever itself. */
   ensureUser(name: string, home: string): Promise<GuestUser> {
     const t = this.defaults.tenant;

@@ -9,6 +9,7 @@ import type { Sandbox } from "../core/sandbox.js";
 import type { CodeEvent } from "../core/types.js";
 import { DEFAULT_HOME, DEFAULT_USER, sandboxOf } from "./envd/context.js";
 import { envdError } from "./envd/files.js";
+import { quietTicker } from "./keepalive.js";
 import { ENVD_TOKEN, TRAFFIC_TOKEN } from "./views.js";
 
 /** How often a quiet execution sends a keepalive line: E2B's server does every 5 s, but its SDK notices its own timeout only when a line comes. */
@@ -77,10 +78,9 @@ export async function codeInterpreterRoutes(app: FastifyInstance, { forge }: { f
       // The execution stops when the client does (a timeout on its side, or it went away).
       const gone = new AbortController();
       reply.raw.once("close", () => gone.abort());
-      let quiet = setInterval(() => line({ type: "keepalive" }), KEEPALIVE_MS);
+      const quiet = quietTicker(KEEPALIVE_MS, () => line({ type: "keepalive" }));
       const onEvent = (e: CodeEvent) => {
-        clearInterval(quiet);
-        quiet = setInterval(() => line({ type: "keepalive" }), KEEPALIVE_MS);
+        quiet.touch();
         line(e.type === "stdout" || e.type === "stderr" ? { ...e, timestamp: new Date().toISOString() } : e);
       };
       reply.header("content-type", "application/x-ndjson").send(out);
@@ -94,7 +94,7 @@ export async function codeInterpreterRoutes(app: FastifyInstance, { forge }: { f
           },
         )
         .finally(() => {
-          clearInterval(quiet);
+          quiet.stop();
           out.end();
         });
       return reply;

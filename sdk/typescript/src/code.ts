@@ -1,5 +1,6 @@
 // Running code in a sandbox's stateful code contexts: buffered, or streamed as NDJSON events
 // when the caller wants output as it comes (callbacks).
+import { durationMs, durationString } from "./durations.js";
 import { errorFromBody, ProviderError } from "./errors.js";
 import type { Transport } from "./http.js";
 import { ndjson } from "./ndjson.js";
@@ -16,22 +17,14 @@ type Event =
   | { type: "end"; execution_count: number; context: string; duration: string }
   | { type: "api_error"; code: string; message: string; retryable: boolean };
 
-function ms(t: string | number | undefined): number | undefined {
-  if (typeof t === "number") return t;
-  if (!t) return undefined;
-  let total = 0;
-  for (const [, n, u] of t.matchAll(/([0-9.]+)(ms|h|m|s)/g)) total += Number(n) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[u as "ms"];
-  return total || undefined;
-}
-
 /** Runs code in a sandbox (path: the sandbox's URL path) and returns what it produced. */
 export async function runCode(http: Transport, sandboxId: string, path: string, code: string, opts: RunCodeOptions = {}): Promise<Execution> {
   const context = typeof opts.context === "object" ? opts.context.id : opts.context;
-  const timeout = typeof opts.timeout === "number" ? `${Math.max(1, Math.round(opts.timeout))}ms` : opts.timeout;
+  const timeout = durationString(opts.timeout);
   const stream = !!(opts.onStdout || opts.onStderr || opts.onResult || opts.onError);
   const body = { code, language: opts.language, context, env: opts.env, timeout, stream: stream || undefined };
   if (!stream) {
-    const limit = ms(opts.timeout);
+    const limit = durationMs(opts.timeout);
     return http.json<Execution>("POST", `${path}/code`, { body, sandboxId, timeoutMs: limit === undefined ? null : Math.max(http.timeoutMs, limit + CODE_SLACK_MS) });
   }
   const res = await http.send("POST", `${path}/code`, { body, sandboxId, timeoutMs: null });

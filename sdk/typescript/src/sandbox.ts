@@ -1,6 +1,7 @@
 // A sandbox on a ForgeVM server: commands, files, lifetime. Obtained from Client.spawn or get.
 import type { Transport } from "./http.js";
 import { contextId, runCode } from "./code.js";
+import { durationMs, durationString } from "./durations.js";
 import { ExecStream } from "./stream.js";
 import type {
   CodeContext,
@@ -20,22 +21,10 @@ import type {
 /** How long an exec may take over HTTP beyond the command's own timeout. */
 const EXEC_SLACK_MS = 15_000;
 
-function durationString(t: string | number | undefined): string | undefined {
-  return typeof t === "number" ? `${Math.max(1, Math.round(t))}ms` : t;
-}
-
 function base64(b: Uint8Array): string {
   let s = "";
   for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
   return btoa(s);
-}
-
-function durationMs(t: string | number | undefined): number | undefined {
-  if (typeof t === "number") return t;
-  if (!t) return undefined;
-  let ms = 0;
-  for (const [, n, u] of t.matchAll(/([0-9.]+)(ms|h|m|s)/g)) ms += Number(n) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[u as "ms"];
-  return ms || undefined;
 }
 
 export class Sandbox implements AsyncDisposable {

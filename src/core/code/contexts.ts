@@ -162,10 +162,4 @@ export class CodeContexts {
     if (name && !l) throw badRequest(`language "${name}" is not one this server runs: use one of ${LANGUAGE_NAMES.join(", ")}`);
     return l;
   }
-
-  /** Stops every context (the sandbox is going away). */
-  async close(): Promise<void> {
-    await Promise.all([...this.contexts.values()].map((c) => c.kernel.stop()));
-    this.contexts.clear();
-  }
 }

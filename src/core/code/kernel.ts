@@ -216,11 +216,6 @@ export class Kernel {
     this.ready = null;
     if (s) await s.signal(9).catch(() => {});
   }
-
-  /** Whether its process is running now. */
-  get alive(): boolean {
-    return this.session !== null && this.exitReason === null;
-  }
 }
 
 const EVENT_TYPES = new Set(["stdout", "stderr", "result", "error", "number_of_executions"]);

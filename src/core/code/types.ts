@@ -21,7 +21,7 @@ const LANGUAGES: Record<string, CodeLanguage> = {
 };
 
 /** The runtime a language name asks for (default python); 400 for one we do not run. */
-export function parseLanguage(name: string | undefined, _field = "language"): CodeLanguage | null {
+export function parseLanguage(name: string | undefined): CodeLanguage | null {
   if (name === undefined || name === "") return null;
   return LANGUAGES[name.toLowerCase()] ?? null;
 }

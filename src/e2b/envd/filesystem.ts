@@ -6,8 +6,8 @@ import type { FastifyInstance } from "fastify";
 import type { DirEntry, FileStat } from "../../core/types.js";
 import { toForgevmError } from "../../core/error-map.js";
 import type { Forge } from "../../core/forge.js";
-import type { Sandbox } from "../../core/sandbox.js";
 import { ConnectError, deadlineMs, serverStreaming, unary } from "../connect.js";
+import { keepaliveMs, quietTicker } from "../keepalive.js";
 import { envdContext, resolvePath, type EnvdContext } from "./context.js";
 
 const SERVICE = "filesystem.Filesystem";
@@ -17,60 +17,24 @@ const MAX_DEPTH = 64;
 
 /** Our change kinds as envd's event types. */
 const EVENT_TYPES = { create: "EVENT_TYPE_CREATE", write: "EVENT_TYPE_WRITE", remove: "EVENT_TYPE_REMOVE", rename: "EVENT_TYPE_RENAME", chmod: "EVENT_TYPE_CHMOD" } as const;
-/** envd's keepalive period when the client names none, in seconds. */
-const DEFAULT_KEEPALIVE_S = 90;
 
 const FILE_TYPES: Partial<Record<FileStat["type"], string>> = { file: "FILE_TYPE_FILE", dir: "FILE_TYPE_DIRECTORY", symlink: "FILE_TYPE_SYMLINK" };
 
-/** `drwxr-xr-x`, as Go's FileMode prints it (L for a symlink). */
+/** The letter Go's FileMode prints for each kind of file (L for a symlink). */
+const KIND_LETTER: Record<FileStat["type"], string> = { file: "-", dir: "d", symlink: "L", fifo: "p", socket: "S", chardev: "c", blockdev: "D", other: "-" };
+
+/** `drwxr-xr-x`, as Go's FileMode prints it. */
 function permissions(st: FileStat): string {
-  const kind =
-    st.type === "dir"
-      ? "d"
-      : st.type === "symlink"
-        ? "L"
-        : st.type === "fifo"
-          ? "p"
-          : st.type === "socket"
-            ? "S"
-            : st.type === "chardev"
-              ? "c"
-              : st.type === "blockdev"
-                ? "D"
-                : "-";
   const bits = "rwxrwxrwx";
-  let out = kind;
+  let out = KIND_LETTER[st.type] ?? "-";
   for (let i = 0; i < 9; i++) out += st.mode & (1 << (8 - i)) ? bits[i] : "-";
   return out;
-}
-
-const groupNames = new WeakMap<Sandbox, Promise<Map<number, string>>>();
-
-/** The guest's group names by gid, read once per sandbox. */
-function groupsOf(sb: Sandbox): Promise<Map<number, string>> {
-  let p = groupNames.get(sb);
-  if (!p) {
-    p = sb
-      .readFile("/etc/group", 4 * 1024 * 1024)
-      .catch(() => Buffer.alloc(0))
-      .then(
-        (b) =>
-          new Map(
-            b
-              .toString("utf8")
-              .split("\n")
-              .flatMap((l) => (l.split(":").length >= 3 ? [[Number(l.split(":")[2]), l.split(":")[0]] as [number, string]] : [])),
-          ),
-      );
-    groupNames.set(sb, p);
-  }
-  return p;
 }
 
 /** `EntryInfo` of a path. */
 export async function entryInfo(ctx: EnvdContext, path: string, st: FileStat): Promise<Record<string, unknown>> {
   const owner = await ctx.sandbox.guestUser(String(st.uid));
-  const group = (await groupsOf(ctx.sandbox)).get(st.gid);
+  const group = await ctx.sandbox.guestGroupName(st.gid);
   return {
     name: posix.basename(path) || "/",
     type: FILE_TYPES[st.type] ?? "FILE_TYPE_UNSPECIFIED",
@@ -154,22 +118,29 @@ export async function filesystemService(app: FastifyInstance, { forge }: { forge
     // A client that stops reading loses changes (as when the guest's queue overflows), never our memory.
     let backlogged = false;
     const send = (m: unknown) => {
+      keepalive.touch();
       if (backlogged) return;
       if (!stream.send(m)) {
         backlogged = true;
         void stream.drained().then(() => (backlogged = false));
       }
     };
-    const w = await ctx.sandbox.watchDir(path, { recursive: msg.recursive === true, as: ctx.as }, (c) => send({ filesystem: { name: c.name, type: EVENT_TYPES[c.op] } }));
-    const header = Number(req.headers["keepalive-ping-interval"]);
-    const every = (Number.isFinite(header) && header > 0 ? Math.min(header, 3600) : DEFAULT_KEEPALIVE_S) * 1000;
-    const keepalive = setInterval(() => send({ keepalive: {} }), every);
+    // Changes can come in the same chunk as the guest's "watching": they wait for the start event.
+    let early: unknown[] | null = [];
+    const w = await ctx.sandbox.watchDir(path, { recursive: msg.recursive === true, as: ctx.as }, (c) => {
+      const m = { filesystem: { name: c.name, type: EVENT_TYPES[c.op] } };
+      if (early) early.push(m);
+      else send(m);
+    });
+    const keepalive = quietTicker(keepaliveMs(req), () => send({ keepalive: {} }));
     const deadline = deadlineMs(req);
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<boolean>((r) => (timer = deadline ? setTimeout(() => r(true), deadline) : undefined));
     try {
       // WatchDirResponse holds its oneof directly (unlike the process events, wrapped in `event`).
       stream.send({ start: {} });
+      for (const m of early) send(m);
+      early = null;
       if (
         await Promise.race([
           stream.closed.then(() => false),
@@ -183,7 +154,7 @@ export async function filesystemService(app: FastifyInstance, { forge }: { forge
         throw new ConnectError("deadline_exceeded", "the watch ran past its deadline (Connect-Timeout-Ms)");
       }
     } finally {
-      clearInterval(keepalive);
+      keepalive.stop();
       clearTimeout(timer);
       w.close();
     }

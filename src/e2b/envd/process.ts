@@ -6,6 +6,7 @@ import type { Forge } from "../../core/forge.js";
 import type { ProcessEnd, ProcessListener, ProcessSpec, TrackedProcess } from "../../core/processes.js";
 import type { Sandbox } from "../../core/sandbox.js";
 import { ConnectError, deadlineMs, serverStreaming, unary, type ServerStream } from "../connect.js";
+import { keepaliveMs, quietTicker } from "../keepalive.js";
 import { templateIdOf } from "../templates.js";
 import { envdContext, resolvePath, type EnvdContext } from "./context.js";
 
@@ -21,8 +22,6 @@ const SIGNAL_NAMES: Record<number, string> = {
   14: "alarm clock",
   15: "terminated",
 };
-/** envd's keepalive period when the client names none, in seconds. */
-const DEFAULT_KEEPALIVE_S = 90;
 
 /** `ProcessEvent.EndEvent` in envd's words: Go's "exit status N" or "signal: killed". */
 export function endEvent(e: ProcessEnd) {
@@ -76,15 +75,9 @@ async function shell(sb: Sandbox, cmd: string): Promise<string> {
 function relay(stream: ServerStream, req: FastifyRequest): ProcessListener & { done: Promise<ProcessEnd | null> } {
   let finish!: (e: ProcessEnd | null) => void;
   const done = new Promise<ProcessEnd | null>((r) => (finish = r));
-  const header = Number(req.headers["keepalive-ping-interval"]);
-  const every = (Number.isFinite(header) && header > 0 ? Math.min(header, 3600) : DEFAULT_KEEPALIVE_S) * 1000;
-  let quiet = setInterval(() => stream.send({ event: { keepalive: {} } }), every);
-  const touched = () => {
-    clearInterval(quiet);
-    quiet = setInterval(() => stream.send({ event: { keepalive: {} } }), every);
-  };
+  const quiet = quietTicker(keepaliveMs(req), () => stream.send({ event: { keepalive: {} } }));
   void stream.closed.then(() => {
-    clearInterval(quiet);
+    quiet.stop();
     finish(null);
   });
   return {
@@ -93,12 +86,12 @@ function relay(stream: ServerStream, req: FastifyRequest): ProcessListener & { d
       stream.send({ event: { start: { pid } } });
     },
     output: (o) => {
-      touched();
+      quiet.touch();
       return stream.send({ event: { data: { [o.stream]: o.data.toString("base64") } } });
     },
     drained: () => stream.drained(),
     end: (e) => {
-      clearInterval(quiet);
+      quiet.stop();
       stream.send({ event: { end: endEvent(e) } });
       finish(e);
     },
