@@ -13,6 +13,7 @@ const src = join(fileURLToPath(new URL("../..", import.meta.url)), "src");
 const FORBIDDEN: Record<string, string[]> = {
   api: ["store", "providers", "agent-client", "net", "images", "setup"],
   e2b: ["store", "providers", "agent-client", "net", "images", "setup", "cli"],
+  mcp: ["store", "providers", "agent-client", "net", "images", "setup", "cli", "api"],
   cli: ["store", "providers", "agent-client", "net", "images"],
   core: ["api", "cli"],
   providers: ["api", "cli", "core", "store", "net"],

@@ -7,6 +7,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ForgevmError } from "../core/errors.js";
 import { isSandboxCall } from "../e2b/index.js";
+import { MCP_PATH } from "../mcp/http.js";
 import { errorBody } from "./errors.js";
 
 export interface AccessOptions {
@@ -92,6 +93,9 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
     // A call E2B's SDKs make to a sandbox itself carries the sandbox's access token instead (e2b/envd/context.ts).
     if (isSandboxCall(req.url)) return;
     if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], o.apiKey)) return;
+    // MCP clients are configured with an Authorization header; /mcp takes the key as a bearer token too.
+    const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
+    if (bearer && req.url.split("?")[0] === MCP_PATH && keyMatches(bearer, o.apiKey)) return;
     // Browsers cannot set headers on EventSource and WebSocket: those routes alone also take
     // the key as a cookie or an api_key query parameter.
     if (BROWSER_STREAM_ROUTE.test(req.url.split("?")[0])) {
@@ -99,6 +103,6 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
       const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
       for (const k of [fromQuery, fromCookie ? decodeCookie(fromCookie) : null]) if (k && keyMatches(k, o.apiKey)) return;
     }
-    return refuse(reply, new ForgevmError("UNAUTHORIZED", "missing or invalid API key: send it in the X-API-Key header"));
+    return refuse(reply, new ForgevmError("UNAUTHORIZED", "missing or invalid API key: send it in the X-API-Key header (or, on /mcp, as Authorization: Bearer KEY)"));
   });
 }

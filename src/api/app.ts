@@ -7,8 +7,11 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../core/errors.js";
 import { e2bRoutes, rewriteE2bUrl } from "../e2b/index.js";
+import { mcpRoutes } from "../mcp/http.js";
+import type { McpPolicy } from "../mcp/policy.js";
 import { installAccessControl } from "./access.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
+import { auditRoutes } from "./routes/audit.js";
 import { codeRoutes } from "./routes/code.js";
 import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
@@ -36,6 +39,8 @@ export interface AppOptions {
   allowedHosts?: string[];
   /** The address the server listens on (a loopback one checks Host headers). */
   listenHost?: string;
+  /** Serve MCP at /mcp under this policy (absent: no /mcp). */
+  mcp?: McpPolicy;
   /** Gets one line per request answered: time, method, path (secrets removed), status, duration, request id. */
   requestLog?: (line: string) => void;
 }
@@ -144,6 +149,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(snapshotRoutes, { forge: opts.forge });
       await api.register(networkRoutes, { forge: opts.forge });
       await api.register(imageRoutes, { forge: opts.forge });
+      await api.register(auditRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
     },
@@ -152,6 +158,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // E2B's control plane at the root, and the calls its SDKs make to a sandbox (e2b/).
   await app.register(e2bRoutes, { forge: opts.forge });
+
+  // MCP for coding agents (mcp/), under the operator's policy.
+  if (opts.mcp) await app.register(mcpRoutes, { forge: opts.forge, policy: opts.mcp, version: opts.version });
 
   // Prometheus text format, for scrapers; the JSON form is /api/v1/metrics.
   app.get("/metrics", { schema: { tags: ["system"], produces: ["text/plain"] } }, async (_req, reply) => {

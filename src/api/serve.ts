@@ -5,6 +5,7 @@ import { templateBody } from "../core/template-ops.js";
 import { forgeOptions } from "../config/forge-options.js";
 import { Forge } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";
+import { policyFromConfig } from "../mcp/policy.js";
 import { buildApp } from "./app.js";
 
 /** How long a graceful shutdown waits for requests in flight before stopping the VMs. */
@@ -23,6 +24,7 @@ export async function startServer(
   version: string,
   opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {},
 ): Promise<RunningServer> {
+  const mcp = cfg.mcp.enabled ? policyFromConfig(cfg.mcp) : undefined;
   const forge = await Forge.open(forgeOptions(cfg, opts.env));
   try {
     await forge.applyTemplates(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));
@@ -41,6 +43,7 @@ export async function startServer(
     allowedOrigins: cfg.server.allowed_origins,
     allowedHosts: cfg.server.allowed_hosts,
     listenHost: cfg.server.host,
+    mcp,
   });
   let address: string;
   try {

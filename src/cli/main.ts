@@ -10,6 +10,7 @@ import { copyCommands } from "./commands/copies.js";
 import { execCommands } from "./commands/exec.js";
 import { codeCommands } from "./commands/code.js";
 import { imageCommands } from "./commands/images.js";
+import { mcpCommands } from "./commands/mcp.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
@@ -34,6 +35,7 @@ networkCommands(program, cli);
 templateCommands(program, cli);
 imageCommands(program, cli);
 serverCommands(program, cli, pkg.version);
+mcpCommands(program, cli, pkg.version);
 
 program.parseAsync().catch((e: Error) => {
   // One way to say what went wrong, whichever side found it: the message, and the code.

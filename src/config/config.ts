@@ -77,6 +77,33 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    /** What agents on MCP (`forgevm mcp`, /mcp) may do: the operator's policy, which they can only narrow. */
+    mcp: Type.Object(
+      {
+        /** Serve MCP at /mcp on `forgevm serve`. */
+        enabled: Type.Boolean(),
+        /** The widest network agents may ask for (none < allowlist < full). */
+        network: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")]),
+        /** With network "allowlist": the entries agents' allowlists must stay within (and the default). */
+        allow: Type.Array(Type.String({ minLength: 1 })),
+        max_sandboxes: Type.Integer({ minimum: 0, maximum: 10000 }),
+        max_sandboxes_per_session: Type.Integer({ minimum: 0, maximum: 10000 }),
+        max_memory_mb: Type.Integer({ minimum: 64, maximum: 65536 }),
+        max_vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
+        max_ttl: Type.String({ minLength: 1 }),
+        /** Images and templates agents may use ("*" wildcards); empty: any. */
+        images: Type.Array(Type.String({ minLength: 1 })),
+        /** Host directories upload and download may use; empty: none. */
+        host_dirs: Type.Array(Type.String({ minLength: 1 })),
+        /** How long an HTTP session may go without a request before it ends (and its sandboxes go). */
+        session_idle: Type.String({ minLength: 1 }),
+        /** Output an exec returns per stream; beyond it the head and tail are kept. */
+        max_output_bytes: Type.Integer({ minimum: 1024, maximum: 16777216 }),
+        /** The most read_file returns. */
+        max_read_bytes: Type.Integer({ minimum: 1024, maximum: 67108864 }),
+      },
+      strict,
+    ),
     providers: Type.Object(
       {
         default: Type.String({ minLength: 1 }),
@@ -104,6 +131,21 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "" },
+    mcp: {
+      enabled: true,
+      network: "full",
+      allow: [],
+      max_sandboxes: 20,
+      max_sandboxes_per_session: 5,
+      max_memory_mb: 4096,
+      max_vcpus: 4,
+      max_ttl: "2h",
+      images: [],
+      host_dirs: [],
+      session_idle: "30m",
+      max_output_bytes: 65536,
+      max_read_bytes: 1048576,
+    },
     providers: { default: "qemu", qemu: { accel: "auto", jail: true } },
   };
 }

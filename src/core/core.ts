@@ -4,6 +4,7 @@
 import type { Paths } from "../config/paths.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { Provider } from "../providers/provider.js";
+import type { AuditStore } from "../store/audit.js";
 import type { EventStore } from "../store/events.js";
 import type { NetworkRecord, SandboxStore } from "../store/sandboxes.js";
 import type { SnapshotStore } from "../store/snapshots.js";
@@ -27,6 +28,7 @@ export interface Core {
   readonly templates: TemplateStore;
   readonly snapshotRows: SnapshotStore;
   readonly eventStore: EventStore;
+  readonly audit: AuditStore;
   readonly events: EventBus;
   readonly snaps: Snapshots;
   readonly warm: WarmPools;

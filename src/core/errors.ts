@@ -6,7 +6,11 @@
 export const ERRORS = {
   BAD_REQUEST: { status: 400, retryable: false, what: "The request is malformed or asks for something this server cannot do; the message names the field." },
   UNAUTHORIZED: { status: 401, retryable: false, what: "The API key is missing or wrong." },
-  FORBIDDEN: { status: 403, retryable: false, what: "The request came from a web page (Origin) or a host name (Host) this server does not allow." },
+  FORBIDDEN: {
+    status: 403,
+    retryable: false,
+    what: "The request came from a web page (Origin) or a host name (Host) this server does not allow, or the operator's policy for agents refuses it (the message names the rule).",
+  },
   NOT_FOUND: { status: 404, retryable: false, what: "No such sandbox, file, template, snapshot, image or route." },
   METHOD_NOT_ALLOWED: { status: 405, retryable: false, what: "The route exists, but not with this method; the Allow header lists the ones it has." },
   CONFLICT: { status: 409, retryable: false, what: "The thing is in a state that does not allow this (still starting, already exists, in use)." },

@@ -8,7 +8,7 @@ import { isIP } from "node:net";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
 import { BlobStore } from "../images/blobs.js";
 import type { RegistryOptions } from "../images/registry.js";
-import { DEFAULT_IMAGE, listImages, type LocalImage } from "../images/store.js";
+import { canonicalName, DEFAULT_IMAGE, listImages, type LocalImage } from "../images/store.js";
 import { EgressProxy } from "../net/egress-proxy.js";
 import { loadPresets } from "../net/allowlist.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
@@ -17,6 +17,7 @@ import type { PortMapping } from "../net/ports.js";
 import type { Provider, ProviderHealth } from "../providers/provider.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
+import { AuditStore, type AuditEntry, type AuditQuery } from "../store/audit.js";
 import { EventStore, type EventRow } from "../store/events.js";
 import { SandboxStore, type NetworkRecord, type SandboxRow, type SandboxState } from "../store/sandboxes.js";
 import { SnapshotStore, type SnapshotRow, type SnapshotState } from "../store/snapshots.js";
@@ -92,6 +93,7 @@ export class Forge {
       templates,
       snapshotRows,
       eventStore,
+      audit: new AuditStore(db),
       events,
       egress,
       networks: new Networks(egress, loadPresets(net.presetsFile), net.default ?? "none", (id, r) => sandboxes.setNetwork(id, r)),
@@ -259,6 +261,16 @@ export class Forge {
     return this.core.networks.setAllow(id, allow);
   }
 
+  /** The entries of allowlist `asked` that reach beyond allowlist `pinned` (presets expanded); a bad entry is a 400. */
+  allowlistOutside(asked: string[], pinned: string[]): string[] {
+    return this.core.networks.outside(asked, pinned);
+  }
+
+  /** The network mode spawns get when they name none and have no allowlist. */
+  get defaultNetwork(): string {
+    return this.core.networks.defaultNetwork;
+  }
+
   /** Publishes a port of a running sandbox ("8080:80"); 409 if the host port is taken. */
   async publishPort(id: string, spec: string): Promise<PortMapping> {
     this.sandbox(id);
@@ -368,6 +380,11 @@ export class Forge {
     return this.pullJobs.get(id);
   }
 
+  /** The name an image reference is stored under ("alpine" → "docker.io/library/alpine:latest"). */
+  imageName(reference: string): string {
+    return canonicalName(reference);
+  }
+
   /** Local images, and whether a live sandbox uses each. */
   async listImages(): Promise<ImageInfo[]> {
     const used = new Set(this.list().map((s) => s.image));
@@ -402,6 +419,18 @@ export class Forge {
   /** Stored events after `seq`, oldest first. */
   replayEvents(afterSeq: number, limit?: number): EventRow[] {
     return this.core.events.replay(afterSeq, limit);
+  }
+
+  // ---- audit
+
+  /** Records one call an agent made through an agent interface (arguments already redacted). */
+  recordAudit(e: Omit<AuditEntry, "seq" | "time">): AuditEntry {
+    return this.core.audit.append(e);
+  }
+
+  /** Audit entries, oldest first: the newest `limit` matching the query. */
+  auditLog(q: AuditQuery = {}): AuditEntry[] {
+    return this.core.audit.list(q);
   }
 
   // ---- providers and pools

@@ -6,7 +6,7 @@
 // about what is reachable is enforced on the host, where the guest cannot change it.
 import type { AgentChannel, GuestListener } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
-import { AllowlistError, parseAllowlist, type Presets } from "../net/allowlist.js";
+import { AllowlistError, outside, parseAllowlist, type Presets } from "../net/allowlist.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
@@ -63,6 +63,16 @@ export class Networks {
     this.parse(allow);
     const ports = (req.ports ?? []).map((spec) => portSpec(spec, "ports"));
     return { mode, allow: mode === "allowlist" ? allow : [], ports };
+  }
+
+  /** The entries of `asked` that reach beyond `pinned` (both validated; a bad entry is a 400). */
+  outside(asked: string[], pinned: string[]): string[] {
+    return outside(this.parse(asked), this.parse(pinned));
+  }
+
+  /** The network mode of spawns that name none. */
+  get defaultNetwork(): NetworkMode {
+    return this.defaultMode;
   }
 
   private parse(allow: string[]) {

@@ -1,5 +1,5 @@
 // Expiry and history: every second, sandboxes past their TTL are destroyed; rows, console logs,
-// egress logs and events older than the history retention are removed.
+// egress logs, events and audit entries older than the history retention are removed.
 import { rm } from "node:fs/promises";
 import type { Core } from "./core.js";
 import { destroy, keptLogPath } from "./lifecycle.js";
@@ -21,6 +21,7 @@ export async function reap(core: Core): Promise<void> {
       await core.egress.removeLog(id);
     }
     core.eventStore.trim(cutoff);
+    core.audit.trim(cutoff);
   } catch {
     // the next tick tries again
   }

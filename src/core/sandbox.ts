@@ -154,6 +154,16 @@ export class Sandbox {
     return this.vm.channel.readFileBuffer(path, maxBytes, this.fsId(as));
   }
 
+  /** Reads at most `length` bytes from `offset`, with the file's metadata (its whole size included). */
+  async readFileRange(path: string, offset: number, length: number, as?: FileIdentity): Promise<{ data: Buffer; stat: FileStat }> {
+    const r = this.vm.channel.readFile(path, { offset, length, ...this.fsId(as) });
+    await Promise.race([r.stat, r.done]); // a refused read fails here, before any byte
+    const parts: Buffer[] = [];
+    for await (const c of r.stream as AsyncIterable<Buffer>) parts.push(c);
+    await r.done;
+    return { data: Buffer.concat(parts), stat: await r.stat };
+  }
+
   /** Streams a file out of the guest. */
   readFileStream(path: string, as?: FileIdentity) {
     return this.vm.channel.readFile(path, this.fsId(as));

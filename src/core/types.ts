@@ -2,6 +2,7 @@
 // events, and what the guest reports about files and processes. Interfaces import them from
 // here, never from the stores or the agent client themselves.
 export type { DirChange, DirEntry, DirWatch, ExecResult, FileStat } from "../agent-client/index.js";
+export type { AuditEntry, AuditQuery } from "../store/audit.js";
 export type { EventRow } from "../store/events.js";
 export type { NetworkRecord, SandboxRow, SandboxState } from "../store/sandboxes.js";
 export type { SnapshotRow } from "../store/snapshots.js";

@@ -27,6 +27,7 @@ const BLOCKED_V6: [string, number][] = [
 /** A set of networks, matched by address. */
 export class AddressSet {
   private readonly list = new BlockList();
+  private readonly nets: { addr: string; prefix: number; family: "ipv4" | "ipv6" }[] = [];
   private empty = true;
 
   /** Adds an address or a CIDR network ("10.0.0.0/8", "fd00::/8", "1.2.3.4"). */
@@ -40,7 +41,20 @@ export class AddressSet {
       throw new RangeError(`"${cidr}" has a bad prefix length`);
     }
     this.list.addSubnet(addr, prefix, family === 4 ? "ipv4" : "ipv6");
+    this.nets.push({ addr, prefix, family: family === 4 ? "ipv4" : "ipv6" });
     this.empty = false;
+  }
+
+  /** Whether each network of this set lies inside one network of `other`. */
+  within(other: AddressSet): boolean {
+    return this.nets.every((n) =>
+      other.nets.some((o) => {
+        if (o.family !== n.family || o.prefix > n.prefix) return false;
+        const one = new BlockList();
+        one.addSubnet(o.addr, o.prefix, o.family);
+        return one.check(n.addr, n.family);
+      }),
+    );
   }
 
   has(ip: string): boolean {

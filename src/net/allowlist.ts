@@ -130,3 +130,22 @@ export function matchHost(rules: Rule[], host: string, port: number): Rule | nul
 export function matchAddress(rules: Rule[], ip: string, port: number): Rule | null {
   return rules.find((r) => r.kind === "net" && portOk(r.ports, port) && r.net.has(ip)) ?? null;
 }
+
+function portsWithin(asked: Ports, pinned: Ports): boolean {
+  return pinned === "*" || (asked !== "*" && asked.every((p) => pinned.includes(p)));
+}
+
+/** Whether everything rule `a` lets through, some rule of `pinned` lets through too. */
+function covered(a: Rule, pinned: Rule[]): boolean {
+  return pinned.some((p) => {
+    if (!portsWithin(a.ports, p.ports)) return false;
+    if (a.kind === "host") return (p.kind === "host" && p.host === a.host) || (p.kind === "suffix" && a.host.endsWith(`.${p.suffix}`));
+    if (a.kind === "suffix") return p.kind === "suffix" && (a.suffix === p.suffix || a.suffix.endsWith(`.${p.suffix}`));
+    return p.kind === "net" && a.net.within(p.net);
+  });
+}
+
+/** The entries of `asked` that reach somewhere `pinned` does not (an allowlist may only narrow another). */
+export function outside(asked: Rule[], pinned: Rule[]): string[] {
+  return [...new Set(asked.filter((a) => !covered(a, pinned)).map((a) => a.entry))];
+}

@@ -71,6 +71,19 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN vm_id TEXT;`,
   `ALTER TABLE sandboxes ADD COLUMN network TEXT;`,
   `ALTER TABLE snapshots ADD COLUMN nic INTEGER NOT NULL DEFAULT 0;`,
+  `CREATE TABLE audit (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     time TEXT NOT NULL,
+     interface TEXT NOT NULL,
+     session TEXT NOT NULL,
+     tool TEXT NOT NULL,
+     arguments TEXT,
+     outcome TEXT NOT NULL,
+     error TEXT,
+     sandbox_id TEXT,
+     duration_ms INTEGER NOT NULL
+   );
+   CREATE INDEX audit_session ON audit(session);`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

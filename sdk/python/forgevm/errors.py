@@ -29,7 +29,7 @@ class AuthenticationError(ForgevmError):
 
 
 class ForbiddenError(ForgevmError):
-    """FORBIDDEN: the server does not take requests from this origin or host name."""
+    """FORBIDDEN: the server does not take requests from this origin or host name, or its policy for agents refuses the call."""
 
 
 class NotFoundError(ForgevmError):

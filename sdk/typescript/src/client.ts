@@ -3,7 +3,7 @@ import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
 import { Images } from "./images.js";
 import { Sandbox } from "./sandbox.js";
-import type { ClientOptions, EventInfo, HealthInfo, ProviderDetails, ProviderInfo, SandboxInfo, SnapshotInfo, SpawnOptions, Template, VMPoolStatus } from "./types.js";
+import type { AuditEntry, ClientOptions, EventInfo, HealthInfo, ProviderDetails, ProviderInfo, SandboxInfo, SnapshotInfo, SpawnOptions, Template, VMPoolStatus } from "./types.js";
 
 /** Templates stored on the server: named spawn settings with setup commands and warm pools. */
 export class Templates {
@@ -97,6 +97,13 @@ export class Client {
   /** The server's events as they happen (`for await (const e of client.events())`); `after` resumes from an event id. */
   events(opts: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<EventInfo> {
     return streamEvents(this.http, opts);
+  }
+
+  /** Tool calls agents made through MCP, oldest first (the newest `limit`, default 100). */
+  async mcpAudit(opts: { session?: string; tool?: string; after?: number; limit?: number } = {}): Promise<AuditEntry[]> {
+    const query: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts)) if (v !== undefined) query[k] = String(v);
+    return (await this.http.json<{ entries: AuditEntry[] }>("GET", "/mcp/audit", { query })).entries;
   }
 
   snapshots(): Promise<SnapshotInfo[]> {

@@ -26,7 +26,7 @@ export class AuthenticationError extends ForgevmError {
   override name = "AuthenticationError";
 }
 
-/** FORBIDDEN: the server does not take requests from this origin or host name. */
+/** FORBIDDEN: the server does not take requests from this origin or host name, or its policy for agents refuses the call. */
 export class ForbiddenError extends ForgevmError {
   override name = "ForbiddenError";
 }

@@ -222,6 +222,20 @@ export interface EventInfo {
   [field: string]: unknown;
 }
 
+/** One tool call an agent made through MCP (arguments with secrets and contents redacted). */
+export interface AuditEntry {
+  seq: number;
+  time: string;
+  interface: string;
+  session: string;
+  tool: string;
+  arguments: Record<string, unknown> | null;
+  outcome: "ok" | "error" | "refused" | "cancelled";
+  error: string | null;
+  sandbox_id: string | null;
+  duration_ms: number;
+}
+
 /** A provider's health and what it found. */
 export interface ProviderDetails extends ProviderInfo {
   sandbox_count: number;

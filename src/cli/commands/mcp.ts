@@ -1,0 +1,113 @@
+// `forgevm mcp`: the MCP server on stdio for coding agents (relayed to a server when one runs),
+// its client configuration, and the audit log of what agents did.
+import { fileURLToPath } from "node:url";
+import { InvalidArgumentError, type Command } from "commander";
+import { relayStdio, serveStdio } from "../../mcp/stdio.js";
+import { policyFromConfig } from "../../mcp/policy.js";
+import { type Cli, DEFAULT_URL } from "../context.js";
+import { durationOption, intOption, listOption } from "../options.js";
+import { emit, table } from "../output.js";
+
+interface PolicyFlags {
+  network?: "none" | "allowlist" | "full";
+  allow?: string[];
+  maxSandboxes?: number;
+  maxSandboxesPerSession?: number;
+  maxMemory?: number;
+  maxVcpus?: number;
+  maxTtl?: string;
+  image?: string[];
+  hostDir?: string[];
+}
+
+const POLICY_FLAGS: (keyof PolicyFlags)[] = ["network", "allow", "maxSandboxes", "maxSandboxesPerSession", "maxMemory", "maxVcpus", "maxTtl", "image", "hostDir"];
+
+function networkOption(v: string) {
+  if (v !== "none" && v !== "allowlist" && v !== "full") throw new InvalidArgumentError(`--network must be none, allowlist or full, got "${v}"`);
+  return v;
+}
+
+/** The JSON block MCP clients take to start or reach this server. */
+function clientConfig(kind: "stdio" | "http", url: string, apiKey: string | undefined, dataDir: string | undefined) {
+  if (kind === "http") {
+    return { mcpServers: { forgevm: { type: "http", url: new URL("/mcp", url).toString(), ...(apiKey ? { headers: { Authorization: `Bearer ${apiKey}` } } : {}) } } };
+  }
+  const bin = fileURLToPath(new URL("../../../../bin/forgevm", import.meta.url));
+  return { mcpServers: { forgevm: { type: "stdio", command: bin, args: ["mcp", ...(dataDir ? ["--data-dir", dataDir] : [])] } } };
+}
+
+export function mcpCommands(program: Command, cli: Cli, version: string): void {
+  const mcp = program
+    .command("mcp")
+    .description("serve MCP on stdio for coding agents (through the running server when there is one, else on a core of its own)")
+    .option("--print-config [kind]", "print the JSON block MCP clients take (stdio, or http for the server's /mcp) and exit")
+    .option("--network <mode>", "the widest network agents may ask for: none, allowlist or full", networkOption)
+    .option("--allow <entry>", "with --network allowlist: an entry agents' allowlists must stay within (repeatable)", listOption)
+    .option("--max-sandboxes <n>", "most sandboxes agents may have in total", intOption("--max-sandboxes", 0, 10000))
+    .option("--max-sandboxes-per-session <n>", "most sandboxes one session may have", intOption("--max-sandboxes-per-session", 0, 10000))
+    .option("--max-memory <mib>", "most memory per sandbox, MiB", intOption("--max-memory", 64, 65536))
+    .option("--max-vcpus <n>", "most vCPUs per sandbox", intOption("--max-vcpus", 1, 64))
+    .option("--max-ttl <duration>", 'longest lifetime per sandbox ("2h")', durationOption("--max-ttl"))
+    .option("--image <pattern>", 'an image or template agents may use ("python:*"; repeatable; default any)', listOption)
+    .option("--host-dir <dir>", "a host directory upload and download may use (repeatable; default none)", listOption)
+    .action(async (o: PolicyFlags & { printConfig?: string | boolean }) => {
+      const server = await cli.serverUrl();
+      if (o.printConfig !== undefined) {
+        const kind = o.printConfig === true ? "stdio" : o.printConfig;
+        if (kind !== "stdio" && kind !== "http") throw new InvalidArgumentError(`--print-config takes stdio or http, got "${kind}"`);
+        const key = server?.apiKey ?? (cli.config().auth.api_key || undefined);
+        const url = server?.url ?? `http://${cli.config().server.host}:${cli.config().server.port}`;
+        console.log(JSON.stringify(clientConfig(kind, url ?? DEFAULT_URL, key, program.opts().dataDir), null, 2));
+        return;
+      }
+      const given = POLICY_FLAGS.filter((k) => o[k] !== undefined);
+      if (server) {
+        if (given.length) {
+          throw new InvalidArgumentError(
+            `policy flags apply to a core this command runs itself; the server at ${server.url} applies the mcp section of its own config (set the policy there)`,
+          );
+        }
+        await relayStdio(server.url, server.apiKey);
+        return;
+      }
+      const m = { ...cli.config().mcp };
+      if (o.network) m.network = o.network;
+      if (o.allow) m.allow = o.allow;
+      if (o.maxSandboxes !== undefined) m.max_sandboxes = o.maxSandboxes;
+      if (o.maxSandboxesPerSession !== undefined) m.max_sandboxes_per_session = o.maxSandboxesPerSession;
+      if (o.maxMemory !== undefined) m.max_memory_mb = o.maxMemory;
+      if (o.maxVcpus !== undefined) m.max_vcpus = o.maxVcpus;
+      if (o.maxTtl) m.max_ttl = o.maxTtl;
+      if (o.image) m.images = o.image;
+      if (o.hostDir) m.host_dirs = o.hostDir;
+      const policy = policyFromConfig(m);
+      const forge = await cli.openLocal({ reaper: true });
+      try {
+        await serveStdio(forge, policy, version);
+      } finally {
+        await forge.close();
+      }
+      // stdin is gone; nothing else is left to wait for.
+      process.exit(0);
+    });
+
+  mcp
+    .command("audit")
+    .description("the tool calls agents made through MCP, oldest first (arguments with secrets redacted)")
+    .option("--session <id>", "only this MCP session")
+    .option("--tool <name>", "only this tool")
+    .option("--limit <n>", "the newest n entries (default 100)", intOption("--limit", 1, 10000))
+    .option("--json", "print JSON")
+    .action(async (o: { session?: string; tool?: string; limit?: number; json?: boolean }) => {
+      const q = { session: o.session, tool: o.tool, limit: o.limit ?? 100 };
+      const server = await cli.serverIfAny();
+      const entries = server ? await server.mcpAudit(q) : await cli.withLocalForge(async (f) => f.auditLog(q));
+      emit(o.json, entries, () =>
+        table(
+          ["TIME", "SESSION", "TOOL", "OUTCOME", "SANDBOX", "MS", "ARGUMENTS / ERROR"],
+          entries.map((e) => [e.time, e.session.slice(0, 8), e.tool, e.outcome, e.sandbox_id ?? "-", e.duration_ms, e.error ?? JSON.stringify(e.arguments ?? {})]),
+          "no MCP tool calls recorded",
+        ),
+      );
+    });
+}

@@ -1,0 +1,112 @@
+// Who owns what on MCP. Every sandbox an agent makes carries its session in its metadata; agents
+// reach only such sandboxes (never the ones people made over REST or the CLI), the limits count
+// them, and a session that ends takes its sandboxes with it unless they were marked `keep`.
+import { randomUUID } from "node:crypto";
+import type { Forge } from "../core/forge.js";
+import { sandboxGone } from "../core/errors.js";
+import type { SandboxRow } from "../core/types.js";
+import { PolicyError, type McpPolicy } from "./policy.js";
+
+export const SESSION_KEY = "forgevm.mcp.session";
+export const KEEP_KEY = "forgevm.mcp.keep";
+
+const LIVE = ["creating", "running", "paused"] as const;
+
+/** What all MCP sessions of one process share: the core, the policy, and the slots being filled. */
+export class Agents {
+  /** Sandboxes being made right now, by session: counted before they show in the store. */
+  private readonly pending = new Map<string, number>();
+  readonly sessions = new Map<string, McpSession>();
+
+  constructor(
+    readonly forge: Forge,
+    readonly policy: McpPolicy,
+    /** Where the server answers (for the prompt and configs); null when embedded. */
+    readonly serverUrl: string | null = null,
+  ) {}
+
+  /** Live sandboxes agents made, newest first. */
+  sandboxes(): SandboxRow[] {
+    return this.forge.list(undefined, [...LIVE]).filter((r) => r.metadata?.[SESSION_KEY]);
+  }
+
+  /** The stored record of a sandbox agents may use; a clear error for any other. */
+  row(id: string): SandboxRow {
+    if (typeof id !== "string" || id === "") throw sandboxGone(String(id), "sandbox_id is required");
+    const row = this.forge.get(id);
+    if (!row.metadata?.[SESSION_KEY]) throw sandboxGone(id, `sandbox ${id} was not made through MCP; agents may use only the sandboxes agents made`);
+    return row;
+  }
+
+  /**
+   * Runs `make` with `n` sandbox slots held for `session`, refusing when the per-session or total
+   * limit would be passed (sandboxes still starting count too).
+   */
+  async withSlots<T>(session: McpSession, n: number, make: () => Promise<T>): Promise<T> {
+    const live = this.sandboxes();
+    const pendingAll = [...this.pending.values()].reduce((a, b) => a + b, 0);
+    const mine = live.filter((r) => r.metadata?.[SESSION_KEY] === session.id).length + (this.pending.get(session.id) ?? 0);
+    const p = this.policy;
+    if (mine + n > p.maxSandboxesPerSession) {
+      throw new PolicyError(
+        "mcp.max_sandboxes_per_session",
+        `this session has ${mine} sandboxes; ${n} more would pass the ${p.maxSandboxesPerSession} allowed (destroy one first)`,
+      );
+    }
+    if (live.length + pendingAll + n > p.maxSandboxes) {
+      throw new PolicyError("mcp.max_sandboxes", `agents have ${live.length + pendingAll} sandboxes; ${n} more would pass the ${p.maxSandboxes} allowed in total`);
+    }
+    this.pending.set(session.id, (this.pending.get(session.id) ?? 0) + n);
+    try {
+      return await make();
+    } finally {
+      const left = (this.pending.get(session.id) ?? n) - n;
+      if (left > 0) this.pending.set(session.id, left);
+      else this.pending.delete(session.id);
+    }
+  }
+
+  /** Starts a session; `end()` it when its transport closes. */
+  open(transport: "stdio" | "http", id: string = randomUUID()): McpSession {
+    const s = new McpSession(id, transport, this);
+    this.sessions.set(id, s);
+    return s;
+  }
+
+  /** Ends every session (the server is stopping). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.sessions.values()].map((s) => s.end()));
+  }
+}
+
+/** One MCP connection: an agent's view of its sandboxes. */
+export class McpSession {
+  private ended: Promise<void> | null = null;
+  lastSeen = Date.now();
+
+  constructor(
+    readonly id: string,
+    readonly transport: "stdio" | "http",
+    readonly agents: Agents,
+  ) {}
+
+  /** The metadata that marks a sandbox as this session's. */
+  metadata(keep = false): Record<string, string> {
+    return keep ? { [SESSION_KEY]: this.id, [KEEP_KEY]: "true" } : { [SESSION_KEY]: this.id };
+  }
+
+  /** This session's live sandboxes. */
+  own(): SandboxRow[] {
+    return this.agents.sandboxes().filter((r) => r.metadata?.[SESSION_KEY] === this.id);
+  }
+
+  /** Destroys this session's sandboxes that were not marked `keep`; once. */
+  end(): Promise<void> {
+    this.ended ??= (async () => {
+      this.agents.sessions.delete(this.id);
+      const doomed = this.own().filter((r) => r.metadata?.[KEEP_KEY] !== "true");
+      await Promise.all(doomed.map((r) => this.agents.forge.destroy(r.id).catch(() => {})));
+    })();
+    return this.ended;
+  }
+}
