@@ -17,6 +17,8 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { Ajv } from "ajv";
 import { stringify } from "yaml";
 import type { RunningServer } from "../src/api/serve.js";
+import { loadConfig } from "../src/config/config.js";
+import { policyFromConfig } from "../src/mcp/policy.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer, testDataDir, waitFor } from "./helpers.js";
 import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
 
@@ -472,6 +474,19 @@ describe("forgevm mcp on stdio", () => {
     const stdioCfg = JSON.parse((await run("node", [CLI, "--config", cfgFile, "mcp", "--print-config"], { env: childEnv() })).stdout);
     assert.deepEqual(stdioCfg.mcpServers.forgevm.args, ["mcp"]);
     assert.match(stdioCfg.mcpServers.forgevm.command, /bin\/forgevm$/);
+    // The README's blocks say the same, and its policy example is a valid config.
+    const readme = await readFile(fileURLToPath(new URL("../../README.md", import.meta.url)), "utf8");
+    const section = readme.slice(readme.indexOf("## Use it from coding agents (MCP)"), readme.indexOf("## SDKs"));
+    const blocks = [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]).mcpServers.forgevm);
+    assert.deepEqual(blocks[0], { type: "stdio", command: "forgevm", args: stdioCfg.mcpServers.forgevm.args });
+    assert.deepEqual(Object.keys(blocks[1]), ["type", "url", "headers"]);
+    assert.match(blocks[1].url, /^http:\/\/127\.0\.0\.1:7423\/mcp$/);
+    const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
+    const example = join(work, "readme-mcp.yaml");
+    await writeFile(example, yaml);
+    const loaded = loadConfig({ file: example, env: {} });
+    assert.deepEqual([loaded.mcp.network, loaded.mcp.max_sandboxes_per_session], ["allowlist", 5]);
+    assert.ok(policyFromConfig(loaded.mcp).maxTtlMs > 0);
     const httpCfg = JSON.parse((await run("node", [CLI, "--server", server.url, "--api-key", KEY, "mcp", "--print-config", "http"], { env: childEnv() })).stdout);
     assert.deepEqual(httpCfg.mcpServers.forgevm, { type: "http", url: `${server.url}/mcp`, headers: { Authorization: `Bearer ${KEY}` } });
   });

@@ -66,6 +66,7 @@ describe("TypeScript SDK: client", () => {
     );
     assert.equal(typeof (await client.prune()), "number");
     assert.ok(Array.isArray(await client.snapshots()));
+    assert.deepEqual(await client.mcpAudit({ session: "no-such-session" }), []);
     assert.equal(new Client("http://h:1/").baseUrl, "http://h:1");
     assert.equal(new Client({ host: "h", port: 2 }).baseUrl, "http://h:2");
   });

@@ -223,6 +223,10 @@ class AsyncClient:
     async def snapshots(self) -> List[Dict[str, Any]]:
         return await _run(self._c.snapshots)
 
+    async def mcp_audit(self, session: Optional[str] = None, tool: Optional[str] = None, after: Optional[int] = None, limit: int = 100) -> List[Dict[str, Any]]:
+        """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
+        return await _run(self._c.mcp_audit, session, tool, after, limit)
+
     async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[AsyncSandbox]:
         return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl)]
 

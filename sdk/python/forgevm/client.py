@@ -104,6 +104,11 @@ class Client:
     def snapshots(self) -> List[Dict[str, Any]]:
         return self._http.json("GET", "/snapshots")
 
+    def mcp_audit(self, session: Optional[str] = None, tool: Optional[str] = None, after: Optional[int] = None, limit: int = 100) -> List[Dict[str, Any]]:
+        """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
+        query = {"session": session, "tool": tool, "after": None if after is None else str(after), "limit": str(limit)}
+        return self._http.json("GET", "/mcp/audit", query=query)["entries"]
+
     def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[Sandbox]:
         """Starts sandboxes from a snapshot (id or name), each as the sandbox was when it was taken."""
         r = self._http.json("POST", f"/snapshots/{_q(snapshot)}/spawn", body={"count": count, "ttl": ttl}, timeout=None)

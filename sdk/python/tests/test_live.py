@@ -59,6 +59,13 @@ class Live(unittest.TestCase):
         self.assertEqual([p["name"] for p in c.providers()], ["qemu"])
         self.assertIsInstance(c.prune(), int)
         self.assertIsInstance(c.snapshots(), list)
+        self.assertEqual(c.mcp_audit(session="no-such-session"), [])
+
+        async def audit_async():
+            async with AsyncClient(URL, api_key=KEY) as ac:
+                return await ac.mcp_audit(limit=5)
+
+        self.assertEqual(asyncio.run(audit_async()), c.mcp_audit(limit=5))
         with Client(URL + "/", api_key=KEY) as c2:
             self.assertEqual(c2.base_url, URL)
 
