@@ -119,6 +119,7 @@ describe("the SDKs' copies", () => {
     same("CodeContext", types.get("CodeContext"), props(d, "get", "/sandboxes/{id}/code/contexts", 200));
     same("CodeResult", types.get("CodeResult"), Object.keys(d.components.schemas.CodeResult.properties ?? {}).sort());
     same("CodeError", types.get("CodeError"), Object.keys(d.components.schemas.CodeError.properties ?? {}).sort());
+    same("AuditEntry", types.get("AuditEntry"), Object.keys(d.components.schemas.AuditEntry.properties ?? {}).sort());
   });
 
   it("the TypeScript SDK sends the fields the server takes", async () => {

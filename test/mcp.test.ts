@@ -257,6 +257,11 @@ describe("streamable HTTP at /mcp", () => {
     assert.match(await refused(client, "upload", { sandbox_id: narrower.sandbox_id, host_path: "escape/passwd", path: "/tmp/x" }), /mcp\.host_dirs/);
     assert.match(await refused(client, "download", { sandbox_id: narrower.sandbox_id, path: "/etc/hostname", host_path: "escape/owned" }), /mcp\.host_dirs/);
 
+    // A FIFO planted in the shared directory is refused, not waited on.
+    await run("mkfifo", [join(shared, "fifo")]);
+    assert.match(await refused(client, "upload", { sandbox_id: narrower.sandbox_id, host_path: "fifo", path: "/tmp/x" }), /not a regular file/);
+    assert.match(await refused(client, "download", { sandbox_id: narrower.sandbox_id, path: "/etc/hostname", host_path: "fifo" }), /not a regular file|ENXIO/);
+
     // Inside the shared directory, both ways.
     await writeFile(join(shared, "in.txt"), "from the host\n");
     assert.equal((await ok(client, "upload", { sandbox_id: narrower.sandbox_id, host_path: "in.txt", path: "/data/in.txt" })).size, 14);

@@ -21,8 +21,6 @@ export class Agents {
   constructor(
     readonly forge: Forge,
     readonly policy: McpPolicy,
-    /** Where the server answers (for the prompt and configs); null when embedded. */
-    readonly serverUrl: string | null = null,
   ) {}
 
   /** Live sandboxes agents made, newest first. */

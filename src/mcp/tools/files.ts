@@ -17,6 +17,22 @@ const HostPath = Type.String({
   description: "A path in a host directory the operator shared (mcp.host_dirs); relative paths are taken in the first one",
 });
 
+/**
+ * Opens a host file a policy check let through. O_NOFOLLOW: a symlink swapped in after the check
+ * is refused, not followed; O_NONBLOCK: a FIFO planted there cannot hang the call. Only regular
+ * files are accepted.
+ */
+async function openHostFile(real: string, given: string, flags: number) {
+  const fh = await open(real, flags | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644).catch((e: NodeJS.ErrnoException) => {
+    throw new ForgevmError("BAD_REQUEST", `host_path ${given}: ${e.code === "ELOOP" ? "is a symlink" : e.message}`);
+  });
+  if (!(await fh.stat()).isFile()) {
+    await fh.close();
+    throw new ForgevmError("BAD_REQUEST", `host_path ${given} is not a regular file`);
+  }
+  return fh;
+}
+
 function absolute(path: string): string {
   if (!path.startsWith("/")) throw new ForgevmError("BAD_REQUEST", `path must be absolute (start with /), got "${path}"`);
   return path;
@@ -138,13 +154,9 @@ export const upload = tool({
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
     const real = await hostPath(ctx.policy, a.host_path, "read");
-    // O_NOFOLLOW: a symlink swapped in after the check is refused, not followed.
-    const fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW).catch((e: NodeJS.ErrnoException) => {
-      throw new ForgevmError("BAD_REQUEST", `host_path ${a.host_path}: ${e.code === "ELOOP" ? "is a symlink" : e.message}`);
-    });
+    const fh = await openHostFile(real, a.host_path, constants.O_RDONLY);
     try {
       const st = await fh.stat();
-      if (!st.isFile()) throw new ForgevmError("BAD_REQUEST", `host_path ${a.host_path} is not a regular file`);
       ctx.progress(0, st.size, `uploading ${st.size} bytes`);
       const r = await ctx.forge.sandbox(a.sandbox_id).writeFile(absolute(a.path), createReadStream("", { fd: fh.fd, autoClose: false }));
       ctx.progress(st.size, st.size, "uploaded");
@@ -164,12 +176,10 @@ export const download = tool({
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
     const real = await hostPath(ctx.policy, a.host_path, "write");
-    const fh = await open(real, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644).catch((e: NodeJS.ErrnoException) => {
-      throw new ForgevmError("BAD_REQUEST", `host_path ${a.host_path}: ${e.code === "ELOOP" ? "is a symlink" : e.message}`);
-    });
+    const fh = await openHostFile(real, a.host_path, constants.O_WRONLY | constants.O_CREAT);
     let size = 0;
     try {
-      if (!(await fh.stat()).isFile()) throw new ForgevmError("BAD_REQUEST", `host_path ${a.host_path} is not a regular file`);
+      await fh.truncate(0);
       const r = ctx.forge.sandbox(a.sandbox_id).readFileStream(absolute(a.path));
       const st = await Promise.race([r.stat, r.done.then(() => null)]);
       if (st && st.type !== "file") throw new ForgevmError("BAD_REQUEST", `${a.path} is not a regular file`);
