@@ -241,6 +241,60 @@ describe("streamable HTTP at /mcp", () => {
     }
   });
 
+  it("resumes a dropped response stream from Last-Event-ID: the call runs on and its result is replayed", async () => {
+    const { sandbox_id } = await ok(client, "create_sandbox", {});
+    try {
+      const headers = {
+        "X-API-Key": KEY,
+        "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream",
+        "Mcp-Session-Id": transport.sessionId ?? "",
+        "Mcp-Protocol-Version": transport.protocolVersion ?? "",
+      };
+      const ac = new AbortController();
+      const res = await fetch(new URL("/mcp", server.url), {
+        method: "POST",
+        headers,
+        signal: ac.signal,
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 77,
+          method: "tools/call",
+          params: { name: "exec", arguments: { sandbox_id, command: "sleep 1; echo finished > /tmp/done; echo out" } },
+        }),
+      });
+      assert.equal(res.status, 200);
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      let first = "";
+      while (!/\n\n/.test(first)) first += new TextDecoder().decode((await reader.read()).value);
+      const primed = /^id: (\S+)/m.exec(first)?.[1];
+      assert.ok(primed, `a priming event with an id: ${first}`);
+      ac.abort(); // the connection drops before the result
+      // Until the server has seen the old connection close, the stream still counts as attached (409).
+      let again: Response | null = null;
+      await waitFor(
+        async () => {
+          again = await fetch(new URL("/mcp", server.url), { method: "GET", headers: { ...headers, "Last-Event-ID": primed } });
+          if (again.status === 409) await again.body?.cancel();
+          return again.status !== 409;
+        },
+        10_000,
+        "the dropped stream to be released",
+      );
+      again = again as unknown as Response;
+      assert.equal(again.status, 200);
+      let replay = "";
+      const r2 = (again.body as ReadableStream<Uint8Array>).getReader();
+      while (!replay.includes('"id":77')) replay += new TextDecoder().decode((await r2.read()).value);
+      await r2.cancel();
+      const result = JSON.parse(/^data: (.*"id":77.*)$/m.exec(replay)?.[1] ?? "{}");
+      assert.equal(result.result.structuredContent.stdout, "out\n");
+      assert.equal((await ok(client, "read_file", { sandbox_id, path: "/tmp/done" })).content, "finished\n");
+    } finally {
+      await ok(client, "destroy_sandbox", { sandbox_id });
+    }
+  });
+
   it("refuses what the policy does not allow, naming the rule", async () => {
     assert.match(await refused(client, "create_sandbox", { network: "full" }), /mcp\.network/);
     assert.match(await refused(client, "create_sandbox", { network: "allowlist", allow: ["example.com", "evil.example.net"] }), /mcp\.allow.*evil\.example\.net/);
