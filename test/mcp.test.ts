@@ -323,8 +323,12 @@ describe("streamable HTTP at /mcp", () => {
     await ok(client, "download", { sandbox_id: narrower.sandbox_id, path: "/data/out.txt", host_path: join(shared, "out.txt") });
     assert.equal(await readFile(join(shared, "out.txt"), "utf8"), "FROM THE HOST\n");
 
-    // Per-session limit: 3; this session holds one.
-    const more = [await ok(client, "create_sandbox", {}), await ok(client, "create_sandbox", {})];
+    // Per-session limit: 3; this session holds one. Of three at once, two start and one is refused.
+    const race = await Promise.all([0, 1, 2].map(() => call(client, "create_sandbox", {})));
+    const more = race.filter((r) => !r.isError).map((r) => r.structuredContent);
+    assert.equal(more.length, 2, JSON.stringify(race.map((r) => r.content)));
+    const lost = race.find((r) => r.isError);
+    assert.match(String((lost?.content[0] as { text?: string } | undefined)?.text), /mcp\.max_sandboxes_per_session/);
     assert.match(await refused(client, "create_sandbox", {}), /mcp\.max_sandboxes_per_session/);
     assert.match(await refused(client, "fork", { sandbox_id: narrower.sandbox_id }), /mcp\.max_sandboxes_per_session/);
     for (const s of [narrower, ...more]) await ok(client, "destroy_sandbox", { sandbox_id: s.sandbox_id });

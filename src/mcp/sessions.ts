@@ -41,9 +41,18 @@ export class Agents {
    * limit would be passed (sandboxes still starting count too).
    */
   async withSlots<T>(session: McpSession, n: number, make: () => Promise<T>): Promise<T> {
+    // A sandbox being made is in `pending` and, once its row exists, in the store as "creating":
+    // counted once, whichever shows it.
+    const count = (rows: SandboxRow[], pending: number) => Math.max(rows.length, rows.filter((r) => r.state !== "creating").length + pending);
     const live = this.sandboxes();
-    const pendingAll = [...this.pending.values()].reduce((a, b) => a + b, 0);
-    const mine = live.filter((r) => r.metadata?.[SESSION_KEY] === session.id).length + (this.pending.get(session.id) ?? 0);
+    const all = count(
+      live,
+      [...this.pending.values()].reduce((a, b) => a + b, 0),
+    );
+    const mine = count(
+      live.filter((r) => r.metadata?.[SESSION_KEY] === session.id),
+      this.pending.get(session.id) ?? 0,
+    );
     const p = this.policy;
     if (mine + n > p.maxSandboxesPerSession) {
       throw new PolicyError(
@@ -51,8 +60,8 @@ export class Agents {
         `this session has ${mine} sandboxes; ${n} more would pass the ${p.maxSandboxesPerSession} allowed (destroy one first)`,
       );
     }
-    if (live.length + pendingAll + n > p.maxSandboxes) {
-      throw new PolicyError("mcp.max_sandboxes", `agents have ${live.length + pendingAll} sandboxes; ${n} more would pass the ${p.maxSandboxes} allowed in total`);
+    if (all + n > p.maxSandboxes) {
+      throw new PolicyError("mcp.max_sandboxes", `agents have ${all} sandboxes; ${n} more would pass the ${p.maxSandboxes} allowed in total`);
     }
     this.pending.set(session.id, (this.pending.get(session.id) ?? 0) + n);
     try {
