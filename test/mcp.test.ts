@@ -334,6 +334,29 @@ describe("streamable HTTP at /mcp", () => {
     for (const s of [narrower, ...more]) await ok(client, "destroy_sandbox", { sandbox_id: s.sandbox_id });
   });
 
+  it("snapshots a sandbox and restores copies of it, but never a person's snapshot", async () => {
+    const { sandbox_id } = await ok(client, "create_sandbox", {});
+    const theirs = await server.forge.spawn({});
+    try {
+      await ok(client, "write_file", { sandbox_id, path: "/root/state.txt", content: "saved" });
+      const snap = await ok(client, "snapshot", { sandbox_id, name: "mcp-saved" });
+      assert.equal(snap.name, "mcp-saved");
+      await ok(client, "write_file", { sandbox_id, path: "/root/state.txt", content: "changed later" });
+      const restored = await ok(client, "restore", { snapshot: "mcp-saved" });
+      assert.equal(restored.sandbox_ids.length, 1);
+      const copy = restored.sandbox_ids[0];
+      assert.equal((await ok(client, "read_file", { sandbox_id: copy, path: "/root/state.txt" })).content, "saved");
+      assert.equal((await ok(client, "list_sandboxes", {})).sandboxes.length, 2, "the copy is this session's");
+      await ok(client, "destroy_sandbox", { sandbox_id: copy });
+      await server.forge.snapshot(theirs.id, "persons-own");
+      assert.match(await refused(client, "restore", { snapshot: "persons-own" }), /not taken by an agent/);
+    } finally {
+      await ok(client, "destroy_sandbox", { sandbox_id });
+      await server.forge.destroy(theirs.id);
+      for (const s of ["mcp-saved", "persons-own"]) await server.forge.deleteSnapshot(s).catch(() => {});
+    }
+  });
+
   it("reaches only sandboxes agents made", async () => {
     const own = await server.forge.spawn({});
     try {

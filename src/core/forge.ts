@@ -184,6 +184,11 @@ export class Forge {
     return row;
   }
 
+  /** The stored record of a sandbox, or null when there is none. */
+  find(id: string): SandboxRow | null {
+    return this.core.sandboxes.get(id) ?? null;
+  }
+
   /** Live sandboxes (creating or running), newest first. */
   list(ownerId?: string, states: SandboxState[] = ["creating", "running"]): SandboxRow[] {
     return this.core.sandboxes.list(states, ownerId);

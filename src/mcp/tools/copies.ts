@@ -73,15 +73,7 @@ export const restore = tool({
     const { forge, policy } = ctx;
     const snap = forge.getSnapshot(a.snapshot);
     // Only what agents saved: a person's snapshot may hold what agents must not see.
-    const source = snap.source_id
-      ? (() => {
-          try {
-            return forge.get(snap.source_id as string);
-          } catch {
-            return null;
-          }
-        })()
-      : null;
+    const source = snap.source_id ? forge.find(snap.source_id) : null;
     if (!source?.metadata?.[SESSION_KEY]) throw new ForgevmError("NOT_FOUND", `snapshot ${a.snapshot} was not taken by an agent; agents may restore only their own snapshots`);
     checkImage(policy, snap.image);
     const ttlMs = ms(a.ttl, "ttl") ?? Math.min(forge.defaults.ttlMs, policy.maxTtlMs);
