@@ -23,6 +23,7 @@ import { networkRoutes } from "./routes/network.js";
 import { snapshotRoutes } from "./routes/snapshots.js";
 import { systemRoutes } from "./routes/system.js";
 import { templateRoutes } from "./routes/templates.js";
+import { workloadRoutes } from "./routes/workloads.js";
 
 export const API_PREFIX = "/api/v1";
 
@@ -140,6 +141,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       await api.register(sandboxRoutes, { forge: opts.forge });
+      await api.register(workloadRoutes, { forge: opts.forge });
       await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
       await api.register(execWsRoutes, { forge: opts.forge });
       await api.register(codeRoutes, { forge: opts.forge });

@@ -49,10 +49,25 @@ export const Network = Type.Object(
   { $id: "Network" },
 );
 
+/** A sandbox's main process: its command, restart policy and last run. */
+export const MainInfo = Type.Object(
+  {
+    command: Type.Array(Type.String()),
+    restart: Type.String(),
+    restarts: Type.Integer(),
+    running: Type.Boolean(),
+    exit_code: Type.Union([Type.Integer(), Type.Null()]),
+    started_at: Type.Union([Type.String(), Type.Null()]),
+    finished_at: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: "MainInfo" },
+);
+
 export const Sandbox = Type.Object(
   {
     id: Type.String(),
-    state: Type.Union([Type.Literal("creating"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("destroyed"), Type.Literal("error")]),
+    state: Type.Union([Type.Literal("creating"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("stopped"), Type.Literal("destroyed"), Type.Literal("error")]),
+    name: Type.Optional(Type.String()),
     provider: Type.String(),
     image: Type.String(),
     memory_mb: Type.Integer(),
@@ -66,6 +81,7 @@ export const Sandbox = Type.Object(
     /** Pool mode: the shared VM this sandbox lives in. */
     vm_id: Type.Optional(Type.String()),
     network: Type.Optional(Network),
+    main: Type.Optional(MainInfo),
   },
   { $id: "Sandbox" },
 );
@@ -94,6 +110,18 @@ export const SpawnRequest = Body(
     secrets: Type.Optional(StringMap),
     ...NetworkFields,
     ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
+    /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
+    name: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" })),
+    /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy. */
+    main: Type.Optional(
+      Type.Object(
+        {
+          command: Type.Optional(Type.Array(Type.String(), { maxItems: 4096 })),
+          restart: Type.Optional(Type.String({ pattern: "^(no|always|unless-stopped|on-failure(:[0-9]{1,4})?)$" })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { $id: "SpawnRequest" },
 );

@@ -1,5 +1,5 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
-import type { DirEntry, FileStat, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
+import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
 import { badRequest } from "../core/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
 import type { SandboxT, SnapshotT } from "./schemas.js";
@@ -19,6 +19,20 @@ export function sandboxView(r: SandboxRow): SandboxT {
     ...(r.error ? { error: r.error.split("\n")[0] } : {}),
     ...(r.vm_id ? { vm_id: r.vm_id } : {}),
     network: networkView(r.network),
+    ...(r.name ? { name: r.name } : {}),
+    ...(r.main ? { main: mainView(r.main, r.state === "running" && !!r.main.started_at && r.main.finished_at === null) } : {}),
+  };
+}
+
+function mainView(m: MainRecord, running: boolean) {
+  return {
+    command: m.command,
+    restart: m.restart === "on-failure" && m.max_restarts !== undefined ? `on-failure:${m.max_restarts}` : m.restart,
+    restarts: m.restarts,
+    running,
+    exit_code: m.exit_code,
+    started_at: m.started_at,
+    finished_at: m.finished_at,
   };
 }
 

@@ -11,6 +11,7 @@ import type { SnapshotStore } from "../store/snapshots.js";
 import type { TemplateStore } from "../store/templates.js";
 import type { EventBus } from "./events.js";
 import type { Images } from "./images.js";
+import type { MainRunner } from "./main-process.js";
 import type { Networks } from "./network.js";
 import type { ForgeOptions, SpawnDefaults } from "./options.js";
 import type { Sandbox } from "./sandbox.js";
@@ -38,6 +39,8 @@ export interface Core {
   readonly egress: EgressProxy;
   /** Running sandboxes of this process, by id. */
   readonly live: Map<string, Sandbox>;
+  /** Main processes of running sandboxes, by id. */
+  readonly mains: Map<string, MainRunner>;
   /** Secrets of running sandboxes, by id: in memory only. */
   readonly secrets: Map<string, PlannedSecrets>;
   /** Destroys in progress, by id (a second call waits for the first). */

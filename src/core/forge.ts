@@ -29,6 +29,9 @@ import { EventBus } from "./events.js";
 import { Images, parseImageReference, type ImportOptions } from "./images.js";
 import { PullJobs, type PullJob } from "./pull-jobs.js";
 import { destroy, logs } from "./lifecycle.js";
+import { readMainLog, type LogLine } from "./main-process.js";
+import { requireState } from "./states.js";
+import * as stopStart from "./stop-start.js";
 import { Networks } from "./network.js";
 import type { ForgeOptions, ForkOptions, ForkResult, SpawnDefaults, SpawnOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./owner.js";
@@ -44,6 +47,7 @@ import { TenantPool } from "./tenant-pool.js";
 import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
 export { MAX_FORK } from "./core.js";
+export type { LogLine } from "./main-process.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
 export type { ForgeOptions, ForkOptions, ForkResult, NetworkOptions, PoolModeOptions, SpawnDefaults, SpawnOptions } from "./options.js";
 
@@ -117,6 +121,7 @@ export class Forge {
       }),
       tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, pull), events.emit) : null,
       live: new Map(),
+      mains: new Map(),
       secrets: new Map(),
       destroying: new Map(),
       closed: false,
@@ -177,8 +182,15 @@ export class Forge {
     return spawn(this.core, opts, (ref) => this.pullImage(ref));
   }
 
-  /** The stored record of any sandbox ever seen (history included). */
-  get(id: string): SandboxRow {
+  /** The id of a sandbox named by its id or its name. */
+  private idOf(idOrName: string): string {
+    if (this.core.sandboxes.get(idOrName)) return idOrName;
+    return this.core.sandboxes.byName(idOrName)?.id ?? idOrName;
+  }
+
+  /** The stored record of any sandbox ever seen (history included), by id or name. */
+  get(idOrName: string): SandboxRow {
+    const id = this.idOf(idOrName);
     const row = this.core.sandboxes.get(id);
     if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
     return row;
@@ -199,27 +211,74 @@ export class Forge {
     return this.core.sandboxes.count();
   }
 
-  /** The running sandbox with this id, ready for exec and file operations. */
-  sandbox(id: string): Sandbox {
+  /** The running sandbox with this id (or name), ready for exec and file operations. */
+  sandbox(idOrName: string): Sandbox {
+    const id = this.idOf(idOrName);
     const sb = this.core.live.get(id);
     if (sb) return sb;
     const row = this.core.sandboxes.get(id);
     if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
-    if (row.state === "creating") throw new ForgevmError("CONFLICT", `sandbox ${id} is still starting`);
-    throw sandboxGone(id, `sandbox ${id} is ${row.state}${row.error ? ` (${row.error.split("\n")[0]})` : ""}`);
+    requireState(row, "exec");
+    throw new ForgevmError("CONFLICT", `sandbox ${id} is run by another ForgeVM process`);
   }
 
   /** Sets a new expiry `ttlMs` from now. */
   extend(id: string, ttlMs: number): SandboxRow {
     const row = this.get(id);
-    if (row.state !== "running" && row.state !== "creating") throw sandboxGone(id, `sandbox ${id} is ${row.state}`);
-    this.core.sandboxes.update(id, { expires_at: new Date(Date.now() + ttlMs).toISOString() });
-    return this.get(id);
+    requireState(row, "extend");
+    this.core.sandboxes.update(row.id, { expires_at: new Date(Date.now() + ttlMs).toISOString() });
+    return this.get(row.id);
   }
 
   /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
   async destroy(id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
-    return destroy(this.core, id, reason);
+    return destroy(this.core, this.idOf(id), reason);
+  }
+
+  /** Stops a running sandbox: its main process gets SIGTERM, then SIGKILL after `graceMs`; its disk is kept and it costs no memory. */
+  async stop(id: string, graceMs?: number): Promise<SandboxRow> {
+    await stopStart.stop(this.core, this.idOf(id), graceMs);
+    return this.get(id);
+  }
+
+  /** Starts a stopped sandbox again, files as they were, its main process run anew; it lives `ttlMs` from now. */
+  async start(id: string, ttlMs: number = this.defaults.ttlMs): Promise<Sandbox> {
+    return stopStart.start(this.core, this.idOf(id), ttlMs);
+  }
+
+  /** Stops (when running) and starts a sandbox. */
+  async restart(id: string, ttlMs: number = this.defaults.ttlMs, graceMs?: number): Promise<Sandbox> {
+    return stopStart.restart(this.core, this.idOf(id), ttlMs, graceMs);
+  }
+
+  /** Sends a signal (a number) to a sandbox's main process. */
+  async kill(id: string, signal: number): Promise<void> {
+    return stopStart.kill(this.core, this.idOf(id), signal);
+  }
+
+  /** A sandbox's main process output: the last `tail` lines, or those since `sinceMs` (kept after it is gone). */
+  async mainLogs(id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
+    const row = this.get(id);
+    await this.core.mains.get(row.id)?.flushed();
+    return readMainLog(this.core, row.id, opts);
+  }
+
+  /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when the sandbox stops running; returns the unsubscribe function. */
+  followMain(id: string, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
+    const row = this.get(id);
+    const runner = this.core.mains.get(row.id);
+    if (!runner) {
+      onEnd();
+      return () => {};
+    }
+    const off = this.core.events.subscribe((e) => {
+      if (e.sandbox_id === row.id && ["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error", "sandbox.paused"].includes(e.type)) onEnd();
+    });
+    runner.lines.on("line", onLine);
+    return () => {
+      off();
+      runner.lines.off("line", onLine);
+    };
   }
 
   /** Saves a running sandbox's whole state and stops its VM (no memory or CPU while paused). */
@@ -229,7 +288,7 @@ export class Forge {
 
   /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now. */
   async resume(id: string, ttlMs: number = this.defaults.ttlMs): Promise<Sandbox> {
-    return resume(this.core, id, ttlMs);
+    return resume(this.core, this.idOf(id), ttlMs);
   }
 
   /** Destroys every live sandbox whose expiry has passed; returns how many. */
@@ -256,14 +315,14 @@ export class Forge {
 
   /** A running sandbox's network mode, allowlist and published ports. */
   network(id: string): NetworkRecord {
-    this.sandbox(id);
-    return this.core.networks.get(id);
+    const sid = this.sandbox(id).id;
+    return this.core.networks.get(sid);
   }
 
   /** Replaces a running sandbox's egress allowlist; effective on its next request. */
   setAllowlist(id: string, allow: string[]): NetworkRecord {
-    this.sandbox(id);
-    return this.core.networks.setAllow(id, allow);
+    const sid = this.sandbox(id).id;
+    return this.core.networks.setAllow(sid, allow);
   }
 
   /** The entries of allowlist `asked` that reach beyond allowlist `pinned` (presets expanded); a bad entry is a 400. */
@@ -278,20 +337,19 @@ export class Forge {
 
   /** Publishes a port of a running sandbox ("8080:80"); 409 if the host port is taken. */
   async publishPort(id: string, spec: string): Promise<PortMapping> {
-    this.sandbox(id);
-    return this.core.networks.addPort(id, spec);
+    const sid = this.sandbox(id).id;
+    return this.core.networks.addPort(sid, spec);
   }
 
   /** Stops publishing a host port of a running sandbox. */
   async unpublishPort(id: string, hostPort: number): Promise<void> {
-    this.sandbox(id);
-    await this.core.networks.removePort(id, hostPort);
+    const sid = this.sandbox(id).id;
+    await this.core.networks.removePort(sid, hostPort);
   }
 
   /** The last `lines` egress decisions of a sandbox (kept with its history after it is destroyed). */
   async egressLog(id: string, lines = 100): Promise<EgressEntry[]> {
-    this.get(id);
-    return this.core.networks.egressLog(id, lines);
+    return this.core.networks.egressLog(this.get(id).id, lines);
   }
 
   // ---- snapshots, forks, restores

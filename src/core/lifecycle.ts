@@ -10,6 +10,7 @@ import { ForgevmError, sandboxGone } from "./errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { Sandbox } from "./sandbox.js";
 import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";
+import { startMain } from "./stop-start.js";
 
 /** Hands a started VM out as a running sandbox, unless it was destroyed meanwhile. */
 export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalImage | null, origin: string, secrets: PlannedSecrets | null = null): Promise<Sandbox> {
@@ -37,6 +38,7 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
   core.sandboxes.setNetwork(row.id, network);
   core.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
   core.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
+  startMain(core, sb);
   return sb;
 }
 
@@ -85,6 +87,8 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     core.sandboxes.update(id, { state: end.state, destroyed_at: new Date().toISOString(), ...(end.state === "error" ? { error: end.error } : {}) });
     const sb = core.live.get(id);
     core.live.delete(id);
+    core.mains.get(id)?.dispose();
+    core.mains.delete(id);
     // The console log outlives the VM directory, until the row's history is pruned.
     if (row.vm_dir) await keepConsoleLog(core, id, row.vm_dir);
     await core.networks.detach(id);

@@ -105,6 +105,10 @@ export interface SpawnOptions {
   ports?: string[];
   /** Secret values: in every exec's environment and in /run/secrets/NAME, never stored. */
   secrets?: Record<string, string>;
+  /** A name usable wherever its id is (unique among sandboxes not yet gone). */
+  name?: string;
+  /** Run a main process (the image's ENTRYPOINT with `command`, else its CMD) under a restart policy. */
+  main?: { command?: string[]; restart?: string };
 }
 
 export interface ForkOptions {

@@ -10,14 +10,21 @@ import { conflict, ForgevmError, sandboxGone } from "./errors.js";
 import { admit, keepConsoleLog, recordFailure } from "./lifecycle.js";
 import type { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
+import { requireState } from "./states.js";
 
-/** Stops a running sandbox after saving all of its state; `resume` brings it back. */
-export async function pause(core: Core, sb: Sandbox): Promise<void> {
-  const row = core.sandboxes.get(sb.id)!;
+/** Checks that a running sandbox can be saved whole (`verb`: paused or stopped). */
+export function checkSavable(core: Core, id: string, verb: "paused" | "stopped"): void {
+  const row = core.sandboxes.get(id)!;
   if (!core.provider.features.snapshots)
-    throw new ForgevmError("BAD_REQUEST", `sandbox ${sb.id} runs on provider ${core.provider.name}, which cannot take snapshots; it cannot be paused`);
-  if (row.vm_id) throw new ForgevmError("BAD_REQUEST", `sandbox ${sb.id} shares a pool VM with other sandboxes and cannot be paused`);
-  if (core.secrets.has(sb.id)) throw conflict(`sandbox ${sb.id} holds secrets, which pausing would write to disk in its memory image; it cannot be paused`);
+    throw new ForgevmError("BAD_REQUEST", `sandbox ${id} runs on provider ${core.provider.name}, which cannot take snapshots; it cannot be ${verb}`);
+  if (row.vm_id) throw new ForgevmError("BAD_REQUEST", `sandbox ${id} shares a pool VM with other sandboxes and cannot be ${verb}`);
+  if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb}`);
+}
+
+/** Stops a running sandbox after saving all of its state (as `paused`, or `stopped`); `resume` brings it back. */
+export async function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused"): Promise<void> {
+  const row = core.sandboxes.get(sb.id)!;
+  checkSavable(core, sb.id, as);
   if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
   const snap = await core.snaps.beginOf(row, "pause");
   try {
@@ -28,20 +35,22 @@ export async function pause(core: Core, sb: Sandbox): Promise<void> {
   }
   // From here the snapshot is the sandbox: the VM goes, the record stays.
   core.live.delete(sb.id);
-  core.sandboxes.update(sb.id, { state: "paused", snapshot_id: snap.id, vm_pid: null });
+  core.mains.get(sb.id)?.dispose();
+  core.mains.delete(sb.id);
+  core.sandboxes.update(sb.id, { state: as, snapshot_id: snap.id, vm_pid: null });
   if (row.vm_dir) await keepConsoleLog(core, sb.id, row.vm_dir);
   await core.networks.detach(sb.id);
   await sb.vm.destroy();
   core.sandboxes.update(sb.id, { vm_dir: null });
-  core.events.emit("sandbox.paused", sb.id, { snapshot_id: snap.id });
+  core.events.emit(as === "paused" ? "sandbox.paused" : "sandbox.stopped", sb.id, { snapshot_id: snap.id });
   await core.snaps.collect().catch(() => {});
 }
 
-/** Restores a paused sandbox under its own id, processes, memory and files as they were; its life starts again at `ttlMs`. */
-export async function resume(core: Core, id: string, ttlMs: number): Promise<Sandbox> {
+/** Restores a paused (or stopped) sandbox under its own id, memory and files as they were; its life starts again at `ttlMs`. */
+export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused"): Promise<Sandbox> {
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
-  if (row.state !== "paused") throw conflict(`sandbox ${id} is ${row.state}, not paused`);
+  requireState(row, from === "paused" ? "resume" : "start");
   const snap = row.snapshot_id ? core.snapshotRows.get(row.snapshot_id) : undefined;
   if (snap?.state !== "ready") throw new ForgevmError("UNAVAILABLE", `the snapshot of paused sandbox ${id} is missing`);
   core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + ttlMs).toISOString() });
@@ -55,14 +64,15 @@ export async function resume(core: Core, id: string, ttlMs: number): Promise<San
       nic: !!snap.nic,
     });
     const image = await resolveImage(core.paths, row.image).catch(() => null);
-    const network = row.network ? { ...row.network, ports: [] } : null;
+    // A started sandbox publishes its ports again, as a container does; a resumed one does not.
+    const network = row.network ? { ...row.network, ports: from === "stopped" ? row.network.ports : [] } : null;
     const sb = await admit(core, { ...row, network, state: "creating" }, vm, image, "resume");
-    core.events.emit("sandbox.resumed", id, { snapshot_id: snap.id });
+    core.events.emit(from === "paused" ? "sandbox.resumed" : "sandbox.started", id, { snapshot_id: snap.id });
     // Its disk is backed by the snapshot's: the files go once the sandbox does.
     core.snapshotRows.update(snap.id, { state: "deleted" });
     return sb;
   } catch (e) {
     await recordFailure(core, id, e);
-    throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `paused sandbox ${id} could not be resumed: ${e.message.split("\n")[0]}`) : e;
+    throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `${from} sandbox ${id} could not be brought back: ${e.message.split("\n")[0]}`) : e;
   }
 }

@@ -3,10 +3,10 @@
 // row a new sandbox starts as.
 import { randomBytes } from "node:crypto";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
-import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
+import type { MainRecord, NetworkRecord, RestartPolicy, SandboxRow } from "../store/sandboxes.js";
 import type { TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
-import { badRequest, notFound } from "./errors.js";
+import { badRequest, conflict, notFound } from "./errors.js";
 import type { SpawnOptions } from "./options.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
 import { checkEnv, checkFullNetwork, checkProvider, checkVcpus } from "./validate.js";
@@ -27,6 +27,48 @@ export interface SpawnPlan {
   metadata: Record<string, string> | null;
   /** A network device (network "full"): part of the machine, so of its base snapshot too. */
   nic: boolean;
+  name: string | null;
+  main: MainRecord | null;
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/** A name a sandbox may take: well formed, not an id, not held by another sandbox. */
+export function checkName(core: Core, name: string | undefined): string | null {
+  if (name === undefined) return null;
+  if (!NAME.test(name)) throw badRequest(`name "${name}" must be 1-63 letters, digits, "_", "." or "-", starting with a letter or digit`);
+  if (/^sb-[0-9a-f]{8}$/.test(name)) throw badRequest(`name "${name}" looks like a sandbox id; pick another`);
+  const holder = core.sandboxes.byName(name);
+  if (holder) throw conflict(`name "${name}" is taken by sandbox ${holder.id} (${holder.state})`);
+  return name;
+}
+
+/** The main process a spawn asks for: the image's ENTRYPOINT with the given command, else its CMD. */
+export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRecord | null {
+  if (!main) return null;
+  const { policy, max } = parseRestart(main.restart ?? "no");
+  const entry = image.config?.Entrypoint ?? [];
+  const command = [...entry, ...(main.command ?? image.config?.Cmd ?? [])];
+  if (!command.length) throw badRequest(`main.command: image ${image.name} has no ENTRYPOINT or CMD; give the command to run`);
+  const user = image.config?.User?.split(":")[0] || undefined;
+  return {
+    command,
+    ...(user ? { user } : {}),
+    restart: policy,
+    ...(max !== undefined ? { max_restarts: max } : {}),
+    restarts: 0,
+    exit_code: null,
+    started_at: null,
+    finished_at: null,
+    stopped_by_user: false,
+  };
+}
+
+/** "no", "always", "unless-stopped", "on-failure" or "on-failure:N". */
+export function parseRestart(text: string): { policy: RestartPolicy; max?: number } {
+  const m = /^(no|always|unless-stopped|on-failure)(?::(\d{1,4}))?$/.exec(text);
+  if (!m || (m[2] !== undefined && m[1] !== "on-failure")) throw badRequest(`main.restart must be no, always, unless-stopped or on-failure[:MAX], got "${text}"`);
+  return { policy: m[1] as RestartPolicy, ...(m[2] !== undefined ? { max: Number(m[2]) } : {}) };
 }
 
 /** What a spawn will make: its template's fields filled in, the image resolved (pulled if need be). */
@@ -35,6 +77,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
   checkProvider(core, opts.provider, "provider");
   checkEnv(opts.env, "env");
+  const name = checkName(core, opts.name);
   const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);
   if (network.mode === "full") await checkFullNetwork(core);
@@ -70,6 +113,8 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     secrets,
     metadata,
     nic: network.mode === "full",
+    name,
+    main: planMain(image, opts.main),
   };
 }
 
@@ -85,7 +130,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     exec_user: plan.execUser,
     network: plan.network,
   };
-  return rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id);
+  return { ...rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id), name: plan.name, main: plan.main };
 }
 
 /** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */
@@ -120,6 +165,8 @@ export function rowOf(
     origin: null,
     vm_id: null,
     network: what.network ?? null,
+    name: null,
+    main: null,
   };
 }
 

@@ -3,6 +3,7 @@
 // (QEMU gone, agent silent) is stopped — only a VMM whose command line names the VM's own
 // directory, so an unrelated process that reused the pid is never touched — and marked `error`.
 import { readFile, rm } from "node:fs/promises";
+import { startMain } from "./stop-start.js";
 import { resolveImage } from "../images/store.js";
 import type { Vm } from "../providers/provider.js";
 import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
@@ -27,6 +28,8 @@ export async function reconcile(core: Core): Promise<void> {
         watch(core, sb);
         core.sandboxes.update(row.id, { manager_pid: process.pid });
         core.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
+        // The main process ended with the server that ran it: its restart policy says whether it comes back.
+        if (row.main && row.main.restart !== "no") startMain(core, sb);
         continue;
       } catch (e) {
         row.error = (e as Error).message;

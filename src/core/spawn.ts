@@ -177,7 +177,7 @@ async function makePooled(core: Core, p: SpawnPlan): Promise<{ vm: Vm; snapshotI
 /** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
 export function snapshotsInUse(core: Core): Set<string> {
   const ids = new Set<string>();
-  for (const r of core.sandboxes.list(["creating", "running", "paused"])) if (r.snapshot_id) ids.add(r.snapshot_id);
+  for (const r of core.sandboxes.list(["creating", "running", "paused", "stopped"])) if (r.snapshot_id) ids.add(r.snapshot_id);
   for (const id of core.warm.snapshotIds()) ids.add(id);
   for (const id of core.tenants?.snapshotIds() ?? []) ids.add(id);
   return ids;

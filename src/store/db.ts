@@ -84,6 +84,9 @@ const MIGRATIONS: string[] = [
      duration_ms INTEGER NOT NULL
    );
    CREATE INDEX audit_session ON audit(session);`,
+  `ALTER TABLE sandboxes ADD COLUMN name TEXT;
+   ALTER TABLE sandboxes ADD COLUMN main TEXT;
+   CREATE UNIQUE INDEX sandboxes_name ON sandboxes(name) WHERE name IS NOT NULL AND state NOT IN ('destroyed','error');`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

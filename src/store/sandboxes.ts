@@ -2,7 +2,7 @@
 import type { Db } from "./db.js";
 
 /** `paused`: no VM, its state in a snapshot of kind `pause` until it resumes. */
-export type SandboxState = "creating" | "running" | "paused" | "destroyed" | "error";
+export type SandboxState = "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
 
 export interface SandboxRow {
   id: string;
@@ -35,6 +35,28 @@ export interface SandboxRow {
   vm_id: string | null;
   /** Network mode, egress allowlist and published ports (null: no network, nothing published). */
   network: NetworkRecord | null;
+  /** A name to find it by instead of its id (unique among sandboxes not yet gone). */
+  name: string | null;
+  /** Its main process (the image's command, or one given at spawn), and how it went. */
+  main: MainRecord | null;
+}
+
+export type RestartPolicy = "no" | "on-failure" | "always" | "unless-stopped";
+
+/** A sandbox's main process: what it runs, its restart policy, and how its last run ended. */
+export interface MainRecord {
+  command: string[];
+  /** The image's USER, which it runs as. */
+  user?: string;
+  restart: RestartPolicy;
+  /** on-failure: give up after this many restarts (absent: never). */
+  max_restarts?: number;
+  restarts: number;
+  exit_code: number | null;
+  started_at: string | null;
+  finished_at: string | null;
+  /** A person stopped it: no policy brings it back until it is started again. */
+  stopped_by_user: boolean;
 }
 
 /** A sandbox's network as stored. */
@@ -44,13 +66,14 @@ export interface NetworkRecord {
   ports: { host_ip: string; host_port: number; guest_port: number }[];
 }
 
-type Raw = Omit<SandboxRow, "metadata" | "env" | "network"> & { metadata: string | null; env: string | null; network: string | null };
+type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main"> & { metadata: string | null; env: string | null; network: string | null; main: string | null };
 const decode = (r: Raw | undefined): SandboxRow | undefined =>
   r && {
     ...r,
     metadata: r.metadata ? JSON.parse(r.metadata) : null,
     env: r.env ? JSON.parse(r.env) : null,
     network: r.network ? JSON.parse(r.network) : null,
+    main: r.main ? JSON.parse(r.main) : null,
   };
 
 export class SandboxStore {
@@ -59,15 +82,26 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main)`,
       )
       .run({
         ...row,
         metadata: row.metadata ? JSON.stringify(row.metadata) : null,
         env: row.env ? JSON.stringify(row.env) : null,
         network: row.network ? JSON.stringify(row.network) : null,
+        main: row.main ? JSON.stringify(row.main) : null,
       });
+  }
+
+  /** The sandbox not yet gone that has this name. */
+  byName(name: string): SandboxRow | undefined {
+    return decode(this.db.prepare("SELECT * FROM sandboxes WHERE name = ? AND state NOT IN ('destroyed','error')").get(name) as Raw | undefined);
+  }
+
+  /** Records how a sandbox's main process stands. */
+  setMain(id: string, main: MainRecord | null): void {
+    this.db.prepare("UPDATE sandboxes SET main = ? WHERE id = ?").run(main ? JSON.stringify(main) : null, id);
   }
 
   get(id: string): SandboxRow | undefined {
@@ -85,7 +119,7 @@ export class SandboxStore {
     this.db.prepare("UPDATE sandboxes SET network = ? WHERE id = ?").run(network ? JSON.stringify(network) : null, id);
   }
 
-  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network">>): void {
+  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network" | "main">>): void {
     const keys = Object.keys(fields);
     if (!keys.length) return;
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });

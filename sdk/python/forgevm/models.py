@@ -45,6 +45,8 @@ class SandboxInfo:
     metadata: Dict[str, str] = field(default_factory=dict)
     error: Optional[str] = None
     network: Optional[Dict[str, Any]] = None
+    name: Optional[str] = None
+    main: Optional[Dict[str, Any]] = None
 
 
 @dataclass

@@ -1,6 +1,6 @@
 // Wire shapes of the ForgeVM REST API (snake_case, as the server sends them).
 
-export type SandboxState = "creating" | "running" | "paused" | "destroyed" | "error";
+export type SandboxState = "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
 
 export interface SandboxInfo {
   id: string;
@@ -16,6 +16,21 @@ export interface SandboxInfo {
   metadata?: Record<string, string>;
   error?: string;
   network?: NetworkInfo;
+  /** Its name, when it was given one (usable wherever an id is). */
+  name?: string;
+  /** Its main process, when it runs one. */
+  main?: MainInfo;
+}
+
+/** A sandbox's main process: command, restart policy, and how its last run went. */
+export interface MainInfo {
+  command: string[];
+  restart: string;
+  restarts: number;
+  running: boolean;
+  exit_code: number | null;
+  started_at: string | null;
+  finished_at: string | null;
 }
 
 /** A published port: host address and port → guest port. */
@@ -70,6 +85,10 @@ export interface SpawnOptions {
   ports?: string[];
   /** Secret values: every command's environment and /run/secrets/NAME; never stored by the server. */
   secrets?: Record<string, string>;
+  /** A name to use instead of the id anywhere. */
+  name?: string;
+  /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD); restart "no", "on-failure[:N]", "always" or "unless-stopped". */
+  main?: { command?: string[]; restart?: string };
 }
 
 export interface ExecOptions {

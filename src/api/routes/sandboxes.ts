@@ -4,6 +4,7 @@ import { Type } from "typebox";
 import { parseDuration } from "../../core/durations.js";
 import { sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
+import type { SandboxState } from "../../core/types.js";
 import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../schemas.js";
 import { sandboxView } from "../views.js";
 
@@ -27,6 +28,8 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       allow: b.allow,
       ports: b.ports,
       secrets: b.secrets,
+      name: b.name,
+      main: b.main,
     });
     reply.status(201);
     return sandboxView(forge.get(sb.id));
@@ -40,6 +43,12 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         querystring: Type.Object({
           owner_id: Type.Optional(Type.String()),
           all: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])),
+          state: Type.Optional(
+            Type.String({
+              pattern: "^(creating|running|paused|stopped|destroyed|error)(,(creating|running|paused|stopped|destroyed|error))*$",
+              description: "Only these states (comma-separated)",
+            }),
+          ),
         }),
         response: { 200: Type.Array(Sandbox) },
       },
@@ -47,7 +56,12 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     async (req) => {
       // Live ones, as the contract says; with all=true the history too (failed ones with their reason).
       const all = req.query.all === "true" || req.query.all === "1";
-      return forge.list((req.headers["x-user-id"] as string | undefined) || req.query.owner_id, all ? ["creating", "running", "error", "destroyed"] : undefined).map(sandboxView);
+      const states = req.query.state
+        ? (req.query.state.split(",") as SandboxState[])
+        : all
+          ? (["creating", "running", "paused", "stopped", "error", "destroyed"] as SandboxState[])
+          : undefined;
+      return forge.list((req.headers["x-user-id"] as string | undefined) || req.query.owner_id, states).map(sandboxView);
     },
   );
 

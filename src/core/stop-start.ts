@@ -1,0 +1,60 @@
+// Docker's verbs on a sandbox: stop (its main process gets SIGTERM, then SIGKILL after a grace
+// period; then the whole machine is saved and its VM stops, so a stopped sandbox keeps its disk
+// and costs no memory), start (brought back from that snapshot, its main process started again),
+// restart, and signals to the main process. The restart policies live in main-process.ts.
+import type { Core } from "./core.js";
+import { badRequest, conflict } from "./errors.js";
+import { MainRunner } from "./main-process.js";
+import { checkSavable, pause, resume } from "./pause.js";
+import type { Sandbox } from "./sandbox.js";
+import { requireState } from "./states.js";
+
+/** How long `stop` waits for the main process after SIGTERM, unless told otherwise. */
+export const DEFAULT_STOP_GRACE_MS = 10_000;
+
+/** Starts the main process of a sandbox just admitted, when it has one a person has not stopped. */
+export function startMain(core: Core, sb: Sandbox): void {
+  const main = core.sandboxes.get(sb.id)?.main;
+  if (!main || main.stopped_by_user) return;
+  const runner = new MainRunner(core, sb);
+  core.mains.set(sb.id, runner);
+  void runner.start();
+}
+
+/** Stops a running sandbox, keeping its disk (and memory image); a person's stop wins over any restart policy. */
+export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_MS): Promise<void> {
+  const row = core.sandboxes.get(id);
+  if (!row) throw badRequest(`sandbox ${id} not found`);
+  requireState(row, "stop");
+  const sb = core.live.get(id);
+  if (!sb) throw conflict(`sandbox ${id} is run by another ForgeVM process`);
+  checkSavable(core, id, "stopped");
+  await core.mains.get(id)?.stop(graceMs);
+  await pause(core, sb, "stopped");
+}
+
+/** Starts a stopped sandbox again (from its saved state, files as they were), with its main process. */
+export async function start(core: Core, id: string, ttlMs: number): Promise<Sandbox> {
+  const row = core.sandboxes.get(id);
+  if (row?.main) core.sandboxes.setMain(id, { ...row.main, stopped_by_user: false });
+  return resume(core, id, ttlMs, "stopped");
+}
+
+/** Stops (when running) and starts a sandbox. */
+export async function restart(core: Core, id: string, ttlMs: number, graceMs = DEFAULT_STOP_GRACE_MS): Promise<Sandbox> {
+  const row = core.sandboxes.get(id);
+  if (!row) throw badRequest(`sandbox ${id} not found`);
+  requireState(row, "restart");
+  if (row.state === "running") await stop(core, id, graceMs);
+  return start(core, id, ttlMs);
+}
+
+/** Sends a signal to a sandbox's main process. */
+export async function kill(core: Core, id: string, signal: number): Promise<void> {
+  const row = core.sandboxes.get(id);
+  if (!row) throw badRequest(`sandbox ${id} not found`);
+  requireState(row, "kill");
+  const runner = core.mains.get(id);
+  if (!runner?.running) throw conflict(`sandbox ${id} has no main process running${row.main ? ` (it exited with ${row.main.exit_code})` : ""}`);
+  await runner.signal(signal);
+}
