@@ -64,6 +64,7 @@ describe("process and memory limits in the guest", () => {
       const bomb = bomber.execStream("bash -c ':(){ :|:& };:'; sleep 60", { timeoutMs: 60_000 });
       let stderr = "";
       bomb.stderr.on("data", (d: Buffer) => (stderr += d));
+      const stderrEnded = new Promise<void>((r) => bomb.stderr.once("end", () => r()));
       bomb.stdout.resume();
       // Until the limit has refused forks (how soon depends on the emulated CPU's speed), and a few rounds more.
       let peak = 0;
@@ -85,6 +86,8 @@ describe("process and memory limits in the guest", () => {
       await bomb.signal(9);
       const r = await bomb.result;
       assert.equal(r.exit_code, 137, `the bomb ended with ${JSON.stringify(r)}`);
+      // The exit can arrive before the last of the output: read to its end first.
+      await Promise.race([stderrEnded, new Promise((res) => setTimeout(res, 10_000))]);
       assert.match(stderr, /fork: (retry: )?Resource temporarily unavailable/, `the bomb's stderr: ${stderr.slice(-500)}`);
       // Killing the bomb's process group ended it; the sandbox works again.
       assert.equal((await bomber.exec("echo alive", { timeoutMs: 30_000 })).stdout, "alive\n");

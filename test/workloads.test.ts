@@ -6,12 +6,17 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
-import { apiRequest, assertNoVmLeft, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
+import { apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 import { writeImage, writeIndex } from "./oci-writer.js";
 
 const IMAGE = "local/httpd:v1";
+const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+const run = promisify(execFile);
 let server: RunningServer;
 let base: string;
 
@@ -176,5 +181,36 @@ describe("an image's own command as the main process", () => {
     } finally {
       await api("DELETE", `/sandboxes/${a.body.id}`);
     }
+  });
+});
+
+describe("the command line's verbs", () => {
+  const cli = (...args: string[]) => run("node", [CLI, "--server", base, ...args], { env: childEnv() });
+
+  it("run -d, ps, logs, kill -s, stop, start, rm", async () => {
+    const id = (await cli("run", "-d", "-i", IMAGE, "--name", "cli-web", "--restart", "always", "--", "sh", "-c", "echo up $$; exec sleep 300")).stdout.trim();
+    assert.match(id, /^sb-[0-9a-f]{8}$/);
+    try {
+      await waitFor(async () => (await cli("logs", "cli-web")).stdout.startsWith("up "), 20_000, "the main process's first line");
+      const ps = (await cli("ps")).stdout;
+      assert.match(ps, new RegExp(`${id}\\tcli-web\\trunning\\t[^\\t]*httpd:v1\\tup \\(always\\)`));
+      const stamped = (await cli("logs", "-t", "cli-web")).stdout;
+      assert.match(stamped, /^\d{4}-\d\d-\d\dT\S+Z up \d+\n$/);
+      // A signal is not a person's stop: "always" brings it back.
+      await cli("kill", "-s", "TERM", "cli-web");
+      await waitFor(async () => (await cli("logs", "cli-web")).stdout.split("\n").filter(Boolean).length === 2, 20_000, "the restart's line");
+      await assert.rejects(cli("rm", "cli-web"), (e: any) => /is running: stop it first, or use rm -f/.test(e.stderr));
+      await cli("stop", "-t", "2s", "cli-web");
+      assert.match((await cli("ps", "--state", "stopped")).stdout, new RegExp(`${id}\\tcli-web\\tstopped`));
+      assert.doesNotMatch((await cli("ps")).stdout, /cli-web/);
+      await cli("start", "cli-web");
+      await waitFor(async () => (await cli("logs", "cli-web")).stdout.split("\n").filter(Boolean).length === 3, 20_000, "the start's line");
+      await cli("stop", "cli-web");
+      assert.equal((await cli("rm", "cli-web")).stdout.trim(), "cli-web");
+      assert.equal((await apiRequest(base, "GET", `/sandboxes/${id}`)).status, 404);
+    } finally {
+      await apiRequest(base, "DELETE", `/sandboxes/${id}`);
+    }
+    await assert.rejects(cli("run", "--restart", "always", "--", "true"), (e: any) => /--restart needs -d/.test(e.stderr));
   });
 });

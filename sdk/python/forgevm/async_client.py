@@ -223,6 +223,26 @@ class AsyncClient:
     async def snapshots(self) -> List[Dict[str, Any]]:
         return await _run(self._c.snapshots)
 
+    async def stop(self, sandbox_id: str, timeout: Optional[str] = None) -> SandboxInfo:
+        """Stops a running sandbox (SIGTERM to its main process, SIGKILL after ``timeout``); its disk is kept."""
+        return await _run(self._c.stop, sandbox_id, timeout)
+
+    async def start(self, sandbox_id: str, ttl: Optional[str] = None) -> SandboxInfo:
+        """Starts a stopped sandbox again, files as they were, its main process anew."""
+        return await _run(self._c.start, sandbox_id, ttl)
+
+    async def restart(self, sandbox_id: str, timeout: Optional[str] = None) -> SandboxInfo:
+        """Stops (when running) and starts a sandbox."""
+        return await _run(self._c.restart, sandbox_id, timeout)
+
+    async def kill(self, sandbox_id: str, signal: Any = "SIGKILL") -> int:
+        """Sends a signal to a sandbox's main process."""
+        return await _run(self._c.kill, sandbox_id, signal)
+
+    async def main_logs(self, sandbox_id: str, tail: Optional[int] = None, since: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The main process's output lines ({ts, stream, line})."""
+        return await _run(lambda: list(self._c.main_logs(sandbox_id, tail, since)))
+
     async def mcp_audit(self, session: Optional[str] = None, tool: Optional[str] = None, after: Optional[int] = None, limit: int = 100) -> List[Dict[str, Any]]:
         """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
         return await _run(self._c.mcp_audit, session, tool, after, limit)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from ._http import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, Transport
 from .models import SandboxInfo, _pick
@@ -86,9 +86,34 @@ class Client:
     def get(self, sandbox_id: str) -> Sandbox:
         return Sandbox(self._http, self._http.json("GET", f"/sandboxes/{_q(sandbox_id)}", sandbox_id=sandbox_id))
 
-    def list(self, all: bool = False) -> List[SandboxInfo]:
-        """Live sandboxes; with ``all=True`` failed and destroyed ones too (with their reason)."""
-        return [_pick(SandboxInfo, s) for s in self._http.json("GET", "/sandboxes", query={"all": "true" if all else None})]
+    def list(self, all: bool = False, state: Optional[List[str]] = None) -> List[SandboxInfo]:
+        """Live sandboxes; with ``all=True`` stopped, failed and destroyed ones too; ``state`` picks states."""
+        query = {"all": "true" if all else None, "state": ",".join(state) if state else None}
+        return [_pick(SandboxInfo, s) for s in self._http.json("GET", "/sandboxes", query=query)]
+
+    def stop(self, sandbox_id: str, timeout: Optional[str] = None) -> SandboxInfo:
+        """Stops a running sandbox (SIGTERM to its main process, SIGKILL after ``timeout``); its disk is kept."""
+        return _pick(SandboxInfo, self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/stop", body={"timeout": timeout}, sandbox_id=sandbox_id, timeout=None))
+
+    def start(self, sandbox_id: str, ttl: Optional[str] = None) -> SandboxInfo:
+        """Starts a stopped sandbox again, files as they were, its main process anew."""
+        return _pick(SandboxInfo, self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/start", body={"ttl": ttl}, sandbox_id=sandbox_id, timeout=None))
+
+    def restart(self, sandbox_id: str, timeout: Optional[str] = None) -> SandboxInfo:
+        """Stops (when running) and starts a sandbox."""
+        return _pick(SandboxInfo, self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/restart", body={"timeout": timeout}, sandbox_id=sandbox_id, timeout=None))
+
+    def kill(self, sandbox_id: str, signal: Any = "SIGKILL") -> int:
+        """Sends a signal ("SIGTERM", "HUP", 9) to a sandbox's main process."""
+        return int(self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/kill", body={"signal": signal}, sandbox_id=sandbox_id)["signal"])
+
+    def main_logs(self, sandbox_id: str, tail: Optional[int] = None, since: Optional[str] = None, follow: bool = False) -> Iterator[Dict[str, Any]]:
+        """The main process's output lines ({ts, stream, line}); with ``follow``, as they are written until the sandbox stops."""
+        query = {"tail": None if tail is None else str(tail), "since": since, "follow": "true" if follow else None}
+        path = f"/sandboxes/{_q(sandbox_id)}/main/logs"
+        if follow:
+            return self._http.ndjson("GET", path, query=query, sandbox_id=sandbox_id, timeout=None)
+        return iter(self._http.json("GET", path, query=query, sandbox_id=sandbox_id)["lines"])
 
     def prune(self) -> int:
         """Destroys every expired sandbox; returns how many."""

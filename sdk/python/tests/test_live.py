@@ -18,6 +18,7 @@ from forgevm import (
     AuthenticationError,
     BadRequestError,
     Client,
+    ConflictError,
     ConnectionError,
     ForgevmError,
     NotFoundError,
@@ -215,6 +216,22 @@ class Live(unittest.TestCase):
             sb.stat_file("/tmp/fs/c.py")
         sb.delete_file("/tmp/fs", recursive=True)
         self.assertEqual(sb.glob_files("/tmp/fs/*"), [])
+
+    def test_stop_start_and_a_main_process(self):
+        c = self.client
+        with c.spawn(ttl="10m", name="py-main", main={"command": ["sh", "-c", "echo main says hi; exec sleep 300"], "restart": "unless-stopped"}) as sb:
+            sb.write_file("/root/kept.txt", "kept")
+            deadline = time.time() + 20
+            while not list(c.main_logs("py-main")) and time.time() < deadline:
+                time.sleep(0.2)
+            self.assertEqual([l["line"] for l in c.main_logs("py-main")], ["main says hi"])
+            self.assertEqual(c.stop("py-main", timeout="2s").state, "stopped")
+            self.assertIn(sb.id, [s.id for s in c.list(state=["stopped"])])
+            with self.assertRaises(ConflictError):
+                sb.exec("true")
+            self.assertEqual(c.start("py-main").state, "running")
+            self.assertEqual(sb.read_file("/root/kept.txt"), "kept")
+            self.assertEqual(c.kill("py-main", "TERM"), 15)
 
     def test_fork_and_snapshot(self):
         self.sb.write_file("/root/state.txt", "forked")

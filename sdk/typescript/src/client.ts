@@ -2,8 +2,23 @@
 import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
 import { Images } from "./images.js";
+import { ndjson } from "./ndjson.js";
 import { Sandbox } from "./sandbox.js";
-import type { AuditEntry, ClientOptions, EventInfo, HealthInfo, ProviderDetails, ProviderInfo, SandboxInfo, SnapshotInfo, SpawnOptions, Template, VMPoolStatus } from "./types.js";
+import type {
+  AuditEntry,
+  ClientOptions,
+  EventInfo,
+  LogLine,
+  SandboxState,
+  HealthInfo,
+  ProviderDetails,
+  ProviderInfo,
+  SandboxInfo,
+  SnapshotInfo,
+  SpawnOptions,
+  Template,
+  VMPoolStatus,
+} from "./types.js";
 
 /** Templates stored on the server: named spawn settings with setup commands and warm pools. */
 export class Templates {
@@ -57,9 +72,42 @@ export class Client {
     return new Sandbox(this.http, await this.http.json<SandboxInfo>("GET", `/sandboxes/${encodeURIComponent(id)}`, { sandboxId: id }));
   }
 
-  /** Live sandboxes (of this client's user, when it has one); with `all`, failed and destroyed ones too. */
-  list(opts: { all?: boolean } = {}): Promise<SandboxInfo[]> {
-    return this.http.json("GET", "/sandboxes", { query: { all: opts.all ? "true" : undefined } });
+  /** Live sandboxes (of this client's user, when it has one); with `all`, stopped, failed and destroyed ones too; `state` picks states. */
+  list(opts: { all?: boolean; state?: SandboxState[] } = {}): Promise<SandboxInfo[]> {
+    return this.http.json("GET", "/sandboxes", { query: { all: opts.all ? "true" : undefined, state: opts.state?.length ? opts.state.join(",") : undefined } });
+  }
+
+  /** Stops a running sandbox (its main process gets SIGTERM, then SIGKILL after `timeout`); its disk is kept. */
+  stop(id: string, opts: { timeout?: string } = {}): Promise<SandboxInfo> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/stop`, { body: opts, sandboxId: id, timeoutMs: null });
+  }
+
+  /** Starts a stopped sandbox again, files as they were, its main process anew. */
+  start(id: string, opts: { ttl?: string } = {}): Promise<SandboxInfo> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/start`, { body: opts, sandboxId: id, timeoutMs: null });
+  }
+
+  /** Stops (when running) and starts a sandbox. */
+  restart(id: string, opts: { timeout?: string } = {}): Promise<SandboxInfo> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/restart`, { body: opts, sandboxId: id, timeoutMs: null });
+  }
+
+  /** Sends a signal ("SIGTERM", "HUP", 9; default SIGKILL) to a sandbox's main process. */
+  async kill(id: string, signal: string | number = "SIGKILL"): Promise<number> {
+    return (await this.http.json<{ signal: number }>("POST", `/sandboxes/${encodeURIComponent(id)}/kill`, { body: { signal }, sandboxId: id })).signal;
+  }
+
+  /** The main process's output lines: the last `tail`, or since `since` (RFC 3339 or "10m"). */
+  async mainLogs(id: string, opts: { tail?: number; since?: string } = {}): Promise<LogLine[]> {
+    const query = { tail: opts.tail !== undefined ? String(opts.tail) : undefined, since: opts.since };
+    return (await this.http.json<{ lines: LogLine[] }>("GET", `/sandboxes/${encodeURIComponent(id)}/main/logs`, { query, sandboxId: id })).lines;
+  }
+
+  /** The main process's output as it is written (after the past lines asked for), until the sandbox stops running. */
+  async *followMainLogs(id: string, opts: { tail?: number; since?: string; signal?: AbortSignal } = {}): AsyncGenerator<LogLine> {
+    const query = { tail: opts.tail !== undefined ? String(opts.tail) : undefined, since: opts.since, follow: "true" };
+    const res = await this.http.send("GET", `/sandboxes/${encodeURIComponent(id)}/main/logs`, { query, sandboxId: id, timeoutMs: null, signal: opts.signal });
+    yield* ndjson<LogLine>(res);
   }
 
   /** Any sandbox this server has a record of, failed ones included (with their reason). */

@@ -22,6 +22,13 @@ export interface SandboxInfo {
   main?: MainInfo;
 }
 
+/** One line a sandbox's main process wrote. */
+export interface LogLine {
+  ts: string;
+  stream: "stdout" | "stderr";
+  line: string;
+}
+
 /** A sandbox's main process: command, restart policy, and how its last run went. */
 export interface MainInfo {
   command: string[];

@@ -1,7 +1,7 @@
 // Running commands: `exec` in a sandbox on a server, and `run`, which makes a throwaway sandbox
 // for one command (through the server that owns the data directory, or the core here).
 import { fstatSync, type Stats } from "node:fs";
-import type { Command } from "commander";
+import { InvalidArgumentError, type Command } from "commander";
 import type { Client } from "forgevm";
 import { parseDuration } from "../../core/durations.js";
 import type { Cli } from "../context.js";
@@ -85,11 +85,24 @@ export function execCommands(program: Command, cli: Cli): void {
     sandboxOptions(
       program
         .command("run")
-        .description("boot a sandbox, run one command in it with output streamed, destroy it; exits with the command's exit code (124 on timeout)")
-        .argument("<command...>", "command and arguments (put -- before it)"),
+        .description(
+          "boot a sandbox, run one command in it with output streamed, destroy it; exits with the command's exit code (124 on timeout). With -d, the command (else the image's own) runs as the sandbox's main process and the id is printed",
+        )
+        .argument("[command...]", "command and arguments (put -- before it)")
+        .option("-d, --detach", "leave the sandbox running with the command (or the image's ENTRYPOINT/CMD) as its main process; print its id")
+        .option("--restart <policy>", "with -d: no, on-failure[:MAX], always or unless-stopped")
+        .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h", durationOption("--ttl")),
     ),
     false,
   ).action(async (command: string[], o) => {
+    if (o.detach) {
+      const client = await cli.client();
+      const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), main: { ...(command.length ? { command } : {}), restart: o.restart } } as never));
+      console.log(sb.id);
+      return;
+    }
+    if (o.restart) throw new InvalidArgumentError("--restart needs -d (a policy keeps a main process running)");
+    if (!command.length) throw new InvalidArgumentError("give a command to run (after --), or -d to run the image's own command as a service");
     const server = await cli.serverIfAny();
     process.exitCode = server ? await runOnServer(server, command, o) : await runHere(cli, command, o);
   });

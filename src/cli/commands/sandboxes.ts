@@ -1,6 +1,6 @@
-// Sandbox commands: spawn, list, inspect, extend, kill, logs.
-import type { Command } from "commander";
-import type { SandboxInfo } from "forgevm";
+// Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, logs.
+import { InvalidArgumentError, type Command } from "commander";
+import type { LogLine, SandboxInfo } from "forgevm";
 import type { Cli } from "../context.js";
 import { durationOption, intOption, listOption, nonEmpty, pairOption } from "../options.js";
 import { emit, table } from "../output.js";
@@ -19,7 +19,7 @@ export function sandboxOptions(c: Command): Command {
     .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (internet, never the host)")
     .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
     .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
-    .option("--name <name>", "a name to find it by (kept in its metadata as name)");
+    .option("--name <name>", "a name to use instead of its id anywhere");
 }
 
 /** The spawn request those options stand for. */
@@ -36,11 +36,25 @@ export function spawnRequest(o: Record<string, any>) {
     network: o.network,
     allow: o.allow,
     ports: o.publish,
+    // The name goes in the metadata too, where earlier releases kept it.
     metadata: o.name ? { name: o.name } : undefined,
+    name: o.name,
   };
 }
 
-const row = (s: SandboxInfo) => [s.id, s.metadata?.name ?? "-", s.state, s.image, `${s.memory_mb}M`, s.vcpus, s.state === "error" ? (s.error ?? "") : s.expires_at];
+const mainState = (s: SandboxInfo) => (!s.main ? "-" : s.main.running ? `up (${s.main.restart})` : s.main.exit_code !== null ? `exited ${s.main.exit_code}` : "not started");
+const row = (s: SandboxInfo) => [
+  s.id,
+  s.name ?? s.metadata?.name ?? "-",
+  s.state,
+  s.image,
+  mainState(s),
+  `${s.memory_mb}M`,
+  s.vcpus,
+  s.state === "error" ? (s.error ?? "") : s.expires_at,
+];
+const HEADER = ["ID", "NAME", "STATE", "IMAGE", "MAIN", "MEM", "CPUS"];
+const STATES = ["creating", "running", "paused", "stopped", "destroyed", "error"];
 
 export function sandboxCommands(program: Command, cli: Cli): void {
   sandboxOptions(program.command("spawn").description("create a sandbox on the server and print its id"))
@@ -55,12 +69,17 @@ export function sandboxCommands(program: Command, cli: Cli): void {
   program
     .command("list")
     .alias("ls")
-    .description("list live sandboxes (with --all, failed and destroyed ones too, with the reason)")
-    .option("-a, --all", "include sandboxes that failed or were destroyed")
+    .alias("ps")
+    .description("list live sandboxes (with --all, stopped, failed and destroyed ones too, with the reason)")
+    .option("-a, --all", "include sandboxes that are stopped, failed or destroyed")
+    .option("--state <state>", `only sandboxes in this state (${STATES.join(", ")}; repeatable)`, (v: string, acc: string[] = []) => {
+      if (!STATES.includes(v)) throw new InvalidArgumentError(`--state must be one of ${STATES.join(", ")}`);
+      return [...acc, v];
+    })
     .option("--json", "print JSON")
-    .action(async (o: { all?: boolean; json?: boolean }) => {
-      const list = await (await cli.client()).list({ all: o.all });
-      emit(o.json, list, () => table(["ID", "NAME", "STATE", "IMAGE", "MEM", "CPUS", o.all ? "EXPIRES / ERROR" : "EXPIRES"], list.map(row), "no sandboxes"));
+    .action(async (o: { all?: boolean; state?: string[]; json?: boolean }) => {
+      const list = await (await cli.client()).list({ all: o.all, state: o.state as never });
+      emit(o.json, list, () => table([...HEADER, o.all || o.state ? "EXPIRES / ERROR" : "EXPIRES"], list.map(row), "no sandboxes"));
     });
 
   program
@@ -87,12 +106,17 @@ export function sandboxCommands(program: Command, cli: Cli): void {
   program
     .command("kill")
     .alias("destroy")
-    .alias("rm")
-    .description("destroy sandboxes")
-    .argument("<id...>", "sandbox ids")
+    .description("destroy sandboxes; with -s, send a signal to their main process instead")
+    .argument("<id...>", "sandbox ids or names")
+    .option("-s, --signal <signal>", "send this signal (SIGTERM, HUP, 9…) to the main process; the sandbox stays")
     .option("--json", "print JSON")
-    .action(async (ids: string[], o: { json?: boolean }) => {
+    .action(async (ids: string[], o: { signal?: string; json?: boolean }) => {
       const client = await cli.client();
+      if (o.signal !== undefined) {
+        for (const id of ids) await client.kill(id, /^\d+$/.test(o.signal) ? Number(o.signal) : o.signal);
+        emit(o.json, { signalled: ids, signal: o.signal }, () => console.log(ids.join("\n")));
+        return;
+      }
       for (const id of ids) {
         await client.destroy(id);
         if (!o.json) console.log(`destroyed ${id}`);
@@ -101,13 +125,70 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     });
 
   program
-    .command("logs")
-    .description("print the last lines of a sandbox's console (kept after it is gone)")
-    .argument("<id>", "sandbox id")
-    .option("-n, --lines <n>", "how many lines", intOption("--lines", 1, 100000), 100)
+    .command("rm")
+    .description("remove sandboxes that are not running (stopped, paused); -f removes running ones too")
+    .argument("<id...>", "sandbox ids or names")
+    .option("-f, --force", "remove running sandboxes too")
     .option("--json", "print JSON")
-    .action(async (id: string, o: { lines: number; json?: boolean }) => {
-      const lines = await (await cli.client()).logs(id, o.lines);
-      emit(o.json, lines, () => console.log(lines.join("\n")));
+    .action(async (ids: string[], o: { force?: boolean; json?: boolean }) => {
+      const client = await cli.client();
+      for (const id of ids) {
+        const info = await client.info(id);
+        if (!o.force && (info.state === "running" || info.state === "creating")) {
+          throw new InvalidArgumentError(`sandbox ${id} is ${info.state}: stop it first, or use rm -f`);
+        }
+      }
+      for (const id of ids) {
+        await client.destroy(id);
+        if (!o.json) console.log(id);
+      }
+      if (o.json) console.log(JSON.stringify({ removed: ids }));
+    });
+
+  for (const [verb, what] of [
+    ["start", "start stopped sandboxes again (files as they were; the main process runs anew)"],
+    ["stop", "stop running sandboxes: SIGTERM to the main process, SIGKILL after the timeout; disk kept, no memory used"],
+    ["restart", "stop (when running) and start sandboxes"],
+  ] as const) {
+    const c = program.command(verb).description(what).argument("<id...>", "sandbox ids or names").option("--json", "print JSON");
+    if (verb !== "start") c.option("-t, --timeout <duration>", "grace period before SIGKILL (default 10s)", durationOption("--timeout"));
+    c.action(async (ids: string[], o: { timeout?: string; json?: boolean }) => {
+      const client = await cli.client();
+      const done: SandboxInfo[] = [];
+      for (const id of ids) done.push(verb === "start" ? await client.start(id) : await client[verb](id, { timeout: o.timeout }));
+      emit(o.json, done, () => console.log(ids.join("\n")));
+    });
+  }
+
+  program
+    .command("logs")
+    .description("the main process's output (timestamped); the serial console for sandboxes without one, or with --console (kept after it is gone)")
+    .argument("<id>", "sandbox id or name")
+    .option("-n, --tail <n>", "how many of the last lines", intOption("--tail", 1, 10_000_000))
+    .option("--lines <n>", "the same as --tail", intOption("--lines", 1, 10_000_000))
+    .option("--since <when>", 'lines since a time (RFC 3339) or a duration back ("10m")')
+    .option("-f, --follow", "keep printing lines as they are written, until the sandbox stops")
+    .option("-t, --timestamps", "print each line's time")
+    .option("--console", "the serial console, not the main process")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { tail?: number; lines?: number; since?: string; follow?: boolean; timestamps?: boolean; console?: boolean; json?: boolean }) => {
+      const client = await cli.client();
+      const tail = o.tail ?? o.lines;
+      const info = o.console ? null : await client.info(id);
+      if (!info?.main) {
+        if (o.follow || o.since) throw new InvalidArgumentError(`--follow and --since read a main process's output; sandbox ${id} has none (its console has no timestamps)`);
+        const lines = await client.logs(id, tail ?? 100);
+        emit(o.json, lines, () => console.log(lines.join("\n")));
+        return;
+      }
+      const print = (l: LogLine) => {
+        if (o.json) console.log(JSON.stringify(l));
+        else (l.stream === "stderr" ? process.stderr : process.stdout).write(`${o.timestamps ? `${l.ts} ` : ""}${l.line}\n`);
+      };
+      if (o.follow) {
+        for await (const l of client.followMainLogs(id, { tail, since: o.since })) print(l);
+        return;
+      }
+      for (const l of await client.mainLogs(id, { tail, since: o.since })) print(l);
     });
 }
