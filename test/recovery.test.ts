@@ -155,3 +155,34 @@ it("a graceful stop finishes the exec in flight, ends event streams, and leaves 
   await waitFor(() => !alive(pids[0]), 5000, "QEMU to stop");
   await assert.rejects(stat(join(dataDir, "vms", id)), { code: "ENOENT" });
 });
+
+it("after a SIGKILL and restart, a main process with a restart policy runs again, one without does not", async () => {
+  server = startServer();
+  await ready();
+  const make = async (restart: string) => {
+    const r = await fetch(`${base}/sandboxes`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ main: { command: ["sh", "-c", "echo started; exec sleep 300"], restart } }),
+    });
+    assert.equal(r.status, 201);
+    return ((await r.json()) as { id: string }).id;
+  };
+  const always = await make("always");
+  const never = await make("no");
+  const lines = async (id: string) => ((await (await fetch(`${base}/sandboxes/${id}/main/logs`)).json()) as { lines: { line: string }[] }).lines.map((l) => l.line);
+  for (const id of [always, never]) await waitFor(async () => (await lines(id)).length === 1, 20_000, `the main process of ${id}`);
+
+  server.kill("SIGKILL");
+  await new Promise((r) => server!.once("exit", r));
+  server = startServer();
+  await ready();
+  // The old main processes ended with the server that ran them; "always" brings its one back.
+  await waitFor(async () => (await lines(always)).join() === "started,started", 20_000, "the always-policy main process to run again");
+  const info = async (id: string) => (await (await fetch(`${base}/sandboxes/${id}`)).json()) as { state: string; main: { running: boolean } };
+  assert.deepEqual([(await info(always)).state, (await info(always)).main.running], ["running", true]);
+  assert.equal((await info(never)).state, "running");
+  assert.deepEqual(await lines(never), ["started"]);
+  server.kill("SIGTERM");
+  assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
+});

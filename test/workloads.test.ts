@@ -166,6 +166,25 @@ describe("an image's own command as the main process", () => {
     }
   });
 
+  it("stops a sandbox left idle, and not one in use", async () => {
+    const [idle, busy] = await Promise.all([api("POST", "/sandboxes", { idle_stop: "3s" }), api("POST", "/sandboxes", { idle_stop: "3s" })]);
+    assert.equal(idle.body.idle_stop, "3s", JSON.stringify(idle.body));
+    try {
+      // The busy one gets a command every second; the idle one nothing.
+      const until = Date.now() + 9000;
+      while (Date.now() < until) {
+        assert.equal((await api("POST", `/sandboxes/${busy.body.id}/exec`, { command: "true" })).status, 200);
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      await waitFor(async () => (await api("GET", `/sandboxes/${idle.body.id}`)).body.state === "stopped", 20_000, "the idle sandbox to stop");
+      assert.equal((await api("GET", `/sandboxes/${busy.body.id}`)).body.state, "running");
+      assert.equal((await api("POST", `/sandboxes/${idle.body.id}/start`, {})).body.state, "running");
+      assert.equal((await api("POST", "/sandboxes", { idle_stop: "10ms" })).status, 400);
+    } finally {
+      await Promise.all([api("DELETE", `/sandboxes/${idle.body.id}`), api("DELETE", `/sandboxes/${busy.body.id}`)]);
+    }
+  });
+
   it("refuses bad names, taken names, bad policies and images without a command", async () => {
     assert.equal((await api("POST", "/sandboxes", { name: "-bad" })).status, 400);
     assert.equal((await api("POST", "/sandboxes", { name: "sb-12345678" })).status, 400);

@@ -82,6 +82,8 @@ export const Sandbox = Type.Object(
     vm_id: Type.Optional(Type.String()),
     network: Type.Optional(Network),
     main: Type.Optional(MainInfo),
+    /** Its idle stop, as a duration. */
+    idle_stop: Type.Optional(Type.String()),
   },
   { $id: "Sandbox" },
 );
@@ -110,6 +112,8 @@ export const SpawnRequest = Body(
     secrets: Type.Optional(StringMap),
     ...NetworkFields,
     ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
+    /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */
+    idle_stop: Type.Optional(Type.String({ minLength: 1 })),
     /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
     name: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" })),
     /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy. */

@@ -1,5 +1,6 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
+import { formatDuration } from "../core/durations.js";
 import { badRequest } from "../core/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
 import type { SandboxT, SnapshotT } from "./schemas.js";
@@ -20,6 +21,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     ...(r.vm_id ? { vm_id: r.vm_id } : {}),
     network: networkView(r.network),
     ...(r.name ? { name: r.name } : {}),
+    ...(r.idle_stop_ms ? { idle_stop: formatDuration(r.idle_stop_ms) } : {}),
     ...(r.main ? { main: mainView(r.main, r.state === "running" && !!r.main.started_at && r.main.finished_at === null) } : {}),
   };
 }

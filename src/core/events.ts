@@ -11,6 +11,7 @@ export type EventType =
   | "sandbox.paused"
   | "sandbox.resumed"
   | "sandbox.stopped"
+  | "sandbox.idle"
   | "sandbox.started"
   | "sandbox.main_exited"
   | "sandbox.main_restarted"

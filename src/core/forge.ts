@@ -100,7 +100,13 @@ export class Forge {
       audit: new AuditStore(db),
       events,
       egress,
-      networks: new Networks(egress, loadPresets(net.presetsFile), net.default ?? "none", (id, r) => sandboxes.setNetwork(id, r)),
+      networks: new Networks(
+        egress,
+        loadPresets(net.presetsFile),
+        net.default ?? "none",
+        (id, r) => sandboxes.setNetwork(id, r),
+        (id) => core.live.get(id)?.touch(),
+      ),
       warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
       snaps: new Snapshots({ paths, provider, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
       images: new Images({

@@ -52,6 +52,8 @@ export class Networks {
     private readonly defaultMode: NetworkMode,
     /** Called whenever a sandbox's allowlist or ports change, to store them. */
     private readonly save: (id: string, record: NetworkRecord) => void,
+    /** Called on traffic through a sandbox's published ports. */
+    private readonly onTraffic: (id: string) => void = () => {},
   ) {}
 
   /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
@@ -89,7 +91,14 @@ export class Networks {
    * Returns the record with the ports really bound; a port already taken fails with 409.
    */
   async attach(id: string, vm: Vm, record: NetworkRecord): Promise<NetworkRecord> {
-    const a: Attached = { record: { ...record, ports: [] }, ports: new PublishedPorts(() => vm.channel), listener: null };
+    const a: Attached = {
+      record: { ...record, ports: [] },
+      ports: new PublishedPorts(
+        () => vm.channel,
+        () => this.onTraffic(id),
+      ),
+      listener: null,
+    };
     this.attached.set(id, a);
     try {
       if (record.mode === "allowlist") {

@@ -109,6 +109,8 @@ export interface SpawnOptions {
   name?: string;
   /** Run a main process (the image's ENTRYPOINT with `command`, else its CMD) under a restart policy. */
   main?: { command?: string[]; restart?: string };
+  /** Stop it (disk kept) after this long without exec, file calls or published-port traffic. */
+  idleStopMs?: number;
 }
 
 export interface ForkOptions {

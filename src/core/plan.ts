@@ -29,6 +29,7 @@ export interface SpawnPlan {
   nic: boolean;
   name: string | null;
   main: MainRecord | null;
+  idleStopMs: number | null;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -62,6 +63,14 @@ export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRec
     finished_at: null,
     stopped_by_user: false,
   };
+}
+
+/** An idle stop saves the machine to disk: not for sandboxes holding secrets, and not sooner than a second. */
+function checkIdleStop(ms: number | undefined, secrets: PlannedSecrets | null): number | null {
+  if (ms === undefined) return null;
+  if (!Number.isFinite(ms) || ms < 1000) throw badRequest("idle_stop must be at least 1s");
+  if (secrets) throw badRequest("idle_stop: a sandbox with secrets cannot be stopped (its memory image would hold them on disk)");
+  return ms;
 }
 
 /** "no", "always", "unless-stopped", "on-failure" or "on-failure:N". */
@@ -115,6 +124,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     nic: network.mode === "full",
     name,
     main: planMain(image, opts.main),
+    idleStopMs: checkIdleStop(opts.idleStopMs, secrets),
   };
 }
 
@@ -130,7 +140,12 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     exec_user: plan.execUser,
     network: plan.network,
   };
-  return { ...rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id), name: plan.name, main: plan.main };
+  return {
+    ...rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id),
+    name: plan.name,
+    main: plan.main,
+    idle_stop_ms: plan.idleStopMs,
+  };
 }
 
 /** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */
@@ -167,6 +182,7 @@ export function rowOf(
     network: what.network ?? null,
     name: null,
     main: null,
+    idle_stop_ms: null,
   };
 }
 

@@ -62,6 +62,8 @@ export class Sandbox {
   private readonly users = new GuestUsers(this);
   /** Processes that outlive the call that started them (see processes.ts). */
   readonly processes = new ProcessTable();
+  /** When the sandbox was last used: an exec, a file call, published-port traffic (for idle stop). */
+  lastActive = Date.now();
   /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
   readonly code = new CodeContexts(this, async (user) => {
     if (user) return (await this.guestUser(user))?.home ?? "/";
@@ -93,14 +95,21 @@ export class Sandbox {
     return { user: t.user, umask: 0o077 };
   }
 
-  /** The filesystem identity of file operations: a tenant's own always, else the one asked for, else root. */
+  /** Marks the sandbox as in use now. */
+  touch(): void {
+    this.lastActive = Date.now();
+  }
+
+  /** The filesystem identity of file operations (every file call goes through it, so it marks use too). */
   private fsId(as?: FileIdentity): { as_uid?: number; as_gid?: number } {
+    this.touch();
     const t = this.defaults.tenant ?? as;
     return t ? { as_uid: t.uid, as_gid: t.gid } : {};
   }
 
   /** The agent's exec request (the channel refuses one too large for a message to the guest). */
   private execRequest(command: string | string[], opts: Omit<ExecOptions, "stdin">) {
+    this.touch();
     checkEnv(opts.env, "env");
     const req = {
       ...(Array.isArray(command) ? { argv: command } : { cmd: command }),

@@ -42,7 +42,11 @@ export class PublishedPorts {
   private readonly servers = new Map<string, { mapping: PortMapping; server: Server; sockets: Set<Socket> }>();
 
   /** `channel` returns the sandbox's current agent channel. */
-  constructor(private readonly channel: () => AgentChannel) {}
+  constructor(
+    private readonly channel: () => AgentChannel,
+    /** Told of every connection and every chunk it carries (idle stop watches this). */
+    private readonly onTraffic: () => void = () => {},
+  ) {}
 
   list(): PortMapping[] {
     return [...this.servers.values()].map((s) => s.mapping);
@@ -53,6 +57,8 @@ export class PublishedPorts {
     if (m.host_port && this.servers.has(key(m.host_ip, m.host_port))) throw new PortError(`host port ${m.host_ip}:${m.host_port} is already published by this sandbox`, true);
     const sockets = new Set<Socket>();
     const server = createServer({ allowHalfOpen: true }, (socket) => {
+      this.onTraffic();
+      socket.on("data", this.onTraffic);
       sockets.add(socket);
       socket.on("close", () => sockets.delete(socket));
       const ch = this.channel();

@@ -69,6 +69,7 @@ class Client:
         secrets: Optional[Dict[str, str]] = None,
         name: Optional[str] = None,
         main: Optional[Dict[str, Any]] = None,
+        idle_stop: Optional[str] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -79,7 +80,7 @@ class Client:
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
-            "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main,
+            "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 

@@ -47,6 +47,7 @@ class SandboxInfo:
     network: Optional[Dict[str, Any]] = None
     name: Optional[str] = None
     main: Optional[Dict[str, Any]] = None
+    idle_stop: Optional[str] = None
 
 
 @dataclass

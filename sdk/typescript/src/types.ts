@@ -20,6 +20,8 @@ export interface SandboxInfo {
   name?: string;
   /** Its main process, when it runs one. */
   main?: MainInfo;
+  /** Its idle stop ("30m"), when it has one. */
+  idle_stop?: string;
 }
 
 /** One line a sandbox's main process wrote. */
@@ -94,6 +96,8 @@ export interface SpawnOptions {
   secrets?: Record<string, string>;
   /** A name to use instead of the id anywhere. */
   name?: string;
+  /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */
+  idle_stop?: string;
   /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD); restart "no", "on-failure[:N]", "always" or "unless-stopped". */
   main?: { command?: string[]; restart?: string };
 }

@@ -30,6 +30,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       secrets: b.secrets,
       name: b.name,
       main: b.main,
+      idleStopMs: b.idle_stop !== undefined ? parseDuration(b.idle_stop, "idle_stop") : undefined,
     });
     reply.status(201);
     return sandboxView(forge.get(sb.id));

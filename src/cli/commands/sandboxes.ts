@@ -19,7 +19,8 @@ export function sandboxOptions(c: Command): Command {
     .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (internet, never the host)")
     .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
     .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
-    .option("--name <name>", "a name to use instead of its id anywhere");
+    .option("--name <name>", "a name to use instead of its id anywhere")
+    .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"));
 }
 
 /** The spawn request those options stand for. */
@@ -39,10 +40,12 @@ export function spawnRequest(o: Record<string, any>) {
     // The name goes in the metadata too, where earlier releases kept it.
     metadata: o.name ? { name: o.name } : undefined,
     name: o.name,
+    idle_stop: o.idleStop,
   };
 }
 
-const mainState = (s: SandboxInfo) => (!s.main ? "-" : s.main.running ? `up (${s.main.restart})` : s.main.exit_code !== null ? `exited ${s.main.exit_code}` : "not started");
+const mainState = (s: SandboxInfo) =>
+  !s.main ? "-" : s.main.running ? `up (${s.main.restart})` : s.main.exit_code !== null ? `exited ${s.main.exit_code}` : s.main.finished_at ? "ended" : "not started";
 const row = (s: SandboxInfo) => [
   s.id,
   s.name ?? s.metadata?.name ?? "-",
@@ -174,7 +177,8 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     .action(async (id: string, o: { tail?: number; lines?: number; since?: string; follow?: boolean; timestamps?: boolean; console?: boolean; json?: boolean }) => {
       const client = await cli.client();
       const tail = o.tail ?? o.lines;
-      const info = o.console ? null : await client.info(id);
+      // A destroyed sandbox has no record to show, but its console is kept.
+      const info = o.console ? null : await client.info(id).catch(() => null);
       if (!info?.main) {
         if (o.follow || o.since) throw new InvalidArgumentError(`--follow and --since read a main process's output; sandbox ${id} has none (its console has no timestamps)`);
         const lines = await client.logs(id, tail ?? 100);
