@@ -6,11 +6,11 @@ import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, Not
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { e2bEnv } from "./e2b-env.js";
-import { writeImage, writeIndex } from "./oci-writer.js";
+import { writeBusyboxImage } from "./oci-writer.js";
 import { assertNoVmLeft, openForge, waitFor } from "./helpers.js";
 
 const API_KEY = "e2b_0123456789abcdef";
@@ -357,25 +357,8 @@ describe("an image without bash or the user", () => {
   it("gets the user at create, and runs commands with /bin/sh", async () => {
     const dir = await mkdtemp(join(tmpdir(), "fvm-e2b-img-"));
     try {
-      const busybox = await readFile("/bin/busybox");
-      const applets = ["sh", "chown", "id", "cat", "pwd", "readlink", "ls"];
-      const desc = await writeImage(join(dir, "layout"), {
-        layers: [
-          {
-            entries: [
-              { path: "bin/", type: "dir" },
-              { path: "bin/busybox", data: busybox, mode: 0o755 },
-              ...applets.map((a) => ({ path: `bin/${a}`, type: "symlink" as const, linkname: "busybox" })),
-              { path: "etc/passwd", data: "root:x:0:0:root:/root:/bin/sh\n" },
-              { path: "etc/group", data: "root:x:0:\n" },
-              { path: "home/", type: "dir" },
-              { path: "tmp/", type: "dir", mode: 0o1777 },
-            ],
-          },
-        ],
-      });
-      await writeIndex(join(dir, "layout"), [{ tag: "v1", descriptor: desc }]);
-      await forge.importImage(join(dir, "layout"), { name: "local/busybox-e2b:v1" });
+      const layout = await writeBusyboxImage(dir, ["sh", "chown", "id", "cat", "pwd", "readlink", "ls"], [{ path: "home/", type: "dir" }]);
+      await forge.importImage(layout, { name: "local/busybox-e2b:v1" });
       const s = await Sandbox.create("local/busybox-e2b:v1", { timeoutMs: 120_000 });
       try {
         const r = await s.commands.run("id -un; id -u; pwd; readlink /proc/$$/exe");

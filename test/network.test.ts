@@ -13,6 +13,9 @@ import { firewallProblem } from "../src/providers/qemu/firewall.js";
 import type { Forge, Sandbox } from "../src/index.js";
 import { assertNoVmLeft, openForge } from "./helpers.js";
 
+/** A guest shell command that waits until something listens on the port: a fixed sleep is too short under load. */
+const UNTIL_LISTENING = (port: number) =>
+  `for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", ${port}), 1)' 2>/dev/null && break; sleep 0.1; done`;
 const execFileP = promisify(execFile);
 const TEST_NAME = "pkg.forgevm.test"; // resolved by the proxy's test-only override to 127.0.0.1
 
@@ -64,7 +67,7 @@ describe("network: none", () => {
     assert.equal((await sh(n, "env | grep -ci proxy")).stdout.trim(), "0");
     assert.equal(forge.network(n.id).mode, "none");
     // control: loopback inside the guest works
-    await sh(n, "cd /tmp && (nohup python3 -m http.server 8000 >/dev/null 2>&1 &) ; sleep 1.5");
+    await sh(n, `cd /tmp && (nohup python3 -m http.server 8000 >/dev/null 2>&1 &) ; ${UNTIL_LISTENING(8000)}`);
     assert.equal(await curl(n, "http://127.0.0.1:8000/"), "200");
   });
 
@@ -334,7 +337,7 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
 
 describe("published ports", () => {
   it("answer on 127.0.0.1 only, are added and removed live, and a taken port is a clear error", async () => {
-    await sh(n, "cd /tmp && echo guest-web > page.txt && (nohup python3 -m http.server 8001 >/dev/null 2>&1 &) ; sleep 1.5");
+    await sh(n, `cd /tmp && echo guest-web > page.txt && (nohup python3 -m http.server 8001 >/dev/null 2>&1 &) ; ${UNTIL_LISTENING(8001)}`);
     const res = await fetch(`${api}/api/v1/sandboxes/${n.id}/ports`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ port: "0:8001" }) });
     assert.equal(res.status, 201);
     const m = (await res.json()) as { host_ip: string; host_port: number; guest_port: number };

@@ -2,7 +2,7 @@
 // multi-arch indexes), so image import and pulls are tested without any outside registry.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { tarOf, type WriteEntry } from "./tar-writer.js";
@@ -73,4 +73,31 @@ export async function writeIndex(layout: string, tagged: { tag: string; descript
 export async function writeMultiArch(layout: string, manifests: object[]) {
   const idx = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests }));
   return { mediaType: "application/vnd.oci.image.index.v1+json", ...(await writeBlob(layout, idx)) };
+}
+
+/**
+ * An OCI layout at `dir` with one image (tag "v1"): the host's static busybox with these applets,
+ * root and its group, /tmp, and any extra entries; returns the layout directory.
+ */
+export async function writeBusyboxImage(dir: string, applets: string[], extra: WriteEntry[] = [], config?: ImageSpec["config"]): Promise<string> {
+  const busybox = await readFile("/bin/busybox");
+  const layout = join(dir, "layout");
+  const desc = await writeImage(layout, {
+    layers: [
+      {
+        entries: [
+          { path: "bin/", type: "dir" },
+          { path: "bin/busybox", data: busybox, mode: 0o755 },
+          ...applets.map((a) => ({ path: `bin/${a}`, type: "symlink" as const, linkname: "busybox" })),
+          { path: "etc/passwd", data: "root:x:0:0:root:/root:/bin/sh\n" },
+          { path: "etc/group", data: "root:x:0:\n" },
+          { path: "tmp/", type: "dir", mode: 0o1777 },
+          ...extra,
+        ],
+      },
+    ],
+    ...(config ? { config } : {}),
+  });
+  await writeIndex(layout, [{ tag: "v1", descriptor: desc }]);
+  return layout;
 }

@@ -3,7 +3,7 @@
 // restart policies, the main process's log (followed as it is written), names, and the state
 // machine's 409s.
 import assert from "node:assert/strict";
-import { mkdtemp, readFile } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFile } from "node:child_process";
@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
 import { apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
-import { writeImage, writeIndex } from "./oci-writer.js";
+import { writeBusyboxImage } from "./oci-writer.js";
 
 const IMAGE = "local/httpd:v1";
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
@@ -27,26 +27,17 @@ before(async () => {
   base = server.url;
   const dir = await mkdtemp(join(tmpdir(), "fvt-workloads-"));
   removeAtExit(dir);
-  const busybox = await readFile("/bin/busybox");
-  const applets = ["sh", "httpd", "cat", "echo", "sleep", "ls", "kill", "id", "mkdir"];
-  const desc = await writeImage(join(dir, "layout"), {
-    layers: [
-      {
-        entries: [
-          { path: "bin/", type: "dir" },
-          { path: "bin/busybox", data: busybox, mode: 0o755 },
-          ...applets.map((a) => ({ path: `bin/${a}`, type: "symlink" as const, linkname: "busybox" })),
-          { path: "etc/passwd", data: "root:x:0:0:root:/root:/bin/sh\n" },
-          { path: "etc/group", data: "root:x:0:\n" },
-          { path: "www/index.html", data: "hello from the image's own command\n" },
-          { path: "tmp/", type: "dir", mode: 0o1777 },
-        ],
-      },
-    ],
-    config: { Env: ["PATH=/bin", "GREETING=from-image-env"], WorkingDir: "/www", Cmd: ["httpd", "-f", "-v", "-p", "80", "-h", "/www"] },
-  });
-  await writeIndex(join(dir, "layout"), [{ tag: "v1", descriptor: desc }]);
-  await server.forge.importImage(join(dir, "layout"), { name: IMAGE });
+  const layout = await writeBusyboxImage(
+    dir,
+    ["sh", "httpd", "cat", "echo", "sleep", "ls", "kill", "id", "mkdir", "wc"],
+    [{ path: "www/index.html", data: "hello from the image's own command\n" }],
+    {
+      Env: ["PATH=/bin", "GREETING=from-image-env"],
+      WorkingDir: "/www",
+      Cmd: ["httpd", "-f", "-v", "-p", "80", "-h", "/www"],
+    },
+  );
+  await server.forge.importImage(layout, { name: IMAGE });
 });
 
 after(async () => {
