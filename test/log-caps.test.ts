@@ -1,11 +1,12 @@
-// Logs a guest can make grow stay bounded on the host's disk: the console log and the egress log.
+// Logs a guest can make grow stay bounded on the host's disk: the console log, the egress log and a main process's log.
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { appendFile, mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { EgressLog, MAX_LOG_BYTES } from "../src/net/egress-log.js";
 import { ConsoleLog } from "../src/providers/qemu/console-log.js";
+import { capLog } from "../src/core/main-process.js";
 
 const dirs: string[] = [];
 after(async () => {
@@ -18,6 +19,23 @@ const tmp = async () => {
 };
 
 describe("log caps", () => {
+  it("a main process log past its cap keeps its newest half, whole lines only", async () => {
+    const file = join(await tmp(), "main.log");
+    const max = 64 * 1024;
+    for (let i = 0; i < 2000; i++) {
+      await appendFile(file, `${JSON.stringify({ ts: new Date().toISOString(), stream: "stdout", line: `line ${i} ${"y".repeat(100)}` })}\n`);
+      await capLog(file, max);
+    }
+    const text = await readFile(file, "utf8");
+    assert.ok(text.length <= max, `main.log is ${text.length} bytes`);
+    assert.ok(text.length > max / 4, "it keeps recent output");
+    const lines = text
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { line: string });
+    assert.match(lines[lines.length - 1].line, /^line 1999 /);
+  });
+
   it("a console flooded with 8 MiB keeps at most 1 MiB on disk, the newest output included", async () => {
     const file = join(await tmp(), "console.log");
     const log = new ConsoleLog(file);

@@ -5,7 +5,7 @@
 // with exponential back-off that resets once a run has stayed up for a while. A person's stop
 // wins over any policy.
 import { EventEmitter } from "node:events";
-import { appendFile, mkdir, readFile } from "node:fs/promises";
+import { appendFile, mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { MainRecord } from "../store/sandboxes.js";
 import type { Core } from "./core.js";
@@ -17,6 +17,8 @@ const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 30_000;
 /** A run that lasted this long resets the back-off. */
 const STABLE_MS = 10_000;
+/** The most a main process log keeps on disk; past it, the oldest half goes. */
+export const MAX_MAIN_LOG_BYTES = 4 * 1024 * 1024;
 
 /** One line a main process wrote. */
 export interface LogLine {
@@ -65,7 +67,10 @@ export class MainRunner {
     const out = lines.map((line) => ({ ts, stream, line }));
     for (const l of out) this.lines.emit("line", l);
     const file = mainLogPath(this.core, this.sb.id);
-    this.writes = this.writes.then(() => appendFile(file, out.map((l) => `${JSON.stringify(l)}\n`).join("")).catch(() => {}));
+    this.writes = this.writes.then(async () => {
+      await appendFile(file, out.map((l) => `${JSON.stringify(l)}\n`).join("")).catch(() => {});
+      await capLog(file, MAX_MAIN_LOG_BYTES).catch(() => {});
+    });
   }
 
   /** Starts the main process now (a person's start clears their stop). */
@@ -161,6 +166,15 @@ export class MainRunner {
   flushed(): Promise<void> {
     return this.writes;
   }
+}
+
+/** Keeps a log file within `max` bytes: past it, the file keeps its newest half, from a line's start. */
+export async function capLog(file: string, max: number): Promise<void> {
+  if ((await stat(file)).size <= max) return;
+  const text = await readFile(file);
+  let cut = text.length - Math.floor(max / 2);
+  cut = text.indexOf(10, cut) + 1;
+  await writeFile(file, text.subarray(cut > 0 ? cut : text.length));
 }
 
 /** A sandbox's main process log: the last `tail` lines, or those since `sinceMs`. */
