@@ -17,7 +17,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { Ajv } from "ajv";
 import { stringify } from "yaml";
 import type { RunningServer } from "../src/api/serve.js";
-import { loadConfig } from "../src/config/config.js";
+import { defaultConfig, loadConfig } from "../src/config/config.js";
 import { policyFromConfig } from "../src/mcp/policy.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer, testDataDir, waitFor } from "./helpers.js";
 import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
@@ -566,7 +566,9 @@ describe("forgevm mcp on stdio", () => {
     const blocks = [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]).mcpServers.forgevm);
     assert.deepEqual(blocks[0], { type: "stdio", command: "forgevm", args: stdioCfg.mcpServers.forgevm.args });
     assert.deepEqual(Object.keys(blocks[1]), ["type", "url", "headers"]);
-    assert.match(blocks[1].url, /^http:\/\/127\.0\.0\.1:7423\/mcp$/);
+    // The server's built-in address, as --print-config http prints it on defaults.
+    const d = defaultConfig({});
+    assert.equal(blocks[1].url, new URL("/mcp", `http://${d.server.host}:${d.server.port}`).toString());
     const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
     const example = join(work, "readme-mcp.yaml");
     await writeFile(example, yaml);

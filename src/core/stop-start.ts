@@ -3,7 +3,7 @@
 // and costs no memory), start (brought back from that snapshot, its main process started again),
 // restart, and signals to the main process. The restart policies live in main-process.ts.
 import type { Core } from "./core.js";
-import { badRequest, conflict } from "./errors.js";
+import { conflict, sandboxGone } from "./errors.js";
 import { MainRunner } from "./main-process.js";
 import { checkSavable, pause, resume } from "./pause.js";
 import type { Sandbox } from "./sandbox.js";
@@ -24,7 +24,7 @@ export function startMain(core: Core, sb: Sandbox): void {
 /** Stops a running sandbox, keeping its disk (and memory image); a person's stop wins over any restart policy. */
 export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_MS): Promise<void> {
   const row = core.sandboxes.get(id);
-  if (!row) throw badRequest(`sandbox ${id} not found`);
+  if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, "stop");
   const sb = core.live.get(id);
   if (!sb) throw conflict(`sandbox ${id} is run by another ForgeVM process`);
@@ -43,7 +43,7 @@ export async function start(core: Core, id: string, ttlMs: number): Promise<Sand
 /** Stops (when running) and starts a sandbox. */
 export async function restart(core: Core, id: string, ttlMs: number, graceMs = DEFAULT_STOP_GRACE_MS): Promise<Sandbox> {
   const row = core.sandboxes.get(id);
-  if (!row) throw badRequest(`sandbox ${id} not found`);
+  if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, "restart");
   if (row.state === "running") await stop(core, id, graceMs);
   return start(core, id, ttlMs);
@@ -52,7 +52,7 @@ export async function restart(core: Core, id: string, ttlMs: number, graceMs = D
 /** Sends a signal to a sandbox's main process. */
 export async function kill(core: Core, id: string, signal: number): Promise<void> {
   const row = core.sandboxes.get(id);
-  if (!row) throw badRequest(`sandbox ${id} not found`);
+  if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, "kill");
   const runner = core.mains.get(id);
   if (!runner?.running) throw conflict(`sandbox ${id} has no main process running${row.main ? ` (it exited with ${row.main.exit_code})` : ""}`);

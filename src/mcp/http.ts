@@ -61,7 +61,7 @@ export const mcpRoutes: FastifyPluginAsync<{ forge: Forge; policy: McpPolicy; ve
         return rpcError(reply, 400, -32000, "no Mcp-Session-Id: the first request of a session must be initialize (POST)");
       }
       const id = randomUUID();
-      const session = agents.open("http", id);
+      const session = agents.open(id);
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => id,
         eventStore: new SessionEventStore(),

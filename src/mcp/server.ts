@@ -86,7 +86,6 @@ export function mcpServer(session: McpSession, version: string): Server {
           .catch(() => {});
       },
     };
-    const before = agents.sandboxes().length;
     let sandboxId = typeof args?.sandbox_id === "string" ? args.sandbox_id.slice(0, 128) : null;
     try {
       checkArguments(t, args);
@@ -125,7 +124,7 @@ export function mcpServer(session: McpSession, version: string): Server {
         _meta: { "forgevm/error": { code: err.code, status: err.status, ...err.detail } },
       };
     } finally {
-      if (agents.sandboxes().length !== before) void server.sendResourceListChanged().catch(() => {});
+      if (t.changesSandboxes) void server.sendResourceListChanged().catch(() => {});
     }
   });
 

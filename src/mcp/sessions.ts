@@ -16,7 +16,6 @@ const LIVE = ["creating", "running", "paused", "stopped"] as const;
 export class Agents {
   /** Sandboxes being made right now, by session: counted before they show in the store. */
   private readonly pending = new Map<string, number>();
-  readonly sessions = new Map<string, McpSession>();
 
   constructor(
     readonly forge: Forge,
@@ -74,15 +73,8 @@ export class Agents {
   }
 
   /** Starts a session; `end()` it when its transport closes. */
-  open(transport: "stdio" | "http", id: string = randomUUID()): McpSession {
-    const s = new McpSession(id, transport, this);
-    this.sessions.set(id, s);
-    return s;
-  }
-
-  /** Ends every session (the server is stopping). */
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.sessions.values()].map((s) => s.end()));
+  open(id: string = randomUUID()): McpSession {
+    return new McpSession(id, this);
   }
 }
 
@@ -93,7 +85,6 @@ export class McpSession {
 
   constructor(
     readonly id: string,
-    readonly transport: "stdio" | "http",
     readonly agents: Agents,
   ) {}
 
@@ -110,7 +101,6 @@ export class McpSession {
   /** Destroys this session's sandboxes that were not marked `keep`; once. */
   end(): Promise<void> {
     this.ended ??= (async () => {
-      this.agents.sessions.delete(this.id);
       const doomed = this.own().filter((r) => r.metadata?.[KEEP_KEY] !== "true");
       await Promise.all(doomed.map((r) => this.agents.forge.destroy(r.id).catch(() => {})));
     })();

@@ -29,7 +29,7 @@ function closed(transport: Transport): Promise<void> {
 /** Serves one MCP session on stdio over this process's core until the client goes away. */
 export async function serveStdio(forge: Forge, policy: McpPolicy, version: string): Promise<void> {
   const agents = new Agents(forge, policy);
-  const session = agents.open("stdio");
+  const session = agents.open();
   const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MAX_MESSAGE });
   const done = closed(transport);
   await mcpServer(session, version).connect(transport);

@@ -38,6 +38,8 @@ export interface Tool<I extends TSchema = TSchema, O extends TSchema = TSchema> 
   input: I;
   output: O;
   annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+  /** It makes or removes sandboxes (clients are told the resource list changed). */
+  changesSandboxes?: boolean;
   /** Argument names whose values the audit log keeps only as a size (file contents, code, stdin). */
   bulky?: string[];
   run(ctx: ToolContext, args: Static<I>): Promise<ToolOutput<Static<O>>>;

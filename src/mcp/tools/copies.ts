@@ -19,6 +19,7 @@ async function unlessCancelled(ctx: ToolContext, what: string, made: Sandbox[]):
 
 export const fork = tool({
   name: "fork",
+  changesSandboxes: true,
   title: "Fork a sandbox",
   description: "Make running copies of a sandbox as it is now (memory, processes, files); each copy gets its own sandbox_id.",
   input: Type.Object({ sandbox_id: SandboxId, count: Type.Optional(Count), keep: Type.Optional(Keep) }, { additionalProperties: false }),
@@ -57,6 +58,7 @@ export const snapshot = tool({
 
 export const restore = tool({
   name: "restore",
+  changesSandboxes: true,
   title: "Restore a snapshot",
   description: "Start new sandboxes from a snapshot an agent took, each exactly as the sandbox was when it was saved.",
   input: Type.Object(

@@ -11,6 +11,7 @@ const NetworkMode = Type.Union([Type.Literal("none"), Type.Literal("allowlist"),
 
 export const createSandbox = tool({
   name: "create_sandbox",
+  changesSandboxes: true,
   title: "Create a sandbox",
   description: "Start a new isolated Linux VM (Debian with bash and Python by default) and return its sandbox_id; destroy it when done.",
   input: Type.Object(
@@ -101,6 +102,7 @@ export const listSandboxes = tool({
 
 export const destroySandbox = tool({
   name: "destroy_sandbox",
+  changesSandboxes: true,
   title: "Destroy a sandbox",
   description: "Stop a sandbox and delete its disk; everything in it is lost.",
   input: Type.Object({ sandbox_id: SandboxId }, { additionalProperties: false }),
