@@ -38,7 +38,7 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
   core.sandboxes.setNetwork(row.id, network);
   core.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
   core.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
-  startMain(core, sb);
+  await startMain(core, sb);
   return sb;
 }
 

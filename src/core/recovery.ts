@@ -29,7 +29,7 @@ export async function reconcile(core: Core): Promise<void> {
         core.sandboxes.update(row.id, { manager_pid: process.pid });
         core.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
         // The main process ended with the server that ran it: its restart policy says whether it comes back.
-        if (row.main && row.main.restart !== "no" && !row.main.stopped_by_user) startMain(core, sb);
+        if (row.main && row.main.restart !== "no" && !row.main.stopped_by_user) await startMain(core, sb);
         else if (row.main && row.main.finished_at === null) core.sandboxes.setMain(row.id, { ...row.main, finished_at: new Date().toISOString() });
         continue;
       } catch (e) {

@@ -12,13 +12,13 @@ import { requireState } from "./states.js";
 /** How long `stop` waits for the main process after SIGTERM, unless told otherwise. */
 export const DEFAULT_STOP_GRACE_MS = 10_000;
 
-/** Starts the main process of a sandbox just admitted, when it has one a person has not stopped. */
-export function startMain(core: Core, sb: Sandbox): void {
+/** Starts the main process of a sandbox just admitted (resolving once it runs), when it has one a person has not stopped. */
+export async function startMain(core: Core, sb: Sandbox): Promise<void> {
   const main = core.sandboxes.get(sb.id)?.main;
   if (!main || main.stopped_by_user) return;
   const runner = new MainRunner(core, sb);
   core.mains.set(sb.id, runner);
-  void runner.start();
+  await runner.start();
 }
 
 /** Stops a running sandbox, keeping its disk (and memory image); a person's stop wins over any restart policy. */
