@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { applyLayer, LayerError } from "../src/images/flatten.js";
 import { parseReference } from "../src/images/reference.js";
-import { TarError } from "../src/images/tar.js";
+import { TarError } from "../src/util/tar-read.js";
 import { run } from "../src/util/process.js";
 import { tarOf } from "./tar-writer.js";
 

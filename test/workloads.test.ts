@@ -3,16 +3,18 @@
 // restart policies, the main process's log (followed as it is written), names, and the state
 // machine's 409s.
 import assert from "node:assert/strict";
-import { mkdtemp } from "node:fs/promises";
+import { createHash, randomBytes } from "node:crypto";
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, readlink, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
 import { apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 import { writeBusyboxImage } from "./oci-writer.js";
+import { tarOf } from "./tar-writer.js";
 
 const IMAGE = "local/httpd:v1";
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
@@ -29,7 +31,7 @@ before(async () => {
   removeAtExit(dir);
   const layout = await writeBusyboxImage(
     dir,
-    ["sh", "httpd", "cat", "echo", "sleep", "ls", "kill", "id", "mkdir", "wc"],
+    ["sh", "httpd", "cat", "echo", "sleep", "ls", "kill", "id", "mkdir", "wc", "stty", "tty"],
     [{ path: "www/index.html", data: "hello from the image's own command\n" }],
     {
       Env: ["PATH=/bin", "GREETING=from-image-env"],
@@ -176,6 +178,35 @@ describe("an image's own command as the main process", () => {
     }
   });
 
+  it("create defines a sandbox that costs nothing until start boots it with what it was created with", async () => {
+    const made = await api("POST", "/sandboxes", { image: IMAGE, start: false, name: "made", main: { command: ["sh", "-c", "echo started $GREETING; exec sleep 600"] } });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    assert.equal(made.body.state, "created");
+    const id = made.body.id;
+    try {
+      const x = await api("POST", "/sandboxes/made/exec", { command: "true" });
+      assert.equal(x.status, 409);
+      assert.match(x.body.message, /is created: exec needs it running \(start it first\)/);
+      assert.equal((await api("POST", "/sandboxes", { name: "made" })).status, 409, "its name is taken already");
+      assert.ok((await api("GET", "/sandboxes?state=created")).body.some((s: { id: string }) => s.id === id));
+      const started = await api("POST", "/sandboxes/made/start", { ttl: "10m" });
+      assert.equal(started.status, 200, JSON.stringify(started.body));
+      assert.equal(started.body.state, "running");
+      await waitFor(
+        async () => (await api("GET", "/sandboxes/made/main/logs")).body.lines.some((l: { line: string }) => l.line === "started from-image-env"),
+        20_000,
+        "its main process",
+      );
+      assert.equal((await api("POST", "/sandboxes", { start: false, secrets: { K: "v" } })).status, 400, "secrets are never stored, so not created ahead");
+    } finally {
+      await api("DELETE", `/sandboxes/${id}`);
+    }
+    // A created sandbox that never ran goes without a trace.
+    const never = await api("POST", "/sandboxes", { start: false });
+    assert.equal((await api("DELETE", `/sandboxes/${never.body.id}`)).status, 200);
+    assert.equal((await api("GET", `/sandboxes/${never.body.id}`)).status, 404);
+  });
+
   it("refuses bad names, taken names, bad policies and images without a command", async () => {
     assert.equal((await api("POST", "/sandboxes", { name: "-bad" })).status, 400);
     assert.equal((await api("POST", "/sandboxes", { name: "sb-12345678" })).status, 400);
@@ -196,6 +227,27 @@ describe("an image's own command as the main process", () => {
 
 describe("the command line's verbs", () => {
   const cli = (...args: string[]) => run("node", [CLI, "--server", base, ...args], { env: childEnv() });
+  /** Runs the CLI with keystrokes written to its stdin at the given times (ms from start); stdin then ends. */
+  const withInput = (args: string[], keys: [number, string][]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn("node", [CLI, "--server", base, ...args], { env: childEnv() });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (d) => (stdout += d));
+      child.stderr.on("data", (d) => (stderr += d));
+      const t0 = Date.now();
+      void (async () => {
+        for (const [at, text] of keys) {
+          await new Promise((r) => setTimeout(r, Math.max(0, t0 + at - Date.now())));
+          child.stdin.write(text);
+        }
+      })();
+      const kill = setTimeout(() => child.kill("SIGKILL"), 60_000);
+      child.on("exit", (code) => {
+        clearTimeout(kill);
+        resolve({ code, stdout, stderr });
+      });
+    });
 
   it("run -d, ps, logs, kill -s, stop, start, rm", async () => {
     const id = (await cli("run", "-d", "-i", IMAGE, "--name", "cli-web", "--restart", "always", "--", "sh", "-c", "echo up $$; exec sleep 300")).stdout.trim();
@@ -222,5 +274,132 @@ describe("the command line's verbs", () => {
       await apiRequest(base, "DELETE", `/sandboxes/${id}`);
     }
     await assert.rejects(cli("run", "--restart", "always", "--", "true"), (e: any) => /--restart needs -d/.test(e.stderr));
+    // create IMAGE CMD, then start: Docker's two steps.
+    const created = (await cli("create", IMAGE, "sleep", "600")).stdout.trim();
+    try {
+      assert.match((await cli("ps", "--state", "created")).stdout, new RegExp(`${created}\\t-\\tcreated`));
+      await cli("start", created);
+      assert.equal((await apiRequest(base, "GET", `/sandboxes/${created}`)).body.main.running, true);
+    } finally {
+      await cli("rm", "-f", created);
+    }
+  });
+  it("cp round-trips a directory tree byte for byte (modes, links, a 50 MiB file) in an image without tar", async () => {
+    const work = await mkdtemp(join(tmpdir(), "fvt-cp-"));
+    removeAtExit(work);
+    const tree = join(work, "tree");
+    await mkdir(join(tree, "sub", "deeper"), { recursive: true });
+    await writeFile(join(tree, "big.bin"), randomBytes(50 * 1024 * 1024));
+    await writeFile(join(tree, "run.sh"), "#!/bin/sh\necho ran\n", { mode: 0o755 });
+    await writeFile(join(tree, "sub", "secret"), "s\n", { mode: 0o600 });
+    await writeFile(join(tree, "sub", "deeper", "empty"), "");
+    await writeFile(join(tree, "sub", "deeper", `${"long-".repeat(30)}name`), "a long name\n");
+    await symlink("../run.sh", join(tree, "sub", "to-run"));
+    await symlink("/does/not/exist", join(tree, "dangling"));
+    await chmod(join(tree, "sub", "deeper"), 0o750);
+    const r = await api("POST", "/sandboxes", { image: IMAGE, main: { command: ["sleep", "600"] } });
+    const id = r.body.id;
+    try {
+      for (const tar of ["/bin/tar", "/usr/bin/tar", "/sbin/tar"]) assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=${tar}`)).status, 404, "the image has no tar");
+      // Into a path that does not exist: it becomes the copy.
+      await cli("cp", tree, `${id}:/data`);
+      const guest = await api("POST", `/sandboxes/${id}/exec`, { command: "sh /data/run.sh; cat /data/sub/to-run | wc -c; ls /data/sub/deeper" });
+      assert.equal(guest.body.stdout, `ran\n19\nempty\n${"long-".repeat(30)}name\n`, JSON.stringify(guest.body));
+      assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/data/sub/secret`)).body.mode, "600");
+      // Into an existing directory: it lands under its own name.
+      await cli("cp", join(tree, "run.sh"), `${id}:/data/sub`);
+      assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/data/sub/run.sh`)).body.mode, "755");
+      await api("DELETE", `/sandboxes/${id}/files?path=/data/sub/run.sh`);
+      // And back out, twice: as a new path, and into an existing directory.
+      await cli("cp", `${id}:/data`, join(work, "back"));
+      await compareTrees(tree, join(work, "back"));
+      await mkdir(join(work, "into"));
+      await cli("cp", `${id}:/data/.`, join(work, "into"));
+      await compareTrees(tree, join(work, "into"));
+      // The same through the REST archive routes, with errors that say what is wrong.
+      assert.equal((await api("GET", `/sandboxes/${id}/archive?path=/nope`)).status, 404);
+      assert.equal((await api("GET", `/sandboxes/${id}/archive?path=relative`)).status, 400);
+      const evil = await fetch(`${base}/api/v1/sandboxes/${id}/archive?path=/data`, {
+        method: "PUT",
+        headers: { "Content-Type": "application/x-tar" },
+        body: tarOf([{ path: "../etc/evil", data: "x" }]),
+      });
+      assert.equal(evil.status, 400);
+      assert.match(((await evil.json()) as { message: string }).message, /contains "\.\."/);
+      const junk = await fetch(`${base}/api/v1/sandboxes/${id}/archive?path=/data`, {
+        method: "PUT",
+        headers: { "Content-Type": "application/x-tar" },
+        body: "not a tar".repeat(100),
+      });
+      assert.equal(junk.status, 400);
+    } finally {
+      await api("DELETE", `/sandboxes/${id}`);
+    }
+  });
+
+  it("shell drives a PTY (prompt, Ctrl-C, exit code); top lists the guest's processes; run IMAGE CMD runs in the foreground and removes its sandbox", async () => {
+    const r = await api("POST", "/sandboxes", { image: IMAGE, main: { command: ["sleep", "600"] } });
+    const id = r.body.id;
+    try {
+      // The test is the terminal: keystrokes through stdin, the screen on stdout.
+      const sh = await withInput(
+        ["shell", id],
+        [
+          [0, "stty size; echo marker-$((6*7)); tty\n"],
+          [1500, "sleep 30\n"],
+          [2500, "\x03"],
+          [3500, "echo after-interrupt; exit 3\n"],
+        ],
+      );
+      assert.equal(sh.code, 3, sh.stdout + sh.stderr);
+      assert.match(sh.stdout, /marker-42/);
+      assert.match(sh.stdout, /24 80/, "the terminal's size (80x24 when the test's stdout is no terminal)");
+      assert.match(sh.stdout, /\/dev\/pts\/\d+/, "its stdin is a terminal");
+      assert.match(sh.stdout, /after-interrupt/, "Ctrl-C ended the sleep, not the shell");
+      assert.match(sh.stdout, /[#$] /, "the prompt (written to stderr) is on the terminal");
+      assert.equal(sh.stderr, "", "in a PTY session nothing comes apart on stderr");
+
+      const top = JSON.parse((await cli("top", id, "--json")).stdout) as { pid: number; command: string; user: string }[];
+      assert.ok(
+        top.some((p) => p.command === "sleep 600" && p.user === "root"),
+        JSON.stringify(top),
+      );
+      assert.ok(!top.some((p) => /forgevm-agent/.test(p.command)), "the agent is not the user's process");
+      assert.match((await cli("top", id)).stdout, /^PID\tPPID\tUSER/);
+    } finally {
+      await api("DELETE", `/sandboxes/${id}`);
+    }
+
+    const before = (await api("GET", "/sandboxes?state=destroyed")).body.length;
+    const fg = await cli("run", IMAGE, "sh", "-c", "echo in-the-foreground; exit 7").then(
+      () => ({ code: 0, stdout: "", stderr: "" }),
+      (e: any) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }),
+    );
+    assert.equal(fg.code, 7, fg.stderr);
+    assert.equal(fg.stdout, "in-the-foreground\n");
+    assert.equal((await api("GET", "/sandboxes?state=destroyed")).body.length, before + 1, "the sandbox was removed");
+    const it = await withInput(["run", "-it", IMAGE, "sh"], [[0, "echo tty-$((1+1)); exit 4\n"]]);
+    assert.equal(it.code, 4, it.stdout + it.stderr);
+    assert.match(it.stdout, /tty-2/);
   });
 });
+
+/** Asserts two local trees hold the same entries: types, permission bits, link targets and bytes. */
+async function compareTrees(a: string, b: string, rel = ""): Promise<void> {
+  const [ea, eb] = [(await readdir(join(a, rel))).sort(), (await readdir(join(b, rel))).sort()];
+  assert.deepEqual(eb, ea, `entries of ${rel || "."}`);
+  for (const name of ea) {
+    const p = join(rel, name);
+    const [sa, sb] = [await lstat(join(a, p)), await lstat(join(b, p))];
+    assert.equal(sb.mode, sa.mode, `type and mode of ${p}`);
+    if (sa.isSymbolicLink()) assert.equal(await readlink(join(b, p)), await readlink(join(a, p)), `target of ${p}`);
+    else if (sa.isDirectory()) await compareTrees(a, b, p);
+    else {
+      const hash = async (f: string) =>
+        createHash("sha256")
+          .update(await readFile(f))
+          .digest("hex");
+      assert.equal(await hash(join(b, p)), await hash(join(a, p)), `bytes of ${p}`);
+    }
+  }
+}

@@ -93,6 +93,7 @@ void op_mkdir(uint32_t id, const jdoc *d);
 void op_remove(uint32_t id, const jdoc *d);
 void op_move(uint32_t id, const jdoc *d);
 void op_chmod(uint32_t id, const jdoc *d);
+void op_symlink(uint32_t id, const jdoc *d);
 void op_glob(uint32_t id, const jdoc *d);
 int mkdir_parents(const char *path, mode_t mode);
 

@@ -340,7 +340,6 @@ void op_exec(uint32_t id, const jdoc *d) {
     struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
     if (openpty(&master, &slave, NULL, NULL, &ws) < 0) { send_errno(id, errno, "openpty"); goto out; }
     fcntl(master, F_SETFD, FD_CLOEXEC);
-    if (make_pipe(errp) < 0) { close(master); close(slave); send_errno(id, errno, "pipe"); goto out; }
   } else {
     if ((use_stdin && make_pipe(in) < 0) || make_pipe(outp) < 0 || make_pipe(errp) < 0) {
       send_errno(id, errno, "pipe");
@@ -360,8 +359,9 @@ void op_exec(uint32_t id, const jdoc *d) {
     if (use_pty) {
       ioctl(slave, TIOCSCTTY, 0);
       dup2(use_stdin ? slave : devnull, 0);
+      /* all three are the terminal, as in a login: shells print their prompt on stderr */
       dup2(slave, 1);
-      dup2(errp[1], 2);
+      dup2(slave, 2);
     } else {
       dup2(use_stdin ? in[0] : devnull, 0);
       dup2(outp[1], 1);
@@ -399,8 +399,7 @@ void op_exec(uint32_t id, const jdoc *d) {
     fcntl(master, F_SETFL, O_NONBLOCK);
     s->out_fd = master;
     s->in_fd = use_stdin ? master : -1;
-    close(errp[1]);
-    s->err_fd = errp[0];
+    s->err_fd = -1;
   } else {
     if (in[0] >= 0) { close(in[0]); s->in_fd = in[1]; fcntl(in[1], F_SETFL, O_NONBLOCK); }
     close(outp[1]);
@@ -409,7 +408,7 @@ void op_exec(uint32_t id, const jdoc *d) {
     s->err_fd = errp[0];
   }
   fcntl(s->out_fd, F_SETFL, O_NONBLOCK);
-  fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
+  if (s->err_fd >= 0) fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
   if (timeout_ms > 0) s->deadline_ms = now_ms() + (uint64_t)timeout_ms;
   rearm(s, CH_OUT);
   rearm(s, CH_ERR);
@@ -423,6 +422,7 @@ void op_exec(uint32_t id, const jdoc *d) {
     send_json(id, K_EVENT, &b);
     jb_free(&b);
   }
+  if (use_pty) send_frame(id, K_DATA, CH_ERR, F_EOF, NULL, 0); /* stderr is the terminal: no stream of its own */
 out:
   free_strv(argv);
   free_strv(env);

@@ -228,10 +228,13 @@ void op_list(uint32_t id, const jdoc *d) {
   jbuf b;
   jb_init(&b);
   jb_cstr(&b, "{\"ok\":true,\"entries\":[");
+  int64_t skip;
+  req_int(d, "offset", 0, &skip); /* entries to pass over: a long listing is read in pages */
   int n = 0, truncated = 0;
   struct dirent *e;
   while ((e = readdir(dir))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (skip > 0) { skip--; continue; }
     if (n >= MAX_LIST || b.len > MAX_PAYLOAD - 8192) { truncated = 1; break; }
     struct stat st;
     if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
@@ -347,6 +350,18 @@ void op_chmod(uint32_t id, const jdoc *d) {
   } else {
     send_ok(id);
   }
+  free(path);
+}
+
+/* Creates a symbolic link at "path" pointing to "target" (which is not looked at). */
+void op_symlink(uint32_t id, const jdoc *d) {
+  char *path = need_path(id, d, "path");
+  if (!path) return;
+  char *target = req_str(d, "target");
+  if (!target || !*target) { send_error(id, "EINVAL", "\"target\" (a string) is required"); free(target); free(path); return; }
+  if (symlink(target, path) < 0) send_errno(id, errno, path);
+  else send_ok(id);
+  free(target);
   free(path);
 }
 

@@ -27,12 +27,14 @@ export const OP_FEATURES: Record<string, string> = {
   connect: "tcp",
   close: "tcp",
   watch: "watch",
+  symlink: "archive",
 };
 
 /** The feature an optional field needs, by operation and field. */
 export const FIELD_FEATURES: Record<string, Record<string, string>> = {
   exec: { pty: "pty" },
   configure: { net: "nic" },
+  list: { offset: "archive" },
 };
 
 /** The feature each field of the host's HELLO needs: a nonce (restored guests), keeping processes (a resumed pause). */

@@ -162,11 +162,12 @@ export interface SimpleOps {
   hello: { req: { op: "hello" }; res: Hello };
   ping: { req: { op: "ping" }; res: { ok: true } };
   stat: { req: { op: "stat"; path: string } & AsUser; res: { ok: true } & FileStat };
-  list: { req: { op: "list"; path: string } & AsUser; res: { ok: true; entries: DirEntry[]; truncated: boolean } };
+  list: { req: { op: "list"; path: string; offset?: number } & AsUser; res: { ok: true; entries: DirEntry[]; truncated: boolean } };
   mkdir: { req: { op: "mkdir"; path: string; mode?: number; parents?: boolean } & AsUser; res: { ok: true } };
   remove: { req: { op: "remove"; path: string; recursive?: boolean } & AsUser; res: { ok: true } };
   move: { req: { op: "move"; from: string; to: string; overwrite?: boolean } & AsUser; res: { ok: true } };
   chmod: { req: { op: "chmod"; path: string; mode: number } & AsUser; res: { ok: true } };
+  symlink: { req: { op: "symlink"; path: string; target: string } & AsUser; res: { ok: true } };
   glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };
   configure: { req: ConfigureRequest; res: { ok: true } };

@@ -11,6 +11,7 @@ import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
 import { installAccessControl } from "./access.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
+import { archiveRoutes } from "./routes/archive.js";
 import { auditRoutes } from "./routes/audit.js";
 import { codeRoutes } from "./routes/code.js";
 import { eventRoutes } from "./routes/events.js";
@@ -146,6 +147,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(execWsRoutes, { forge: opts.forge });
       await api.register(codeRoutes, { forge: opts.forge });
       await api.register(fileRoutes, { forge: opts.forge });
+      await api.register(archiveRoutes, { forge: opts.forge });
       await api.register(eventRoutes, { forge: opts.forge });
       await api.register(templateRoutes, { forge: opts.forge });
       await api.register(snapshotRoutes, { forge: opts.forge });

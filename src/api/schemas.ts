@@ -66,7 +66,15 @@ export const MainInfo = Type.Object(
 export const Sandbox = Type.Object(
   {
     id: Type.String(),
-    state: Type.Union([Type.Literal("creating"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("stopped"), Type.Literal("destroyed"), Type.Literal("error")]),
+    state: Type.Union([
+      Type.Literal("created"),
+      Type.Literal("creating"),
+      Type.Literal("running"),
+      Type.Literal("paused"),
+      Type.Literal("stopped"),
+      Type.Literal("destroyed"),
+      Type.Literal("error"),
+    ]),
     name: Type.Optional(Type.String()),
     provider: Type.String(),
     image: Type.String(),
@@ -116,6 +124,8 @@ export const SpawnRequest = Body(
     idle_stop: Type.Optional(Type.String({ minLength: 1 })),
     /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
     name: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" })),
+    /** false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it). */
+    start: Type.Optional(Type.Boolean()),
     /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy. */
     main: Type.Optional(
       Type.Object(

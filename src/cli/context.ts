@@ -58,9 +58,14 @@ export class Cli {
     }
   }
 
+  /** The server commands talk to: its URL and API key. */
+  async endpoint(): Promise<{ url: string; apiKey?: string }> {
+    return (await this.serverUrl()) ?? { url: DEFAULT_URL, apiKey: this.opts.apiKey };
+  }
+
   /** The SDK client of the server commands talk to. */
   async client(): Promise<Client> {
-    const s = (await this.serverUrl()) ?? { url: DEFAULT_URL, apiKey: this.opts.apiKey };
+    const s = await this.endpoint();
     return new Client({ baseUrl: s.url, apiKey: s.apiKey, timeout: 60_000 });
   }
 

@@ -7,6 +7,8 @@ import { ForgevmError as CoreError } from "../core/errors.js";
 import { toForgevmError } from "../core/error-map.js";
 import { Cli } from "./context.js";
 import { copyCommands } from "./commands/copies.js";
+import { cpCommand } from "./commands/cp.js";
+import { interactiveCommands } from "./commands/interactive.js";
 import { execCommands } from "./commands/exec.js";
 import { codeCommands } from "./commands/code.js";
 import { imageCommands } from "./commands/images.js";
@@ -14,6 +16,7 @@ import { mcpCommands } from "./commands/mcp.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
+import { serviceCommands } from "./commands/service.js";
 import { templateCommands } from "./commands/templates.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
@@ -31,13 +34,46 @@ sandboxCommands(program, cli);
 execCommands(program, cli);
 codeCommands(program, cli);
 copyCommands(program, cli);
+cpCommand(program, cli);
+interactiveCommands(program, cli);
 networkCommands(program, cli);
 templateCommands(program, cli);
 imageCommands(program, cli);
 serverCommands(program, cli, pkg.version);
+serviceCommands(program, cli);
 mcpCommands(program, cli, pkg.version);
 
-program.parseAsync().catch((e: Error) => {
+// Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
+function dockerTty(argv: string[]): string[] {
+  const end = argv.indexOf("--") < 0 ? argv.length : argv.indexOf("--");
+  if (!argv.slice(2, end).includes("run")) return argv;
+  return argv.map((a, i) => (i < end && (a === "-it" || a === "-ti") ? "--tty" : a));
+}
+
+// As Docker's: in `run IMAGE CMD…` and `create IMAGE CMD…` everything after the first word that
+// is not an option belongs to the command (`run alpine sh -c …`: -c is sh's, not ours).
+function commandAfterImage(argv: string[]): string[] {
+  let verb = 2;
+  while (verb < argv.length && argv[verb].startsWith("-")) {
+    const opt = program.options.find((o) => o.short === argv[verb] || o.long === argv[verb]);
+    verb += opt && (opt.required || opt.optional) ? 2 : 1;
+  }
+  const cmd = program.commands.find((c) => c.name() === argv[verb]);
+  if (!cmd || !["run", "create"].includes(cmd.name())) return argv;
+  for (let i = verb + 1; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--") return argv;
+    if (a.startsWith("-")) {
+      const opt = cmd.options.find((o) => o.short === a || o.long === a);
+      if (opt && (opt.required || opt.optional)) i++;
+      continue;
+    }
+    return i + 1 < argv.length ? [...argv.slice(0, i + 1), "--", ...argv.slice(i + 1)] : argv;
+  }
+  return argv;
+}
+
+program.parseAsync(commandAfterImage(dockerTty(process.argv))).catch((e: Error) => {
   // One way to say what went wrong, whichever side found it: the message, and the code.
   const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" ? e : toForgevmError(e);
   const code = err instanceof ForgevmError || err instanceof CoreError ? err.code : "";

@@ -34,6 +34,8 @@ import { destroy, logs } from "./lifecycle.js";
 import { readMainLog, type LogLine } from "./main-process.js";
 import { requireState } from "./states.js";
 import * as stopStart from "./stop-start.js";
+import { create, startCreated } from "./create.js";
+import { guestProcesses, type GuestProcess } from "./guest-processes.js";
 import { Networks } from "./network.js";
 import type { ForgeOptions, ForkOptions, ForkResult, SpawnDefaults, SpawnOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./owner.js";
@@ -48,6 +50,9 @@ import * as templateOps from "./template-ops.js";
 import { TenantPool } from "./tenant-pool.js";
 import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
+
+/** How long a main process gets after SIGTERM when the server shuts down. */
+const SHUTDOWN_STOP_GRACE_MS = 5000;
 export { MAX_FORK } from "./core.js";
 export type { LogLine } from "./main-process.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
@@ -175,6 +180,8 @@ export class Forge {
     if (every > 0) {
       forge.reaper = setInterval(() => void reap(core), every);
       forge.reaper.unref();
+      // A serving core (it reaps) applies the restart policies of stopped sandboxes; a command's short-lived core does not.
+      void stopStart.applyRestartPolicies(core, forge.defaults.ttlMs);
     }
     return forge;
   }
@@ -249,14 +256,22 @@ export class Forge {
     return this.get(id);
   }
 
-  /** Starts a stopped sandbox again, files as they were, its main process run anew; it lives `ttlMs` from now. */
-  async start(id: string, ttlMs: number = this.defaults.ttlMs): Promise<Sandbox> {
-    return stopStart.start(this.core, this.idOf(id), ttlMs);
+  /** Defines a sandbox without starting it (Docker's create): checked, its image pulled, its name taken; `start` boots it. */
+  async create(opts: SpawnOptions = {}): Promise<SandboxRow> {
+    return create(this.core, opts, (ref) => this.pullImage(ref));
+  }
+
+  /** Starts a created sandbox, or a stopped one again (files as they were, its main process run anew); it lives `ttlMs` from now. */
+  async start(id: string, ttlMs?: number): Promise<Sandbox> {
+    const row = this.get(id);
+    if (row.state === "created") return startCreated(this.core, row.id, ttlMs, (ref) => this.pullImage(ref));
+    return stopStart.start(this.core, row.id, ttlMs ?? this.defaults.ttlMs);
   }
 
   /** Stops (when running) and starts a sandbox. */
-  async restart(id: string, ttlMs: number = this.defaults.ttlMs, graceMs?: number): Promise<Sandbox> {
-    return stopStart.restart(this.core, this.idOf(id), ttlMs, graceMs);
+  async restart(id: string, ttlMs?: number, graceMs?: number): Promise<Sandbox> {
+    if (this.get(id).state === "created") return this.start(id, ttlMs);
+    return stopStart.restart(this.core, this.idOf(id), ttlMs ?? this.defaults.ttlMs, graceMs);
   }
 
   /** Sends a signal (a number) to a sandbox's main process. */
@@ -271,22 +286,30 @@ export class Forge {
     return readMainLog(this.core, row.id, opts);
   }
 
-  /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when the sandbox stops running; returns the unsubscribe function. */
+  /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when it has ended for good or the sandbox stops running; returns the unsubscribe function. */
   followMain(id: string, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
     const row = this.get(id);
     const runner = this.core.mains.get(row.id);
-    if (!runner) {
+    if (!runner || runner.finished) {
       onEnd();
       return () => {};
     }
     const off = this.core.events.subscribe((e) => {
       if (e.sandbox_id === row.id && ["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error", "sandbox.paused"].includes(e.type)) onEnd();
     });
+    const done = () => onEnd();
     runner.lines.on("line", onLine);
+    runner.lines.once("done", done);
     return () => {
       off();
       runner.lines.off("line", onLine);
+      runner.lines.off("done", done);
     };
+  }
+
+  /** The processes running in a sandbox (its cgroup), read from the guest's /proc. */
+  async processes(id: string): Promise<GuestProcess[]> {
+    return guestProcesses(this.sandbox(id));
   }
 
   /** Saves a running sandbox's whole state and stops its VM (no memory or CPU while paused). */
@@ -546,11 +569,25 @@ export class Forge {
     if (this.reaper) clearInterval(this.reaper);
     await this.core.warm.close();
     await this.core.tenants?.close();
-    await Promise.all([...this.core.live.keys()].map((id) => this.destroy(id)));
+    await Promise.all([...this.core.live.keys()].map((id) => this.closeOne(id)));
     await this.core.provider.destroyAll();
     this.core.egress.close();
     this.db.close();
     await this.ownership?.release();
+  }
+
+  // A sandbox whose main process has a restart policy is stopped (saved, disk kept) and the next
+  // server start brings it back, so a service restart or a host reboot keeps it; the rest end here.
+  private async closeOne(id: string): Promise<void> {
+    const m = this.core.sandboxes.get(id)?.main;
+    if (m && m.restart !== "no" && !m.stopped_by_user && this.reaper) {
+      try {
+        return await stopStart.stop(this.core, id, SHUTDOWN_STOP_GRACE_MS, false);
+      } catch {
+        // cannot be saved (secrets, a shared VM): it ends as any other
+      }
+    }
+    await this.destroy(id);
   }
 
   /** Records where this process serves the API, so that CLI commands on this data directory find it. */

@@ -16,7 +16,7 @@ import { importOciLayout } from "../images/oci-layout.js";
 import { parseReference, type ImageReference } from "../images/reference.js";
 import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, type RegistryOptions } from "../images/registry.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
-import { TarError } from "../images/tar.js";
+import { TarError } from "../util/tar-read.js";
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import type { EventBus } from "./events.js";
 

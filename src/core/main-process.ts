@@ -116,10 +116,17 @@ export class MainRunner {
     this.lines.emit("exit", code);
     this.core.events.emit("sandbox.main_exited", this.sb.id, { exit_code: code });
     const m = this.record();
-    if (!m || this.disposed || m.stopped_by_user || this.core.live.get(this.sb.id) !== this.sb || this.core.closed) return;
     const again =
-      m.restart === "always" || m.restart === "unless-stopped" || (m.restart === "on-failure" && code !== 0 && (m.max_restarts === undefined || m.restarts < m.max_restarts));
-    if (!again) return;
+      !!m &&
+      !this.disposed &&
+      !m.stopped_by_user &&
+      this.core.live.get(this.sb.id) === this.sb &&
+      !this.core.closed &&
+      (m.restart === "always" || m.restart === "unless-stopped" || (m.restart === "on-failure" && code !== 0 && (m.max_restarts === undefined || m.restarts < m.max_restarts)));
+    if (!again || !m) {
+      this.lines.emit("done", code); // for good: followers stop here
+      return;
+    }
     this.quickFailures = Date.now() - startedAt >= STABLE_MS ? 0 : this.quickFailures + 1;
     const delay = Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** Math.max(0, this.quickFailures - 1));
     this.timer = setTimeout(() => {
@@ -133,9 +140,10 @@ export class MainRunner {
     this.timer.unref();
   }
 
-  /** A person's stop: SIGTERM, then after `graceMs` SIGKILL to its whole group; no policy restarts it. */
-  async stop(graceMs: number): Promise<void> {
-    this.save({ stopped_by_user: true });
+  /** A stop: SIGTERM, then after `graceMs` SIGKILL to its whole group; no policy restarts it (a person's stop is remembered). */
+  async stop(graceMs: number, byUser = true): Promise<void> {
+    this.disposed ||= !byUser; // the server is going: nothing restarts now, and the record stays as it was
+    if (byUser) this.save({ stopped_by_user: true });
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     const p = this.proc;
@@ -147,6 +155,11 @@ export class MainRunner {
       await p.signal(9).catch(() => {});
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
     }
+  }
+
+  /** Whether the main process has ended and no restart is pending. */
+  get finished(): boolean {
+    return !this.proc && !this.timer;
   }
 
   /** Sends a signal to the main process. */

@@ -183,6 +183,7 @@ export function rowOf(
     name: null,
     main: null,
     idle_stop_ms: null,
+    spec: null,
   };
 }
 

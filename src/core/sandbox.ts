@@ -174,12 +174,27 @@ export class Sandbox {
   }
 
   /** Streams a file out of the guest. */
-  readFileStream(path: string, as?: FileIdentity) {
-    return this.vm.channel.readFile(path, this.fsId(as));
+  readFileStream(path: string, as?: FileIdentity, range: { offset?: number; length?: number } = {}) {
+    return this.vm.channel.readFile(path, { ...range, ...this.fsId(as) });
   }
 
   async listFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
     return (await this.vm.channel.request<"list">({ op: "list", path, ...this.fsId(as) })).entries;
+  }
+
+  /** Lists every entry of a directory, page by page past the agent's limit per reply. */
+  async listAllFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
+    const all: DirEntry[] = [];
+    for (;;) {
+      const r = await this.vm.channel.request<"list">({ op: "list", path, offset: all.length || undefined, ...this.fsId(as) });
+      all.push(...r.entries);
+      if (!r.truncated || !r.entries.length) return all;
+    }
+  }
+
+  /** Creates a symbolic link at `path` pointing to `target`. */
+  async symlink(path: string, target: string, as?: FileIdentity): Promise<void> {
+    await this.vm.channel.request<"symlink">({ op: "symlink", path, target, ...this.fsId(as) });
   }
 
   async stat(path: string, as?: FileIdentity): Promise<FileStat> {

@@ -45,7 +45,7 @@ export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise
  * A VM for a new sandbox: restored from the base snapshot (made on first use, with the
  * template's setup commands already run), else booted cold with setup run now.
  */
-async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
+export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
   const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic };
   if (useBaseSnapshots(core) && !opts.coldBoot) {
     const base = await core.snaps.base(p, (vm) => prepareBase(core, vm, p));
@@ -177,7 +177,7 @@ async function makePooled(core: Core, p: SpawnPlan): Promise<{ vm: Vm; snapshotI
 /** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
 export function snapshotsInUse(core: Core): Set<string> {
   const ids = new Set<string>();
-  for (const r of core.sandboxes.list(["creating", "running", "paused", "stopped"])) if (r.snapshot_id) ids.add(r.snapshot_id);
+  for (const r of core.sandboxes.list(["created", "creating", "running", "paused", "stopped"])) if (r.snapshot_id) ids.add(r.snapshot_id);
   for (const id of core.warm.snapshotIds()) ids.add(id);
   for (const id of core.tenants?.snapshotIds() ?? []) ids.add(id);
   return ids;

@@ -2,7 +2,7 @@
 // the same operations in the same states with the same words (a 409 that says what state the
 // sandbox is in and what to do). Gone sandboxes (destroyed, error) are a 404 instead.
 //
-//   creating ─▶ running ─stop─▶ stopped ─start─▶ running
+//   created ─start─▶ creating ─▶ running ─stop─▶ stopped ─start─▶ running
 //                  │  ╰─pause─▶ paused ─resume─▶ running
 //                  ╰─ destroy (from any live state) ─▶ destroyed;   failures ─▶ error
 import type { SandboxRow, SandboxState } from "../store/sandboxes.js";
@@ -14,18 +14,18 @@ export type Operation = "exec" | "stop" | "start" | "restart" | "kill" | "pause"
 export const ALLOWED: Record<Operation, SandboxState[]> = {
   exec: ["running"],
   stop: ["running"],
-  start: ["stopped"],
-  restart: ["running", "stopped"],
+  start: ["stopped", "created"],
+  restart: ["running", "stopped", "created"],
   kill: ["running"],
   pause: ["running"],
   resume: ["paused"],
   fork: ["running"],
   snapshot: ["running"],
   extend: ["creating", "running"],
-  destroy: ["creating", "running", "paused", "stopped"],
+  destroy: ["created", "creating", "running", "paused", "stopped"],
 };
 
-const TO_RUNNING: Partial<Record<SandboxState, string>> = { creating: "wait until it is running", stopped: "start it first", paused: "resume it first" };
+const TO_RUNNING: Partial<Record<SandboxState, string>> = { created: "start it first", creating: "wait until it is running", stopped: "start it first", paused: "resume it first" };
 
 /** Throws unless a sandbox in its state may undergo `op`. */
 export function requireState(row: SandboxRow, op: Operation): void {

@@ -21,15 +21,15 @@ export async function startMain(core: Core, sb: Sandbox): Promise<void> {
   await runner.start();
 }
 
-/** Stops a running sandbox, keeping its disk (and memory image); a person's stop wins over any restart policy. */
-export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_MS): Promise<void> {
+/** Stops a running sandbox, keeping its disk (and memory image); a person's stop (`byUser`) wins over any restart policy. */
+export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_MS, byUser = true): Promise<void> {
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, "stop");
   const sb = core.live.get(id);
   if (!sb) throw conflict(`sandbox ${id} is run by another ForgeVM process`);
   checkSavable(core, id, "stopped");
-  await core.mains.get(id)?.stop(graceMs);
+  await core.mains.get(id)?.stop(graceMs, byUser);
   await pause(core, sb, "stopped");
 }
 
@@ -57,4 +57,20 @@ export async function kill(core: Core, id: string, signal: number): Promise<void
   const runner = core.mains.get(id);
   if (!runner?.running) throw conflict(`sandbox ${id} has no main process running${row.main ? ` (it exited with ${row.main.exit_code})` : ""}`);
   await runner.signal(signal);
+}
+
+/**
+ * At server start, as Docker's daemon does: stopped sandboxes come back when their policy is
+ * `always`, or is another policy and the stop was not a person's (the server's own shutdown).
+ */
+export async function applyRestartPolicies(core: Core, ttlMs: number): Promise<void> {
+  for (const row of core.sandboxes.list(["stopped"])) {
+    const m = row.main;
+    if (!m || m.restart === "no" || (m.restart !== "always" && m.stopped_by_user) || core.closed) continue;
+    try {
+      await start(core, row.id, ttlMs);
+    } catch (e) {
+      core.events.emit("sandbox.error", row.id, { error: `its restart policy (${m.restart}) could not start it: ${(e as Error).message.split("\n")[0]}` });
+    }
+  }
 }

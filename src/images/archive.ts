@@ -14,7 +14,7 @@ import { installImage } from "./install.js";
 import { importOciLayout } from "./oci-layout.js";
 import { ImageFormatError, parseImageConfig, sha256, type Manifest } from "./oci.js";
 import type { ImageMeta } from "./store.js";
-import { readTar } from "./tar.js";
+import { readTar } from "../util/tar-read.js";
 
 const DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar";
 

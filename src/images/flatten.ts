@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { Readable } from "node:stream";
 import { run } from "../util/process.js";
-import { readTar, type TarEntry } from "./tar.js";
+import { readTar, type TarEntry } from "../util/tar-read.js";
 
 export class LayerError extends Error {
   override name = "LayerError";

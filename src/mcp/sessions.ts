@@ -10,7 +10,7 @@ import { PolicyError, type McpPolicy } from "./policy.js";
 export const SESSION_KEY = "forgevm.mcp.session";
 export const KEEP_KEY = "forgevm.mcp.keep";
 
-const LIVE = ["creating", "running", "paused", "stopped"] as const;
+const LIVE = ["created", "creating", "running", "paused", "stopped"] as const;
 
 /** What all MCP sessions of one process share: the core, the policy, and the slots being filled. */
 export class Agents {

@@ -88,6 +88,7 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN main TEXT;
    CREATE UNIQUE INDEX sandboxes_name ON sandboxes(name) WHERE name IS NOT NULL AND state NOT IN ('destroyed','error');`,
   `ALTER TABLE sandboxes ADD COLUMN idle_stop_ms INTEGER;`,
+  `ALTER TABLE sandboxes ADD COLUMN spec TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

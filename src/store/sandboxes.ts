@@ -2,7 +2,7 @@
 import type { Db } from "./db.js";
 
 /** `paused`: no VM, its state in a snapshot of kind `pause` until it resumes. */
-export type SandboxState = "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
+export type SandboxState = "created" | "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
 
 export interface SandboxRow {
   id: string;
@@ -41,6 +41,8 @@ export interface SandboxRow {
   main: MainRecord | null;
   /** Stop it after this long without exec, file calls or port traffic. */
   idle_stop_ms: number | null;
+  /** `created`: the spawn options its first start uses (JSON, secrets never included). */
+  spec: string | null;
 }
 
 export type RestartPolicy = "no" | "on-failure" | "always" | "unless-stopped";
@@ -84,8 +86,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec)`,
       )
       .run({
         ...row,

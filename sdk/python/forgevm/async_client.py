@@ -103,6 +103,12 @@ class AsyncSandbox:
     async def read_file(self, path: str, binary: bool = False) -> Union[str, bytes]:
         return await _run(self._sb.read_file, path, binary)
 
+    async def download_archive(self, path: str) -> bytes:
+        return await _run(self._sb.download_archive, path)
+
+    async def upload_archive(self, path: str, tar: bytes) -> Dict[str, int]:
+        return await _run(self._sb.upload_archive, path, tar)
+
     async def list_files(self, path: str = "/") -> List[FileInfo]:
         return await _run(self._sb.list_files, path)
 
@@ -238,6 +244,10 @@ class AsyncClient:
     async def kill(self, sandbox_id: str, signal: Any = "SIGKILL") -> int:
         """Sends a signal to a sandbox's main process."""
         return await _run(self._c.kill, sandbox_id, signal)
+
+    async def processes(self, sandbox_id: str) -> List[Dict[str, Any]]:
+        """The processes running in a sandbox."""
+        return await _run(self._c.processes, sandbox_id)
 
     async def main_logs(self, sandbox_id: str, tail: Optional[int] = None, since: Optional[str] = None) -> List[Dict[str, Any]]:
         """The main process's output lines ({ts, stream, line})."""

@@ -70,17 +70,19 @@ class Client:
         name: Optional[str] = None,
         main: Optional[Dict[str, Any]] = None,
         idle_stop: Optional[str] = None,
+        start: Optional[bool] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
         ``network`` is "none" (loopback only, the default), "allowlist" or "full" (a network device onto the internet, never the host); ``allow`` lists hosts,
         ``*.domains``, IPs/CIDRs (with ``:port``) and presets such as "@pypi"; ``ports`` publishes
         guest ports ("8080:80"); ``secrets`` reach commands' environment and /run/secrets only.
+        ``start=False`` only defines it (state "created", as ``docker create``); ``start(id)`` boots it.
         """
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
-            "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop,
+            "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 
@@ -107,6 +109,10 @@ class Client:
     def kill(self, sandbox_id: str, signal: Any = "SIGKILL") -> int:
         """Sends a signal ("SIGTERM", "HUP", 9) to a sandbox's main process."""
         return int(self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/kill", body={"signal": signal}, sandbox_id=sandbox_id)["signal"])
+
+    def processes(self, sandbox_id: str) -> List[Dict[str, Any]]:
+        """The processes running in a sandbox ({pid, ppid, user, state, rss_bytes, cpu_seconds, command})."""
+        return self._http.json("GET", f"/sandboxes/{_q(sandbox_id)}/top", sandbox_id=sandbox_id)
 
     def main_logs(self, sandbox_id: str, tail: Optional[int] = None, since: Optional[str] = None, follow: bool = False) -> Iterator[Dict[str, Any]]:
         """The main process's output lines ({ts, stream, line}); with ``follow``, as they are written until the sandbox stops."""

@@ -177,6 +177,16 @@ class Sandbox:
     def read_file_bytes(self, path: str) -> bytes:
         return self.read_file(path, binary=True)  # type: ignore[return-value]
 
+    def download_archive(self, path: str) -> bytes:
+        """A file or directory tree as tar bytes (entries named from the path's last component; modes and links kept)."""
+        with self._http.open("GET", self._path("/archive"), query={"path": path}, timeout=None, sandbox_id=self.id) as res:
+            return res.read()
+
+    def upload_archive(self, path: str, tar: bytes) -> Dict[str, int]:
+        """Extracts tar bytes into a directory (created if missing); returns ``{"entries", "bytes"}`` written."""
+        r = self._http.json("PUT", self._path("/archive"), raw=bytes(tar), query={"path": path}, timeout=None, sandbox_id=self.id)
+        return {"entries": r["entries"], "bytes": r["bytes"]}
+
     def list_files(self, path: str = "/") -> List[FileInfo]:
         return [_pick(FileInfo, f) for f in self._http.json("GET", self._path("/files/list"), query={"path": path}, sandbox_id=self.id)]
 

@@ -8,6 +8,7 @@ import type {
   AuditEntry,
   ClientOptions,
   EventInfo,
+  GuestProcess,
   LogLine,
   SandboxState,
   HealthInfo,
@@ -67,6 +68,11 @@ export class Client {
     return new Sandbox(this.http, info);
   }
 
+  /** Defines a sandbox without starting it (state "created", as `docker create`); `start(id)` boots it. */
+  async create(opts: Omit<SpawnOptions, "start" | "secrets"> = {}): Promise<SandboxInfo> {
+    return this.http.json<SandboxInfo>("POST", "/sandboxes", { body: { ...opts, start: false }, timeoutMs: Math.max(this.http.timeoutMs, SPAWN_TIMEOUT_MS) });
+  }
+
   /** A running sandbox by id. */
   async get(id: string): Promise<Sandbox> {
     return new Sandbox(this.http, await this.http.json<SandboxInfo>("GET", `/sandboxes/${encodeURIComponent(id)}`, { sandboxId: id }));
@@ -108,6 +114,11 @@ export class Client {
     const query = { tail: opts.tail !== undefined ? String(opts.tail) : undefined, since: opts.since, follow: "true" };
     const res = await this.http.send("GET", `/sandboxes/${encodeURIComponent(id)}/main/logs`, { query, sandboxId: id, timeoutMs: null, signal: opts.signal });
     yield* ndjson<LogLine>(res);
+  }
+
+  /** The processes running in a sandbox (`top`). */
+  processes(id: string): Promise<GuestProcess[]> {
+    return this.http.json("GET", `/sandboxes/${encodeURIComponent(id)}/top`, { sandboxId: id });
   }
 
   /** Any sandbox this server has a record of, failed ones included (with their reason). */

@@ -4,6 +4,7 @@ import { contextId, runCode } from "./code.js";
 import { durationMs, durationString } from "./durations.js";
 import { ExecStream } from "./stream.js";
 import type {
+  ArchiveResult,
   CodeContext,
   EgressEntry,
   Execution,
@@ -149,6 +150,25 @@ export class Sandbox implements AsyncDisposable {
   /** Reads a file as bytes. */
   readFileBytes(path: string): Promise<Uint8Array> {
     return this.readFile(path, { binary: true });
+  }
+
+  /** A file or directory tree as a tar stream (entries named from the path's last component; modes and links kept). */
+  async downloadArchive(path: string): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.http.send("GET", this.path("/archive"), { query: { path }, sandboxId: this.id, timeoutMs: null });
+    if (!res.body) throw new TypeError("the server sent no archive body");
+    return res.body;
+  }
+
+  /** Extracts a tar archive (bytes or a stream) into a directory, creating it if missing. */
+  async uploadArchive(path: string, tar: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>): Promise<ArchiveResult> {
+    const r = await this.http.json<ArchiveResult & { status: string }>("PUT", this.path("/archive"), {
+      raw: tar,
+      contentType: "application/x-tar",
+      query: { path },
+      sandboxId: this.id,
+      timeoutMs: null,
+    });
+    return { entries: r.entries, bytes: r.bytes };
   }
 
   async listFiles(path = "/"): Promise<FileInfo[]> {

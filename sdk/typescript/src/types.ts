@@ -1,6 +1,6 @@
 // Wire shapes of the ForgeVM REST API (snake_case, as the server sends them).
 
-export type SandboxState = "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
+export type SandboxState = "created" | "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
 
 export interface SandboxInfo {
   id: string;
@@ -29,6 +29,19 @@ export interface LogLine {
   ts: string;
   stream: "stdout" | "stderr";
   line: string;
+}
+
+/** A process running in a sandbox. */
+export interface GuestProcess {
+  pid: number;
+  ppid: number;
+  /** User name from the guest's /etc/passwd, else the uid. */
+  user: string;
+  /** R running, S sleeping, D disk wait, Z zombie, T stopped. */
+  state: string;
+  rss_bytes: number;
+  cpu_seconds: number;
+  command: string;
 }
 
 /** A sandbox's main process: command, restart policy, and how its last run went. */
@@ -96,6 +109,8 @@ export interface SpawnOptions {
   secrets?: Record<string, string>;
   /** A name to use instead of the id anywhere. */
   name?: string;
+  /** false: define it without starting it (state "created"); `client.start(id)` boots it. */
+  start?: boolean;
   /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */
   idle_stop?: string;
   /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD); restart "no", "on-failure[:N]", "always" or "unless-stopped". */
@@ -137,6 +152,14 @@ export interface FileInfo {
   mode: string;
   is_dir: boolean;
   mod_time: string;
+}
+
+/** What an archive upload wrote. */
+export interface ArchiveResult {
+  /** Files, directories and links written. */
+  entries: number;
+  /** Bytes of file content written. */
+  bytes: number;
 }
 
 export interface HealthInfo {

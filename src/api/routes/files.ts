@@ -12,7 +12,8 @@ import { decodeBase64, fileInfoView } from "../views.js";
 import { suggest } from "../errors.js";
 import { detachable } from "../../util/detachable.js";
 
-function absPath(p: string, field = "path"): string {
+/** An absolute guest path from a request field, or a 400 naming the field. */
+export function absPath(p: string, field = "path"): string {
   if (!p.trim()) throw badRequest(`${field} must not be empty`);
   if (!p.startsWith("/")) throw badRequest(`${field} must be an absolute path, got "${p}"`);
   if (p.includes("\0")) throw badRequest(`${field} must not contain NUL bytes`);

@@ -4,6 +4,7 @@ import { Type } from "typebox";
 import { parseDuration } from "../../core/durations.js";
 import { sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
+import type { SpawnOptions } from "../../core/options.js";
 import type { SandboxState } from "../../core/types.js";
 import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../schemas.js";
 import { sandboxView } from "../views.js";
@@ -12,7 +13,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
     const b = req.body ?? {};
     const owner = (req.headers["x-user-id"] as string | undefined) || b.owner_id;
-    const sb = await forge.spawn({
+    const opts: SpawnOptions = {
       image: b.image,
       provider: b.provider,
       memoryMb: b.memory_mb,
@@ -31,9 +32,10 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       name: b.name,
       main: b.main,
       idleStopMs: b.idle_stop !== undefined ? parseDuration(b.idle_stop, "idle_stop") : undefined,
-    });
+    };
+    const id = b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id;
     reply.status(201);
-    return sandboxView(forge.get(sb.id));
+    return sandboxView(forge.get(id));
   });
 
   app.get(
@@ -46,7 +48,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
           all: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false"), Type.Literal("1"), Type.Literal("0")])),
           state: Type.Optional(
             Type.String({
-              pattern: "^(creating|running|paused|stopped|destroyed|error)(,(creating|running|paused|stopped|destroyed|error))*$",
+              pattern: "^(created|creating|running|paused|stopped|destroyed|error)(,(created|creating|running|paused|stopped|destroyed|error))*$",
               description: "Only these states (comma-separated)",
             }),
           ),
@@ -60,7 +62,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       const states = req.query.state
         ? (req.query.state.split(",") as SandboxState[])
         : all
-          ? (["creating", "running", "paused", "stopped", "error", "destroyed"] as SandboxState[])
+          ? (["created", "creating", "running", "paused", "stopped", "error", "destroyed"] as SandboxState[])
           : undefined;
       return forge.list((req.headers["x-user-id"] as string | undefined) || req.query.owner_id, states).map(sandboxView);
     },

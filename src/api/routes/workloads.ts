@@ -25,7 +25,26 @@ export function signalNumber(v: string | number): number {
   throw badRequest(`signal must be a signal name (SIGTERM, HUP, …) or a number from 1 to 64, got "${v}"`);
 }
 
+const GuestProcess = Type.Object(
+  {
+    pid: Type.Integer(),
+    ppid: Type.Integer(),
+    user: Type.String(),
+    state: Type.String({ description: "R running, S sleeping, D disk wait, Z zombie, T stopped" }),
+    rss_bytes: Type.Integer(),
+    cpu_seconds: Type.Number(),
+    command: Type.String(),
+  },
+  { $id: "GuestProcess" },
+);
+
 export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  app.get(
+    "/sandboxes/:id/top",
+    { schema: { tags: ["sandboxes"], summary: "The processes running in a sandbox", params: IdParams, response: { 200: Type.Array(GuestProcess) } } },
+    async (req) => forge.processes(req.params.id),
+  );
+
   const view = (id: string) => sandboxView(forge.get(id));
 
   app.post("/sandboxes/:id/stop", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StopBody), response: { 200: Sandbox } } }, async (req) => {
@@ -93,18 +112,17 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });
       for (const l of past) out.write(`${JSON.stringify(l)}\n`);
       await new Promise<void>((resolve) => {
-        const off = forge.followMain(
-          row.id,
-          (l) => out.write(`${JSON.stringify(l)}\n`),
-          () => {
-            off();
-            resolve();
-          },
-        );
-        out.once("close", () => {
-          off();
+        let ended = false;
+        let off: (() => void) | undefined;
+        const end = () => {
+          ended = true;
+          off?.();
           resolve();
-        });
+        };
+        // onEnd may come at once (the process has already ended), before followMain returns.
+        off = forge.followMain(row.id, (l) => out.write(`${JSON.stringify(l)}\n`), end);
+        if (ended) off();
+        out.once("close", end);
       });
       if (!out.writableEnded) out.end();
     },

@@ -8,6 +8,8 @@ import type { Cli } from "../context.js";
 import { durationOption, nonEmpty, pairOption } from "../options.js";
 import { sandboxOptions, spawnRequest } from "./sandboxes.js";
 import { withSpawnProgress } from "../spawn-progress.js";
+import { interactive } from "../terminal.js";
+import { LOGIN_SHELL } from "./interactive.js";
 
 /** Largest standard input forwarded to a command (it travels in the exec request). */
 const MAX_STDIN = 64 * 1024 * 1024;
@@ -71,6 +73,7 @@ function execFlags(c: Command, withEnv = true): Command {
 }
 
 export function execCommands(program: Command, cli: Cli): void {
+  createCommand(program, cli);
   execFlags(
     program
       .command("exec")
@@ -86,15 +89,24 @@ export function execCommands(program: Command, cli: Cli): void {
       program
         .command("run")
         .description(
-          "boot a sandbox, run one command in it with output streamed, destroy it; exits with the command's exit code (124 on timeout). With -d, the command (else the image's own) runs as the sandbox's main process and the id is printed",
+          "boot a sandbox and run in the foreground, exiting with the exit code: `run IMAGE [CMD…]` or `run [-i IMAGE]` runs the image's own command (ENTRYPOINT, with CMD or yours) and removes the sandbox afterwards (--keep keeps it); `run [options] -- CMD…` runs one command in a throwaway sandbox; -it gives an interactive terminal; -d leaves the image's command (or yours) running as the sandbox's main process and prints its id",
         )
-        .argument("[command...]", "command and arguments (put -- before it)")
+        .argument("[args...]", "[IMAGE] and the command with its arguments (put -- before it)")
         .option("-d, --detach", "leave the sandbox running with the command (or the image's ENTRYPOINT/CMD) as its main process; print its id")
         .option("--restart <policy>", "with -d: no, on-failure[:MAX], always or unless-stopped")
-        .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h", durationOption("--ttl")),
+        .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h", durationOption("--ttl"))
+        .option("--tty", "an interactive terminal (-it): the command, else a login shell, on a PTY")
+        .option("--keep", "keep the sandbox when the image's command ends (the default removes it, as docker run --rm)"),
     ),
     false,
-  ).action(async (command: string[], o) => {
+  ).action(async (args: string[], o) => {
+    let command = args;
+    let ownCommand = !args.length;
+    if (!o.image && args.length && (await namesImage(cli, args[0]))) {
+      o.image = args[0];
+      command = args.slice(1);
+      ownCommand = true; // as docker run: ENTRYPOINT runs, with these arguments as its CMD
+    }
     if (o.detach) {
       const client = await cli.client();
       const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), main: { ...(command.length ? { command } : {}), restart: o.restart } } as never));
@@ -102,10 +114,82 @@ export function execCommands(program: Command, cli: Cli): void {
       return;
     }
     if (o.restart) throw new InvalidArgumentError("--restart needs -d (a policy keeps a main process running)");
-    if (!command.length) throw new InvalidArgumentError("give a command to run (after --), or -d to run the image's own command as a service");
+    if (o.tty) {
+      const client = await cli.client();
+      const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: o.ttl ?? "1h" } as never));
+      const { url, apiKey } = await cli.endpoint();
+      try {
+        const what = command.length ? { command: command[0], args: command.slice(1) } : LOGIN_SHELL;
+        process.exitCode = await interactive(url, apiKey, sb.id, { ...what, user: o.user, workdir: o.workdir, env: nonEmpty(o.env) });
+      } finally {
+        if (!o.keep) await sb.destroy().catch(() => {});
+      }
+      return;
+    }
     const server = await cli.serverIfAny();
+    if (ownCommand) {
+      if (!server) throw new InvalidArgumentError("running an image's own command in the foreground needs a server: start one with `forgevm serve`");
+      process.exitCode = await runImageCommand(server, command, o);
+      return;
+    }
     process.exitCode = server ? await runOnServer(server, command, o) : await runHere(cli, command, o);
   });
+}
+
+/** `create`: a sandbox defined (its image pulled, its name taken) and not started; `start` boots it. */
+function createCommand(program: Command, cli: Cli): void {
+  sandboxOptions(
+    program
+      .command("create")
+      .description("define a sandbox without starting it (as docker create): `create IMAGE [CMD…]` gives it the image's command (or yours) as its main process; print its id")
+      .argument("[args...]", "[IMAGE] and the command with its arguments (put -- before it)")
+      .option("--restart <policy>", "no, on-failure[:MAX], always or unless-stopped")
+      .option("--ttl <duration>", "lifetime once started, e.g. 30m or 1h", durationOption("--ttl"))
+      .option("--json", "print the sandbox as JSON"),
+  ).action(async (args: string[], o) => {
+    let command = args;
+    let positional = false;
+    if (!o.image && args.length && (await namesImage(cli, args[0]))) {
+      o.image = args[0];
+      command = args.slice(1);
+      positional = true;
+    }
+    const withMain = command.length > 0 || positional || o.restart !== undefined;
+    const client = await cli.client();
+    const info = await client.create({ ...spawnRequest(o), ...(withMain ? { main: { ...(command.length ? { command } : {}), restart: o.restart } } : {}) } as never);
+    console.log(o.json ? JSON.stringify(info, null, 2) : info.id);
+  });
+}
+
+/** Whether a word names an image rather than a command: a reference with a tag or a registry path, or an image the server has. */
+export async function namesImage(cli: Cli, word: string): Promise<boolean> {
+  if (word.startsWith("/") || word.startsWith(".") || word.startsWith("-")) return false;
+  if (/^[a-z0-9][a-z0-9._/-]*(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$/.test(word) && (word.includes(":") || word.includes("/"))) return true;
+  const server = await cli.serverIfAny().catch(() => null);
+  const names = server ? (await server.images.list()).map((i) => i.name) : [];
+  return names.some((n) => n === word || n === `${word}:latest` || n.endsWith(`/${word}:latest`));
+}
+
+/** The image's own command as a throwaway sandbox's main process, its output followed; resolves with its exit code. */
+async function runImageCommand(client: Client, command: string[], o: Record<string, any>): Promise<number> {
+  const sb = await withSpawnProgress(client, () =>
+    client.spawn({ ...spawnRequest(o), ttl: o.ttl ?? "1h", main: { ...(command.length ? { command } : {}), restart: "no" } } as never),
+  );
+  let interrupted = false;
+  const onSigint = () => {
+    interrupted = true;
+    void client.kill(sb.id, "SIGTERM").catch(() => {});
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    for await (const l of client.followMainLogs(sb.id)) (l.stream === "stderr" ? process.stderr : process.stdout).write(`${l.line}\n`);
+    const info = await client.info(sb.id);
+    if (o.keep) console.error(`forgevm: kept sandbox ${sb.id}`);
+    return info.main?.exit_code ?? (interrupted ? 130 : 1);
+  } finally {
+    process.off("SIGINT", onSigint);
+    if (!o.keep) await sb.destroy().catch(() => {});
+  }
 }
 
 async function runOnServer(client: Client, command: string[], o: Record<string, any>): Promise<number> {

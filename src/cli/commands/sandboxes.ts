@@ -57,7 +57,7 @@ const row = (s: SandboxInfo) => [
   s.state === "error" ? (s.error ?? "") : s.expires_at,
 ];
 const HEADER = ["ID", "NAME", "STATE", "IMAGE", "MAIN", "MEM", "CPUS"];
-const STATES = ["creating", "running", "paused", "stopped", "destroyed", "error"];
+const STATES = ["created", "creating", "running", "paused", "stopped", "destroyed", "error"];
 
 export function sandboxCommands(program: Command, cli: Cli): void {
   sandboxOptions(program.command("spawn").description("create a sandbox on the server and print its id"))

@@ -1,4 +1,4 @@
-// A streaming reader of tar archives (ustar, GNU long names, PAX) for image layers. It reads
+// A streaming reader of tar archives (ustar, GNU long names, PAX), for image layers and copied trees. It reads
 // headers and hands out each entry's body as a stream; the bytes are never trusted: sizes,
 // checksums and names are checked before anything is written.
 
@@ -176,4 +176,14 @@ export async function* readTar(source: AsyncIterable<Buffer> | Iterable<Buffer>)
     const pad = Math.ceil(bodySize / BLOCK) * BLOCK - bodySize;
     if (pad && !(await r.read(pad))) throw new TarError("archive ends inside padding");
   }
+}
+
+/** An entry's path relative to where it is unpacked, or null for the archive's own "./"; a TarError for one that would land outside. */
+export function safeEntryPath(raw: string): string | null {
+  const p = raw.replace(/^(\.\/)+/, "").replace(/\/+$/, "");
+  if (p === "" || p === ".") return null;
+  if (p.startsWith("/")) throw new TarError(`entry "${raw}" is an absolute path: entries must be relative`);
+  if (p.split("/").includes("..")) throw new TarError(`entry "${raw}" contains "..": entries must stay inside the target directory`);
+  if (p.includes("\0")) throw new TarError(`entry "${raw}" contains a NUL byte`);
+  return p.replace(/\/{2,}/g, "/");
 }

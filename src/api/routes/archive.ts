@@ -1,0 +1,64 @@
+// Directory trees as tar streams: GET packs a guest path (a file, a link or a tree), PUT unpacks
+// an uploaded tar into a guest directory. `cp` and the SDKs' archive methods use these.
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { Readable } from "node:stream";
+import { Type } from "typebox";
+import { packArchive, unpackArchive } from "../../core/archive.js";
+import type { Forge } from "../../core/forge.js";
+import { detachable } from "../../util/detachable.js";
+import { IdParams, PathQuery } from "../schemas.js";
+import { absPath } from "./files.js";
+
+const ArchiveResult = Type.Object({
+  status: Type.Literal("extracted"),
+  entries: Type.Integer({ description: "Files, directories and links written" }),
+  bytes: Type.Integer({ description: "Bytes of file content written" }),
+});
+
+export const archiveRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  // The tar body streams into the guest instead of being buffered.
+  for (const type of ["application/x-tar", "application/octet-stream"]) app.addContentTypeParser(type, (_req, payload, done) => done(null, payload));
+
+  app.get(
+    "/sandboxes/:id/archive",
+    {
+      schema: {
+        tags: ["files"],
+        summary: "Download a file or directory tree as a tar archive",
+        params: IdParams,
+        querystring: PathQuery,
+        response: { 200: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "application/x-tar" }) },
+      },
+    },
+    async (req, reply) => {
+      const tar = await packArchive(forge.sandbox(req.params.id), absPath(req.query.path));
+      reply.header("Content-Type", "application/x-tar");
+      return reply.send(tar);
+    },
+  );
+
+  app.put(
+    "/sandboxes/:id/archive",
+    {
+      schema: {
+        tags: ["files"],
+        summary: "Extract a tar archive into a directory (created if missing)",
+        params: IdParams,
+        querystring: PathQuery,
+        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "application/x-tar" }),
+        response: { 200: ArchiveResult },
+      },
+      validatorCompiler: () => () => true,
+    },
+    async (req) => {
+      const dir = absPath(req.query.path, "path (query)");
+      const sb = forge.sandbox(req.params.id);
+      const fed = detachable(req.body as Readable);
+      try {
+        return { status: "extracted" as const, ...(await unpackArchive(sb, dir, fed.stream)) };
+      } finally {
+        fed.release(); // whatever follows the archive's end (or an error) is read and dropped, not reset
+      }
+    },
+  );
+};
