@@ -111,6 +111,7 @@ describe("the SDKs' copies", () => {
     same("SnapshotInfo", types.get("SnapshotInfo"), props(d, "get", "/snapshots/{id}", 200));
     same("Template", types.get("Template"), props(d, "get", "/templates/{name}", 200));
     same("ImageInfo", types.get("ImageInfo"), props(d, "get", "/images", 200));
+    same("GuestProcess", types.get("GuestProcess"), props(d, "get", "/sandboxes/{id}/top", 200));
     same("PullJob", types.get("PullJob"), props(d, "get", "/images/pulls/{id}", 200));
     same("NetworkInfo", types.get("NetworkInfo"), props(d, "get", "/sandboxes/{id}/network", 200));
     same("PortMapping", types.get("PortMapping"), props(d, "post", "/sandboxes/{id}/ports", 201));

@@ -178,6 +178,31 @@ describe("an image's own command as the main process", () => {
     }
   });
 
+  it("start boots a stopped sandbox cold on its own disk when its saved machine cannot be restored", async () => {
+    const r = await api("POST", "/sandboxes", { image: IMAGE, main: { command: ["sh", "-c", "echo started; exec sleep 600"] } });
+    const id = r.body.id;
+    try {
+      await api("POST", `/sandboxes/${id}/exec`, { command: "echo kept > /www/cold.txt" });
+      const snaps = join(server.forge.paths.dataDir, "snapshots");
+      const before = new Set(await readdir(snaps));
+      assert.equal((await api("POST", `/sandboxes/${id}/stop`, { timeout: "2s" })).body.state, "stopped");
+      const saved = (await readdir(snaps)).filter((d) => !before.has(d));
+      assert.equal(saved.length, 1, "stop saved the machine");
+      await writeFile(join(snaps, saved[0], "state"), "not a migration stream"); // as another VMM build would find it
+      const started = await api("POST", `/sandboxes/${id}/start`, {});
+      assert.equal(started.status, 200, JSON.stringify(started.body));
+      assert.equal(started.body.state, "running");
+      assert.equal((await api("POST", `/sandboxes/${id}/exec`, { command: "cat /www/cold.txt" })).body.stdout, "kept\n", "its files came with it");
+      await waitFor(
+        async () => (await api("GET", `/sandboxes/${id}/main/logs`)).body.lines.filter((l: { line: string }) => l.line === "started").length === 2,
+        20_000,
+        "its main process, run anew",
+      );
+    } finally {
+      await api("DELETE", `/sandboxes/${id}`);
+    }
+  });
+
   it("create defines a sandbox that costs nothing until start boots it with what it was created with", async () => {
     const made = await api("POST", "/sandboxes", { image: IMAGE, start: false, name: "made", main: { command: ["sh", "-c", "echo started $GREETING; exec sleep 600"] } });
     assert.equal(made.status, 201, JSON.stringify(made.body));
@@ -381,6 +406,33 @@ describe("the command line's verbs", () => {
     const it = await withInput(["run", "-it", IMAGE, "sh"], [[0, "echo tty-$((1+1)); exit 4\n"]]);
     assert.equal(it.code, 4, it.stdout + it.stderr);
     assert.match(it.stdout, /tty-2/);
+  });
+
+  it("attach follows the main process live and console the serial console, until detached", async () => {
+    const r = await api("POST", "/sandboxes", { image: IMAGE, main: { command: ["sh", "-c", "while true; do echo tick; sleep 1; done"] } });
+    const id = r.body.id;
+    try {
+      for (const [verb, want] of [
+        ["attach", /^tick$/m],
+        ["console", /\S/],
+      ] as const) {
+        const child = spawn("node", [CLI, "--server", base, verb, id], { env: childEnv() });
+        let out = "";
+        let err = "";
+        child.stdout.on("data", (d) => (out += d));
+        child.stderr.on("data", (d) => (err += d));
+        const exited = new Promise<number | null>((res) => child.on("exit", (code) => res(code)));
+        await waitFor(() => want.test(out), 20_000, `${verb} to print`);
+        const before = out.length;
+        if (verb === "attach") await waitFor(() => out.length > before, 10_000, "a line written after attaching");
+        child.kill("SIGINT"); // Ctrl-C detaches: the sandbox runs on
+        assert.equal(await exited, 0, err);
+        assert.match(err, /detached/);
+      }
+      assert.equal((await api("GET", `/sandboxes/${id}`)).body.main.running, true);
+    } finally {
+      await api("DELETE", `/sandboxes/${id}`);
+    }
   });
 });
 

@@ -43,7 +43,7 @@ static const struct op {
     {"metrics", op_metrics, 0, "metrics"},  {"configure", op_configure, 0, "configure"},
     {"listen", op_listen, 0, "tcp"},        {"connect", op_connect, 0, "tcp"},   {"close", op_close, 0, "tcp"},
     {"watch", op_watch, 1, "watch"},
-    {"symlink", op_symlink, 1, "archive"},
+    {"symlink", op_symlink, 1, "archive"},  {"sync", op_sync, 0, "archive"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 

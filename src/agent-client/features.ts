@@ -28,6 +28,7 @@ export const OP_FEATURES: Record<string, string> = {
   close: "tcp",
   watch: "watch",
   symlink: "archive",
+  sync: "archive",
 };
 
 /** The feature an optional field needs, by operation and field. */

@@ -168,6 +168,7 @@ export interface SimpleOps {
   move: { req: { op: "move"; from: string; to: string; overwrite?: boolean } & AsUser; res: { ok: true } };
   chmod: { req: { op: "chmod"; path: string; mode: number } & AsUser; res: { ok: true } };
   symlink: { req: { op: "symlink"; path: string; target: string } & AsUser; res: { ok: true } };
+  sync: { req: { op: "sync" }; res: { ok: true } };
   glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };
   configure: { req: ConfigureRequest; res: { ok: true } };

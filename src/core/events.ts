@@ -13,6 +13,7 @@ export type EventType =
   | "sandbox.stopped"
   | "sandbox.idle"
   | "sandbox.started"
+  | "sandbox.cold_start"
   | "sandbox.main_exited"
   | "sandbox.main_restarted"
   | "image.pulling"

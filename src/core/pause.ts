@@ -4,7 +4,7 @@
 // told it is the same sandbox going on). A paused sandbox does not expire; it ends when it is
 // destroyed (lifecycle's teardown), and its snapshot with it.
 import { resolveImage } from "../images/store.js";
-import { BootError } from "../providers/provider.js";
+import { BootError, type Vm } from "../providers/provider.js";
 import type { Core } from "./core.js";
 import { conflict, ForgevmError, sandboxGone } from "./errors.js";
 import { admit, keepConsoleLog, recordFailure } from "./lifecycle.js";
@@ -26,6 +26,8 @@ export async function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = 
   const row = core.sandboxes.get(sb.id)!;
   checkSavable(core, sb.id, as);
   if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
+  // The disk alone must hold what the guest wrote: a stopped sandbox may later boot cold from it.
+  await sb.sync().catch(() => {});
   const snap = await core.snaps.beginOf(row, "pause");
   try {
     await core.snaps.finish(snap, await sb.vm.snapshot(snap.dir));
@@ -55,18 +57,23 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
   if (snap?.state !== "ready") throw new ForgevmError("UNAVAILABLE", `the snapshot of paused sandbox ${id} is missing`);
   core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + ttlMs).toISOString() });
   try {
-    const vm = await core.provider.spawn({
-      id,
-      memoryMb: snap.memory_mb,
-      vcpus: snap.vcpus,
-      hostname: id,
-      restore: { files: Snapshots.files(snap), keepProcesses: true },
-      nic: !!snap.nic,
-    });
+    const files = Snapshots.files(snap);
+    const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic };
+    let vm: Vm;
+    try {
+      vm = await core.provider.spawn({ ...spec, restore: { files, keepProcesses: true } });
+    } catch (e) {
+      // A stopped sandbox's memory is only a head start (its main process runs anew): when the
+      // saved machine cannot be restored (another VMM build, a damaged state file), it boots cold
+      // on its own disk. A paused one promised its processes, so it fails instead.
+      if (!(e instanceof BootError) || from !== "stopped" || !files.disk || !files.diskBytes) throw e;
+      core.events.emit("sandbox.cold_start", id, { reason: e.message.split("\n")[0] });
+      vm = await core.provider.spawn({ ...spec, baseDisk: { file: files.disk, bytes: files.diskBytes } });
+    }
     const image = await resolveImage(core.paths, row.image).catch(() => null);
     // A started sandbox publishes its ports again, as a container does; a resumed one does not.
     const network = row.network ? { ...row.network, ports: from === "stopped" ? row.network.ports : [] } : null;
-    const sb = await admit(core, { ...row, network, state: "creating" }, vm, image, "resume");
+    const sb = await admit(core, { ...row, network, state: "creating" }, vm, image, vm.info.restored ? "resume" : "boot");
     core.events.emit(from === "paused" ? "sandbox.resumed" : "sandbox.started", id, { snapshot_id: snap.id });
     // Its disk is backed by the snapshot's: the files go once the sandbox does.
     core.snapshotRows.update(snap.id, { state: "deleted" });

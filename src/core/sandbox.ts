@@ -192,6 +192,11 @@ export class Sandbox {
     }
   }
 
+  /** Flushes the guest's filesystems to its disk. */
+  async sync(): Promise<void> {
+    await this.vm.channel.request<"sync">({ op: "sync" });
+  }
+
   /** Creates a symbolic link at `path` pointing to `target`. */
   async symlink(path: string, target: string, as?: FileIdentity): Promise<void> {
     await this.vm.channel.request<"symlink">({ op: "symlink", path, target, ...this.fsId(as) });

@@ -14,6 +14,11 @@ export interface VmSpec {
   vcpus: number;
   /** Size of the writable disk; the guest grows its filesystem to fill it. */
   diskMb?: number;
+  /**
+   * Boot (not restore) with the root disk over this frozen qcow2 disk instead of `rootfs`: a
+   * stopped sandbox whose snapshot cannot be restored starts cold with its files.
+   */
+  baseDisk?: { file: string; bytes: number };
   hostname?: string;
   /** How long to wait for the agent's hello. */
   bootTimeoutMs?: number;

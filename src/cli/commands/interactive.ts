@@ -1,8 +1,9 @@
 // People's verbs at a terminal: `shell` (a PTY shell, or any command on a PTY), `attach` (the
-// main process's output as it is written, until it ends or the detach keys), `top`.
+// main process's output as it is written, until it ends or the detach keys), `console` (the
+// serial console, followed), `top`.
 import type { Command } from "commander";
 import type { Cli } from "../context.js";
-import { pairOption } from "../options.js";
+import { intOption, pairOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { interactive } from "../terminal.js";
 
@@ -32,32 +33,43 @@ export function interactiveCommands(program: Command, cli: Cli): void {
     .argument("<id>", "sandbox id or name")
     .action(async (id: string) => {
       const client = await cli.client();
-      const abort = new AbortController();
-      const stdin = process.stdin;
-      let keys = "";
-      const onKey = (c: Buffer) => {
-        keys = (keys + c.toString("latin1")).slice(-2);
-        if (keys === DETACH || c.includes(3)) abort.abort();
-      };
-      if (stdin.isTTY) {
-        stdin.setRawMode(true);
-        stdin.on("data", onKey);
-      }
-      const onSigint = () => abort.abort();
-      process.once("SIGINT", onSigint);
+      const detach = detachKeys();
       try {
-        for await (const l of client.followMainLogs(id, { tail: 0, signal: abort.signal })) (l.stream === "stderr" ? process.stderr : process.stdout).write(`${l.line}\n`);
+        for await (const l of client.followMainLogs(id, { tail: 0, signal: detach.signal })) (l.stream === "stderr" ? process.stderr : process.stdout).write(`${l.line}\n`);
       } catch (e) {
-        if (!abort.signal.aborted) throw e;
+        if (!detach.signal.aborted) throw e;
       } finally {
-        process.off("SIGINT", onSigint);
-        if (stdin.isTTY) {
-          stdin.off("data", onKey);
-          stdin.setRawMode(false);
-          stdin.pause();
-        }
+        detach.release();
       }
-      if (abort.signal.aborted) console.error(`detached from ${id}; it runs on`);
+      if (detach.signal.aborted) console.error(`detached from ${id}; it runs on`);
+    });
+
+  program
+    .command("console")
+    .description("follow a sandbox's serial console (the kernel's and the agent's messages) until it stops; Ctrl-P Ctrl-Q or Ctrl-C detaches")
+    .argument("<id>", "sandbox id or name")
+    .option("-n, --lines <n>", "how many past lines to show first", intOption("--lines", 0, 10_000), 20)
+    .action(async (id: string, o: { lines: number }) => {
+      const client = await cli.client();
+      const detach = detachKeys();
+      try {
+        // The console is a file the server keeps (bounded): poll it and print what is new.
+        const first = await client.logs(id, 10_000);
+        for (const l of first.slice(first.length - Math.min(o.lines, first.length))) console.log(l);
+        let printed = first.length;
+        while (!detach.signal.aborted) {
+          await new Promise((r) => setTimeout(r, 500));
+          const info = await client.info(id);
+          const lines = await client.logs(id, 10_000);
+          if (lines.length < printed) printed = 0; // the kept log was cut at its cap: start over from what is there
+          for (const l of lines.slice(printed)) console.log(l);
+          printed = lines.length;
+          if (info.state !== "running" && info.state !== "creating") return console.error(`${id} is ${info.state}`);
+        }
+        console.error(`detached from ${id}'s console`);
+      } finally {
+        detach.release();
+      }
     });
 
   program
@@ -70,4 +82,32 @@ export function interactiveCommands(program: Command, cli: Cli): void {
       const row = (p: (typeof procs)[number]) => [String(p.pid), String(p.ppid), p.user, p.state, `${Math.round(p.rss_bytes / 1024)}K`, `${p.cpu_seconds.toFixed(2)}s`, p.command];
       emit(o.json, procs, () => table(["PID", "PPID", "USER", "S", "RSS", "CPU", "COMMAND"], procs.map(row), "no processes"));
     });
+}
+
+/** Ctrl-P Ctrl-Q (on a terminal) or Ctrl-C aborts `signal`; `release` gives the terminal back. */
+function detachKeys(): { signal: AbortSignal; release: () => void } {
+  const abort = new AbortController();
+  const stdin = process.stdin;
+  let keys = "";
+  const onKey = (c: Buffer) => {
+    keys = (keys + c.toString("latin1")).slice(-2);
+    if (keys === DETACH || c.includes(3)) abort.abort();
+  };
+  const onSigint = () => abort.abort();
+  if (stdin.isTTY) {
+    stdin.setRawMode(true);
+    stdin.on("data", onKey);
+  }
+  process.once("SIGINT", onSigint);
+  return {
+    signal: abort.signal,
+    release: () => {
+      process.off("SIGINT", onSigint);
+      if (stdin.isTTY) {
+        stdin.off("data", onKey);
+        stdin.setRawMode(false);
+        stdin.pause();
+      }
+    },
+  };
 }

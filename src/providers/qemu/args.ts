@@ -53,7 +53,7 @@ export const RAM_BACKEND_ID = "ram0";
 export function kernelCmdline(spec: VmSpec, opts: { tscKhz?: number } = {}): string {
   const parts = ["console=ttyS0", "quiet", "panic=-1", "reboot=t"];
   if (opts.tscKhz) parts.push(`tsc_early_khz=${opts.tscKhz}`);
-  if (spec.rootfs) parts.push("fvm.root=vda");
+  if (spec.rootfs || spec.baseDisk) parts.push("fvm.root=vda");
   if (spec.hostname) parts.push(`fvm.hostname=${spec.hostname}`);
   return parts.join(" ");
 }

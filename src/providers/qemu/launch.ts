@@ -81,6 +81,9 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       files.disk = join(dir, "disk.qcow2");
       const size = restore.files.diskBytes ?? (await stat(restore.files.disk)).size;
       await run("qemu-img", ["create", "-q", "-f", "qcow2", ...(restore.diskInUse ? ["-u"] : []), "-b", restore.files.disk, "-F", "qcow2", files.disk, String(size)]);
+    } else if (spec.baseDisk && !restore) {
+      files.disk = join(dir, "disk.qcow2");
+      await run("qemu-img", ["create", "-q", "-f", "qcow2", "-b", spec.baseDisk.file, "-F", "qcow2", files.disk, String(spec.baseDisk.bytes)]);
     } else if (spec.rootfs && !restore) {
       files.disk = join(dir, "disk.qcow2");
       const imageBytes = (await stat(spec.rootfs)).size;
