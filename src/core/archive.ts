@@ -57,7 +57,7 @@ async function* walk(sb: Sandbox, guestPath: string, name: string, e: DirEntry):
 // A file's header carries the size it had when opened; a file that grows meanwhile is cut
 // there and one that shrinks is padded with zeros, so the archive stays well-formed.
 async function* file(sb: Sandbox, guestPath: string, name: string, e: DirEntry, mtime: number): AsyncGenerator<Buffer> {
-  const r = sb.readFileStream(guestPath, undefined, { length: Number.MAX_SAFE_INTEGER });
+  const r = sb.readFileStream(guestPath);
   const opened = await Promise.race([r.stat, r.done.then(() => null)]).catch(gone);
   if (!opened) {
     r.stream.destroy();

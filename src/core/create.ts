@@ -17,8 +17,7 @@ export async function create(core: Core, opts: SpawnOptions, pull: Pull): Promis
     throw badRequest("secrets cannot be given to a sandbox that is created but not started: they are never stored; spawn it instead");
   if (core.tenants && opts.template === undefined) throw badRequest("this server runs sandboxes in shared pool VMs, which cannot be created ahead of starting");
   const p = await plan(core, opts, pull);
-  const { secrets: _none, ...kept } = opts;
-  const row: SandboxRow = { ...newRow(core, p, opts), state: "created", spec: JSON.stringify(kept), manager_pid: null };
+  const row: SandboxRow = { ...newRow(core, p, opts), state: "created", spec: JSON.stringify(opts), manager_pid: null };
   core.sandboxes.insert(row);
   core.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus, started: false });
   return row;

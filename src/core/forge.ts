@@ -1,8 +1,8 @@
 // The core's one way in. Every interface (library, CLI, REST, and the ones to come) calls these
 // operations; none of them knows about HTTP, and none reaches the stores, the provider or the
 // other services, which Forge holds privately in its `Core` and hands to the operation modules:
-// spawn.ts, lifecycle.ts, copies.ts, stop-start.ts, template-ops.ts, recovery.ts, reaper.ts,
-// pool-mode.ts. It is past 500 lines because it is the whole surface every interface sees: each
+// spawn.ts, create.ts, lifecycle.ts, copies.ts, stop-start.ts, template-ops.ts, recovery.ts,
+// reaper.ts, pool-mode.ts, guest-processes.ts. It is past 500 lines because it is the whole surface every interface sees: each
 // method is a one-line doc and a call into those modules, and splitting it would split that list.
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";

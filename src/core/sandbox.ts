@@ -174,8 +174,8 @@ export class Sandbox {
   }
 
   /** Streams a file out of the guest. */
-  readFileStream(path: string, as?: FileIdentity, range: { offset?: number; length?: number } = {}) {
-    return this.vm.channel.readFile(path, { ...range, ...this.fsId(as) });
+  readFileStream(path: string, as?: FileIdentity) {
+    return this.vm.channel.readFile(path, this.fsId(as));
   }
 
   async listFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {

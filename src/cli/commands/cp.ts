@@ -5,7 +5,7 @@ import { mkdir } from "node:fs/promises";
 import { basename, dirname, posix } from "node:path";
 import { Readable } from "node:stream";
 import type { Command } from "commander";
-import { NotFoundError } from "forgevm";
+import { NotFoundError, type Sandbox } from "forgevm";
 import type { Cli } from "../context.js";
 import { localKind, packLocal, unpackLocal } from "../host-tree.js";
 
@@ -62,9 +62,7 @@ export function cpCommand(program: Command, cli: Cli): void {
     });
 }
 
-type Sb = Awaited<ReturnType<Awaited<ReturnType<Cli["client"]>>["get"]>>;
-
-async function download(sb: Sb, from: string, to: string): Promise<string> {
+async function download(sb: Sandbox, from: string, to: string): Promise<string> {
   const contents = from.endsWith("/.");
   const guestPath = contents ? from.slice(0, -2) || "/" : from;
   const tar = Readable.fromWeb((await sb.downloadArchive(guestPath)) as import("node:stream/web").ReadableStream<Uint8Array>);
@@ -89,7 +87,7 @@ async function download(sb: Sb, from: string, to: string): Promise<string> {
   return `Successfully copied ${human(r.bytes)} (${r.files} files, ${r.dirs} directories, ${r.links} links) to ${to}`;
 }
 
-async function upload(sb: Sb, from: string, to: string): Promise<string> {
+async function upload(sb: Sandbox, from: string, to: string): Promise<string> {
   if (from === "-") {
     const r = await sb.uploadArchive(to, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>);
     return `Successfully copied ${human(r.bytes)} (${r.entries} entries) to ${sb.id}:${to}`;
