@@ -95,6 +95,7 @@ void op_move(uint32_t id, const jdoc *d);
 void op_chmod(uint32_t id, const jdoc *d);
 void op_symlink(uint32_t id, const jdoc *d);
 void op_sync(uint32_t id, const jdoc *d);
+void op_freeze(uint32_t id, const jdoc *d);
 void op_glob(uint32_t id, const jdoc *d);
 int mkdir_parents(const char *path, mode_t mode);
 

@@ -14,8 +14,10 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <signal.h>
 
 #define MAX_LIST 10000
 
@@ -64,6 +66,25 @@ static void stat_json(jbuf *b, const struct stat *st) {
   jb_int(b, st->st_gid);
   jb_cstr(b, ",\"mtime_ms\":");
   jb_int(b, (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
+  /* What a commit compares against its image: an inode whose number and change time are the
+   * image's own is unchanged (the kernel sets ctime on every change, and no call can set it back). */
+  char ct[48];
+  snprintf(ct, sizeof ct, "%lld.%09ld", (long long)st->st_ctim.tv_sec, (long)st->st_ctim.tv_nsec);
+  jb_cstr(b, ",\"ino\":");
+  jb_uint(b, (uint64_t)st->st_ino);
+  jb_cstr(b, ",\"nlink\":");
+  jb_uint(b, (uint64_t)st->st_nlink);
+  jb_cstr(b, ",\"dev\":");
+  jb_uint(b, (uint64_t)st->st_dev);
+  jb_cstr(b, ",\"ctime\":\"");
+  jb_cstr(b, ct);
+  jb_cstr(b, "\"");
+  if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+    jb_cstr(b, ",\"rdev_major\":");
+    jb_uint(b, major(st->st_rdev));
+    jb_cstr(b, ",\"rdev_minor\":");
+    jb_uint(b, minor(st->st_rdev));
+  }
 }
 
 /* Ends a read or write stream: reply with the byte count and drop the session. */
@@ -357,6 +378,15 @@ void op_chmod(uint32_t id, const jdoc *d) {
 void op_sync(uint32_t id, const jdoc *d) {
   (void)d;
   sync();
+  send_ok(id);
+}
+
+/* Stops every process but this one (kill(-1) spares PID 1) and flushes the filesystems, so a
+ * commit reads a disk nothing writes to; "on": false lets them run again. */
+void op_freeze(uint32_t id, const jdoc *d) {
+  int on = req_bool(d, "on", 1);
+  if (kill(-1, on ? SIGSTOP : SIGCONT) < 0 && errno != ESRCH) { send_errno(id, errno, "kill"); return; }
+  if (on) sync();
   send_ok(id);
 }
 

@@ -29,6 +29,7 @@ export const OP_FEATURES: Record<string, string> = {
   watch: "watch",
   symlink: "archive",
   sync: "archive",
+  freeze: "commit",
 };
 
 /** The feature an optional field needs, by operation and field. */

@@ -78,6 +78,14 @@ export interface FileStat {
   gid: number;
   mtime_ms: number;
   target?: string;
+  /** Inode identity and change time ("sec.nsec"), from agents with the "commit" feature. */
+  ino?: number;
+  nlink?: number;
+  dev?: number;
+  ctime?: string;
+  /** Device numbers of a character or block device. */
+  rdev_major?: number;
+  rdev_minor?: number;
 }
 
 export interface DirEntry extends FileStat {
@@ -169,6 +177,7 @@ export interface SimpleOps {
   chmod: { req: { op: "chmod"; path: string; mode: number } & AsUser; res: { ok: true } };
   symlink: { req: { op: "symlink"; path: string; target: string } & AsUser; res: { ok: true } };
   sync: { req: { op: "sync" }; res: { ok: true } };
+  freeze: { req: { op: "freeze"; on: boolean }; res: { ok: true } };
   glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };
   configure: { req: ConfigureRequest; res: { ok: true } };

@@ -18,6 +18,7 @@ import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
+import { commitRoutes } from "./routes/commit.js";
 import { imageRoutes } from "./routes/images.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { networkRoutes } from "./routes/network.js";
@@ -153,6 +154,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(snapshotRoutes, { forge: opts.forge });
       await api.register(networkRoutes, { forge: opts.forge });
       await api.register(imageRoutes, { forge: opts.forge });
+      await api.register(commitRoutes, { forge: opts.forge });
       await api.register(auditRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());

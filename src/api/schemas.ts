@@ -335,8 +335,66 @@ export const Image = Type.Object(
     created_at: Type.String(),
     source: Type.String(),
     in_use: Type.Boolean(),
+    /** How many layers its manifest lists (absent until the image has a manifest). */
+    layers: Type.Optional(Type.Integer()),
+    /** The image a commit made it from. */
+    parent: Type.Optional(Type.String()),
   },
   { $id: "Image" },
+);
+
+const Argv = Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 });
+
+export const ImageChanges = Body(
+  {
+    cmd: Type.Optional(Argv),
+    entrypoint: Type.Optional(Argv),
+    env: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]*$", maxLength: 256 }), Type.String({ maxLength: 65536 }))),
+    workdir: Type.Optional(Type.String({ pattern: "^/", maxLength: 4096 })),
+    user: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+    labels: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 4096 }))),
+    expose: Type.Optional(Type.Array(Type.String({ pattern: "^[0-9]{1,5}(/(tcp|udp))?$" }), { maxItems: 100 })),
+  },
+  { $id: "ImageChanges", description: "What the new image's config changes: Docker's commit --change subset" },
+);
+
+export const CommitRequest = Body(
+  {
+    image: Type.String({ minLength: 1, maxLength: 512, description: "NAME[:TAG] of the new image" }),
+    changes: Type.Optional(ImageChanges),
+    squash: Type.Optional(Type.Boolean({ description: "one layer holding the whole filesystem instead of one on top of the image's" })),
+    comment: Type.Optional(Type.String({ maxLength: 1024 })),
+    pause: Type.Optional(Type.Boolean({ description: "stop the guest's processes while its disk is read (default true)" })),
+  },
+  { $id: "CommitRequest" },
+);
+
+export const CommitResult = Type.Object(
+  {
+    image: Image,
+    layer: Type.Object({ digest: Type.String(), size: Type.Integer(), entries: Type.Integer(), whiteouts: Type.Integer() }),
+    frozen_ms: Type.Integer(),
+    disk_pause_ms: Type.Integer(),
+    duration_ms: Type.Integer(),
+  },
+  { $id: "CommitResult" },
+);
+
+export const PushRequest = Body(
+  { reference: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: "where to push (default: the image's own name)" })) },
+  { $id: "PushRequest" },
+);
+
+export const PushResult = Type.Object(
+  {
+    reference: Type.String(),
+    digest: Type.String(),
+    uploaded_bytes: Type.Integer(),
+    blobs: Type.Array(
+      Type.Object({ digest: Type.String(), size: Type.Integer(), status: Type.Union([Type.Literal("exists"), Type.Literal("mounted"), Type.Literal("uploaded")]) }),
+    ),
+  },
+  { $id: "PushResult" },
 );
 
 export const PullJob = Type.Object(

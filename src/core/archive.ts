@@ -50,13 +50,16 @@ async function* walk(sb: Sandbox, guestPath: string, name: string, e: DirEntry):
       yield* walk(sb, posix.join(guestPath, c.name), `${name}/${c.name}`, c);
     }
   } else if (e.type === "file") {
-    yield* file(sb, guestPath, name, e, mtime);
+    yield* tarFile(sb, guestPath, name, e, mtime);
   }
 }
 
-// A file's header carries the size it had when opened; a file that grows meanwhile is cut
-// there and one that shrinks is padded with zeros, so the archive stays well-formed.
-async function* file(sb: Sandbox, guestPath: string, name: string, e: DirEntry, mtime: number): AsyncGenerator<Buffer> {
+/**
+ * A regular file of the guest as a tar entry named `name`. The header carries the size it had
+ * when opened; a file that grows meanwhile is cut there and one that shrinks is padded with
+ * zeros, so the archive stays well-formed. Nothing when the file is gone.
+ */
+export async function* tarFile(sb: Sandbox, guestPath: string, name: string, e: { uid: number; gid: number }, mtime: number): AsyncGenerator<Buffer> {
   const r = sb.readFileStream(guestPath);
   const opened = await Promise.race([r.stat, r.done.then(() => null)]).catch(gone);
   if (!opened) {
@@ -77,8 +80,8 @@ async function* file(sb: Sandbox, guestPath: string, name: string, e: DirEntry, 
   yield tarPadding(size);
 }
 
-// Entries that vanish while the tree is walked are left out; anything else is an error.
-function gone(e: unknown): null {
+/** Entries that vanish while a tree is read are left out (null); anything else is an error. */
+export function gone(e: unknown): null {
   if (e instanceof ForgevmError && e.code === "NOT_FOUND") return null;
   if ((e as { code?: string })?.code === "ENOENT") return null;
   throw e;

@@ -5,6 +5,7 @@
 // reaper.ts, pool-mode.ts, guest-processes.ts. It is past 500 lines because it is the whole surface every interface sees: each
 // method is a one-line doc and a call into those modules, and splitting it would split that list.
 import { mkdir } from "node:fs/promises";
+import type { Readable } from "node:stream";
 import { join } from "node:path";
 import { isIP } from "node:net";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
@@ -25,6 +26,9 @@ import { SandboxStore, type NetworkRecord, type SandboxRow, type SandboxState } 
 import { SnapshotStore, type SnapshotRow, type SnapshotState } from "../store/snapshots.js";
 import { TemplateStore, type TemplateBody, type TemplateRow } from "../store/templates.js";
 import * as copies from "./copies.js";
+import { commit, type CommitOptions, type CommitResult } from "./commit.js";
+import type { ImageWork } from "./image-layers.js";
+import { exportImage, pushImage, type PushedBlob, type PushResult } from "./image-transfer.js";
 import type { Core } from "./core.js";
 import { ForgevmError, sandboxGone } from "./errors.js";
 import { EventBus } from "./events.js";
@@ -68,7 +72,22 @@ export interface ImageInfo {
   createdAt: string;
   source: string;
   layers?: string[];
+  parent?: string;
   inUse: boolean;
+}
+
+/** How every interface lists a local image. */
+export function imageInfo(i: LocalImage, inUse: boolean): ImageInfo {
+  return {
+    name: i.name,
+    ...(i.digest ? { digest: i.digest } : {}),
+    size: i.size,
+    createdAt: i.createdAt,
+    source: i.source,
+    ...(i.layers ? { layers: i.layers } : {}),
+    ...(i.parent ? { parent: i.parent } : {}),
+    inUse,
+  };
 }
 
 export class Forge {
@@ -77,6 +96,7 @@ export class Forge {
   private ownership: Ownership | null = null;
   private readonly pullJobs = new PullJobs((ref, log) => this.pullImage(ref, log));
   private readonly tokens: Tokens;
+  private readonly blobs: BlobStore;
   readonly defaults: SpawnDefaults;
 
   private constructor(
@@ -91,6 +111,7 @@ export class Forge {
     const events = new EventBus(eventStore);
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
     this.tokens = new Tokens(paths.dataDir);
+    this.blobs = new BlobStore(paths.blobsDir);
     const net = opts.network ?? {};
     const egress = new EgressProxy({ logDir: join(paths.dataDir, "egress"), allowPrivate: net.allowPrivate, hostsOverride: net.hostsOverride });
     const pull = (ref: string) => this.pullImage(ref);
@@ -118,7 +139,7 @@ export class Forge {
       snaps: new Snapshots({ paths, provider, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
       images: new Images({
         paths,
-        blobs: new BlobStore(paths.blobsDir),
+        blobs: this.blobs,
         events,
         registryAuth: opts.registryAuth,
         sandboxesUsing: (image) =>
@@ -482,20 +503,45 @@ export class Forge {
   /** Local images, and whether a live sandbox uses each. */
   async listImages(): Promise<ImageInfo[]> {
     const used = new Set(this.list().map((s) => s.image));
-    return (await listImages(this.paths)).map((i) => ({
-      name: i.name,
-      ...(i.digest ? { digest: i.digest } : {}),
-      size: i.size,
-      createdAt: i.createdAt,
-      source: i.source,
-      ...(i.layers ? { layers: i.layers } : {}),
-      inUse: used.has(i.name),
-    }));
+    return (await listImages(this.paths)).map((i) => imageInfo(i, used.has(i.name)));
   }
 
   /** Removes a local image; refused while a sandbox or a kept snapshot uses it. */
   async removeImage(name: string): Promise<void> {
     return this.core.images.remove(name);
+  }
+
+  /** Makes a new image from a running sandbox's disk: one layer on top of its image (or all in one with `squash`). */
+  async commit(id: string, opts: CommitOptions): Promise<CommitResult> {
+    return commit(this.core, this.imageWork(), this.idOf(id), opts);
+  }
+
+  /** An image as an OCI archive stream (manifest and layers as stored), with a file name for it. */
+  async exportImage(name: string, log?: (m: string) => void): Promise<{ stream: Readable; filename: string; digest: string }> {
+    return exportImage(this.core, this.imageWork(), name, log);
+  }
+
+  /** Pushes a local image to a registry (`reference`, default its own name); blobs the registry has are skipped or mounted. */
+  async pushImage(name: string, reference?: string, log?: (m: string) => void, onBlob?: (b: PushedBlob) => void): Promise<PushResult> {
+    return pushImage(this.core, this.imageWork(), name, reference, log, onBlob);
+  }
+
+  // What image operations need beyond the image store: throwaway sandboxes, and who uses an image.
+  private imageWork(): ImageWork {
+    return {
+      blobs: this.blobs,
+      spawnHelper: (image) => this.spawn({ image, network: "none", ttlMs: 15 * 60_000, metadata: { "forgevm.helper": "image-files" } }),
+      destroyHelper: (id) => this.destroy(id),
+      imageUsers: (image) => [
+        ...this.list(undefined, ["creating", "running", "paused", "stopped", "created"])
+          .filter((r) => r.image === image)
+          .map((r) => r.id),
+        ...this.core.snapshotRows
+          .list(["ready"])
+          .filter((r) => r.image === image && r.kind !== "base")
+          .map((r) => r.name ?? r.id),
+      ],
+    };
   }
 
   /** Deletes blobs that no local image refers to; returns how many. */

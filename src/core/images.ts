@@ -100,6 +100,11 @@ export class Images {
     return p;
   }
 
+  /** A registry client with the credentials pulls use (the config's, else ~/.docker/config.json). */
+  registryClient(log?: (m: string) => void): RegistryClient {
+    return new RegistryClient({ log, credentials: this.credentials });
+  }
+
   /**
    * Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball.
    * `name` names the result (a docker save tarball carries its own), `tag` sets its tag, `ref`
@@ -155,7 +160,7 @@ export class Images {
   /** Deletes blobs that no local image refers to; returns how many. */
   async pruneBlobs(): Promise<number> {
     const { paths } = this.d;
-    const used = new Set((await listImages(paths)).flatMap((i) => i.layers ?? []).map((d) => d.slice(7)));
+    const used = new Set((await listImages(paths)).flatMap((i) => [...(i.layers ?? []), ...(i.configDigest && i.digest ? [i.digest, i.configDigest] : [])]).map((d) => d.slice(7)));
     let removed = 0;
     for (const f of await readdir(join(paths.blobsDir, "sha256")).catch(() => [])) {
       if (used.has(f)) continue;
@@ -166,8 +171,8 @@ export class Images {
   }
 }
 
-/** A failed pull as the error interfaces report: unreachable registry 503, unknown image 404, bad content 400. */
-function pullFailure(e: unknown, ref: ImageReference): Error {
+/** A failed pull or push as the error interfaces report: unreachable registry 503, unknown image 404, refused or bad content 400. */
+export function pullFailure(e: unknown, ref: ImageReference): Error {
   if (e instanceof ForgevmError) return e;
   const msg = `image ${ref.canonical}: ${(e as Error).message}`;
   if (e instanceof PullError) {

@@ -192,6 +192,21 @@ export class Sandbox {
     }
   }
 
+  /** The pool-mode user this sandbox is, when it shares a VM with others. */
+  get tenant(): Tenant | undefined {
+    return this.defaults.tenant;
+  }
+
+  /** Stops (true) or resumes (false) every process in the guest but its agent; stopping also flushes the filesystems. */
+  async freeze(on: boolean): Promise<void> {
+    await this.vm.channel.request<"freeze">({ op: "freeze", on });
+  }
+
+  /** Copies the root disk as it is now into `dest` (raw); null when the VM has none. */
+  copyDisk(dest: string): Promise<{ pauseMs: number } | null> {
+    return this.vm.copyDisk(dest);
+  }
+
   /** Flushes the guest's filesystems to its disk. */
   async sync(): Promise<void> {
     await this.vm.channel.request<"sync">({ op: "sync" });

@@ -87,6 +87,8 @@ export async function importArchive(
       const pick = ref ? entries.find((e) => e.RepoTags?.includes(ref) || e.RepoTags?.some((t) => t.endsWith(`:${ref}`))) : entries[0];
       if (!pick) throw new ImageFormatError(`no image tagged "${ref}" in ${archive} (tags: ${entries.flatMap((e) => e.RepoTags ?? []).join(", ")})`);
       const imageName = nameOf(pick.RepoTags?.[0]);
+      // Docker 25 and ours write both: the OCI index keeps the manifest's own bytes (and digest).
+      if (hasLayout && entries.length === 1) return await importOciLayout(paths, blobs, dir, imageName, undefined, log);
       if (typeof pick.Config !== "string" || !Array.isArray(pick.Layers)) throw new ImageFormatError("manifest.json entry has no Config or Layers");
       const configBytes = await readFile(inArchive(dir, links, pick.Config));
       const layers = [];
@@ -98,8 +100,14 @@ export async function importArchive(
       }
       const config = { mediaType: "application/vnd.docker.container.image.v1+json", digest: sha256(configBytes), size: configBytes.length };
       const manifest: Manifest = { mediaType: "application/vnd.docker.distribution.manifest.v2+json", config, layers };
-      const manifestDigest = sha256(Buffer.from(JSON.stringify({ schemaVersion: 2, ...manifest })));
-      return installImage(paths, blobs, { name: imageName, source: `docker-archive:${archive}`, manifestDigest, manifest, config: parseImageConfig(configBytes) }, log);
+      const manifestBytes = Buffer.from(JSON.stringify({ schemaVersion: 2, ...manifest }));
+      const manifestDigest = sha256(manifestBytes);
+      return installImage(
+        paths,
+        blobs,
+        { name: imageName, source: `docker-archive:${archive}`, manifestDigest, manifest, config: parseImageConfig(configBytes), manifestBytes, configBytes },
+        log,
+      );
     }
     if (hasLayout) return await importOciLayout(paths, blobs, dir, nameOf(), ref, log);
     throw new ImageFormatError(`${archive} is neither a docker save tarball (manifest.json) nor an OCI archive (index.json)`);

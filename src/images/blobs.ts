@@ -2,7 +2,7 @@
 // enters only after its bytes hashed to its name; a mismatch leaves nothing behind.
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -28,7 +28,13 @@ export class BlobStore {
   }
 
   /** Stores a blob from a stream, verifying its digest (and size when known) on the way in. */
-  async put(digest: string, source: AsyncIterable<Uint8Array> | Readable, expectedSize?: number, what = digest, onBytes?: (received: number) => void): Promise<string> {
+  async put(
+    digest: string,
+    source: AsyncIterable<Uint8Array> | Iterable<Uint8Array> | Readable,
+    expectedSize?: number,
+    what = digest,
+    onBytes?: (received: number) => void,
+  ): Promise<string> {
     const final = this.path(digest);
     if (await this.has(digest)) return final;
     await mkdir(join(this.dir, "sha256"), { recursive: true });
@@ -65,5 +71,37 @@ export class BlobStore {
       await rm(tmp, { force: true });
       throw e;
     }
+  }
+
+  /** Stores a blob whose digest is not known beforehand (one we make); returns its digest and size. */
+  async putNew(source: AsyncIterable<Uint8Array> | Iterable<Uint8Array> | Readable): Promise<{ digest: string; size: number }> {
+    await mkdir(join(this.dir, "sha256"), { recursive: true });
+    const tmp = join(this.dir, "sha256", `.new-${randomBytes(6).toString("hex")}`);
+    const hash = createHash("sha256");
+    let size = 0;
+    try {
+      await pipeline(
+        Readable.from(source),
+        async function* (src) {
+          for await (const c of src) {
+            hash.update(c);
+            size += c.length;
+            yield c;
+          }
+        },
+        createWriteStream(tmp, { mode: 0o644 }),
+      );
+      const digest = `sha256:${hash.digest("hex")}`;
+      await rename(tmp, this.path(digest));
+      return { digest, size };
+    } catch (e) {
+      await rm(tmp, { force: true });
+      throw e;
+    }
+  }
+
+  /** A small blob's bytes (a manifest or config), or null when it is not here. */
+  async read(digest: string): Promise<Buffer | null> {
+    return readFile(this.path(digest)).catch(() => null);
   }
 }

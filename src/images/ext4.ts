@@ -1,6 +1,6 @@
 // Turning a directory tree into an ext4 image file without mounting anything (mkfs.ext4 -d).
 import { stat } from "node:fs/promises";
-import { run } from "../util/process.js";
+import { CommandError, run } from "../util/process.js";
 
 /** Creates `out` holding the tree at `dir`, sized from its content plus headroom; returns bytes. */
 export async function buildExt4(dir: string, out: string, label: string): Promise<number> {
@@ -13,4 +13,14 @@ export async function buildExt4(dir: string, out: string, label: string): Promis
   const inodes = Math.max(Number(files) * 2, 16384);
   await run("mkfs.ext4", ["-q", "-F", "-L", label, "-m", "0", "-N", String(inodes), "-E", "root_owner=0:0", "-d", dir, out, `${mib}M`]);
   return (await stat(out)).size;
+}
+
+/** Makes an ext4 image copied from a running guest's disk clean (journal replayed, orphans freed), as a mount would. */
+export async function repairExt4(file: string): Promise<void> {
+  try {
+    await run("e2fsck", ["-f", "-y", file]);
+  } catch (e) {
+    // 1 and 2: errors were corrected; 4 and up: the filesystem is still damaged.
+    if (!(e instanceof CommandError) || (e.exitCode !== 1 && e.exitCode !== 2)) throw e;
+  }
 }

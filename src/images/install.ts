@@ -2,7 +2,7 @@
 // into a read-only ext4, metadata written, then renamed into place in one step.
 import { spawn } from "node:child_process";
 import { createReadStream } from "node:fs";
-import { mkdir, open, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, open, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { createGunzip } from "node:zlib";
@@ -10,6 +10,7 @@ import type { Readable } from "node:stream";
 import type { Paths } from "../config/paths.js";
 import type { BlobStore } from "./blobs.js";
 import { buildExt4 } from "./ext4.js";
+import { saveIndex, type FileIndex } from "./file-index.js";
 import { applyLayer } from "./flatten.js";
 import { layerCompression, type ImageConfig, type Manifest } from "./oci.js";
 import { imageDir, type ImageMeta } from "./store.js";
@@ -21,9 +22,13 @@ export interface InstallRequest {
   manifestDigest: string;
   manifest: Manifest;
   config: ImageConfig;
+  /** Kept as blobs beside the layers, so that export and push send the same bytes. */
+  manifestBytes?: Buffer;
+  configBytes?: Buffer;
 }
 
-async function layerStream(path: string, mediaType: string): Promise<Readable> {
+/** A layer blob's uncompressed tar, whatever its compression. */
+export async function layerStream(path: string, mediaType: string): Promise<Readable> {
   const fh = await open(path, "r");
   const head = Buffer.alloc(4);
   await fh.read(head, 0, 4, 0);
@@ -75,15 +80,74 @@ async function doInstall(paths: Paths, blobs: BlobStore, req: InstallRequest, lo
       layers: req.manifest.layers.map((l) => l.digest),
       config: req.config,
     };
+    if (req.manifestBytes && req.configBytes) {
+      await blobs.put(req.manifestDigest, [req.manifestBytes], undefined, "manifest");
+      await blobs.put(req.manifest.config.digest, [req.configBytes], undefined, "config");
+      meta.configDigest = req.manifest.config.digest;
+    }
     await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
-    const dir = imageDir(paths, req.name);
-    const old = `${dir}.old-${randomBytes(4).toString("hex")}`;
-    await rename(dir, old).catch(() => {});
-    await rename(staging, dir);
-    await rm(old, { recursive: true, force: true });
+    await swapInto(staging, imageDir(paths, req.name));
     return meta;
   } catch (e) {
     await rm(staging, { recursive: true, force: true });
     throw e;
   }
+}
+
+export interface RootfsInstall {
+  name: string;
+  source: string;
+  /** A finished ext4 image; it is moved into the image's directory. */
+  rootfs: string;
+  manifestDigest: string;
+  configDigest: string;
+  layers: string[];
+  config: ImageConfig;
+  parent?: string;
+  /** Written beside the rootfs before the image appears. */
+  index?: FileIndex;
+}
+
+/** Installs an image whose root filesystem is already built (a commit's disk), replacing one of the same name. */
+export async function installRootfs(paths: Paths, req: RootfsInstall): Promise<ImageMeta> {
+  await mkdir(paths.imagesDir, { recursive: true });
+  const staging = join(paths.imagesDir, `.staging-${randomBytes(4).toString("hex")}`);
+  await mkdir(staging);
+  try {
+    await rename(req.rootfs, join(staging, "rootfs.ext4"));
+    const st = await stat(join(staging, "rootfs.ext4"));
+    const meta: ImageMeta = {
+      name: req.name,
+      source: req.source,
+      createdAt: new Date().toISOString(),
+      size: st.blocks * 512, // the copy is sparse: what it holds, not the disk it came from
+      digest: req.manifestDigest,
+      configDigest: req.configDigest,
+      layers: req.layers,
+      config: req.config,
+      ...(req.parent ? { parent: req.parent } : {}),
+    };
+    if (req.index) await saveIndex(staging, req.index);
+    await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
+    await swapInto(staging, imageDir(paths, req.name));
+    return meta;
+  } catch (e) {
+    await rm(staging, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+// The old directory of the same name goes aside first, so the name never points at half an image.
+async function swapInto(staging: string, dir: string): Promise<void> {
+  const old = `${dir}.old-${randomBytes(4).toString("hex")}`;
+  await rename(dir, old).catch(() => {});
+  await rename(staging, dir);
+  await rm(old, { recursive: true, force: true });
+}
+
+/** Rewrites an installed image's metadata (after its layers were made or found). */
+export async function updateImageMeta(dir: string, meta: ImageMeta): Promise<void> {
+  const tmp = join(dir, ".image.json.tmp");
+  await writeFile(tmp, `${JSON.stringify(meta, null, 2)}\n`);
+  await rename(tmp, join(dir, "image.json"));
 }

@@ -43,9 +43,16 @@ export async function importOciLayout(paths: Paths, blobs: BlobStore, layout: st
     if (doc.kind !== "manifest") throw new ImageFormatError("an index inside an index is not supported");
   }
   const manifest = doc.manifest;
-  const config = parseImageConfig(await readVerified(layout, manifest.config, "config"));
+  const configBytes = await readVerified(layout, manifest.config, "config");
+  const manifestBytes = await readVerified(layout, manifestDesc, "manifest");
+  const config = parseImageConfig(configBytes);
   for (const l of manifest.layers) {
     await blobs.put(l.digest, createReadStream(join(layout, "blobs", "sha256", checkDigest(l.digest, "layer").slice(7))), l.size, `layer ${l.digest}`);
   }
-  return installImage(paths, blobs, { name, source: `oci-layout:${layout}${tag ? `:${tag}` : ""}`, manifestDigest: manifestDesc.digest, manifest, config }, log);
+  return installImage(
+    paths,
+    blobs,
+    { name, source: `oci-layout:${layout}${tag ? `:${tag}` : ""}`, manifestDigest: manifestDesc.digest, manifest, config, manifestBytes, configBytes },
+    log,
+  );
 }

@@ -32,6 +32,9 @@ export interface PullResult {
   manifestDigest: string;
   manifest: Manifest;
   config: ImageConfig;
+  /** The manifest and config exactly as served, kept so export and push send the same bytes. */
+  manifestBytes: Buffer;
+  configBytes: Buffer;
 }
 
 const MAX_MANIFEST = 4 * 1024 * 1024;
@@ -115,7 +118,7 @@ export class RegistryClient {
       await blobs.put(layer.digest, Readable.fromWeb(res.body as any), layer.size, `layer ${layer.digest} of ${ref.canonical}`, (n) => this.opts.onLayerBytes?.(info, n));
       log(`layer ${i + 1}/${manifest.layers.length} ${layer.digest.slice(7, 19)}: ${(layer.size / 1048576).toFixed(1)} MiB in ${Math.round(performance.now() - t0)} ms`);
     }
-    return { manifestDigest: digest, manifest, config: parseImageConfig(configBytes) };
+    return { manifestDigest: digest, manifest, config: parseImageConfig(configBytes), manifestBytes: bytes, configBytes };
   }
 
   private async getManifest(ref: ImageReference, tagOrDigest: string): Promise<{ bytes: Buffer; contentType: string }> {
@@ -166,6 +169,40 @@ export class RegistryClient {
       }
       if (res.status === 404) throw new PullError("not_found", `${ref.canonical} was not found in registry ${ref.registry}`);
       throw new PullError("unreachable", `registry ${ref.registry} answered HTTP ${res.status} for ${ref.canonical}`);
+    }
+  }
+
+  /**
+   * One request of any method to the registry's API for `ref`, authenticated for `access`
+   * ("pull" or "pull,push"); `body` is called again when a 401 makes the request go twice.
+   * The response is returned whatever its status; only an unreachable registry throws.
+   */
+  async send(ref: ImageReference, pathOrUrl: string, o: { method: string; access: string; headers?: Record<string, string>; body?: () => Buffer | Readable }): Promise<Response> {
+    // "/blobs/…" is a path of the repository's API; "/v2/…" (an upload Location) or a URL is taken as it is.
+    const api = pathOrUrl.startsWith("/") && !pathOrUrl.startsWith("/v2/");
+    const url = api ? `${baseUrl(ref.registry)}/v2/${ref.repository}${pathOrUrl}` : new URL(pathOrUrl, baseUrl(ref.registry)).toString();
+    const scope = `repository:${ref.repository}:${o.access}`;
+    for (let attempt = 1; ; attempt++) {
+      let res: Response;
+      try {
+        const body = o.body?.();
+        res = await fetch(url, {
+          method: o.method,
+          headers: { ...o.headers, ...this.authHeader(ref.registry, scope) },
+          body: body instanceof Readable ? (Readable.toWeb(body) as ReadableStream) : body,
+          redirect: "manual",
+          ...(body instanceof Readable ? { duplex: "half" } : {}),
+        } as RequestInit);
+      } catch (e) {
+        const cause = (e as Error & { cause?: Error }).cause?.message ?? (e as Error).message;
+        throw new PullError("unreachable", `cannot reach registry ${ref.registry} (${cause}); check the name and this machine's network`);
+      }
+      if (res.status === 401 && attempt === 1) {
+        await res.body?.cancel();
+        await this.authenticate(ref, res.headers.get("www-authenticate") ?? "", scope);
+        continue;
+      }
+      return res;
     }
   }
 

@@ -22,6 +22,12 @@ export interface ImageMeta {
   /** Manifest digest, for images pulled or imported from OCI sources. */
   digest?: string;
   layers?: string[];
+  /** Config blob digest: set when the manifest and config are in the blob store. */
+  configDigest?: string;
+  /** The image a commit made this one from. */
+  parent?: string;
+  /** Repositories ("registry/repository") it was pushed to: a later push there or beside it mounts its blobs. */
+  pushedTo?: string[];
   /** Env, working directory, user, entrypoint and cmd from the image config. */
   config?: import("./oci.js").ImageConfig;
 }

@@ -124,6 +124,11 @@ export interface Vm {
    * stops it for good (the RAM file must never change again).
    */
   freeze(dir: string): Promise<CaptureResult>;
+  /**
+   * Copies the VM's root disk, as it is now, into `dest` as a raw image (its whole backing chain
+   * merged); the guest's vCPUs stop for the copy. Null when the VM has no disk.
+   */
+  copyDisk(dest: string): Promise<{ pauseMs: number } | null>;
   /** Changes the VMM's scheduling niceness (all its threads). */
   setNice(nice: number): Promise<void>;
 }

@@ -1,6 +1,7 @@
-// Tar headers for the archives we produce (copied trees): ustar, with a PAX record whenever a
-// name, a link target or a size does not fit the fixed fields. The body bytes are the caller's.
-export type TarOutType = "file" | "dir" | "symlink";
+// Tar headers for the archives we produce (copied trees, image layers): ustar, with a PAX
+// record whenever a name, a link target or a size does not fit the fixed fields. The body bytes
+// are the caller's.
+export type TarOutType = "file" | "dir" | "symlink" | "hardlink" | "char" | "block" | "fifo";
 
 export interface TarOutEntry {
   path: string;
@@ -11,10 +12,12 @@ export interface TarOutEntry {
   uid?: number;
   gid?: number;
   linkname?: string;
+  devmajor?: number;
+  devminor?: number;
 }
 
 const BLOCK = 512;
-const FLAG: Record<TarOutType, string> = { file: "0", dir: "5", symlink: "2" };
+const FLAG: Record<TarOutType, string> = { file: "0", hardlink: "1", symlink: "2", char: "3", block: "4", dir: "5", fifo: "6" };
 
 /** The two zero blocks that end an archive. */
 export const TAR_END = Buffer.alloc(2 * BLOCK);
@@ -55,6 +58,8 @@ function block(name: string, flag: string, size: number, e: Omit<TarOutEntry, "p
   h.write(flag, 156, "latin1");
   put(e.linkname ?? "", 157, 100);
   h.write("ustar\0" + "00", 257, "latin1");
+  if (e.devmajor !== undefined) oct(e.devmajor, 329, 8);
+  if (e.devminor !== undefined) oct(e.devminor, 337, 8);
   let sum = 0;
   for (const b of h) sum += b;
   h.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148, "latin1");

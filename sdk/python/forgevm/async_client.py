@@ -103,6 +103,10 @@ class AsyncSandbox:
     async def read_file(self, path: str, binary: bool = False) -> Union[str, bytes]:
         return await _run(self._sb.read_file, path, binary)
 
+    async def commit(self, image: str, **kw: Any) -> Dict[str, Any]:
+        """Makes image ``image`` from this sandbox's disk (see Sandbox.commit)."""
+        return await _run(self._sb.commit, image, **kw)
+
     async def download_archive(self, path: str) -> bytes:
         return await _run(self._sb.download_archive, path)
 
@@ -256,6 +260,22 @@ class AsyncClient:
     async def mcp_audit(self, session: Optional[str] = None, tool: Optional[str] = None, after: Optional[int] = None, limit: int = 100) -> List[Dict[str, Any]]:
         """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
         return await _run(self._c.mcp_audit, session, tool, after, limit)
+
+    async def images(self) -> List[Dict[str, Any]]:
+        """Local images on the server."""
+        return await _run(self._c.images)
+
+    async def commit(self, sandbox_id: str, image: str, **kw: Any) -> Dict[str, Any]:
+        """Makes image ``image`` from a running sandbox's disk (see Client.commit)."""
+        return await _run(self._c.commit, sandbox_id, image, **kw)
+
+    async def export_image(self, name: str, path: str) -> str:
+        """Writes an image as an OCI archive to ``path``; returns its manifest digest."""
+        return await _run(self._c.export_image, name, path)
+
+    async def push_image(self, name: str, reference: Optional[str] = None) -> Dict[str, Any]:
+        """Pushes a local image to a registry."""
+        return await _run(self._c.push_image, name, reference)
 
     async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[AsyncSandbox]:
         return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl)]

@@ -6,7 +6,7 @@ import urllib.parse
 from typing import Any, Dict, Iterator, List, Optional
 
 from ._http import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, Transport
-from .models import SandboxInfo, _pick
+from .models import ImageInfo, SandboxInfo, _pick
 from .sandbox import Sandbox
 
 
@@ -142,6 +142,32 @@ class Client:
         """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
         query = {"session": session, "tool": tool, "after": None if after is None else str(after), "limit": str(limit)}
         return self._http.json("GET", "/mcp/audit", query=query)["entries"]
+
+    def images(self) -> List[ImageInfo]:
+        """Local images on the server."""
+        return list(self._http.json("GET", "/images"))
+
+    def commit(self, sandbox_id: str, image: str, changes: Optional[Dict[str, Any]] = None, squash: bool = False, comment: Optional[str] = None, pause: bool = True) -> Dict[str, Any]:
+        """Makes image ``image`` (NAME[:TAG]) from a running sandbox's disk: one layer on top of its image (all in one with ``squash``).
+
+        ``changes`` sets the new image's config: cmd, entrypoint, env (a dict), workdir, user, labels, expose.
+        """
+        body = {"image": image, "changes": changes, "squash": squash or None, "comment": comment, "pause": None if pause else False}
+        return self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/commit", body=body, sandbox_id=sandbox_id, timeout=None)
+
+    def export_image(self, name: str, path: str) -> str:
+        """Writes an image as an OCI archive (which ``docker load``, skopeo and Podman read) to ``path``; returns its manifest digest."""
+        with self._http.open("GET", f"/images/{_q(name)}/export", timeout=None) as res, open(path, "wb") as out:
+            while True:
+                chunk = res.read(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+            return res.headers.get("docker-content-digest", "")
+
+    def push_image(self, name: str, reference: Optional[str] = None) -> Dict[str, Any]:
+        """Pushes a local image to a registry (``reference``, default its own name) with the server's registry credentials."""
+        return self._http.json("POST", f"/images/{_q(name)}/push", body={"reference": reference} if reference else {}, timeout=None)
 
     def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[Sandbox]:
         """Starts sandboxes from a snapshot (id or name), each as the sandbox was when it was taken."""

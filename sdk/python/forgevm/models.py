@@ -126,6 +126,8 @@ class ImageInfo(TypedDict, total=False):
     created_at: str
     source: str
     in_use: bool
+    layers: int
+    parent: str
 
 
 @dataclass

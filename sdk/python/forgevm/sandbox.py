@@ -177,6 +177,11 @@ class Sandbox:
     def read_file_bytes(self, path: str) -> bytes:
         return self.read_file(path, binary=True)  # type: ignore[return-value]
 
+    def commit(self, image: str, changes: Optional[Dict[str, Any]] = None, squash: bool = False, comment: Optional[str] = None, pause: bool = True) -> Dict[str, Any]:
+        """Makes image ``image`` (NAME[:TAG]) from this sandbox's disk: one layer on top of its image."""
+        body = {"image": image, "changes": changes, "squash": squash or None, "comment": comment, "pause": None if pause else False}
+        return self._http.json("POST", self._path("/commit"), body=body, timeout=None, sandbox_id=self.id)
+
     def download_archive(self, path: str) -> bytes:
         """A file or directory tree as tar bytes (entries named from the path's last component; modes and links kept)."""
         with self._http.open("GET", self._path("/archive"), query={"path": path}, timeout=None, sandbox_id=self.id) as res:

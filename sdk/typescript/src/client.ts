@@ -5,6 +5,8 @@ import { Images } from "./images.js";
 import { ndjson } from "./ndjson.js";
 import { Sandbox } from "./sandbox.js";
 import type {
+  CommitOptions,
+  CommitResult,
   AuditEntry,
   ClientOptions,
   EventInfo,
@@ -122,6 +124,11 @@ export class Client {
   }
 
   /** Any sandbox this server has a record of, failed ones included (with their reason). */
+  /** Makes a new image `image` (NAME[:TAG]) from a running sandbox's disk: one layer on top of its image. */
+  commit(id: string, image: string, opts: CommitOptions = {}): Promise<CommitResult> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/commit`, { body: { image, ...opts }, sandboxId: id, timeoutMs: null });
+  }
+
   info(id: string): Promise<SandboxInfo> {
     return this.http.json("GET", `/sandboxes/${encodeURIComponent(id)}`, { sandboxId: id });
   }

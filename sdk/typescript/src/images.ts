@@ -1,8 +1,8 @@
 // Images on the server: list, pull (a job whose progress is reported as it goes), import an
-// archive by uploading it, remove.
+// archive by uploading it, export one as an OCI archive, push one to a registry, remove.
 import { errorFromBody } from "./errors.js";
 import type { Transport } from "./http.js";
-import type { ImageInfo, PullJob } from "./types.js";
+import type { ImageInfo, PullJob, PushResult } from "./types.js";
 
 export class Images {
   /** @internal */
@@ -38,6 +38,18 @@ export class Images {
    */
   import(archive: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts: { name?: string; tag?: string; ref?: string } = {}): Promise<ImageInfo> {
     return this.http.json("POST", "/images/import", { raw: archive, contentType: "application/x-tar", query: opts, timeoutMs: null });
+  }
+
+  /** An image as an OCI archive stream (also readable by `docker load`, skopeo and Podman). */
+  async export(name: string): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.http.send("GET", `/images/${encodeURIComponent(name)}/export`, { timeoutMs: null });
+    if (!res.body) throw new TypeError("the server sent no archive body");
+    return res.body;
+  }
+
+  /** Pushes a local image to a registry: `reference` (default: the image's own name), with the server's registry credentials. */
+  push(name: string, reference?: string): Promise<PushResult> {
+    return this.http.json("POST", `/images/${encodeURIComponent(name)}/push`, { body: reference ? { reference } : {}, timeoutMs: null });
   }
 
   /** Removes a local image (refused while a sandbox uses it) and the blobs no image needs any more. */

@@ -4,6 +4,8 @@ import { contextId, runCode } from "./code.js";
 import { durationMs, durationString } from "./durations.js";
 import { ExecStream } from "./stream.js";
 import type {
+  CommitOptions,
+  CommitResult,
   ArchiveResult,
   CodeContext,
   EgressEntry,
@@ -150,6 +152,11 @@ export class Sandbox implements AsyncDisposable {
   /** Reads a file as bytes. */
   readFileBytes(path: string): Promise<Uint8Array> {
     return this.readFile(path, { binary: true });
+  }
+
+  /** Makes a new image `image` (NAME[:TAG]) from this sandbox's disk: one layer on top of its image. */
+  commit(image: string, opts: CommitOptions = {}): Promise<CommitResult> {
+    return this.http.json("POST", this.path("/commit"), { body: { image, ...opts }, sandboxId: this.id, timeoutMs: null });
   }
 
   /** A file or directory tree as a tar stream (entries named from the path's last component; modes and links kept). */

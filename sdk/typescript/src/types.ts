@@ -247,6 +247,46 @@ export interface ImageInfo {
   created_at: string;
   source: string;
   in_use: boolean;
+  /** How many layers its manifest lists. */
+  layers?: number;
+  /** The image a commit made it from. */
+  parent?: string;
+}
+
+/** What a commit changes in the new image's config (Docker's commit --change subset). */
+export interface ImageChanges {
+  cmd?: string[];
+  entrypoint?: string[];
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  labels?: Record<string, string>;
+  /** "80" or "80/tcp" */
+  expose?: string[];
+}
+
+export interface CommitOptions {
+  changes?: ImageChanges;
+  /** One layer holding the whole filesystem instead of one on top of the image's. */
+  squash?: boolean;
+  comment?: string;
+  /** Stop the guest's processes while its disk is read (default true). */
+  pause?: boolean;
+}
+
+export interface CommitResult {
+  image: ImageInfo;
+  layer: { digest: string; size: number; entries: number; whiteouts: number };
+  frozen_ms: number;
+  disk_pause_ms: number;
+  duration_ms: number;
+}
+
+export interface PushResult {
+  reference: string;
+  digest: string;
+  uploaded_bytes: number;
+  blobs: { digest: string; size: number; status: "exists" | "mounted" | "uploaded" }[];
 }
 
 /** An image pull running on the server. */

@@ -1,11 +1,24 @@
-// Image routes: list, pull (as a job with progress), import an uploaded archive, remove.
+// Image routes: list, pull (as a job with progress), import an uploaded archive, export one as
+// an OCI archive, push to a registry, remove.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Readable } from "node:stream";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
-import { Image as ImageView, PullJob as Job, PullRequest } from "../schemas.js";
+import { Image as ImageView, PullJob as Job, PullRequest, PushRequest, PushResult } from "../schemas.js";
 
-const view = (i: ImageInfo) => ({ name: i.name, ...(i.digest ? { digest: i.digest } : {}), size: i.size, created_at: i.createdAt, source: i.source, in_use: i.inUse });
+/** An image as the API shows it. */
+export const imageView = (i: ImageInfo) => ({
+  name: i.name,
+  ...(i.digest ? { digest: i.digest } : {}),
+  size: i.size,
+  created_at: i.createdAt,
+  source: i.source,
+  in_use: i.inUse,
+  ...(i.layers ? { layers: i.layers.length } : {}),
+  ...(i.parent ? { parent: i.parent } : {}),
+});
+const view = imageView;
+const NameParam = Type.Object({ name: Type.String({ minLength: 1, maxLength: 512 }) });
 
 export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   // Uploaded archives stream to disk rather than being buffered.
@@ -54,6 +67,19 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       );
     },
   );
+
+  app.get("/images/:name/export", { schema: { tags: ["images"], params: NameParam, produces: ["application/x-tar"] } }, async (req, reply) => {
+    const { stream, filename, digest } = await forge.exportImage(req.params.name);
+    reply.header("content-type", "application/x-tar");
+    reply.header("content-disposition", `attachment; filename="${filename}"`);
+    reply.header("docker-content-digest", digest);
+    return reply.send(stream);
+  });
+
+  app.post("/images/:name/push", { schema: { tags: ["images"], params: NameParam, body: Type.Optional(PushRequest), response: { 200: PushResult } } }, async (req) => {
+    const r = await forge.pushImage(req.params.name, req.body?.reference);
+    return { reference: r.reference, digest: r.digest, uploaded_bytes: r.uploaded, blobs: r.blobs };
+  });
 
   app.delete(
     "/images/:name",

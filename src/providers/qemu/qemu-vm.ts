@@ -10,6 +10,7 @@ import type { CaptureResult, Vm, VmInfo } from "../provider.js";
 import type { ConsoleLog } from "./console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
+import { run } from "../../util/process.js";
 
 export class QemuVm implements Vm {
   private destroying: Promise<void> | null = null;
@@ -133,6 +134,28 @@ export class QemuVm implements Vm {
         sink.close();
         qmp.close();
         await this.destroy();
+      }
+    });
+  }
+
+  copyDisk(dest: string): Promise<{ pauseMs: number } | null> {
+    return this.serial(async () => {
+      const qmp = await Qmp.connect(this.qmpSocket);
+      let stopped = false;
+      try {
+        const active = await activeDisk(qmp);
+        if (!active) return null;
+        const t0 = performance.now();
+        await qmp.execute("stop");
+        stopped = true;
+        // -U: QEMU holds the image's write lock; with the vCPUs stopped nothing writes to it.
+        await run("qemu-img", ["convert", "-U", "-O", "raw", active.file, dest]);
+        await qmp.execute("cont");
+        stopped = false;
+        return { pauseMs: Math.round(performance.now() - t0) };
+      } finally {
+        if (stopped) await qmp.execute("cont").catch(() => {});
+        qmp.close();
       }
     });
   }
