@@ -118,6 +118,7 @@ void watch_free(sess *s);
 /* system.c */
 void op_metrics(uint32_t id, const jdoc *d);
 void op_configure(uint32_t id, const jdoc *d);
+void op_mount(uint32_t id, const jdoc *d);
 void op_shutdown(uint32_t id, const jdoc *d);
 void boot_init(void);
 void power_off(void);

@@ -44,7 +44,7 @@ static const struct op {
     {"listen", op_listen, 0, "tcp"},        {"connect", op_connect, 0, "tcp"},   {"close", op_close, 0, "tcp"},
     {"watch", op_watch, 1, "watch"},
     {"symlink", op_symlink, 1, "archive"},  {"sync", op_sync, 0, "archive"},
-    {"freeze", op_freeze, 0, "commit"},
+    {"freeze", op_freeze, 0, "commit"},     {"mount", op_mount, 0, "volumes"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 

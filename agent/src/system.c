@@ -436,3 +436,45 @@ void power_off(void) {
   usleep(50000); /* let QEMU hand the last reply to the host socket */
   reboot(RB_POWER_OFF);
 }
+
+/* Mounts a volume: the virtio disk whose serial is "serial" (its ext4 filesystem) at "path",
+ * read-only when asked. Mounting what is already mounted there is not an error, so a restored or
+ * re-attached guest can be told again. */
+void op_mount(uint32_t id, const jdoc *d) {
+  char *serial = req_str(d, "serial");
+  char *path = req_str(d, "path");
+  int ro = req_bool(d, "readonly", 0);
+  char dev[64] = "";
+  if (!serial || !*serial || strlen(serial) > 20 || strchr(serial, '/')) { send_error(id, "EINVAL", "\"serial\" (a disk serial) is required"); goto out; }
+  if (!path || path[0] != '/' || !path[1]) { send_error(id, "EINVAL", "\"path\" must be an absolute path below /"); goto out; }
+  DIR *blocks = opendir("/sys/block");
+  struct dirent *e;
+  while (blocks && (e = readdir(blocks))) {
+    if (strncmp(e->d_name, "vd", 2) || strlen(e->d_name) > 16) continue;
+    char file[96], got[32] = "";
+    snprintf(file, sizeof file, "/sys/block/%s/serial", e->d_name);
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, got, sizeof got - 1);
+    close(fd);
+    if (n <= 0) continue;
+    got[n] = 0;
+    got[strcspn(got, "\n")] = 0;
+    if (!strcmp(got, serial)) { snprintf(dev, sizeof dev, "/dev/%s", e->d_name); break; }
+  }
+  if (blocks) closedir(blocks);
+  if (!*dev) { send_error(id, "ENOENT", "no disk with serial %s", serial); goto out; }
+  if (mkdir_parents(path, 0755) < 0) { send_errno(id, errno, path); goto out; }
+  if (mount(dev, path, "ext4", ro ? MS_RDONLY : 0, NULL) < 0) {
+    int err = errno;
+    struct stat a, b;
+    /* EBUSY: mounted already; the same device at the same place is fine. */
+    if (err == EBUSY && !stat(path, &a) && !stat(dev, &b) && a.st_dev == b.st_rdev) { send_ok(id); goto out; }
+    send_errno(id, err, path);
+    goto out;
+  }
+  send_ok(id);
+out:
+  free(serial);
+  free(path);
+}

@@ -30,6 +30,7 @@ export const OP_FEATURES: Record<string, string> = {
   symlink: "archive",
   sync: "archive",
   freeze: "commit",
+  mount: "volumes",
 };
 
 /** The feature an optional field needs, by operation and field. */

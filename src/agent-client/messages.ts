@@ -178,6 +178,7 @@ export interface SimpleOps {
   symlink: { req: { op: "symlink"; path: string; target: string } & AsUser; res: { ok: true } };
   sync: { req: { op: "sync" }; res: { ok: true } };
   freeze: { req: { op: "freeze"; on: boolean }; res: { ok: true } };
+  mount: { req: { op: "mount"; serial: string; path: string; readonly: boolean }; res: { ok: true } };
   glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };
   configure: { req: ConfigureRequest; res: { ok: true } };

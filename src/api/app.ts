@@ -19,6 +19,7 @@ import { execRoutes } from "./routes/exec.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
 import { commitRoutes } from "./routes/commit.js";
+import { volumeRoutes } from "./routes/volumes.js";
 import { imageRoutes } from "./routes/images.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { networkRoutes } from "./routes/network.js";
@@ -155,6 +156,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(networkRoutes, { forge: opts.forge });
       await api.register(imageRoutes, { forge: opts.forge });
       await api.register(commitRoutes, { forge: opts.forge });
+      await api.register(volumeRoutes, { forge: opts.forge });
       await api.register(auditRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());

@@ -63,6 +63,30 @@ export const MainInfo = Type.Object(
   { $id: "MainInfo" },
 );
 
+export const VolumeMount = Type.Object({ name: Type.String(), path: Type.String(), read_only: Type.Boolean() }, { $id: "VolumeMount" });
+
+export const Volume = Type.Object(
+  {
+    name: Type.String(),
+    size_mb: Type.Integer(),
+    created_at: Type.String(),
+    labels: Type.Optional(StringMap),
+    /** Bytes its file holds on the host (it is sparse). */
+    used_bytes: Type.Integer(),
+    mounted_by: Type.Array(Type.Object({ sandbox: Type.String(), path: Type.String(), read_only: Type.Boolean() })),
+  },
+  { $id: "Volume" },
+);
+
+export const VolumeRequest = Body(
+  {
+    name: Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" }),
+    size_mb: Type.Optional(Type.Integer({ minimum: 16, maximum: 1048576, description: "default 1024" })),
+    labels: Type.Optional(StringMap),
+  },
+  { $id: "VolumeRequest" },
+);
+
 export const Sandbox = Type.Object(
   {
     id: Type.String(),
@@ -92,6 +116,8 @@ export const Sandbox = Type.Object(
     main: Type.Optional(MainInfo),
     /** Its idle stop, as a duration. */
     idle_stop: Type.Optional(Type.String()),
+    /** Named volumes it mounts. */
+    volumes: Type.Optional(Type.Array(VolumeMount)),
   },
   { $id: "Sandbox" },
 );
@@ -120,6 +146,8 @@ export const SpawnRequest = Body(
     secrets: Type.Optional(StringMap),
     ...NetworkFields,
     ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
+    /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro"; a missing volume is created. */
+    volumes: Type.Optional(Type.Array(Type.String({ minLength: 3, maxLength: 4200 }), { maxItems: 16 })),
     /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */
     idle_stop: Type.Optional(Type.String({ minLength: 1 })),
     /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */

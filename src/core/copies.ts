@@ -156,4 +156,9 @@ function refuseCopy(core: Core, src: SandboxRow, what: "snapshotted" | "forked")
   if (src.vm_id) throw badRequest(`sandbox ${src.id} shares a pool VM with other sandboxes and cannot be ${what}`);
   // A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk.
   if (core.secrets.has(src.id)) throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what}`);
+  // A copy would share the volume's one filesystem with its parent: two writers corrupt it.
+  if (src.volumes?.length)
+    throw conflict(
+      `sandbox ${src.id} mounts volume ${src.volumes.map((v) => `${v.name} at ${v.path}`).join(", ")}; a copy cannot share it, so it cannot be ${what} (copy the data into the sandbox's own disk first)`,
+    );
 }

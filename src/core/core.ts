@@ -18,6 +18,7 @@ import type { Sandbox } from "./sandbox.js";
 import type { PlannedSecrets } from "./secrets.js";
 import type { Snapshots } from "./snapshots.js";
 import type { TenantPool } from "./tenant-pool.js";
+import type { Volumes } from "./volumes.js";
 import type { WarmPools } from "./warm-pool.js";
 
 export interface Core {
@@ -36,6 +37,7 @@ export interface Core {
   readonly images: Images;
   readonly tenants: TenantPool | null;
   readonly networks: Networks;
+  readonly volumes: Volumes;
   readonly egress: EgressProxy;
   /** Running sandboxes of this process, by id. */
   readonly live: Map<string, Sandbox>;

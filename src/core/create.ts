@@ -31,7 +31,7 @@ export async function startCreated(core: Core, id: string, ttlMs: number | undef
   if (row.state !== "created" || !row.spec) throw new ForgevmError("CONFLICT", `sandbox ${id} is ${row.state}, not created`);
   const opts = JSON.parse(row.spec) as SpawnOptions;
   // Its name is its own already: the plan must not find it taken.
-  const p = await plan(core, { ...opts, name: undefined }, pull);
+  const p = await plan(core, { ...opts, name: undefined }, pull, id);
   const life = ttlMs ?? opts.ttlMs ?? p.ttlMs;
   const fresh = newRow(core, p, opts, id);
   core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + life).toISOString(), manager_pid: process.pid });

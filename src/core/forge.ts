@@ -54,12 +54,15 @@ import * as templateOps from "./template-ops.js";
 import { TenantPool } from "./tenant-pool.js";
 import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
+import { Volumes, type VolumeInfo } from "./volumes.js";
+import { VolumeStore } from "../store/volumes.js";
 
 /** How long a main process gets after SIGTERM when the server shuts down. */
 const SHUTDOWN_STOP_GRACE_MS = 5000;
 export { MAX_FORK } from "./core.js";
 export type { LogLine } from "./main-process.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
+export type { VolumeInfo } from "./volumes.js";
 export type { ForgeOptions, ForkOptions, ForkResult, NetworkOptions, PoolModeOptions, SpawnDefaults, SpawnOptions } from "./options.js";
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -135,6 +138,7 @@ export class Forge {
         (id, r) => sandboxes.setNetwork(id, r),
         (id) => core.live.get(id)?.touch(),
       ),
+      volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
       warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
       snaps: new Snapshots({ paths, provider, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
       images: new Images({
@@ -547,6 +551,28 @@ export class Forge {
   /** Deletes blobs that no local image refers to; returns how many. */
   async pruneBlobs(): Promise<number> {
     return this.core.images.pruneBlobs();
+  }
+
+  // ---- volumes
+
+  /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host). */
+  async createVolume(name: string, sizeMb?: number, labels?: Record<string, string>): Promise<VolumeInfo> {
+    return this.core.volumes.create(name, sizeMb, labels);
+  }
+
+  /** Named volumes, with the sandboxes that mount each. */
+  async listVolumes(): Promise<VolumeInfo[]> {
+    return this.core.volumes.list();
+  }
+
+  /** One volume by name. */
+  async volume(name: string): Promise<VolumeInfo> {
+    return this.core.volumes.info(name);
+  }
+
+  /** Deletes a volume and its data; refused while a sandbox mounts it. */
+  async removeVolume(name: string): Promise<void> {
+    return this.core.volumes.remove(name);
   }
 
   // ---- events

@@ -2,11 +2,12 @@
 // destroyed, and its console log kept for its history.
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { LocalImage } from "../images/store.js";
-import { BootError, type Vm } from "../providers/provider.js";
+import { BootError, volumeSerial, type Vm } from "../providers/provider.js";
 import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
-import { ForgevmError, sandboxGone } from "./errors.js";
+import { badRequest, ForgevmError, sandboxGone } from "./errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { Sandbox } from "./sandbox.js";
 import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";
@@ -23,6 +24,12 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
   try {
     network = await core.networks.attach(row.id, vm, row.network ?? NO_NETWORK);
     if (secrets) await injectSecretFiles(vm, secrets.files);
+    // Its volumes, mounted by the disks' serials (again after a resume: already there, no harm).
+    for (const [i, m] of (row.volumes ?? []).entries()) {
+      await vm.channel.request<"mount">({ op: "mount", serial: volumeSerial(i), path: m.path, readonly: m.read_only }).catch((e: Error) => {
+        throw badRequest(`volumes: ${m.name} could not be mounted at ${m.path}: ${e.message}`);
+      });
+    }
   } catch (e) {
     await core.networks.detach(row.id);
     await vm.destroy();
@@ -94,7 +101,11 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     await core.networks.detach(id);
     core.secrets.delete(id);
     if (row.vm_id) await core.tenants?.leave(id);
-    else if (sb) await sb.vm.destroy();
+    else if (sb) {
+      // What it wrote to its volumes must reach their files before the VM goes (a hung guest gets 5 s).
+      if (row.volumes?.length && end.state === "destroyed") await Promise.race([sb.sync().catch(() => {}), sleep(5000)]);
+      await sb.vm.destroy();
+    }
     if (end.state === "error") core.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
     else core.events.emit(end.event, id);
     if (row.snapshot_id) await core.snaps.collect().catch(() => {});

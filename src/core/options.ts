@@ -84,6 +84,8 @@ export interface SpawnOptions {
   /** Writable disk size; the guest's root filesystem grows to fill it. */
   diskMb?: number;
   hostname?: string;
+  /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
+  volumes?: string[];
   bootTimeoutMs?: number;
   /** Lifetime; the reaper destroys the sandbox when it passes. */
   ttlMs?: number;

@@ -58,7 +58,7 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
   core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + ttlMs).toISOString() });
   try {
     const files = Snapshots.files(snap);
-    const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic };
+    const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes) };
     let vm: Vm;
     try {
       vm = await core.provider.spawn({ ...spec, restore: { files, keepProcesses: true } });

@@ -3,7 +3,7 @@
 // row a new sandbox starts as.
 import { randomBytes } from "node:crypto";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
-import type { MainRecord, NetworkRecord, RestartPolicy, SandboxRow } from "../store/sandboxes.js";
+import type { MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../store/sandboxes.js";
 import type { TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
 import { badRequest, conflict, notFound } from "./errors.js";
@@ -30,6 +30,8 @@ export interface SpawnPlan {
   name: string | null;
   main: MainRecord | null;
   idleStopMs: number | null;
+  /** Named volumes to mount (a VM with volumes boots cold: base snapshots have no such disks). */
+  volumes: VolumeMount[];
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -81,7 +83,7 @@ export function parseRestart(text: string): { policy: RestartPolicy; max?: numbe
 }
 
 /** What a spawn will make: its template's fields filled in, the image resolved (pulled if need be). */
-export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) => Promise<LocalImage>): Promise<SpawnPlan> {
+export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) => Promise<LocalImage>, self?: string): Promise<SpawnPlan> {
   const tpl = opts.template !== undefined ? core.templates.get(opts.template) : undefined;
   if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
   checkProvider(core, opts.provider, "provider");
@@ -125,6 +127,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     name,
     main: planMain(image, opts.main),
     idleStopMs: checkIdleStop(opts.idleStopMs, secrets),
+    volumes: await core.volumes.plan(opts.volumes, self),
   };
 }
 
@@ -145,6 +148,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     name: plan.name,
     main: plan.main,
     idle_stop_ms: plan.idleStopMs,
+    volumes: plan.volumes.length ? plan.volumes : null,
   };
 }
 
@@ -183,6 +187,7 @@ export function rowOf(
     name: null,
     main: null,
     idle_stop_ms: null,
+    volumes: null,
     spec: null,
   };
 }

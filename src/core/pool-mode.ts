@@ -20,6 +20,7 @@ export async function spawnTenant(core: Core, opts: SpawnOptions, pull: Pull): P
   const image = pool.image || core.defaults.image;
   if (opts.network && opts.network !== "none") throw badRequest(`network: in pool mode sandboxes share a VM and have no network; only "none" is available`);
   if (opts.secrets && Object.keys(opts.secrets).length) throw badRequest("secrets: in pool mode sandboxes share a VM, where other tenants' processes could read them");
+  if (opts.volumes?.length) throw badRequest("volumes: in pool mode sandboxes share a VM, which has no disks of theirs to mount");
   if (opts.allow?.length || opts.ports?.length) throw badRequest(`${opts.allow?.length ? "allow" : "ports"}: in pool mode sandboxes share a VM and have no network`);
   if (opts.image && canonicalName(opts.image) !== canonicalName(image)) {
     throw badRequest(`image: in pool mode every sandbox shares VMs of ${image}; "${opts.image}" is not available`);

@@ -30,6 +30,7 @@ export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise
   const pooled = await claimPooled(core, p, opts);
   if (pooled) return pooled;
   const row = newRow(core, p, opts);
+  for (const m of p.volumes) core.volumes.checkFree(m); // again: another spawn may have taken one meanwhile
   core.sandboxes.insert(row);
   core.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
   try {
@@ -46,8 +47,10 @@ export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise
  * template's setup commands already run), else booted cold with setup run now.
  */
 export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
-  const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic };
-  if (useBaseSnapshots(core) && !opts.coldBoot) {
+  const volumes = await core.volumes.disks(p.volumes);
+  const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic, volumes };
+  // A base snapshot's machine has no volume disks, and a restore needs the same devices.
+  if (useBaseSnapshots(core) && !opts.coldBoot && !volumes.length) {
     const base = await core.snaps.base(p, (vm) => prepareBase(core, vm, p));
     if (base) {
       core.sandboxes.update(id, { snapshot_id: base.id });
@@ -120,7 +123,7 @@ export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> 
 /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
 async function claimPooled(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
   // Without pools there is nothing to claim: no need to compute the key (file stats) per spawn.
-  if (core.warm.empty || opts.coldBoot || opts.hostname || !useBaseSnapshots(core)) return null;
+  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || !useBaseSnapshots(core)) return null;
   const got = core.warm.claim(await core.snaps.baseKey(p));
   if (!got) return null;
   const row = { ...newRow(core, p, opts, got.vm.info.id), snapshot_id: got.snapshotId };

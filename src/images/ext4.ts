@@ -15,10 +15,13 @@ export async function buildExt4(dir: string, out: string, label: string): Promis
   return (await stat(out)).size;
 }
 
-/** Makes an ext4 image copied from a running guest's disk clean (journal replayed, orphans freed), as a mount would. */
-export async function repairExt4(file: string): Promise<void> {
+/**
+ * Makes an ext4 image left by a running guest clean, as a mount would: its journal replayed and
+ * (unless `journalOnly`) orphans freed and the whole filesystem checked.
+ */
+export async function repairExt4(file: string, journalOnly = false): Promise<void> {
   try {
-    await run("e2fsck", ["-f", "-y", file]);
+    await run("e2fsck", journalOnly ? ["-E", "journal_only", "-y", file] : ["-f", "-y", file]);
   } catch (e) {
     // 1 and 2: errors were corrected; 4 and up: the filesystem is still damaged.
     if (!(e instanceof CommandError) || (e.exitCode !== 1 && e.exitCode !== 2)) throw e;

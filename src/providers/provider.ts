@@ -38,7 +38,23 @@ export interface VmSpec {
    * host's network namespace, and the host firewall keeps it off the host and private networks.
    */
   nic?: boolean;
+  /**
+   * Volumes: raw ext4 files attached as disks with serials "vol0", "vol1"… in this order. The
+   * same list must be given again to restore a snapshot of the VM.
+   */
+  volumes?: VolumeDisk[];
 }
+
+/** A volume's disk file as a VM gets it. */
+export interface VolumeDisk {
+  file: string;
+  readOnly: boolean;
+  /** Its size in bytes (what the VMM may write up to). */
+  bytes: number;
+}
+
+/** The serial a VM's volume disk `i` carries, by which the guest finds it. */
+export const volumeSerial = (i: number) => `vol${i}`;
 
 /** Limits inside the guest on everything the sandbox runs (the agent itself stays outside them). */
 export interface GuestLimits {

@@ -89,6 +89,13 @@ const MIGRATIONS: string[] = [
    CREATE UNIQUE INDEX sandboxes_name ON sandboxes(name) WHERE name IS NOT NULL AND state NOT IN ('destroyed','error');`,
   `ALTER TABLE sandboxes ADD COLUMN idle_stop_ms INTEGER;`,
   `ALTER TABLE sandboxes ADD COLUMN spec TEXT;`,
+  `ALTER TABLE sandboxes ADD COLUMN volumes TEXT;
+   CREATE TABLE volumes (
+     name TEXT PRIMARY KEY,
+     size_mb INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     labels TEXT
+   );`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

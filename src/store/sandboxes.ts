@@ -43,6 +43,15 @@ export interface SandboxRow {
   idle_stop_ms: number | null;
   /** `created`: the spawn options its first start uses (JSON, secrets never included). */
   spec: string | null;
+  /** Named volumes it mounts, in the order its VM gets their disks. */
+  volumes: VolumeMount[] | null;
+}
+
+/** A named volume mounted in a sandbox. */
+export interface VolumeMount {
+  name: string;
+  path: string;
+  read_only: boolean;
 }
 
 export type RestartPolicy = "no" | "on-failure" | "always" | "unless-stopped";
@@ -70,7 +79,13 @@ export interface NetworkRecord {
   ports: { host_ip: string; host_port: number; guest_port: number }[];
 }
 
-type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main"> & { metadata: string | null; env: string | null; network: string | null; main: string | null };
+type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes"> & {
+  metadata: string | null;
+  env: string | null;
+  network: string | null;
+  main: string | null;
+  volumes: string | null;
+};
 const decode = (r: Raw | undefined): SandboxRow | undefined =>
   r && {
     ...r,
@@ -78,6 +93,7 @@ const decode = (r: Raw | undefined): SandboxRow | undefined =>
     env: r.env ? JSON.parse(r.env) : null,
     network: r.network ? JSON.parse(r.network) : null,
     main: r.main ? JSON.parse(r.main) : null,
+    volumes: r.volumes ? JSON.parse(r.volumes) : null,
   };
 
 export class SandboxStore {
@@ -86,8 +102,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes)`,
       )
       .run({
         ...row,
@@ -95,6 +111,7 @@ export class SandboxStore {
         env: row.env ? JSON.stringify(row.env) : null,
         network: row.network ? JSON.stringify(row.network) : null,
         main: row.main ? JSON.stringify(row.main) : null,
+        volumes: row.volumes?.length ? JSON.stringify(row.volumes) : null,
       });
   }
 
@@ -123,7 +140,7 @@ export class SandboxStore {
     this.db.prepare("UPDATE sandboxes SET network = ? WHERE id = ?").run(network ? JSON.stringify(network) : null, id);
   }
 
-  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network" | "main">>): void {
+  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network" | "main" | "volumes">>): void {
     const keys = Object.keys(fields);
     if (!keys.length) return;
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });

@@ -261,6 +261,19 @@ class AsyncClient:
         """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
         return await _run(self._c.mcp_audit, session, tool, after, limit)
 
+    async def volumes(self) -> List[Dict[str, Any]]:
+        """Named volumes, with the sandboxes that mount each."""
+        return await _run(self._c.volumes)
+
+    async def create_volume(self, name: str, size_mb: Optional[int] = None, labels: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return await _run(self._c.create_volume, name, size_mb, labels)
+
+    async def volume(self, name: str) -> Dict[str, Any]:
+        return await _run(self._c.volume, name)
+
+    async def delete_volume(self, name: str) -> None:
+        await _run(self._c.delete_volume, name)
+
     async def images(self) -> List[Dict[str, Any]]:
         """Local images on the server."""
         return await _run(self._c.images)

@@ -71,6 +71,7 @@ class Client:
         main: Optional[Dict[str, Any]] = None,
         idle_stop: Optional[str] = None,
         start: Optional[bool] = None,
+        volumes: Optional[List[str]] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -78,11 +79,13 @@ class Client:
         ``*.domains``, IPs/CIDRs (with ``:port``) and presets such as "@pypi"; ``ports`` publishes
         guest ports ("8080:80"); ``secrets`` reach commands' environment and /run/secrets only.
         ``start=False`` only defines it (state "created", as ``docker create``); ``start(id)`` boots it.
+        ``volumes`` mounts named volumes ("data:/data", "cache:/cache:ro"), creating missing ones.
         """
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
             "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
+            "volumes": volumes,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 
@@ -142,6 +145,21 @@ class Client:
         """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
         query = {"session": session, "tool": tool, "after": None if after is None else str(after), "limit": str(limit)}
         return self._http.json("GET", "/mcp/audit", query=query)["entries"]
+
+    def volumes(self) -> List[Dict[str, Any]]:
+        """Named volumes, with the sandboxes that mount each."""
+        return list(self._http.json("GET", "/volumes"))
+
+    def create_volume(self, name: str, size_mb: Optional[int] = None, labels: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """Creates an empty volume of ``size_mb`` (default 1024; sparse on the host)."""
+        return self._http.json("POST", "/volumes", body={"name": name, "size_mb": size_mb, "labels": labels})
+
+    def volume(self, name: str) -> Dict[str, Any]:
+        return self._http.json("GET", f"/volumes/{_q(name)}")
+
+    def delete_volume(self, name: str) -> None:
+        """Deletes a volume and its data (refused while a sandbox mounts it)."""
+        self._http.call("DELETE", f"/volumes/{_q(name)}")
 
     def images(self) -> List[ImageInfo]:
         """Local images on the server."""

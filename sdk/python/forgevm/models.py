@@ -48,6 +48,7 @@ class SandboxInfo:
     name: Optional[str] = None
     main: Optional[Dict[str, Any]] = None
     idle_stop: Optional[str] = None
+    volumes: Optional[List[Dict[str, Any]]] = None
 
 
 @dataclass

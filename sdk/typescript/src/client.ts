@@ -2,6 +2,7 @@
 import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
 import { Images } from "./images.js";
+import { Volumes } from "./volumes.js";
 import { ndjson } from "./ndjson.js";
 import { Sandbox } from "./sandbox.js";
 import type {
@@ -52,12 +53,14 @@ export class Client {
   private readonly http: Transport;
   readonly templates: Templates;
   readonly images: Images;
+  readonly volumes: Volumes;
 
   /** `new Client("http://localhost:7423")` or `new Client({ baseUrl, apiKey, userId, timeout })`. */
   constructor(opts: string | ClientOptions = {}) {
     this.http = new Transport(opts);
     this.templates = new Templates(this.http);
     this.images = new Images(this.http);
+    this.volumes = new Volumes(this.http);
   }
 
   get baseUrl(): string {

@@ -22,6 +22,8 @@ export interface SandboxInfo {
   main?: MainInfo;
   /** Its idle stop ("30m"), when it has one. */
   idle_stop?: string;
+  /** Named volumes it mounts. */
+  volumes?: VolumeMount[];
 }
 
 /** One line a sandbox's main process wrote. */
@@ -115,6 +117,26 @@ export interface SpawnOptions {
   idle_stop?: string;
   /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD); restart "no", "on-failure[:N]", "always" or "unless-stopped". */
   main?: { command?: string[]; restart?: string };
+  /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
+  volumes?: string[];
+}
+
+/** A named volume mounted in a sandbox. */
+export interface VolumeMount {
+  name: string;
+  path: string;
+  read_only: boolean;
+}
+
+/** A named volume: data that outlives sandboxes. */
+export interface VolumeInfo {
+  name: string;
+  size_mb: number;
+  created_at: string;
+  labels?: Record<string, string>;
+  /** Bytes its file holds on the host (it is sparse). */
+  used_bytes: number;
+  mounted_by: { sandbox: string; path: string; read_only: boolean }[];
 }
 
 export interface ExecOptions {

@@ -32,6 +32,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       name: b.name,
       main: b.main,
       idleStopMs: b.idle_stop !== undefined ? parseDuration(b.idle_stop, "idle_stop") : undefined,
+      volumes: b.volumes,
     };
     const id = b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id;
     reply.status(201);

@@ -230,6 +230,7 @@ async function runHere(cli: Cli, command: string[], o: Record<string, any>): Pro
       allow: req.allow,
       ports: req.ports,
       metadata: req.metadata,
+      volumes: req.volumes,
     });
     const stdin = await pipedStdin();
     const timeoutMs = o.timeout ? parseDuration(o.timeout, "--timeout") : undefined;

@@ -1,5 +1,5 @@
 // The QEMU command line for one microVM. Pure, so tests can check it without launching.
-import type { Accel, VmSpec } from "../provider.js";
+import { volumeSerial, type Accel, type VmSpec } from "../provider.js";
 
 export const AGENT_PORT_NAME = "org.forgevm.agent";
 
@@ -109,6 +109,14 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
   if (spec.nic) args.push("-netdev", "user,id=net0,ipv6=off", "-device", "virtio-net-device,netdev=net0");
   if (files.disk) {
     args.push("-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`, "-device", "virtio-blk-device,drive=root");
+  }
+  for (const [i, v] of (spec.volumes ?? []).entries()) {
+    args.push(
+      "-drive",
+      `id=vol${i},file=${v.file.replaceAll(",", ",,")},format=raw,if=none,discard=unmap${v.readOnly ? ",readonly=on" : ""}`,
+      "-device",
+      `virtio-blk-device,drive=vol${i},serial=${volumeSerial(i)}`,
+    );
   }
   // x-ignore-shared can only be set over QMP (QEMU 7.2 has no command-line switch for it), so
   // such a restore waits for `migrate-incoming`.

@@ -72,7 +72,10 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     }
     await rm(dir, { recursive: true, force: true });
     if (rt.cgroups) await removeVmCgroup(rt.cgroups, spec.id);
-    if (uid !== null) rt.uids.delete(uid);
+    if (uid !== null) {
+      for (const v of spec.volumes ?? []) if (!v.readOnly) await chown(v.file, process.getuid?.() ?? 0, process.getgid?.() ?? 0).catch(() => {});
+      rt.uids.delete(uid);
+    }
   };
   try {
     const restore = spec.restore;
@@ -100,6 +103,8 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       if (uid !== null) await chown(spec.memoryFile, uid, uid);
     }
     if (files.disk && uid !== null) await chown(files.disk, uid, uid);
+    // A confined VMM writes a volume as its own uid; the file goes back to the server when it is done.
+    if (uid !== null) for (const v of spec.volumes ?? []) if (!v.readOnly) await chown(v.file, uid, uid);
     if (spec.nic) await rt.ensureFirewall();
     // Which server process started it: a VM directory whose server is gone is an orphan.
     await writeFile(join(dir, "manager.pid"), `${process.pid}\n`);
@@ -204,6 +209,7 @@ async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, dir: st
   const ro = [rt.paths.kernel, rt.paths.initramfs];
   if (files.disk) ro.push(...(await backingChain(files.disk)).slice(1));
   const rw = [dir];
+  for (const v of spec.volumes ?? []) (v.readOnly ? ro : rw).push(v.file);
   if (files.memory?.share) rw.push(files.memory.file);
   else if (files.memory) ro.push(files.memory.file, JAIL_PRELOAD);
   const kvm = accel === "kvm" ? kvmGroup() : null;
@@ -224,7 +230,7 @@ async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, dir: st
       as: (spec.memoryMb + VMM_ADDRESS_SPACE_OVERHEAD_MIB) * MiB,
       nofile: 4096,
       core: 0,
-      fsize: Math.round(Math.max(diskBytes, spec.memoryMb * MiB) * 1.25) + 256 * MiB,
+      fsize: Math.round(Math.max(diskBytes, spec.memoryMb * MiB, ...(spec.volumes ?? []).map((v) => v.bytes)) * 1.25) + 256 * MiB,
     },
     nice: spec.nice,
     env,

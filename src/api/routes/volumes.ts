@@ -1,0 +1,25 @@
+// Named volumes over REST: create, list, inspect, remove (core/volumes.ts).
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import type { Forge, VolumeInfo } from "../../core/forge.js";
+import { Volume, VolumeRequest } from "../schemas.js";
+
+const NameParam = Type.Object({ name: Type.String({ minLength: 1, maxLength: 64 }) });
+const view = (v: VolumeInfo) => ({ ...v, labels: v.labels ?? undefined });
+
+export const volumeRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  app.get("/volumes", { schema: { tags: ["volumes"], response: { 200: Type.Array(Volume) } } }, async () => (await forge.listVolumes()).map(view));
+
+  app.post("/volumes", { schema: { tags: ["volumes"], body: VolumeRequest, response: { 201: Volume } } }, async (req, reply) => {
+    const v = await forge.createVolume(req.body.name, req.body.size_mb, req.body.labels);
+    reply.status(201);
+    return view(v);
+  });
+
+  app.get("/volumes/:name", { schema: { tags: ["volumes"], params: NameParam, response: { 200: Volume } } }, async (req) => view(await forge.volume(req.params.name)));
+
+  app.delete("/volumes/:name", { schema: { tags: ["volumes"], params: NameParam, response: { 200: Type.Object({ status: Type.Literal("deleted") }) } } }, async (req) => {
+    await forge.removeVolume(req.params.name);
+    return { status: "deleted" as const };
+  });
+};

@@ -1,0 +1,83 @@
+// `forgevm volume create|ls|inspect|rm`: named volumes, through the server when one owns the
+// data directory, else on the data directory here.
+import type { Command } from "commander";
+import type { VolumeInfo } from "forgevm";
+import type { Cli } from "../context.js";
+import { emit, mib, table } from "../output.js";
+
+/** "512m", "2g", "1024" (MiB) → MiB. */
+export function sizeMb(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([mgt]i?b?)?$/i.exec(text.trim());
+  if (!m) throw new Error(`--size must be a size like 512m, 2g or 1024 (MiB), got "${text}"`);
+  const unit = (m[2] ?? "m")[0].toLowerCase();
+  return Math.round(Number(m[1]) * (unit === "t" ? 1048576 : unit === "g" ? 1024 : 1));
+}
+
+export function volumeCommands(program: Command, cli: Cli): void {
+  const volume = program.command("volume").description("named volumes: data that outlives sandboxes (mount with -v NAME:/path[:ro])");
+  const through = async <T>(server: (c: import("forgevm").Client) => Promise<T>, local: (f: import("../../core/forge.js").Forge) => Promise<T>) => {
+    const client = await cli.serverIfAny();
+    return client ? server(client) : cli.withLocalForge(local);
+  };
+
+  volume
+    .command("create")
+    .description("create an empty volume")
+    .argument("<name>", "volume name")
+    .option("-s, --size <size>", "its size, e.g. 512m or 10g (default 1g); the file is sparse")
+    .option("--json", "print JSON")
+    .action(async (name: string, o: { size?: string; json?: boolean }) => {
+      const size = o.size ? sizeMb(o.size) : undefined;
+      const v = await through<VolumeInfo>(
+        (c) => c.volumes.create(name, { size_mb: size }),
+        async (f) => (await f.createVolume(name, size)) as VolumeInfo,
+      );
+      emit(o.json, v, () => console.log(v.name));
+    });
+
+  volume
+    .command("ls")
+    .alias("list")
+    .description("list volumes and the sandboxes that mount them")
+    .option("--json", "print JSON")
+    .action(async (o: { json?: boolean }) => {
+      const list = await through<VolumeInfo[]>(
+        (c) => c.volumes.list(),
+        async (f) => (await f.listVolumes()) as VolumeInfo[],
+      );
+      emit(o.json, list, () =>
+        table(
+          ["NAME", "SIZE", "USED", "MOUNTED BY"],
+          list.map((v) => [v.name, mib(v.size_mb * 1048576), mib(v.used_bytes), v.mounted_by.map((m) => `${m.sandbox}:${m.path}${m.read_only ? ":ro" : ""}`).join(", ") || "-"]),
+          "no volumes",
+        ),
+      );
+    });
+
+  volume
+    .command("inspect")
+    .description("everything about a volume")
+    .argument("<name>", "volume name")
+    .action(async (name: string) => {
+      const v = await through<VolumeInfo>(
+        (c) => c.volumes.get(name),
+        async (f) => (await f.volume(name)) as VolumeInfo,
+      );
+      console.log(JSON.stringify(v, null, 2));
+    });
+
+  volume
+    .command("rm")
+    .alias("remove")
+    .description("delete volumes and their data (refused while a sandbox mounts one)")
+    .argument("<name...>", "volume names")
+    .action(async (names: string[]) => {
+      for (const n of names) {
+        await through(
+          (c) => c.volumes.remove(n),
+          (f) => f.removeVolume(n),
+        );
+        console.log(n);
+      }
+    });
+}
