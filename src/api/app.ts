@@ -20,6 +20,7 @@ import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
 import { commitRoutes } from "./routes/commit.js";
 import { volumeRoutes } from "./routes/volumes.js";
+import { buildRoutes } from "./routes/builds.js";
 import { imageRoutes } from "./routes/images.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { networkRoutes } from "./routes/network.js";
@@ -157,6 +158,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(imageRoutes, { forge: opts.forge });
       await api.register(commitRoutes, { forge: opts.forge });
       await api.register(volumeRoutes, { forge: opts.forge });
+      await api.register(buildRoutes, { forge: opts.forge });
       await api.register(auditRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());

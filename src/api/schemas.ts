@@ -408,6 +408,33 @@ export const CommitResult = Type.Object(
   { $id: "CommitResult" },
 );
 
+export const BuildJob = Type.Object(
+  {
+    id: Type.String(),
+    tag: Type.String(),
+    state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error"), Type.Literal("cancelled")]),
+    steps: Type.Array(
+      Type.Object({
+        stage: Type.Integer(),
+        line: Type.Integer(),
+        instruction: Type.String(),
+        status: Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("cached"), Type.Literal("done"), Type.Literal("error")]),
+        duration_ms: Type.Optional(Type.Integer()),
+      }),
+    ),
+    /** The latest log lines. */
+    log: Type.Array(Type.String()),
+    log_total: Type.Integer(),
+    image: Type.Optional(Type.String()),
+    digest: Type.Optional(Type.String()),
+    error: Type.Optional(Type.String()),
+    error_code: Type.Optional(Type.String()),
+    started_at: Type.String(),
+    finished_at: Type.Optional(Type.String()),
+  },
+  { $id: "BuildJob" },
+);
+
 export const PushRequest = Body(
   { reference: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: "where to push (default: the image's own name)" })) },
   { $id: "PushRequest" },

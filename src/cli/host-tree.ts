@@ -16,21 +16,25 @@ export interface TreeSummary {
   bytes: number;
 }
 
-/** A tar stream of a local path, its entries named `name/…` (or relative to it when `name` is ""). */
-export async function* packLocal(path: string, name: string, warn: (msg: string) => void = () => {}): AsyncGenerator<Buffer> {
+/**
+ * A tar stream of a local path, its entries named `name/…` (or relative to it when `name` is "");
+ * entries for which `skip` says so are left out (with what is under them).
+ */
+export async function* packLocal(path: string, name: string, warn: (msg: string) => void = () => {}, skip: (name: string) => boolean = () => false): AsyncGenerator<Buffer> {
   // An empty chunk would stall a stream made from this (Readable.from waits for data that never comes).
-  for await (const c of packEntry(path, name, warn)) if (c.length) yield c;
+  for await (const c of packEntry(path, name, warn, skip)) if (c.length) yield c;
   yield TAR_END;
 }
 
-async function* packEntry(path: string, name: string, warn: (msg: string) => void): AsyncGenerator<Buffer> {
+async function* packEntry(path: string, name: string, warn: (msg: string) => void, skip: (name: string) => boolean): AsyncGenerator<Buffer> {
+  if (name && skip(name)) return;
   const st = await lstat(path);
   const meta = { mode: st.mode & 0o7777, mtime: Math.floor(st.mtimeMs / 1000), uid: st.uid, gid: st.gid };
   if (st.isSymbolicLink()) {
     if (name) yield tarHeader({ path: name, type: "symlink", linkname: await readlink(path), ...meta });
   } else if (st.isDirectory()) {
     if (name) yield tarHeader({ path: name, type: "dir", ...meta });
-    for (const child of (await readdir(path)).sort()) yield* packEntry(join(path, child), name ? `${name}/${child}` : child, warn);
+    for (const child of (await readdir(path)).sort()) yield* packEntry(join(path, child), name ? `${name}/${child}` : child, warn, skip);
   } else if (st.isFile()) {
     // The header carries the size at open; the body is cut or zero-padded to it.
     const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);

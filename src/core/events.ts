@@ -21,6 +21,7 @@ export type EventType =
   | "image.pulled"
   | "image.imported"
   | "image.committed"
+  | "image.built"
   | "image.pushed"
   | "image.exported"
   | "image.removed"

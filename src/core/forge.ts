@@ -4,6 +4,7 @@
 // spawn.ts, create.ts, lifecycle.ts, copies.ts, stop-start.ts, template-ops.ts, recovery.ts,
 // reaper.ts, pool-mode.ts, guest-processes.ts. It is past 500 lines because it is the whole surface every interface sees: each
 // method is a one-line doc and a call into those modules, and splitting it would split that list.
+import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { join } from "node:path";
@@ -28,6 +29,10 @@ import { TemplateStore, type TemplateBody, type TemplateRow } from "../store/tem
 import * as copies from "./copies.js";
 import { commit, type CommitOptions, type CommitResult } from "./commit.js";
 import type { ImageWork } from "./image-layers.js";
+import { build, checkDockerfile, type BuildOptions, type BuildReport, type BuildResult, type BuildWork } from "./build/builder.js";
+import { BuildCache } from "./build/cache.js";
+import { BuildContext, unpackContext } from "./build/context.js";
+import { BuildJobs, removeDir, type BuildJob } from "./build/jobs.js";
 import { exportImage, pushImage, type PushedBlob, type PushResult } from "./image-transfer.js";
 import type { Core } from "./core.js";
 import { ForgevmError, sandboxGone } from "./errors.js";
@@ -63,6 +68,8 @@ export { MAX_FORK } from "./core.js";
 export type { LogLine } from "./main-process.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
 export type { VolumeInfo } from "./volumes.js";
+export type { BuildJob } from "./build/jobs.js";
+export type { BuildOptions, BuildStep } from "./build/builder.js";
 export type { ForgeOptions, ForkOptions, ForkResult, NetworkOptions, PoolModeOptions, SpawnDefaults, SpawnOptions } from "./options.js";
 
 export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
@@ -100,6 +107,8 @@ export class Forge {
   private readonly pullJobs = new PullJobs((ref, log) => this.pullImage(ref, log));
   private readonly tokens: Tokens;
   private readonly blobs: BlobStore;
+  private readonly buildCache: BuildCache;
+  private readonly buildJobs = new BuildJobs();
   readonly defaults: SpawnDefaults;
 
   private constructor(
@@ -115,6 +124,7 @@ export class Forge {
     this.defaults = { ...SPAWN_DEFAULTS, ...opts.defaults };
     this.tokens = new Tokens(paths.dataDir);
     this.blobs = new BlobStore(paths.blobsDir);
+    this.buildCache = new BuildCache(join(paths.dataDir, "build-cache"), this.blobs);
     const net = opts.network ?? {};
     const egress = new EgressProxy({ logDir: join(paths.dataDir, "egress"), allowPrivate: net.allowPrivate, hostsOverride: net.hostsOverride });
     const pull = (ref: string) => this.pullImage(ref);
@@ -156,6 +166,7 @@ export class Forge {
             .filter((r) => r.image === image && r.kind !== "base")
             .map((r) => r.name ?? r.id),
         dropBases: (image) => core.snaps.dropBases((r) => r.image === image),
+        keepBlobs: () => this.buildCache.layers(),
       }),
       tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, pull), events.emit) : null,
       live: new Map(),
@@ -530,6 +541,58 @@ export class Forge {
     return pushImage(this.core, this.imageWork(), name, reference, log, onBlob);
   }
 
+  /** Builds an image from the Dockerfile in a context directory on this host, waiting for it. */
+  async build(
+    contextDir: string,
+    opts: BuildOptions,
+    report: BuildReport = { steps: () => {}, step: () => {}, log: () => {} },
+    signal: AbortSignal = new AbortController().signal,
+  ): Promise<BuildResult> {
+    const ctx = await BuildContext.open(contextDir);
+    return build(this.core, this.buildWork(), ctx, opts, report, signal);
+  }
+
+  /** Starts a build of an uploaded context (a tar stream) as a job; returns it once the context is unpacked. */
+  async startBuild(context: AsyncIterable<Buffer>, opts: BuildOptions): Promise<BuildJob> {
+    if (this.core.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+    const dir = join(this.paths.dataDir, `.build-context-${randomBytes(6).toString("hex")}`);
+    try {
+      await unpackContext(context, dir);
+      const ctx = await BuildContext.open(dir);
+      await checkDockerfile(ctx, opts); // a Dockerfile that cannot be built is a 400 now, not a failed job
+      return this.buildJobs.start(opts, (o, report, signal) => build(this.core, this.buildWork(), ctx, o, report, signal), removeDir(dir));
+    } catch (e) {
+      await removeDir(dir)();
+      throw e;
+    }
+  }
+
+  /** A build job by id. */
+  buildJob(id: string): BuildJob {
+    return this.buildJobs.get(id);
+  }
+
+  /** Cancels a running build job. */
+  cancelBuild(id: string): BuildJob {
+    return this.buildJobs.cancel(id);
+  }
+
+  /** Calls `onLine` with each new line of a build's log, then null when it ends; returns the unsubscribe. */
+  followBuild(id: string, onLine: (line: string | null) => void): () => void {
+    return this.buildJobs.follow(id, onLine);
+  }
+
+  private buildWork(): BuildWork {
+    return {
+      ...this.imageWork(),
+      cache: this.buildCache,
+      pull: (ref) => this.pullImage(ref),
+      spawnBuild: (image, o) =>
+        this.spawn({ image, network: o.network ?? "none", allow: o.allow, memoryMb: o.memoryMb, ttlMs: 2 * 60 * 60_000, metadata: { "forgevm.build": o.buildId } }),
+      removeImage: (n) => this.removeImage(n),
+    };
+  }
+
   // What image operations need beyond the image store: throwaway sandboxes, and who uses an image.
   private imageWork(): ImageWork {
     return {
@@ -639,6 +702,7 @@ export class Forge {
     if (this.core.closed) return;
     this.core.closed = true;
     if (this.reaper) clearInterval(this.reaper);
+    await this.buildJobs.closeAll();
     await this.core.warm.close();
     await this.core.tenants?.close();
     await Promise.all([...this.core.live.keys()].map((id) => this.closeOne(id)));

@@ -32,6 +32,8 @@ export interface ImageDeps {
   snapshotsUsing: (image: string) => string[];
   /** Drops the base snapshots of this image. */
   dropBases: (image: string) => Promise<void>;
+  /** Blobs kept although no image lists them (the build cache's layers). */
+  keepBlobs?: () => Promise<string[]>;
 }
 
 export interface ImportOptions {

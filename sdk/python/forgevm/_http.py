@@ -35,19 +35,20 @@ class Transport:
         *,
         body: Any = None,
         raw: Optional[bytes] = None,
-        query: Optional[Mapping[str, Optional[str]]] = None,
+        query: Optional[Mapping[str, Any]] = None,
         timeout: Optional[float] = -1,
         sandbox_id: Optional[str] = None,
+        content_type: str = "application/octet-stream",
     ):
         """Sends a request; returns the open response, raises a ForgevmError otherwise."""
         url = f"{self.base_url}/api/v1{path}"
         q = {k: v for k, v in (query or {}).items() if v is not None}
         if q:
-            url += "?" + urllib.parse.urlencode(q)
+            url += "?" + urllib.parse.urlencode(q, doseq=True)
         headers = dict(self.headers)
         data = None
         if raw is not None:
-            headers["Content-Type"] = "application/octet-stream"
+            headers["Content-Type"] = content_type
             data = raw
         elif body is not None:
             headers["Content-Type"] = "application/json"

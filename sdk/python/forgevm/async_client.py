@@ -274,6 +274,10 @@ class AsyncClient:
     async def delete_volume(self, name: str) -> None:
         await _run(self._c.delete_volume, name)
 
+    async def build(self, context: str, tag: str, **kw: Any) -> Dict[str, Any]:
+        """Builds image ``tag`` from the Dockerfile in directory ``context`` (see Client.build)."""
+        return await _run(self._c.build, context, tag, **kw)
+
     async def images(self) -> List[Dict[str, Any]]:
         """Local images on the server."""
         return await _run(self._c.images)

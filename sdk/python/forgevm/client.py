@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import fnmatch
+import io
+import os
+import tarfile
 import urllib.parse
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ._http import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, Transport
+from .errors import error_from_body
 from .models import ImageInfo, SandboxInfo, _pick
 from .sandbox import Sandbox
 
@@ -161,6 +166,35 @@ class Client:
         """Deletes a volume and its data (refused while a sandbox mounts it)."""
         self._http.call("DELETE", f"/volumes/{_q(name)}")
 
+    def build(
+        self,
+        context: str,
+        tag: str,
+        dockerfile: Optional[str] = None,
+        build_args: Optional[Dict[str, str]] = None,
+        network: Optional[str] = None,
+        allow: Optional[List[str]] = None,
+        no_cache: bool = False,
+        target: Optional[str] = None,
+        on_log: Optional[Callable[[str], None]] = None,
+    ) -> Dict[str, Any]:
+        """Builds image ``tag`` from the Dockerfile in directory ``context`` (.dockerignore applies); returns the finished job.
+
+        ``on_log`` gets each log line as the server writes it. A failed build raises ForgevmError.
+        """
+        query = {
+            "tag": tag, "dockerfile": dockerfile, "network": network, "allow": allow, "target": target,
+            "build_arg": [f"{k}={v}" for k, v in (build_args or {}).items()] or None, "no_cache": "true" if no_cache else None,
+        }
+        job = self._http.json("POST", "/builds", raw=_context_tar(context, dockerfile or "Dockerfile"), query=query, timeout=None, content_type="application/x-tar")
+        for msg in self._http.ndjson("GET", f"/builds/{_q(job['id'])}/log", timeout=None):
+            if "line" in msg and on_log:
+                on_log(msg["line"])
+        job = self._http.json("GET", f"/builds/{_q(job['id'])}")
+        if job["state"] != "done":
+            raise error_from_body({"code": job.get("error_code") or "BAD_REQUEST", "message": job.get("error") or f"the build ended {job['state']}"})
+        return job
+
     def images(self) -> List[ImageInfo]:
         """Local images on the server."""
         return list(self._http.json("GET", "/images"))
@@ -203,3 +237,42 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _context_tar(context: str, dockerfile: str) -> bytes:
+    """The build context as tar bytes, without what .dockerignore leaves out (the Dockerfile always goes)."""
+    rules: List[Any] = []
+    try:
+        with open(os.path.join(context, ".dockerignore"), encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    keep = line.startswith("!")
+                    pattern = (line[1:] if keep else line).strip().strip("/")
+                    rules.append((pattern, keep))
+    except FileNotFoundError:
+        pass
+
+    def ignored(rel: str) -> bool:
+        parts = rel.split("/")
+        out = False
+        for n in range(1, len(parts) + 1):
+            sub = "/".join(parts[:n])
+            for pattern, keep in rules:
+                if fnmatch.fnmatchcase(sub, pattern) or (pattern.startswith("**/") and fnmatch.fnmatchcase(sub, pattern[3:])):
+                    out = not keep
+        return out
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for root, dirs, files in os.walk(context):
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, context).replace(os.sep, "/")
+                if rel not in (dockerfile, ".dockerignore") and ignored(rel):
+                    if name in dirs:
+                        dirs.remove(name)
+                    continue
+                tar.add(full, arcname=rel, recursive=False)
+    return buf.getvalue()

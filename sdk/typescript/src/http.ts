@@ -12,7 +12,8 @@ export interface RequestOptions {
   /** Raw body sent as application/octet-stream (or `contentType`): bytes, or a stream of them. */
   raw?: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
   contentType?: string;
-  query?: Record<string, string | undefined>;
+  /** Query parameters; a list repeats its parameter. */
+  query?: Record<string, string | string[] | undefined>;
   timeoutMs?: number | null;
   /** Aborts the request (and a streamed response) when it fires. */
   signal?: AbortSignal;
@@ -41,7 +42,10 @@ export class Transport {
   /** Sends a request; resolves with the successful response, throws a ForgevmError otherwise. */
   async send(method: string, path: string, o: RequestOptions = {}): Promise<Response> {
     const url = new URL(`${this.baseUrl}/api/v1${path}`);
-    for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    for (const [k, v] of Object.entries(o.query ?? {})) {
+      if (Array.isArray(v)) for (const x of v) url.searchParams.append(k, x);
+      else if (v !== undefined) url.searchParams.set(k, v);
+    }
     const headers: Record<string, string> = { ...this.headers };
     let body: string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | undefined;
     if (o.raw) {

@@ -2,7 +2,8 @@
 // archive by uploading it, export one as an OCI archive, push one to a registry, remove.
 import { errorFromBody } from "./errors.js";
 import type { Transport } from "./http.js";
-import type { ImageInfo, PullJob, PushResult } from "./types.js";
+import { ndjson } from "./ndjson.js";
+import type { BuildJob, BuildOptions, ImageInfo, PullJob, PushResult } from "./types.js";
 
 export class Images {
   /** @internal */
@@ -38,6 +39,42 @@ export class Images {
    */
   import(archive: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts: { name?: string; tag?: string; ref?: string } = {}): Promise<ImageInfo> {
     return this.http.json("POST", "/images/import", { raw: archive, contentType: "application/x-tar", query: opts, timeoutMs: null });
+  }
+
+  /**
+   * Builds an image from a Dockerfile: `context` is the build context as a tar (bytes or a
+   * stream). Resolves with the finished job (state "done", "error" or "cancelled"); `onLog` gets
+   * each log line as the server writes it.
+   */
+  async build(context: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts: BuildOptions, onLog?: (line: string) => void): Promise<BuildJob> {
+    const job = await this.startBuild(context, opts);
+    const res = await this.http.send("GET", `/builds/${encodeURIComponent(job.id)}/log`, { timeoutMs: null });
+    for await (const m of ndjson<{ line?: string; done?: boolean }>(res)) if (m.line !== undefined) onLog?.(m.line);
+    return this.buildJob(job.id);
+  }
+
+  /** Starts a build and returns its job at once (poll with `buildJob`, stop with `cancelBuild`). */
+  startBuild(context: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts: BuildOptions): Promise<BuildJob> {
+    const query = {
+      tag: opts.tag,
+      dockerfile: opts.dockerfile,
+      build_arg: opts.buildArgs ? Object.entries(opts.buildArgs).map(([k, v]) => `${k}=${v}`) : undefined,
+      network: opts.network,
+      allow: opts.allow,
+      no_cache: opts.noCache ? "true" : undefined,
+      target: opts.target,
+      memory_mb: opts.memory_mb !== undefined ? String(opts.memory_mb) : undefined,
+    };
+    return this.http.json("POST", "/builds", { raw: context, contentType: "application/x-tar", query, timeoutMs: null });
+  }
+
+  buildJob(id: string): Promise<BuildJob> {
+    return this.http.json("GET", `/builds/${encodeURIComponent(id)}`);
+  }
+
+  /** Cancels a running build: its RUN is killed and its sandboxes removed. */
+  cancelBuild(id: string): Promise<BuildJob> {
+    return this.http.json("DELETE", `/builds/${encodeURIComponent(id)}`);
   }
 
   /** An image as an OCI archive stream (also readable by `docker load`, skopeo and Podman). */

@@ -304,6 +304,37 @@ export interface CommitResult {
   duration_ms: number;
 }
 
+export interface BuildOptions {
+  /** NAME[:TAG] of the image. */
+  tag: string;
+  /** The Dockerfile's path in the context (default "Dockerfile"). */
+  dockerfile?: string;
+  buildArgs?: Record<string, string>;
+  /** Network of RUN steps: "none" (default), "allowlist" (with `allow`) or "full". */
+  network?: string;
+  allow?: string[];
+  noCache?: boolean;
+  /** Build up to this stage. */
+  target?: string;
+  memory_mb?: number;
+}
+
+/** A build running on the server (or finished within the hour). */
+export interface BuildJob {
+  id: string;
+  tag: string;
+  state: "running" | "done" | "error" | "cancelled";
+  steps: { stage: number; line: number; instruction: string; status: "pending" | "running" | "cached" | "done" | "error"; duration_ms?: number }[];
+  log: string[];
+  log_total: number;
+  image?: string;
+  digest?: string;
+  error?: string;
+  error_code?: string;
+  started_at: string;
+  finished_at?: string;
+}
+
 export interface PushResult {
   reference: string;
   digest: string;

@@ -1,0 +1,115 @@
+// Dockerfile builds over REST: the context is uploaded as a tar (Docker's build API does the
+// same), the build runs as a job with its steps and log, the log can be followed as NDJSON, and
+// DELETE cancels it (core/build/).
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { badRequest } from "../../core/errors.js";
+import type { Forge } from "../../core/forge.js";
+import { BuildJob } from "../schemas.js";
+
+const Many = Type.Union([Type.String({ maxLength: 4096 }), Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 200 })]);
+const list = (v: string | string[] | undefined) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+const IdParam = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+/** "K=V" build arguments → a map, or a 400 naming the one that is not. */
+function buildArgs(v: string[] | undefined): Record<string, string> | undefined {
+  if (!v) return undefined;
+  const out: Record<string, string> = {};
+  for (const a of v) {
+    const eq = a.indexOf("=");
+    if (eq <= 0) throw badRequest(`build_arg: "${a}" is not NAME=VALUE`);
+    out[a.slice(0, eq)] = a.slice(eq + 1);
+  }
+  return out;
+}
+
+export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
+  app.addContentTypeParser(["application/x-tar", "application/octet-stream"], (_req, payload, done) => done(null, payload));
+
+  app.post(
+    "/builds",
+    {
+      schema: {
+        tags: ["images"],
+        description: "Builds an image from the Dockerfile in the uploaded context (a tar); returns the job at once.",
+        querystring: Type.Object({
+          tag: Type.String({ minLength: 1, maxLength: 512, description: "NAME[:TAG] of the result" }),
+          dockerfile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+          build_arg: Type.Optional(Many),
+          network: Type.Optional(Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")])),
+          allow: Type.Optional(Many),
+          no_cache: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false")])),
+          target: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+          memory_mb: Type.Optional(Type.Integer({ minimum: 128, maximum: 65536 })),
+        }),
+        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "the build context as a tar" }),
+        response: { 202: BuildJob },
+      },
+      validatorCompiler: ({ httpPart }) => (httpPart === "body" ? () => true : () => true),
+    },
+    async (req, reply) => {
+      const q = req.query as {
+        tag: string;
+        dockerfile?: string;
+        build_arg?: string | string[];
+        network?: string;
+        allow?: string | string[];
+        no_cache?: string;
+        target?: string;
+        memory_mb?: number;
+      };
+      if (!q.tag) throw badRequest("tag: the name of the image to build is required");
+      if (!req.body || typeof (req.body as AsyncIterable<Buffer>)[Symbol.asyncIterator] !== "function")
+        throw badRequest("the body must be the build context as a tar (Content-Type: application/x-tar)");
+      const job = await forge.startBuild(req.body as AsyncIterable<Buffer>, {
+        tag: q.tag,
+        dockerfile: q.dockerfile,
+        buildArgs: buildArgs(list(q.build_arg)),
+        network: q.network,
+        allow: list(q.allow),
+        noCache: q.no_cache === "true",
+        target: q.target,
+        memoryMb: q.memory_mb !== undefined ? Number(q.memory_mb) : undefined,
+      });
+      reply.status(202);
+      return job;
+    },
+  );
+
+  app.get("/builds/:id", { schema: { tags: ["images"], params: IdParam, response: { 200: BuildJob } } }, async (req) => forge.buildJob(req.params.id));
+
+  app.delete("/builds/:id", { schema: { tags: ["images"], params: IdParam, response: { 200: BuildJob } } }, async (req) => forge.cancelBuild(req.params.id));
+
+  app.get(
+    "/builds/:id/log",
+    {
+      schema: {
+        tags: ["images"],
+        params: IdParam,
+        description: 'The build log as NDJSON ({"line"} per line): the kept lines, then new ones as they come, then {"done", "state"}.',
+      },
+    },
+    async (req, reply) => {
+      const job = forge.buildJob(req.params.id);
+      reply.hijack();
+      const out = reply.raw;
+      out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });
+      for (const line of [...job.log]) out.write(`${JSON.stringify({ line })}\n`);
+      await new Promise<void>((resolve) => {
+        let ended = false;
+        let off: (() => void) | undefined;
+        const end = () => {
+          ended = true;
+          off?.();
+          resolve();
+        };
+        off = forge.followBuild(job.id, (line) => (line === null ? end() : out.write(`${JSON.stringify({ line })}\n`)));
+        if (ended) off();
+        out.once("close", end);
+      });
+      const now = forge.buildJob(job.id);
+      if (!out.writableEnded)
+        out.end(`${JSON.stringify({ done: true, state: now.state, ...(now.digest ? { digest: now.digest } : {}), ...(now.error ? { error: now.error } : {}) })}\n`);
+    },
+  );
+};

@@ -1,0 +1,80 @@
+// `forgevm build`: a Dockerfile build, as `docker build` runs one. The context directory is sent
+// as a tar (what .dockerignore leaves out stays here), the server builds it in VMs, and the log
+// is followed here with each step's outcome; without a server, the core builds it in this process.
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import type { Command } from "commander";
+import type { BuildJob } from "forgevm";
+import { DockerIgnore } from "../../util/dockerignore.js";
+import type { Cli } from "../context.js";
+import { packLocal } from "../host-tree.js";
+import { listOption, pairOption } from "../options.js";
+import { emit } from "../output.js";
+
+interface BuildFlags {
+  tag: string;
+  file?: string;
+  buildArg?: Record<string, string>;
+  network?: string;
+  allow?: string[];
+  cache: boolean;
+  target?: string;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+export function buildCommands(program: Command, cli: Cli): void {
+  program
+    .command("build")
+    .description("build an image from a Dockerfile, in VMs (FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, ENTRYPOINT, CMD, EXPOSE, LABEL, SHELL; multi-stage)")
+    .argument("<context>", "the build context directory")
+    .requiredOption("-t, --tag <name>", "NAME[:TAG] of the image")
+    .option("-f, --file <path>", "the Dockerfile, relative to the context (default: Dockerfile)")
+    .option("--build-arg <NAME=VALUE>", "a build argument (repeatable)", pairOption("--build-arg"))
+    .option("--network <mode>", "network of RUN steps: none (default), allowlist (with --allow) or full")
+    .option("--allow <entry>", "egress allowlist entry for RUN steps: host, *.domain, IP/CIDR, @preset (repeatable)", listOption)
+    .option("--no-cache", "run every step, ignoring the cache")
+    .option("--target <stage>", "build up to this stage")
+    .option("-q, --quiet", "print only the image's digest")
+    .option("--json", "print the finished job as JSON")
+    .action(async (context: string, o: BuildFlags) => {
+      if (!statSync(context, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`${context} is not a directory: give the build context`);
+      const opts = { tag: o.tag, dockerfile: o.file, buildArgs: o.buildArg, network: o.network, allow: o.allow, noCache: !o.cache, target: o.target };
+      const say = (line: string) => {
+        if (!o.quiet && !o.json) console.error(line);
+      };
+      const client = await cli.serverIfAny();
+      let result: { image: string; digest: string; steps: BuildJob["steps"]; state: string };
+      if (client) {
+        // The Dockerfile and .dockerignore always go; the rest unless .dockerignore says not to.
+        let ignoreText = "";
+        try {
+          ignoreText = readFileSync(join(context, ".dockerignore"), "utf8");
+        } catch {
+          // no .dockerignore
+        }
+        const ignore = new DockerIgnore(ignoreText);
+        const always = new Set([o.file ?? "Dockerfile", ".dockerignore"]);
+        const tar = Readable.from(
+          packLocal(
+            context,
+            "",
+            (m) => say(m),
+            (name) => !always.has(name) && ignore.ignores(name),
+          ),
+        );
+        const job = await client.images.build(Readable.toWeb(tar) as ReadableStream<Uint8Array>, opts, say);
+        if (job.state !== "done") throw new Error(job.error ?? `the build ended ${job.state}`);
+        result = { image: job.image!, digest: job.digest!, steps: job.steps, state: job.state };
+      } else {
+        const r = await cli.withLocalForge((forge) => forge.build(context, opts, { steps: () => {}, step: () => {}, log: say }));
+        result = { image: r.image.name, digest: r.digest, steps: r.steps, state: "done" };
+      }
+      const cached = result.steps.filter((s) => s.status === "cached").length;
+      emit(o.json, result, () => {
+        if (o.quiet) console.log(result.digest);
+        else console.log(`${result.image}\n  digest ${result.digest}\n  ${result.steps.length} steps, ${cached} from the cache`);
+      });
+    });
+}

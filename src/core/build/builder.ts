@@ -1,0 +1,531 @@
+// Dockerfile builds in VMs. Each stage runs its RUN and COPY steps in a build sandbox of the image
+// so far; after each such step the sandbox is scanned and what changed becomes a layer (the same
+// diff as commit). Steps are cached by their parent's key, their instruction and the hash of what
+// they read: a hit adds the cached layer without running anything. After a hit, the next step
+// that must run gets a sandbox of an image flattened from the layers so far. The result is an
+// image whose manifest lists the base's layers and one per step, and whose root filesystem is the
+// last build sandbox's disk (or, when every step came from the cache, the layers flattened).
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { copyFile, readFile, rm } from "node:fs/promises";
+import { join, posix } from "node:path";
+import { createGunzip } from "node:zlib";
+import type { Readable } from "node:stream";
+import { repairExt4 } from "../../images/ext4.js";
+import { diffFiles, indexOf, loadIndex, saveIndex, type FileIndex } from "../../images/file-index.js";
+import { installImage, installRootfs } from "../../images/install.js";
+import { childConfig, storeImage, storeLayer, type ImageChanges } from "../../images/oci-build.js";
+import { parseImageConfig, type Descriptor } from "../../images/oci.js";
+import { DockerfileError, parseDockerfile, type Dockerfile, type Instruction, type Stage } from "../../images/dockerfile.js";
+import { listImages, resolveImage, type LocalImage } from "../../images/store.js";
+import { archiveComponents } from "../../images/flatten.js";
+import { readTar } from "../../util/tar-read.js";
+import { TAR_END, tarHeader, tarPadding } from "../../util/tar-write.js";
+import type { Core } from "../core.js";
+import { packArchive, unpackArchive } from "../archive.js";
+import { badRequest, conflict, ForgevmError } from "../errors.js";
+import { layerTar } from "../guest-layer.js";
+import { scanGuest } from "../guest-scan.js";
+import { baseConfigDoc, imageLayers, type ImageWork } from "../image-layers.js";
+import type { Sandbox } from "../sandbox.js";
+import type { BuildCache } from "./cache.js";
+import type { BuildContext } from "./context.js";
+import { imageName } from "../commit.js";
+
+export interface BuildOptions {
+  /** NAME[:TAG] of the result. */
+  tag: string;
+  /** The Dockerfile's path in the context (default "Dockerfile"). */
+  dockerfile?: string;
+  buildArgs?: Record<string, string>;
+  /** Network of the build sandboxes: "none" (default), "allowlist" (with `allow`) or "full". */
+  network?: string;
+  allow?: string[];
+  noCache?: boolean;
+  /** Build up to this stage (by name) instead of the last one. */
+  target?: string;
+  memoryMb?: number;
+}
+
+export type StepStatus = "pending" | "running" | "cached" | "done" | "error";
+
+export interface BuildStep {
+  stage: number;
+  line: number;
+  instruction: string;
+  status: StepStatus;
+  duration_ms?: number;
+}
+
+/** Where a build reports as it goes. */
+export interface BuildReport {
+  steps(list: BuildStep[]): void;
+  step(i: number, patch: Partial<BuildStep>): void;
+  log(line: string): void;
+}
+
+export interface BuildResult {
+  image: LocalImage;
+  digest: string;
+  steps: BuildStep[];
+}
+
+/** What a build needs from Forge beyond commit's needs. */
+export interface BuildWork extends ImageWork {
+  cache: BuildCache;
+  pull: (ref: string) => Promise<LocalImage>;
+  spawnBuild: (image: string, o: { network?: string; allow?: string[]; memoryMb?: number; buildId: string }) => Promise<Sandbox>;
+  removeImage: (name: string) => Promise<void>;
+}
+
+// One stage's image so far, and the build sandbox that holds it when `synced`.
+interface StageState {
+  stage: Stage;
+  base: LocalImage | null;
+  baseLayers: number;
+  layers: Descriptor[];
+  config: any;
+  key: string;
+  sb: Sandbox | null;
+  synced: boolean;
+  index: FileIndex | null;
+  shell: string[];
+  args: Map<string, string>;
+}
+
+const hashOf = (...parts: string[]) => createHash("sha256").update(parts.join("\0")).digest("hex");
+const RUN_TIMEOUT_MS = 60 * 60_000;
+const TAR_SUFFIX = /\.(tar|tar\.gz|tgz)$/i;
+
+/** The parsed Dockerfile of a build and the stage it ends with, or a 400 that names the problem (and its line). */
+export async function checkDockerfile(ctx: BuildContext, o: BuildOptions): Promise<{ df: Dockerfile; targetIndex: number }> {
+  imageName(o.tag);
+  if (o.network && !["none", "allowlist", "full"].includes(o.network)) throw badRequest(`network: must be none, allowlist or full, got "${o.network}"`);
+  const dfPath = posix.normalize(o.dockerfile ?? "Dockerfile");
+  if (dfPath.startsWith("..") || dfPath.startsWith("/")) throw badRequest(`dockerfile: ${o.dockerfile} must be a path inside the context`);
+  const text = await readFile(join(ctx.dir, dfPath), "utf8").catch(() => null);
+  if (text === null) throw badRequest(`dockerfile: there is no ${dfPath} in the build context`);
+  let df: Dockerfile;
+  try {
+    df = parseDockerfile(text, o.buildArgs);
+  } catch (e) {
+    if (e instanceof DockerfileError) throw badRequest(e.message);
+    throw e;
+  }
+  let targetIndex = df.stages.length - 1;
+  if (o.target) {
+    targetIndex = df.stages.findIndex((s) => s.name === o.target!.toLowerCase());
+    if (targetIndex < 0) throw badRequest(`target: no stage is named "${o.target}" (stages: ${df.stages.map((s) => s.name ?? s.index).join(", ")})`);
+  }
+  return { df, targetIndex };
+}
+
+/** Builds an image from a Dockerfile in `ctx`. */
+export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: BuildOptions, report: BuildReport, signal: AbortSignal): Promise<BuildResult> {
+  const name = imageName(o.tag);
+  const users = work.imageUsers(name);
+  if (users.length) throw conflict(`image ${name} is in use by ${users.join(", ")}: build it under another name or tag`);
+  const { df, targetIndex } = await checkDockerfile(ctx, o);
+  const buildId = randomBytes(4).toString("hex");
+  const steps: BuildStep[] = df.stages
+    .slice(0, targetIndex + 1)
+    .flatMap((s) => [
+      { stage: s.index, line: s.line, instruction: `FROM ${s.from}${s.name ? ` AS ${s.name}` : ""}`, status: "pending" as StepStatus },
+      ...s.steps.map((st) => ({ stage: s.index, line: st.line, instruction: st.text, status: "pending" as StepStatus })),
+    ]);
+  report.steps(steps);
+  const states: StageState[] = [];
+  const tempImages: string[] = [];
+  const helpers: Sandbox[] = [];
+  let stepNo = 0;
+  const mark = (patch: Partial<BuildStep>) => {
+    Object.assign(steps[stepNo], patch);
+    report.step(stepNo, patch);
+  };
+  const check = () => {
+    if (signal.aborted) throw new ForgevmError("CONFLICT", "the build was cancelled");
+  };
+
+  // A sandbox holding `st`'s image so far: the one it has, or a new one of the layers flattened.
+  const sandboxOf = async (st: StageState): Promise<Sandbox> => {
+    if (st.sb && st.synced) return st.sb;
+    if (st.sb) await work.destroyHelper(st.sb.id).catch(() => {});
+    st.sb = null;
+    let image: string;
+    if (st.base && st.layers.length === st.baseLayers) image = st.base.name;
+    else {
+      image = `forgevm/build-${buildId}-${states.indexOf(st)}-${st.layers.length}:tmp`;
+      const stored = await storeImage(work.blobs, fixDiffIds(st.config), st.layers);
+      report.log(`  (flattening ${st.layers.length} layers into a build image)`);
+      await installImage(core.paths, work.blobs, {
+        name: image,
+        source: `build:${buildId}`,
+        manifestDigest: stored.manifestDigest,
+        manifest: stored.manifest,
+        config: parseImageConfig(stored.configBytes),
+        manifestBytes: stored.manifestBytes,
+        configBytes: stored.configBytes,
+      });
+      tempImages.push(image);
+    }
+    st.sb = await work.spawnBuild(image, { network: o.network, allow: o.allow, memoryMb: o.memoryMb, buildId });
+    st.index = indexOf(await scanGuest(st.sb));
+    st.synced = true;
+    return st.sb;
+  };
+
+  // The layer a step made in `st`'s sandbox, cached under `key`.
+  const finishLayer = async (st: StageState, key: string, createdBy: string) => {
+    const sb = st.sb!;
+    const scanned = await scanGuest(sb);
+    const diff = diffFiles(st.index, scanned);
+    const layer = await storeLayer(work.blobs, layerTar(sb, diff.changed, diff.removed));
+    st.index = indexOf(scanned);
+    st.layers.push(layer.descriptor);
+    st.config = childConfig(st.config, { diffId: layer.diffId, createdBy }, {});
+    st.key = key;
+    await work.cache.put(key, { layer: layer.descriptor, diffId: layer.diffId, config: st.config, created: new Date().toISOString() });
+    report.log(`  ---> layer ${layer.descriptor.digest.slice(7, 19)} (${diff.changed.length} changed, ${diff.removed.length} removed)`);
+  };
+
+  const fromCache = async (st: StageState, key: string): Promise<boolean> => {
+    if (o.noCache) return false;
+    const hit = await work.cache.get(key);
+    if (!hit?.layer) return false;
+    st.layers.push(hit.layer);
+    st.config = hit.config;
+    st.key = key;
+    st.synced = false;
+    report.log(`  ---> CACHED ${hit.layer.digest.slice(7, 19)}`);
+    return true;
+  };
+
+  try {
+    for (const stage of df.stages.slice(0, targetIndex + 1)) {
+      check();
+      const t0 = performance.now();
+      mark({ status: "running" });
+      report.log(`Step ${stepNo + 1}/${steps.length} (line ${stage.line}): FROM ${stage.from}`);
+      const st = await startStage(core, work, stage, states, report);
+      states.push(st);
+      mark({ status: "done", duration_ms: Math.round(performance.now() - t0) });
+      stepNo++;
+      for (const step of stage.steps) {
+        check();
+        const t1 = performance.now();
+        mark({ status: "running" });
+        report.log(`Step ${stepNo + 1}/${steps.length} (line ${step.line}): ${step.text}`);
+        const ran = await runStep(st, step);
+        mark({ status: ran ? "done" : "cached", duration_ms: Math.round(performance.now() - t1) });
+        stepNo++;
+      }
+    }
+    check();
+    const target = states[targetIndex];
+    return { image: await finish(target), digest: (await resolveImage(core.paths, name)).digest ?? "", steps };
+  } catch (e) {
+    if (stepNo < steps.length && steps[stepNo].status === "running") mark({ status: "error" });
+    if (e instanceof DockerfileError) throw badRequest(e.message);
+    throw e;
+  } finally {
+    for (const s of states) if (s.sb) await work.destroyHelper(s.sb.id).catch(() => {});
+    for (const h of helpers) await work.destroyHelper(h.id).catch(() => {});
+    for (const t of tempImages) await work.removeImage(t).catch(() => {});
+  }
+
+  // Runs one instruction; false when it came from the cache or changes the config only.
+  async function runStep(st: StageState, step: Instruction): Promise<boolean> {
+    const cfg = () => st.config.config ?? {};
+    // Config steps are cached too: their history entry keeps its time, so a rebuild is the same image.
+    const configOnly = async (changes: ImageChanges) => {
+      const key = hashOf(st.key, step.text, JSON.stringify(changes));
+      const hit = o.noCache ? null : await work.cache.get(key);
+      st.config = hit ? hit.config : childConfig(st.config, null, changes);
+      if (!hit) await work.cache.put(key, { config: st.config, created: new Date().toISOString() });
+      st.key = key;
+      return false;
+    };
+    switch (step.op) {
+      case "ENV":
+        return configOnly({ env: step.pairs.map(([k, v]) => `${k}=${v}`) });
+      case "LABEL":
+        return configOnly({ labels: Object.fromEntries(step.pairs) });
+      case "WORKDIR":
+        return configOnly({ workdir: posix.resolve(cfg().WorkingDir || "/", substituteEnv(step.value, st)) });
+      case "USER":
+        return configOnly({ user: step.value });
+      case "EXPOSE":
+        return configOnly({ exposedPorts: step.ports });
+      case "CMD":
+      case "ENTRYPOINT": {
+        const argv = step.argv ?? [...st.shell, step.command];
+        return configOnly(step.op === "CMD" ? { cmd: argv } : { entrypoint: argv });
+      }
+      case "SHELL":
+        st.shell = step.argv;
+        st.key = hashOf(st.key, step.text);
+        return false;
+      case "ARG":
+        if (step.value !== undefined) st.args.set(step.name, step.value);
+        // As Docker: an argument's value misses the cache where it is used (RUN's environment,
+        // substituted text), not where it is declared.
+        st.key = hashOf(st.key, "ARG", step.name);
+        return false;
+      case "RUN": {
+        const argv = step.argv ?? [...st.shell, step.command];
+        const env = { ...envOf(st), ...Object.fromEntries(st.args) };
+        const workdir = cfg().WorkingDir || "/";
+        const user = cfg().User || undefined;
+        const key = hashOf(st.key, "RUN", JSON.stringify(argv), JSON.stringify(env), workdir, user ?? "");
+        if (await fromCache(st, key)) return false;
+        const sb = await sandboxOf(st);
+        if (workdir !== "/") await sb.mkdir(workdir);
+        const code = await runLogged(sb, argv, env, workdir, user);
+        if (code !== 0) throw new DockerfileError(`RUN ${step.command} exited with code ${code}`, step.line);
+        await finishLayer(st, key, `RUN ${step.command}`);
+        return true;
+      }
+      case "COPY":
+      case "ADD":
+        return step.from !== undefined ? copyFrom(st, step) : copyContext(st, step);
+    }
+  }
+
+  async function copyContext(st: StageState, step: Extract<Instruction, { op: "COPY" | "ADD" }>): Promise<boolean> {
+    const workdir = st.config.config?.WorkingDir || "/";
+    const dest = posix.resolve(workdir, substituteEnv(step.dest, st)) + (step.dest.endsWith("/") ? "/" : "");
+    const extract = step.op === "ADD" && step.sources.length === 1 && TAR_SUFFIX.test(step.sources[0]);
+    const sel = await ctx.select(step.sources, extract ? `${dest.replace(/\/?$/, "/")}` : dest, step.line);
+    const key = hashOf(st.key, step.text, dest, await ctx.hash(sel.entries), extract ? "extract" : "");
+    if (await fromCache(st, key)) return false;
+    const sb = await sandboxOf(st);
+    if (extract) {
+      // ADD of a local tar archive unpacks it at the destination, as Docker does.
+      const file = join(ctx.dir, sel.entries[0].rel);
+      const raw = createReadStream(file);
+      const gz = /\.(tgz|gz)$/i.test(file);
+      await unpackArchive(sb, dest, (gz ? raw.pipe(createGunzip()) : raw) as AsyncIterable<Buffer>);
+    } else {
+      let { destDir, entries } = sel;
+      if (sel.asFile && (await sb.stat(dest).catch(() => null))?.type === "dir") {
+        // COPY a.txt /existing-dir: into it, by its own name
+        entries = entries.map((e) => ({ ...e, target: posix.basename(e.rel) }));
+        destDir = dest;
+      }
+      await unpackArchive(sb, destDir, ctx.tar(entries, { uid: 0, gid: 0 }, step.chmod));
+      if (step.chown)
+        await chown(
+          sb,
+          step.chown,
+          entries.map((e) => posix.join(destDir, e.target)),
+          step.line,
+        );
+    }
+    await finishLayer(st, key, `${step.op} ${step.sources.join(" ")} ${step.dest}`);
+    return true;
+  }
+
+  async function copyFrom(st: StageState, step: Extract<Instruction, { op: "COPY" | "ADD" }>): Promise<boolean> {
+    const from = step.from!;
+    const byName = states.find((s) => s.stage.name === from) ?? (/^\d+$/.test(from) ? states[Number(from)] : undefined);
+    let source: Sandbox;
+    let sourceKey: string;
+    if (byName) {
+      sourceKey = byName.key;
+    } else {
+      if (df.stages.some((s) => s.name === from)) throw new DockerfileError(`COPY --from=${from}: that stage comes later`, step.line);
+      const image = await resolveImage(core.paths, from).catch(() => work.pull(from));
+      sourceKey = image.digest ?? image.createdAt;
+    }
+    const workdir = st.config.config?.WorkingDir || "/";
+    const dest = posix.resolve(workdir, substituteEnv(step.dest, st)) + (step.dest.endsWith("/") ? "/" : "");
+    const key = hashOf(st.key, step.text, dest, sourceKey);
+    if (await fromCache(st, key)) return false;
+    if (byName) source = await sandboxOf(byName);
+    else {
+      source = await work.spawnBuild(from, { network: "none", buildId });
+      helpers.push(source);
+    }
+    const sb = await sandboxOf(st);
+    const srcWorkdir = byName?.config.config?.WorkingDir || "/";
+    const paths: string[] = [];
+    for (const s of step.sources) {
+      const abs = posix.resolve(srcWorkdir, s);
+      const found = /[*?[]/.test(abs) ? await source.glob(abs) : [abs];
+      if (!found.length) throw new DockerfileError(`COPY --from=${from}: nothing matches ${s}`, step.line);
+      paths.push(...found);
+    }
+    if (paths.length > 1 && !dest.endsWith("/")) throw new DockerfileError(`with several sources the destination must be a directory ending in "/"`, step.line);
+    const copied: string[] = [];
+    for (const p of paths) {
+      const stat = await source.stat(p).catch(() => null);
+      if (!stat) throw new DockerfileError(`COPY --from=${from}: ${p} does not exist there`, step.line);
+      const destIsDir = dest.endsWith("/") || (await sb.stat(dest).catch(() => null))?.type === "dir";
+      // A directory's contents go into dest; a file goes into dest (a directory) or becomes it.
+      const strip = stat.type === "dir";
+      const into = strip || destIsDir ? dest : posix.dirname(dest);
+      const rename = !strip && !destIsDir ? posix.basename(dest) : null;
+      const tar = retarget(await packArchive(source, p), strip, rename, step.chmod, (n) => copied.push(posix.join(into, n)));
+      await unpackArchive(sb, into, tar);
+    }
+    if (step.chown) await chown(sb, step.chown, copied, step.line);
+    await finishLayer(st, key, `COPY --from=${from} ${step.sources.join(" ")} ${step.dest}`);
+    return true;
+  }
+
+  // The image of the target stage, under its name.
+  async function finish(st: StageState): Promise<LocalImage> {
+    const config = fixDiffIds(st.config);
+    const stored = await storeImage(work.blobs, config, st.layers);
+    const same = (await listImages(core.paths)).find((i) => i.digest === stored.manifestDigest);
+    if (same?.name === name) {
+      report.log(`${name} is up to date (${stored.manifestDigest})`);
+      return resolveImage(core.paths, name);
+    }
+    const base = {
+      name,
+      source: `build:${o.dockerfile ?? "Dockerfile"}`,
+      manifestDigest: stored.manifestDigest,
+      configDigest: stored.configDigest,
+      layers: st.layers.map((l) => l.digest),
+      config: parseImageConfig(stored.configBytes),
+      ...(st.base ? { parent: st.base.name } : {}),
+    };
+    const tmp = join(core.paths.imagesDir, `.build-${buildId}.ext4`);
+    try {
+      if (same) {
+        // Another tag of the same image: its root filesystem is copied, sparse.
+        await copyFile(same.rootfs, tmp);
+        await installRootfs(core.paths, { ...base, rootfs: tmp, index: (await loadIndex(same.dir)) ?? undefined });
+      } else if (st.sb && st.synced) {
+        await st.sb.sync();
+        const copied = await st.sb.copyDisk(tmp);
+        if (!copied) throw new Error("the build sandbox has no disk");
+        await repairExt4(tmp);
+        await installRootfs(core.paths, { ...base, rootfs: tmp, index: st.index ?? undefined });
+      } else {
+        report.log(`  (flattening ${st.layers.length} layers into ${name})`);
+        await installImage(core.paths, work.blobs, { ...base, manifest: stored.manifest, manifestBytes: stored.manifestBytes, configBytes: stored.configBytes });
+      }
+    } finally {
+      await rm(tmp, { force: true });
+    }
+    const image = await resolveImage(core.paths, name);
+    if (st.index && st.synced && !same) await saveIndex(image.dir, st.index);
+    core.events.emit("image.built", null, { image: name, digest: stored.manifestDigest });
+    report.log(`built ${name} (${stored.manifestDigest})`);
+    return image;
+  }
+
+  async function runLogged(sb: Sandbox, argv: string[], env: Record<string, string>, cwd: string, user?: string): Promise<number> {
+    const s = sb.execStream(argv, { env, cwd, user, timeoutMs: RUN_TIMEOUT_MS });
+    const onAbort = () => void s.signal(9, true).catch(() => {});
+    signal.addEventListener("abort", onAbort);
+    const pump = async (r: Readable) => {
+      let rest = "";
+      for await (const c of r) {
+        rest += (c as Buffer).toString("utf8");
+        const lines = rest.split("\n");
+        rest = lines.pop() ?? "";
+        for (const l of lines) report.log(`  ${l}`);
+      }
+      if (rest) report.log(`  ${rest}`);
+    };
+    try {
+      await Promise.all([pump(s.stdout), pump(s.stderr)]);
+      return (await s.result).exit_code;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+}
+
+/** A stage's starting point: its FROM image (a previous stage, a local or pulled image, or scratch). */
+async function startStage(core: Core, work: BuildWork, stage: Stage, states: StageState[], report: BuildReport): Promise<StageState> {
+  const prev = states.find((s) => s.stage.name === stage.from.toLowerCase());
+  const common = { stage, sb: null, synced: false, index: null, shell: ["/bin/sh", "-c"], args: new Map<string, string>() };
+  if (prev) {
+    return { ...common, base: prev.base, baseLayers: prev.baseLayers, layers: [...prev.layers], config: structuredClone(prev.config), key: prev.key, shell: [...prev.shell] };
+  }
+  if (stage.from === "scratch")
+    return {
+      ...common,
+      base: null,
+      baseLayers: 0,
+      layers: [],
+      config: { architecture: "amd64", os: "linux", config: {}, rootfs: { type: "layers", diff_ids: [] }, history: [] },
+      key: hashOf("scratch"),
+    };
+  const base = await resolveImage(core.paths, stage.from).catch((e) => {
+    if (stage.from.startsWith("forgevm/")) throw badRequest(`FROM ${stage.from}: ${(e as Error).message}`);
+    return work.pull(stage.from);
+  });
+  const { parent } = await imageLayers(work, base, (m) => report.log(`  ${m}`), false);
+  return {
+    ...common,
+    base,
+    baseLayers: parent.manifest.layers.length,
+    layers: [...parent.manifest.layers],
+    config: parent.configDoc ?? baseConfigDoc(base),
+    key: hashOf("from", parent.manifestDigest),
+  };
+}
+
+/** A config doc whose diff ids are complete (an image pulled without them gets none). */
+function fixDiffIds(config: any): any {
+  return { ...config, rootfs: { type: "layers", diff_ids: config.rootfs?.diff_ids ?? [] } };
+}
+
+function envOf(st: StageState): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of (st.config.config?.Env ?? []) as string[]) {
+    const eq = e.indexOf("=");
+    if (eq > 0) out[e.slice(0, eq)] = e.slice(eq + 1);
+  }
+  return out;
+}
+
+// WORKDIR and COPY destinations may name ENV variables set by earlier steps.
+function substituteEnv(text: string, st: StageState): string {
+  const vars = new Map([...Object.entries(envOf(st)), ...st.args]);
+  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_m, a, b) => vars.get(a ?? b) ?? "");
+}
+
+async function chown(sb: Sandbox, owner: string, paths: string[], line: number): Promise<void> {
+  if (!/^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?$/.test(owner)) throw new DockerfileError(`--chown=${owner} is not USER[:GROUP]`, line);
+  for (let i = 0; i < paths.length; i += 200) {
+    const r = await sb.exec(["chown", "-h", owner, "--", ...paths.slice(i, i + 200)]);
+    if (r.exitCode !== 0) throw new DockerfileError(`--chown=${owner}: ${r.stderr.trim()}`, line);
+  }
+}
+
+/** A tar stream with its entries renamed: the first component dropped (`strip`), or a lone entry renamed. */
+function retarget(source: Readable, strip: boolean, rename: string | null, chmod: number | undefined, onName: (n: string) => void): AsyncIterable<Buffer> {
+  return (async function* () {
+    for await (const { entry, body } of readTar(source as AsyncIterable<Buffer>)) {
+      const comps = archiveComponents(entry.path);
+      const path = strip ? comps.slice(1).join("/") : rename !== null && comps.length === 1 ? rename : comps.join("/");
+      if (!path) {
+        for await (const _ of body) {
+          // the stripped top directory itself
+        }
+        continue;
+      }
+      onName(path);
+      const type = entry.type === "dir" || entry.type === "symlink" ? entry.type : "file";
+      const mode = chmod ?? entry.mode;
+      if (type === "file") {
+        yield tarHeader({ path, type, mode, size: entry.size, uid: entry.uid, gid: entry.gid, mtime: 0 });
+        for await (const c of body) if ((c as Buffer).length) yield c as Buffer;
+        const pad = tarPadding(entry.size);
+        if (pad.length) yield pad;
+      } else {
+        for await (const _ of body) {
+          // directories and links have no body
+        }
+        yield tarHeader({ path, type, mode, uid: entry.uid, gid: entry.gid, mtime: 0, linkname: entry.linkname });
+      }
+    }
+    yield TAR_END;
+  })();
+}
