@@ -25,7 +25,7 @@ fi
 
 # 1. System packages (QEMU, image and agent build tools).
 PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates iptables util-linux"
-[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv iproute2"
+[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

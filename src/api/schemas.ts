@@ -45,6 +45,8 @@ export const Network = Type.Object(
     ports: Type.Array(PortMapping),
     /** The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode). */
     proxy: Type.Optional(Type.String()),
+    /** Package files fetched over HTTP go through the host's package cache. */
+    cache: Type.Optional(Type.Boolean()),
   },
   { $id: "Network" },
 );
@@ -146,6 +148,8 @@ export const SpawnRequest = Body(
     secrets: Type.Optional(StringMap),
     ...NetworkFields,
     ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
+    /** Allowlist mode: package files fetched over HTTP go through the host's package cache (default: network.cache). */
+    cache: Type.Optional(Type.Boolean()),
     /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro"; a missing volume is created. */
     volumes: Type.Optional(Type.Array(Type.String({ minLength: 3, maxLength: 4200 }), { maxItems: 16 })),
     /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */

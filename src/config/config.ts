@@ -74,6 +74,10 @@ export const ConfigSchema = Type.Object(
         default: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")]),
         allow_private: Type.Array(Type.String({ minLength: 1 })),
         presets_file: Type.String(),
+        /** Allowlisted sandboxes keep package files fetched over HTTP in a cache on the host. */
+        cache: Type.Boolean(),
+        /** The package cache's budget in MiB. */
+        cache_max_mb: Type.Integer({ minimum: 16, maximum: 1048576 }),
       },
       strict,
     ),
@@ -130,7 +134,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     warm_pool: { size: 0, memory_budget_mb: 2048 },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
-    network: { default: "none", allow_private: [], presets_file: "" },
+    network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048 },
     mcp: {
       enabled: true,
       network: "full",

@@ -30,7 +30,13 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     baseSnapshots: cfg.snapshots.base,
     warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
     guestLimits: { pidsMax: cfg.limits.pids_max, memoryReserveMb: cfg.limits.memory_reserve_mb },
-    network: { default: cfg.network.default, allowPrivate: cfg.network.allow_private, presetsFile: cfg.network.presets_file || undefined },
+    network: {
+      default: cfg.network.default,
+      allowPrivate: cfg.network.allow_private,
+      presetsFile: cfg.network.presets_file || undefined,
+      cache: cfg.network.cache,
+      cacheMaxMb: cfg.network.cache_max_mb,
+    },
     pool: {
       enabled: cfg.pool.enabled,
       maxVms: cfg.pool.max_vms,

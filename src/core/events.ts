@@ -22,6 +22,7 @@ export type EventType =
   | "image.imported"
   | "image.committed"
   | "image.built"
+  | "snapshot.imported"
   | "image.pushed"
   | "image.exported"
   | "image.removed"

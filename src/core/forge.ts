@@ -14,6 +14,7 @@ import { BlobStore } from "../images/blobs.js";
 import type { RegistryOptions } from "../images/registry.js";
 import { canonicalName, DEFAULT_IMAGE, listImages, type LocalImage } from "../images/store.js";
 import { EgressProxy } from "../net/egress-proxy.js";
+import { PackageCache } from "../net/package-cache.js";
 import { loadPresets } from "../net/allowlist.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
 import type { EgressEntry } from "../net/egress-log.js";
@@ -33,6 +34,7 @@ import { build, checkDockerfile, type BuildOptions, type BuildReport, type Build
 import { BuildCache } from "./build/cache.js";
 import { BuildContext, unpackContext } from "./build/context.js";
 import { BuildJobs, removeDir, type BuildJob } from "./build/jobs.js";
+import { exportSnapshot, importSnapshot } from "./snapshot-transfer.js";
 import { exportImage, pushImage, type PushedBlob, type PushResult } from "./image-transfer.js";
 import type { Core } from "./core.js";
 import { ForgevmError, sandboxGone } from "./errors.js";
@@ -126,7 +128,12 @@ export class Forge {
     this.blobs = new BlobStore(paths.blobsDir);
     this.buildCache = new BuildCache(join(paths.dataDir, "build-cache"), this.blobs);
     const net = opts.network ?? {};
-    const egress = new EgressProxy({ logDir: join(paths.dataDir, "egress"), allowPrivate: net.allowPrivate, hostsOverride: net.hostsOverride });
+    const egress = new EgressProxy({
+      logDir: join(paths.dataDir, "egress"),
+      allowPrivate: net.allowPrivate,
+      hostsOverride: net.hostsOverride,
+      cache: new PackageCache(join(paths.dataDir, "package-cache"), (net.cacheMaxMb ?? 2048) * 1048576),
+    });
     const pull = (ref: string) => this.pullImage(ref);
     const templates = new TemplateStore(db);
     const core: Core = {
@@ -147,6 +154,7 @@ export class Forge {
         net.default ?? "none",
         (id, r) => sandboxes.setNetwork(id, r),
         (id) => core.live.get(id)?.touch(),
+        !!net.cache,
       ),
       volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
       warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
@@ -434,6 +442,16 @@ export class Forge {
   /** Starts `count` sandboxes from a snapshot, each as the sandbox was when it was taken. */
   async restore(idOrName: string, opts: ForkOptions = {}): Promise<Sandbox[]> {
     return copies.restore(this.core, idOrName, opts);
+  }
+
+  /** A named snapshot as an archive (its memory, its disk over its image, its description) for another host. */
+  async exportSnapshot(idOrName: string): Promise<{ stream: Readable; filename: string }> {
+    return exportSnapshot(this.core, this.getSnapshot(idOrName));
+  }
+
+  /** A snapshot made here from an exported archive (taken by the same VMM build and accelerator). */
+  async importSnapshot(archive: AsyncIterable<Buffer>, name?: string): Promise<SnapshotRow> {
+    return importSnapshot(this.core, archive, name);
   }
 
   /** A snapshot by id or name. */

@@ -33,6 +33,8 @@ export interface NetworkRequest {
   mode?: string;
   allow?: string[];
   ports?: string[];
+  /** Use the package cache (allowlist mode); default from the config. */
+  cache?: boolean;
 }
 
 interface Attached {
@@ -54,6 +56,8 @@ export class Networks {
     private readonly save: (id: string, record: NetworkRecord) => void,
     /** Called on traffic through a sandbox's published ports. */
     private readonly onTraffic: (id: string) => void = () => {},
+    /** Whether allowlisted sandboxes use the package cache unless they say otherwise. */
+    private readonly cacheDefault = false,
   ) {}
 
   /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
@@ -63,8 +67,10 @@ export class Networks {
     if (!NETWORK_MODES.includes(mode)) throw badRequest(`network must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
     if (mode !== "allowlist" && req.allow?.length) throw badRequest(`allow needs network "allowlist" (network is "${mode}")`);
     this.parse(allow);
+    if (req.cache && mode !== "allowlist") throw badRequest(`cache needs network "allowlist" (network is "${mode}"): the package cache is part of the egress proxy`);
     const ports = (req.ports ?? []).map((spec) => portSpec(spec, "ports"));
-    return { mode, allow: mode === "allowlist" ? allow : [], ports };
+    const cache = mode === "allowlist" && (req.cache ?? this.cacheDefault);
+    return { mode, allow: mode === "allowlist" ? allow : [], ports, ...(cache ? { cache: true } : {}) };
   }
 
   /** The entries of `asked` that reach beyond `pinned` (both validated; a bad entry is a 400). */
@@ -102,7 +108,7 @@ export class Networks {
     this.attached.set(id, a);
     try {
       if (record.mode === "allowlist") {
-        this.proxy.setPolicy(id, this.parse(record.allow));
+        this.proxy.setPolicy(id, this.parse(record.allow), !!record.cache);
         a.listener = listenForProxy(vm.channel, (duplex) => this.proxy.handle(id, duplex));
         await a.listener.listening;
       }

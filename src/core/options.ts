@@ -52,6 +52,10 @@ export interface NetworkOptions {
    * operator allowed them (a local server standing in for a public host).
    */
   hostsOverride?: Record<string, string>;
+  /** Allowlisted sandboxes use the package cache unless a spawn says otherwise. */
+  cache?: boolean;
+  /** The package cache's budget in MiB (least recently used files go first). */
+  cacheMaxMb?: number;
 }
 
 export interface PoolModeOptions {
@@ -86,6 +90,8 @@ export interface SpawnOptions {
   hostname?: string;
   /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
   volumes?: string[];
+  /** Allowlist mode: package files fetched over HTTP go through the host's package cache (default: the config's network.cache). */
+  cache?: boolean;
   bootTimeoutMs?: number;
   /** Lifetime; the reaper destroys the sandbox when it passes. */
   ttlMs?: number;

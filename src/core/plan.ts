@@ -89,7 +89,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   checkProvider(core, opts.provider, "provider");
   checkEnv(opts.env, "env");
   const name = checkName(core, opts.name);
-  const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports }, { allow: tpl?.allowed_hosts });
+  const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache }, { allow: tpl?.allowed_hosts });
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);
   if (network.mode === "full") await checkFullNetwork(core);
   const d = core.defaults;

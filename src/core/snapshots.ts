@@ -157,6 +157,9 @@ export class Snapshots {
     name?: string | null;
     source?: SandboxRow;
     nic?: boolean;
+    /** For a snapshot that has no source here (an import): the env and user its sandbox had. */
+    env?: Record<string, string> | null;
+    exec_user?: string | null;
   }): Promise<SnapshotRow> {
     const id = `snap-${randomBytes(4).toString("hex")}`;
     const dir = join(this.d.paths.snapshotsDir, id);
@@ -178,8 +181,8 @@ export class Snapshots {
       format: f.format,
       dir,
       size_bytes: 0,
-      env: f.source?.env ?? null,
-      exec_user: f.source?.exec_user ?? null,
+      env: f.env ?? f.source?.env ?? null,
+      exec_user: f.exec_user ?? f.source?.exec_user ?? null,
       nic: (f.nic ?? f.source?.network?.mode === "full") ? 1 : 0,
       created_at: new Date().toISOString(),
       last_used_at: null,

@@ -65,7 +65,7 @@ function logicalLines(text: string): { line: number; text: string }[] {
     out.push({ line: start, text: cur.trim() });
     cur = null;
   }
-  if (cur !== null && cur.trim()) out.push({ line: start, text: cur.trim() });
+  if (cur?.trim()) out.push({ line: start, text: cur.trim() });
   return out;
 }
 

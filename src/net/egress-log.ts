@@ -21,6 +21,8 @@ export interface EgressEntry {
   address?: string;
   /** An allowed request whose upstream connection failed. */
   error?: string;
+  /** A package file answered from the package cache (hit) or fetched and kept (miss). */
+  cache?: "hit" | "miss";
 }
 
 export class EgressLog {

@@ -3,13 +3,17 @@
 // it). Speaks HTTP/1.x forward proxying (absolute-form requests) and CONNECT tunnels; resolves
 // names on the host, re-checks every resolved address against the blocked ranges (so DNS cannot
 // smuggle a private address through), connects to the address it checked, and logs every
-// decision as one JSON line per sandbox.
+// decision as one JSON line per sandbox. Package files fetched over plain HTTP by sandboxes that
+// use the package cache are answered from it, or fetched once and kept (package-cache.ts).
 import { lookup } from "node:dns/promises";
+import { createReadStream } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { connect, isIP, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { AddressSet, blockedAddresses } from "./addresses.js";
 import { matchAddress, matchHost, normalHost, type Rule } from "./allowlist.js";
 import { EgressLog, type EgressEntry } from "./egress-log.js";
+import { cacheable, storable, type PackageCache } from "./package-cache.js";
 
 const MAX_HEAD = 64 * 1024;
 const HEAD_TIMEOUT_MS = 30_000;
@@ -27,6 +31,8 @@ export interface EgressProxyOptions {
   hostsOverride?: Record<string, string>;
   /** Resolver (default: the system's, via getaddrinfo). */
   resolve?: (host: string) => Promise<string[]>;
+  /** The package cache, for sandboxes whose policy asks for it. */
+  cache?: PackageCache;
 }
 
 interface Target {
@@ -35,6 +41,9 @@ interface Target {
   port: number;
   /** Forward requests: the head to send upstream, rewritten to origin form. */
   head?: Buffer;
+  /** Forward requests: the URL and the headers (lower-case names) sent on. */
+  url?: URL;
+  headers?: Map<string, string>;
 }
 
 /** Refused before any upstream connection: `status` goes back to the client. */
@@ -54,6 +63,7 @@ export class EgressProxy {
   private readonly log: EgressLog;
   private readonly resolve: (host: string) => Promise<string[]>;
   private readonly clients = new Set<Duplex>();
+  private readonly caching = new Set<string>();
 
   constructor(private readonly opts: EgressProxyOptions) {
     for (const cidr of opts.allowPrivate ?? []) this.operatorAllowed.add(cidr);
@@ -61,14 +71,19 @@ export class EgressProxy {
     this.resolve = opts.resolve ?? (async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address));
   }
 
-  /** Sets (or replaces, effective on the next request) a sandbox's parsed allowlist. */
-  setPolicy(sandboxId: string, rules: Rule[]): void {
+  /** Sets (or replaces, effective on the next request) a sandbox's parsed allowlist, and whether it uses the package cache. */
+  setPolicy(sandboxId: string, rules: Rule[], cache?: boolean): void {
     this.policies.set(sandboxId, rules);
+    if (cache !== undefined) {
+      if (cache && this.opts.cache) this.caching.add(sandboxId);
+      else this.caching.delete(sandboxId);
+    }
   }
 
   /** Forgets a sandbox: later connections from it are refused. Its log stays until removeLog. */
   forget(sandboxId: string): void {
     this.policies.delete(sandboxId);
+    this.caching.delete(sandboxId);
   }
 
   /** The last `lines` decisions for a sandbox, oldest first. */
@@ -117,6 +132,9 @@ export class EgressProxy {
       return reply(client, e.status, e.message);
     }
     const base = { method: target.method, host: target.host, port: target.port, address, rule: rule.entry };
+    if (this.opts.cache && this.caching.has(sandboxId) && target.url && target.headers && cacheable(target.method, target.url, target.headers)) {
+      return this.serveCached(sandboxId, client, target, address, base);
+    }
     let upstream: Socket;
     try {
       upstream = await openUpstream(address, target.port);
@@ -130,6 +148,58 @@ export class EgressProxy {
     else upstream.write(target.head!);
     if (rest.length) upstream.write(rest);
     splice(client, upstream);
+  }
+
+  // A cacheable GET: the cached file, or the upstream response passed on and kept as it goes.
+  private async serveCached(sandboxId: string, client: Duplex, t: Target, address: string, base: Omit<EgressEntry, "ts" | "decision" | "reason">): Promise<void> {
+    const cache = this.opts.cache!;
+    const url = t.url!.toString();
+    const hit = await cache.lookup(url);
+    if (hit) {
+      this.record(sandboxId, { ...base, decision: "allow", reason: "allowed", cache: "hit" });
+      client.write(`HTTP/1.1 200 OK\r\nContent-Type: ${hit.meta.contentType}\r\nContent-Length: ${hit.meta.size}\r\nX-Forgevm-Cache: hit\r\nConnection: close\r\n\r\n`);
+      const body = createReadStream(hit.file);
+      body.on("error", () => client.destroy());
+      body.pipe(client);
+      return;
+    }
+    const headers: Record<string, string> = {};
+    for (const [k, v] of t.headers!) headers[k] = v;
+    headers.connection = "close";
+    const req = httpRequest({ host: address, port: t.port, method: "GET", path: `${t.url!.pathname}${t.url!.search}`, headers, setHost: false, timeout: CONNECT_TIMEOUT_MS });
+    req.on("timeout", () => req.destroy(new Error("timed out")));
+    req.on("error", (e) => {
+      this.record(sandboxId, { ...base, decision: "allow", reason: "allowed", error: e.message });
+      if (!client.writableEnded) reply(client, 502, `cannot fetch ${url}: ${e.message}`);
+    });
+    client.on("close", () => req.destroy());
+    req.on("response", async (res) => {
+      this.record(sandboxId, { ...base, decision: "allow", reason: "allowed", cache: "miss" });
+      const length = res.headers["content-length"] !== undefined ? Number(res.headers["content-length"]) : null;
+      const writer = storable(res.statusCode ?? 0, res.headers) ? await cache.store(url, String(res.headers["content-type"] ?? "application/octet-stream"), length) : null;
+      // Passed on close-delimited (HTTP/1.1 allows it): the body arrives decoded from chunks.
+      const keep = ["content-type", "content-length", "etag", "last-modified", "location", "content-encoding"];
+      const lines = [`HTTP/1.1 ${res.statusCode} ${res.statusMessage ?? ""}`];
+      for (const k of keep) if (res.headers[k] !== undefined) lines.push(`${k}: ${res.headers[k]}`);
+      client.write(`${[...lines, "X-Forgevm-Cache: miss", "Connection: close", "", ""].join("\r\n")}`);
+      res.on("data", (c: Buffer) => {
+        writer?.write(c);
+        client.write(c);
+      });
+      let ended = false;
+      res.on("end", () => {
+        ended = true;
+        client.end();
+        void writer?.commit();
+      });
+      // Cut short (the client left, the upstream broke): nothing is kept.
+      res.on("close", () => {
+        if (ended) return;
+        client.destroy();
+        void writer?.abort();
+      });
+    });
+    req.end();
   }
 
   /** Allowed destination address and the rule that allows it, or a Refusal saying why not. */
@@ -225,7 +295,8 @@ function parseRequest(head: string): Target {
   const headers = lines.slice(1).filter((l) => l && !HOP_HEADERS.has(l.slice(0, l.indexOf(":")).trim().toLowerCase()));
   if (!headers.some((l) => /^host\s*:/i.test(l))) headers.unshift(`Host: ${url.host}`);
   const out = [`${method} ${url.pathname}${url.search} HTTP/1.1`, ...headers, "Connection: close", "", ""].join("\r\n");
-  return { method, host, port, head: Buffer.from(out, "latin1") };
+  const map = new Map(headers.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()] as [string, string]));
+  return { method, host, port, head: Buffer.from(out, "latin1"), url, headers: map };
 }
 
 function hostOf(raw: string): string {

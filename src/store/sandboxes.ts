@@ -76,6 +76,8 @@ export interface MainRecord {
 export interface NetworkRecord {
   mode: "none" | "allowlist" | "full";
   allow: string[];
+  /** Allowlist mode: package files fetched over HTTP go through the host's package cache. */
+  cache?: boolean;
   ports: { host_ip: string; host_port: number; guest_port: number }[];
 }
 

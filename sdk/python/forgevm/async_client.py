@@ -297,6 +297,12 @@ class AsyncClient:
     async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[AsyncSandbox]:
         return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl)]
 
+    async def export_snapshot(self, snapshot: str, path: str) -> str:
+        return await _run(self._c.export_snapshot, snapshot, path)
+
+    async def import_snapshot(self, path: str, name: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self._c.import_snapshot, path, name)
+
     async def delete_snapshot(self, snapshot: str) -> None:
         await _run(self._c.delete_snapshot, snapshot)
 

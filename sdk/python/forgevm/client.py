@@ -77,6 +77,7 @@ class Client:
         idle_stop: Optional[str] = None,
         start: Optional[bool] = None,
         volumes: Optional[List[str]] = None,
+        cache: Optional[bool] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -90,7 +91,7 @@ class Client:
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
             "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
-            "volumes": volumes,
+            "volumes": volumes, "cache": cache,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 
@@ -225,6 +226,21 @@ class Client:
         """Starts sandboxes from a snapshot (id or name), each as the sandbox was when it was taken."""
         r = self._http.json("POST", f"/snapshots/{_q(snapshot)}/spawn", body={"count": count, "ttl": ttl}, timeout=None)
         return [Sandbox(self._http, s) for s in r["sandboxes"]]
+
+    def export_snapshot(self, snapshot: str, path: str) -> str:
+        """Writes a named snapshot as an archive to ``path``, to import on another host (same VMM build, its image there)."""
+        with self._http.open("GET", f"/snapshots/{_q(snapshot)}/export", timeout=None) as res, open(path, "wb") as out:
+            while True:
+                chunk = res.read(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+        return path
+
+    def import_snapshot(self, path: str, name: Optional[str] = None) -> Dict[str, Any]:
+        """Makes a snapshot here from an exported archive; ``name`` replaces the one it carries."""
+        with open(path, "rb") as f:
+            return self._http.json("POST", "/snapshots/import", raw=f.read(), query={"name": name}, timeout=None, content_type="application/x-tar")
 
     def delete_snapshot(self, snapshot: str) -> None:
         self._http.call("DELETE", f"/snapshots/{_q(snapshot)}")

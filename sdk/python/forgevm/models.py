@@ -74,6 +74,7 @@ class NetworkInfo(TypedDict, total=False):
     allow: List[str]
     ports: List[PortMapping]
     proxy: str
+    cache: bool
 
 
 class SecretDecl(TypedDict, total=False):

@@ -175,6 +175,18 @@ export class Client {
     return (await this.http.json<{ entries: AuditEntry[] }>("GET", "/mcp/audit", { query })).entries;
   }
 
+  /** A named snapshot as an archive stream, to import on another host (same VMM build, its image there). */
+  async exportSnapshot(idOrName: string): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.http.send("GET", `/snapshots/${encodeURIComponent(idOrName)}/export`, { timeoutMs: null });
+    if (!res.body) throw new TypeError("the server sent no archive body");
+    return res.body;
+  }
+
+  /** Makes a snapshot here from an exported archive; `name` replaces the one it carries. */
+  importSnapshot(archive: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts: { name?: string } = {}): Promise<SnapshotInfo> {
+    return this.http.json("POST", "/snapshots/import", { raw: archive, contentType: "application/x-tar", query: { name: opts.name }, timeoutMs: null });
+  }
+
   snapshots(): Promise<SnapshotInfo[]> {
     return this.http.json("GET", "/snapshots");
   }

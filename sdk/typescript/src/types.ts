@@ -71,6 +71,8 @@ export interface NetworkInfo {
   ports: PortMapping[];
   /** The proxy the guest's HTTP(S)_PROXY point at (allowlist mode). */
   proxy?: string;
+  /** Package files fetched over HTTP go through the host's package cache. */
+  cache?: boolean;
 }
 
 /** One egress decision of the sandbox's proxy. */
@@ -119,6 +121,8 @@ export interface SpawnOptions {
   main?: { command?: string[]; restart?: string };
   /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
   volumes?: string[];
+  /** Allowlist network: package files fetched over HTTP go through the host's package cache. */
+  cache?: boolean;
 }
 
 /** A named volume mounted in a sandbox. */

@@ -33,6 +33,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       main: b.main,
       idleStopMs: b.idle_stop !== undefined ? parseDuration(b.idle_stop, "idle_stop") : undefined,
       volumes: b.volumes,
+      cache: b.cache,
     };
     const id = b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id;
     reply.status(201);

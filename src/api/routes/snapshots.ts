@@ -1,7 +1,9 @@
-// Snapshot routes: take one of a sandbox, fork a sandbox, list, inspect, delete, restore.
+// Snapshot routes: take one of a sandbox, fork a sandbox, list, inspect, delete, restore, and
+// move one to another host (export as an archive, import one).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
+import { badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import { CopiesRequest, IdParams, Sandbox, Snapshot, SnapshotRequest, Status } from "../schemas.js";
 import { sandboxView, snapshotView } from "../views.js";
@@ -49,6 +51,34 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       const r = await forge.fork(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
       reply.status(201);
       return { sandboxes: r.sandboxes.map((s) => sandboxView(forge.get(s.id))), pause_ms: r.pauseMs, duration_ms: r.totalMs };
+    },
+  );
+
+  app.get("/snapshots/:id/export", { schema: { tags: ["snapshots"], params: IdParams, produces: ["application/x-tar"] } }, async (req, reply) => {
+    const { stream, filename } = await forge.exportSnapshot(req.params.id);
+    reply.header("content-type", "application/x-tar");
+    reply.header("content-disposition", `attachment; filename="${filename}"`);
+    return reply.send(stream);
+  });
+
+  app.addContentTypeParser(["application/x-tar", "application/octet-stream"], (_req, payload, done) => done(null, payload));
+  app.post(
+    "/snapshots/import",
+    {
+      schema: {
+        tags: ["snapshots"],
+        querystring: Type.Object({ name: Type.Optional(SnapshotRequest.properties.name) }),
+        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "a snapshot archive from GET /snapshots/{id}/export" }),
+        response: { 201: Snapshot },
+      },
+      validatorCompiler: ({ httpPart }) => (httpPart === "body" ? () => true : () => true),
+    },
+    async (req, reply) => {
+      if (!req.body || typeof (req.body as AsyncIterable<Buffer>)[Symbol.asyncIterator] !== "function")
+        throw badRequest("the body must be a snapshot archive (Content-Type: application/x-tar)");
+      const row = await forge.importSnapshot(req.body as AsyncIterable<Buffer>, (req.query as { name?: string }).name);
+      reply.status(201);
+      return snapshotView(row);
     },
   );
 

@@ -1,4 +1,8 @@
 // Snapshots, forks and restores.
+import { createReadStream, createWriteStream } from "node:fs";
+import { rename } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import type { Command } from "commander";
 import type { SnapshotInfo } from "forgevm";
 import type { Cli } from "../context.js";
@@ -8,12 +12,29 @@ import { emit, table } from "../output.js";
 export function copyCommands(program: Command, cli: Cli): void {
   program
     .command("snapshot")
-    .description("snapshot a running sandbox (memory, processes and disk); it keeps running")
-    .argument("<id>", "sandbox id")
-    .argument("[name]", "name to restore it by")
+    .description(
+      "snapshot a running sandbox (memory, processes and disk); it keeps running. `snapshot export SNAPSHOT -o FILE` and `snapshot import FILE [--name N]` move one to another host",
+    )
+    .argument("<id>", "sandbox id (or export / import)")
+    .argument("[name]", "name to restore it by (the snapshot to export; the archive to import)")
+    .option("-o, --output <file>", "export: the archive to write")
+    .option("--name <name>", "import: the name the snapshot gets here (default: the one it carries)")
     .option("--json", "print JSON")
-    .action(async (id: string, name: string | undefined, o: { json?: boolean }) => {
-      const snap = await (await (await cli.client()).get(id)).snapshot(name);
+    .action(async (id: string, name: string | undefined, o: { json?: boolean; output?: string; name?: string }) => {
+      const client = await cli.client();
+      if (id === "export" || id === "import") {
+        if (!name) throw new Error(id === "export" ? "snapshot export SNAPSHOT -o FILE: name the snapshot" : "snapshot import FILE: name the archive");
+        if (id === "export") {
+          if (!o.output) throw new Error("snapshot export: give the archive to write with -o FILE");
+          const tmp = `${o.output}.part`;
+          await pipeline(Readable.fromWeb((await client.exportSnapshot(name)) as import("node:stream/web").ReadableStream), createWriteStream(tmp));
+          await rename(tmp, o.output);
+          return emit(o.json, { snapshot: name, file: o.output }, () => console.log(o.output));
+        }
+        const snap = await client.importSnapshot(Readable.toWeb(createReadStream(name)) as ReadableStream<Uint8Array>, { name: o.name });
+        return emit(o.json, snap, () => console.log(snap.id));
+      }
+      const snap = await (await client.get(id)).snapshot(name);
       emit(o.json, snap, () => console.log(snap.id));
     });
 

@@ -231,6 +231,7 @@ async function runHere(cli: Cli, command: string[], o: Record<string, any>): Pro
       ports: req.ports,
       metadata: req.metadata,
       volumes: req.volumes,
+      cache: req.cache,
     });
     const stdin = await pipedStdin();
     const timeoutMs = o.timeout ? parseDuration(o.timeout, "--timeout") : undefined;

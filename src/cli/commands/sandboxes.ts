@@ -19,6 +19,7 @@ export function sandboxOptions(c: Command): Command {
     .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (internet, never the host)")
     .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
     .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
+    .option("--cache", "allowlist network: package files fetched over HTTP go through the host's package cache")
     .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume, created if missing (repeatable)", listOption)
     .option("--name <name>", "a name to use instead of its id anywhere")
     .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"));
@@ -43,6 +44,7 @@ export function spawnRequest(o: Record<string, any>) {
     name: o.name,
     idle_stop: o.idleStop,
     volumes: o.volume,
+    cache: o.cache,
   };
 }
 

@@ -293,7 +293,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
 
   async function copyContext(st: StageState, step: Extract<Instruction, { op: "COPY" | "ADD" }>): Promise<boolean> {
     const workdir = st.config.config?.WorkingDir || "/";
-    const dest = posix.resolve(workdir, substituteEnv(step.dest, st)) + (step.dest.endsWith("/") ? "/" : "");
+    const dest = destPath(workdir, substituteEnv(step.dest, st));
     const extract = step.op === "ADD" && step.sources.length === 1 && TAR_SUFFIX.test(step.sources[0]);
     const sel = await ctx.select(step.sources, extract ? `${dest.replace(/\/?$/, "/")}` : dest, step.line);
     const key = hashOf(st.key, step.text, dest, await ctx.hash(sel.entries), extract ? "extract" : "");
@@ -338,7 +338,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
       sourceKey = image.digest ?? image.createdAt;
     }
     const workdir = st.config.config?.WorkingDir || "/";
-    const dest = posix.resolve(workdir, substituteEnv(step.dest, st)) + (step.dest.endsWith("/") ? "/" : "");
+    const dest = destPath(workdir, substituteEnv(step.dest, st));
     const key = hashOf(st.key, step.text, dest, sourceKey);
     if (await fromCache(st, key)) return false;
     if (byName) source = await sandboxOf(byName);
@@ -469,6 +469,11 @@ async function startStage(core: Core, work: BuildWork, stage: Stage, states: Sta
     config: parent.configDoc ?? baseConfigDoc(base),
     key: hashOf("from", parent.manifestDigest),
   };
+}
+
+/** A COPY destination made absolute; "dir/", "." and "dir/." name a directory (kept as a trailing "/"). */
+function destPath(workdir: string, dest: string): string {
+  return posix.resolve(workdir, dest) + (/(^|\/)\.?$/.test(dest) ? "/" : "");
 }
 
 /** A config doc whose diff ids are complete (an image pulled without them gets none). */

@@ -1,0 +1,115 @@
+// Benchmark of data and images; prints one JSON document. On one server, in one run:
+// sequential write and read throughput (dd, 64 MiB, flushed, caches dropped before reading) on a
+// named volume against the same on the sandbox's root disk; a build of a small Dockerfile cold
+// (--no-cache) against the same build again (every step from the cache); and a commit of a
+// sandbox of the built image against a spawn of it. Usage: node dist/bench/data.js [--rounds 3]
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { startServer } from "../src/api/serve.js";
+import type { BuildReport } from "../src/core/build/builder.js";
+import { benchConfig } from "./data-dir.js";
+import { pct } from "./stats.js";
+
+const { values } = parseArgs({ options: { rounds: { type: "string", default: "3" } } });
+const ROUNDS = Number(values.rounds);
+const MB = 64;
+
+const stats = (xs: number[]) => ({ p50: pct(xs, 50), p90: pct(xs, 90), n: xs.length });
+const time = async (fn: () => Promise<unknown>) => {
+  const t = performance.now();
+  await fn();
+  return Math.round((performance.now() - t) * 10) / 10;
+};
+const quiet: BuildReport = { steps: () => {}, step: () => {}, log: () => {} };
+
+async function main() {
+  const cfg = await benchConfig();
+  const server = await startServer(cfg, "bench");
+  const forge = server.forge;
+  await (await forge.spawn({})).destroy(); // the base snapshot exists before anything is timed
+
+  // Throughput: MiB/s of dd with the guest's caches dropped, the volume against the root disk.
+  const sb = await forge.spawn({ volumes: ["bench-vol:/vol"], diskMb: 2048 });
+  const mibps: Record<"volume" | "root", { write: number[]; read: number[] }> = { volume: { write: [], read: [] }, root: { write: [], read: [] } };
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const [where, dir] of [
+      ["root", "/var/tmp"],
+      ["volume", "/vol"],
+    ] as const) {
+      const file = `${dir}/bench-${i}`;
+      const w = await time(() => sb.exec(`dd if=/dev/zero of=${file} bs=1M count=${MB} conv=fsync status=none`));
+      await sb.exec("sync; echo 3 > /proc/sys/vm/drop_caches");
+      const r = await time(() => sb.exec(`dd if=${file} of=/dev/null bs=1M status=none`));
+      await sb.exec(`rm -f ${file}`);
+      mibps[where].write.push(Math.round((MB / w) * 1000));
+      mibps[where].read.push(Math.round((MB / r) * 1000));
+    }
+  }
+  await sb.destroy();
+  await forge.removeVolume("bench-vol");
+
+  // Builds: a small Dockerfile (a file copied in, two RUN steps) cold, then from the cache.
+  const ctx = await mkdtemp(join(tmpdir(), "fvm-bench-build-"));
+  await writeFile(
+    join(ctx, "Dockerfile"),
+    'FROM forgevm/debian:bookworm\nWORKDIR /app\nCOPY app.py .\nRUN python3 -m py_compile app.py\nRUN echo built > /app/stamp\nCMD ["python3", "/app/app.py"]\n',
+  );
+  await writeFile(join(ctx, "app.py"), "print('hello')\n");
+  // The built-in image's own layer is made once, before anything is timed.
+  await forge.build(ctx, { tag: "bench/warm:v1" }, quiet);
+  const coldMs: number[] = [];
+  const cachedMs: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    coldMs.push(await time(() => forge.build(ctx, { tag: "bench/app:v1", noCache: true }, quiet)));
+    cachedMs.push(await time(() => forge.build(ctx, { tag: "bench/app:v1" }, quiet)));
+  }
+
+  // Commit of a sandbox with one file changed, against a spawn of the same image.
+  const spawnMs: number[] = [];
+  const commitMs: number[] = [];
+  const frozenMs: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    let s: Awaited<ReturnType<typeof forge.spawn>> | null = null;
+    spawnMs.push(await time(async () => (s = await forge.spawn({ image: "bench/app:v1" }))));
+    await s!.exec("echo changed > /app/new");
+    const r = await forge.commit(s!.id, { image: `bench/commit:${i}` });
+    commitMs.push(r.durationMs);
+    frozenMs.push(r.frozenMs);
+    await s!.destroy();
+    await forge.removeImage(`bench/commit:${i}`);
+  }
+  const accel = (await forge.providerHealth()).accel;
+  for (const n of ["bench/app:v1", "bench/warm:v1"]) await forge.removeImage(n).catch(() => {});
+  await server.close();
+
+  const ratio = (xs: number[], base: number[]) => Math.round((pct(xs, 50) / pct(base, 50)) * 100) / 100;
+  console.log(
+    JSON.stringify(
+      {
+        benchmark: "data",
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        accel,
+        dd_64MiB_MiB_per_s: {
+          root_write: stats(mibps.root.write),
+          volume_write: stats(mibps.volume.write),
+          root_read: stats(mibps.root.read),
+          volume_read: stats(mibps.volume.read),
+          ratio_volume_to_root_write_p50: ratio(mibps.volume.write, mibps.root.write),
+          ratio_volume_to_root_read_p50: ratio(mibps.volume.read, mibps.root.read),
+        },
+        build_ms: { cold: stats(coldMs), cached: stats(cachedMs), ratio_cold_to_cached_p50: ratio(coldMs, cachedMs) },
+        commit_ms: { spawn: stats(spawnMs), commit: stats(commitMs), processes_stopped: stats(frozenMs), ratio_commit_to_spawn_p50: ratio(commitMs, spawnMs) },
+      },
+      null,
+      2,
+    ),
+  );
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,76 @@
+// The Dockerfile parser and .dockerignore matcher: continuations, comments, forms, build
+// arguments and substitution, stages, errors that name their line; Docker's ignore rules.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { parseDockerfile, substitute, words } from "../src/images/dockerfile.js";
+import { DockerIgnore } from "../src/util/dockerignore.js";
+
+describe("parseDockerfile", () => {
+  it("reads stages, forms, continuations and build arguments", () => {
+    const df = parseDockerfile(
+      [
+        "# comment",
+        "ARG BASE=alpine:3",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: Dockerfile syntax, not a template
+        "FROM ${BASE} AS build",
+        "ARG V=1",
+        'ENV A=$V B="two words"',
+        "RUN echo a \\",
+        "  # a comment inside a continuation",
+        "  && echo b",
+        'CMD ["app", "--x"]',
+        "COPY --from=build --chown=app:app --chmod=755 a b /dst/",
+        "FROM build",
+        "EXPOSE 80 53/udp",
+        'SHELL ["/bin/bash", "-c"]',
+      ].join("\n"),
+      { V: "9" },
+    );
+    assert.equal(df.stages.length, 2);
+    assert.equal(df.stages[0].from, "alpine:3");
+    assert.equal(df.stages[0].name, "build");
+    assert.equal(df.stages[1].from, "build");
+    const [arg, env, run, cmd, copy] = df.stages[0].steps;
+    assert.deepEqual(arg, { op: "ARG", line: 4, text: "ARG V=1", name: "V", value: "9" });
+    assert.deepEqual((env as { pairs: unknown }).pairs, [
+      ["A", "9"],
+      ["B", "two words"],
+    ]);
+    assert.equal(run.line, 6);
+    assert.equal((run as { command: string }).command, "echo a    && echo b");
+    assert.deepEqual((cmd as { argv: string[] }).argv, ["app", "--x"]);
+    assert.deepEqual({ ...copy, text: undefined }, { op: "COPY", line: 10, text: undefined, sources: ["a", "b"], dest: "/dst/", from: "build", chown: "app:app", chmod: 0o755 });
+    assert.deepEqual((df.stages[1].steps[0] as { ports: string[] }).ports, ["80/tcp", "53/udp"]);
+  });
+
+  it("names the line of what it cannot build", () => {
+    assert.throws(() => parseDockerfile("FROM a\n\nHEALTHCHECK CMD true"), /line 3: HEALTHCHECK is not supported/);
+    assert.throws(() => parseDockerfile("RUN x"), /line 1: RUN before the first FROM/);
+    assert.throws(() => parseDockerfile("# nothing"), /no FROM/);
+    assert.throws(() => parseDockerfile("FROM a\nCOPY --link=true --weird=1 a b"), /line 2: COPY --weird is not supported/);
+    assert.throws(() => parseDockerfile("FROM a\nADD https://example.com/x /x"), /line 2: ADD from a URL/);
+    assert.throws(() => parseDockerfile("FROM a\nEXPOSE http"), /line 2: EXPOSE: "http"/);
+    assert.throws(() => parseDockerfile("FROM a AS x\nFROM b AS x"), /line 2: a stage is named "x" already/);
+  });
+
+  it("substitutes like Docker and splits words like a shell", () => {
+    const v = new Map([["A", "1"]]);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: Dockerfile syntax, not a template
+    assert.equal(substitute("$A ${A} ${B:-d} ${A:+set} ${B:+no} \\$A", v), "1 1 d set  $A");
+    assert.deepEqual(words(`a "b c" 'd e' f\\ g`), ["a", "b c", "d e", "f g"]);
+  });
+});
+
+describe("DockerIgnore", () => {
+  it("follows Docker's rules: last match wins, directories take their contents, ** spans directories", () => {
+    const ig = new DockerIgnore("# c\nnode_modules\n*.log\n!keep.log\n**/tmp\n/build/\n");
+    assert.equal(ig.ignores("node_modules"), true);
+    assert.equal(ig.ignores("node_modules/a/b.js"), true);
+    assert.equal(ig.ignores("x.log"), true);
+    assert.equal(ig.ignores("keep.log"), false);
+    assert.equal(ig.ignores("src/x.log"), false, "* does not cross a directory");
+    assert.equal(ig.ignores("a/b/tmp/f"), true);
+    assert.equal(ig.ignores("build/out"), true);
+    assert.equal(ig.ignores("src/app.js"), false);
+  });
+});
