@@ -22,7 +22,7 @@ enum frame_kind { K_HELLO = 1, K_REQ = 2, K_RES = 3, K_DATA = 4, K_WINDOW = 5, K
 enum { F_EOF = 1 };
 enum { CH_IN = 0, CH_OUT = 1, CH_ERR = 2 };
 
-enum sess_type { S_EXEC = 1, S_READ, S_WRITE, S_LISTEN, S_TCP, S_WATCH };
+enum sess_type { S_EXEC = 1, S_READ, S_WRITE, S_LISTEN, S_TCP, S_WATCH, S_SHARE };
 
 typedef struct sess {
   uint32_t id;
@@ -114,6 +114,14 @@ void op_watch(uint32_t id, const jdoc *d);
 void watch_on_fd(sess *s);
 void watch_tick(sess *s);
 void watch_free(sess *s);
+
+/* share.c: host directories as FUSE mounts served over a stream */
+void op_share(uint32_t id, const jdoc *d);
+void share_on_fd(sess *s);
+void share_on_data(sess *s, const uint8_t *p, size_t n, int eof);
+void share_on_window(sess *s, uint32_t n);
+void share_tick(sess *s);
+void share_free(sess *s);
 
 /* system.c */
 void op_metrics(uint32_t id, const jdoc *d);

@@ -45,6 +45,7 @@ static const struct op {
     {"watch", op_watch, 1, "watch"},
     {"symlink", op_symlink, 1, "archive"},  {"sync", op_sync, 0, "archive"},
     {"freeze", op_freeze, 0, "commit"},     {"mount", op_mount, 0, "volumes"},
+    {"share", op_share, 0, "host-dirs"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 

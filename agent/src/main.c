@@ -163,6 +163,7 @@ void sess_free(sess *s) {
     if (!dup) { unwatch_fd(fds[i]); close(fds[i]); }
   }
   if (s->type == S_WATCH) watch_free(s);
+  if (s->type == S_SHARE) share_free(s);
   if (s->tmp_path) unlink(s->tmp_path);
   free(s->tmp_path);
   free(s->final_path);
@@ -200,6 +201,7 @@ static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, con
       if (s->type == S_EXEC && chan == CH_IN) exec_on_data(s, p, n, flags & F_EOF);
       else if (s->type == S_WRITE && chan == CH_IN) write_on_data(s, p, n, flags & F_EOF);
       else if (s->type == S_TCP && chan == CH_IN) net_on_data(s, p, n, flags & F_EOF);
+      else if (s->type == S_SHARE && chan == CH_IN) share_on_data(s, p, n, flags & F_EOF);
       break;
     case K_WINDOW:
       if (n != 4 || chan > CH_ERR) break;
@@ -207,6 +209,7 @@ static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, con
       if (!s) break;
       if (s->type == S_EXEC) exec_on_window(s, chan, get32(p));
       else if (s->type == S_TCP && chan == CH_OUT) net_on_window(s, get32(p));
+      else if (s->type == S_SHARE && chan == CH_OUT) share_on_window(s, get32(p));
       else if (s->type == S_READ && chan == CH_OUT) {
         s->credit[CH_OUT] += get32(p);
         if (s->credit[CH_OUT] > (int64_t)MAX_PAYLOAD * 64) s->credit[CH_OUT] = (int64_t)MAX_PAYLOAD * 64;
@@ -411,6 +414,7 @@ int main(int argc, char **argv) {
       else if (s->type == S_EXEC) exec_tick(s, now);
       else if (s->type == S_TCP || s->type == S_LISTEN) net_tick(s, now);
       else if (s->type == S_WATCH) watch_tick(s);
+      else if (s->type == S_SHARE) share_tick(s);
     }
     for (sess *s = sessions; s; s = s->next) {
       if (s->type != S_EXEC) continue;
@@ -439,6 +443,7 @@ int main(int argc, char **argv) {
         sess *s = (sess *)(v & ~(uintptr_t)3);
         if (s->type == S_EXEC) exec_on_fd(s, (int)(v & 3), evs[i].events);
         else if (s->type == S_WATCH) watch_on_fd(s);
+        else if (s->type == S_SHARE) share_on_fd(s);
         else net_on_fd(s, evs[i].events);
       }
     }

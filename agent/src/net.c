@@ -168,12 +168,12 @@ void op_close(uint32_t id, const jdoc *d) {
   int64_t target;
   if (req_int(d, "target", 0, &target) < 0) target = 0;
   sess *s = target > 0 ? sess_find((uint32_t)target) : NULL;
-  if (!s || (s->type != S_TCP && s->type != S_LISTEN && s->type != S_WATCH)) {
+  if (!s || (s->type != S_TCP && s->type != S_LISTEN && s->type != S_WATCH && s->type != S_SHARE)) {
     send_error(id, "ENOENT", "no tunnel, listener or watch %lld", (long long)target);
     return;
   }
   /* freed by net_tick, outside the epoll batch that may still name it */
-  if (s->fd >= 0) { unwatch_fd(s->fd); shutdown(s->fd, SHUT_RDWR); }
+  if (s->fd >= 0) { unwatch_fd(s->fd); if (s->type != S_SHARE) shutdown(s->fd, SHUT_RDWR); }
   s->closing = 1;
   send_ok(id);
 }

@@ -7,15 +7,16 @@ import type { Duplex, Readable } from "node:stream";
 import { Channel, Flag, FrameDecoder, Kind, MAX_PAYLOAD, ProtocolError, encodeFrame, encodeJson, type Frame } from "./frame.js";
 import { AgentError, AgentTimeoutError, ChannelClosedError } from "./errors.js";
 import { helloProblem, missingFeature } from "./features.js";
-import type { ConnectRequest, DirChange, ErrorReply, ExecRequest, Hello, ListenRequest, ReadRequest, SimpleOps, WatchRequest, WriteRequest } from "./messages.js";
+import type { ConnectRequest, DirChange, ErrorReply, ExecRequest, Hello, ListenRequest, ReadRequest, ShareRequest, SimpleOps, WatchRequest, WriteRequest } from "./messages.js";
 import type { Mux, RequestOptions, StreamParts } from "./mux.js";
 import { exec, execBuffered, type BufferedExecResult, type ExecSession } from "./ops/exec.js";
 import { readFile, readFileBuffer, writeFile, type ReadFileStream } from "./ops/files.js";
 import { connect, listen, type GuestListener, type Tunnel } from "./ops/tcp.js";
 import { watch, type DirWatch } from "./ops/watch.js";
+import { share, type Share } from "./ops/share.js";
 import { OutgoingStream } from "./streams.js";
 
-export type { BufferedExecResult, DirWatch, ExecSession, GuestListener, ReadFileStream, RequestOptions, Tunnel };
+export type { BufferedExecResult, DirWatch, ExecSession, GuestListener, ReadFileStream, RequestOptions, Share, Tunnel };
 
 interface Pending extends StreamParts {
   resolve(body: any): void;
@@ -106,6 +107,11 @@ export class AgentChannel extends EventEmitter implements Mux {
   /** Opens a TCP tunnel to a guest port, or onto a connection a guest listener accepted (ops/tcp.ts). */
   connect(req: Omit<ConnectRequest, "op">): Tunnel {
     return connect(this, req);
+  }
+
+  /** Mounts a FUSE filesystem at `path` in the guest whose requests come here. */
+  share(req: Omit<ShareRequest, "op">): Share {
+    return share(this, req);
   }
 
   /** Watches a guest directory; onChange gets each change, named relative to it. */

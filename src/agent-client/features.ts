@@ -31,6 +31,7 @@ export const OP_FEATURES: Record<string, string> = {
   sync: "archive",
   freeze: "commit",
   mount: "volumes",
+  share: "host-dirs",
 };
 
 /** The feature an optional field needs, by operation and field. */

@@ -147,6 +147,13 @@ export interface ConnectRequest {
 }
 
 /** Watches a directory (and, with `recursive`, the ones below it) for changes. */
+/** A FUSE mount at `path` whose requests come to the host (feature "host-dirs"). */
+export interface ShareRequest {
+  op: "share";
+  path: string;
+  readonly?: boolean;
+}
+
 export interface WatchRequest extends AsUser {
   op: "watch";
   path: string;

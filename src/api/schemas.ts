@@ -67,6 +67,17 @@ export const MainInfo = Type.Object(
 
 export const VolumeMount = Type.Object({ name: Type.String(), path: Type.String(), read_only: Type.Boolean() }, { $id: "VolumeMount" });
 
+export const HostDirMount = Type.Object({ host: Type.String(), path: Type.String(), read_only: Type.Boolean() }, { $id: "HostDirMount" });
+
+export const MountRequest = Body(
+  {
+    host: Type.String({ minLength: 1, maxLength: 4096, description: "a host directory inside the config's mounts.host_dirs" }),
+    path: Type.String({ pattern: "^/", maxLength: 4096, description: "where it appears in the guest" }),
+    read_only: Type.Optional(Type.Boolean()),
+  },
+  { $id: "MountRequest" },
+);
+
 export const Volume = Type.Object(
   {
     name: Type.String(),
@@ -120,6 +131,8 @@ export const Sandbox = Type.Object(
     idle_stop: Type.Optional(Type.String()),
     /** Named volumes it mounts. */
     volumes: Type.Optional(Type.Array(VolumeMount)),
+    /** Host directories it mounts (live). */
+    host_dirs: Type.Optional(Type.Array(HostDirMount)),
   },
   { $id: "Sandbox" },
 );

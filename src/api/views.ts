@@ -23,6 +23,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     ...(r.name ? { name: r.name } : {}),
     ...(r.idle_stop_ms ? { idle_stop: formatDuration(r.idle_stop_ms) } : {}),
     ...(r.volumes?.length ? { volumes: r.volumes } : {}),
+    ...(r.host_dirs?.length ? { host_dirs: r.host_dirs } : {}),
     ...(r.main ? { main: mainView(r.main, r.state === "running" && !!r.main.started_at && r.main.finished_at === null) } : {}),
   };
 }

@@ -81,6 +81,8 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    /** Host directories sandboxes may mount (`-v /dir:/path`, `forgevm mount`): none unless listed. */
+    mounts: Type.Object({ host_dirs: Type.Array(Type.String({ minLength: 1 })) }, strict),
     /** What agents on MCP (`forgevm mcp`, /mcp) may do: the operator's policy, which they can only narrow. */
     mcp: Type.Object(
       {
@@ -135,6 +137,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048 },
+    mounts: { host_dirs: [] },
     mcp: {
       enabled: true,
       network: "full",

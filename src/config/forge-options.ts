@@ -18,6 +18,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     accel: cfg.providers.qemu.accel,
     jail: cfg.providers.qemu.jail ? undefined : false,
     hostSecrets: hostSecrets(env),
+    hostDirs: cfg.mounts.host_dirs,
     defaults: {
       image: cfg.defaults.image,
       memoryMb: cfg.defaults.memory_mb,

@@ -19,6 +19,7 @@ import type { PlannedSecrets } from "./secrets.js";
 import type { Snapshots } from "./snapshots.js";
 import type { TenantPool } from "./tenant-pool.js";
 import type { Volumes } from "./volumes.js";
+import type { HostDirs } from "./host-dirs/host-dirs.js";
 import type { WarmPools } from "./warm-pool.js";
 
 export interface Core {
@@ -38,6 +39,7 @@ export interface Core {
   readonly tenants: TenantPool | null;
   readonly networks: Networks;
   readonly volumes: Volumes;
+  readonly hostDirs: HostDirs;
   readonly egress: EgressProxy;
   /** Running sandboxes of this process, by id. */
   readonly live: Map<string, Sandbox>;

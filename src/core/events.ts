@@ -14,6 +14,7 @@ export type EventType =
   | "sandbox.idle"
   | "sandbox.started"
   | "sandbox.cold_start"
+  | "sandbox.restore_retry"
   | "sandbox.main_exited"
   | "sandbox.main_restarted"
   | "image.pulling"

@@ -24,7 +24,7 @@ import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { openDb, type Db } from "../store/db.js";
 import { AuditStore, type AuditEntry, type AuditQuery } from "../store/audit.js";
 import { EventStore, type EventRow } from "../store/events.js";
-import { SandboxStore, type NetworkRecord, type SandboxRow, type SandboxState } from "../store/sandboxes.js";
+import { SandboxStore, type HostDirMount, type NetworkRecord, type SandboxRow, type SandboxState } from "../store/sandboxes.js";
 import { SnapshotStore, type SnapshotRow, type SnapshotState } from "../store/snapshots.js";
 import { TemplateStore, type TemplateBody, type TemplateRow } from "../store/templates.js";
 import * as copies from "./copies.js";
@@ -62,6 +62,7 @@ import { TenantPool } from "./tenant-pool.js";
 import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
 import { Volumes, type VolumeInfo } from "./volumes.js";
+import { HostDirs } from "./host-dirs/host-dirs.js";
 import { VolumeStore } from "../store/volumes.js";
 
 /** How long a main process gets after SIGTERM when the server shuts down. */
@@ -157,6 +158,7 @@ export class Forge {
         !!net.cache,
       ),
       volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
+      hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
       warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
       snaps: new Snapshots({ paths, provider, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
       images: new Images({
@@ -632,6 +634,18 @@ export class Forge {
   /** Deletes blobs that no local image refers to; returns how many. */
   async pruneBlobs(): Promise<number> {
     return this.core.images.pruneBlobs();
+  }
+
+  // ---- host directories
+
+  /** Mounts a host directory (inside the config's mounts.host_dirs) into a running sandbox, live. */
+  async mountHostDir(id: string, host: string, path: string, readOnly = false): Promise<HostDirMount[]> {
+    return this.core.hostDirs.mount(this.sandbox(id), host, path, readOnly);
+  }
+
+  /** Unmounts a host directory from a running sandbox. */
+  async unmountHostDir(id: string, path: string): Promise<HostDirMount[]> {
+    return this.core.hostDirs.unmount(this.sandbox(id), path);
   }
 
   // ---- volumes

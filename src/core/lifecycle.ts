@@ -39,6 +39,14 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
     ...execDefaults(image, row.env, row.exec_user, network),
     ...(secrets ? { secrets: secrets.env } : {}),
   });
+  try {
+    for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m);
+  } catch (e) {
+    core.hostDirs.forget(row.id);
+    await core.networks.detach(row.id);
+    await vm.destroy();
+    throw e;
+  }
   if (secrets) core.secrets.set(row.id, secrets);
   core.live.set(row.id, sb);
   watch(core, sb);
@@ -99,6 +107,7 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     // The console log outlives the VM directory, until the row's history is pruned.
     if (row.vm_dir) await keepConsoleLog(core, id, row.vm_dir);
     await core.networks.detach(id);
+    core.hostDirs.forget(id);
     core.secrets.delete(id);
     if (row.vm_id) await core.tenants?.leave(id);
     else if (sb) {

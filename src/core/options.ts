@@ -7,6 +7,8 @@ import type { NetworkMode } from "./network.js";
 import type { Sandbox } from "./sandbox.js";
 
 export interface ForgeOptions {
+  /** Host directories (and what is below them) sandboxes may mount; none unless listed. */
+  hostDirs?: string[];
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
   dataDir?: string;
   accel?: AccelMode;

@@ -42,6 +42,7 @@ export async function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = 
   core.sandboxes.update(sb.id, { state: as, snapshot_id: snap.id, vm_pid: null });
   if (row.vm_dir) await keepConsoleLog(core, sb.id, row.vm_dir);
   await core.networks.detach(sb.id);
+  core.hostDirs.forget(sb.id); // mounted again when it runs again
   await sb.vm.destroy();
   core.sandboxes.update(sb.id, { vm_dir: null });
   core.events.emit(as === "paused" ? "sandbox.paused" : "sandbox.stopped", sb.id, { snapshot_id: snap.id });

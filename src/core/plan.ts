@@ -3,7 +3,8 @@
 // row a new sandbox starts as.
 import { randomBytes } from "node:crypto";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
-import type { MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../store/sandboxes.js";
+import type { HostDirMount, MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../store/sandboxes.js";
+import { isHostDirSpec } from "./host-dirs/host-dirs.js";
 import type { TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
 import { badRequest, conflict, notFound } from "./errors.js";
@@ -32,6 +33,8 @@ export interface SpawnPlan {
   idleStopMs: number | null;
   /** Named volumes to mount (a VM with volumes boots cold: base snapshots have no such disks). */
   volumes: VolumeMount[];
+  /** Host directories to mount once it runs. */
+  hostDirs: HostDirMount[];
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -127,8 +130,28 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     name,
     main: planMain(image, opts.main),
     idleStopMs: checkIdleStop(opts.idleStopMs, secrets),
-    volumes: await core.volumes.plan(opts.volumes, self),
+    ...(await planMounts(core, opts.volumes, self)),
   };
+}
+
+/** The named volumes and host directories "-v" asks for, each checked; two at one path are refused. */
+async function planMounts(core: Core, specs: string[] | undefined, self?: string): Promise<{ volumes: VolumeMount[]; hostDirs: HostDirMount[] }> {
+  const hostSpecs = (specs ?? []).filter(isHostDirSpec);
+  const volumes = await core.volumes.plan(
+    (specs ?? []).filter((s) => !isHostDirSpec(s)),
+    self,
+  );
+  const hostDirs: HostDirMount[] = [];
+  for (const spec of hostSpecs) {
+    const parts = spec.split(":");
+    if (parts.length < 2 || parts.length > 3 || (parts[2] !== undefined && parts[2] !== "ro" && parts[2] !== "rw"))
+      throw badRequest(`volumes: "${spec}" is not /host/dir:/path[:ro]`);
+    hostDirs.push(await core.hostDirs.check(parts[0], parts[1], parts[2] === "ro"));
+  }
+  const paths = [...volumes.map((v) => v.path), ...hostDirs.map((h) => h.path)];
+  const twice = paths.find((p, i) => paths.indexOf(p) !== i);
+  if (twice) throw badRequest(`volumes: two mounts at ${twice}`);
+  return { volumes, hostDirs };
 }
 
 /** The `creating` row of a new sandbox made from a plan. */
@@ -149,6 +172,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     main: plan.main,
     idle_stop_ms: plan.idleStopMs,
     volumes: plan.volumes.length ? plan.volumes : null,
+    host_dirs: plan.hostDirs.length ? plan.hostDirs : null,
   };
 }
 
@@ -188,6 +212,7 @@ export function rowOf(
     main: null,
     idle_stop_ms: null,
     volumes: null,
+    host_dirs: null,
     spec: null,
   };
 }

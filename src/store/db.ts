@@ -96,6 +96,7 @@ const MIGRATIONS: string[] = [
      created_at TEXT NOT NULL,
      labels TEXT
    );`,
+  `ALTER TABLE sandboxes ADD COLUMN host_dirs TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

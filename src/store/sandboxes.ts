@@ -45,6 +45,16 @@ export interface SandboxRow {
   spec: string | null;
   /** Named volumes it mounts, in the order its VM gets their disks. */
   volumes: VolumeMount[] | null;
+  /** Host directories it mounts (live, over FUSE). */
+  host_dirs: HostDirMount[] | null;
+}
+
+/** A host directory mounted in a sandbox. */
+export interface HostDirMount {
+  /** Resolved host path. */
+  host: string;
+  path: string;
+  read_only: boolean;
 }
 
 /** A named volume mounted in a sandbox. */
@@ -81,7 +91,8 @@ export interface NetworkRecord {
   ports: { host_ip: string; host_port: number; guest_port: number }[];
 }
 
-type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes"> & {
+type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs"> & {
+  host_dirs: string | null;
   metadata: string | null;
   env: string | null;
   network: string | null;
@@ -96,6 +107,7 @@ const decode = (r: Raw | undefined): SandboxRow | undefined =>
     network: r.network ? JSON.parse(r.network) : null,
     main: r.main ? JSON.parse(r.main) : null,
     volumes: r.volumes ? JSON.parse(r.volumes) : null,
+    host_dirs: r.host_dirs ? JSON.parse(r.host_dirs) : null,
   };
 
 export class SandboxStore {
@@ -104,8 +116,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes, host_dirs)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes, @host_dirs)`,
       )
       .run({
         ...row,
@@ -114,7 +126,13 @@ export class SandboxStore {
         network: row.network ? JSON.stringify(row.network) : null,
         main: row.main ? JSON.stringify(row.main) : null,
         volumes: row.volumes?.length ? JSON.stringify(row.volumes) : null,
+        host_dirs: row.host_dirs?.length ? JSON.stringify(row.host_dirs) : null,
       });
+  }
+
+  /** Records the host directories a sandbox mounts. */
+  setHostDirs(id: string, mounts: HostDirMount[]): void {
+    this.db.prepare("UPDATE sandboxes SET host_dirs = ? WHERE id = ?").run(mounts.length ? JSON.stringify(mounts) : null, id);
   }
 
   /** The sandbox not yet gone that has this name. */
@@ -142,7 +160,7 @@ export class SandboxStore {
     this.db.prepare("UPDATE sandboxes SET network = ? WHERE id = ?").run(network ? JSON.stringify(network) : null, id);
   }
 
-  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network" | "main" | "volumes">>): void {
+  update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs">>): void {
     const keys = Object.keys(fields);
     if (!keys.length) return;
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });

@@ -261,6 +261,12 @@ class AsyncClient:
         """Tool calls agents made through MCP, oldest first (the newest `limit`; arguments redacted)."""
         return await _run(self._c.mcp_audit, session, tool, after, limit)
 
+    async def mount(self, sandbox_id: str, host: str, path: str, read_only: bool = False) -> List[Dict[str, Any]]:
+        return await _run(self._c.mount, sandbox_id, host, path, read_only)
+
+    async def unmount(self, sandbox_id: str, path: str) -> List[Dict[str, Any]]:
+        return await _run(self._c.unmount, sandbox_id, path)
+
     async def volumes(self) -> List[Dict[str, Any]]:
         """Named volumes, with the sandboxes that mount each."""
         return await _run(self._c.volumes)

@@ -152,6 +152,14 @@ class Client:
         query = {"session": session, "tool": tool, "after": None if after is None else str(after), "limit": str(limit)}
         return self._http.json("GET", "/mcp/audit", query=query)["entries"]
 
+    def mount(self, sandbox_id: str, host: str, path: str, read_only: bool = False) -> List[Dict[str, Any]]:
+        """Mounts a host directory (inside the server's mounts.host_dirs) into a running sandbox, live."""
+        return self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/mounts", body={"host": host, "path": path, "read_only": read_only}, sandbox_id=sandbox_id)
+
+    def unmount(self, sandbox_id: str, path: str) -> List[Dict[str, Any]]:
+        """Unmounts a host directory from a running sandbox."""
+        return self._http.json("DELETE", f"/sandboxes/{_q(sandbox_id)}/mounts", query={"path": path}, sandbox_id=sandbox_id)
+
     def volumes(self) -> List[Dict[str, Any]]:
         """Named volumes, with the sandboxes that mount each."""
         return list(self._http.json("GET", "/volumes"))

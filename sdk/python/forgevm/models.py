@@ -49,6 +49,7 @@ class SandboxInfo:
     main: Optional[Dict[str, Any]] = None
     idle_stop: Optional[str] = None
     volumes: Optional[List[Dict[str, Any]]] = None
+    host_dirs: Optional[List[Dict[str, Any]]] = None
 
 
 @dataclass

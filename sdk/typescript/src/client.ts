@@ -6,6 +6,7 @@ import { Volumes } from "./volumes.js";
 import { ndjson } from "./ndjson.js";
 import { Sandbox } from "./sandbox.js";
 import type {
+  HostDirMount,
   CommitOptions,
   CommitResult,
   AuditEntry,
@@ -130,6 +131,16 @@ export class Client {
   /** Makes a new image `image` (NAME[:TAG]) from a running sandbox's disk: one layer on top of its image. */
   commit(id: string, image: string, opts: CommitOptions = {}): Promise<CommitResult> {
     return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/commit`, { body: { image, ...opts }, sandboxId: id, timeoutMs: null });
+  }
+
+  /** Mounts a host directory (inside the server's mounts.host_dirs) into a running sandbox, live; returns its host directories. */
+  mount(id: string, host: string, path: string, opts: { readOnly?: boolean } = {}): Promise<HostDirMount[]> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/mounts`, { body: { host, path, read_only: opts.readOnly }, sandboxId: id });
+  }
+
+  /** Unmounts a host directory from a running sandbox. */
+  unmount(id: string, path: string): Promise<HostDirMount[]> {
+    return this.http.json("DELETE", `/sandboxes/${encodeURIComponent(id)}/mounts`, { query: { path }, sandboxId: id });
   }
 
   info(id: string): Promise<SandboxInfo> {

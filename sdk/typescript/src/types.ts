@@ -24,6 +24,8 @@ export interface SandboxInfo {
   idle_stop?: string;
   /** Named volumes it mounts. */
   volumes?: VolumeMount[];
+  /** Host directories it mounts (live). */
+  host_dirs?: HostDirMount[];
 }
 
 /** One line a sandbox's main process wrote. */
@@ -123,6 +125,13 @@ export interface SpawnOptions {
   volumes?: string[];
   /** Allowlist network: package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
+}
+
+/** A host directory mounted in a sandbox. */
+export interface HostDirMount {
+  host: string;
+  path: string;
+  read_only: boolean;
 }
 
 /** A named volume mounted in a sandbox. */

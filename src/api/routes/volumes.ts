@@ -1,8 +1,9 @@
-// Named volumes over REST: create, list, inspect, remove (core/volumes.ts).
+// Named volumes over REST: create, list, inspect, remove (core/volumes.ts); and host directories
+// mounted into running sandboxes, live (core/host-dirs/).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge, VolumeInfo } from "../../core/forge.js";
-import { Volume, VolumeRequest } from "../schemas.js";
+import { HostDirMount, IdParams, MountRequest, Volume, VolumeRequest } from "../schemas.js";
 
 const NameParam = Type.Object({ name: Type.String({ minLength: 1, maxLength: 64 }) });
 const view = (v: VolumeInfo) => ({ ...v, labels: v.labels ?? undefined });
@@ -15,6 +16,25 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
     reply.status(201);
     return view(v);
   });
+
+  app.post("/sandboxes/:id/mounts", { schema: { tags: ["volumes"], params: IdParams, body: MountRequest, response: { 201: Type.Array(HostDirMount) } } }, async (req, reply) => {
+    const list = await forge.mountHostDir(req.params.id, req.body.host, req.body.path, req.body.read_only ?? false);
+    reply.status(201);
+    return list;
+  });
+
+  app.delete(
+    "/sandboxes/:id/mounts",
+    {
+      schema: {
+        tags: ["volumes"],
+        params: IdParams,
+        querystring: Type.Object({ path: Type.String({ pattern: "^/", maxLength: 4096 }) }),
+        response: { 200: Type.Array(HostDirMount) },
+      },
+    },
+    async (req) => forge.unmountHostDir(req.params.id, req.query.path),
+  );
 
   app.get("/volumes/:name", { schema: { tags: ["volumes"], params: NameParam, response: { 200: Volume } } }, async (req) => view(await forge.volume(req.params.name)));
 

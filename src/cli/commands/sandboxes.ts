@@ -1,4 +1,5 @@
 // Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, logs.
+import { resolve as resolvePath } from "node:path";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo } from "forgevm";
 import type { Cli } from "../context.js";
@@ -20,7 +21,7 @@ export function sandboxOptions(c: Command): Command {
     .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
     .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
     .option("--cache", "allowlist network: package files fetched over HTTP go through the host's package cache")
-    .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume, created if missing (repeatable)", listOption)
+    .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume (created if missing) or a host directory /dir:/path[:ro] (repeatable)", listOption)
     .option("--name <name>", "a name to use instead of its id anywhere")
     .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"));
 }
@@ -43,7 +44,8 @@ export function spawnRequest(o: Record<string, any>) {
     metadata: o.name ? { name: o.name } : undefined,
     name: o.name,
     idle_stop: o.idleStop,
-    volumes: o.volume,
+    // A relative host directory is relative to here, as Docker's -v $PWD/x is.
+    volumes: (o.volume as string[] | undefined)?.map((v) => (v.startsWith("./") || v.startsWith("../") ? `${resolvePath(v.split(":")[0])}:${v.split(":").slice(1).join(":")}` : v)),
     cache: o.cache,
   };
 }

@@ -1,5 +1,6 @@
 // `forgevm volume create|ls|inspect|rm`: named volumes, through the server when one owns the
 // data directory, else on the data directory here.
+import { resolve } from "node:path";
 import type { Command } from "commander";
 import type { VolumeInfo } from "forgevm";
 import type { Cli } from "../context.js";
@@ -64,6 +65,28 @@ export function volumeCommands(program: Command, cli: Cli): void {
         async (f) => (await f.volume(name)) as VolumeInfo,
       );
       console.log(JSON.stringify(v, null, 2));
+    });
+
+  program
+    .command("mount")
+    .description("mount a host directory (inside the server's mounts.host_dirs) into a running sandbox, live")
+    .argument("<sandbox>", "sandbox id or name")
+    .argument("<host-dir>", "the host directory")
+    .argument("<path>", "where it appears in the guest")
+    .option("--ro", "read-only")
+    .action(async (id: string, host: string, path: string, o: { ro?: boolean }) => {
+      const list = await (await cli.client()).mount(id, resolve(host), path, { readOnly: o.ro });
+      for (const m of list) console.log(`${m.host} on ${m.path}${m.read_only ? " (read-only)" : ""}`);
+    });
+
+  program
+    .command("unmount")
+    .alias("umount")
+    .description("unmount a host directory from a running sandbox")
+    .argument("<sandbox>", "sandbox id or name")
+    .argument("<path>", "where it is mounted in the guest")
+    .action(async (id: string, path: string) => {
+      await (await cli.client()).unmount(id, path);
     });
 
   volume

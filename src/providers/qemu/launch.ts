@@ -161,7 +161,8 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
         throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog?.getTail() ?? "");
       });
     }
-    const deadlineMs = spec.bootTimeoutMs ?? rt.bootTimeoutMs ?? (accel === "kvm" ? 15_000 : 60_000);
+    // A restored guest answers within a second or two even under emulation: it waits less long.
+    const deadlineMs = spec.bootTimeoutMs ?? rt.bootTimeoutMs ?? (accel === "kvm" ? 15_000 : restore ? 30_000 : 60_000);
     const hello = await awaitHello(channel, { deadlineMs, exited }).catch(async (e: Error) => {
       if (!(e instanceof HelloError)) throw e;
       // The channel usually closes a moment before QEMU is reaped: say which really happened.
