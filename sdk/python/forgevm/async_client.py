@@ -288,6 +288,9 @@ class AsyncClient:
         """Local images on the server."""
         return await _run(self._c.images)
 
+    async def remove_image(self, name: str) -> None:
+        await _run(self._c.remove_image, name)
+
     async def commit(self, sandbox_id: str, image: str, **kw: Any) -> Dict[str, Any]:
         """Makes image ``image`` from a running sandbox's disk (see Client.commit)."""
         return await _run(self._c.commit, sandbox_id, image, **kw)

@@ -208,6 +208,10 @@ class Client:
         """Local images on the server."""
         return list(self._http.json("GET", "/images"))
 
+    def remove_image(self, name: str) -> None:
+        """Removes a local image (refused while a sandbox or a kept snapshot uses it) and the blobs no image needs."""
+        self._http.call("DELETE", f"/images/{_q(name)}")
+
     def commit(self, sandbox_id: str, image: str, changes: Optional[Dict[str, Any]] = None, squash: bool = False, comment: Optional[str] = None, pause: bool = True) -> Dict[str, Any]:
         """Makes image ``image`` (NAME[:TAG]) from a running sandbox's disk: one layer on top of its image (all in one with ``squash``).
 

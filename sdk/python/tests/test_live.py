@@ -233,6 +233,51 @@ class Live(unittest.TestCase):
             self.assertEqual(sb.read_file("/root/kept.txt"), "kept")
             self.assertEqual(c.kill("py-main", "TERM"), 15)
 
+    def test_volumes_commit_build_and_export(self):
+        c = self.client
+        vol = c.create_volume("py-vol", size_mb=32)
+        self.assertEqual(vol["size_mb"], 32)
+        with c.spawn(volumes=["py-vol:/data"]) as a:
+            self.assertEqual(a.info.volumes, [{"name": "py-vol", "path": "/data", "read_only": False}])
+            a.exec("echo kept > /data/f")
+        with c.spawn(volumes=["py-vol:/data:ro"]) as b:
+            self.assertEqual(b.exec("cat /data/f").stdout, "kept\n")
+            made = b.commit("local/py-commit:v1", changes={"env": {"FROM_PY": "yes"}}, comment="from python")
+        self.assertEqual(made["image"]["layers"], 2)
+        self.assertIn("registry-1.docker.io/local/py-commit:v1", [i["name"] for i in c.images()])
+        c.delete_volume("py-vol")
+        with self.assertRaises(NotFoundError):
+            c.volume("py-vol")
+
+        import tempfile
+
+        ctx = tempfile.mkdtemp()
+        with open(os.path.join(ctx, "Dockerfile"), "w") as f:
+            f.write("FROM local/py-commit:v1\nCOPY note.txt /note.txt\nRUN echo built-$FROM_PY > /built\n")
+        with open(os.path.join(ctx, "note.txt"), "w") as f:
+            f.write("a note\n")
+        lines = []
+        job = c.build(ctx, "local/py-built:v1", on_log=lines.append)
+        self.assertEqual(job["state"], "done")
+        self.assertTrue(any("RUN echo built" in line for line in lines), lines)
+        with c.spawn(image="local/py-built:v1") as s:
+            self.assertEqual(s.exec("cat /note.txt /built").stdout, "a note\nbuilt-yes\n")
+        with open(os.path.join(ctx, "Dockerfile"), "w") as f:
+            f.write("FROM local/py-commit:v1\nHEALTHCHECK CMD true\n")
+        with self.assertRaises(BadRequestError) as e:
+            c.build(ctx, "local/py-bad:v1")
+        self.assertIn("line 2", str(e.exception))
+
+        out = os.path.join(ctx, "image.tar")
+        digest = c.export_image("local/py-built:v1", out)
+        self.assertEqual(digest, job["digest"])
+        import tarfile
+
+        with tarfile.open(out) as t:
+            self.assertIn("index.json", t.getnames())
+        for name in ("local/py-built:v1", "local/py-commit:v1"):
+            c.remove_image(name)
+
     def test_fork_and_snapshot(self):
         self.sb.write_file("/root/state.txt", "forked")
         (child,) = self.sb.fork(count=1)
