@@ -121,6 +121,12 @@ describe("the SDKs' copies", () => {
     same("CodeResult", types.get("CodeResult"), Object.keys(d.components.schemas.CodeResult.properties ?? {}).sort());
     same("CodeError", types.get("CodeError"), Object.keys(d.components.schemas.CodeError.properties ?? {}).sort());
     same("AuditEntry", types.get("AuditEntry"), Object.keys(d.components.schemas.AuditEntry.properties ?? {}).sort());
+    same("VolumeInfo", types.get("VolumeInfo"), props(d, "get", "/volumes/{name}", 200));
+    same("VolumeMount", types.get("VolumeMount"), Object.keys(d.components.schemas.VolumeMount.properties ?? {}).sort());
+    same("HostDirMount", types.get("HostDirMount"), Object.keys(d.components.schemas.HostDirMount.properties ?? {}).sort());
+    same("CommitResult", types.get("CommitResult"), props(d, "post", "/sandboxes/{id}/commit", 201));
+    same("PushResult", types.get("PushResult"), props(d, "post", "/images/{name}/push", 200));
+    same("BuildJob", types.get("BuildJob"), props(d, "get", "/builds/{id}", 200));
   });
 
   it("the TypeScript SDK sends the fields the server takes", async () => {
@@ -132,6 +138,9 @@ describe("the SDKs' copies", () => {
     const runCode = types.get("RunCodeOptions")!.filter((f) => !f.startsWith("on"));
     same("RunCodeOptions", [...runCode, "code", "stream"].sort(), props(d, "post", "/sandboxes/{id}/code", "body"));
     same("createCodeContext", ["cwd", "language", "user"], props(d, "post", "/sandboxes/{id}/code/contexts", "body"));
+    // CommitOptions is everything but the image (an argument).
+    same("CommitOptions", [...types.get("CommitOptions")!, "image"].sort(), props(d, "post", "/sandboxes/{id}/commit", "body"));
+    same("ImageChanges", types.get("ImageChanges"), Object.keys(d.components.schemas.ImageChanges.properties ?? {}).sort());
   });
 
   it("the Python SDK's models have the fields the server sends, and its spawn takes what the server takes", async () => {

@@ -2,6 +2,7 @@
 // `"stream": "exit" | "error"`, WebSocket messages under `"type": "done" | "error"`, with the same
 // fields after that — the exit code, whether it timed out and how long it ran; or the error's
 // code, message and whether to retry, as in every error response.
+import type { ServerResponse } from "node:http";
 import type { ExecResult } from "../core/types.js";
 import { formatDuration } from "../core/durations.js";
 import { errorBody, toApiError, type ErrorBody } from "./errors.js";
@@ -28,4 +29,33 @@ export function ndjsonEnd(end: { ok: ExitFields } | { error: ErrorBody }): strin
 /** The WebSocket message that ends an exec. */
 export function wsEnd(end: { ok: ExitFields } | { error: ErrorBody }): string {
   return JSON.stringify("ok" in end ? { type: "done", ...end.ok } : { type: "error", ...end.error });
+}
+
+/**
+ * Streams NDJSON on a hijacked reply: the lines already kept, then each new one `subscribe`
+ * delivers until it calls its `end` (or the client goes); `last` may write a closing line.
+ */
+export async function followNdjson<T>(
+  out: ServerResponse,
+  requestId: string,
+  past: T[],
+  subscribe: (write: (v: T) => void, end: () => void) => () => void,
+  last?: () => unknown,
+): Promise<void> {
+  out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": requestId });
+  for (const v of past) out.write(`${JSON.stringify(v)}\n`);
+  await new Promise<void>((resolve) => {
+    let ended = false;
+    let off: (() => void) | undefined;
+    const end = () => {
+      ended = true;
+      off?.();
+      resolve();
+    };
+    // `end` may come at once (the thing followed is over), before subscribe returns.
+    off = subscribe((v) => out.write(`${JSON.stringify(v)}\n`), end);
+    if (ended) off();
+    out.once("close", end);
+  });
+  if (!out.writableEnded) out.end(last ? `${JSON.stringify(last())}\n` : undefined);
 }

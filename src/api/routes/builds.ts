@@ -6,6 +6,7 @@ import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import { BuildJob } from "../schemas.js";
+import { followNdjson } from "../stream-end.js";
 
 const Many = Type.Union([Type.String({ maxLength: 4096 }), Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 200 })]);
 const list = (v: string | string[] | undefined) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
@@ -92,24 +93,16 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     async (req, reply) => {
       const job = forge.buildJob(req.params.id);
       reply.hijack();
-      const out = reply.raw;
-      out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });
-      for (const line of [...job.log]) out.write(`${JSON.stringify({ line })}\n`);
-      await new Promise<void>((resolve) => {
-        let ended = false;
-        let off: (() => void) | undefined;
-        const end = () => {
-          ended = true;
-          off?.();
-          resolve();
-        };
-        off = forge.followBuild(job.id, (line) => (line === null ? end() : out.write(`${JSON.stringify({ line })}\n`)));
-        if (ended) off();
-        out.once("close", end);
-      });
-      const now = forge.buildJob(job.id);
-      if (!out.writableEnded)
-        out.end(`${JSON.stringify({ done: true, state: now.state, ...(now.digest ? { digest: now.digest } : {}), ...(now.error ? { error: now.error } : {}) })}\n`);
+      await followNdjson<{ line: string }>(
+        reply.raw,
+        req.id,
+        job.log.map((line) => ({ line })),
+        (write, end) => forge.followBuild(job.id, (line) => (line === null ? end() : write({ line }))),
+        () => {
+          const now = forge.buildJob(job.id);
+          return { done: true, state: now.state, ...(now.digest ? { digest: now.digest } : {}), ...(now.error ? { error: now.error } : {}) };
+        },
+      );
     },
   );
 };

@@ -7,6 +7,7 @@ import { badRequest } from "../../core/errors.js";
 import { parseDuration } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { IdParams, Sandbox } from "../schemas.js";
+import { followNdjson } from "../stream-end.js";
 import { sandboxView } from "../views.js";
 
 const StopBody = Type.Object({ timeout: Type.Optional(Type.String({ description: 'Grace period before SIGKILL, e.g. "10s"' })) }, { additionalProperties: false });
@@ -108,23 +109,7 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       const past = await forge.mainLogs(row.id, { tail: q.tail !== undefined ? Number(q.tail) : undefined, sinceMs });
       if (q.follow !== "true") return { lines: past };
       reply.hijack();
-      const out = reply.raw;
-      out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": req.id });
-      for (const l of past) out.write(`${JSON.stringify(l)}\n`);
-      await new Promise<void>((resolve) => {
-        let ended = false;
-        let off: (() => void) | undefined;
-        const end = () => {
-          ended = true;
-          off?.();
-          resolve();
-        };
-        // onEnd may come at once (the process has already ended), before followMain returns.
-        off = forge.followMain(row.id, (l) => out.write(`${JSON.stringify(l)}\n`), end);
-        if (ended) off();
-        out.once("close", end);
-      });
-      if (!out.writableEnded) out.end();
+      await followNdjson(reply.raw, req.id, past, (write, end) => forge.followMain(row.id, write, end));
     },
   );
 };
