@@ -172,6 +172,14 @@ describe("Dockerfile builds", () => {
     await api("DELETE", `/images/${encodeURIComponent("local/demo:v2")}`);
   });
 
+  it("gives a sandbox its image's working directory even when no step made it", async () => {
+    const job = await finished((await startBuild(await context({ Dockerfile: `FROM ${baseRef}\nWORKDIR /srv/made\n` }), { tag: "local/wd:v1" })).body.id);
+    assert.equal(job.state, "done", job.error);
+    const sb = await api("POST", "/sandboxes", { image: "local/wd:v1" });
+    assert.equal((await api("POST", `/sandboxes/${sb.body.id}/exec`, { command: "pwd" })).body.stdout, "/srv/made\n");
+    await api("DELETE", `/sandboxes/${sb.body.id}`);
+  });
+
   it("names the line of an unsupported instruction, and of a RUN that fails", async () => {
     const bad = await context({ Dockerfile: `FROM ${baseRef}\nRUN true\nHEALTHCHECK CMD true\n` });
     const r = await startBuild(bad, { tag: "local/bad:v1" });

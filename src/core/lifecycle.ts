@@ -40,6 +40,9 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
     ...(secrets ? { secrets: secrets.env } : {}),
   });
   try {
+    // As Docker's runtime does: an image's working directory that is not there is made.
+    const workdir = image?.config?.WorkingDir;
+    if (workdir?.startsWith("/") && workdir !== "/" && !row.vm_id) await sb.mkdir(workdir).catch(() => {});
     for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m);
   } catch (e) {
     core.hostDirs.forget(row.id);

@@ -26,6 +26,8 @@ export async function reconcile(core: Core): Promise<void> {
         const sb = new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, execDefaults(image, row.env, row.exec_user, network));
         core.live.set(row.id, sb);
         watch(core, sb);
+        // The guest dropped its host directories with the old server's streams: mounted again.
+        for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m).catch(() => {});
         core.sandboxes.update(row.id, { manager_pid: process.pid });
         core.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
         // The main process ended with the server that ran it: its restart policy says whether it comes back.
