@@ -18,9 +18,6 @@ import { childConfig, storeImage, storeLayer, type ImageChanges } from "../../im
 import { parseImageConfig, type Descriptor } from "../../images/oci.js";
 import { DockerfileError, parseDockerfile, type Dockerfile, type Instruction, type Stage } from "../../images/dockerfile.js";
 import { listImages, resolveImage, type LocalImage } from "../../images/store.js";
-import { archiveComponents } from "../../images/flatten.js";
-import { readTar } from "../../util/tar-read.js";
-import { TAR_END, tarHeader, tarPadding } from "../../util/tar-write.js";
 import type { Core } from "../core.js";
 import { packArchive, unpackArchive } from "../archive.js";
 import { badRequest, conflict, ForgevmError } from "../errors.js";
@@ -30,6 +27,7 @@ import { baseConfigDoc, imageLayers, type ImageWork } from "../image-layers.js";
 import type { Sandbox } from "../sandbox.js";
 import type { BuildCache } from "./cache.js";
 import type { BuildContext } from "./context.js";
+import { chown, destPath, envOf, retarget, substituteEnv } from "./step-helpers.js";
 import { imageName } from "../commit.js";
 
 export interface BuildOptions {
@@ -251,7 +249,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
       case "LABEL":
         return configOnly({ labels: Object.fromEntries(step.pairs) });
       case "WORKDIR":
-        return configOnly({ workdir: posix.resolve(cfg().WorkingDir || "/", substituteEnv(step.value, st)) });
+        return configOnly({ workdir: posix.resolve(cfg().WorkingDir || "/", substituteEnv(step.value, st.config, st.args)) });
       case "USER":
         return configOnly({ user: step.value });
       case "EXPOSE":
@@ -273,7 +271,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
         return false;
       case "RUN": {
         const argv = step.argv ?? [...st.shell, step.command];
-        const env = { ...envOf(st), ...Object.fromEntries(st.args) };
+        const env = { ...envOf(st.config), ...Object.fromEntries(st.args) };
         const workdir = cfg().WorkingDir || "/";
         const user = cfg().User || undefined;
         const key = hashOf(st.key, "RUN", JSON.stringify(argv), JSON.stringify(env), workdir, user ?? "");
@@ -293,7 +291,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
 
   async function copyContext(st: StageState, step: Extract<Instruction, { op: "COPY" | "ADD" }>): Promise<boolean> {
     const workdir = st.config.config?.WorkingDir || "/";
-    const dest = destPath(workdir, substituteEnv(step.dest, st));
+    const dest = destPath(workdir, substituteEnv(step.dest, st.config, st.args));
     const extract = step.op === "ADD" && step.sources.length === 1 && TAR_SUFFIX.test(step.sources[0]);
     const sel = await ctx.select(step.sources, extract ? `${dest.replace(/\/?$/, "/")}` : dest, step.line);
     const key = hashOf(st.key, step.text, dest, await ctx.hash(sel.entries), extract ? "extract" : "");
@@ -338,7 +336,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
       sourceKey = image.digest ?? image.createdAt;
     }
     const workdir = st.config.config?.WorkingDir || "/";
-    const dest = destPath(workdir, substituteEnv(step.dest, st));
+    const dest = destPath(workdir, substituteEnv(step.dest, st.config, st.args));
     const key = hashOf(st.key, step.text, dest, sourceKey);
     if (await fromCache(st, key)) return false;
     if (byName) source = await sandboxOf(byName);
@@ -471,66 +469,7 @@ async function startStage(core: Core, work: BuildWork, stage: Stage, states: Sta
   };
 }
 
-/** A COPY destination made absolute; "dir/", "." and "dir/." name a directory (kept as a trailing "/"). */
-function destPath(workdir: string, dest: string): string {
-  return posix.resolve(workdir, dest) + (/(^|\/)\.?$/.test(dest) ? "/" : "");
-}
-
 /** A config doc whose diff ids are complete (an image pulled without them gets none). */
 function fixDiffIds(config: any): any {
   return { ...config, rootfs: { type: "layers", diff_ids: config.rootfs?.diff_ids ?? [] } };
-}
-
-function envOf(st: StageState): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const e of (st.config.config?.Env ?? []) as string[]) {
-    const eq = e.indexOf("=");
-    if (eq > 0) out[e.slice(0, eq)] = e.slice(eq + 1);
-  }
-  return out;
-}
-
-// WORKDIR and COPY destinations may name ENV variables set by earlier steps.
-function substituteEnv(text: string, st: StageState): string {
-  const vars = new Map([...Object.entries(envOf(st)), ...st.args]);
-  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_m, a, b) => vars.get(a ?? b) ?? "");
-}
-
-async function chown(sb: Sandbox, owner: string, paths: string[], line: number): Promise<void> {
-  if (!/^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?$/.test(owner)) throw new DockerfileError(`--chown=${owner} is not USER[:GROUP]`, line);
-  for (let i = 0; i < paths.length; i += 200) {
-    const r = await sb.exec(["chown", "-h", owner, "--", ...paths.slice(i, i + 200)]);
-    if (r.exitCode !== 0) throw new DockerfileError(`--chown=${owner}: ${r.stderr.trim()}`, line);
-  }
-}
-
-/** A tar stream with its entries renamed: the first component dropped (`strip`), or a lone entry renamed. */
-function retarget(source: Readable, strip: boolean, rename: string | null, chmod: number | undefined, onName: (n: string) => void): AsyncIterable<Buffer> {
-  return (async function* () {
-    for await (const { entry, body } of readTar(source as AsyncIterable<Buffer>)) {
-      const comps = archiveComponents(entry.path);
-      const path = strip ? comps.slice(1).join("/") : rename !== null && comps.length === 1 ? rename : comps.join("/");
-      if (!path) {
-        for await (const _ of body) {
-          // the stripped top directory itself
-        }
-        continue;
-      }
-      onName(path);
-      const type = entry.type === "dir" || entry.type === "symlink" ? entry.type : "file";
-      const mode = chmod ?? entry.mode;
-      if (type === "file") {
-        yield tarHeader({ path, type, mode, size: entry.size, uid: entry.uid, gid: entry.gid, mtime: 0 });
-        for await (const c of body) if ((c as Buffer).length) yield c as Buffer;
-        const pad = tarPadding(entry.size);
-        if (pad.length) yield pad;
-      } else {
-        for await (const _ of body) {
-          // directories and links have no body
-        }
-        yield tarHeader({ path, type, mode, uid: entry.uid, gid: entry.gid, mtime: 0, linkname: entry.linkname });
-      }
-    }
-    yield TAR_END;
-  })();
 }
