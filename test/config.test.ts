@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { loadConfig } from "../src/config/config.js";
+import { DEFAULT_PORT, loadConfig } from "../src/config/config.js";
 import { formatDuration, parseDuration } from "../src/core/durations.js";
 
 let dir: string;
@@ -17,7 +17,7 @@ after(async () => {
 describe("config", () => {
   it("has sane defaults", () => {
     const c = loadConfig({ env: {}, cwd: dir, home: dir });
-    assert.equal(c.server.port, 7423);
+    assert.equal(c.server.port, DEFAULT_PORT);
     assert.equal(c.server.host, "127.0.0.1");
     assert.equal(c.auth.api_key, "");
   });

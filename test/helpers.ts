@@ -72,7 +72,7 @@ export async function startTestServer(change?: (c: Config) => void, images?: str
 
 /**
  * The environment for a program a test starts: this one's, without any FORGEVM_* or E2B_*
- * variable, and with a home of its own (no ~/.forgevm/config.yaml), so only what the test passes counts.
+ * variable, and with a home of its own (no user config file), so only what the test passes counts.
  */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};

@@ -9,8 +9,11 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
+import { DEFAULT_PORT } from "../src/config/config.js";
 import { childEnv, startTestServer } from "./helpers.js";
 
+/** The address the documents' examples name; the tests put their own server's in its place. */
+const DOCS_URL = `http://localhost:${DEFAULT_PORT}`;
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const sdk = join(repo, "sdk", "python");
@@ -60,7 +63,7 @@ it("builds a wheel and installs with pip offline (no package index), then runs t
   await run(pip, ["install", "--no-index", "-q", sdk], { env });
   const readme = await readFile(join(sdk, "README.md"), "utf8");
   // The only change: the test server's address.
-  const example = /```python\n([\s\S]*?)```/.exec(readme)![1].replaceAll("http://localhost:7423", server.url);
+  const example = /```python\n([\s\S]*?)```/.exec(readme)![1].replaceAll(DOCS_URL, server.url);
   const app = await mkdtemp(join(dir, "app-"));
   await writeFile(join(app, "example.py"), example);
   const r = await run(join(venv, "bin", "python"), [join(app, "example.py")], { cwd: app, env, timeout: 120_000 });

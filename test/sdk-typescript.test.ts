@@ -22,14 +22,17 @@ import {
   type Sandbox,
 } from "forgevm";
 import type { RunningServer } from "../src/api/serve.js";
+import { DEFAULT_PORT } from "../src/config/config.js";
 import { childEnv, startTestServer } from "./helpers.js";
 
+/** The address the documents' examples name; the tests put their own server's in its place. */
+const DOCS_URL = `http://localhost:${DEFAULT_PORT}`;
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "sdk-test-key";
 
 let server: RunningServer;
-/** The test server; the product document's snippets name http://localhost:7423 instead. */
+/** The test server; the product document's snippets name the default address (DOCS_URL) instead. */
 let URL_: string;
 let client: Client;
 let sb: Sandbox;
@@ -302,7 +305,7 @@ describe("TypeScript SDK: as users get it", () => {
     const seed = await readFile(join(repo, "..", "shared", "seeds", "000_5e0eec8a6eae65fa.txt"), "utf8").catch(() => null);
     if (seed) assert.ok(seed.includes(fixture.trim()), "the fixture is the product document's snippet");
     // The only changes: the image and the test server's address (its key comes from FORGEVM_API_KEY).
-    const snippet = fixture.replace('spawn({ image: "alpine:latest" })', "spawn({})").replace("http://localhost:7423", URL_);
+    const snippet = fixture.replace('spawn({ image: "alpine:latest" })', "spawn({})").replace(DOCS_URL, URL_);
     assert.notEqual(snippet, fixture);
     const here = join(repo, ".forgevm-test");
     await mkdir(here, { recursive: true });
@@ -319,7 +322,7 @@ describe("TypeScript SDK: as users get it", () => {
     await writeFile(join(proj, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
     await run("npm", ["install", "--offline", "--no-audit", "--no-fund", tarball], { cwd: proj });
     const readme = await readFile(join(sdk, "README.md"), "utf8");
-    const example = /```js\n([\s\S]*?)```/.exec(readme)![1].replaceAll("http://localhost:7423", URL_);
+    const example = /```js\n([\s\S]*?)```/.exec(readme)![1].replaceAll(DOCS_URL, URL_);
     const r = await runScript(proj, "example.mjs", example);
     assert.equal(r.stdout, "42\n4\ntick 1\ntick 2\ntick 3\nexit code 0\n");
     // The CommonJS build works as well.

@@ -122,10 +122,13 @@ export const ConfigSchema = Type.Object(
 );
 export type Config = Static<typeof ConfigSchema>;
 
+/** The port `forgevm serve` listens on unless the config says otherwise. */
+export const DEFAULT_PORT = 7423;
+
 export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     data_dir: defaultDataDir(env),
-    server: { host: "127.0.0.1", port: 7423, body_limit_mb: 256, request_log: true, allowed_origins: [], allowed_hosts: [] },
+    server: { host: "127.0.0.1", port: DEFAULT_PORT, body_limit_mb: 256, request_log: true, allowed_origins: [], allowed_hosts: [] },
     auth: { api_key: "" },
     defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },
     exec: { max_output_bytes: 16 * 1024 * 1024 },
