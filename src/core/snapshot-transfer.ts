@@ -4,7 +4,7 @@
 // bytes (each host builds its own ext4, with its own UUID and hash seed), so an overlay over the
 // image would not survive the trip. The importing host needs the same VMM build and
 // accelerator, since a running machine's memory only loads into the machine that saved it.
-import { createReadStream, createWriteStream } from "node:fs";
+import { createWriteStream } from "node:fs";
 import { chmod, mkdtemp, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -12,7 +12,7 @@ import { Readable } from "node:stream";
 import { resolveImage } from "../images/store.js";
 import type { SnapshotRow } from "../store/snapshots.js";
 import { readTar, safeEntryPath, TarError } from "../util/tar-read.js";
-import { TAR_END, tarHeader, tarPadding } from "../util/tar-write.js";
+import { TAR_END, tarFileBody, tarHeader, tarPadding } from "../util/tar-write.js";
 import { run } from "../util/process.js";
 import type { Core } from "./core.js";
 import { badRequest, conflict } from "./errors.js";
@@ -89,19 +89,11 @@ export async function exportSnapshot(core: Core, row: SnapshotRow): Promise<{ st
           for (const [i, [name, f]] of parts.entries()) {
             if (sizes[i] < 0) continue;
             yield fileEntry(name, sizes[i]);
-            if (Buffer.isBuffer(f)) yield f;
-            else {
-              let sent = 0;
-              if (sizes[i] > 0) {
-                for await (const c of createReadStream(f, { end: sizes[i] - 1 })) {
-                  sent += (c as Buffer).length;
-                  if ((c as Buffer).length) yield c as Buffer;
-                }
-              }
-              if (sent < sizes[i]) yield Buffer.alloc(sizes[i] - sent);
-            }
-            const pad = tarPadding(sizes[i]);
-            if (pad.length) yield pad;
+            if (Buffer.isBuffer(f)) {
+              yield f;
+              const pad = tarPadding(sizes[i]);
+              if (pad.length) yield pad;
+            } else yield* tarFileBody(f, sizes[i]);
           }
           yield TAR_END;
         } finally {

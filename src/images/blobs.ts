@@ -4,7 +4,6 @@ import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { mkdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { Readable } from "node:stream";
 import { checkDigest } from "./oci.js";
@@ -37,46 +36,36 @@ export class BlobStore {
   ): Promise<string> {
     const final = this.path(digest);
     if (await this.has(digest)) return final;
-    await mkdir(join(this.dir, "sha256"), { recursive: true });
-    const tmp = `${final}.part-${randomBytes(4).toString("hex")}`;
-    const hash = createHash("sha256");
-    let size = 0;
-    const counter = new Writable({
-      write(chunk: Buffer, _e, cb) {
-        hash.update(chunk);
-        size += chunk.length;
-        onBytes?.(size);
-        if (expectedSize !== undefined && size > expectedSize) cb(new DigestMismatchError(`${what} is larger than its declared ${expectedSize} bytes`));
-        else cb();
-      },
+    const got = await this.receive(source, (size) => {
+      onBytes?.(size);
+      if (expectedSize !== undefined && size > expectedSize) throw new DigestMismatchError(`${what} is larger than its declared ${expectedSize} bytes`);
     });
     try {
-      const file = createWriteStream(tmp, { mode: 0o644 });
-      await pipeline(
-        Readable.from(source),
-        async function* (src) {
-          for await (const c of src) {
-            await new Promise<void>((res, rej) => counter.write(c, (e) => (e ? rej(e) : res())));
-            yield c;
-          }
-        },
-        file,
-      );
-      const got = `sha256:${hash.digest("hex")}`;
-      if (got !== digest) throw new DigestMismatchError(`${what} does not match its digest: expected ${digest}, got ${got}`);
-      if (expectedSize !== undefined && size !== expectedSize) throw new DigestMismatchError(`${what} is ${size} bytes, its descriptor says ${expectedSize}`);
-      await rename(tmp, final);
+      if (got.digest !== digest) throw new DigestMismatchError(`${what} does not match its digest: expected ${digest}, got ${got.digest}`);
+      if (expectedSize !== undefined && got.size !== expectedSize) throw new DigestMismatchError(`${what} is ${got.size} bytes, its descriptor says ${expectedSize}`);
+      await rename(got.tmp, final);
       return final;
     } catch (e) {
-      await rm(tmp, { force: true });
+      await rm(got.tmp, { force: true });
       throw e;
     }
   }
 
   /** Stores a blob whose digest is not known beforehand (one we make); returns its digest and size. */
   async putNew(source: AsyncIterable<Uint8Array> | Iterable<Uint8Array> | Readable): Promise<{ digest: string; size: number }> {
+    const got = await this.receive(source);
+    await rename(got.tmp, this.path(got.digest));
+    return { digest: got.digest, size: got.size };
+  }
+
+  // A stream written to a temporary file beside the blobs while it is hashed; `check` sees the
+  // running size and may refuse it. The file is gone again when anything fails.
+  private async receive(
+    source: AsyncIterable<Uint8Array> | Iterable<Uint8Array> | Readable,
+    check?: (size: number) => void,
+  ): Promise<{ tmp: string; digest: string; size: number }> {
     await mkdir(join(this.dir, "sha256"), { recursive: true });
-    const tmp = join(this.dir, "sha256", `.new-${randomBytes(6).toString("hex")}`);
+    const tmp = join(this.dir, "sha256", `.part-${randomBytes(6).toString("hex")}`);
     const hash = createHash("sha256");
     let size = 0;
     try {
@@ -86,14 +75,13 @@ export class BlobStore {
           for await (const c of src) {
             hash.update(c);
             size += c.length;
+            check?.(size);
             yield c;
           }
         },
         createWriteStream(tmp, { mode: 0o644 }),
       );
-      const digest = `sha256:${hash.digest("hex")}`;
-      await rename(tmp, this.path(digest));
-      return { digest, size };
+      return { tmp, digest: `sha256:${hash.digest("hex")}`, size };
     } catch (e) {
       await rm(tmp, { force: true });
       throw e;

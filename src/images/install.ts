@@ -85,8 +85,7 @@ async function doInstall(paths: Paths, blobs: BlobStore, req: InstallRequest, lo
       await blobs.put(req.manifest.config.digest, [req.configBytes], undefined, "config");
       meta.configDigest = req.manifest.config.digest;
     }
-    await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
-    await swapInto(staging, imageDir(paths, req.name));
+    await publish(paths, staging, meta);
     return meta;
   } catch (e) {
     await rm(staging, { recursive: true, force: true });
@@ -128,8 +127,7 @@ export async function installRootfs(paths: Paths, req: RootfsInstall): Promise<I
       ...(req.parent ? { parent: req.parent } : {}),
     };
     if (req.index) await saveIndex(staging, req.index);
-    await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
-    await swapInto(staging, imageDir(paths, req.name));
+    await publish(paths, staging, meta);
     return meta;
   } catch (e) {
     await rm(staging, { recursive: true, force: true });
@@ -137,8 +135,11 @@ export async function installRootfs(paths: Paths, req: RootfsInstall): Promise<I
   }
 }
 
-// The old directory of the same name goes aside first, so the name never points at half an image.
-async function swapInto(staging: string, dir: string): Promise<void> {
+// The finished staging directory becomes the image: its metadata written, then renamed into
+// place. The old directory of the same name goes aside first, so the name never points at half an image.
+async function publish(paths: Paths, staging: string, meta: ImageMeta): Promise<void> {
+  await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
+  const dir = imageDir(paths, meta.name);
   const old = `${dir}.old-${randomBytes(4).toString("hex")}`;
   await rename(dir, old).catch(() => {});
   await rename(staging, dir);

@@ -1,10 +1,9 @@
 // An image as an OCI archive: a tar of an OCI image layout (oci-layout, index.json, blobs) that
 // also carries Docker's manifest.json, so skopeo, Podman, `docker load` and our own import all
 // read it. The manifest and blobs are the stored ones, so the digest survives the trip.
-import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { Readable } from "node:stream";
-import { TAR_END, tarHeader, tarPadding } from "../util/tar-write.js";
+import { TAR_END, tarFileBody, tarHeader, tarPadding } from "../util/tar-write.js";
 import type { BlobStore } from "./blobs.js";
 import type { StoredImage } from "./oci-build.js";
 import { MEDIA } from "./oci.js";
@@ -57,9 +56,7 @@ export function exportArchive(store: BlobStore, req: ExportRequest): Readable {
       }
       const size = (await stat(store.path(digest))).size;
       yield tarHeader({ path, type: "file", mode: 0o644, size, mtime: 0 });
-      for await (const c of createReadStream(store.path(digest))) yield c as Buffer;
-      const pad = tarPadding(size);
-      if (pad.length) yield pad;
+      yield* tarFileBody(store.path(digest), size);
     }
     yield TAR_END;
   }

@@ -1,6 +1,8 @@
 // Tar headers for the archives we produce (copied trees, image layers): ustar, with a PAX
 // record whenever a name, a link target or a size does not fit the fixed fields. The body bytes
-// are the caller's.
+// are the caller's, or a host file's (tarFileBody).
+import { createReadStream } from "node:fs";
+
 export type TarOutType = "file" | "dir" | "symlink" | "hardlink" | "char" | "block" | "fifo";
 
 export interface TarOutEntry {
@@ -85,4 +87,22 @@ export function tarHeader(e: TarOutEntry): Buffer {
   if (!pax.length) return head;
   const records = Buffer.concat(pax);
   return Buffer.concat([block("././@PaxHeader", "x", records.length, { mode: 0o644 }), records, tarPadding(records.length), head]);
+}
+
+/**
+ * The body of a host file as a tar entry whose header said `size` bytes: cut there if the file
+ * grew, zero-filled if it shrank, then padded to a whole block. No empty chunks (they stall a
+ * stream made from this).
+ */
+export async function* tarFileBody(path: string, size: number): AsyncGenerator<Buffer> {
+  let sent = 0;
+  if (size > 0) {
+    for await (const c of createReadStream(path, { end: size - 1 }) as AsyncIterable<Buffer>) {
+      sent += c.length;
+      if (c.length) yield c;
+    }
+  }
+  if (sent < size) yield Buffer.alloc(size - sent);
+  const pad = tarPadding(size);
+  if (pad.length) yield pad;
 }

@@ -73,6 +73,16 @@ class Transport:
                 if line:
                     yield json.loads(line)
 
+    def download(self, path: str, dest: str) -> Any:
+        """Streams a GET's body into the file ``dest`` (MiB at a time); returns the response headers."""
+        with self.open("GET", path, timeout=None) as res, open(dest, "wb") as out:
+            while True:
+                chunk = res.read(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+            return res.headers
+
     def json(self, method: str, path: str, **kw: Any) -> Any:
         with self.open(method, path, **kw) as res:
             return json.loads(res.read() or b"null")

@@ -222,13 +222,8 @@ class Client:
 
     def export_image(self, name: str, path: str) -> str:
         """Writes an image as an OCI archive (which ``docker load``, skopeo and Podman read) to ``path``; returns its manifest digest."""
-        with self._http.open("GET", f"/images/{_q(name)}/export", timeout=None) as res, open(path, "wb") as out:
-            while True:
-                chunk = res.read(1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
-            return res.headers.get("docker-content-digest", "")
+        headers = self._http.download(f"/images/{_q(name)}/export", path)
+        return headers.get("docker-content-digest", "")
 
     def push_image(self, name: str, reference: Optional[str] = None) -> Dict[str, Any]:
         """Pushes a local image to a registry (``reference``, default its own name) with the server's registry credentials."""
@@ -241,12 +236,7 @@ class Client:
 
     def export_snapshot(self, snapshot: str, path: str) -> str:
         """Writes a named snapshot as an archive to ``path``, to import on another host (same VMM build, its image there)."""
-        with self._http.open("GET", f"/snapshots/{_q(snapshot)}/export", timeout=None) as res, open(path, "wb") as out:
-            while True:
-                chunk = res.read(1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
+        self._http.download(f"/snapshots/{_q(snapshot)}/export", path)
         return path
 
     def import_snapshot(self, path: str, name: Optional[str] = None) -> Dict[str, Any]:

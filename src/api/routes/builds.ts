@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { BuildJob } from "../schemas.js";
+import { BuildJob } from "../image-schemas.js";
 import { followNdjson } from "../stream-end.js";
 
 const Many = Type.Union([Type.String({ maxLength: 4096 }), Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 200 })]);

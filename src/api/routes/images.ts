@@ -4,7 +4,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Readable } from "node:stream";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
-import { Image as ImageView, PullJob as Job, PullRequest, PushRequest, PushResult } from "../schemas.js";
+import { PushRequest, PushResult } from "../image-schemas.js";
+import { Image as ImageView, PullJob as Job, PullRequest } from "../schemas.js";
 
 /** An image as the API shows it. */
 export const imageView = (i: ImageInfo) => ({

@@ -10,7 +10,7 @@ import { pipeline } from "node:stream/promises";
 import { Readable } from "node:stream";
 import { DockerIgnore } from "../../util/dockerignore.js";
 import { readTar, safeEntryPath, TarError } from "../../util/tar-read.js";
-import { TAR_END, tarHeader, tarPadding } from "../../util/tar-write.js";
+import { TAR_END, tarFileBody, tarHeader } from "../../util/tar-write.js";
 import { badRequest } from "../errors.js";
 
 /** One file, directory or link of the context, and the name it gets under the destination. */
@@ -166,17 +166,7 @@ export class BuildContext {
           else if (e.type === "symlink") yield tarHeader({ ...common, type: "symlink", linkname: e.link });
           else {
             yield tarHeader({ ...common, type: "file", size: e.size });
-            let sent = 0;
-            // Cut at the size it had when listed: the header has said so already.
-            if (e.size > 0) {
-              for await (const c of createReadStream(join(dir, e.rel), { end: e.size - 1 })) {
-                sent += (c as Buffer).length;
-                if ((c as Buffer).length) yield c as Buffer;
-              }
-            }
-            if (sent < e.size) yield Buffer.alloc(e.size - sent);
-            const pad = tarPadding(e.size);
-            if (pad.length) yield pad;
+            yield* tarFileBody(join(dir, e.rel), e.size);
           }
         }
         yield TAR_END;

@@ -1,3 +1,4 @@
+// Past 500 lines because it is one protocol: each handler is a few lines next to its codec.
 // The host side of a shared directory: a FUSE server (protocol 7.31) answering the guest
 // kernel's requests from one host directory. Everything in a request is the guest's to choose,
 // so: every message is length-checked before it is read; names are single path components (no
@@ -7,7 +8,6 @@
 // files are opened with O_NOFOLLOW; requests are answered one at a time, so no guest request can
 // change the tree between another's check and its use. New files belong to the share's owner,
 // set-id and sticky bits are dropped, device nodes cannot be made and owners cannot be changed.
-// It is past 500 lines because it is one protocol: each handler is a few lines next to its codec.
 import { constants as C } from "node:fs";
 import { chmod, chown, lchown, link, lstat, mkdir, open, readdir, readlink, rename, rmdir, statfs, symlink, truncate, unlink, utimes, type FileHandle } from "node:fs/promises";
 import type { Stats } from "node:fs";
