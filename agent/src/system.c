@@ -4,6 +4,7 @@
 #include "agent.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -356,13 +357,17 @@ void op_configure(uint32_t id, const jdoc *d) {
   send_ok(id);
 }
 
-static void read_file(const char *path, char *buf, size_t sz) {
-  buf[0] = 0;
+/* Reads up to sz-1 bytes (a /proc file comes a page per read), NUL-terminated; returns the length. */
+static size_t read_file(const char *path, char *buf, size_t sz) {
+  size_t len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ssize_t n = read(fd, buf, sz - 1);
-  close(fd);
-  buf[n > 0 ? n : 0] = 0;
+  if (fd >= 0) {
+    ssize_t n;
+    while (len < sz - 1 && (n = read(fd, buf + len, sz - 1 - len)) > 0) len += (size_t)n;
+    close(fd);
+  }
+  buf[len] = 0;
+  return len;
 }
 
 static uint64_t meminfo(const char *text, const char *key) {
@@ -418,7 +423,35 @@ void op_metrics(uint32_t id, const jdoc *d) {
   jb_int(&b, procs);
   jb_cstr(&b, ",\"uptime_s\":");
   jb_int(&b, si.uptime);
-  jb_cstr(&b, "}");
+  /* Bytes through every interface but loopback, and read and written on whole virtio disks. */
+  unsigned long long rx = 0, tx = 0, rd = 0, wr = 0;
+  if (read_file("/proc/net/dev", buf, sizeof buf) > 0) {
+    for (char *line = strchr(buf, '\n'); line && (line = strchr(line + 1, '\n'));) {
+      char name[32];
+      unsigned long long r, t, skip;
+      if (sscanf(line + 1, " %31[^:]: %llu %llu %llu %llu %llu %llu %llu %llu %llu", name, &r, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &t) == 10 &&
+          strcmp(name, "lo")) {
+        rx += r;
+        tx += t;
+      }
+    }
+  }
+  if (read_file("/proc/diskstats", buf, sizeof buf) > 0) {
+    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+      char name[32];
+      unsigned long long rs, ws, skip;
+      if (sscanf(line, " %*u %*u %31s %llu %llu %llu %llu %llu %llu %llu", name, &skip, &skip, &rs, &skip, &skip, &skip, &ws) == 8 &&
+          !strncmp(name, "vd", 2) && !isdigit((unsigned char)name[strlen(name) - 1])) {
+        rd += rs * 512;
+        wr += ws * 512;
+      }
+    }
+  }
+  jb_cstr(&b, ",\"net\":{\"rx_bytes\":"); jb_uint(&b, rx);
+  jb_cstr(&b, ",\"tx_bytes\":"); jb_uint(&b, tx);
+  jb_cstr(&b, "},\"io\":{\"read_bytes\":"); jb_uint(&b, rd);
+  jb_cstr(&b, ",\"write_bytes\":"); jb_uint(&b, wr);
+  jb_cstr(&b, "}}");
   send_json(id, K_RES, &b);
   jb_free(&b);
 }

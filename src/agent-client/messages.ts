@@ -110,6 +110,10 @@ export interface Metrics {
   disk: { total: number; free: number; used: number };
   processes: number;
   uptime_s: number;
+  /** Bytes through every interface but loopback (older agents leave it out). */
+  net?: { rx_bytes: number; tx_bytes: number };
+  /** Bytes read and written on the guest's virtio disks (older agents leave it out). */
+  io?: { read_bytes: number; write_bytes: number };
 }
 
 export interface ConfigureRequest {

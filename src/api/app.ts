@@ -10,6 +10,7 @@ import { e2bRoutes, rewriteE2bUrl } from "../e2b/index.js";
 import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
 import { installAccessControl } from "./access.js";
+import { metricRoutes } from "./routes/metrics.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
 import { archiveRoutes } from "./routes/archive.js";
 import { auditRoutes } from "./routes/audit.js";
@@ -139,7 +140,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 
-  installErrorHandling(app, routePatterns);
+  installErrorHandling(app, routePatterns, (code) => opts.forge.countError?.(code));
   await app.register(websocket, { options: { maxPayload: 2 * 1024 * 1024 } });
 
   await app.register(
@@ -160,6 +161,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(volumeRoutes, { forge: opts.forge });
       await api.register(buildRoutes, { forge: opts.forge });
       await api.register(auditRoutes, { forge: opts.forge });
+      await api.register(metricRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });
       api.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
     },
@@ -172,19 +174,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // MCP for coding agents (mcp/), under the operator's policy.
   if (opts.mcp) await app.register(mcpRoutes, { forge: opts.forge, policy: opts.mcp, version: opts.version });
 
-  // Prometheus text format, for scrapers; the JSON form is /api/v1/metrics.
-  app.get("/metrics", { schema: { tags: ["system"], produces: ["text/plain"] } }, async (_req, reply) => {
-    const c = opts.forge.counts();
-    reply.type("text/plain; version=0.0.4");
-    return [
-      "# HELP forgevm_sandboxes_active Sandboxes creating or running.",
-      "# TYPE forgevm_sandboxes_active gauge",
-      `forgevm_sandboxes_active ${c.live}`,
-      "# HELP forgevm_sandboxes_total Sandboxes in the store, history included.",
-      "# TYPE forgevm_sandboxes_total gauge",
-      `forgevm_sandboxes_total ${c.total}`,
-      "",
-    ].join("\n");
+  // Prometheus text format, for scrapers (behind the API key like the rest); the JSON form is /api/v1/metrics.
+  app.get("/metrics", { schema: { tags: ["metrics"], produces: ["text/plain"] } }, async (_req, reply) => {
+    const { text, contentType } = await opts.forge.prometheus();
+    reply.type(contentType);
+    return text;
   });
   return app;
 }

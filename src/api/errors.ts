@@ -70,11 +70,12 @@ function send(reply: FastifyReply, e: ForgevmError) {
   return reply.status(e.status).type("application/json; charset=utf-8").send(errorBody(e));
 }
 
-/** Installs the error handler and the JSON 404 / 405 handler. */
-export function installErrorHandling(app: FastifyInstance, routePatterns: { method: string; re: RegExp }[]): void {
+/** Installs the error handler and the JSON 404 / 405 handler; `count` hears each error's code. */
+export function installErrorHandling(app: FastifyInstance, routePatterns: { method: string; re: RegExp }[], count: (code: string) => void = () => {}): void {
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err);
     if (e.status >= 500) req.log.error({ err }, "request failed");
+    count(e.code);
     return send(reply, e);
   });
   app.setNotFoundHandler((req, reply) => {

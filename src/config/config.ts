@@ -81,6 +81,16 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    /** The sampler behind the console's charts, `forgevm stats` and /metrics. */
+    metrics: Type.Object(
+      {
+        enabled: Type.Boolean(),
+        /** Host-side samples of every sandbox this often ("5s"); guest-side every `guest_every` of them. */
+        interval: Type.String({ minLength: 1 }),
+        guest_every: Type.Integer({ minimum: 1, maximum: 60 }),
+      },
+      strict,
+    ),
     /** Host directories sandboxes may mount (`-v /dir:/path`, `forgevm mount`): none unless listed. */
     mounts: Type.Object({ host_dirs: Type.Array(Type.String({ minLength: 1 })) }, strict),
     /** What agents on MCP (`forgevm mcp`, /mcp) may do: the operator's policy, which they can only narrow. */
@@ -141,6 +151,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048 },
     mounts: { host_dirs: [] },
+    metrics: { enabled: true, interval: "5s", guest_every: 3 },
     mcp: {
       enabled: true,
       network: "full",

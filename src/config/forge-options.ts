@@ -27,6 +27,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
       ttlMs: parseDuration(cfg.defaults.ttl, "defaults.ttl"),
     },
     historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
+    metrics: { enabled: cfg.metrics.enabled, intervalMs: parseDuration(cfg.metrics.interval, "metrics.interval"), guestEvery: cfg.metrics.guest_every },
     registryAuth: cfg.registries,
     baseSnapshots: cfg.snapshots.base,
     warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },

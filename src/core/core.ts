@@ -21,6 +21,9 @@ import type { TenantPool } from "./tenant-pool.js";
 import type { Volumes } from "./volumes.js";
 import type { HostDirs } from "./host-dirs/host-dirs.js";
 import type { WarmPools } from "./warm-pool.js";
+import type { MetricStore } from "../store/metrics.js";
+import type { MetricsSampler } from "./metrics/sampler.js";
+import type { ServerMetrics } from "./metrics/prometheus.js";
 
 export interface Core {
   readonly paths: Paths;
@@ -41,6 +44,11 @@ export interface Core {
   readonly volumes: Volumes;
   readonly hostDirs: HostDirs;
   readonly egress: EgressProxy;
+  readonly metricStore: MetricStore;
+  /** Samples of the host and every running sandbox (metrics/sampler.ts). */
+  readonly sampler: MetricsSampler;
+  /** The server's counters and the Prometheus exposition (metrics/prometheus.ts). */
+  readonly prom: ServerMetrics;
   /** Running sandboxes of this process, by id. */
   readonly live: Map<string, Sandbox>;
   /** Main processes of running sandboxes, by id. */

@@ -64,6 +64,9 @@ import { WarmPools } from "./warm-pool.js";
 import { Volumes, type VolumeInfo } from "./volumes.js";
 import { HostDirs } from "./host-dirs/host-dirs.js";
 import { VolumeStore } from "../store/volumes.js";
+import { HOST_SERIES, MetricStore, type MetricSample } from "../store/metrics.js";
+import { MetricsSampler } from "./metrics/sampler.js";
+import { ServerMetrics } from "./metrics/prometheus.js";
 
 /** How long a main process gets after SIGTERM when the server shuts down. */
 const SHUTDOWN_STOP_GRACE_MS = 5000;
@@ -71,6 +74,7 @@ export { MAX_FORK } from "./core.js";
 export type { LogLine } from "./main-process.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
 export type { VolumeInfo } from "./volumes.js";
+export type { MetricSample } from "../store/metrics.js";
 export type { BuildJob } from "./build/jobs.js";
 export type { BuildOptions, BuildStep } from "./build/builder.js";
 export type { ForgeOptions, ForkOptions, ForkResult, NetworkOptions, PoolModeOptions, SpawnDefaults, SpawnOptions } from "./options.js";
@@ -129,7 +133,17 @@ export class Forge {
     this.blobs = new BlobStore(paths.blobsDir);
     this.buildCache = new BuildCache(join(paths.dataDir, "build-cache"), this.blobs);
     const net = opts.network ?? {};
+    const metricStore = new MetricStore(db);
+    const sampler = new MetricsSampler(metricStore, () => core.live.values(), paths.dataDir, opts.metrics);
+    const prom = new ServerMetrics({
+      sampler,
+      states: () => sandboxes.countByState(),
+      imageOf: (id) => core.live.get(id)?.image,
+      pools: () => this.warmPools(),
+    });
+    events.subscribe(prom.onEvent);
     const egress = new EgressProxy({
+      onDecision: (d) => prom.egressDecision(d),
       logDir: join(paths.dataDir, "egress"),
       allowPrivate: net.allowPrivate,
       hostsOverride: net.hostsOverride,
@@ -149,6 +163,9 @@ export class Forge {
       audit: new AuditStore(db),
       events,
       egress,
+      metricStore,
+      sampler,
+      prom,
       networks: new Networks(
         egress,
         loadPresets(net.presetsFile),
@@ -228,6 +245,10 @@ export class Forge {
       forge.reaper.unref();
       // A serving core (it reaps) applies the restart policies of stopped sandboxes; a command's short-lived core does not.
       void stopStart.applyRestartPolicies(core, forge.defaults.ttlMs);
+      if (opts.metrics?.enabled !== false) {
+        forge.dropStaleSeries();
+        core.sampler.start();
+      }
     }
     return forge;
   }
@@ -240,7 +261,15 @@ export class Forge {
    * recorded as `error`.
    */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
-    return spawn(this.core, opts, (ref) => this.pullImage(ref));
+    const started = performance.now();
+    try {
+      const sb = await spawn(this.core, opts, (ref) => this.pullImage(ref));
+      this.core.prom.spawned((performance.now() - started) / 1000, this.core.sandboxes.get(sb.id)?.origin ?? "boot");
+      return sb;
+    } catch (e) {
+      this.core.prom.spawnFailed();
+      throw e;
+    }
   }
 
   /** The id of a sandbox named by its id or its name. */
@@ -729,11 +758,62 @@ export class Forge {
     return configurePools(this.core, (ref) => this.pullImage(ref));
   }
 
+  // ---- metrics
+
+  /**
+   * A sandbox's samples from `sinceMs` in buckets of `stepMs` (averages): host side (its VMM) and
+   * guest side; full resolution for the last minutes, minute averages for a day. Stopped
+   * sandboxes keep theirs; a destroyed one has none.
+   */
+  metricsHistory(idOrName: string, sinceMs: number, stepMs: number): { sandbox: string; samples: MetricSample[] } {
+    const row = this.get(idOrName);
+    return { sandbox: row.id, samples: this.core.metricStore.query(row.id, sinceMs, stepMs) };
+  }
+
+  /** The host's samples (CPU, memory, the data directory's disk, load), as metricsHistory. */
+  hostMetricsHistory(sinceMs: number, stepMs: number): MetricSample[] {
+    return this.core.metricStore.query(HOST_SERIES, sinceMs, stepMs);
+  }
+
+  /** The newest sample of the host and of each running sandbox, and how often they are taken. */
+  latestMetrics(): { interval_ms: number; host: MetricSample | null; sandboxes: { id: string; name: string | null; image: string; sample: MetricSample }[] } {
+    const latest = this.core.sampler.latest;
+    const sandboxes = this.list()
+      .filter((r) => latest.has(r.id))
+      .map((r) => ({ id: r.id, name: r.name, image: r.image, sample: latest.get(r.id)!.sample }));
+    return { interval_ms: this.core.sampler.intervalMs, host: latest.get(HOST_SERIES)?.sample ?? null, sandboxes };
+  }
+
+  /** Takes a sample of the host and every running sandbox now. */
+  sampleMetrics(): Promise<void> {
+    return this.core.sampler.tick();
+  }
+
+  /** The Prometheus exposition of this server (text format), and its content type. */
+  async prometheus(): Promise<{ text: string; contentType: string }> {
+    return { text: await this.core.prom.text(), contentType: this.core.prom.contentType };
+  }
+
+  /** Counts an error an interface answered with, by its code (forgevm_api_errors_total). */
+  countError(code: string): void {
+    this.core.prom.apiError(code);
+  }
+
+  // Series of sandboxes destroyed while no server sampled are dropped at start; stopped ones keep theirs.
+  private dropStaleSeries(): void {
+    for (const id of this.core.metricStore.seriesIds()) {
+      if (id === HOST_SERIES) continue;
+      const row = this.core.sandboxes.get(id);
+      if (!row || row.state === "destroyed" || row.state === "error") this.core.metricStore.drop(id);
+    }
+  }
+
   /** Stops the reaper and destroys every sandbox this process runs. */
   async close(): Promise<void> {
     if (this.core.closed) return;
     this.core.closed = true;
     if (this.reaper) clearInterval(this.reaper);
+    await this.core.sampler.stop();
     await this.buildJobs.closeAll();
     await this.core.warm.close();
     await this.core.tenants?.close();

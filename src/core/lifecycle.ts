@@ -111,6 +111,7 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     if (row.vm_dir) await keepConsoleLog(core, id, row.vm_dir);
     await core.networks.detach(id);
     core.hostDirs.forget(id);
+    core.sampler.forget(id);
     core.secrets.delete(id);
     if (row.vm_id) await core.tenants?.leave(id);
     else if (sb) {

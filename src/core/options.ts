@@ -1,5 +1,6 @@
 // What a Forge and its spawns, forks and restores can be asked for: the options every
 // interface (library, CLI, REST) fills in.
+import type { MetricsOptions } from "./metrics/sampler.js";
 import type { Credentials } from "../images/registry.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import type { GuestLimits, Provider } from "../providers/provider.js";
@@ -40,6 +41,8 @@ export interface ForgeOptions {
   provider?: Provider;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */
   hostSecrets?: Record<string, string>;
+  /** The metrics sampler of a serving core (one whose reaper runs). */
+  metrics?: MetricsOptions;
 }
 
 export interface NetworkOptions {

@@ -20,6 +20,8 @@ const HEAD_TIMEOUT_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 
 export interface EgressProxyOptions {
+  /** Told of every decision (for counters). */
+  onDecision?: (decision: "allow" | "deny") => void;
   /** Directory of the per-sandbox decision logs. */
   logDir: string;
   /** Networks the operator lets guests reach although they are private or the host's own. */
@@ -233,6 +235,7 @@ export class EgressProxy {
 
   private record(sandboxId: string, e: Omit<EgressEntry, "ts">): void {
     this.log.append(sandboxId, { ts: new Date().toISOString(), ...e });
+    this.opts.onDecision?.(e.decision);
   }
 }
 

@@ -147,6 +147,20 @@ export interface Vm {
   copyDisk(dest: string): Promise<{ pauseMs: number } | null>;
   /** Changes the VMM's scheduling niceness (all its threads). */
   setNice(nice: number): Promise<void>;
+  /** What the VM costs the host right now (counters since it started); null once it is gone. */
+  usage(): Promise<VmUsage | null>;
+}
+
+/** A VM's cost on the host, read from its VMM process. */
+export interface VmUsage {
+  /** CPU time of every VMM thread, user and system. */
+  cpuMs: number;
+  rssBytes: number;
+  /** Proportional set size: shared pages (a snapshot's RAM mapped by many VMs) counted in shares. */
+  pssBytes: number;
+  /** Bytes the VMM made the host's block devices read and write. */
+  diskReadBytes: number;
+  diskWriteBytes: number;
 }
 
 export interface ProviderHealth {

@@ -97,6 +97,26 @@ const MIGRATIONS: string[] = [
      labels TEXT
    );`,
   `ALTER TABLE sandboxes ADD COLUMN host_dirs TEXT;`,
+  `CREATE TABLE metric_samples (
+     series TEXT NOT NULL,
+     res INTEGER NOT NULL,
+     ts INTEGER NOT NULL,
+     cpu_pct REAL,
+     rss_bytes INTEGER,
+     pss_bytes INTEGER,
+     disk_read_bps REAL,
+     disk_write_bps REAL,
+     guest_cpu_pct REAL,
+     mem_used_bytes INTEGER,
+     mem_total_bytes INTEGER,
+     disk_used_bytes INTEGER,
+     disk_total_bytes INTEGER,
+     load1 REAL,
+     processes INTEGER,
+     net_rx_bps REAL,
+     net_tx_bps REAL,
+     PRIMARY KEY (series, res, ts)
+   ) WITHOUT ROWID;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

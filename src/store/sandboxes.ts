@@ -181,6 +181,12 @@ export class SandboxStore {
     })();
   }
 
+  /** How many rows are in each state. */
+  countByState(): Record<string, number> {
+    const rows = this.db.prepare("SELECT state, COUNT(*) AS n FROM sandboxes GROUP BY state").all() as { state: string; n: number }[];
+    return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+  }
+
   count(): { total: number; live: number } {
     const r = this.db.prepare("SELECT COUNT(*) AS total, SUM(state IN ('creating','running')) AS live FROM sandboxes").get() as { total: number; live: number | null };
     return { total: r.total, live: r.live ?? 0 };

@@ -227,6 +227,15 @@ class AsyncClient:
     async def pool_status(self) -> Dict[str, Any]:
         return await _run(self._c.pool_status)
 
+    async def stats(self) -> Dict[str, Any]:
+        return await _run(self._c.stats)
+
+    async def metrics(self, sandbox_id: str, since: Optional[str] = None, step: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self._c.metrics, sandbox_id, since, step)
+
+    async def host_metrics(self, since: Optional[str] = None, step: Optional[str] = None) -> Dict[str, Any]:
+        return await _run(self._c.host_metrics, since, step)
+
     async def providers(self) -> List[Dict[str, Any]]:
         return await _run(self._c.providers)
 

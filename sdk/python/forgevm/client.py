@@ -141,6 +141,20 @@ class Client:
     def pool_status(self) -> Dict[str, Any]:
         return self._http.json("GET", "/pool/status")
 
+    def stats(self) -> Dict[str, Any]:
+        """The newest sample of the host and of every running sandbox (what `forgevm stats` shows)."""
+        return self._http.json("GET", "/stats")
+
+    def metrics(self, sandbox_id: str, since: Optional[str] = None, step: Optional[str] = None) -> Dict[str, Any]:
+        """A sandbox's metric history: `since` a duration ("10m", "24h") or a time, in buckets of `step` ("5s", "1m")."""
+        query = {k: v for k, v in {"since": since, "step": step}.items() if v is not None}
+        return self._http.json("GET", f"/sandboxes/{_q(sandbox_id)}/metrics", query=query, sandbox_id=sandbox_id)
+
+    def host_metrics(self, since: Optional[str] = None, step: Optional[str] = None) -> Dict[str, Any]:
+        """The host's metric history (CPU, memory, the data directory's disk, load)."""
+        query = {k: v for k, v in {"since": since, "step": step}.items() if v is not None}
+        return self._http.json("GET", "/host/metrics", query=query)
+
     def providers(self) -> List[Dict[str, Any]]:
         return self._http.json("GET", "/providers")
 

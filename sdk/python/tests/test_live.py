@@ -61,6 +61,14 @@ class Live(unittest.TestCase):
         self.assertIsInstance(c.prune(), int)
         self.assertIsInstance(c.snapshots(), list)
         self.assertEqual(c.mcp_audit(session="no-such-session"), [])
+        history = c.metrics(sb.id, since="10m", step="5s")
+        self.assertEqual(history["sandbox"], sb.id)
+        self.assertEqual(history["step_ms"], 5000)
+        self.assertIsInstance(history["samples"], list)
+        self.assertIn("host", c.stats())
+        self.assertIn("samples", c.host_metrics(since="1h"))
+        with self.assertRaises(BadRequestError):
+            c.metrics(sb.id, since="whenever")
 
         async def audit_async():
             async with AsyncClient(URL, api_key=KEY) as ac:

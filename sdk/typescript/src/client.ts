@@ -23,6 +23,8 @@ import type {
   SpawnOptions,
   Template,
   VMPoolStatus,
+  LiveStats,
+  MetricHistory,
 } from "./types.js";
 
 /** Templates stored on the server: named spawn settings with setup commands and warm pools. */
@@ -159,6 +161,21 @@ export class Client {
 
   health(): Promise<HealthInfo> {
     return this.http.json("GET", "/health");
+  }
+
+  /** The newest sample of the host and of every running sandbox (what `forgevm stats` shows). */
+  stats(): Promise<LiveStats> {
+    return this.http.json("GET", "/stats");
+  }
+
+  /** A sandbox's metric history: `since` a duration ("10m", "24h") or a time, in buckets of `step` ("5s", "1m"). */
+  metrics(id: string, opts: { since?: string; step?: string } = {}): Promise<MetricHistory> {
+    return this.http.json("GET", `/sandboxes/${encodeURIComponent(id)}/metrics`, { query: { ...opts }, sandboxId: id });
+  }
+
+  /** The host's metric history (CPU, memory, the data directory's disk, load), as metrics(). */
+  hostMetrics(opts: { since?: string; step?: string } = {}): Promise<MetricHistory> {
+    return this.http.json("GET", "/host/metrics", { query: { ...opts } });
   }
 
   poolStatus(): Promise<VMPoolStatus> {

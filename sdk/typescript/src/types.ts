@@ -90,6 +90,41 @@ export interface EgressEntry {
   error?: string;
 }
 
+/** One metric sample (or bucket average): host side from the VMM, guest side from the agent; null where not sampled. */
+export interface MetricSample {
+  ts: number;
+  cpu_pct?: number | null;
+  rss_bytes?: number | null;
+  pss_bytes?: number | null;
+  disk_read_bps?: number | null;
+  disk_write_bps?: number | null;
+  guest_cpu_pct?: number | null;
+  mem_used_bytes?: number | null;
+  mem_total_bytes?: number | null;
+  disk_used_bytes?: number | null;
+  disk_total_bytes?: number | null;
+  load1?: number | null;
+  processes?: number | null;
+  net_rx_bps?: number | null;
+  net_tx_bps?: number | null;
+}
+
+/** A series of samples: `since` onwards in buckets of `step_ms`. */
+export interface MetricHistory {
+  sandbox?: string;
+  since: string;
+  step_ms: number;
+  interval_ms: number;
+  samples: MetricSample[];
+}
+
+/** The newest sample of the host and of every running sandbox. */
+export interface LiveStats {
+  interval_ms: number;
+  host: MetricSample | null;
+  sandboxes: { id: string; name: string | null; image: string; sample: MetricSample }[];
+}
+
 export interface SpawnOptions {
   /** Image name; the server's default when left out. */
   image?: string;

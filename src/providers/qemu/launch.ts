@@ -155,7 +155,7 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
     const channel = new AgentChannel(await connectQemuSocket(files.agentSocket), { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
     if (restore) {
-      await startIncoming(files, !!restore.feed, exited).catch(async (e: Error) => {
+      await startIncoming(files, exited).catch(async (e: Error) => {
         channel.close();
         await Promise.race([exited, sleep(500)]);
         throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog?.getTail() ?? "");
@@ -167,7 +167,7 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       if (!(e instanceof HelloError)) throw e;
       // The channel usually closes a moment before QEMU is reaped: say which really happened.
       const stopped = await Promise.race([exited.then(() => true), sleep(500).then(() => false)]);
-      const failure = stopped ? `QEMU exited (${proc.exitCode ?? proc.signalCode}) before the agent said hello` : e.message;
+      const failure = stopped ? `QEMU exited (${proc.exitCode ?? proc.signalCode}) before the agent said hello` : `${e.message}${await vmStatus(files.qmpSocket)}`;
       const tail = consoleLog!.getTail();
       const log = (await qemuLog()).trim();
       throw new BootError(`VM ${spec.id} failed to boot (${accel}): ${failure}${log ? `\nQEMU: ${log}` : ""}\n--- console tail ---\n${tail}`, tail);
@@ -240,11 +240,13 @@ async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, dir: st
 }
 
 /**
- * Starts loading a restore's state and lets the guest run once it is loaded. `cont` takes the
- * disk's locks at once, so while the parent still writes the backing file (a fork fed live) it
- * waits for the load to finish; otherwise QEMU defers the start itself.
+ * Starts loading a restore's state and lets the guest run once it is loaded. `cont` waits for
+ * the load to finish: sent during it, QEMU only notes to start afterwards, and then obeys the
+ * run state saved in the stream instead, which is "paused" (snapshots stop the guest for the
+ * copy), so the guest would never run. It must wait anyway while the parent still writes the
+ * backing file (a fork fed live): `cont` takes the disk's locks.
  */
-async function startIncoming(files: VmFiles, waitLoad: boolean, exited: Promise<void>): Promise<void> {
+async function startIncoming(files: VmFiles, exited: Promise<void>): Promise<void> {
   const qmp = await Qmp.connect(files.qmpSocket);
   try {
     if (files.incoming?.ignoreShared) {
@@ -253,13 +255,27 @@ async function startIncoming(files: VmFiles, waitLoad: boolean, exited: Promise<
     }
     let gone = false;
     void exited.then(() => (gone = true));
-    for (let delay = 2; waitLoad; delay = Math.min(delay * 2, 20)) {
+    for (let delay = 2; ; delay = Math.min(delay * 2, 20)) {
       const { status } = await qmp.execute<{ status: string }>("query-status");
       if (status !== "inmigrate") break;
       if (gone) throw new Error("QEMU exited while loading the snapshot");
       await sleep(delay);
     }
     await qmp.execute("cont");
+  } finally {
+    qmp.close();
+  }
+}
+
+/** What QEMU says of a VM whose agent is silent (" (QEMU: status running)"), or nothing when it cannot say. */
+async function vmStatus(qmpSocket: string): Promise<string> {
+  const qmp = await Qmp.connect(qmpSocket, 2000).catch(() => null);
+  if (!qmp) return "";
+  try {
+    const { status } = await qmp.execute<{ status: string }>("query-status");
+    return ` (QEMU: status ${status})`;
+  } catch {
+    return "";
   } finally {
     qmp.close();
   }

@@ -6,7 +6,8 @@ import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import type { AgentChannel } from "../../agent-client/index.js";
-import type { CaptureResult, Vm, VmInfo } from "../provider.js";
+import type { CaptureResult, Vm, VmInfo, VmUsage } from "../provider.js";
+import { processUsage } from "./usage.js";
 import type { ConsoleLog } from "./console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
@@ -169,6 +170,10 @@ export class QemuVm implements Vm {
         // thread gone meanwhile
       }
     }
+  }
+
+  usage(): Promise<VmUsage | null> {
+    return processUsage(this.info.pid);
   }
 
   release(): void {
