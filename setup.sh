@@ -3,7 +3,7 @@
 # TypeScript build, the static guest agent, then `forgevm setup` (guest kernel, initramfs,
 # default image). Idempotent: a second run checks each step and does nothing already done.
 #   ./setup.sh [--quiet] [--test]   FORGEVM_DATA_DIR=… picks the data directory
-#   --test also installs what only the test suite uses (a registry, skopeo, busybox).
+#   --test also installs what only the test suite uses (a registry, skopeo, busybox, chromium).
 set -euo pipefail
 cd "$(dirname "$0")"
 QUIET=0
@@ -25,7 +25,7 @@ fi
 
 # 1. System packages (QEMU, image and agent build tools).
 PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates iptables util-linux"
-[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2"
+[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2 chromium"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -66,6 +66,13 @@ if [ ! -f dist/.built ] || [ -n "$(find src test bench scripts tsconfig.json pac
   touch dist/.built
 else
   say "TypeScript: up to date"
+fi
+# The web console (React, bundled by Vite into dist/web; `forgevm serve` serves it at /).
+if [ ! -f dist/web/index.html ] || [ -n "$(find web package-lock.json -newer dist/web/index.html -print -quit 2>/dev/null)" ]; then
+  echo "setup: building the web console"
+  npx tsc -p web/tsconfig.json && npx vite build --config web/vite.config.ts
+else
+  say "web console: up to date"
 fi
 if make -s -q -C agent 2>/dev/null; then
   say "agent: up to date"

@@ -351,6 +351,12 @@ describe("events", () => {
       ["exec.started", "exec.finished"],
     );
     assert.ok(Number(replay[0].id) > Number(live[0].id));
+    // Without an id, `tail` replays the newest events first (the console's dashboard).
+    const tail = await readEvents(`${base}/api/v1/events?tail=2`, 2, {});
+    assert.deepEqual(
+      tail.map((e) => e.id),
+      replay.map((e) => e.id),
+    );
     assertError(await api("GET", "/events", undefined, { "Last-Event-ID": "abc" }), 400, "BAD_REQUEST", /last-event-id/);
   });
 });

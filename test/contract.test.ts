@@ -75,7 +75,7 @@ describe("the OpenAPI document and the error table", () => {
     assert.deepEqual(committed, JSON.parse(JSON.stringify(await current())), "docs/openapi.json has drifted from the schemas: run npm run docs");
   });
 
-  it("documents every route but the WebSocket upgrade (docs/protocol.md), the document itself and E2B's (docs/e2b.md)", async () => {
+  it("documents every route but the WebSocket upgrade (docs/protocol.md), the document itself, the console's files and E2B's (docs/e2b.md)", async () => {
     const { buildApp, routesOf } = await import("../src/api/app.js");
     const app = await buildApp({ forge: {} as never, version: "test" });
     await app.ready();
@@ -85,7 +85,7 @@ describe("the OpenAPI document and the error table", () => {
     const hidden = routesOf(app)
       .filter((r) => !r.documented && !e2b(r.url))
       .map((r) => `${r.method} ${r.url}`);
-    assert.deepEqual(hidden.sort(), ["GET /api/v1/openapi.json", "GET /api/v1/sandboxes/:id/exec/ws"]);
+    assert.deepEqual(hidden.sort(), ["GET /", "GET /api/v1/openapi.json", "GET /api/v1/sandboxes/:id/exec/ws", "GET /assets/:file"]);
     for (const r of routesOf(app).filter((x) => x.documented)) {
       const path = r.url.replace(/:([a-z_]+)/g, "{$1}");
       assert.ok(d.paths[path]?.[r.method.toLowerCase()], `${r.method} ${path} is in the OpenAPI document`);
@@ -127,6 +127,9 @@ describe("the SDKs' copies", () => {
     same("CommitResult", types.get("CommitResult"), props(d, "post", "/sandboxes/{id}/commit", 201));
     same("PushResult", types.get("PushResult"), props(d, "post", "/images/{name}/push", 200));
     same("BuildJob", types.get("BuildJob"), props(d, "get", "/builds/{id}", 200));
+    same("MetricSample", types.get("MetricSample"), Object.keys(d.components.schemas.MetricSample.properties ?? {}).sort());
+    same("MetricHistory", types.get("MetricHistory"), props(d, "get", "/sandboxes/{id}/metrics", 200));
+    same("LiveStats", types.get("LiveStats"), props(d, "get", "/stats", 200));
   });
 
   it("the TypeScript SDK sends the fields the server takes", async () => {

@@ -175,7 +175,7 @@ describe("metrics of a running sandbox", () => {
     assert.match(header, /^ID\tNAME\tCPU %\tMEM USAGE \/ LIMIT\tMEM %\tHOST RSS\tNET I\/O\tDISK I\/O\tPIDS$/);
     const row = rows.find((r) => r.startsWith(`${id}\t`));
     assert.ok(row, stdout);
-    assert.match(row!, /\t\d+(\.\d)?%\t[\d.]+[KMG]iB \/ [\d.]+[KMG]iB\t/);
+    assert.match(row!, /\t\d+(\.\d)?%\t[\d.]+ [KMG]iB \/ [\d.]+ [KMG]iB\t/);
   });
 
   it("serves Prometheus text behind the API key that a parser reads, with host, sandbox and server families", async () => {
@@ -198,6 +198,7 @@ describe("metrics of a running sandbox", () => {
     assert.ok(Number(one("forgevm_sandbox_memory_rss_bytes", { sandbox: id }).value) > 0);
     assert.ok(Number(one("forgevm_sandbox_guest_memory_total_bytes", { sandbox: id }).value) > 0);
     assert.equal(one("forgevm_sandboxes", { state: "running" }).value, "1");
+    assert.equal(one("forgevm_sandboxes_active").value, "1");
     assert.equal(families.get("forgevm_spawn_duration_seconds")!.type, "HISTOGRAM");
     assert.equal(one("forgevm_spawn_duration_seconds").buckets?.["+Inf"], "1", "one spawn observed");
     assert.ok(Number(one("forgevm_execs_total").value) >= 1);

@@ -4,6 +4,7 @@
 // only to allowed origins, and a server listening on loopback answers only to loopback host
 // names (a DNS-rebound name pointing at 127.0.0.1 gets nothing). Then the API key, if one is set.
 import { createHash, timingSafeEqual } from "node:crypto";
+import { isConsoleFile } from "./console.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ForgevmError } from "../core/errors.js";
 import { isSandboxCall } from "../e2b/index.js";
@@ -90,6 +91,8 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
       return reply;
     }
     if (!o.apiKey) return;
+    // The console's page and bundle hold no data: the page asks for the key itself.
+    if (isConsoleFile(req.method, req.url.split("?")[0])) return;
     // A call E2B's SDKs make to a sandbox itself carries the sandbox's access token instead (e2b/envd/context.ts).
     if (isSandboxCall(req.url)) return;
     if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], o.apiKey)) return;

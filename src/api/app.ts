@@ -11,6 +11,7 @@ import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
 import { installAccessControl } from "./access.js";
 import { metricRoutes } from "./routes/metrics.js";
+import { consoleRoutes } from "./console.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
 import { archiveRoutes } from "./routes/archive.js";
 import { auditRoutes } from "./routes/audit.js";
@@ -167,6 +168,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
     { prefix: API_PREFIX },
   );
+
+  // The web console at / (console.ts); its pages call the API above.
+  await app.register(consoleRoutes);
 
   // E2B's control plane at the root, and the calls its SDKs make to a sandbox (e2b/).
   await app.register(e2bRoutes, { forge: opts.forge });

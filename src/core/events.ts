@@ -57,6 +57,11 @@ export class EventBus {
     return () => this.listeners.delete(fn);
   }
 
+  /** The newest event's number (0 when there is none). */
+  lastSeq(): number {
+    return this.store.lastSeq();
+  }
+
   replay(afterSeq: number, limit?: number): EventRow[] {
     return this.store.after(afterSeq, limit);
   }

@@ -706,6 +706,11 @@ export class Forge {
     return this.core.events.subscribe(fn);
   }
 
+  /** The newest stored event's number (0 when there is none). */
+  lastEventSeq(): number {
+    return this.core.events.lastSeq();
+  }
+
   /** Stored events after `seq`, oldest first. */
   replayEvents(afterSeq: number, limit?: number): EventRow[] {
     return this.core.events.replay(afterSeq, limit);

@@ -24,6 +24,11 @@ export class EventStore {
     return rows.map((r) => ({ ...r, data: r.data ? JSON.parse(r.data) : null }));
   }
 
+  /** The newest event's number (0 when there is none). */
+  lastSeq(): number {
+    return (this.db.prepare("SELECT MAX(seq) AS s FROM events").get() as { s: number | null }).s ?? 0;
+  }
+
   /** Deletes events older than the cutoff, and all but the newest `keep` (execs make many). */
   trim(beforeIso: string, keep = 100_000): number {
     const old = this.db.prepare("DELETE FROM events WHERE timestamp < ?").run(beforeIso).changes;

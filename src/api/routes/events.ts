@@ -24,12 +24,17 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     {
       schema: {
         tags: ["events"],
-        querystring: Type.Object({ last_event_id: Type.Optional(Type.String({ pattern: "^[0-9]{1,15}$" })), api_key: Type.Optional(Type.String()) }),
+        querystring: Type.Object({
+          last_event_id: Type.Optional(Type.String({ pattern: "^[0-9]{1,15}$" })),
+          tail: Type.Optional(Type.String({ pattern: "^([0-9]{1,3}|1000)$", description: "without a last event id: replay the newest this many (at most 1000) first" })),
+          api_key: Type.Optional(Type.String()),
+        }),
         headers: Type.Object({ "last-event-id": Type.Optional(Type.String({ pattern: "^[0-9]{1,15}$" })) }),
       },
     },
     async (req, reply) => {
-      const after = Number(req.headers["last-event-id"] ?? req.query.last_event_id ?? NaN);
+      const resume = req.headers["last-event-id"] ?? req.query.last_event_id;
+      const after = resume !== undefined ? Number(resume) : req.query.tail ? Math.max(0, forge.lastEventSeq() - Number(req.query.tail)) : Number.NaN;
       reply.hijack();
       const out = reply.raw;
       // The headers set so far (request id, CORS for an allowed origin) go out with the stream's own.

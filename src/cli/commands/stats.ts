@@ -5,19 +5,7 @@ import type { Command } from "commander";
 import type { LiveStats, MetricSample } from "forgevm";
 import type { Cli } from "../context.js";
 import { emit, table } from "../output.js";
-
-/** Bytes in the largest unit that keeps the number readable ("512MiB", "1.2GiB"). */
-export function bytes(n: number | null | undefined): string {
-  if (n === null || n === undefined) return "-";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${v >= 100 || u === 0 ? Math.round(v) : v.toFixed(1)}${units[u]}`;
-}
+import { bytes } from "../../util/units.js";
 
 const pct = (v: number | null | undefined) => (v === null || v === undefined ? "-" : `${v.toFixed(1)}%`);
 const rate = (a: number | null | undefined, b: number | null | undefined) => `${bytes(a)}/s / ${bytes(b)}/s`;

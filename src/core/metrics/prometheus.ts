@@ -107,6 +107,24 @@ export class ServerMetrics {
         for (const [state, n] of Object.entries(src.states())) this.set({ state }, n);
       },
     });
+    // The first two names this endpoint had, kept for the scrapers and alerts that use them.
+    const states = () => Object.entries(src.states());
+    new Gauge({
+      name: "forgevm_sandboxes_active",
+      help: "Sandboxes creating or running.",
+      registers,
+      collect() {
+        this.set(states().reduce((n, [s, c]) => n + (s === "creating" || s === "running" ? c : 0), 0));
+      },
+    });
+    new Gauge({
+      name: "forgevm_sandboxes_total",
+      help: "Sandboxes in the store, history included.",
+      registers,
+      collect() {
+        this.set(states().reduce((n, [, c]) => n + c, 0));
+      },
+    });
     for (const [name, help, pick] of [
       ["forgevm_pool_ready", "Warm VMs ready in a pool.", (p: { ready: number }) => p.ready],
       ["forgevm_pool_size", "Warm VMs a pool keeps.", (p: { size: number }) => p.size],

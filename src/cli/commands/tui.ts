@@ -1,0 +1,31 @@
+// `forgevm tui`: the terminal dashboard (cli/tui/dashboard.ts). Enter opens a shell in the selected
+// sandbox; when it ends, the dashboard comes back.
+import type { Command } from "commander";
+import { render } from "ink";
+import { createElement as h } from "react";
+import type { Cli } from "../context.js";
+import { interactive } from "../terminal.js";
+import { Dashboard, type Next } from "../tui/dashboard.js";
+import { LOGIN_SHELL } from "./interactive.js";
+
+export function tuiCommands(program: Command, cli: Cli): void {
+  program
+    .command("tui")
+    .description("a live dashboard in the terminal: sandboxes with CPU and memory, events; keys to spawn, open a shell, view logs, fork, destroy")
+    .action(async () => {
+      if (!process.stdin.isTTY || !process.stdout.isTTY) throw new Error("forgevm tui needs a terminal (use forgevm stats or forgevm ps in scripts)");
+      const client = await cli.client();
+      const { url, apiKey } = await cli.endpoint();
+      let last: string | undefined;
+      for (;;) {
+        let next: Next = null;
+        const app = render(h(Dashboard, { client, url, initialSelection: last, done: (n: Next) => (next = n) }), { exitOnCtrlC: false });
+        await app.waitUntilExit();
+        const chosen = next as Next;
+        if (!chosen) break;
+        last = chosen.shell;
+        console.log(`shell in ${chosen.shell} (exit returns to the dashboard)`);
+        await interactive(url, apiKey, chosen.shell, LOGIN_SHELL).catch((e: Error) => console.error(e.message));
+      }
+    });
+}

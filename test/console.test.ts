@@ -1,0 +1,194 @@
+// The web console in a real browser: Debian's chromium driven by playwright-core against a real
+// server with real VMs. Log in with the API key; launch from the form; a command typed in the
+// terminal; a file uploaded, edited and downloaded; charts that fill; fork and destroy from the
+// page; an image pulled from a local registry with progress; no console errors on any page.
+// Screenshots of the main pages go to .forgevm-test/screenshots (the README's are chosen from them).
+import assert from "node:assert/strict";
+import { mkdir, mkdtemp, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, it } from "node:test";
+import { type Browser, chromium, type Page } from "playwright-core";
+import type { RunningServer } from "../src/api/serve.js";
+import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
+import { apiRequest, removeAtExit, startTestServer, waitFor } from "./helpers.js";
+import { tmpdir } from "node:os";
+
+const KEY = "console-test-key";
+const SHOTS = fileURLToPath(new URL("../../.forgevm-test/screenshots/", import.meta.url));
+let server: RunningServer;
+let browser: Browser;
+let page: Page;
+let registry: LocalRegistry;
+let work: string;
+/** Console errors after login (a 401 while logging in is the browser reporting the refusal). */
+const errors: string[] = [];
+let loggedIn = false;
+
+const api = (method: string, path: string, body?: unknown) => apiRequest(server.url, method, path, body, { "X-API-Key": KEY });
+
+before(async () => {
+  server = await startTestServer((c) => {
+    c.auth.api_key = KEY;
+    c.metrics.interval = "1s";
+    c.metrics.guest_every = 1;
+  });
+  work = await mkdtemp(join(tmpdir(), "fvm-console-"));
+  removeAtExit(work);
+  registry = await startRegistry(work);
+  await mkdir(SHOTS, { recursive: true });
+  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+  const context = await browser.newContext({ viewport: { width: 1360, height: 860 }, acceptDownloads: true });
+  page = await context.newPage();
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    if (!loggedIn && /status of 401/.test(m.text())) return;
+    errors.push(m.text());
+  });
+  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  page.on("dialog", (d) => void d.accept(d.type() === "prompt" ? d.defaultValue() || "" : undefined));
+});
+
+after(async () => {
+  await browser?.close();
+  registry?.stop();
+  await server?.close();
+});
+
+const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`) });
+
+describe("the web console", () => {
+  let id: string;
+
+  it("asks for the API key, refuses a wrong one with the server's message, and keeps the right one in the browser", async () => {
+    await page.goto(server.url);
+    await page.getByLabel("API key").fill("wrong-key");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page
+      .getByRole("alert")
+      .getByText(/invalid API key/)
+      .waitFor();
+    assert.equal(await page.evaluate('localStorage.getItem("forgevm_api_key")'), null, "a refused key is not kept");
+    await shot("login");
+    await page.getByLabel("API key").fill(KEY);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("heading", { name: "Dashboard" }).waitFor();
+    loggedIn = true;
+    assert.ok(!page.url().includes(KEY), "the key is never in the URL");
+    await page.reload();
+    await page.getByRole("heading", { name: "Dashboard" }).waitFor();
+  });
+
+  it("launches a sandbox from the form", async () => {
+    await page.goto(`${server.url}/#/sandboxes/new`);
+    await page.getByLabel("Name").fill("from-the-page");
+    await page.getByLabel("Memory (MiB)").fill("384");
+    await page.getByLabel("Environment (KEY=value per line)").fill("GREETING=hello");
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByTestId("sandbox-id").waitFor({ timeout: 120_000 });
+    id = (await page.getByTestId("sandbox-id").textContent())!;
+    const row = (await api("GET", `/sandboxes/${id}`)).body;
+    assert.equal(row.state, "running");
+    assert.equal(row.name, "from-the-page");
+    assert.equal(row.memory_mb, 384);
+  });
+
+  it("runs a command typed in the terminal and shows its output", async () => {
+    await page.getByRole("tab", { name: "Terminal" }).click();
+    await page.getByTestId("terminal-status").getByText("connected").waitFor({ timeout: 30_000 });
+    await page.locator(".xterm").click();
+    await page.keyboard.type("echo $GREETING-$((6*7))\n");
+    await page.locator(".xterm-rows").getByText("hello-42").waitFor({ timeout: 30_000 });
+    await shot("terminal");
+  });
+
+  it("uploads a file, shows it in the browser, edits it in place and downloads it", async () => {
+    await page.getByRole("tab", { name: "Files" }).click();
+    await page.getByTestId("upload").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("first draft\n") });
+    await page.getByTestId("upload-progress").getByText("notes.txt: uploaded").waitFor({ timeout: 30_000 });
+    await page.locator('tr[data-file="notes.txt"]').waitFor();
+    await shot("files");
+    await page.locator('tr[data-file="notes.txt"]').getByRole("button", { name: "notes.txt" }).click();
+    const editor = page.getByLabel("file contents");
+    assert.equal(await editor.inputValue(), "first draft\n");
+    await editor.fill("second draft\n");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.locator('tr[data-file="notes.txt"]').waitFor();
+    const read = await fetch(`${server.url}/api/v1/sandboxes/${id}/files?path=/root/notes.txt`, { headers: { "X-API-Key": KEY } });
+    assert.equal(await read.text(), "second draft\n", "the edit reached the guest");
+    const [download] = await Promise.all([page.waitForEvent("download"), page.locator('tr[data-file="notes.txt"]').getByRole("button", { name: "Download" }).click()]);
+    assert.equal(download.suggestedFilename(), "notes.txt");
+    assert.equal(await readFile((await download.path())!, "utf8"), "second draft\n");
+  });
+
+  it("fills the charts with samples", async () => {
+    await page.getByRole("tab", { name: "Overview" }).click();
+    const cpu = page.getByTestId("charts").locator("figure").first();
+    await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 3, 60_000, "three samples in the CPU chart");
+    await page.waitForTimeout(1500);
+    await shot("sandbox");
+  });
+
+  it("forks and destroys from the page", async () => {
+    await page.getByRole("button", { name: "Fork" }).click();
+    await waitFor(async () => ((await page.getByTestId("sandbox-id").textContent()) ?? id) !== id, 120_000, "the fork's page");
+    const fork = (await page.getByTestId("sandbox-id").textContent())!;
+    assert.equal((await api("GET", `/sandboxes/${fork}`)).body.state, "running");
+    await page.getByRole("button", { name: "Destroy" }).click();
+    await page.waitForURL(/#\/sandboxes$/).catch(async (e) => {
+      await shot("failed-destroy");
+      throw e;
+    });
+    await page.getByRole("heading", { name: "Sandboxes", exact: true }).waitFor();
+    await waitFor(async () => (await api("GET", `/sandboxes/${fork}`)).status === 404, 30_000, "the fork destroyed (gone: 404)");
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running", "its parent runs on");
+    await page.locator(`tr[data-sandbox="${id}"]`).waitFor();
+    await shot("sandboxes");
+  });
+
+  it("pulls an image from a registry with visible progress", async () => {
+    const busybox = await readFile("/bin/busybox");
+    await pushImage(registry, work, "tools/tiny:1", {
+      layers: [
+        {
+          entries: [
+            { path: "bin/busybox", data: busybox, mode: 0o755 },
+            { path: "bin/sh", type: "symlink", linkname: "busybox" },
+          ],
+        },
+      ],
+    });
+    await page.goto(`${server.url}/#/images`);
+    await page.getByLabel("image reference").fill(`${registry.host}/tools/tiny:1`);
+    await page.getByRole("button", { name: "Pull" }).click();
+    const progress = page.getByTestId("pull-progress");
+    await progress.waitFor();
+    await waitFor(async () => (await progress.getAttribute("data-state")) === "done", 120_000, "the pull to finish");
+    assert.ok(await progress.locator("progress").count(), "a progress bar");
+    assert.match((await progress.locator("pre").textContent()) ?? "", /\S/, "progress lines");
+    await page.locator(`tr[data-image="${registry.host}/tools/tiny:1"]`).waitFor();
+    await shot("images");
+  });
+
+  it("shows the dashboard, templates and snapshots, in both themes, with no console errors anywhere", async () => {
+    await page.goto(`${server.url}/#/`);
+    await page.getByTestId("events").locator("li code").getByText("image.pulled").first().waitFor();
+    await page.waitForTimeout(1500);
+    await shot("dashboard");
+    for (const [path, heading] of [
+      ["templates", "Templates"],
+      ["snapshots", "Snapshots"],
+      ["sandboxes", "Sandboxes"],
+    ]) {
+      await page.goto(`${server.url}/#/${path}`);
+      await page.getByRole("heading", { name: heading }).waitFor();
+    }
+    await page.getByRole("button", { name: /Dark theme|Light theme/ }).click();
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
+    await page.getByTestId("charts").waitFor();
+    await page.waitForTimeout(1500);
+    await shot("sandbox-dark");
+    assert.deepEqual(errors, []);
+    await api("DELETE", `/sandboxes/${id}`);
+  });
+});

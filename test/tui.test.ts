@@ -1,0 +1,70 @@
+// `forgevm tui` in a pseudo-terminal (util-linux's script): the dashboard draws, a key spawns a
+// sandbox that appears in its table, another destroys it after a confirmation, q quits.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { after, before, it } from "node:test";
+import type { RunningServer } from "../src/api/serve.js";
+import { apiRequest, childEnv, startTestServer, waitFor } from "./helpers.js";
+
+const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+let server: RunningServer;
+let tui: ChildProcess | null = null;
+let screen = "";
+
+before(async () => {
+  server = await startTestServer();
+});
+
+after(async () => {
+  if (tui && tui.exitCode === null) tui.kill("SIGKILL");
+  await server?.close();
+});
+
+/** What the terminal showed so far, without its escape sequences. */
+const ESC = String.fromCharCode(27);
+const text = () => screen.replace(new RegExp(`${ESC}\\[[0-9;?]*[A-Za-z]`, "g"), "").replace(new RegExp(`${ESC}[()][A-Z0-9]`, "g"), "");
+
+it("draws the dashboard in a terminal, spawns from a key, shows the sandbox, destroys it on a confirmed key, and quits", async () => {
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  const command = `stty cols 140 rows 40; exec ${quote(process.execPath)} ${quote(main)} --server ${quote(server.url)} tui`;
+  tui = spawn("script", ["-qfec", command, "/dev/null"], { env: childEnv({ TERM: "xterm-256color" }), stdio: ["pipe", "pipe", "pipe"] });
+  tui.stdout!.on("data", (d: Buffer) => (screen += d.toString()));
+  tui.stderr!.on("data", (d: Buffer) => (screen += d.toString()));
+  const exited = new Promise<number | null>((r) => tui!.once("exit", (code) => r(code)));
+  const key = (k: string) => tui!.stdin!.write(k);
+  await waitFor(() => /no sandboxes: press s to spawn one/.test(text()), 30_000, `the empty dashboard, got: ${text().slice(-500)}`);
+  assert.match(text(), /SANDBOX\s+NAME\s+STATE\s+IMAGE\s+CPU\s+MEMORY/);
+
+  key("s");
+  let id = "";
+  await waitFor(
+    () => {
+      id = /spawned (sb-[0-9a-f]{8})/.exec(text())?.[1] ?? "";
+      return !!id;
+    },
+    120_000,
+    `a spawn from the s key, got: ${text().slice(-500)}`,
+  );
+  assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${id}`)).body.state, "running");
+  await waitFor(() => new RegExp(`${id}\\s+-\\s+running\\s+forgevm/debian`).test(text()), 30_000, "its row in the table");
+  await waitFor(() => text().includes(`sandbox.running ${id}`), 30_000, "its event");
+
+  key("d");
+  await waitFor(() => text().includes(`destroy ${id}? y to confirm`), 10_000, "the confirmation");
+  key("y");
+  await waitFor(() => text().includes(`destroyed ${id}`), 60_000, `the destroy, got: ${text().slice(-500)}`);
+  assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${id}`)).status, 404);
+
+  key("q");
+  assert.equal(await exited, 0, text().slice(-500));
+});
+
+it("refuses to run without a terminal, saying what to use instead", async () => {
+  const p = spawn(process.execPath, [main, "--server", server.url, "tui"], { env: childEnv(), stdio: ["pipe", "pipe", "pipe"] });
+  let err = "";
+  p.stderr!.on("data", (d: Buffer) => (err += d));
+  const code = await new Promise<number | null>((r) => p.once("exit", r));
+  assert.notEqual(code, 0);
+  assert.match(err, /needs a terminal \(use forgevm stats or forgevm ps in scripts\)/);
+});

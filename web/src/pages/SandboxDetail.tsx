@@ -1,0 +1,317 @@
+// One sandbox: its details and live charts (host and guest, 10 m / 1 h / 24 h), a terminal,
+// files, processes, the console log, network (egress log, allowlist, ports) and the actions:
+// snapshot, fork, stop/start, extend, destroy.
+import { useState } from "react";
+import { api, bytes, q, relative } from "../api";
+import { Chart } from "../components/Chart";
+import { FileBrowser } from "../components/FileBrowser";
+import { Terminal } from "../components/Terminal";
+import { Action, Card, ErrorBox, go, StateBadge, Tabs, useData } from "../ui";
+
+const RANGES: Record<string, string> = { "10 m": "10m", "1 h": "1h", "24 h": "24h" };
+const pct = (v: number) => `${v.toFixed(1)}%`;
+const rate = (v: number) => `${bytes(v)}/s`;
+
+export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
+  const [error, setError] = useState<string | null>(null);
+  const sb = useData<any>(() => api("GET", `/sandboxes/${q(id)}`), [id], 3000);
+  const s = sb.data;
+  const running = s?.state === "running";
+  const active = tab ?? "Overview";
+  const tabs = ["Overview", "Terminal", "Files", "Processes", "Logs", "Network"];
+  return (
+    <div className="page">
+      <div className="page-head">
+        <h2>
+          <a href="#/sandboxes">Sandboxes</a> / <span data-testid="sandbox-id">{id}</span> {s && <StateBadge state={s.state} />}
+        </h2>
+        <div className="actions">
+          {running && (
+            <>
+              <Action
+                label="Snapshot"
+                onError={setError}
+                run={async () => {
+                  const name = window.prompt("Snapshot name (empty for none)") ?? undefined;
+                  await api("POST", `/sandboxes/${q(id)}/snapshot`, name ? { name } : {});
+                  go("snapshots");
+                }}
+              />
+              <Action
+                label="Fork"
+                onError={setError}
+                run={async () => {
+                  const r = await api("POST", `/sandboxes/${q(id)}/fork`, { count: 1 });
+                  go(`sandboxes/${r.sandboxes[0].id}`);
+                }}
+              />
+              <Action label="Extend 30m" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/extend`, { ttl: "30m" }).then(sb.reload)} />
+              <Action label="Stop" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/stop`, {}).then(sb.reload)} title="stop the VM and keep its disk" />
+            </>
+          )}
+          {s?.state === "stopped" && <Action label="Start" kind="primary" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/start`, {}).then(sb.reload)} />}
+          {s && s.state !== "destroyed" && s.state !== "error" && (
+            <Action
+              label="Destroy"
+              kind="danger"
+              confirm={`Destroy ${id}? Its files are gone for good.`}
+              onError={setError}
+              run={async () => {
+                await api("DELETE", `/sandboxes/${q(id)}`);
+                go("sandboxes");
+              }}
+            />
+          )}
+        </div>
+      </div>
+      <ErrorBox error={error ?? sb.error} onClose={() => setError(null)} />
+      <Tabs tabs={tabs} active={active} onChange={(t) => go(`sandboxes/${id}/${t}`)} />
+      {s && active === "Overview" && <Overview s={s} />}
+      {active === "Terminal" && (running ? <Terminal id={id} /> : <p className="muted">the sandbox is not running</p>)}
+      {active === "Files" && (running ? <FileBrowser id={id} /> : <p className="muted">the sandbox is not running</p>)}
+      {active === "Processes" && running && <Processes id={id} />}
+      {active === "Logs" && <Logs id={id} />}
+      {active === "Network" && running && <Network id={id} onError={setError} />}
+    </div>
+  );
+}
+
+function Overview({ s }: { s: any }) {
+  const [range, setRange] = useState("10 m");
+  const m = useData<any>(() => api("GET", `/sandboxes/${q(s.id)}/metrics?since=${RANGES[range]}`), [s.id, range], 5000);
+  const samples: any[] = m.data?.samples ?? [];
+  const ts = samples.map((x) => x.ts);
+  const col = (k: string) => samples.map((x) => x[k]);
+  return (
+    <>
+      <Card title="Details">
+        <dl className="details">
+          <dt>Image</dt>
+          <dd>{s.image}</dd>
+          <dt>Name</dt>
+          <dd>{s.name ?? "–"}</dd>
+          <dt>Memory / vCPUs</dt>
+          <dd>
+            {s.memory_mb} MiB / {s.vcpus}
+          </dd>
+          <dt>Created</dt>
+          <dd>{relative(s.created_at)}</dd>
+          <dt>Expires</dt>
+          <dd>{relative(s.expires_at)}</dd>
+          <dt>Network</dt>
+          <dd>{s.network?.mode ?? "none"}</dd>
+          {s.error && (
+            <>
+              <dt>Error</dt>
+              <dd className="error-text">{s.error}</dd>
+            </>
+          )}
+          {s.metadata && Object.keys(s.metadata).length > 0 && (
+            <>
+              <dt>Metadata</dt>
+              <dd className="mono">{JSON.stringify(s.metadata)}</dd>
+            </>
+          )}
+        </dl>
+      </Card>
+      <div className="page-head">
+        <h3>Metrics</h3>
+        <Tabs tabs={Object.keys(RANGES)} active={range} onChange={setRange} />
+      </div>
+      <ErrorBox error={m.error} />
+      <div className="grid2" data-testid="charts">
+        <Card title="CPU">
+          <Chart
+            title="CPU"
+            ts={ts}
+            format={pct}
+            series={[
+              { label: "guest", color: "var(--c1)", values: col("guest_cpu_pct") },
+              { label: "VMM on host", color: "var(--c3)", values: col("cpu_pct") },
+            ]}
+          />
+        </Card>
+        <Card title="Memory">
+          <Chart
+            title="Memory"
+            ts={ts}
+            format={bytes}
+            series={[
+              { label: "guest used", color: "var(--c2)", values: col("mem_used_bytes") },
+              { label: "host RSS", color: "var(--c3)", values: col("rss_bytes") },
+            ]}
+          />
+        </Card>
+        <Card title="Disk I/O (host)">
+          <Chart
+            title="Disk"
+            ts={ts}
+            format={rate}
+            series={[
+              { label: "read", color: "var(--c1)", values: col("disk_read_bps") },
+              { label: "write", color: "var(--c4)", values: col("disk_write_bps") },
+            ]}
+          />
+        </Card>
+        <Card title="Network (guest)">
+          <Chart
+            title="Network"
+            ts={ts}
+            format={rate}
+            series={[
+              { label: "in", color: "var(--c2)", values: col("net_rx_bps") },
+              { label: "out", color: "var(--c4)", values: col("net_tx_bps") },
+            ]}
+          />
+        </Card>
+      </div>
+    </>
+  );
+}
+
+function Processes({ id }: { id: string }) {
+  const top = useData<any[]>(() => api("GET", `/sandboxes/${q(id)}/top`), [id], 3000);
+  return (
+    <>
+      <ErrorBox error={top.error} />
+      <table className="list">
+        <thead>
+          <tr>
+            <th className="num">PID</th>
+            <th className="num">PPID</th>
+            <th>User</th>
+            <th>State</th>
+            <th className="num">RSS</th>
+            <th className="num">CPU</th>
+            <th>Command</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(top.data ?? []).map((p) => (
+            <tr key={p.pid}>
+              <td className="num">{p.pid}</td>
+              <td className="num">{p.ppid}</td>
+              <td>{p.user}</td>
+              <td>{p.state}</td>
+              <td className="num">{bytes(p.rss_bytes)}</td>
+              <td className="num">{p.cpu_seconds.toFixed(2)}s</td>
+              <td className="mono">{p.command}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
+
+function Logs({ id }: { id: string }) {
+  const logs = useData<string[]>(() => api("GET", `/sandboxes/${q(id)}/logs?lines=500`), [id], 5000);
+  return (
+    <>
+      <ErrorBox error={logs.error} />
+      <pre className="log" data-testid="console-log">
+        {(logs.data ?? []).join("\n") || "the console is empty"}
+      </pre>
+    </>
+  );
+}
+
+function Network({ id, onError }: { id: string; onError: (m: string | null) => void }) {
+  const net = useData<any>(() => api("GET", `/sandboxes/${q(id)}/network`), [id]);
+  const egress = useData<any[]>(() => api("GET", `/sandboxes/${q(id)}/egress?lines=200`), [id], 5000);
+  const [allow, setAllow] = useState<string | null>(null);
+  const n = net.data;
+  return (
+    <>
+      <ErrorBox error={net.error} />
+      {n && (
+        <div className="grid2">
+          <Card title={`Mode: ${n.mode}`}>
+            {n.mode === "allowlist" ? (
+              <>
+                <label>
+                  Allowlist (one entry per line)
+                  <textarea rows={6} value={allow ?? (n.allow ?? []).join("\n")} onChange={(e) => setAllow(e.target.value)} aria-label="allowlist" />
+                </label>
+                <Action
+                  label="Save allowlist"
+                  kind="primary"
+                  onError={onError}
+                  run={async () => {
+                    await api("PUT", `/sandboxes/${q(id)}/network/allow`, {
+                      allow: (allow ?? "")
+                        .split("\n")
+                        .map((l) => l.trim())
+                        .filter(Boolean),
+                    });
+                    setAllow(null);
+                    net.reload();
+                  }}
+                />
+              </>
+            ) : (
+              <p className="muted">{n.mode === "none" ? "no network device: nothing leaves this sandbox" : "full network access (still never the host's own services)"}</p>
+            )}
+          </Card>
+          <Card title="Published ports">
+            <table className="list">
+              <tbody>
+                {(n.ports ?? []).map((p: any) => (
+                  <tr key={p.host_port}>
+                    <td className="mono">
+                      {p.host_ip}:{p.host_port} → {p.guest_port}
+                    </td>
+                    <td className="row-actions">
+                      <Action label="Remove" onError={onError} run={() => api("DELETE", `/sandboxes/${q(id)}/ports/${p.host_port}`).then(net.reload)} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            <form
+              className="toolbar"
+              onSubmit={async (e) => {
+                e.preventDefault();
+                const port = String(new FormData(e.currentTarget).get("port") ?? "");
+                onError(null);
+                try {
+                  await api("POST", `/sandboxes/${q(id)}/ports`, { port });
+                  net.reload();
+                } catch (err) {
+                  onError((err as Error).message);
+                }
+              }}
+            >
+              <input name="port" placeholder="8080:80" aria-label="port" />
+              <button type="submit">Publish</button>
+            </form>
+          </Card>
+        </div>
+      )}
+      <Card title="Egress log">
+        <table className="list">
+          <tbody>
+            {[...(egress.data ?? [])].reverse().map((e, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: log lines have no identity of their own, and the list only grows at one end
+              <tr key={`${e.ts}-${i}`}>
+                <td className="muted">{new Date(e.ts).toLocaleTimeString()}</td>
+                <td>
+                  <span className={`badge ${e.decision === "allow" ? "state-running" : "state-error"}`}>{e.decision}</span>
+                </td>
+                <td className="mono">
+                  {e.method} {e.host}:{e.port}
+                </td>
+                <td className="muted">{e.reason}</td>
+              </tr>
+            ))}
+            {!egress.data?.length && (
+              <tr>
+                <td className="muted">no requests yet</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </Card>
+    </>
+  );
+}
