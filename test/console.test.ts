@@ -178,10 +178,12 @@ describe("the web console", () => {
     for (const [path, heading] of [
       ["templates", "Templates"],
       ["snapshots", "Snapshots"],
+      ["volumes", "Volumes"],
+      ["pools", "Pools"],
       ["sandboxes", "Sandboxes"],
     ]) {
       await page.goto(`${server.url}/#/${path}`);
-      await page.getByRole("heading", { name: heading }).waitFor();
+      await page.getByRole("heading", { name: heading, exact: true }).waitFor();
     }
     await page.getByRole("button", { name: /Dark theme|Light theme/ }).click();
     await page.goto(`${server.url}/#/sandboxes/${id}`);

@@ -3,9 +3,10 @@
 import { StrictMode, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { ApiError, api, apiKey, setApiKey } from "./api";
-import { Dashboard } from "./pages/Dashboard";
+import { Dashboard, PoolsCard } from "./pages/Dashboard";
 import { Images, Snapshots, Templates } from "./pages/Images";
 import { SandboxDetail } from "./pages/SandboxDetail";
+import { Volumes } from "./pages/Volumes";
 import { LaunchForm, SandboxList } from "./pages/Sandboxes";
 import "./styles.css";
 import { ErrorBox, useRoute } from "./ui";
@@ -16,6 +17,8 @@ const NAV: [string, string][] = [
   ["images", "Images"],
   ["templates", "Templates"],
   ["snapshots", "Snapshots"],
+  ["volumes", "Volumes"],
+  ["pools", "Pools"],
 ];
 
 function useTheme(): [string, () => void] {
@@ -54,6 +57,14 @@ function App() {
   else if (section === "images") page = <Images />;
   else if (section === "templates") page = <Templates />;
   else if (section === "snapshots") page = <Snapshots />;
+  else if (section === "volumes") page = <Volumes />;
+  else if (section === "pools")
+    page = (
+      <div className="page">
+        <h2>Pools</h2>
+        <PoolsCard />
+      </div>
+    );
   return (
     <div className="app">
       <nav className="sidebar">

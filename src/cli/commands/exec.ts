@@ -9,7 +9,7 @@ import { durationOption, nonEmpty, pairOption } from "../options.js";
 import { sandboxOptions, spawnRequest } from "./sandboxes.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 import { interactive } from "../terminal.js";
-import { LOGIN_SHELL } from "./interactive.js";
+import { LOGIN_SHELL } from "../../util/login-shell.js";
 
 /** Largest standard input forwarded to a command (it travels in the exec request). */
 const MAX_STDIN = 64 * 1024 * 1024;

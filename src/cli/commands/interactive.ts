@@ -6,9 +6,7 @@ import type { Cli } from "../context.js";
 import { intOption, pairOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { interactive } from "../terminal.js";
-
-/** A login shell: bash where the image has it, else sh. */
-export const LOGIN_SHELL = { command: "/bin/sh", args: ["-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi"] };
+import { LOGIN_SHELL } from "../../util/login-shell.js";
 
 const DETACH = "\x10\x11"; // Ctrl-P Ctrl-Q, as Docker's
 

@@ -6,7 +6,7 @@ import { createElement as h } from "react";
 import type { Cli } from "../context.js";
 import { interactive } from "../terminal.js";
 import { Dashboard, type Next } from "../tui/dashboard.js";
-import { LOGIN_SHELL } from "./interactive.js";
+import { LOGIN_SHELL } from "../../util/login-shell.js";
 
 export function tuiCommands(program: Command, cli: Cli): void {
   program

@@ -4,8 +4,7 @@ import { FitAddon } from "@xterm/addon-fit";
 import { Terminal as XTerm } from "@xterm/xterm";
 import "@xterm/xterm/css/xterm.css";
 import { useEffect, useRef, useState } from "react";
-
-const LOGIN_SHELL = { command: "/bin/sh", args: ["-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi"] };
+import { LOGIN_SHELL } from "../../../src/util/login-shell";
 
 export function Terminal({ id }: { id: string }) {
   // A new session is a new terminal: remounted under a new key.

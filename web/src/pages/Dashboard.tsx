@@ -3,7 +3,7 @@
 import { useEffect, useState } from "react";
 import { api, bytes, followEvents, type ServerEvent } from "../api";
 import { Chart } from "../components/Chart";
-import { Card, ErrorBox, go, StateBadge, useData } from "../ui";
+import { Card, ErrorBox, go, useData } from "../ui";
 
 const pct = (v: number) => `${v.toFixed(1)}%`;
 
@@ -11,7 +11,6 @@ export function Dashboard() {
   const stats = useData<any>(() => api("GET", "/stats"), [], 5000);
   const history = useData<any>(() => api("GET", "/host/metrics?since=30m"), [], 10_000);
   const sandboxes = useData<any[]>(() => api("GET", "/sandboxes?all=true"), [], 5000);
-  const pools = useData<any>(() => api("GET", "/pool/status"), [], 10_000);
   const [events, setEvents] = useState<ServerEvent[]>([]);
   useEffect(() => {
     const stop = new AbortController();
@@ -102,41 +101,67 @@ export function Dashboard() {
           </ul>
         </Card>
       </div>
-      <Card title="Warm pools">
-        <table className="list">
-          <thead>
-            <tr>
-              <th>Pool</th>
-              <th className="num">Ready</th>
-              <th className="num">Size</th>
-              <th className="num">Memory</th>
-            </tr>
-          </thead>
-          <tbody>
-            {(pools.data?.warm ?? []).map((p: any) => (
-              <tr key={p.pool}>
-                <td>{p.pool}</td>
-                <td className="num">{p.ready}</td>
-                <td className="num">{p.size}</td>
-                <td className="num">{p.memory_mb} MiB</td>
-              </tr>
-            ))}
-            {!pools.data?.warm?.length && (
-              <tr>
-                <td colSpan={4} className="muted">
-                  no warm pools (set warm_pool.size or a template's pool_size)
-                </td>
-              </tr>
-            )}
-          </tbody>
-        </table>
-        {pools.data?.enabled && (
-          <p>
-            Pool mode: <StateBadge state="running" /> {JSON.stringify(pools.data)}
-          </p>
-        )}
-      </Card>
+      <PoolsCard />
     </div>
+  );
+}
+
+/** Warm pools (kept restored and ready) and pool mode's shared VMs. */
+export function PoolsCard() {
+  const pools = useData<any>(() => api("GET", "/pool/status"), [], 5000);
+  const p = pools.data;
+  return (
+    <Card title="Warm pools">
+      <ErrorBox error={pools.error} />
+      <table className="list">
+        <thead>
+          <tr>
+            <th>Pool</th>
+            <th className="num">Ready</th>
+            <th className="num">Size</th>
+            <th className="num">Memory</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(p?.warm ?? []).map((w: any) => (
+            <tr key={w.pool}>
+              <td>{w.pool}</td>
+              <td className="num">{w.ready}</td>
+              <td className="num">{w.size}</td>
+              <td className="num">{w.memory_mb} MiB</td>
+            </tr>
+          ))}
+          {!p?.warm?.length && (
+            <tr>
+              <td colSpan={4} className="muted">
+                no warm pools (set warm_pool.size or a template's pool_size)
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      {p?.enabled && (
+        <>
+          <h3>Pool mode: sandboxes as users of shared VMs</h3>
+          <p className="muted">
+            {p.vms} of {p.max_vms} VMs, {p.active_users} users, {p.available_slots} seats free ({p.max_users_per_vm} per VM)
+          </p>
+          <table className="list">
+            <tbody>
+              {(p.pool_vms ?? []).map((v: any) => (
+                <tr key={v.id}>
+                  <td className="mono">{v.id}</td>
+                  <td className="num">
+                    {v.users} / {v.max_users} users
+                  </td>
+                  <td className="num">{v.memory_mb} MiB</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+    </Card>
   );
 }
 
