@@ -31,7 +31,7 @@ async function main() {
   const boxes: Awaited<ReturnType<typeof forge.spawn>>[] = [];
   for (let i = 0; i < SANDBOXES; i++) boxes.push(await forge.spawn({ memoryMb: 256 }));
   await sleep(5000);
-  const intervalMs = forge.latestMetrics().interval_ms;
+  const intervalMs = forge.metricsIntervalMs;
 
   const vmmCpuMs = async () => {
     let ms = 0;

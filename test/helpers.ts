@@ -3,7 +3,9 @@
 // one, so nothing is rebuilt), listens on a free port, and gets an explicit configuration;
 // nothing here reads ~/.forgevm, FORGEVM_* variables or the user's data directory.
 import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { mkdtemp, readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -97,6 +99,26 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => proces
 
 export { processAlive as alive } from "../src/util/process.js";
 export { freePort } from "./ports.js";
+
+/**
+ * `forgevm serve --config FILE` as a user runs it, in a process of its own (a test may SIGKILL
+ * it); resolves once `<apiBase>/health` answers (with the key, when given).
+ */
+export async function startServerProcess(configFile: string, apiBase: string, apiKey?: string): Promise<ChildProcess> {
+  const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+  const proc = spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", "ignore", "inherit"] });
+  const headers: Record<string, string> = apiKey ? { "X-API-Key": apiKey } : {};
+  await waitFor(
+    () =>
+      fetch(`${apiBase}/health`, { headers }).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    30_000,
+    "the server",
+  );
+  return proc;
+}
 
 /** One REST call: an object body goes as JSON, a string as it is; the reply parsed when it is JSON. */
 export async function apiRequest(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {

@@ -2,7 +2,7 @@
 // its agent) over REST, `forgevm stats`, the Prometheus endpoint behind the API key and through
 // a text-format parser, and a history that a server killed and restarted still has.
 import assert from "node:assert/strict";
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { createRequire } from "node:module";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { openDb } from "../src/store/db.js";
 import { MetricStore, MINUTE, RAW } from "../src/store/metrics.js";
 import { metricsRange } from "../src/api/routes/metrics.js";
-import { childEnv, freePort, removeAtExit, testDataDir, waitFor } from "./helpers.js";
+import { childEnv, freePort, removeAtExit, startServerProcess, testDataDir, waitFor } from "./helpers.js";
 
 type Family = { name: string; type: string; metrics: { value?: string; labels?: Record<string, string>; count?: string; buckets?: Record<string, string> }[] };
 const parsePrometheus = createRequire(import.meta.url)("parse-prometheus-text-format") as (text: string) => Family[];
@@ -32,8 +32,7 @@ before(async () => {
   base = `${root}/api/v1`;
   configFile = join(dataDir, "forgevm.yaml");
   await writeFile(configFile, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\nauth:\n  api_key: ${KEY}\nmetrics:\n  interval: 1s\n  guest_every: 1\n`);
-  server = startServer();
-  await ready();
+  server = await startServerProcess(configFile, base, KEY);
 });
 
 after(async () => {
@@ -43,22 +42,6 @@ after(async () => {
   }
   removeAtExit(dataDir);
 });
-
-function startServer(): ChildProcess {
-  return spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", "ignore", "inherit"] });
-}
-
-async function ready(): Promise<void> {
-  await waitFor(
-    () =>
-      fetch(`${base}/health`, { headers: { "X-API-Key": KEY } }).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    30_000,
-    "the server",
-  );
-}
 
 async function api(method: string, path: string, body?: unknown): Promise<any> {
   const r = await fetch(`${base}${path}`, {
@@ -211,8 +194,7 @@ describe("metrics of a running sandbox", () => {
     const firstTs = before[0].ts;
     server!.kill("SIGKILL");
     await new Promise((r) => server!.once("exit", r));
-    server = startServer();
-    await ready();
+    server = await startServerProcess(configFile, base, KEY);
     await waitFor(async () => (await api("GET", `/sandboxes/${id}`)).body.state === "running", 30_000, "the sandbox re-attached");
     const again = (await api("GET", `/sandboxes/${id}/metrics?since=10m&step=1s`)).body.samples;
     assert.equal(again[0].ts, firstTs, "the samples before the restart are still there");

@@ -2,14 +2,12 @@
 // and check that nothing stays running that is not, no QEMU is orphaned, and expiry still works.
 // VMs outlive a crashed server (QEMU runs detached) and the next server re-attaches to them.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, before, it } from "node:test";
-import { alive, childEnv, freePort, removeAtExit, testDataDir, waitFor } from "./helpers.js";
+import { alive, freePort, removeAtExit, startServerProcess, testDataDir, waitFor } from "./helpers.js";
 
-const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
 let base: string;
 let dataDir: string;
 let configFile: string;
@@ -23,22 +21,6 @@ before(async () => {
   configFile = join(dataDir, "forgevm.yaml");
   await writeFile(configFile, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n`);
 });
-
-function startServer(): ChildProcess {
-  return spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", "ignore", "inherit"] });
-}
-
-async function ready(): Promise<void> {
-  await waitFor(
-    async () =>
-      await fetch(`${base}/health`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    20_000,
-    "the server",
-  );
-}
 
 /** QEMU processes whose command line names this sandbox's VM directory. */
 async function qemuPidsOf(id: string): Promise<number[]> {
@@ -60,8 +42,7 @@ after(async () => {
 });
 
 it("after a SIGKILL and restart, running sandboxes are re-attached and usable, expiry still works", async () => {
-  server = startServer();
-  await ready();
+  server = await startServerProcess(configFile, base);
   const ids: string[] = [];
   for (let i = 0; i < 2; i++) {
     const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl: "10m" }) });
@@ -83,8 +64,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   // QEMU runs detached: it outlives the server until the restart deals with it.
   assert.ok(qemuBefore.every(alive));
 
-  server = startServer();
-  await ready();
+  server = await startServerProcess(configFile, base);
   // Both sandboxes are back, on the same QEMU processes, and usable.
   const list = (await (await fetch(`${base}/sandboxes`)).json()) as { id: string; state: string }[];
   for (const id of ids) assert.equal(list.find((s) => s.id === id)?.state, "running", `${id} is listed as running`);
@@ -130,8 +110,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
 });
 
 it("a graceful stop finishes the exec in flight, ends event streams, and leaves no VM", async () => {
-  server = startServer();
-  await ready();
+  server = await startServerProcess(configFile, base);
   const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
   const { id } = (await r.json()) as { id: string };
   const events = await fetch(`${base}/events`);
@@ -157,8 +136,7 @@ it("a graceful stop finishes the exec in flight, ends event streams, and leaves 
 });
 
 it("after a SIGKILL and restart, a main process with a restart policy runs again, one without does not", async () => {
-  server = startServer();
-  await ready();
+  server = await startServerProcess(configFile, base);
   const make = async (restart: string) => {
     const r = await fetch(`${base}/sandboxes`, {
       method: "POST",
@@ -175,8 +153,7 @@ it("after a SIGKILL and restart, a main process with a restart policy runs again
 
   server.kill("SIGKILL");
   await new Promise((r) => server!.once("exit", r));
-  server = startServer();
-  await ready();
+  server = await startServerProcess(configFile, base);
   // The old main processes ended with the server that ran them; "always" brings its one back.
   await waitFor(async () => (await lines(always)).join() === "started,started", 20_000, "the always-policy main process to run again");
   const info = async (id: string) => (await (await fetch(`${base}/sandboxes/${id}`)).json()) as { state: string; main: { running: boolean } };

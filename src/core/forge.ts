@@ -786,7 +786,12 @@ export class Forge {
     const sandboxes = this.list()
       .filter((r) => latest.has(r.id))
       .map((r) => ({ id: r.id, name: r.name, image: r.image, sample: latest.get(r.id)!.sample }));
-    return { interval_ms: this.core.sampler.intervalMs, host: latest.get(HOST_SERIES)?.sample ?? null, sandboxes };
+    return { interval_ms: this.metricsIntervalMs, host: latest.get(HOST_SERIES)?.sample ?? null, sandboxes };
+  }
+
+  /** How often the sampler samples, in ms. */
+  get metricsIntervalMs(): number {
+    return this.core.sampler.intervalMs;
   }
 
   /** Takes a sample of the host and every running sandbox now. */

@@ -36,6 +36,8 @@ interface Counters {
   diskWrite?: number;
   guestBusy?: number;
   guestTotal?: number;
+  /** When the guest was last asked: its byte counters are that old. */
+  guestTs?: number;
   rx?: number;
   tx?: number;
   hostBusy?: number;
@@ -158,13 +160,14 @@ export class MetricsSampler {
       processes: g.processes,
     };
     if (g.net) {
-      if (p?.rx !== undefined && p.guestTotal !== undefined) {
-        s.net_rx_bps = rate(g.net.rx_bytes - p.rx, now - (p.ts ?? now));
-        s.net_tx_bps = rate(g.net.tx_bytes - p.tx!, now - (p.ts ?? now));
+      if (p?.rx !== undefined && p.guestTs !== undefined) {
+        s.net_rx_bps = rate(g.net.rx_bytes - p.rx, now - p.guestTs);
+        s.net_tx_bps = rate(g.net.tx_bytes - p.tx!, now - p.guestTs);
       }
       next.rx = g.net.rx_bytes;
       next.tx = g.net.tx_bytes;
     }
+    next.guestTs = now;
     return s;
   }
 
