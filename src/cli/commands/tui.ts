@@ -1,11 +1,10 @@
 // `forgevm tui`: the terminal dashboard (cli/tui/dashboard.ts). Enter opens a shell in the selected
 // sandbox; when it ends, the dashboard comes back.
 import type { Command } from "commander";
-import { render } from "ink";
 import { createElement as h } from "react";
 import type { Cli } from "../context.js";
 import { interactive } from "../terminal.js";
-import { Dashboard, type Next } from "../tui/dashboard.js";
+import type { Next } from "../tui/dashboard.js";
 import { LOGIN_SHELL } from "../../util/login-shell.js";
 
 export function tuiCommands(program: Command, cli: Cli): void {
@@ -14,6 +13,12 @@ export function tuiCommands(program: Command, cli: Cli): void {
     .description("a live dashboard in the terminal: sandboxes with CPU and memory, events; keys to spawn, open a shell, view logs, fork, destroy")
     .action(async () => {
       if (!process.stdin.isTTY || !process.stdout.isTTY) throw new Error("forgevm tui needs a terminal (use forgevm stats or forgevm ps in scripts)");
+      // ink draws only its last frame when it believes it runs in CI (a CI or CONTINUOUS_INTEGRATION
+      // variable, read when ink is loaded); this command has just checked it has a terminal, so it
+      // clears them and loads ink afterwards.
+      delete process.env.CI;
+      delete process.env.CONTINUOUS_INTEGRATION;
+      const [{ render }, { Dashboard }] = await Promise.all([import("ink"), import("../tui/dashboard.js")]);
       const client = await cli.client();
       const { url, apiKey } = await cli.endpoint();
       let last: string | undefined;
