@@ -23,8 +23,8 @@ if [ "$(id -u)" != 0 ]; then
   SUDO=sudo
 fi
 
-# 1. System packages (QEMU, image and agent build tools).
-PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates iptables util-linux"
+# 1. System packages (QEMU, image and agent build tools, bubblewrap for the local provider).
+PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates iptables util-linux bubblewrap"
 [ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2 chromium"
 missing=""
 for p in $PKGS; do

@@ -131,6 +131,8 @@ void op_shutdown(uint32_t id, const jdoc *d);
 void boot_init(void);
 void power_off(void);
 extern int shutdown_requested;
+/* Set by "--fd N": the host channel is an inherited socket and there is no VM (local provider). */
+extern int host_fd_mode;
 const char *errno_code(int err);
 
 /* dispatch.c: requests, the operation table, HELLO */

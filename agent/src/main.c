@@ -27,6 +27,7 @@ static int port_connected = 0; /* host side of the port is open */
 static int sig_fd = -1;
 sess *sessions = NULL;
 int shutdown_requested = 0;
+int host_fd_mode = 0;
 
 /* Tags for epoll data that are not sessions. */
 static int tag_port, tag_sig;
@@ -336,6 +337,8 @@ static void port_check_connected(void) {
   struct pollfd p = {.fd = port_fd, .events = POLLIN};
   poll(&p, 1, 0);
   int connected = !(p.revents & POLLHUP);
+  /* A socket the host handed over (--fd) never comes back once closed: the sandbox ends. */
+  if (!connected && host_fd_mode) power_off();
   if (connected && !port_connected) {
     port_connected = 1;
     op_hello(0, NULL);
@@ -381,9 +384,22 @@ static void on_sigchld(void) {
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) exec_reap(pid, status);
 }
 
+/* "--fd N": the host channel is an inherited socket, not a virtio port (the local provider runs
+ * the agent in Linux namespaces, without a VM). */
+static int parse_fd_arg(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++) {
+    if (strcmp(argv[i], "--fd")) continue;
+    char *end;
+    long fd = strtol(argv[i + 1], &end, 10);
+    if (*end || fd < 0 || fd > 1023) return -1;
+    return (int)fd;
+  }
+  return -1;
+}
+
 int main(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  int given_fd = parse_fd_arg(argc, argv);
+  host_fd_mode = given_fd >= 0;
   if (getpid() == 1) boot_init();
 
   sigset_t mask;
@@ -395,7 +411,13 @@ int main(int argc, char **argv) {
 
   epfd = epoll_create1(EPOLL_CLOEXEC);
   inbuf = malloc(HDR_SIZE + MAX_PAYLOAD);
-  port_fd = open_port();
+  if (host_fd_mode) {
+    port_fd = given_fd;
+    fcntl(port_fd, F_SETFL, fcntl(port_fd, F_GETFL) | O_NONBLOCK);
+    fcntl(port_fd, F_SETFD, FD_CLOEXEC);
+  } else {
+    port_fd = open_port();
+  }
   if (port_fd < 0 || !inbuf || epfd < 0 || sig_fd < 0) {
     alog("cannot open the host channel %s: %s", PORT_NAME, strerror(errno));
     for (;;) pause(); /* PID 1 must not exit; the host times out and shows this log */

@@ -361,10 +361,11 @@ void op_shutdown(uint32_t id, const jdoc *d) {
   sync();
   send_ok(id);
   /* main.c powers off once the reply has been written to the host */
-  if (getpid() == 1) shutdown_requested = 1;
+  if (getpid() == 1 || host_fd_mode) shutdown_requested = 1;
 }
 
 void power_off(void) {
+  if (host_fd_mode) _exit(0); /* not a VM: the namespaces end with this process */
   sync();
   usleep(50000); /* let QEMU hand the last reply to the host socket */
   reboot(RB_POWER_OFF);

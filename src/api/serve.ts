@@ -87,12 +87,17 @@ export async function serveForever(version: string, cfg: Config): Promise<void> 
     process.once("SIGTERM", () => stop("SIGTERM"));
   });
   // (A stop during this read may close what it reads: then there is nothing to announce.)
-  const h = await server.forge.providerHealth().catch(() => null);
-  if (h) {
+  const providers = await server.forge.providers().catch(() => null);
+  if (providers) {
+    const vm = providers.find((p) => p.default) ?? providers[0];
+    const names = providers.map((p) => (p.default ? `${p.name} (default)` : p.name)).join(", ");
     console.log(
-      `forgevm ${version} listening on ${server.url} (provider qemu, accel ${h.accel ?? "unknown"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`,
+      `forgevm ${version} listening on ${server.url} (providers ${names}, accel ${vm.accel ?? "none"}, data ${cfg.data_dir}${cfg.auth.api_key ? ", API key required" : ""})`,
     );
-    for (const p of h.problems) console.log(`warning: ${p}`);
+    for (const p of providers) {
+      for (const problem of p.problems) console.log(`warning: ${p.name}: ${problem}`);
+      if (p.details.warning) console.log(`warning: provider ${p.name} is ${p.details.warning}`);
+    }
   }
   await stopped;
 }

@@ -1,6 +1,7 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
 import { formatDuration } from "../core/durations.js";
+import { providerWarning } from "../core/providers.js";
 import { badRequest } from "../core/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
 import type { SandboxT, SnapshotT } from "./schemas.js";
@@ -10,6 +11,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     id: r.id,
     state: r.state,
     provider: r.provider,
+    ...(providerWarning(r.provider) ? { warning: providerWarning(r.provider) } : {}),
     image: r.image,
     memory_mb: r.memory_mb,
     vcpus: r.vcpus,

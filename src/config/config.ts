@@ -124,6 +124,8 @@ export const ConfigSchema = Type.Object(
       {
         default: Type.String({ minLength: 1 }),
         qemu: Type.Object({ accel: Type.Union([Type.Literal("auto"), Type.Literal("kvm"), Type.Literal("tcg")]), jail: Type.Boolean() }, strict),
+        /** Sandboxes as Linux namespaces (bubblewrap), no VM: not a security boundary, so off unless enabled. */
+        local: Type.Object({ enabled: Type.Boolean() }, strict),
       },
       strict,
     ),
@@ -167,7 +169,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
       max_output_bytes: 65536,
       max_read_bytes: 1048576,
     },
-    providers: { default: "qemu", qemu: { accel: "auto", jail: true } },
+    providers: { default: "qemu", qemu: { accel: "auto", jail: true }, local: { enabled: false } },
   };
 }
 

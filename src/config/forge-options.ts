@@ -17,6 +17,8 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     dataDir: cfg.data_dir,
     accel: cfg.providers.qemu.accel,
     jail: cfg.providers.qemu.jail ? undefined : false,
+    localProvider: cfg.providers.local.enabled,
+    defaultProvider: cfg.providers.default,
     hostSecrets: hostSecrets(env),
     hostDirs: cfg.mounts.host_dirs,
     defaults: {

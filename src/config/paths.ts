@@ -12,6 +12,8 @@ export interface Paths {
   modulesDir: string;
   /** The initramfs holding the agent (PID 1) and the modules. */
   initramfs: string;
+  /** The agent binary itself, for sandboxes without a VM (the local provider). */
+  agentBinary: string;
   imagesDir: string;
   /** Content-addressed layer and config blobs shared by images. */
   blobsDir: string;
@@ -37,6 +39,7 @@ export function pathsFor(dataDir: string = defaultDataDir()): Paths {
     kernel: join(kernelDir, "vmlinux"),
     modulesDir: join(kernelDir, "modules"),
     initramfs: join(dataDir, "agent", "initramfs.cpio"),
+    agentBinary: join(dataDir, "agent", "forgevm-agent"),
     imagesDir: join(dataDir, "images"),
     blobsDir: join(dataDir, "blobs"),
     vmsDir: join(dataDir, "vms"),

@@ -50,6 +50,7 @@ export async function commit(core: Core, deps: ImageWork, id: string, o: CommitO
   const sb = core.live.get(id);
   if (!sb || row.state !== "running") throw conflict(`sandbox ${id} is ${row.state}: only a running sandbox can be committed (start it first)`);
   if (sb.tenant) throw conflict(`sandbox ${id} shares its VM with others (pool mode) and has no disk of its own to commit`);
+  core.providers.require(core.providers.of(row), "commit", `sandbox ${id}`);
   const name = imageName(o.image);
   const users = deps.imageUsers(name);
   if (users.length) throw conflict(`image ${name} is in use by ${users.join(", ")}: commit under another name or tag`);

@@ -66,7 +66,7 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
       rows.push(row);
       core.sandboxes.insert(row);
       core.events.emit("sandbox.created", row.id, { image: row.image, forked_from: id });
-      return core.provider.spawn({
+      return core.providers.of(src).spawn({
         id: row.id,
         memoryMb: src.memory_mb,
         vcpus: src.vcpus,
@@ -152,7 +152,7 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
 
 /** What no copy may be made of: a pool VM's tenant, a sandbox holding secrets, a provider without snapshots. */
 function refuseCopy(core: Core, src: SandboxRow, what: "snapshotted" | "forked"): void {
-  if (!core.provider.features.snapshots) throw badRequest(`sandbox ${src.id} runs on provider ${core.provider.name}, which cannot take snapshots; it cannot be ${what}`);
+  core.providers.require(core.providers.of(src), "snapshots", `sandbox ${src.id} cannot be ${what}`);
   if (src.vm_id) throw badRequest(`sandbox ${src.id} shares a pool VM with other sandboxes and cannot be ${what}`);
   // A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk.
   if (core.secrets.has(src.id)) throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what}`);

@@ -4,6 +4,7 @@
 import type { Paths } from "../config/paths.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { Provider } from "../providers/provider.js";
+import type { Providers } from "./providers.js";
 import type { AuditStore } from "../store/audit.js";
 import type { EventStore } from "../store/events.js";
 import type { NetworkRecord, SandboxStore } from "../store/sandboxes.js";
@@ -28,7 +29,10 @@ import type { ServerMetrics } from "./metrics/prometheus.js";
 export interface Core {
   readonly paths: Paths;
   readonly opts: ForgeOptions;
+  /** The default provider (base snapshots, warm pools and pool mode run on it). */
   readonly provider: Provider;
+  /** Every enabled provider; a sandbox runs on the one its row names. */
+  readonly providers: Providers;
   readonly defaults: SpawnDefaults;
   readonly sandboxes: SandboxStore;
   readonly templates: TemplateStore;

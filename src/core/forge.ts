@@ -19,8 +19,10 @@ import { loadPresets } from "../net/allowlist.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import type { PortMapping } from "../net/ports.js";
-import type { Provider, ProviderHealth } from "../providers/provider.js";
+import type { ProviderFeatures, ProviderHealth } from "../providers/provider.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
+import { LocalProvider } from "../providers/local/local-provider.js";
+import { Providers } from "./providers.js";
 import { openDb, type Db } from "../store/db.js";
 import { AuditStore, type AuditEntry, type AuditQuery } from "../store/audit.js";
 import { EventStore, type EventRow } from "../store/events.js";
@@ -37,7 +39,7 @@ import { BuildJobs, removeDir, type BuildJob } from "./build/jobs.js";
 import { exportSnapshot, importSnapshot } from "./snapshot-transfer.js";
 import { exportImage, pushImage, type PushedBlob, type PushResult } from "./image-transfer.js";
 import type { Core } from "./core.js";
-import { ForgevmError, sandboxGone } from "./errors.js";
+import { ForgevmError, notFound, sandboxGone } from "./errors.js";
 import { EventBus } from "./events.js";
 import { Images, parseImageReference, type ImportOptions } from "./images.js";
 import { PullJobs, type PullJob } from "./pull-jobs.js";
@@ -107,6 +109,14 @@ export function imageInfo(i: LocalImage, inUse: boolean): ImageInfo {
   };
 }
 
+/** One provider as /providers shows it. */
+export interface ProviderStatus extends ProviderHealth {
+  default: boolean;
+  isolation: ProviderFeatures["isolation"];
+  features: ProviderFeatures;
+  sandbox_count: number;
+}
+
 export class Forge {
   private readonly core: Core;
   private reaper: NodeJS.Timeout | null = null;
@@ -120,7 +130,7 @@ export class Forge {
 
   private constructor(
     readonly paths: Paths,
-    provider: Provider,
+    providers: Providers,
     private readonly db: Db,
     opts: ForgeOptions,
   ) {
@@ -154,7 +164,8 @@ export class Forge {
     const core: Core = {
       paths,
       opts,
-      provider,
+      provider: providers.default,
+      providers,
       defaults: this.defaults,
       sandboxes,
       templates,
@@ -177,7 +188,7 @@ export class Forge {
       volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
       hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
       warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
-      snaps: new Snapshots({ paths, provider, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
+      snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
       images: new Images({
         paths,
         blobs: this.blobs,
@@ -223,7 +234,7 @@ export class Forge {
 
   private static async openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership): Promise<Forge> {
     const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
-    const provider =
+    const vms =
       opts.provider ??
       new QemuProvider({
         paths,
@@ -232,7 +243,8 @@ export class Forge {
         jail: opts.jail,
         firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
       });
-    const forge = new Forge(paths, provider, db, opts);
+    const providers = new Providers([vms, ...(opts.localProvider ? [new LocalProvider({ paths })] : [])], opts.defaultProvider ?? vms.name);
+    const forge = new Forge(paths, providers, db, opts);
     forge.ownership = ownership;
     const core = forge.core;
     await reconcile(core);
@@ -669,7 +681,10 @@ export class Forge {
 
   /** Mounts a host directory (inside the config's mounts.host_dirs) into a running sandbox, live. */
   async mountHostDir(id: string, host: string, path: string, readOnly = false): Promise<HostDirMount[]> {
-    return this.core.hostDirs.mount(this.sandbox(id), host, path, readOnly);
+    const sb = this.sandbox(id);
+    const row = this.core.sandboxes.get(sb.id);
+    if (row) this.core.providers.require(this.core.providers.of(row), "volumes", `sandbox ${sb.id}`);
+    return this.core.hostDirs.mount(sb, host, path, readOnly);
   }
 
   /** Unmounts a host directory from a running sandbox. */
@@ -730,19 +745,42 @@ export class Forge {
 
   // ---- providers and pools
 
-  /** The provider's name (every sandbox of this Forge runs on it). */
+  /** The default provider's name (spawns that name none run on it). */
   get providerName(): string {
-    return this.core.provider.name;
+    return this.core.providers.defaultName;
   }
 
-  /** Whether the provider can run VMs here, and what it found. */
-  providerHealth(): Promise<ProviderHealth> {
-    return this.core.provider.health();
+  /** The names of the enabled providers. */
+  providerNames(): string[] {
+    return this.core.providers.names();
   }
 
-  /** A real probe: boots a throwaway VM (no disk) and pings its agent. */
-  async testProvider(): Promise<boolean> {
-    return this.core.provider.probe();
+  /** Every enabled provider: its health, whether it is the default, what isolates its sandboxes, how many run on it. */
+  async providers(): Promise<ProviderStatus[]> {
+    const running = this.core.sandboxes.list(["creating", "running", "paused"]);
+    return Promise.all(
+      this.core.providers.all().map(async (p) => ({
+        ...(await p.health()),
+        default: p.name === this.core.providers.defaultName,
+        isolation: p.features.isolation,
+        features: p.features,
+        sandbox_count: running.filter((r) => this.core.providers.of(r) === p).length,
+      })),
+    );
+  }
+
+  /** Whether a provider (default: the default one) can run sandboxes here, and what it found; 404 for one not enabled. */
+  providerHealth(name?: string): Promise<ProviderHealth> {
+    const p = name === undefined ? this.core.providers.default : this.core.providers.find(name);
+    if (!p) throw notFound(`provider ${name} not found (enabled: ${this.core.providers.names().join(", ")})`);
+    return p.health();
+  }
+
+  /** A real probe of every provider: starts a throwaway sandbox (no disk) on each and pings its agent. */
+  async testProviders(): Promise<Record<string, boolean>> {
+    const out: Record<string, boolean> = {};
+    for (const p of this.core.providers.all()) out[p.name] = await p.probe().catch(() => false);
+    return out;
   }
 
   /** Pool mode's shared VMs and warm pools, in the shape of the REST contract. */
@@ -828,7 +866,7 @@ export class Forge {
     await this.core.warm.close();
     await this.core.tenants?.close();
     await Promise.all([...this.core.live.keys()].map((id) => this.closeOne(id)));
-    await this.core.provider.destroyAll();
+    for (const p of this.core.providers.all()) await p.destroyAll();
     this.core.egress.close();
     this.db.close();
     await this.ownership?.release();

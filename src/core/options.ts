@@ -39,6 +39,10 @@ export interface ForgeOptions {
   jail?: boolean;
   /** The VM provider (default: QEMU on this data directory, with the options above). */
   provider?: Provider;
+  /** Also offer the local provider (namespaces, no VM: not a security boundary). */
+  localProvider?: boolean;
+  /** The provider of spawns that name none (default: the VM provider). */
+  defaultProvider?: string;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */
   hostSecrets?: Record<string, string>;
   /** The metrics sampler of a serving core (one whose reaper runs). */

@@ -15,8 +15,7 @@ import { requireState } from "./states.js";
 /** Checks that a running sandbox can be saved whole (`verb`: paused or stopped). */
 export function checkSavable(core: Core, id: string, verb: "paused" | "stopped"): void {
   const row = core.sandboxes.get(id)!;
-  if (!core.provider.features.snapshots)
-    throw new ForgevmError("BAD_REQUEST", `sandbox ${id} runs on provider ${core.provider.name}, which cannot take snapshots; it cannot be ${verb}`);
+  core.providers.require(core.providers.of(row), "snapshots", `sandbox ${id} cannot be ${verb}`);
   if (row.vm_id) throw new ForgevmError("BAD_REQUEST", `sandbox ${id} shares a pool VM with other sandboxes and cannot be ${verb}`);
   if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb}`);
 }
@@ -62,14 +61,14 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes) };
     let vm: Vm;
     try {
-      vm = await core.provider.spawn({ ...spec, restore: { files, keepProcesses: true } });
+      vm = await core.providers.of(row).spawn({ ...spec, restore: { files, keepProcesses: true } });
     } catch (e) {
       // A stopped sandbox's memory is only a head start (its main process runs anew): when the
       // saved machine cannot be restored (another VMM build, a damaged state file), it boots cold
       // on its own disk. A paused one promised its processes, so it fails instead.
       if (!(e instanceof BootError) || from !== "stopped" || !files.disk || !files.diskBytes) throw e;
       core.events.emit("sandbox.cold_start", id, { reason: e.message.split("\n")[0] });
-      vm = await core.provider.spawn({ ...spec, baseDisk: { file: files.disk, bytes: files.diskBytes } });
+      vm = await core.providers.of(row).spawn({ ...spec, baseDisk: { file: files.disk, bytes: files.diskBytes } });
     }
     const image = await resolveImage(core.paths, row.image).catch(() => null);
     // A started sandbox publishes its ports again, as a container does; a resumed one does not.

@@ -2,6 +2,7 @@
 // host and provider can do, its image resolved (pulled when it is not local); and the `creating`
 // row a new sandbox starts as.
 import { randomBytes } from "node:crypto";
+import type { Provider } from "../providers/provider.js";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
 import type { HostDirMount, MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../store/sandboxes.js";
 import { isHostDirSpec } from "./host-dirs/host-dirs.js";
@@ -14,6 +15,8 @@ import { checkEnv, checkFullNetwork, checkProvider, checkVcpus } from "./validat
 
 /** A spawn request with its template and defaults applied and its image resolved. */
 export interface SpawnPlan {
+  /** What it runs on. */
+  provider: Provider;
   image: LocalImage;
   template?: TemplateRow;
   memoryMb: number;
@@ -89,15 +92,15 @@ export function parseRestart(text: string): { policy: RestartPolicy; max?: numbe
 export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) => Promise<LocalImage>, self?: string): Promise<SpawnPlan> {
   const tpl = opts.template !== undefined ? core.templates.get(opts.template) : undefined;
   if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
-  checkProvider(core, opts.provider, "provider");
+  const provider = checkProvider(core, opts.provider || tpl?.provider || undefined, opts.provider ? "provider" : `template ${tpl?.name}: provider`);
   checkEnv(opts.env, "env");
   const name = checkName(core, opts.name);
   const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache }, { allow: tpl?.allowed_hosts });
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);
-  if (network.mode === "full") await checkFullNetwork(core);
+  if (network.mode === "full") await checkFullNetwork(provider);
   const d = core.defaults;
   const vcpus = opts.vcpus ?? tpl?.cpu_cores ?? d.vcpus;
-  checkVcpus(core, vcpus, opts.vcpus !== undefined ? "vcpus" : tpl?.cpu_cores !== undefined ? `template ${tpl.name}: cpu_cores` : "defaults.vcpus");
+  checkVcpus(core, vcpus, opts.vcpus !== undefined ? "vcpus" : tpl?.cpu_cores !== undefined ? `template ${tpl.name}: cpu_cores` : "defaults.vcpus", provider);
   const imageName = opts.image ?? tpl?.image ?? d.image;
   // An image that is not local is pulled first when its name is a registry reference.
   const image = await resolveImage(core.paths, imageName).catch((e) => {
@@ -114,7 +117,10 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   } else if (opts.user) {
     execUser = opts.user;
   }
+  const mounts = await planMounts(core, opts.volumes, self);
+  if (mounts.volumes.length || mounts.hostDirs.length) core.providers.require(provider, "volumes", "volumes");
   return {
+    provider,
     image,
     template: tpl,
     memoryMb: opts.memoryMb ?? tpl?.memory_mb ?? d.memoryMb,
@@ -130,7 +136,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     name,
     main: planMain(image, opts.main),
     idleStopMs: checkIdleStop(opts.idleStopMs, secrets),
-    ...(await planMounts(core, opts.volumes, self)),
+    ...mounts,
   };
 }
 
@@ -165,6 +171,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     env: plan.env,
     exec_user: plan.execUser,
     network: plan.network,
+    provider: plan.provider.name,
   };
   return {
     ...rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id),
@@ -179,7 +186,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
 /** A new `creating` row for a sandbox like `what` (a plan, a fork's parent, a snapshot). */
 export function rowOf(
   core: Core,
-  what: Pick<SandboxRow, "image" | "template" | "memory_mb" | "vcpus" | "disk_mb" | "env" | "exec_user"> & { network?: NetworkRecord | null },
+  what: Pick<SandboxRow, "image" | "template" | "memory_mb" | "vcpus" | "disk_mb" | "env" | "exec_user"> & { network?: NetworkRecord | null; provider?: string },
   opts: { ttlMs: number; ownerId?: string | null; metadata?: Record<string, string> | null; snapshotId?: string },
   id = newSandboxId(),
 ): SandboxRow {
@@ -187,7 +194,7 @@ export function rowOf(
   return {
     id,
     state: "creating",
-    provider: core.provider.name,
+    provider: what.provider ?? core.provider.name,
     image: what.image,
     memory_mb: what.memory_mb,
     vcpus: what.vcpus,

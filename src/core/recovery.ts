@@ -18,9 +18,10 @@ export async function reconcile(core: Core): Promise<void> {
   for (const row of core.sandboxes.list(["creating", "running"])) {
     if (core.live.has(row.id)) continue;
     if (row.manager_pid && row.manager_pid !== process.pid && isNodeProcess(row.manager_pid)) continue;
-    if (row.state === "running" && row.vm_pid && row.vm_dir && core.provider.features.reattach) {
+    const provider = core.providers.of(row);
+    if (row.state === "running" && row.vm_pid && row.vm_dir && provider.features.reattach) {
       try {
-        const vm = await core.provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
+        const vm = await provider.attach({ id: row.id, pid: row.vm_pid, dir: row.vm_dir, memoryMb: row.memory_mb, vcpus: row.vcpus });
         const image = await resolveImage(core.paths, row.image).catch(() => null);
         const network = await reattachNetwork(core, row, vm);
         const sb = new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, execDefaults(image, row.env, row.exec_user, network));
@@ -51,13 +52,15 @@ export async function reconcile(core: Core): Promise<void> {
     if (row.vm_dir) await rm(row.vm_dir, { recursive: true, force: true });
     const reason = row.vm_id
       ? "the server restarted: sandboxes sharing a pool VM do not survive a restart"
-      : `the server restarted and could not re-attach to this VM${row.error ? `: ${row.error}` : ""}`;
+      : !provider.features.reattach
+        ? `the server restarted: sandboxes on provider ${provider.name} end with their server`
+        : `the server restarted and could not re-attach to this VM${row.error ? `: ${row.error}` : ""}`;
     core.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
     core.events.emit("sandbox.error", row.id, { error: reason });
   }
   // VMs without a sandbox row (warm pool, pool mode, base snapshot builds) of a server that is gone.
   const keep = new Set([...core.live.values()].map((sb) => sb.vm.info.id));
-  await core.provider.sweepOrphans(keep, async (pid) => isNodeProcess(pid));
+  for (const p of core.providers.all()) await p.sweepOrphans(keep, async (pid) => isNodeProcess(pid));
 }
 
 /** A re-attached sandbox's network; a published port taken meanwhile is dropped and reported. */

@@ -25,7 +25,8 @@ export type Pull = (ref: string) => Promise<LocalImage>;
  */
 export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise<Sandbox> {
   if (core.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
-  if (core.tenants && opts.template === undefined) return spawnTenant(core, opts, pull);
+  // Pool mode shares the default provider's VMs; a spawn that names another provider gets its own sandbox.
+  if (core.tenants && opts.template === undefined && (!opts.provider || opts.provider === core.provider.name)) return spawnTenant(core, opts, pull);
   const p = await plan(core, opts, pull);
   const pooled = await claimPooled(core, p, opts);
   if (pooled) return pooled;
@@ -50,12 +51,12 @@ export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnO
   const volumes = await core.volumes.disks(p.volumes);
   const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic, volumes };
   // A base snapshot's machine has no volume disks, and a restore needs the same devices.
-  if (useBaseSnapshots(core) && !opts.coldBoot && !volumes.length) {
+  if (useBaseSnapshots(core, p.provider) && !opts.coldBoot && !volumes.length) {
     const base = await core.snaps.base(p, (vm) => prepareBase(core, vm, p));
     if (base) {
       core.sandboxes.update(id, { snapshot_id: base.id });
       try {
-        return { vm: await core.provider.spawn({ ...spec, restore: { files: Snapshots.files(base) } }), origin: "snapshot" };
+        return { vm: await p.provider.spawn({ ...spec, restore: { files: Snapshots.files(base) } }), origin: "snapshot" };
       } catch (e) {
         if (!(e instanceof BootError)) throw e;
         // An unusable snapshot costs this spawn a cold boot, and no later spawn uses it.
@@ -64,7 +65,7 @@ export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnO
       }
     }
   }
-  const vm = await core.provider.spawn({ ...spec, rootfs: p.image.rootfs, diskMb: p.diskMb });
+  const vm = await p.provider.spawn({ ...spec, rootfs: p.image.rootfs, diskMb: p.diskMb });
   try {
     await runSetup(core, vm, p);
   } catch (e) {
@@ -74,9 +75,9 @@ export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnO
   return { vm, origin: "boot" };
 }
 
-/** Base snapshots are used unless the config turned them off or the provider cannot take them. */
-export function useBaseSnapshots(core: Core): boolean {
-  return core.opts.baseSnapshots !== false && core.provider.features.snapshots;
+/** Base snapshots are used unless the config turned them off or the provider (the default one: base snapshots are its) cannot take them. */
+export function useBaseSnapshots(core: Core, provider = core.provider): boolean {
+  return core.opts.baseSnapshots !== false && provider === core.provider && provider.features.snapshots;
 }
 
 /** Runs a template's setup commands; the first that fails fails the spawn. */
@@ -123,7 +124,7 @@ export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> 
 /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
 async function claimPooled(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
   // Without pools there is nothing to claim: no need to compute the key (file stats) per spawn.
-  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || !useBaseSnapshots(core)) return null;
+  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || !useBaseSnapshots(core, p.provider)) return null;
   const got = core.warm.claim(await core.snaps.baseKey(p));
   if (!got) return null;
   const row = { ...newRow(core, p, opts, got.vm.info.id), snapshot_id: got.snapshotId };

@@ -1,4 +1,5 @@
 // Checks every interface shares, so that what one path accepts another does not refuse later.
+import type { Provider } from "../providers/provider.js";
 import type { Core } from "./core.js";
 import { badRequest } from "./errors.js";
 
@@ -14,18 +15,18 @@ export function checkEnv(env: Record<string, string> | undefined | null, field: 
 }
 
 /** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
-export function checkVcpus(core: Core, vcpus: number, field: string): void {
-  const max = core.provider.maxVcpus();
+export function checkVcpus(core: Core, vcpus: number, field: string, provider: Provider = core.provider): void {
+  const max = provider.maxVcpus();
   if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
 }
 
 /** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */
-export async function checkFullNetwork(core: Core): Promise<void> {
-  const problem = await core.provider.nicProblem();
+export async function checkFullNetwork(provider: Provider): Promise<void> {
+  const problem = await provider.nicProblem();
   if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
 }
 
-/** A provider a request names: this server's own, or none ("" means none, as the original SDKs send it). */
-export function checkProvider(core: Core, name: string | undefined, field: string): void {
-  if (name && name !== core.provider.name) throw badRequest(`${field}: provider "${name}" is not available (available: ${core.provider.name})`);
+/** The provider a request names: an enabled one, or the default for none ("" means none, as the original SDKs send it). */
+export function checkProvider(core: Core, name: string | undefined, field: string): Provider {
+  return core.providers.pick(name, field);
 }

@@ -104,7 +104,8 @@ export interface VmInfo {
   id: string;
   pid: number;
   dir: string;
-  accel: Accel;
+  /** "none": not a VM (the local provider's namespaces). */
+  accel: Accel | "none";
   memoryMb: number;
   vcpus: number;
   agentVersion: string;
@@ -177,6 +178,15 @@ export interface ProviderFeatures {
   snapshots: boolean;
   /** VMs outlive the server process, and a later one can take them over (attach). */
   reattach: boolean;
+  /** Volumes (VmSpec.volumes) and live host directories (the agent's share op) can be attached. */
+  volumes: boolean;
+  /** A sandbox's disk can be copied into an image (Vm.copyDisk: commit). */
+  commit: boolean;
+  /**
+   * What keeps a sandbox from the host: "vm" (its own kernel behind a VMM) or "namespaces"
+   * (Linux namespaces on the host's kernel: no security boundary).
+   */
+  isolation: "vm" | "namespaces";
 }
 
 /** A VM a previous server process left running, as its sandbox row recorded it. */

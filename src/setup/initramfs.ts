@@ -23,6 +23,7 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
   const digest = createHash("sha256").update(archive).digest("hex");
   const stampFile = `${paths.initramfs}.sha256`;
   const current = await readFile(stampFile, "utf8").catch(() => "");
+  await installAgent(paths, agent);
   if (current.trim() === digest) {
     log(`initramfs: up to date (agent ${digest.slice(0, 12)})`);
     return;
@@ -32,4 +33,13 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
   await rename(`${paths.initramfs}.tmp`, paths.initramfs);
   await writeFile(stampFile, `${digest}\n`);
   log(`initramfs: built (${(archive.length / 1024).toFixed(0)} KiB, ${order.length} modules)`);
+}
+
+/** Copies the agent binary into the data directory (the local provider runs it without a VM). */
+async function installAgent(paths: Paths, agent: Buffer): Promise<void> {
+  const now = await readFile(paths.agentBinary).catch(() => null);
+  if (now?.equals(agent)) return;
+  await mkdir(dirname(paths.agentBinary), { recursive: true });
+  await writeFile(`${paths.agentBinary}.tmp`, agent, { mode: 0o755 });
+  await rename(`${paths.agentBinary}.tmp`, paths.agentBinary);
 }

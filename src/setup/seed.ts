@@ -27,6 +27,7 @@ export async function seedDataDir(from: string, to: string, images: string[] = [
   await mkdir(join(to, "agent"), { recursive: true });
   await share(src.initramfs, dst.initramfs);
   await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
+  if (await lstat(src.agentBinary).catch(() => null)) await share(src.agentBinary, dst.agentBinary);
   for (const i of images) await shareTree(imageDir(src, i), imageDir(dst, i));
   const accel = join(src.stateDir, "accel.json");
   if (await lstat(accel).catch(() => null)) {

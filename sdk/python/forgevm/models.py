@@ -50,6 +50,8 @@ class SandboxInfo:
     idle_stop: Optional[str] = None
     volumes: Optional[List[Dict[str, Any]]] = None
     host_dirs: Optional[List[Dict[str, Any]]] = None
+    #: Said by sandboxes whose provider is no security boundary (local).
+    warning: Optional[str] = None
 
 
 @dataclass

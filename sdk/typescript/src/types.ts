@@ -6,6 +6,8 @@ export interface SandboxInfo {
   id: string;
   state: SandboxState;
   provider: string;
+  /** Said by sandboxes whose provider is no security boundary (local). */
+  warning?: string;
   image: string;
   memory_mb: number;
   vcpus: number;
@@ -242,6 +244,10 @@ export interface ProviderInfo {
   name: string;
   healthy: boolean;
   default: boolean;
+  /** "vm": a VM per sandbox; "namespaces": Linux namespaces on the host's kernel (no security boundary). */
+  isolation?: "vm" | "namespaces";
+  /** Said by a provider that is no security boundary. */
+  warning?: string;
 }
 
 export interface VMPoolStatus {
@@ -433,6 +439,8 @@ export interface AuditEntry {
 /** A provider's health and what it found. */
 export interface ProviderDetails extends ProviderInfo {
   sandbox_count: number;
+  /** What it can do beyond exec and files. */
+  features?: { snapshots: boolean; reattach: boolean; volumes: boolean; commit: boolean; isolation: "vm" | "namespaces" };
   config: Record<string, unknown>;
   problems: string[];
 }

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { notFound } from "../../core/errors.js";
-import type { Forge } from "../../core/forge.js";
+import type { Forge, ProviderStatus } from "../../core/forge.js";
 
 export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: string; startedAt: number }> = async (app, { forge, version, startedAt }) => {
   app.get("/health", { schema: { tags: ["system"], response: { 200: Type.Object({ status: Type.Literal("ok"), version: Type.String(), uptime: Type.String() }) } } }, async () => ({
@@ -18,25 +18,34 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
 
   app.get("/pool/status", { schema: { tags: ["system"] } }, async () => forge.poolStatus());
 
-  const ProviderView = Type.Object({ name: Type.String(), healthy: Type.Boolean(), default: Type.Boolean() });
-  app.get("/providers", { schema: { tags: ["providers"], response: { 200: Type.Array(ProviderView) } } }, async () => {
-    const h = await forge.providerHealth();
-    return [{ name: h.name, healthy: h.healthy, default: true }];
+  const ProviderView = Type.Object({
+    name: Type.String(),
+    healthy: Type.Boolean(),
+    default: Type.Boolean(),
+    isolation: Type.Union([Type.Literal("vm"), Type.Literal("namespaces")]),
+    warning: Type.Optional(Type.String()),
   });
+  const view = (p: ProviderStatus) => ({
+    name: p.name,
+    healthy: p.healthy,
+    default: p.default,
+    isolation: p.isolation,
+    ...(p.details.warning ? { warning: p.details.warning } : {}),
+  });
+  app.get("/providers", { schema: { tags: ["providers"], response: { 200: Type.Array(ProviderView) } } }, async () => (await forge.providers()).map(view));
 
-  app.get("/providers/:name", { schema: { tags: ["providers"], params: Type.Object({ name: Type.String() }) } }, async (req) => {
-    if (req.params.name !== forge.providerName) throw notFound(`provider ${req.params.name} not found`);
-    const h = await forge.providerHealth();
+  app.get("/providers/:name", { schema: { tags: ["providers"], params: Type.Object({ name: Type.String({ maxLength: 64 }) }) } }, async (req) => {
+    const p = (await forge.providers()).find((x) => x.name === req.params.name);
+    if (!p) throw notFound(`provider ${req.params.name} not found (enabled: ${forge.providerNames().join(", ")})`);
     return {
-      name: h.name,
-      healthy: h.healthy,
-      default: true,
-      sandbox_count: forge.list().length,
-      config: { accel: h.accel, ...h.details },
-      problems: h.problems,
+      ...view(p),
+      sandbox_count: p.sandbox_count,
+      features: p.features,
+      config: { accel: p.accel, ...p.details },
+      problems: p.problems,
     };
   });
 
-  // A real probe: boot a throwaway VM (no disk) and ping its agent.
-  app.post("/providers/test", { schema: { tags: ["providers"] } }, async () => ({ [forge.providerName]: await forge.testProvider() }));
+  // A real probe of each provider: start a throwaway sandbox (no disk) and ping its agent.
+  app.post("/providers/test", { schema: { tags: ["providers"] } }, async () => forge.testProviders());
 };

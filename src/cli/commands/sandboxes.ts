@@ -23,6 +23,7 @@ export function sandboxOptions(c: Command): Command {
     .option("--cache", "allowlist network: package files fetched over HTTP go through the host's package cache")
     .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume (created if missing) or a host directory /dir:/path[:ro] (repeatable)", listOption)
     .option("--name <name>", "a name to use instead of its id anywhere")
+    .option("--provider <name>", "the provider to run it on (forgevm doctor lists them; default: the server's)")
     .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"));
 }
 
@@ -31,6 +32,7 @@ export function spawnRequest(o: Record<string, any>) {
   return {
     image: o.image,
     template: o.template,
+    provider: o.provider,
     memory_mb: o.memory,
     vcpus: o.vcpus,
     disk_mb: o.disk,
@@ -72,6 +74,7 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     .action(async (o) => {
       const client = await cli.client();
       const sb = await withSpawnProgress(client, () => client.spawn(spawnRequest(o) as never));
+      if (sb.info.warning && !o.json) console.error(`warning: ${sb.id} runs on provider ${sb.info.provider}, ${sb.info.warning}`);
       emit(o.json, sb.info, () => console.log(sb.id));
     });
 

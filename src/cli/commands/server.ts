@@ -25,33 +25,42 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
 
   program
     .command("doctor")
-    .description("check QEMU, the kernel, the initramfs and the accelerator (of the running server, if one owns the data directory)")
+    .description("check every provider: QEMU, the kernel, the initramfs and the accelerator; bubblewrap for local (of the running server, if one owns the data directory)")
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
       const server = await cli.serverIfAny();
-      const h = server
-        ? await (async () => {
-            const [p] = await server.providers();
-            const d = await server.provider(p.name);
-            return {
-              name: d.name,
-              healthy: d.healthy,
-              accel: (d.config.accel as string | null) ?? null,
-              problems: d.problems,
-              details: Object.fromEntries(
-                Object.entries(d.config)
-                  .filter(([k]) => k !== "accel")
-                  .map(([k, v]) => [k, String(v)]),
-              ),
-            };
-          })()
-        : await cli.withLocalForge((forge) => forge.providerHealth());
-      emit(o.json, h, () => {
-        console.log(`provider ${h.name}: ${h.healthy ? "healthy" : "NOT healthy"}${h.accel ? `, accel ${h.accel}` : ""}`);
-        for (const [k, v] of Object.entries(h.details)) console.log(`  ${k}: ${v}`);
-        for (const p of h.problems) console.log(`  problem: ${p}`);
+      type Health = { name: string; healthy: boolean; default: boolean; accel: string | null; problems: string[]; details: Record<string, string> };
+      const all: Health[] = server
+        ? await Promise.all(
+            (await server.providers()).map(async (p) => {
+              const d = await server.provider(p.name);
+              return {
+                name: d.name,
+                healthy: d.healthy,
+                default: d.default,
+                accel: (d.config.accel as string | null) ?? null,
+                problems: d.problems,
+                details: Object.fromEntries(
+                  Object.entries(d.config)
+                    .filter(([k]) => k !== "accel")
+                    .map(([k, v]) => [k, String(v)]),
+                ),
+              };
+            }),
+          )
+        : await cli.withLocalForge(async (forge) =>
+            (await forge.providers()).map(({ name, healthy, default: isDefault, accel, problems, details }) => ({ name, healthy, default: isDefault, accel, problems, details })),
+          );
+      // The default provider's health at the top (as before there were several), every provider under "providers".
+      const h = all.find((p) => p.default) ?? all[0];
+      emit(o.json, { ...h, providers: all }, () => {
+        for (const p of all) {
+          console.log(`provider ${p.name}${p.default ? " (default)" : ""}: ${p.healthy ? "healthy" : "NOT healthy"}${p.accel ? `, accel ${p.accel}` : ""}`);
+          for (const [k, v] of Object.entries(p.details)) console.log(`  ${k}: ${v}`);
+          for (const problem of p.problems) console.log(`  problem: ${problem}`);
+        }
       });
-      if (!h.healthy) process.exitCode = 1;
+      if (!all.every((p) => p.healthy)) process.exitCode = 1;
     });
 
   program

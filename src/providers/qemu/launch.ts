@@ -13,8 +13,8 @@ import { run } from "../../util/process.js";
 import { BootError, type Accel, type VmInfo, type VmSpec } from "../provider.js";
 import { qemuArgs, type VmFiles } from "./args.js";
 import { createVmCgroup, removeVmCgroup } from "./cgroups.js";
-import { ConsoleLog } from "./console-log.js";
-import { awaitHello, configure, HelloError } from "./handshake.js";
+import { ConsoleLog } from "../console-log.js";
+import { awaitHello, configure, HelloError } from "../handshake.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
 import { Qmp } from "./qmp.js";
 import { QemuVm, setAutogroupNice } from "./qemu-vm.js";
@@ -22,7 +22,6 @@ import { limitFields, type QemuRuntime } from "./runtime.js";
 import { connectQemuSocket } from "./unix-socket.js";
 
 const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
-const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 /** The guest's side of QEMU's user-mode network (its defaults). */
 const USER_NET = { addr: "10.0.2.15", netmask: "255.255.255.0", gateway: "10.0.2.2", dns: "10.0.2.3" };
@@ -282,19 +281,6 @@ async function vmStatus(qmpSocket: string): Promise<string> {
 }
 
 /** Refuses a spec no VM can be made from, naming the field. */
-export function validateSpec(spec: VmSpec): void {
-  if (!ID_RE.test(spec.id)) throw new RangeError(`id "${spec.id}" must be 1-63 lowercase letters, digits or dashes`);
-  if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 65536) {
-    throw new RangeError(`memoryMb must be an integer between 64 and 65536, got ${spec.memoryMb}`);
-  }
-  if (!Number.isInteger(spec.vcpus) || spec.vcpus < 1 || spec.vcpus > 64) {
-    throw new RangeError(`vcpus must be an integer between 1 and 64, got ${spec.vcpus}`);
-  }
-  if (spec.hostname !== undefined && !/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/.test(spec.hostname)) {
-    throw new RangeError(`hostname "${spec.hostname}" must be 1-63 letters, digits or dashes`);
-  }
-}
-
 async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: number): Promise<void> {
   const end = Date.now() + timeoutMs;
   for (;;) {

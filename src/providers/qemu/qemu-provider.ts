@@ -26,7 +26,8 @@ import { hostTscKhz } from "./args.js";
 import { cgroupVersion } from "./cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
-import { launch, validateSpec } from "./launch.js";
+import { validateSpec } from "../spec.js";
+import { launch } from "./launch.js";
 import { attach, sweepOrphans } from "./reattach.js";
 import type { QemuRuntime } from "./runtime.js";
 
@@ -53,7 +54,7 @@ export interface QemuProviderOptions {
 
 export class QemuProvider implements Provider {
   readonly name = "qemu";
-  readonly features: ProviderFeatures = { snapshots: true, reattach: true };
+  readonly features: ProviderFeatures = { snapshots: true, reattach: true, volumes: true, commit: true, isolation: "vm" };
   private readonly rt: QemuRuntime;
   private verdict: Promise<AccelVerdict> | null = null;
   private firewall: Promise<void> | null = null;

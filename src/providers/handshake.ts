@@ -1,7 +1,7 @@
 // The first words between the host and a guest's agent, the same for a VM that boots, one
 // restored from a snapshot and one a previous server left running: the agent's HELLO within a
 // deadline (or before the VMM exits), then `configure` with what the host decides for it.
-import type { AgentChannel, ConfigureRequest, Hello } from "../../agent-client/index.js";
+import type { AgentChannel, ConfigureRequest, Hello } from "../agent-client/index.js";
 
 /** Why a HELLO did not come: the channel closed, the VMM exited, or the deadline passed. */
 export class HelloError extends Error {

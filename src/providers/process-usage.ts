@@ -1,7 +1,7 @@
 // What a VMM process costs the host, from /proc: CPU time, resident and proportional memory,
 // block I/O. Read by the metrics sampler every few seconds, so each read is a few small files.
 import { readFile } from "node:fs/promises";
-import type { VmUsage } from "../provider.js";
+import type { VmUsage } from "./provider.js";
 
 /** Linux's USER_HZ: /proc reports CPU time in these ticks on every architecture we run on. */
 const TICKS_PER_SECOND = 100;

@@ -1,6 +1,6 @@
 // The guest's serial console, captured to a bounded per-VM log file plus an in-memory tail
 // that boot errors quote.
-import type { Socket } from "node:net";
+import type { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import { openSync, writeSync, closeSync, readFileSync, writeFileSync, fstatSync } from "node:fs";
 
@@ -20,7 +20,7 @@ export class ConsoleLog {
   private fd: number;
   private size = 0;
   private tail = "";
-  private socket: Socket | null = null;
+  private socket: Readable | null = null;
   private readonly decoder = new StringDecoder("utf8");
   private carry = "";
 
@@ -29,8 +29,8 @@ export class ConsoleLog {
     this.size = fstatSync(this.fd).size;
   }
 
-  /** Starts reading the console socket QEMU serves (given as an already connected socket). */
-  attach(socket: Socket): void {
+  /** Starts reading the console: QEMU's console socket, or the output of a sandbox's processes. */
+  attach(socket: Readable): void {
     this.socket = socket;
     socket.on("data", (d: Buffer) => this.guest(d));
     socket.on("error", () => {}); // the VM went away; nothing to do

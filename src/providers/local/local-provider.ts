@@ -1,0 +1,108 @@
+// The local provider: no VM. Each sandbox is bubblewrap's Linux namespaces (pid, mount, uts, ipc,
+// network unless it has the full network) over an overlay of its image's tree, with the same
+// agent as a VM's, on an inherited socket; so every operation core has works the same way. It is
+// for development and CI machines where QEMU cannot run, and is not a security boundary: the
+// sandbox shares the host's kernel. It cannot snapshot, fork, commit, attach volumes or outlive
+// its server; core refuses those by name from `features`.
+import { availableParallelism } from "node:os";
+import { join } from "node:path";
+import { readdir, rm } from "node:fs/promises";
+import type { Paths } from "../../config/paths.js";
+import { run } from "../../util/process.js";
+import type { AttachSpec, Provider, ProviderFeatures, ProviderHealth, Vm, VmSpec } from "../provider.js";
+import { validateSpec } from "../spec.js";
+import { launchLocal, type LocalRuntime } from "./launch.js";
+import { RootfsTrees } from "./rootfs-tree.js";
+
+/** What every place that shows the local provider says about it. */
+export const LOCAL_WARNING = "not a security boundary: sandboxes are Linux namespaces on the host's kernel (for development and CI)";
+
+export interface LocalProviderOptions {
+  paths: Paths;
+  /** Hello deadline (default 10 s). */
+  bootTimeoutMs?: number;
+}
+
+export class LocalProvider implements Provider {
+  readonly name = "local";
+  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "namespaces" };
+  private readonly rt: LocalRuntime;
+
+  constructor(opts: LocalProviderOptions) {
+    const dir = join(opts.paths.dataDir, "local");
+    this.rt = { dir, agentBinary: opts.paths.agentBinary, trees: new RootfsTrees(join(dir, "trees")), live: new Set(), bootTimeoutMs: opts.bootTimeoutMs ?? 10_000 };
+    process.once("exit", () => {
+      for (const vm of this.rt.live) process.kill(vm.info.pid, "SIGKILL");
+    });
+  }
+
+  async health(): Promise<ProviderHealth> {
+    const problems: string[] = [];
+    const details: Record<string, string> = { isolation: "namespaces", warning: LOCAL_WARNING };
+    const bwrap = await run("bwrap", ["--version"]).catch(() => null);
+    if (bwrap) details.bubblewrap = bwrap.stdout.trim().replace(/^bubblewrap /, "");
+    else problems.push("bubblewrap is not installed (apt-get install bubblewrap)");
+    if (!(await run("debugfs", ["-V"]).catch(() => null))) problems.push("debugfs is not installed (apt-get install e2fsprogs)");
+    if (process.getuid?.() !== 0) problems.push("the local provider needs root (it mounts an overlay for each sandbox)");
+    if (!(await run("test", ["-x", this.rt.agentBinary]).catch(() => null))) problems.push(`the agent binary is missing at ${this.rt.agentBinary} (run ./setup.sh)`);
+    return { name: this.name, healthy: problems.length === 0, accel: null, problems, details };
+  }
+
+  async probe(): Promise<boolean> {
+    const vm = await launchLocal(this.rt, { id: `probe-${process.pid}-${Date.now().toString(36)}`, memoryMb: 64, vcpus: 1 }).catch(() => null);
+    if (!vm) return false;
+    try {
+      await vm.channel.request<"ping">({ op: "ping" });
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await vm.destroy();
+    }
+  }
+
+  maxVcpus(): number {
+    return availableParallelism();
+  }
+
+  async spawn(spec: VmSpec): Promise<Vm> {
+    validateSpec(spec);
+    return launchLocal(this.rt, spec);
+  }
+
+  async machineKey(): Promise<string> {
+    return "local";
+  }
+
+  async nicProblem(): Promise<string | null> {
+    return null;
+  }
+
+  async attach(a: AttachSpec): Promise<Vm> {
+    throw new Error(`local sandbox ${a.id} ended with its server`);
+  }
+
+  /** Directories of sandboxes an earlier server left (their processes died with it), and stale trees. */
+  async sweepOrphans(keep: Set<string>): Promise<string[]> {
+    const live = new Set([...this.rt.live].map((v) => v.info.id));
+    const gone: string[] = [];
+    const dir = join(this.rt.dir, "sandboxes");
+    for (const id of await readdir(dir).catch(() => [] as string[])) {
+      if (keep.has(id) || live.has(id)) continue;
+      await rm(join(dir, id), { recursive: true, force: true });
+      gone.push(id);
+    }
+    return gone;
+  }
+
+  /** Drops the trees of image files that are no longer in `rootfsFiles`, unless a sandbox uses them. */
+  async pruneTrees(rootfsFiles: string[]): Promise<void> {
+    const keys = new Set((await Promise.all(rootfsFiles.map((f) => RootfsTrees.keyOf(f)))).filter((k): k is string => !!k));
+    if (this.rt.live.size) return; // a running sandbox's overlay may sit on any of them
+    await this.rt.trees.prune((k) => keys.has(k));
+  }
+
+  async destroyAll(): Promise<void> {
+    await Promise.all([...this.rt.live].map((vm) => vm.destroy()));
+  }
+}

@@ -1,0 +1,18 @@
+// Checks of a VmSpec every provider makes before it starts anything.
+import type { VmSpec } from "./provider.js";
+
+const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** Refuses a spec no sandbox can be made from, with a RangeError naming the field. */
+export function validateSpec(spec: VmSpec): void {
+  if (!ID_RE.test(spec.id)) throw new RangeError(`id "${spec.id}" must be 1-63 lowercase letters, digits or dashes`);
+  if (!Number.isInteger(spec.memoryMb) || spec.memoryMb < 64 || spec.memoryMb > 65536) {
+    throw new RangeError(`memoryMb must be an integer between 64 and 65536, got ${spec.memoryMb}`);
+  }
+  if (!Number.isInteger(spec.vcpus) || spec.vcpus < 1 || spec.vcpus > 64) {
+    throw new RangeError(`vcpus must be an integer between 1 and 64, got ${spec.vcpus}`);
+  }
+  if (spec.hostname !== undefined && !/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/.test(spec.hostname)) {
+    throw new RangeError(`hostname "${spec.hostname}" must be 1-63 letters, digits or dashes`);
+  }
+}
