@@ -15,7 +15,7 @@ import { alive, removeAtExit, testDataDir, waitFor } from "./helpers.js";
 import { providerContract } from "./provider-contract.js";
 
 const sandboxesDir = (paths: Paths) => join(paths.dataDir, "local", "sandboxes");
-providerContract("local", { make: (paths) => new LocalProvider({ paths }), vmsDir: sandboxesDir });
+providerContract("local", { make: (paths) => new LocalProvider({ paths }), vmsDir: sandboxesDir, noVmm: "a local sandbox has no VMM or disk" });
 
 describe("local provider", () => {
   let paths: Paths;

@@ -16,6 +16,8 @@ export interface ContractOptions {
   make(paths: Paths, opts: { killOnExit?: boolean }): Provider;
   /** Where it keeps its VMs' directories (default paths.vmsDir). */
   vmsDir?(paths: Paths): string;
+  /** Why it has no VMM on this host to hold back or boot a bad disk with (local, remote): those checks are skipped. */
+  noVmm?: string;
 }
 
 /** Runs the provider contract against the provider `make` builds. */
@@ -80,7 +82,7 @@ export function providerContract(name: string, o: ContractOptions): void {
       const vm = await spawn({ id: id("destroy"), memoryMb: 128, vcpus: 1 });
       const { pid, dir } = vm.info;
       await vm.destroy();
-      assert.equal(alive(pid), false);
+      if (pid > 0) assert.equal(alive(pid), false); // (a sandbox elsewhere has no process here)
       await assert.rejects(stat(dir), { code: "ENOENT" });
       await vm.destroy();
       await vm.exited;
@@ -105,7 +107,7 @@ export function providerContract(name: string, o: ContractOptions): void {
     });
 
     it("fails with a BootError carrying the console when the guest does not come up, and cleans up", async (t) => {
-      if (provider.features.isolation !== "vm") return t.skip(`${name} has no VMM to hold back or disk to boot from`);
+      if (o.noVmm) return t.skip(o.noVmm);
       const silent = id("silent");
       const err = await provider.spawn({ id: silent, memoryMb: 128, vcpus: 1, bootTimeoutMs: 1500, qemuArgs: ["-S"] }).then(
         () => null,

@@ -23,6 +23,7 @@
 
 int epfd = -1;
 static int port_fd = -1;
+static int out_fd = -1; /* where frames are written: port_fd, except with --stdio (fd 1) */
 static int port_connected = 0; /* host side of the port is open */
 static int sig_fd = -1;
 sess *sessions = NULL;
@@ -30,7 +31,7 @@ int shutdown_requested = 0;
 int host_fd_mode = 0;
 
 /* Tags for epoll data that are not sessions. */
-static int tag_port, tag_sig;
+static int tag_port, tag_port_out, tag_sig;
 
 typedef struct frame {
   struct frame *next;
@@ -263,7 +264,7 @@ static void port_read(void) {
 static void port_flush(void) {
   while (outq_head) {
     frame *f = outq_head;
-    ssize_t w = write(port_fd, f->data + f->off, f->len - f->off);
+    ssize_t w = write(out_fd, f->data + f->off, f->len - f->off);
     if (w <= 0) break;
     f->off += (size_t)w;
     outq_total -= (size_t)w;
@@ -276,7 +277,12 @@ static void port_flush(void) {
 
 static void port_watch_update(void) {
   if (port_fd < 0 || !port_connected) return;
-  watch_fd(port_fd, EPOLLIN | (outq_head ? EPOLLOUT : 0), &tag_port);
+  if (out_fd == port_fd) {
+    watch_fd(port_fd, EPOLLIN | (outq_head ? EPOLLOUT : 0), &tag_port);
+  } else {
+    watch_fd(port_fd, EPOLLIN, &tag_port);
+    watch_fd(out_fd, outq_head ? EPOLLOUT : 0, &tag_port_out);
+  }
 }
 
 /* Streams and queued output of a host that is gone: nobody will read the output or answer for
@@ -385,8 +391,12 @@ static void on_sigchld(void) {
 }
 
 /* "--fd N": the host channel is an inherited socket, not a virtio port (the local provider runs
- * the agent in Linux namespaces, without a VM). */
+ * the agent in Linux namespaces, without a VM). "--stdio": it is read from fd 0 and written to
+ * fd 1 (the remote providers run the agent as a process in a sandbox of another server). */
+static int stdio_mode;
 static int parse_fd_arg(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--stdio")) { stdio_mode = 1; return 0; }
   for (int i = 1; i + 1 < argc; i++) {
     if (strcmp(argv[i], "--fd")) continue;
     char *end;
@@ -413,10 +423,15 @@ int main(int argc, char **argv) {
   inbuf = malloc(HDR_SIZE + MAX_PAYLOAD);
   if (host_fd_mode) {
     port_fd = given_fd;
-    fcntl(port_fd, F_SETFL, fcntl(port_fd, F_GETFL) | O_NONBLOCK);
-    fcntl(port_fd, F_SETFD, FD_CLOEXEC);
+    out_fd = stdio_mode ? 1 : given_fd;
+    for (int fd = port_fd; ; fd = out_fd) {
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+      fcntl(fd, F_SETFD, FD_CLOEXEC);
+      if (fd == out_fd) break;
+    }
   } else {
     port_fd = open_port();
+    out_fd = port_fd;
   }
   if (port_fd < 0 || !inbuf || epfd < 0 || sig_fd < 0) {
     alog("cannot open the host channel %s: %s", PORT_NAME, strerror(errno));
@@ -456,6 +471,9 @@ int main(int argc, char **argv) {
       if (tag == &tag_port) {
         if (evs[i].events & (EPOLLHUP | EPOLLERR)) { port_check_connected(); continue; }
         if (evs[i].events & EPOLLIN) port_read();
+        if (evs[i].events & EPOLLOUT) port_flush();
+      } else if (tag == &tag_port_out) {
+        if (evs[i].events & (EPOLLHUP | EPOLLERR)) power_off(); /* the reader of our frames is gone */
         if (evs[i].events & EPOLLOUT) port_flush();
       } else if (tag == &tag_sig) {
         on_sigchld();

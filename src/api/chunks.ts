@@ -2,13 +2,21 @@
 import { StringDecoder } from "node:string_decoder";
 
 /**
- * Sends one output stream as JSON chunks, never splitting a UTF-8 character between chunks;
- * resolves when the stream ends. When `send` returns false the stream pauses until `onDrain`
- * calls back.
+ * Sends one output stream as JSON chunks, never splitting a UTF-8 character between chunks (or,
+ * with `base64`, each chunk's bytes as they are); resolves when the stream ends. When `send`
+ * returns false the stream pauses until `onDrain` calls back.
  */
-export function relayChunks(name: "stdout" | "stderr", stream: NodeJS.ReadableStream, send: (json: string) => boolean, onDrain?: (resume: () => void) => void): Promise<void> {
+export function relayChunks(
+  name: "stdout" | "stderr",
+  stream: NodeJS.ReadableStream,
+  send: (json: string) => boolean,
+  onDrain?: (resume: () => void) => void,
+  encoding: "utf8" | "base64" = "utf8",
+): Promise<void> {
   return new Promise<void>((resolve) => {
-    const dec = new StringDecoder("utf8");
+    // Text waits for a split character's end; bytes go at once, each chunk whole base64 (a
+    // binary protocol's last frame must not wait for more output).
+    const dec = encoding === "utf8" ? new StringDecoder("utf8") : { write: (c: Buffer) => c.toString("base64"), end: () => "" };
     stream.on("data", (c: Buffer) => {
       const data = dec.write(c);
       if (data && !send(JSON.stringify({ stream: name, data })) && onDrain) {

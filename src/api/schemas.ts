@@ -187,6 +187,8 @@ export const WsExecRequest = Body(
     tty: Type.Optional(Type.Boolean()),
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
     cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
+    /** "base64": stdin messages and output chunks carry bytes as base64 (binary-safe); default text. */
+    encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
   },
   { $id: "WsExecRequest" },
 );

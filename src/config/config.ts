@@ -126,6 +126,8 @@ export const ConfigSchema = Type.Object(
         qemu: Type.Object({ accel: Type.Union([Type.Literal("auto"), Type.Literal("kvm"), Type.Literal("tcg")]), jail: Type.Boolean() }, strict),
         /** Sandboxes as Linux namespaces (bubblewrap), no VM: not a security boundary, so off unless enabled. */
         local: Type.Object({ enabled: Type.Boolean() }, strict),
+        /** Another ForgeVM server that runs this one's sandboxes of provider "remote" (on when url is set). */
+        remote: Type.Object({ url: Type.String(), api_key: Type.String() }, strict),
       },
       strict,
     ),
@@ -169,7 +171,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
       max_output_bytes: 65536,
       max_read_bytes: 1048576,
     },
-    providers: { default: "qemu", qemu: { accel: "auto", jail: true }, local: { enabled: false } },
+    providers: { default: "qemu", qemu: { accel: "auto", jail: true }, local: { enabled: false }, remote: { url: "", api_key: "" } },
   };
 }
 

@@ -18,6 +18,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     accel: cfg.providers.qemu.accel,
     jail: cfg.providers.qemu.jail ? undefined : false,
     localProvider: cfg.providers.local.enabled,
+    remoteProvider: cfg.providers.remote.url ? { url: cfg.providers.remote.url, apiKey: cfg.providers.remote.api_key } : undefined,
     defaultProvider: cfg.providers.default,
     hostSecrets: hostSecrets(env),
     hostDirs: cfg.mounts.host_dirs,

@@ -22,6 +22,7 @@ import type { PortMapping } from "../net/ports.js";
 import type { ProviderFeatures, ProviderHealth } from "../providers/provider.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { LocalProvider } from "../providers/local/local-provider.js";
+import { RemoteProvider } from "../providers/remote/remote-provider.js";
 import { Providers } from "./providers.js";
 import { openDb, type Db } from "../store/db.js";
 import { AuditStore, type AuditEntry, type AuditQuery } from "../store/audit.js";
@@ -243,7 +244,14 @@ export class Forge {
         jail: opts.jail,
         firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
       });
-    const providers = new Providers([vms, ...(opts.localProvider ? [new LocalProvider({ paths })] : [])], opts.defaultProvider ?? vms.name);
+    const providers = new Providers(
+      [
+        vms,
+        ...(opts.localProvider ? [new LocalProvider({ paths })] : []),
+        ...(opts.remoteProvider ? [new RemoteProvider({ paths, url: opts.remoteProvider.url, apiKey: opts.remoteProvider.apiKey })] : []),
+      ],
+      opts.defaultProvider ?? vms.name,
+    );
     const forge = new Forge(paths, providers, db, opts);
     forge.ownership = ownership;
     const core = forge.core;

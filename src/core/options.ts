@@ -41,6 +41,8 @@ export interface ForgeOptions {
   provider?: Provider;
   /** Also offer the local provider (namespaces, no VM: not a security boundary). */
   localProvider?: boolean;
+  /** Also offer the remote provider: sandboxes of another ForgeVM server. */
+  remoteProvider?: { url: string; apiKey: string };
   /** The provider of spawns that name none (default: the VM provider). */
   defaultProvider?: string;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */

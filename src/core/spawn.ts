@@ -65,7 +65,7 @@ export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnO
       }
     }
   }
-  const vm = await p.provider.spawn({ ...spec, rootfs: p.image.rootfs, diskMb: p.diskMb });
+  const vm = await p.provider.spawn({ ...spec, rootfs: p.image.rootfs, image: p.image.name, diskMb: p.diskMb });
   try {
     await runSetup(core, vm, p);
   } catch (e) {

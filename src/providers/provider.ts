@@ -10,6 +10,8 @@ export interface VmSpec {
   id: string;
   /** Read-only ext4 root filesystem; omit to stay in the initramfs (probes and tests). */
   rootfs?: string;
+  /** The image's name, for providers that start the sandbox elsewhere (remote, e2b). */
+  image?: string;
   memoryMb: number;
   vcpus: number;
   /** Size of the writable disk; the guest grows its filesystem to fill it. */

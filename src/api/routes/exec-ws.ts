@@ -2,6 +2,7 @@
 // the exec request (as for POST /exec, plus `tty`, `rows`, `cols`); then the client may send
 // {"stdin": "..."}, {"stdin_eof": true} and, with a tty, {"resize": [rows, cols]}. The server
 // sends {"stream","data"} chunks and ends with {"type":"done","exit_code":N}, closing with 1000.
+// With "encoding": "base64" stdin and output data are base64 bytes (a binary protocol can run over it).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { WebSocket } from "ws";
 import { Value } from "typebox/value";
@@ -26,6 +27,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
     let started = false;
     let finished = false;
     let session: ReturnType<ReturnType<Forge["sandbox"]>["execStream"]> | null = null;
+    let encoding: "utf8" | "base64" = "utf8";
     ws.on("message", (raw, isBinary) => {
       const text = isBinary ? null : raw.toString();
       let msg: any;
@@ -47,6 +49,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
           const timeoutMs = msg.timeout !== undefined ? parseDuration(msg.timeout, "timeout") : undefined;
           const sb = forge.sandbox((req.params as { id: string }).id);
           const command = commandLine(msg.command, msg.args);
+          encoding = msg.encoding ?? "utf8";
           session = sb.execStream(command, {
             env: msg.env,
             cwd: msg.workdir,
@@ -62,7 +65,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
         return;
       }
       if (!session) return;
-      if (typeof msg.stdin === "string") session.stdin?.write(msg.stdin);
+      if (typeof msg.stdin === "string") session.stdin?.write(encoding === "base64" ? Buffer.from(msg.stdin, "base64") : msg.stdin);
       if (msg.stdin_eof === true) session.stdin?.end();
       if (Array.isArray(msg.resize) && msg.resize.length === 2) {
         const [rows, cols] = msg.resize.map(Number);
@@ -79,7 +82,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
         if (socket.readyState === socket.OPEN) socket.send(json);
         return true;
       };
-      const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) => relayChunks(name, stream, send);
+      const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) => relayChunks(name, stream, send, undefined, encoding);
       const [r] = await Promise.all([s.result.catch((e: Error) => e), forward("stdout", s.stdout), forward("stderr", s.stderr)]);
       finished = true;
       if (socket.readyState !== socket.OPEN) return;
