@@ -128,6 +128,8 @@ export const ConfigSchema = Type.Object(
         local: Type.Object({ enabled: Type.Boolean() }, strict),
         /** Another ForgeVM server that runs this one's sandboxes of provider "remote" (on when url is set). */
         remote: Type.Object({ url: Type.String(), api_key: Type.String() }, strict),
+        /** An E2B-compatible service that runs this one's sandboxes of provider "e2b" (on when api_url is set). */
+        e2b: Type.Object({ api_url: Type.String(), api_key: Type.String(), sandbox_url: Type.String(), domain: Type.String(), template: Type.String({ minLength: 1 }) }, strict),
       },
       strict,
     ),
@@ -171,7 +173,13 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
       max_output_bytes: 65536,
       max_read_bytes: 1048576,
     },
-    providers: { default: "qemu", qemu: { accel: "auto", jail: true }, local: { enabled: false }, remote: { url: "", api_key: "" } },
+    providers: {
+      default: "qemu",
+      qemu: { accel: "auto", jail: true },
+      local: { enabled: false },
+      remote: { url: "", api_key: "" },
+      e2b: { api_url: "", api_key: "", sandbox_url: "", domain: "", template: "base" },
+    },
   };
 }
 

@@ -19,6 +19,15 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     jail: cfg.providers.qemu.jail ? undefined : false,
     localProvider: cfg.providers.local.enabled,
     remoteProvider: cfg.providers.remote.url ? { url: cfg.providers.remote.url, apiKey: cfg.providers.remote.api_key } : undefined,
+    e2bProvider: cfg.providers.e2b.api_url
+      ? {
+          apiUrl: cfg.providers.e2b.api_url,
+          apiKey: cfg.providers.e2b.api_key,
+          sandboxUrl: cfg.providers.e2b.sandbox_url || undefined,
+          domain: cfg.providers.e2b.domain || undefined,
+          template: cfg.providers.e2b.template,
+        }
+      : undefined,
     defaultProvider: cfg.providers.default,
     hostSecrets: hostSecrets(env),
     hostDirs: cfg.mounts.host_dirs,

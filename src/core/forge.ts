@@ -23,6 +23,7 @@ import type { ProviderFeatures, ProviderHealth } from "../providers/provider.js"
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { LocalProvider } from "../providers/local/local-provider.js";
 import { RemoteProvider } from "../providers/remote/remote-provider.js";
+import { E2bProvider } from "../providers/e2b/e2b-provider.js";
 import { Providers } from "./providers.js";
 import { openDb, type Db } from "../store/db.js";
 import { AuditStore, type AuditEntry, type AuditQuery } from "../store/audit.js";
@@ -249,6 +250,7 @@ export class Forge {
         vms,
         ...(opts.localProvider ? [new LocalProvider({ paths })] : []),
         ...(opts.remoteProvider ? [new RemoteProvider({ paths, url: opts.remoteProvider.url, apiKey: opts.remoteProvider.apiKey })] : []),
+        ...(opts.e2bProvider ? [new E2bProvider({ paths, ...opts.e2bProvider })] : []),
       ],
       opts.defaultProvider ?? vms.name,
     );

@@ -43,6 +43,8 @@ export interface ForgeOptions {
   localProvider?: boolean;
   /** Also offer the remote provider: sandboxes of another ForgeVM server. */
   remoteProvider?: { url: string; apiKey: string };
+  /** Also offer the e2b provider: sandboxes of an E2B-compatible service. */
+  e2bProvider?: { apiUrl: string; apiKey: string; sandboxUrl?: string; domain?: string; template?: string };
   /** The provider of spawns that name none (default: the VM provider). */
   defaultProvider?: string;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */

@@ -76,6 +76,8 @@ export class TrackedProcess {
         });
         stream.on("end", resolve);
         stream.on("error", () => resolve());
+        // A sandbox destroyed under a process closes its streams without an end.
+        stream.on("close", resolve);
       });
     void Promise.all([relay(this.session.stdout, out), relay(this.session.stderr, "stderr"), this.session.result.catch((e: Error) => e)]).then(([, , r]) => {
       this.ending =

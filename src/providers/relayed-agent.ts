@@ -4,13 +4,25 @@
 // the same operations, one path for every interface.
 import { Duplex } from "node:stream";
 
+/** A far service refused or could not be reached; `status` is its HTTP status (0: unreachable). */
+export class RemoteError extends Error {
+  override name = "RemoteError";
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
 /** Where the relayed agent is put in the far sandbox. */
 export const RELAYED_AGENT_PATH = "/tmp/.forgevm-agent";
 
-/** How the bytes get there and back: `write` sends stdin, `end` closes it; `push` and `close` are called for stdout and its end. */
+/** How the bytes get there: `write` sends stdin, `end` closes it (the agent then exits), `abort` drops the connection. */
 export interface Relay {
   write(bytes: Buffer): void;
   end(): void;
+  abort(): void;
 }
 
 /**
@@ -47,6 +59,17 @@ export class RelayedStream extends Duplex {
   override _final(cb: (e?: Error | null) => void): void {
     this.relay?.end();
     cb();
+  }
+
+  // The host's channel closed: the far agent's stdin closes too, and it exits.
+  override _destroy(err: Error | null, cb: (e?: Error | null) => void): void {
+    if (!this.writableFinished) this.relay?.end();
+    cb(err);
+  }
+
+  /** Drops the connection to the far agent at once (its sandbox is being destroyed anyway). */
+  abort(): void {
+    this.relay?.abort();
   }
 
   override _read(): void {}

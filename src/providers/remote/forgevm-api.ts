@@ -1,16 +1,7 @@
 // The few calls the remote provider makes to another ForgeVM server's REST API, with its key;
 // a failed call is an Error that carries the server's own message and status.
 import WebSocket from "ws";
-
-export class RemoteError extends Error {
-  override name = "RemoteError";
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-  }
-}
+import { RemoteError } from "../relayed-agent.js";
 
 export class ForgevmApi {
   private readonly base: string;

@@ -5,18 +5,13 @@
 // far sandbox has no network of its own unless "full" is asked for: allowlisted traffic comes
 // back through the channel to this server's egress proxy. Snapshots, forks, volumes and commits
 // stay on the far server and are refused here by name.
-import { availableParallelism } from "node:os";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../../config/paths.js";
-import { AgentChannel } from "../../agent-client/index.js";
-import { ConsoleLog } from "../console-log.js";
-import { awaitHello, configure, HelloError } from "../handshake.js";
-import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmSpec } from "../provider.js";
+import type { ConsoleLog } from "../console-log.js";
+import { DelegatingProvider, type Far } from "../delegating-provider.js";
+import type { ProviderHealth, VmSpec } from "../provider.js";
 import { RELAYED_AGENT_PATH, RelayedStream } from "../relayed-agent.js";
-import { validateSpec } from "../spec.js";
-import { ForgevmApi, RemoteError } from "./forgevm-api.js";
-import { RemoteVm } from "./remote-vm.js";
+import { ForgevmApi } from "./forgevm-api.js";
 
 export interface RemoteProviderOptions {
   paths: Paths;
@@ -29,19 +24,18 @@ export interface RemoteProviderOptions {
 
 /** The far sandbox's lifetime; it is extended while ours runs, and destroyed with it. */
 const FAR_TTL = "2h";
-const KEEPALIVE_MS = 30 * 60_000;
 
-export class RemoteProvider implements Provider {
+export class RemoteProvider extends DelegatingProvider {
   readonly name = "remote";
-  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "vm" };
   private readonly api: ForgevmApi;
-  private readonly dir: string;
-  private readonly live = new Set<RemoteVm>();
-  private agent: Promise<Buffer> | null = null;
 
   constructor(private readonly opts: RemoteProviderOptions) {
+    super(opts.paths, join(opts.paths.dataDir, "remote"), opts.bootTimeoutMs ?? 30_000);
     this.api = new ForgevmApi(opts.url, opts.apiKey);
-    this.dir = join(opts.paths.dataDir, "remote");
+  }
+
+  protected get where(): string {
+    return this.opts.url;
   }
 
   async health(): Promise<ProviderHealth> {
@@ -60,124 +54,35 @@ export class RemoteProvider implements Provider {
     return { name: this.name, healthy: problems.length === 0, accel: null, problems, details };
   }
 
-  async probe(): Promise<boolean> {
-    const vm = await this.spawn({ id: `probe-${process.pid}-${Date.now().toString(36)}`, memoryMb: 256, vcpus: 1 }).catch(() => null);
-    if (!vm) return false;
-    try {
-      await vm.channel.request<"ping">({ op: "ping" });
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await vm.destroy();
-    }
-  }
-
-  maxVcpus(): number {
-    // The far server refuses what it cannot give, with its own message.
-    return Math.max(64, availableParallelism());
-  }
-
-  async spawn(spec: VmSpec): Promise<Vm> {
-    validateSpec(spec);
-    if (spec.restore || spec.memoryFile || spec.baseDisk) throw new Error("the remote provider cannot restore snapshots");
-    if (spec.volumes?.length) throw new Error("the remote provider cannot attach volumes");
-    const dir = join(this.dir, spec.id);
-    await mkdir(dir, { recursive: true });
-    const console = new ConsoleLog(join(dir, "console.log"));
-    let farId = "";
-    const undo = async () => {
-      console.close();
-      if (farId) await this.api.call("DELETE", `/sandboxes/${farId}`).catch(() => {});
-      await rm(dir, { recursive: true, force: true });
-    };
-    try {
-      const t0 = Date.now();
-      const far = await this.api.call<{ id: string }>("POST", "/sandboxes", {
-        body: {
-          ...(spec.image ? { image: spec.image } : {}),
-          memory_mb: spec.memoryMb,
-          vcpus: spec.vcpus,
-          ...(spec.diskMb ? { disk_mb: spec.diskMb } : {}),
-          ttl: FAR_TTL,
-          network: spec.nic ? "full" : "none",
-          metadata: { "forgevm.remote_of": spec.id },
-        },
-      });
-      farId = far.id;
-      await writeFile(join(dir, "remote.json"), JSON.stringify({ id: farId, url: this.opts.url }));
-      await this.api.call("POST", `/sandboxes/${farId}/files`, { raw: await this.agentBinary(), query: { path: RELAYED_AGENT_PATH, mode: "0755" } });
-      const { stream, exited } = this.relay(farId, console);
-      const channel = new AgentChannel(stream);
-      const hello = await awaitHello(channel, { deadlineMs: spec.bootTimeoutMs ?? this.opts.bootTimeoutMs ?? 30_000, exited });
-      await configure(channel, { hostname: spec.hostname ?? spec.id });
-      const vm = new RemoteVm(
-        { id: spec.id, pid: 0, dir, accel: "none", memoryMb: spec.memoryMb, vcpus: spec.vcpus, agentVersion: hello.agent, bootMs: Date.now() - t0, restored: false },
-        channel,
-        console,
-        exited,
-        {
-          farId,
-          api: this.api,
-          keepaliveMs: KEEPALIVE_MS,
-          ttl: FAR_TTL,
-          forget: () => this.live.delete(vm),
-        },
-      );
-      this.live.add(vm);
-      return vm;
-    } catch (e) {
-      const tail = console.getTail();
-      await undo();
-      if (e instanceof HelloError || e instanceof RemoteError) throw new BootError(`remote sandbox ${spec.id} did not start: ${e.message}`, tail);
-      throw e;
-    }
-  }
-
-  async machineKey(): Promise<string> {
-    return `remote:${this.opts.url}`;
-  }
-
-  async nicProblem(): Promise<string | null> {
-    return null;
-  }
-
-  async attach(a: AttachSpec): Promise<Vm> {
-    throw new Error(`remote sandbox ${a.id} ended with its server`);
-  }
-
-  /** Directories (and far sandboxes) an earlier server left: the far sandbox is destroyed, the directory removed. */
-  async sweepOrphans(keep: Set<string>): Promise<string[]> {
-    const live = new Set([...this.live].map((v) => v.info.id));
-    const gone: string[] = [];
-    for (const id of await readdir(this.dir).catch(() => [] as string[])) {
-      if (keep.has(id) || live.has(id)) continue;
-      const rec = await readFile(join(this.dir, id, "remote.json"), "utf8")
-        .then((t) => JSON.parse(t) as { id: string; url: string })
-        .catch(() => null);
-      if (rec && rec.url === this.opts.url) await this.api.call("DELETE", `/sandboxes/${rec.id}`).catch(() => {});
-      await rm(join(this.dir, id), { recursive: true, force: true });
-      gone.push(id);
-    }
-    return gone;
-  }
-
-  async destroyAll(): Promise<void> {
-    await Promise.all([...this.live].map((vm) => vm.destroy()));
-  }
-
-  private agentBinary(): Promise<Buffer> {
-    this.agent ??= readFile(this.opts.paths.agentBinary).catch((e) => {
-      this.agent = null;
-      throw new Error(`the agent binary is missing at ${this.opts.paths.agentBinary} (run ./setup.sh): ${e.message}`);
+  protected async create(spec: VmSpec): Promise<Far> {
+    const far = await this.api.call<{ id: string }>("POST", "/sandboxes", {
+      body: {
+        ...(spec.image ? { image: spec.image } : {}),
+        memory_mb: spec.memoryMb,
+        vcpus: spec.vcpus,
+        ...(spec.diskMb ? { disk_mb: spec.diskMb } : {}),
+        ttl: FAR_TTL,
+        network: spec.nic ? "full" : "none",
+        metadata: { "forgevm.remote_of": spec.id },
+      },
     });
-    return this.agent;
+    return {
+      record: { id: far.id },
+      keep: () => this.api.call("POST", `/sandboxes/${far.id}/extend`, { body: { ttl: FAR_TTL } }),
+      kill: () => this.api.call("DELETE", `/sandboxes/${far.id}`),
+    };
+  }
+
+  protected async killRecord(record: Record<string, unknown>): Promise<void> {
+    await this.api.call("DELETE", `/sandboxes/${String(record.id)}`);
   }
 
   /** Starts the uploaded agent in the far sandbox and relays its stdin and stdout over the exec WebSocket. */
-  private relay(farId: string, console: ConsoleLog): { stream: RelayedStream; exited: Promise<void> } {
+  protected async run(far: Far, agent: Buffer, console: ConsoleLog): Promise<{ stream: RelayedStream; exited: Promise<void> }> {
+    const id = String(far.record.id);
+    await this.api.call("POST", `/sandboxes/${id}/files`, { raw: agent, query: { path: RELAYED_AGENT_PATH, mode: "0755" } });
     const stream = new RelayedStream();
-    const ws = this.api.socket(`/sandboxes/${farId}/exec/ws`);
+    const ws = this.api.socket(`/sandboxes/${id}/exec/ws`);
     const exited = new Promise<void>((resolve) => {
       ws.on("close", () => {
         stream.finish();
@@ -189,11 +94,12 @@ export class RemoteProvider implements Provider {
       ws.send(JSON.stringify({ command: RELAYED_AGENT_PATH, args: ["--stdio"], encoding: "base64" }));
       stream.attach({
         write: (b) => ws.readyState === ws.OPEN && ws.send(JSON.stringify({ stdin: b.toString("base64") })),
-        end: () => ws.close(1000),
+        end: () => ws.readyState === ws.OPEN && ws.send(JSON.stringify({ stdin_eof: true })),
+        abort: () => ws.terminate(),
       });
     });
     ws.on("message", (raw) => {
-      let msg: { stream?: string; data?: string; type?: string; error?: { message?: string } };
+      let msg: { stream?: string; data?: string; error?: { message?: string } };
       try {
         msg = JSON.parse(raw.toString());
       } catch {

@@ -1,0 +1,92 @@
+// One sandbox of a delegating provider (remote, e2b): the relayed agent's channel, the far
+// sandbox kept alive while this one runs, and destroyed with it. Snapshots, disk copies and
+// re-attaching stay with the far service; core refuses them before they reach here (the
+// provider's features say so).
+import { rm } from "node:fs/promises";
+import type { AgentChannel } from "../agent-client/index.js";
+import type { ConsoleLog } from "./console-log.js";
+import type { CaptureResult, Vm, VmInfo, VmUsage } from "./provider.js";
+
+/** How long a destroyed sandbox's relay may take to end by itself. */
+const ABORT_AFTER_MS = 10_000;
+const NOT_HERE = "a delegated sandbox's snapshots, disk and VMM are with the service that runs it";
+
+/** What a delegated VM does to its far sandbox. */
+export interface FarSandbox {
+  /** Renews its lifetime (called every keepaliveMs). */
+  keep(): Promise<unknown>;
+  keepaliveMs: number;
+  /** Destroys it. */
+  kill(): Promise<unknown>;
+  /** Drops the VM from its provider's list. */
+  forget(): void;
+  /** Cuts the relay's connection. */
+  abort(): void;
+}
+
+export class DelegatedVm implements Vm {
+  private destroying: Promise<void> | null = null;
+  private readonly keepalive: NodeJS.Timeout;
+
+  constructor(
+    readonly info: VmInfo,
+    readonly channel: AgentChannel,
+    private readonly console: ConsoleLog,
+    readonly exited: Promise<void>,
+    private readonly far: FarSandbox,
+  ) {
+    this.keepalive = setInterval(() => void far.keep().catch(() => {}), far.keepaliveMs);
+    this.keepalive.unref();
+    void exited.then(() => {
+      clearInterval(this.keepalive);
+      channel.close();
+    });
+  }
+
+  consoleTail(bytes = 4096): string {
+    return this.console.getTail(bytes);
+  }
+
+  destroy(): Promise<void> {
+    this.destroying ??= (async () => {
+      clearInterval(this.keepalive);
+      this.channel.close();
+      await this.far.kill().catch(() => {});
+      // The relay ends when the far agent does; a service that keeps it open is cut off.
+      const late = setTimeout(() => this.far.abort(), ABORT_AFTER_MS);
+      await this.exited;
+      clearTimeout(late);
+      this.console.close();
+      await rm(this.info.dir, { recursive: true, force: true });
+      this.far.forget();
+    })();
+    return this.destroying;
+  }
+
+  release(): void {
+    throw new Error("a delegated sandbox's relay cannot outlive its server");
+  }
+
+  async snapshot(): Promise<CaptureResult> {
+    throw new Error(NOT_HERE);
+  }
+
+  async prepareSnapshot(): Promise<null> {
+    throw new Error(NOT_HERE);
+  }
+
+  async freeze(): Promise<CaptureResult> {
+    throw new Error(NOT_HERE);
+  }
+
+  async copyDisk(): Promise<null> {
+    throw new Error(NOT_HERE);
+  }
+
+  async setNice(): Promise<void> {}
+
+  /** Nothing of it runs on this host. */
+  async usage(): Promise<VmUsage | null> {
+    return null;
+  }
+}
