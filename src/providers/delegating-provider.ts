@@ -13,7 +13,7 @@ import { DelegatedVm } from "./delegated-vm.js";
 import { awaitHello, configure, HelloError } from "./handshake.js";
 import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmSpec } from "./provider.js";
 import { RemoteError, type RelayedStream } from "./relayed-agent.js";
-import { validateSpec } from "./spec.js";
+import { probeBySpawn, validateSpec } from "./spec.js";
 
 /** A far sandbox as a delegating provider holds it. */
 export interface Far {
@@ -49,17 +49,8 @@ export abstract class DelegatingProvider implements Provider {
   /** Destroys a far sandbox an earlier server recorded. */
   protected abstract killRecord(record: Record<string, unknown>): Promise<void>;
 
-  async probe(): Promise<boolean> {
-    const vm = await this.spawn({ id: `probe-${process.pid}-${Date.now().toString(36)}`, memoryMb: 256, vcpus: 1 }).catch(() => null);
-    if (!vm) return false;
-    try {
-      await vm.channel.request<"ping">({ op: "ping" });
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await vm.destroy();
-    }
+  probe(): Promise<boolean> {
+    return probeBySpawn((spec) => this.spawn(spec), 256);
   }
 
   maxVcpus(): number {

@@ -1,5 +1,5 @@
 // Checks of a VmSpec every provider makes before it starts anything.
-import type { VmSpec } from "./provider.js";
+import type { Vm, VmSpec } from "./provider.js";
 
 const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
@@ -14,5 +14,19 @@ export function validateSpec(spec: VmSpec): void {
   }
   if (spec.hostname !== undefined && !/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/.test(spec.hostname)) {
     throw new RangeError(`hostname "${spec.hostname}" must be 1-63 letters, digits or dashes`);
+  }
+}
+
+/** A probe by a real sandbox: starts one without a disk (`spawn`), pings its agent, destroys it. */
+export async function probeBySpawn(spawn: (spec: VmSpec) => Promise<Vm>, memoryMb: number): Promise<boolean> {
+  const vm = await spawn({ id: `probe-${process.pid}-${Date.now().toString(36)}`, memoryMb, vcpus: 1 }).catch(() => null);
+  if (!vm) return false;
+  try {
+    await vm.channel.request<"ping">({ op: "ping" });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await vm.destroy();
   }
 }

@@ -10,7 +10,7 @@ import { readdir, rm } from "node:fs/promises";
 import type { Paths } from "../../config/paths.js";
 import { run } from "../../util/process.js";
 import type { AttachSpec, Provider, ProviderFeatures, ProviderHealth, Vm, VmSpec } from "../provider.js";
-import { validateSpec } from "../spec.js";
+import { probeBySpawn, validateSpec } from "../spec.js";
 import { launchLocal, type LocalRuntime } from "./launch.js";
 import { RootfsTrees } from "./rootfs-tree.js";
 
@@ -48,17 +48,8 @@ export class LocalProvider implements Provider {
     return { name: this.name, healthy: problems.length === 0, accel: null, problems, details };
   }
 
-  async probe(): Promise<boolean> {
-    const vm = await launchLocal(this.rt, { id: `probe-${process.pid}-${Date.now().toString(36)}`, memoryMb: 64, vcpus: 1 }).catch(() => null);
-    if (!vm) return false;
-    try {
-      await vm.channel.request<"ping">({ op: "ping" });
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await vm.destroy();
-    }
+  probe(): Promise<boolean> {
+    return probeBySpawn((spec) => launchLocal(this.rt, spec), 64);
   }
 
   maxVcpus(): number {
