@@ -3,7 +3,7 @@
 // BootError; its processes end with the server that started them.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -102,5 +102,15 @@ describe("local provider", () => {
     // What it left on disk goes at the next sweep.
     const gone = await provider.sweepOrphans(new Set());
     assert.ok(gone.includes(`orphan-${process.pid}`), gone.join(", "));
+  });
+
+  it("keeps one tree per image file, and drops the trees of images that are gone", async () => {
+    const trees = join(paths.dataDir, "local", "trees");
+    const stale = join(trees, "1-1-1");
+    await mkdir(join(stale, "etc"), { recursive: true });
+    const before = (await readdir(trees)).filter((t) => t !== "1-1-1");
+    assert.equal(before.length, 1, "the default image's tree, made once");
+    await provider.sweepOrphans(new Set());
+    assert.deepEqual(await readdir(trees), before);
   });
 });

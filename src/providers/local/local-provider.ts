@@ -27,9 +27,11 @@ export class LocalProvider implements Provider {
   readonly name = "local";
   readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "namespaces" };
   private readonly rt: LocalRuntime;
+  private readonly imagesDir: string;
 
   constructor(opts: LocalProviderOptions) {
     const dir = join(opts.paths.dataDir, "local");
+    this.imagesDir = opts.paths.imagesDir;
     this.rt = { dir, agentBinary: opts.paths.agentBinary, trees: new RootfsTrees(join(dir, "trees")), live: new Set(), bootTimeoutMs: opts.bootTimeoutMs ?? 10_000 };
     process.once("exit", () => {
       for (const vm of this.rt.live) process.kill(vm.info.pid, "SIGKILL");
@@ -73,7 +75,10 @@ export class LocalProvider implements Provider {
     throw new Error(`local sandbox ${a.id} ended with its server`);
   }
 
-  /** Directories of sandboxes an earlier server left (their processes died with it), and stale trees. */
+  /**
+   * Directories of sandboxes an earlier server left (their processes died with it); and, while no
+   * sandbox runs here, the trees of image files that are gone (removed or replaced images).
+   */
   async sweepOrphans(keep: Set<string>): Promise<string[]> {
     const live = new Set([...this.rt.live].map((v) => v.info.id));
     const gone: string[] = [];
@@ -83,14 +88,12 @@ export class LocalProvider implements Provider {
       await rm(join(dir, id), { recursive: true, force: true });
       gone.push(id);
     }
+    if (!this.rt.live.size && !keep.size) {
+      const images = await readdir(this.imagesDir).catch(() => [] as string[]);
+      const keys = new Set((await Promise.all(images.map((i) => RootfsTrees.keyOf(join(this.imagesDir, i, "rootfs.ext4"))))).filter((k): k is string => !!k));
+      await this.rt.trees.prune((k) => keys.has(k));
+    }
     return gone;
-  }
-
-  /** Drops the trees of image files that are no longer in `rootfsFiles`, unless a sandbox uses them. */
-  async pruneTrees(rootfsFiles: string[]): Promise<void> {
-    const keys = new Set((await Promise.all(rootfsFiles.map((f) => RootfsTrees.keyOf(f)))).filter((k): k is string => !!k));
-    if (this.rt.live.size) return; // a running sandbox's overlay may sit on any of them
-    await this.rt.trees.prune((k) => keys.has(k));
   }
 
   async destroyAll(): Promise<void> {
