@@ -265,7 +265,7 @@ describe("server", () => {
     assert.ok((await api("GET", "/metrics")).body.active_sandboxes >= 1);
     assert.deepEqual((await api("GET", "/pool/status")).body, { enabled: false, warm: [] });
     const providers = await api("GET", "/providers");
-    assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true }]);
+    assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true, isolation: "vm" }]);
     assert.equal((await api("GET", "/providers/qemu")).body.config.accel, (await server.forge.providerHealth()).accel);
     assertError(await api("GET", "/providers/nope"), 404, "NOT_FOUND");
     const prom = await fetch(`${base}/metrics`);
