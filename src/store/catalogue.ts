@@ -1,0 +1,153 @@
+// The cluster's catalogue in PostgreSQL: the nodes (where each is reached, its capacity and load,
+// its last heartbeat) and which node owns each sandbox. Fronts read it to place and route; nodes
+// write their own rows. Every write is one statement or one transaction, so any number of fronts
+// and nodes may use it at once; a front keeps nothing else, and may die at any moment.
+import pg from "pg";
+
+// Append only: a released migration is never edited, a new one is added.
+const MIGRATIONS: string[] = [
+  `CREATE TABLE nodes (
+     id TEXT PRIMARY KEY,
+     url TEXT NOT NULL,
+     state TEXT NOT NULL,
+     started_at TIMESTAMPTZ NOT NULL,
+     heartbeat_at TIMESTAMPTZ NOT NULL,
+     memory_mb INTEGER NOT NULL,
+     vcpus INTEGER NOT NULL,
+     free_memory_mb INTEGER NOT NULL,
+     running INTEGER NOT NULL,
+     images TEXT[] NOT NULL DEFAULT '{}',
+     warm TEXT[] NOT NULL DEFAULT '{}',
+     version TEXT NOT NULL
+   );
+   CREATE TABLE placements (
+     sandbox_id TEXT PRIMARY KEY,
+     node_id TEXT NOT NULL REFERENCES nodes(id),
+     state TEXT NOT NULL,
+     created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+   );
+   CREATE INDEX placements_node ON placements(node_id);`,
+];
+
+/** A node as the catalogue knows it. */
+export interface NodeRow {
+  id: string;
+  url: string;
+  /** "up", "down" (no heartbeat within the timeout), "draining". */
+  state: "up" | "down" | "draining";
+  started_at: Date;
+  heartbeat_at: Date;
+  memory_mb: number;
+  vcpus: number;
+  free_memory_mb: number;
+  running: number;
+  images: string[];
+  warm: string[];
+  version: string;
+}
+
+/** What a node reports at each heartbeat. */
+export type NodeReport = Omit<NodeRow, "state" | "started_at" | "heartbeat_at">;
+
+export class Catalogue {
+  private constructor(private readonly pool: pg.Pool) {}
+
+  /** Connects (a pool that reconnects by itself after the database restarts) and migrates. */
+  static async open(url: string): Promise<Catalogue> {
+    const pool = new pg.Pool({ connectionString: url, max: 8, connectionTimeoutMillis: 5000 });
+    // An idle client's connection lost with a database restart must not crash the process.
+    pool.on("error", () => {});
+    const c = new Catalogue(pool);
+    await c.migrate();
+    return c;
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      // One migrator at a time across every process that opens the catalogue.
+      await client.query("SELECT pg_advisory_xact_lock(74237423)");
+      await client.query("CREATE TABLE IF NOT EXISTS forgevm_schema (version INTEGER NOT NULL)");
+      const r = await client.query<{ version: number }>("SELECT version FROM forgevm_schema");
+      let version = r.rows[0]?.version ?? 0;
+      if (!r.rows.length) await client.query("INSERT INTO forgevm_schema (version) VALUES (0)");
+      for (; version < MIGRATIONS.length; version++) await client.query(MIGRATIONS[version]);
+      await client.query("UPDATE forgevm_schema SET version = $1", [version]);
+      await client.query("COMMIT");
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** A node's heartbeat: its row made or refreshed, and "up" again if it was down. */
+  async heartbeat(r: NodeReport, startedAt: Date): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO nodes (id, url, state, started_at, heartbeat_at, memory_mb, vcpus, free_memory_mb, running, images, warm, version)
+       VALUES ($1, $2, 'up', $3, now(), $4, $5, $6, $7, $8, $9, $10)
+       ON CONFLICT (id) DO UPDATE SET url = $2, state = CASE WHEN nodes.state = 'draining' THEN 'draining' ELSE 'up' END, started_at = $3,
+         heartbeat_at = now(), memory_mb = $4, vcpus = $5, free_memory_mb = $6, running = $7, images = $8, warm = $9, version = $10`,
+      [r.id, r.url, startedAt, r.memory_mb, r.vcpus, r.free_memory_mb, r.running, r.images, r.warm, r.version],
+    );
+  }
+
+  /** Marks down every node without a heartbeat for `timeoutMs`; returns their ids. */
+  async markDown(timeoutMs: number): Promise<string[]> {
+    const r = await this.pool.query<{ id: string }>("UPDATE nodes SET state = 'down' WHERE state <> 'down' AND heartbeat_at < now() - make_interval(secs => $1) RETURNING id", [
+      timeoutMs / 1000,
+    ]);
+    return r.rows.map((x) => x.id);
+  }
+
+  async nodes(): Promise<NodeRow[]> {
+    return (await this.pool.query<NodeRow>("SELECT * FROM nodes ORDER BY id")).rows;
+  }
+
+  async node(id: string): Promise<NodeRow | undefined> {
+    return (await this.pool.query<NodeRow>("SELECT * FROM nodes WHERE id = $1", [id])).rows[0];
+  }
+
+  /** Records that `sandboxId` lives on `nodeId`. */
+  async place(sandboxId: string, nodeId: string, state = "running"): Promise<void> {
+    await this.pool.query("INSERT INTO placements (sandbox_id, node_id, state) VALUES ($1, $2, $3) ON CONFLICT (sandbox_id) DO UPDATE SET node_id = $2, state = $3", [
+      sandboxId,
+      nodeId,
+      state,
+    ]);
+  }
+
+  /** The node a sandbox lives on, with the node's row. */
+  async locate(sandboxId: string): Promise<{ sandbox_id: string; state: string; node: NodeRow } | undefined> {
+    const r = await this.pool.query<NodeRow & { sandbox_id: string; placement_state: string }>(
+      "SELECT n.*, p.sandbox_id, p.state AS placement_state FROM placements p JOIN nodes n ON n.id = p.node_id WHERE p.sandbox_id = $1",
+      [sandboxId],
+    );
+    const row = r.rows[0];
+    if (!row) return undefined;
+    const { sandbox_id, placement_state, ...node } = row;
+    return { sandbox_id, state: placement_state, node: node as NodeRow };
+  }
+
+  /** Every placement, with its node's id and state. */
+  async placements(): Promise<{ sandbox_id: string; node_id: string; state: string; node_state: string }[]> {
+    return (await this.pool.query("SELECT p.sandbox_id, p.node_id, p.state, n.state AS node_state FROM placements p JOIN nodes n ON n.id = p.node_id ORDER BY p.created_at")).rows;
+  }
+
+  /** Forgets a placement (its sandbox is destroyed). */
+  async unplace(sandboxId: string): Promise<void> {
+    await this.pool.query("DELETE FROM placements WHERE sandbox_id = $1", [sandboxId]);
+  }
+
+  /** A returning node's truth: placements on it that it no longer has go, those it has are kept. */
+  async reconcile(nodeId: string, running: string[]): Promise<number> {
+    const r = await this.pool.query("DELETE FROM placements WHERE node_id = $1 AND NOT (sandbox_id = ANY($2::text[]))", [nodeId, running]);
+    return r.rowCount ?? 0;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
