@@ -83,6 +83,8 @@ export const Sandbox = Type.Object(
     ]),
     name: Type.Optional(Type.String()),
     provider: Type.String(),
+    /** In a cluster: the node it lives on. */
+    node: Type.Optional(Type.String()),
     /** Said by sandboxes whose provider is no security boundary (local). */
     warning: Type.Optional(Type.String()),
     image: Type.String(),

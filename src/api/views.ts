@@ -11,6 +11,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     id: r.id,
     state: r.state,
     provider: r.provider,
+    ...(r.node ? { node: r.node } : {}),
     ...(providerWarning(r.provider) ? { warning: providerWarning(r.provider) } : {}),
     image: r.image,
     memory_mb: r.memory_mb,

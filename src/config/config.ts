@@ -81,6 +81,22 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    /** Cluster mode (docs/scale-out.md): "standalone" (one machine), "node" (runs sandboxes, registers), "front" (routes to nodes, keeps nothing). */
+    cluster: Type.Object(
+      {
+        role: Type.Union([Type.Literal("standalone"), Type.Literal("node"), Type.Literal("front")]),
+        /** The catalogue: postgres://user@host:port/db. */
+        database: Type.String(),
+        /** A node: the address fronts reach it at (default: where it listens). */
+        advertise: Type.String(),
+        /** A node: its id in the catalogue (default: the host name and port). */
+        node_id: Type.String(),
+        heartbeat: Type.String({ minLength: 1 }),
+        /** A node without a heartbeat this long is down, and its sandboxes lost. */
+        node_timeout: Type.String({ minLength: 1 }),
+      },
+      strict,
+    ),
     /** The sampler behind the console's charts, `forgevm stats` and /metrics. */
     metrics: Type.Object(
       {
@@ -158,6 +174,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048 },
     mounts: { host_dirs: [] },
     metrics: { enabled: true, interval: "5s", guest_every: 3 },
+    cluster: { role: "standalone", database: "", advertise: "", node_id: "", heartbeat: "2s", node_timeout: "10s" },
     mcp: {
       enabled: true,
       network: "full",

@@ -25,6 +25,8 @@ import { LocalProvider } from "../providers/local/local-provider.js";
 import { RemoteProvider } from "../providers/remote/remote-provider.js";
 import { E2bProvider } from "../providers/e2b/e2b-provider.js";
 import { Providers } from "./providers.js";
+import { NodeMember, type NodeMemberOptions } from "./cluster/node-member.js";
+import { Catalogue } from "../store/catalogue.js";
 import { openDb, type Db } from "../store/db.js";
 import { AuditStore, type AuditEntry, type AuditQuery } from "../store/audit.js";
 import { EventStore, type EventRow } from "../store/events.js";
@@ -129,6 +131,8 @@ export class Forge {
   private readonly buildCache: BuildCache;
   private readonly buildJobs = new BuildJobs();
   readonly defaults: SpawnDefaults;
+  private member: NodeMember | null = null;
+  private leaveCluster: () => Promise<void> = async () => {};
 
   private constructor(
     readonly paths: Paths,
@@ -305,7 +309,7 @@ export class Forge {
     const id = this.idOf(idOrName);
     const row = this.core.sandboxes.get(id);
     if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
-    return row;
+    return this.member ? { ...row, node: this.member.id } : row;
   }
 
   /** The stored record of a sandbox, or null when there is none. */
@@ -315,7 +319,29 @@ export class Forge {
 
   /** Live sandboxes (creating or running), newest first. */
   list(ownerId?: string, states: SandboxState[] = ["creating", "running"]): SandboxRow[] {
-    return this.core.sandboxes.list(states, ownerId);
+    const rows = this.core.sandboxes.list(states, ownerId);
+    return this.member ? rows.map((r) => ({ ...r, node: this.member!.id })) : rows;
+  }
+
+  /**
+   * Joins a cluster as a node (docs/scale-out.md): heartbeats into the catalogue at `database`,
+   * records where each sandbox lives, and names this node in every sandbox's JSON.
+   */
+  async joinCluster(o: { database: string } & NodeMemberOptions): Promise<void> {
+    const catalogue = await Catalogue.open(o.database);
+    const member = new NodeMember(this, catalogue, o);
+    try {
+      await member.start();
+    } catch (e) {
+      member.stop();
+      await catalogue.close();
+      throw e;
+    }
+    this.member = member;
+    this.leaveCluster = async () => {
+      member.stop();
+      await catalogue.close();
+    };
   }
 
   /** How many sandboxes are live, and how many rows the store holds. */
@@ -877,6 +903,7 @@ export class Forge {
     await this.core.tenants?.close();
     await Promise.all([...this.core.live.keys()].map((id) => this.closeOne(id)));
     for (const p of this.core.providers.all()) await p.destroyAll();
+    await this.leaveCluster();
     this.core.egress.close();
     this.db.close();
     await this.ownership?.release();

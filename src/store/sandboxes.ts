@@ -6,6 +6,8 @@ export type SandboxState = "created" | "creating" | "running" | "paused" | "stop
 
 export interface SandboxRow {
   id: string;
+  /** In a cluster: the node it lives on (not stored; the node adds it). */
+  node?: string;
   state: SandboxState;
   provider: string;
   image: string;
