@@ -25,7 +25,7 @@ fi
 
 # 1. System packages (QEMU, image and agent build tools, bubblewrap for the local provider).
 PKGS="qemu-system-x86 qemu-utils debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates iptables util-linux bubblewrap"
-[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2 chromium"
+[ "$TEST" = 1 ] && PKGS="$PKGS docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2 chromium postgresql"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -36,6 +36,8 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
   # The registry package starts a system service on :5000; the tests run their own instance.
   case "$missing" in *docker-registry*) $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true ;; esac
+  # PostgreSQL's package starts a cluster of its own; the cluster tests start theirs in a temporary directory.
+  case "$missing" in *postgresql*) $SUDO systemctl disable --now postgresql >/dev/null 2>&1 || true ;; esac
 else
   say "Debian packages: already installed"
 fi

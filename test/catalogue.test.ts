@@ -73,6 +73,16 @@ describe("catalogue", () => {
     assert.equal(await cat.locate("sb-00000003"), undefined);
   });
 
+  it("reserves room on the node with the image, then the most free memory; none when nothing fits", async () => {
+    await cat.heartbeat({ ...report("n1", 3000), images: [] }, new Date());
+    await cat.heartbeat(report("n2", 2000), new Date());
+    assert.equal((await cat.reserve(512, "forgevm/debian:bookworm"))?.id, "n2", "the node that has the image");
+    assert.equal((await cat.reserve(512, "other"))?.id, "n1", "the most free memory");
+    assert.equal((await cat.node("n1"))?.free_memory_mb, 2488);
+    assert.equal((await cat.reserve(512, "other", ["n1"]))?.id, "n2", "not an excluded one");
+    assert.equal(await cat.reserve(99999, null), null);
+  });
+
   it("reconnects after the database restarts", async () => {
     db.stop();
     await assert.rejects(cat.nodes());

@@ -24,7 +24,8 @@ export interface AccessOptions {
 const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "::1", "[::1]"]);
 
-function keyMatches(given: string, expected: string): boolean {
+/** Whether `given` is the API key, compared in constant time. */
+export function keyMatches(given: string, expected: string): boolean {
   // Hash both so the comparison takes the same time whatever the lengths.
   const a = createHash("sha256").update(given).digest();
   const b = createHash("sha256").update(expected).digest();

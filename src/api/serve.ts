@@ -7,6 +7,9 @@ import { Forge } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { policyFromConfig } from "../mcp/policy.js";
 import { buildApp } from "./app.js";
+import { startFront } from "./front/front.js";
+import { parseDuration } from "../core/durations.js";
+import { hostname } from "node:os";
 
 /** How long a graceful shutdown waits for requests in flight before stopping the VMs. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -53,6 +56,26 @@ export async function startServer(
     throw e;
   }
   await forge.announce(address);
+  if (cfg.cluster.role === "node") {
+    if (!cfg.cluster.database) {
+      await app.close();
+      await forge.close();
+      throw new ConfigError("a node needs cluster.database (--database postgres://…)");
+    }
+    try {
+      await forge.joinCluster({
+        database: cfg.cluster.database,
+        id: cfg.cluster.node_id || `${hostname()}-${new URL(address).port}`,
+        url: cfg.cluster.advertise || address,
+        heartbeatMs: parseDuration(cfg.cluster.heartbeat, "cluster.heartbeat"),
+        version,
+      });
+    } catch (e) {
+      await app.close();
+      await forge.close();
+      throw new ConfigError(`joining the cluster at ${redactUrl(cfg.cluster.database)}: ${(e as Error).message}`);
+    }
+  }
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
@@ -70,8 +93,28 @@ export async function startServer(
   return { app, forge, url: address, close };
 }
 
+/** A database URL without its password, for messages. */
+function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@");
+}
+
+/** Runs a front (cluster.role "front") until SIGINT or SIGTERM. */
+async function serveFront(version: string, cfg: Config): Promise<void> {
+  const front = await startFront(cfg, version);
+  console.log(`forgevm ${version} front listening on ${front.url} (catalogue ${redactUrl(cfg.cluster.database)}${cfg.auth.api_key ? ", API key required" : ""})`);
+  await new Promise<void>((resolve) => {
+    const stop = (sig: string) => {
+      console.log(`forgevm: ${sig}, shutting down`);
+      front.close().then(resolve, resolve);
+    };
+    process.once("SIGINT", () => stop("SIGINT"));
+    process.once("SIGTERM", () => stop("SIGTERM"));
+  });
+}
+
 /** Runs the server until SIGINT or SIGTERM. */
 export async function serveForever(version: string, cfg: Config): Promise<void> {
+  if (cfg.cluster.role === "front") return serveFront(version, cfg);
   const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });
   // Signals are handled from the moment the server answers: a stop that comes while the
   // provider's health is still being read must be graceful too.

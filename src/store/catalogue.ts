@@ -110,6 +110,25 @@ export class Catalogue {
     return (await this.pool.query<NodeRow>("SELECT * FROM nodes WHERE id = $1", [id])).rows[0];
   }
 
+  /**
+   * Picks the up node with room for `memoryMb`: one that has `image` (or a warm sandbox of it)
+   * first, then the most free memory, then the fewest sandboxes; and takes the memory from its
+   * free figure at once, so that spawns placed before its next heartbeat go elsewhere. Null when
+   * no node has room.
+   */
+  async reserve(memoryMb: number, image: string | null, exclude: string[] = []): Promise<NodeRow | null> {
+    const r = await this.pool.query<NodeRow>(
+      `UPDATE nodes SET free_memory_mb = free_memory_mb - $1, running = running + 1
+       WHERE id = (
+         SELECT id FROM nodes WHERE state = 'up' AND free_memory_mb >= $1 AND NOT (id = ANY($3::text[]))
+         ORDER BY (CASE WHEN $2::text = ANY(warm) THEN 0 WHEN $2::text = ANY(images) THEN 1 ELSE 2 END), free_memory_mb DESC, running ASC, id
+         LIMIT 1 FOR UPDATE SKIP LOCKED)
+       RETURNING *`,
+      [memoryMb, image, exclude],
+    );
+    return r.rows[0] ?? null;
+  }
+
   /** Records that `sandboxId` lives on `nodeId`. */
   async place(sandboxId: string, nodeId: string, state = "running"): Promise<void> {
     await this.pool.query("INSERT INTO placements (sandbox_id, node_id, state) VALUES ($1, $2, $3) ON CONFLICT (sandbox_id) DO UPDATE SET node_id = $2, state = $3", [

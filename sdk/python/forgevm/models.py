@@ -52,6 +52,8 @@ class SandboxInfo:
     host_dirs: Optional[List[Dict[str, Any]]] = None
     #: Said by sandboxes whose provider is no security boundary (local).
     warning: Optional[str] = None
+    #: In a cluster: the node it lives on.
+    node: Optional[str] = None
 
 
 @dataclass

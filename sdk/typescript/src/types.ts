@@ -6,6 +6,8 @@ export interface SandboxInfo {
   id: string;
   state: SandboxState;
   provider: string;
+  /** In a cluster: the node it lives on. */
+  node?: string;
   /** Said by sandboxes whose provider is no security boundary (local). */
   warning?: string;
   image: string;

@@ -10,8 +10,18 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
   program
     .command("serve")
     .description("run the REST API server (127.0.0.1:7423 by default; see forgevm.yaml)")
-    .action(async () => {
-      await serveForever(version, cli.config());
+    .option("--role <role>", "standalone (default), node (runs sandboxes in a cluster) or front (routes a cluster's requests)")
+    .option("--database <url>", "the cluster's catalogue: postgres://user@host:port/db")
+    .option("--advertise <url>", "a node: the address fronts reach it at")
+    .action(async (o: { role?: string; database?: string; advertise?: string }) => {
+      const cfg = cli.config();
+      if (o.role !== undefined) {
+        if (o.role !== "standalone" && o.role !== "node" && o.role !== "front") throw new Error(`--role must be standalone, node or front, got "${o.role}"`);
+        cfg.cluster.role = o.role;
+      }
+      if (o.database !== undefined) cfg.cluster.database = o.database;
+      if (o.advertise !== undefined) cfg.cluster.advertise = o.advertise;
+      await serveForever(version, cfg);
     });
 
   program

@@ -75,7 +75,10 @@ export class NodeMember {
         free_memory_mb: Math.max(0, totalMb - active.reduce((n, r) => n + r.memory_mb, 0)),
         running: active.length,
         images,
-        warm: this.forge.warmPools().filter((p) => p.ready > 0).map((p) => p.pool),
+        warm: this.forge
+          .warmPools()
+          .filter((p) => p.ready > 0)
+          .map((p) => p.pool),
         version: this.o.version,
       },
       this.started,

@@ -1,0 +1,182 @@
+// `forgevm serve --role front`: the address users and SDKs talk to in a cluster. It answers what
+// is about the cluster itself (health, /cluster/nodes, the sandbox list of every node, where a new
+// sandbox goes) and relays everything about one sandbox to the node that owns it, found in the
+// catalogue by the sandbox's id (in the path, or E2B's E2b-Sandbox-Id header): REST, NDJSON
+// streams, SSE, WebSockets, E2B's control plane and envd. It keeps nothing; any number may run.
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Config } from "../../config/config.js";
+import { ClusterDirectory, type NodeRow } from "../../core/cluster/directory.js";
+import { parseDuration } from "../../core/durations.js";
+import { keyMatches } from "../access.js";
+import { relay, relayUpgrade } from "./proxy.js";
+
+export interface RunningFront {
+  url: string;
+  close(): Promise<void>;
+}
+
+const SANDBOX_PATH = /^\/(?:api\/v1\/|v2\/)?sandboxes\/(sb-[0-9a-f]{8})(?:[/?]|$)/;
+const MAX_CREATE_BODY = 1024 * 1024;
+/** Memory a spawn that names none is placed for. */
+const DEFAULT_PLACE_MB = 512;
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+const problem = (res: ServerResponse, status: number, code: string, message: string) => send(res, status, { code, message });
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of req) {
+    n += (c as Buffer).length;
+    if (n > MAX_CREATE_BODY) throw new RangeError("request body too large");
+    chunks.push(c as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Starts a front from a validated config (role "front"); resolves once it listens. */
+export async function startFront(cfg: Config, version: string): Promise<RunningFront> {
+  if (!cfg.cluster.database) throw new Error("a front needs cluster.database (--database postgres://…)");
+  const dir = await ClusterDirectory.open(cfg.cluster.database, parseDuration(cfg.cluster.node_timeout, "cluster.node_timeout"));
+  const key = cfg.auth.api_key;
+  const authorized = (req: IncomingMessage) => {
+    // Calls into a sandbox (E2B's envd) carry its own access token, which its node checks.
+    if (!key || typeof req.headers["e2b-sandbox-id"] === "string") return true;
+    const given = req.headers["x-api-key"];
+    const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
+    return (typeof given === "string" && keyMatches(given, key)) || (!!bearer && keyMatches(bearer, key));
+  };
+  const targetOf = (req: IncomingMessage): string | null => {
+    const header = req.headers["e2b-sandbox-id"];
+    if (typeof header === "string") return header;
+    return SANDBOX_PATH.exec(req.url ?? "")?.[1] ?? null;
+  };
+
+  const lostView = (id: string, node: NodeRow) => ({ id, state: "lost", node: node.id, error: `node ${node.id} stopped answering at ${node.heartbeat_at.toISOString()}` });
+
+  /** A request about one sandbox: to its node, or what the front can say when that node is down. */
+  const toOwner = async (req: IncomingMessage, res: ServerResponse, id: string) => {
+    const at = await dir.locate(id);
+    if (!at) return problem(res, 404, "SANDBOX_NOT_FOUND", `sandbox ${id} not found on any node`);
+    if (at.node.state === "down") {
+      if (req.method === "GET" && /^\/api\/v1\/sandboxes\/sb-[0-9a-f]{8}$/.test((req.url ?? "").split("?")[0])) return send(res, 200, lostView(id, at.node));
+      return problem(res, 503, "UNAVAILABLE", `sandbox ${id} is lost: its node ${at.node.id} is down`);
+    }
+    await relay(req, res, at.node.url, at.node.id).catch((e: Error) => problem(res, 502, "UNAVAILABLE", `node ${at.node.id} cannot be reached: ${e.message}`));
+  };
+
+  /** A new sandbox: placed on a node with room (another is tried if the first cannot be reached). */
+  const create = async (req: IncomingMessage, res: ServerResponse) => {
+    const body = await readBody(req);
+    let parsed: { memory_mb?: unknown; image?: unknown; templateID?: unknown } = {};
+    try {
+      parsed = body.length ? JSON.parse(body.toString()) : {};
+    } catch {
+      // the node answers a malformed body with its own 400
+    }
+    const memory = typeof parsed.memory_mb === "number" ? parsed.memory_mb : DEFAULT_PLACE_MB;
+    const image = typeof parsed.image === "string" ? parsed.image : null;
+    const tried: string[] = [];
+    for (;;) {
+      const node = await dir.place(memory, image, tried);
+      if (!node) return problem(res, 503, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
+      try {
+        return await relay(req, res, node.url, node.id, body);
+      } catch {
+        tried.push(node.id);
+      }
+    }
+  };
+
+  /** Every node's sandboxes, and those of down nodes as lost. */
+  const list = async (req: IncomingMessage, res: ServerResponse) => {
+    const nodes = await dir.nodes();
+    const lists = await Promise.all(
+      nodes
+        .filter((n) => n.state !== "down")
+        .map(async (n) => {
+          const r = await fetch(new URL(req.url ?? "/", n.url), { headers: { ...(req.headers["x-api-key"] ? { "X-API-Key": String(req.headers["x-api-key"]) } : {}) } }).catch(
+            () => null,
+          );
+          return r?.ok ? ((await r.json()) as unknown[]) : [];
+        }),
+    );
+    const down = new Map(nodes.filter((n) => n.state === "down").map((n) => [n.id, n]));
+    const lost = (await dir.lost()).map((p) => lostView(p.sandbox_id, down.get(p.node_id)!)).filter((v) => v.node);
+    send(res, 200, [...lists.flat(), ...lost]);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (path === "/api/v1/health") return send(res, 200, { status: "ok", version, role: "front" });
+    if (!authorized(req)) return problem(res, 401, "UNAUTHORIZED", "missing or wrong API key (X-API-Key)");
+    if (path === "/api/v1/cluster/nodes" && req.method === "GET") {
+      return send(
+        res,
+        200,
+        (await dir.nodes()).map((n) => ({
+          id: n.id,
+          url: n.url,
+          state: n.state,
+          heartbeat_age_ms: n.heartbeat_age_ms,
+          memory_mb: n.memory_mb,
+          free_memory_mb: n.free_memory_mb,
+          vcpus: n.vcpus,
+          running: n.running,
+          images: n.images,
+          version: n.version,
+        })),
+      );
+    }
+    const id = targetOf(req);
+    if (id) return toOwner(req, res, id);
+    if (req.method === "POST" && (path === "/api/v1/sandboxes" || path === "/sandboxes" || path === "/v2/sandboxes")) return create(req, res);
+    if (req.method === "GET" && path === "/api/v1/sandboxes") return list(req, res);
+    problem(res, 501, "NOT_IMPLEMENTED", `${req.method} ${path} is not served by a front yet: send it to a node (GET /api/v1/cluster/nodes lists them)`);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((e: Error) => {
+      if (!res.headersSent) problem(res, e instanceof RangeError ? 413 : 503, e instanceof RangeError ? "BAD_REQUEST" : "UNAVAILABLE", e.message);
+      else res.destroy();
+    });
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const refuse = (status: number, why: string) => {
+      socket.end(`HTTP/1.1 ${status} ${why}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+    };
+    if (!authorized(req)) return refuse(401, "Unauthorized");
+    const id = targetOf(req);
+    if (!id) return refuse(404, "Not Found");
+    dir.locate(id).then(
+      (at) => {
+        if (!at) return refuse(404, "Not Found");
+        if (at.node.state === "down") return refuse(503, "Service Unavailable");
+        relayUpgrade(req, socket, head, at.node.url, () => refuse(502, "Bad Gateway"));
+      },
+      () => refuse(503, "Service Unavailable"),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(cfg.server.port, cfg.server.host, () => resolve());
+  });
+  const addr = server.address() as { address: string; port: number };
+  const host = addr.address.includes(":") ? `[${addr.address}]` : addr.address;
+  return {
+    url: `http://${host}:${addr.port}`,
+    close: async () => {
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      });
+      await dir.close();
+    },
+  };
+}

@@ -1,0 +1,62 @@
+// Relaying one request to a node as it comes: the body streamed up, the response (NDJSON streams,
+// SSE, file downloads) streamed back without buffering, and WebSocket upgrades spliced at the
+// byte level once the node has answered the upgrade.
+import { request, type IncomingMessage, type ServerResponse } from "node:http";
+import { connect, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
+
+/** Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1). */
+const HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "host"]);
+
+function forwardable(h: IncomingMessage["headers"], nodeId: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined && !HOP.has(k)) out[k] = v;
+  out["x-forgevm-front"] = nodeId;
+  return out;
+}
+
+/** Sends `req` (its body not yet read, or `body` when it was) to the node at `base`; rejects only when the node cannot be reached. */
+export function relay(req: IncomingMessage, res: ServerResponse, base: string, nodeId: string, body?: Buffer): Promise<void> {
+  const url = new URL(req.url ?? "/", base);
+  return new Promise<void>((resolve, reject) => {
+    const up = request(url, { method: req.method, headers: forwardable(req.headers, nodeId) }, (ures) => {
+      const headers: Record<string, string | string[]> = {};
+      for (const [k, v] of Object.entries(ures.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
+      res.writeHead(ures.statusCode ?? 502, headers);
+      ures.pipe(res);
+      ures.on("end", resolve);
+      ures.on("error", () => res.destroy());
+      resolve();
+    });
+    up.on("error", (e) => (res.headersSent ? res.destroy() : reject(e)));
+    // The client left: whatever the node streams for it stops too.
+    res.on("close", () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    if (body) up.end(body);
+    else req.pipe(up);
+  });
+}
+
+/** Splices a WebSocket upgrade to the node at `base`: the request head is replayed, then bytes flow both ways. */
+export function relayUpgrade(req: IncomingMessage, client: Duplex, head: Buffer, base: string, onUnreachable: () => void): void {
+  const url = new URL(req.url ?? "/", base);
+  const up: Socket = connect(Number(url.port || 80), url.hostname);
+  const lines = [`${req.method} ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i].toLowerCase() !== "host") lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+  let connected = false;
+  up.once("connect", () => {
+    connected = true;
+    up.write(`${lines.join("\r\n")}\r\n\r\n`);
+    if (head.length) up.write(head);
+    up.pipe(client);
+    client.pipe(up);
+  });
+  up.on("error", () => {
+    if (!connected) onUnreachable();
+    client.destroy();
+  });
+  client.on("error", () => up.destroy());
+  client.on("close", () => up.destroy());
+  up.on("close", () => client.destroy());
+}

@@ -1,0 +1,51 @@
+// What a front knows of the cluster, all of it in the catalogue: the nodes and their state, where
+// each sandbox lives, where a new one goes. A front keeps nothing of its own, so any number of
+// them can run and any can die. Every front also marks down the nodes that stopped heart-beating
+// (the same idempotent statement), so there is no single watcher to lose.
+import { Catalogue, type NodeRow } from "../../store/catalogue.js";
+
+export type { NodeRow };
+
+export class ClusterDirectory {
+  private watch: NodeJS.Timeout | null = null;
+
+  private constructor(
+    private readonly catalogue: Catalogue,
+    private readonly nodeTimeoutMs: number,
+  ) {}
+
+  /** Connects to the catalogue and starts marking silent nodes down. */
+  static async open(database: string, nodeTimeoutMs: number): Promise<ClusterDirectory> {
+    const d = new ClusterDirectory(await Catalogue.open(database), nodeTimeoutMs);
+    d.watch = setInterval(() => void d.catalogue.markDown(nodeTimeoutMs).catch(() => {}), Math.max(250, nodeTimeoutMs / 4));
+    d.watch.unref();
+    return d;
+  }
+
+  /** The nodes, with how long ago each last heartbeat came. */
+  async nodes(): Promise<(NodeRow & { heartbeat_age_ms: number })[]> {
+    await this.catalogue.markDown(this.nodeTimeoutMs);
+    const now = Date.now();
+    return (await this.catalogue.nodes()).map((n) => ({ ...n, heartbeat_age_ms: Math.max(0, now - n.heartbeat_at.getTime()) }));
+  }
+
+  /** A node for a new sandbox (see Catalogue.reserve), or null when none has room. */
+  place(memoryMb: number, image: string | null, exclude: string[] = []): Promise<NodeRow | null> {
+    return this.catalogue.reserve(memoryMb, image, exclude);
+  }
+
+  /** Where a sandbox lives; undefined for one the catalogue does not know. */
+  async locate(sandboxId: string): Promise<{ node: NodeRow; state: string } | undefined> {
+    return this.catalogue.locate(sandboxId);
+  }
+
+  /** Sandboxes whose node is down: lost until it comes back. */
+  async lost(): Promise<{ sandbox_id: string; node_id: string }[]> {
+    return (await this.catalogue.placements()).filter((p) => p.node_state === "down");
+  }
+
+  async close(): Promise<void> {
+    if (this.watch) clearInterval(this.watch);
+    await this.catalogue.close();
+  }
+}

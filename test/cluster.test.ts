@@ -1,0 +1,247 @@
+// A cluster on one machine with real processes: Debian's PostgreSQL in a temporary directory,
+// three nodes (their own data directories and ports) and two fronts. Through a front: sandboxes
+// spread over the nodes by capacity; exec, files, streams, a WebSocket and the E2B SDK reach the
+// right node; a SIGKILLed node's sandboxes are lost within the timeout and spawns go elsewhere;
+// a SIGKILLed front leaves the other serving; the node comes back and reconciles; the database
+// restarts and the fronts and nodes reconnect.
+import assert from "node:assert/strict";
+import type { ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Sandbox } from "e2b";
+import WebSocket from "ws";
+import { stringify } from "yaml";
+import { e2bEnv } from "./e2b-env.js";
+import { apiRequest, removeAtExit, startServerProcess, testConfig, waitFor } from "./helpers.js";
+import { startPostgres, type TestPostgres } from "./postgres.js";
+
+const KEY = "e2b_00c1a57e4";
+const H = { "X-API-Key": KEY };
+const TIMEOUT_MS = 3000;
+
+async function freePort(): Promise<number> {
+  const s = createServer().listen(0, "127.0.0.1");
+  await new Promise((r) => s.once("listening", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+interface Member {
+  id: string;
+  url: string;
+  config: string;
+  proc: ChildProcess | null;
+}
+
+let db: TestPostgres;
+const nodes: Member[] = [];
+const fronts: Member[] = [];
+
+async function member(role: "node" | "front", id: string): Promise<Member> {
+  const port = await freePort();
+  const cfg = await testConfig((c) => {
+    c.server.port = port;
+    c.auth.api_key = KEY;
+    c.cluster = { role, database: db.url, advertise: "", node_id: id, heartbeat: "500ms", node_timeout: `${TIMEOUT_MS}ms` };
+    c.metrics.enabled = false;
+  });
+  removeAtExit(cfg.data_dir);
+  const config = join(cfg.data_dir, "..", `${id}.yaml`);
+  writeFileSync(config, stringify(cfg));
+  const m: Member = { id, url: `http://127.0.0.1:${port}`, config, proc: null };
+  await start(m);
+  return m;
+}
+
+async function start(m: Member): Promise<void> {
+  m.proc = await startServerProcess(m.config, `${m.url}/api/v1`, KEY);
+}
+
+function kill(m: Member): void {
+  m.proc?.kill("SIGKILL");
+  m.proc = null;
+}
+
+const api = (m: Member, method: string, path: string, body?: unknown) => apiRequest(m.url, method, path, body, H);
+
+before(async () => {
+  db = await startPostgres();
+  for (const id of ["n1", "n2", "n3"]) nodes.push(await member("node", id));
+  for (const id of ["f1", "f2"]) fronts.push(await member("front", id));
+  await waitFor(async () => (await api(fronts[0], "GET", "/cluster/nodes")).body.length === 3, 10_000, "three nodes registered");
+});
+
+after(async () => {
+  for (const m of [...fronts, ...nodes]) {
+    if (!m.proc) continue;
+    const p = m.proc;
+    const gone = new Promise((r) => p.once("exit", r));
+    p.kill("SIGTERM");
+    await gone;
+  }
+  db?.stop();
+});
+
+describe("cluster", () => {
+  const ids: string[] = [];
+  /** The sandboxes of the node that is killed. */
+  let lost: string[] = [];
+
+  it("lists its nodes, and spreads sandboxes over them by capacity", async () => {
+    const listed = (await api(fronts[0], "GET", "/cluster/nodes")).body as { id: string; state: string; url: string }[];
+    assert.deepEqual(
+      listed.map((n) => [n.id, n.state, n.url]),
+      nodes.map((n) => [n.id, "up", n.url]),
+    );
+    // Twelve at once: a placement takes its memory from the node's free figure before the next heartbeat.
+    const made = await Promise.all(Array.from({ length: 12 }, () => api(fronts[0], "POST", "/sandboxes", { memory_mb: 256, ttl: "10m" })));
+    for (const r of made) assert.equal(r.status, 201, JSON.stringify(r.body));
+    const per = new Map<string, number>();
+    for (const r of made) {
+      ids.push(r.body.id);
+      per.set(r.body.node, (per.get(r.body.node) ?? 0) + 1);
+    }
+    assert.deepEqual([...per.keys()].sort(), ["n1", "n2", "n3"]);
+    for (const [node, n] of per) assert.equal(n, 4, `node ${node} got ${n} of 12`);
+    const all = (await api(fronts[1], "GET", "/sandboxes")).body as { id: string; node: string }[];
+    assert.deepEqual(all.map((s) => s.id).sort(), [...ids].sort());
+  });
+
+  it("reaches the right node with exec, files, streams and a WebSocket, through either front", async () => {
+    const id = ids[0];
+    const r = await api(fronts[1], "POST", `/sandboxes/${id}/exec`, { command: "hostname" });
+    assert.equal(r.body.stdout, `${id}\n`);
+    await fetch(`${fronts[0].url}/api/v1/sandboxes/${id}/files?path=/tmp/x.bin`, {
+      method: "POST",
+      headers: { ...H, "Content-Type": "application/octet-stream" },
+      body: Buffer.alloc(300_000, 7),
+    });
+    const back = Buffer.from(await (await fetch(`${fronts[1].url}/api/v1/sandboxes/${id}/files?path=/tmp/x.bin`, { headers: H })).arrayBuffer());
+    assert.ok(back.equals(Buffer.alloc(300_000, 7)));
+    const stream = await fetch(`${fronts[0].url}/api/v1/sandboxes/${id}/exec`, {
+      method: "POST",
+      headers: { ...H, "Content-Type": "application/json" },
+      body: JSON.stringify({ command: "for i in 1 2 3; do echo $i; sleep 0.3; done", stream: true }),
+    });
+    const lines = (await stream.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    assert.equal(
+      lines
+        .filter((l) => l.stream === "stdout")
+        .map((l) => l.data)
+        .join(""),
+      "1\n2\n3\n",
+    );
+    const ws = new WebSocket(`${fronts[1].url.replace("http", "ws")}/api/v1/sandboxes/${id}/exec/ws`, { headers: H });
+    const out: string[] = [];
+    const done = new Promise<number>((resolve, reject) => {
+      ws.on("message", (m) => {
+        const msg = JSON.parse(m.toString());
+        if (msg.stream === "stdout") out.push(msg.data);
+        if (msg.type === "done") resolve(msg.exit_code);
+      });
+      ws.on("error", reject);
+    });
+    ws.on("open", () => {
+      ws.send(JSON.stringify({ command: "cat; exit 4" }));
+      ws.send(JSON.stringify({ stdin: "over the front\n" }));
+      ws.send(JSON.stringify({ stdin_eof: true }));
+    });
+    assert.equal(await done, 4);
+    assert.equal(out.join(""), "over the front\n");
+  });
+
+  it("serves the E2B SDK: create is placed on a node, commands go to it", async () => {
+    e2bEnv(fronts[0].url, KEY);
+    const sbx = await Sandbox.create({ timeoutMs: 300_000 });
+    try {
+      const r = await sbx.commands.run("hostname");
+      assert.equal(r.stdout, `${sbx.sandboxId}\n`);
+      const at = (await api(fronts[1], "GET", `/sandboxes/${sbx.sandboxId}`)).body.node;
+      assert.ok(["n1", "n2", "n3"].includes(at), at);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it("a killed node's sandboxes are lost within the timeout, and spawns go elsewhere", async () => {
+    const victim = nodes[0];
+    const mine = ((await api(fronts[0], "GET", "/sandboxes")).body as { id: string; node: string }[]).filter((s) => s.node === victim.id).map((s) => s.id);
+    assert.equal(mine.length, 4);
+    lost = mine;
+    const t0 = Date.now();
+    kill(victim);
+    await waitFor(async () => (await api(fronts[0], "GET", `/sandboxes/${mine[0]}`)).body.state === "lost", TIMEOUT_MS * 4, "the sandbox to be reported lost");
+    assert.ok(Date.now() - t0 < TIMEOUT_MS * 3, `lost after ${Date.now() - t0} ms`);
+    const listed = (await api(fronts[1], "GET", "/sandboxes")).body as { id: string; state: string }[];
+    assert.deepEqual(
+      listed
+        .filter((s) => s.state === "lost")
+        .map((s) => s.id)
+        .sort(),
+      [...mine].sort(),
+    );
+    const exec = await api(fronts[0], "POST", `/sandboxes/${mine[0]}/exec`, { command: "true" });
+    assert.equal(exec.status, 503);
+    assert.match(exec.body.message, /lost: its node n1 is down/);
+    for (let i = 0; i < 3; i++) {
+      const r = await api(fronts[0], "POST", "/sandboxes", { memory_mb: 256 });
+      assert.equal(r.status, 201);
+      assert.notEqual(r.body.node, victim.id);
+      await api(fronts[0], "DELETE", `/sandboxes/${r.body.id}`);
+    }
+  });
+
+  it("a killed front leaves the other serving everything", async () => {
+    kill(fronts[0]);
+    const id = ids[5];
+    const r = await api(fronts[1], "POST", `/sandboxes/${id}/exec`, { command: "echo still" });
+    assert.equal(r.body.stdout, "still\n");
+    await start(fronts[0]);
+  });
+
+  it("the node comes back and reconciles: its sandboxes run again", async () => {
+    const victim = nodes[0];
+    await start(victim);
+    const mine = lost;
+    let seen: unknown = null;
+    await waitFor(
+      async () => {
+        seen = (await api(fronts[1], "GET", `/sandboxes/${mine[0]}`)).body;
+        return (seen as { state: string }).state === "running";
+      },
+      60_000,
+      "the sandbox to run again",
+    ).catch((e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(seen)}`);
+    });
+    for (const id of mine) {
+      const r = await api(fronts[0], "POST", `/sandboxes/${id}/exec`, { command: "echo back" });
+      assert.equal(r.body.stdout, "back\n", `${id}: ${JSON.stringify(r.body)}`);
+    }
+    assert.deepEqual(
+      ((await api(fronts[1], "GET", "/sandboxes")).body as { state: string }[]).filter((s) => s.state === "lost"),
+      [],
+    );
+  });
+
+  it("the database restarts, and fronts and nodes reconnect", async () => {
+    db.stop();
+    const during = await api(fronts[1], "GET", `/sandboxes/${ids[1]}`);
+    assert.equal(during.status, 503);
+    db.start();
+    await waitFor(async () => (await api(fronts[1], "GET", `/sandboxes/${ids[1]}`)).status === 200, 20_000, "the front to reconnect");
+    await waitFor(
+      async () => ((await api(fronts[0], "GET", "/cluster/nodes")).body as { state: string }[]).every((n) => n.state === "up"),
+      20_000,
+      "every node heart-beating again",
+    );
+    for (const id of ids) assert.equal((await api(fronts[0], "DELETE", `/sandboxes/${id}`)).status, 200);
+    assert.deepEqual((await api(fronts[1], "GET", "/sandboxes")).body, []);
+  });
+});
