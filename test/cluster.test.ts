@@ -7,7 +7,6 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Sandbox } from "e2b";
@@ -15,19 +14,11 @@ import WebSocket from "ws";
 import { stringify } from "yaml";
 import { e2bEnv } from "./e2b-env.js";
 import { apiRequest, removeAtExit, startServerProcess, testConfig, waitFor } from "./helpers.js";
-import { startPostgres, type TestPostgres } from "./postgres.js";
+import { freePort, startPostgres, type TestPostgres } from "./postgres.js";
 
 const KEY = "e2b_00c1a57e4";
 const H = { "X-API-Key": KEY };
 const TIMEOUT_MS = 3000;
-
-async function freePort(): Promise<number> {
-  const s = createServer().listen(0, "127.0.0.1");
-  await new Promise((r) => s.once("listening", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 interface Member {
   id: string;

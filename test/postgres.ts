@@ -22,7 +22,8 @@ function binDir(): string {
   return join("/usr/lib/postgresql", versions[0], "bin");
 }
 
-async function freePort(): Promise<number> {
+/** A loopback port nothing listens on now. */
+export async function freePort(): Promise<number> {
   const s = createServer().listen(0, "127.0.0.1");
   await new Promise((r) => s.once("listening", r));
   const port = (s.address() as { port: number }).port;
