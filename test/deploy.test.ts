@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { it } from "node:test";
 import { parseAllDocuments } from "yaml";
-import { loadConfig } from "../src/config/config.js";
+import { DEFAULT_PORT, loadConfig } from "../src/config/config.js";
 
 const dir = fileURLToPath(new URL("../../deploy/kubernetes/", import.meta.url));
 const docs = readdirSync(dir)
@@ -31,13 +31,13 @@ it("sets only config keys the server reads, for the roles that exist", () => {
     const cfg = loadConfig({ env, file: "/dev/null" });
     const role = c.command[c.command.indexOf("--role") + 1];
     assert.ok(["node", "front"].includes(role), `${file}: role ${role}`);
-    assert.equal(cfg.server.port, 7423);
+    assert.equal(cfg.server.port, DEFAULT_PORT);
     assert.equal(cfg.server.host, "0.0.0.0");
     assert.match(cfg.cluster.database, /^postgres:\/\//, `${file}: FORGEVM_CLUSTER_DATABASE reaches cluster.database`);
     assert.ok(cfg.auth.api_key, `${file}: an API key, as a server on 0.0.0.0 needs`);
     if (role === "node") {
       assert.equal(cfg.cluster.node_id, "from-the-pod");
-      assert.equal(cfg.cluster.advertise, "http://$(NODE_IP):7423");
+      assert.equal(cfg.cluster.advertise, `http://$(NODE_IP):${DEFAULT_PORT}`);
       assert.equal(cfg.data_dir, "/var/lib/forgevm");
     }
     for (const probe of ["readinessProbe", "livenessProbe"]) assert.equal(c[probe]?.httpGet?.path, "/api/v1/health", `${file}: ${probe}`);

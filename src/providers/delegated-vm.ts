@@ -5,11 +5,12 @@
 import { rm } from "node:fs/promises";
 import type { AgentChannel } from "../agent-client/index.js";
 import type { ConsoleLog } from "./console-log.js";
-import type { CaptureResult, Vm, VmInfo, VmUsage } from "./provider.js";
+import type { Vm, VmInfo, VmUsage } from "./provider.js";
+import { Vmless } from "./vmless.js";
 
 /** How long a destroyed sandbox's relay may take to end by itself. */
 const ABORT_AFTER_MS = 10_000;
-const NOT_HERE = "a delegated sandbox's snapshots, disk and VMM are with the service that runs it";
+const NOT_HERE = "a delegated sandbox's snapshots, disk and VMM are with the service that runs it, and its relay ends with this server";
 
 /** What a delegated VM does to its far sandbox. */
 export interface FarSandbox {
@@ -24,7 +25,8 @@ export interface FarSandbox {
   abort(): void;
 }
 
-export class DelegatedVm implements Vm {
+export class DelegatedVm extends Vmless implements Vm {
+  protected readonly noVmm = NOT_HERE;
   private destroying: Promise<void> | null = null;
   private readonly keepalive: NodeJS.Timeout;
 
@@ -35,6 +37,7 @@ export class DelegatedVm implements Vm {
     readonly exited: Promise<void>,
     private readonly far: FarSandbox,
   ) {
+    super();
     this.keepalive = setInterval(() => void far.keep().catch(() => {}), far.keepaliveMs);
     this.keepalive.unref();
     void exited.then(() => {
@@ -62,28 +65,6 @@ export class DelegatedVm implements Vm {
     })();
     return this.destroying;
   }
-
-  release(): void {
-    throw new Error("a delegated sandbox's relay cannot outlive its server");
-  }
-
-  async snapshot(): Promise<CaptureResult> {
-    throw new Error(NOT_HERE);
-  }
-
-  async prepareSnapshot(): Promise<null> {
-    throw new Error(NOT_HERE);
-  }
-
-  async freeze(): Promise<CaptureResult> {
-    throw new Error(NOT_HERE);
-  }
-
-  async copyDisk(): Promise<null> {
-    throw new Error(NOT_HERE);
-  }
-
-  async setNice(): Promise<void> {}
 
   /** Nothing of it runs on this host. */
   async usage(): Promise<VmUsage | null> {

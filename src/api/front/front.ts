@@ -108,7 +108,11 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
         }),
     );
     const down = new Map(nodes.filter((n) => n.state === "down").map((n) => [n.id, n]));
-    const lost = (await dir.lost()).map((p) => lostView(p.sandbox_id, down.get(p.node_id)!)).filter((v) => v.node);
+    // (A node that went down after the lists were asked for is left to the next list.)
+    const lost = (await dir.lost()).flatMap((p) => {
+      const node = down.get(p.node_id);
+      return node ? [lostView(p.sandbox_id, node)] : [];
+    });
     send(res, 200, [...lists.flat(), ...lost]);
   };
 

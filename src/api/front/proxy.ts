@@ -24,8 +24,8 @@ export function relay(req: IncomingMessage, res: ServerResponse, base: string, n
       for (const [k, v] of Object.entries(ures.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
       res.writeHead(ures.statusCode ?? 502, headers);
       ures.pipe(res);
-      ures.on("end", resolve);
       ures.on("error", () => res.destroy());
+      // The node answered: from here a failure is the response's, not a reason to try another node.
       resolve();
     });
     up.on("error", (e) => (res.headersSent ? res.destroy() : reject(e)));

@@ -6,11 +6,13 @@ import { readdir, readFile, rm } from "node:fs/promises";
 import type { AgentChannel } from "../../agent-client/index.js";
 import type { ConsoleLog } from "../console-log.js";
 import { processUsage } from "../process-usage.js";
-import type { CaptureResult, Vm, VmInfo, VmUsage } from "../provider.js";
+import type { Vm, VmInfo, VmUsage } from "../provider.js";
+import { Vmless } from "../vmless.js";
 
-const NO_VM = "a local sandbox is not a VM: it has no snapshots, disk copies or niceness of its own";
+const NO_VM = "a local sandbox is not a VM: it has no snapshots or disk copies, and ends with its server";
 
-export class LocalVm implements Vm {
+export class LocalVm extends Vmless implements Vm {
+  protected readonly noVmm = NO_VM;
   private destroying: Promise<void> | null = null;
 
   constructor(
@@ -21,6 +23,7 @@ export class LocalVm implements Vm {
     private readonly proc: ChildProcess,
     private readonly forget: () => void,
   ) {
+    super();
     // The sandbox ends when its process tree does (the agent shut down, or someone killed it).
     void exited.then(() => {
       channel.close();
@@ -43,28 +46,6 @@ export class LocalVm implements Vm {
     })();
     return this.destroying;
   }
-
-  release(): void {
-    throw new Error("a local sandbox cannot outlive its server");
-  }
-
-  async snapshot(): Promise<CaptureResult> {
-    throw new Error(NO_VM);
-  }
-
-  async prepareSnapshot(): Promise<null> {
-    throw new Error(NO_VM);
-  }
-
-  async freeze(): Promise<CaptureResult> {
-    throw new Error(NO_VM);
-  }
-
-  async copyDisk(): Promise<null> {
-    throw new Error(NO_VM);
-  }
-
-  async setNice(): Promise<void> {}
 
   /** The sum over every process of the sandbox (the namespace's processes descend from its first). */
   async usage(): Promise<VmUsage | null> {
