@@ -23,6 +23,8 @@ const repo = fileURLToPath(new URL("../../", import.meta.url));
 const cli = join(repo, "dist", "src", "cli", "main.js");
 const USER_KEY = "the-users-own-key";
 const USER_FILE = "/root/users-work.txt";
+/** The whole suite takes about 30 minutes on two cores; CI stops at 90. */
+const SUITE_LIMIT_MIN = 75;
 
 /** The stand-in user's server and what they keep on it. */
 interface User {
@@ -209,8 +211,19 @@ async function main(): Promise<number> {
       cwd: repo,
       env,
       stdio: "inherit",
+      detached: true,
     });
+    // A test that hangs must fail the run with a message, not use up the CI's time in silence.
+    const watchdog = setTimeout(() => {
+      console.error(`\n# the suite ran past ${SUITE_LIMIT_MIN} minutes: stopped (the test running last above is the one that hangs)`);
+      try {
+        process.kill(-suite.pid!, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }, SUITE_LIMIT_MIN * 60_000);
     const code: number = await new Promise((r) => suite.once("exit", (c, sig) => r(c ?? (sig ? 128 : 1))));
+    clearTimeout(watchdog);
     const problems = await checkUser(user, before);
     if (problems.length) {
       console.error("\n# the suite did not leave the user's machine alone:");

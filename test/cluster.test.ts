@@ -13,12 +13,13 @@ import { Sandbox } from "e2b";
 import WebSocket from "ws";
 import { stringify } from "yaml";
 import { e2bEnv } from "./e2b-env.js";
-import { apiRequest, removeAtExit, startServerProcess, testConfig, waitFor } from "./helpers.js";
+import { apiRequest, removeAtExit, startServerProcess, stopProcess, testConfig, waitFor } from "./helpers.js";
 import { freePort, startPostgres, type TestPostgres } from "./postgres.js";
 
 const KEY = "e2b_00c1a57e4";
 const H = { "X-API-Key": KEY };
-const TIMEOUT_MS = 3000;
+// Long enough that a node busy booting VMs on two loaded cores still heart-beats in time.
+const TIMEOUT_MS = 6000;
 
 interface Member {
   id: string;
@@ -51,9 +52,14 @@ async function start(m: Member): Promise<void> {
   m.proc = await startServerProcess(m.config, `${m.url}/api/v1`, KEY);
 }
 
-function kill(m: Member): void {
-  m.proc?.kill("SIGKILL");
+/** SIGKILL, as a crash: resolves once the process is gone. */
+async function kill(m: Member): Promise<void> {
+  const p = m.proc;
   m.proc = null;
+  if (!p || p.exitCode !== null || p.signalCode !== null) return;
+  const gone = new Promise((r) => p.once("exit", r));
+  p.kill("SIGKILL");
+  await gone;
 }
 
 const api = (m: Member, method: string, path: string, body?: unknown) => apiRequest(m.url, method, path, body, H);
@@ -66,13 +72,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const m of [...fronts, ...nodes]) {
-    if (!m.proc) continue;
-    const p = m.proc;
-    const gone = new Promise((r) => p.once("exit", r));
-    p.kill("SIGTERM");
-    await gone;
-  }
+  await Promise.all([...fronts, ...nodes].map((m) => (m.proc ? stopProcess(m.proc) : undefined)));
   db?.stop();
 });
 
@@ -162,16 +162,17 @@ describe("cluster", () => {
 
   it("a killed node's sandboxes are lost within the timeout, and spawns go elsewhere", async () => {
     const victim = nodes[0];
-    const mine = ((await api(fronts[0], "GET", "/sandboxes")).body as { id: string; node: string }[]).filter((s) => s.node === victim.id).map((s) => s.id);
-    assert.equal(mine.length, 4);
+    const listed = (await api(fronts[0], "GET", "/sandboxes")).body as { id: string; node: string }[];
+    const mine = listed.filter((s) => s.node === victim.id).map((s) => s.id);
+    assert.equal(mine.length, 4, JSON.stringify(listed.filter((s) => s.node === victim.id)));
     lost = mine;
     const t0 = Date.now();
-    kill(victim);
+    await kill(victim);
     await waitFor(async () => (await api(fronts[0], "GET", `/sandboxes/${mine[0]}`)).body.state === "lost", TIMEOUT_MS * 4, "the sandbox to be reported lost");
     assert.ok(Date.now() - t0 < TIMEOUT_MS * 3, `lost after ${Date.now() - t0} ms`);
-    const listed = (await api(fronts[1], "GET", "/sandboxes")).body as { id: string; state: string }[];
+    const after = (await api(fronts[1], "GET", "/sandboxes")).body as { id: string; state: string }[];
     assert.deepEqual(
-      listed
+      after
         .filter((s) => s.state === "lost")
         .map((s) => s.id)
         .sort(),
@@ -189,7 +190,7 @@ describe("cluster", () => {
   });
 
   it("a killed front leaves the other serving everything", async () => {
-    kill(fronts[0]);
+    await kill(fronts[0]);
     const id = ids[5];
     const r = await api(fronts[1], "POST", `/sandboxes/${id}/exec`, { command: "echo still" });
     assert.equal(r.body.stdout, "still\n");

@@ -100,6 +100,12 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => proces
 export { processAlive as alive } from "../src/util/process.js";
 export { freePort } from "./ports.js";
 
+/** Servers this test process started and that still run: killed if it exits, however it exits. */
+const serverProcesses = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const p of serverProcesses) p.kill("SIGKILL");
+});
+
 /**
  * `forgevm serve --config FILE` as a user runs it, in a process of its own (a test may SIGKILL
  * it); resolves once `<apiBase>/health` answers (with the key, when given).
@@ -107,17 +113,41 @@ export { freePort } from "./ports.js";
 export async function startServerProcess(configFile: string, apiBase: string, apiKey?: string): Promise<ChildProcess> {
   const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
   const proc = spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", "ignore", "inherit"] });
+  serverProcesses.add(proc);
+  proc.once("exit", () => serverProcesses.delete(proc));
   const headers: Record<string, string> = apiKey ? { "X-API-Key": apiKey } : {};
-  await waitFor(
-    () =>
-      fetch(`${apiBase}/health`, { headers }).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    30_000,
-    "the server",
-  );
+  // A server that exits (a port or data directory in use) must fail here, not pass on another's health.
+  let exited = false;
+  proc.once("exit", () => {
+    exited = true;
+  });
+  try {
+    await waitFor(
+      () => {
+        if (exited) throw new Error(`the server exited with ${proc.exitCode ?? proc.signalCode} before it answered`);
+        return fetch(`${apiBase}/health`, { headers }).then(
+          (r) => r.ok && !exited,
+          () => false,
+        );
+      },
+      30_000,
+      "the server",
+    );
+  } catch (e) {
+    await stopProcess(proc);
+    throw e;
+  }
   return proc;
+}
+
+/** Stops a child process: SIGTERM, then SIGKILL after `graceMs`; resolves once it has exited (at once if it had). */
+export async function stopProcess(proc: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const gone = new Promise<void>((r) => proc.once("exit", () => r()));
+  proc.kill("SIGTERM");
+  const timer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
+  await gone;
+  clearTimeout(timer);
 }
 
 /** One REST call: an object body goes as JSON, a string as it is; the reply parsed when it is JSON. */

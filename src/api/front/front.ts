@@ -9,7 +9,7 @@ import type { Config } from "../../config/config.js";
 import { ClusterDirectory, type NodeRow } from "../../core/cluster/directory.js";
 import { parseDuration } from "../../core/durations.js";
 import { keyMatches } from "../access.js";
-import { relay, relayUpgrade } from "./proxy.js";
+import { notDelivered, relay, relayUpgrade } from "./proxy.js";
 
 export interface RunningFront {
   url: string;
@@ -87,8 +87,10 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       const node = await dir.place(memory, image, tried);
       if (!node) return problem(res, 503, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
       try {
-        return await relay(req, res, node.url, node.id, body);
-      } catch {
+        return await relay(req, res, node.url, node.id, body, true);
+      } catch (e) {
+        // Only a request the node never got may go to another: one it got may have made a sandbox.
+        if (!notDelivered(e)) return problem(res, 502, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`);
         tried.push(node.id);
       }
     }
@@ -109,11 +111,13 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     );
     const down = new Map(nodes.filter((n) => n.state === "down").map((n) => [n.id, n]));
     // (A node that went down after the lists were asked for is left to the next list.)
+    const listed = lists.flat() as { id?: string }[];
+    const seen = new Set(listed.map((s) => s.id));
     const lost = (await dir.lost()).flatMap((p) => {
       const node = down.get(p.node_id);
-      return node ? [lostView(p.sandbox_id, node)] : [];
+      return node && !seen.has(p.sandbox_id) ? [lostView(p.sandbox_id, node)] : [];
     });
-    send(res, 200, [...lists.flat(), ...lost]);
+    send(res, 200, [...listed, ...lost]);
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {

@@ -15,11 +15,23 @@ function forwardable(h: IncomingMessage["headers"], nodeId: string): Record<stri
   return out;
 }
 
-/** Sends `req` (its body not yet read, or `body` when it was) to the node at `base`; rejects only when the node cannot be reached. */
-export function relay(req: IncomingMessage, res: ServerResponse, base: string, nodeId: string, body?: Buffer): Promise<void> {
+/** Errors that mean the request never reached the node, so that sending it elsewhere cannot do it twice. */
+const NOT_DELIVERED = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
+
+/** Whether a relay's rejection means the node never got the request. */
+export function notDelivered(e: unknown): boolean {
+  return NOT_DELIVERED.has((e as NodeJS.ErrnoException)?.code ?? "");
+}
+
+/**
+ * Sends `req` (its body not yet read, or `body` when it was) to the node at `base`; rejects only
+ * when the node gave no answer. `fresh` opens a connection of its own, so that a refusal is not a
+ * kept-alive connection the node was closing.
+ */
+export function relay(req: IncomingMessage, res: ServerResponse, base: string, nodeId: string, body?: Buffer, fresh = false): Promise<void> {
   const url = new URL(req.url ?? "/", base);
   return new Promise<void>((resolve, reject) => {
-    const up = request(url, { method: req.method, headers: forwardable(req.headers, nodeId) }, (ures) => {
+    const up = request(url, { method: req.method, headers: forwardable(req.headers, nodeId), ...(fresh ? { agent: false } : {}) }, (ures) => {
       const headers: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(ures.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
       res.writeHead(ures.statusCode ?? 502, headers);
