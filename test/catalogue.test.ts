@@ -1,7 +1,8 @@
 // The cluster catalogue on a real PostgreSQL (started by the test in a temporary directory):
 // migrations run once however many processes open it at once; heartbeats make and refresh nodes;
 // a node without one is marked down; placements locate sandboxes; a returning node reconciles;
-// the pool reconnects after the database restarts.
+// events are kept once each in one order; templates record writes and deletions; the pool
+// reconnects after the database restarts.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -83,10 +84,61 @@ describe("catalogue", () => {
     assert.equal(await cat.reserve(99999, null), null);
   });
 
+  it("keeps every node's events once, in one order; forgets a restarted log's; trims", async () => {
+    const ev = (seq: number, type = "sandbox.created", data: Record<string, unknown> | null = null) => ({
+      seq,
+      type,
+      sandbox_id: `sb-${seq}`,
+      timestamp: new Date().toISOString(),
+      data,
+    });
+    await cat.heartbeat(report("e1"), new Date());
+    await cat.heartbeat(report("e2"), new Date());
+    const start = await cat.lastEventSeq();
+    await cat.appendEvents("e1", [ev(1), ev(2, "exec.finished", { exit_code: 0, note: 'quote " and \\ backslash' })]);
+    await cat.appendEvents("e2", [ev(1)]);
+    await cat.appendEvents("e1", [ev(2), ev(3)]); // 2 again: kept once
+    const got = await cat.eventsAfter(start);
+    assert.deepEqual(
+      got.map((e) => [e.node, e.sandbox_id, e.type]),
+      [
+        ["e1", "sb-1", "sandbox.created"],
+        ["e1", "sb-2", "exec.finished"],
+        ["e2", "sb-1", "sandbox.created"],
+        ["e1", "sb-3", "sandbox.created"],
+      ],
+    );
+    assert.deepEqual(got[1].data, { exit_code: 0, note: 'quote " and \\ backslash' });
+    assert.equal(await cat.lastNodeEvent("e1"), 3);
+    await cat.forgetNodeEventsAfter("e1", 1);
+    assert.equal(await cat.lastNodeEvent("e1"), 1);
+    await cat.trimEvents(3600_000, 1);
+    assert.equal((await cat.eventsAfter(0)).length, 1);
+  });
+
+  it("records templates written and deleted, and what changed since a time", async () => {
+    await cat.putTemplate("py", { name: "py", memory_mb: 512 });
+    const first = await cat.templatesSince(null);
+    assert.deepEqual(
+      first.map((t) => [t.name, t.body, t.deleted]),
+      [["py", { name: "py", memory_mb: 512 }, false]],
+    );
+    assert.deepEqual(await cat.templatesSince(first[0].updated_at), [], "nothing new since");
+    await cat.putTemplate("py", null);
+    const later = await cat.templatesSince(first[0].updated_at);
+    assert.deepEqual(
+      later.map((t) => [t.name, t.body, t.deleted]),
+      [["py", null, true]],
+    );
+    assert.equal((await cat.template("py"))?.deleted, true);
+    assert.equal(await cat.template("none"), undefined);
+  });
+
   it("reconnects after the database restarts", async () => {
+    const before = (await cat.nodes()).length;
     db.stop();
     await assert.rejects(cat.nodes());
     db.start();
-    assert.equal((await cat.nodes()).length, 2);
+    assert.equal((await cat.nodes()).length, before);
   });
 });

@@ -1,9 +1,10 @@
 // A cluster on one machine with real processes: Debian's PostgreSQL in a temporary directory,
 // three nodes (their own data directories and ports) and two fronts. Through a front: sandboxes
 // spread over the nodes by capacity; exec, files, streams, a WebSocket and the E2B SDK reach the
-// right node; a SIGKILLed node's sandboxes are lost within the timeout and spawns go elsewhere;
-// a SIGKILLed front leaves the other serving; the node comes back and reconciles; the database
-// restarts and the fronts and nodes reconnect.
+// right node; every node's events come as one stream; templates reach every node; a request for
+// one node's own things goes to the node it names; a SIGKILLed node's sandboxes are lost within
+// the timeout and spawns go elsewhere; a SIGKILLed front leaves the other serving; the node comes
+// back and reconciles; the database restarts and the fronts and nodes reconnect.
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -63,6 +64,39 @@ async function kill(m: Member): Promise<void> {
 }
 
 const api = (m: Member, method: string, path: string, body?: unknown) => apiRequest(m.url, method, path, body, H);
+
+/** The events a member's /events stream sends (after `query`) until `enough` holds of them or 15 s pass. */
+async function readEvents(m: Member, query: string, enough: (es: Record<string, string>[]) => boolean): Promise<Record<string, string>[]> {
+  const ctl = new AbortController();
+  const res = await fetch(`${m.url}/api/v1/events${query}`, { headers: H, signal: ctl.signal });
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  const events: Record<string, string>[] = [];
+  let text = "";
+  const end = Date.now() + 15_000;
+  // One read at a time: a read that loses the race to the clock is still the one to wait for.
+  let pending = reader.read();
+  try {
+    while (!enough(events) && Date.now() < end) {
+      const next = await Promise.race([pending, new Promise<null>((r) => setTimeout(() => r(null), 1000))]);
+      if (!next) continue;
+      if (next.done) break;
+      pending = reader.read();
+      text += new TextDecoder().decode(next.value);
+      const frames = text.split("\n\n");
+      text = frames.pop() ?? "";
+      for (const f of frames) {
+        const data = /^data: (.*)$/m.exec(f)?.[1];
+        if (data) events.push(JSON.parse(data));
+      }
+    }
+  } finally {
+    // The read still waiting ends with the abort: that is not a failure.
+    pending.catch(() => {});
+    ctl.abort();
+  }
+  return events;
+}
 
 before(async () => {
   db = await startPostgres();
@@ -158,6 +192,77 @@ describe("cluster", () => {
     } finally {
       await sbx.kill();
     }
+  });
+
+  it("serves every node's events as one stream, in order, each naming its node", async () => {
+    // A replay from the start: the first test's twelve creations, from all three nodes.
+    const replayed = await readEvents(fronts[1], "?last_event_id=0", (es) => es.filter((e) => e.type === "sandbox.created").length >= 12);
+    const created = replayed.filter((e) => e.type === "sandbox.created");
+    assert.deepEqual([...new Set(created.map((e) => e.node))].sort(), ["n1", "n2", "n3"]);
+    for (const id of ids)
+      assert.ok(
+        created.some((e) => e.sandbox_id === id),
+        `no sandbox.created for ${id}`,
+      );
+    const seqs = replayed.map((e) => Number(e.id));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+      "in the cluster's order",
+    );
+    // Live: an exec on a sandbox of one node arrives through the other front, with a resumable id.
+    const last = seqs[seqs.length - 1];
+    const live = readEvents(fronts[0], "", (es) => es.some((e) => e.type === "exec.finished" && e.sandbox_id === ids[2]));
+    await new Promise((r) => setTimeout(r, 500));
+    await api(fronts[1], "POST", `/sandboxes/${ids[2]}/exec`, { command: "true" });
+    const got = (await live).find((e) => e.type === "exec.finished" && e.sandbox_id === ids[2]);
+    assert.ok(got && Number(got.id) > last);
+    assert.equal(got.node, (await api(fronts[0], "GET", `/sandboxes/${ids[2]}`)).body.node);
+    const bad = await api(fronts[0], "GET", "/events?last_event_id=soon");
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.message, /last_event_id/);
+  });
+
+  it("keeps templates for every node: made through one front, spawned through the other on any node", async () => {
+    const made = await api(fronts[0], "POST", "/templates", { name: "everywhere", memory_mb: 320, env: { WHERE: "cluster" } });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    assert.equal((await api(fronts[0], "POST", "/templates", { name: "everywhere" })).status, 409);
+    const bad = await api(fronts[0], "POST", "/templates", { name: "broken", memory_mb: "lots" });
+    assert.equal(bad.status, 400);
+    assert.equal((await api(fronts[1], "GET", "/templates/broken")).status, 404);
+    assert.equal((await api(fronts[1], "GET", "/templates/everywhere")).body.memory_mb, 320);
+    // Every node mirrors it within a heartbeat.
+    await waitFor(async () => (await Promise.all(nodes.map((n) => api(n, "GET", "/templates/everywhere")))).every((r) => r.status === 200), 10_000, "every node to have it");
+    const spawned = await Promise.all([
+      api(fronts[1], "POST", "/templates/everywhere/spawn", {}),
+      ...Array.from({ length: 2 }, () => api(fronts[1], "POST", "/sandboxes", { template: "everywhere" })),
+    ]);
+    try {
+      for (const r of spawned) {
+        assert.equal(r.status, 201, JSON.stringify(r.body));
+        assert.equal(r.body.memory_mb, 320);
+        assert.equal((await api(fronts[0], "POST", `/sandboxes/${r.body.id}/exec`, { command: "echo $WHERE" })).body.stdout, "cluster\n");
+      }
+      assert.equal(new Set(spawned.map((r) => r.body.node)).size, 3, "placed by the template's memory, one per node");
+    } finally {
+      for (const r of spawned) if (r.body?.id) await api(fronts[0], "DELETE", `/sandboxes/${r.body.id}`);
+    }
+    assert.equal((await api(fronts[1], "DELETE", "/templates/everywhere")).status, 200);
+    await waitFor(async () => (await Promise.all(nodes.map((n) => api(n, "GET", "/templates/everywhere")))).every((r) => r.status === 404), 10_000, "every node to drop it");
+    assert.equal((await api(fronts[0], "POST", "/templates/everywhere/spawn", {})).status, 404);
+  });
+
+  it("sends what belongs to one node to the node named in the X-ForgeVM-Node header", async () => {
+    const direct = await api(nodes[1], "GET", "/images");
+    const via = await apiRequest(fronts[0].url, "GET", "/images", undefined, { ...H, "X-ForgeVM-Node": nodes[1].id });
+    assert.equal(via.status, 200);
+    assert.deepEqual(via.body, direct.body);
+    const unknown = await apiRequest(fronts[0].url, "GET", "/images", undefined, { ...H, "X-ForgeVM-Node": "n9" });
+    assert.equal(unknown.status, 404);
+    assert.match(unknown.body.message, /no node "n9"/);
+    const unnamed = await api(fronts[0], "GET", "/images");
+    assert.equal(unnamed.status, 404);
+    assert.match(unnamed.body.message, /X-ForgeVM-Node/i);
   });
 
   it("a killed node's sandboxes are lost within the timeout, and spawns go elsewhere", async () => {

@@ -33,6 +33,14 @@ export function keyMatches(given: string, expected: string): boolean {
 }
 
 /** A cookie value as sent, percent-decoded when it can be (a malformed one is taken as it is). */
+/** Whether a browser stream route (SSE, the exec WebSocket) carries the key as an api_key query parameter or cookie. */
+export function browserStreamKeyMatches(url: string, cookie: string | undefined, apiKey: string): boolean {
+  if (!BROWSER_STREAM_ROUTE.test(url.split("?")[0])) return false;
+  const fromQuery = new URL(url, "http://x").searchParams.get("api_key");
+  const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(cookie ?? "")?.[1];
+  return [fromQuery, fromCookie ? decodeCookie(fromCookie) : null].some((k) => !!k && keyMatches(k, apiKey));
+}
+
 function decodeCookie(v: string): string {
   try {
     return decodeURIComponent(v);
@@ -102,11 +110,7 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
     if (bearer && req.url.split("?")[0] === MCP_PATH && keyMatches(bearer, o.apiKey)) return;
     // Browsers cannot set headers on EventSource and WebSocket: those routes alone also take
     // the key as a cookie or an api_key query parameter.
-    if (BROWSER_STREAM_ROUTE.test(req.url.split("?")[0])) {
-      const fromQuery = new URL(req.url, "http://x").searchParams.get("api_key");
-      const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
-      for (const k of [fromQuery, fromCookie ? decodeCookie(fromCookie) : null]) if (k && keyMatches(k, o.apiKey)) return;
-    }
+    if (browserStreamKeyMatches(req.url, req.headers.cookie, o.apiKey)) return;
     return refuse(reply, new ForgevmError("UNAUTHORIZED", "missing or invalid API key: send it in the X-API-Key header (or, on /mcp, as Authorization: Bearer KEY)"));
   });
 }

@@ -289,6 +289,8 @@ export class Forge {
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
     const started = performance.now();
     try {
+      // A template made through another front may not have reached this node's mirror yet.
+      if (this.member && opts.template && !this.core.templates.get(opts.template)) await this.member.mirrorTemplates();
       const sb = await spawn(this.core, opts, (ref) => this.pullImage(ref));
       this.core.prom.spawned((performance.now() - started) / 1000, this.core.sandboxes.get(sb.id)?.origin ?? "boot");
       return sb;

@@ -27,7 +27,46 @@ const MIGRATIONS: string[] = [
      created_at TIMESTAMPTZ NOT NULL DEFAULT now()
    );
    CREATE INDEX placements_node ON placements(node_id);`,
+  // Every node's events in one order (seq), each once (node_id, node_seq); templates for every node.
+  `CREATE TABLE events (
+     seq BIGSERIAL PRIMARY KEY,
+     node_id TEXT NOT NULL,
+     node_seq BIGINT NOT NULL,
+     type TEXT NOT NULL,
+     sandbox_id TEXT,
+     at TIMESTAMPTZ NOT NULL,
+     data JSONB,
+     UNIQUE (node_id, node_seq)
+   );
+   CREATE TABLE templates (
+     name TEXT PRIMARY KEY,
+     body JSONB,
+     deleted BOOLEAN NOT NULL DEFAULT false,
+     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+   );`,
 ];
+
+/** A node's event, as the node recorded it. */
+export interface NodeEvent {
+  seq: number;
+  type: string;
+  sandbox_id: string | null;
+  timestamp: string;
+  data: Record<string, unknown> | null;
+}
+
+/** An event in the cluster's order: `seq` is the cluster's, `node` the node it happened on. */
+export interface ClusterEvent extends NodeEvent {
+  node: string;
+}
+
+/** A template as the catalogue keeps it: the body it was last written with, or deleted. */
+export interface CatalogueTemplate {
+  name: string;
+  body: Record<string, unknown> | null;
+  deleted: boolean;
+  updated_at: Date;
+}
 
 /** A node as the catalogue knows it. */
 export interface NodeRow {
@@ -164,6 +203,76 @@ export class Catalogue {
   async reconcile(nodeId: string, running: string[]): Promise<number> {
     const r = await this.pool.query("DELETE FROM placements WHERE node_id = $1 AND NOT (sandbox_id = ANY($2::text[]))", [nodeId, running]);
     return r.rowCount ?? 0;
+  }
+
+  /** Appends a node's events (each kept once, however often it is sent). */
+  async appendEvents(nodeId: string, events: NodeEvent[]): Promise<void> {
+    if (!events.length) return;
+    await this.pool.query(
+      `INSERT INTO events (node_id, node_seq, type, sandbox_id, at, data)
+       SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::jsonb[])
+       ON CONFLICT (node_id, node_seq) DO NOTHING`,
+      [
+        nodeId,
+        events.map((e) => e.seq),
+        events.map((e) => e.type),
+        events.map((e) => e.sandbox_id),
+        events.map((e) => e.timestamp),
+        events.map((e) => (e.data ? JSON.stringify(e.data) : null)),
+      ],
+    );
+  }
+
+  /** Forgets a node's events numbered after `nodeSeq` (its event log started again, from a new data directory). */
+  async forgetNodeEventsAfter(nodeId: string, nodeSeq: number): Promise<void> {
+    await this.pool.query("DELETE FROM events WHERE node_id = $1 AND node_seq > $2", [nodeId, nodeSeq]);
+  }
+
+  /** The newest of a node's events the catalogue holds (0 for none): where its shipping resumes. */
+  async lastNodeEvent(nodeId: string): Promise<number> {
+    const r = await this.pool.query<{ s: string | null }>("SELECT MAX(node_seq) AS s FROM events WHERE node_id = $1", [nodeId]);
+    return Number(r.rows[0].s ?? 0);
+  }
+
+  /** Events after the cluster's `seq`, oldest first, at most `limit`. */
+  async eventsAfter(seq: number, limit = 1000): Promise<ClusterEvent[]> {
+    const r = await this.pool.query<{ seq: string; node_id: string; type: string; sandbox_id: string | null; at: Date; data: Record<string, unknown> | null }>(
+      "SELECT seq, node_id, type, sandbox_id, at, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+      [seq, limit],
+    );
+    return r.rows.map((e) => ({ seq: Number(e.seq), node: e.node_id, type: e.type, sandbox_id: e.sandbox_id, timestamp: e.at.toISOString(), data: e.data }));
+  }
+
+  /** The cluster's newest event number (0 when there is none). */
+  async lastEventSeq(): Promise<number> {
+    const r = await this.pool.query<{ s: string | null }>("SELECT MAX(seq) AS s FROM events");
+    return Number(r.rows[0].s ?? 0);
+  }
+
+  /** Deletes events older than `maxAgeMs`, and all but the newest `keep`. */
+  async trimEvents(maxAgeMs: number, keep = 100_000): Promise<void> {
+    await this.pool.query("DELETE FROM events WHERE at < now() - make_interval(secs => $1) OR seq <= (SELECT MAX(seq) FROM events) - $2", [maxAgeMs / 1000, keep]);
+  }
+
+  /** Records a template's body (written) or its deletion, for every node to mirror. */
+  async putTemplate(name: string, body: Record<string, unknown> | null): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO templates (name, body, deleted, updated_at) VALUES ($1, $2, $3, clock_timestamp())
+       ON CONFLICT (name) DO UPDATE SET body = $2, deleted = $3, updated_at = clock_timestamp()`,
+      [name, body ? JSON.stringify(body) : null, body === null],
+    );
+  }
+
+  /** Templates written or deleted after `since` (all when null), oldest change first. */
+  async templatesSince(since: Date | null): Promise<CatalogueTemplate[]> {
+    return (
+      await this.pool.query<CatalogueTemplate>("SELECT * FROM templates WHERE $1::timestamptz IS NULL OR date_trunc('milliseconds', updated_at) > $1 ORDER BY updated_at", [since])
+    ).rows;
+  }
+
+  /** One template's entry, deleted or not. */
+  async template(name: string): Promise<CatalogueTemplate | undefined> {
+    return (await this.pool.query<CatalogueTemplate>("SELECT * FROM templates WHERE name = $1", [name])).rows[0];
   }
 
   async close(): Promise<void> {

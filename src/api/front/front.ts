@@ -1,21 +1,28 @@
 // `forgevm serve --role front`: the address users and SDKs talk to in a cluster. It answers what
-// is about the cluster itself (health, /cluster/nodes, the sandbox list of every node, where a new
-// sandbox goes) and relays everything about one sandbox to the node that owns it, found in the
-// catalogue by the sandbox's id (in the path, or E2B's E2b-Sandbox-Id header): REST, NDJSON
-// streams, SSE, WebSockets, E2B's control plane and envd. It keeps nothing; any number may run.
+// is about the cluster itself (health, /cluster/nodes, the sandbox list of every node, every
+// node's events, templates, where a new sandbox goes) and relays everything about one sandbox to
+// the node that owns it, found in the catalogue by the sandbox's id (in the path, or E2B's
+// E2b-Sandbox-Id header): REST, NDJSON streams, SSE, WebSockets, E2B's control plane and envd.
+// What belongs to one node (its images, snapshots, volumes, builds) goes to the node named in the
+// X-ForgeVM-Node header. It keeps nothing; any number may run.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Config } from "../../config/config.js";
 import { ClusterDirectory, type NodeRow } from "../../core/cluster/directory.js";
 import { parseDuration } from "../../core/durations.js";
-import { keyMatches } from "../access.js";
+import { ERRORS, type ErrorCode } from "../../core/errors.js";
+import { browserStreamKeyMatches, keyMatches } from "../access.js";
+import { streamClusterEvents } from "./events.js";
 import { notDelivered, relay, relayUpgrade } from "./proxy.js";
+import { handleTemplates } from "./templates.js";
 
 export interface RunningFront {
   url: string;
   close(): Promise<void>;
 }
 
+/** The header that sends a request to one node by its id, for what belongs to a node rather than to a sandbox. */
+export const NODE_HEADER = "x-forgevm-node";
 const SANDBOX_PATH = /^\/(?:api\/v1\/|v2\/)?sandboxes\/(sb-[0-9a-f]{8})(?:[/?]|$)/;
 const MAX_CREATE_BODY = 1024 * 1024;
 /** Memory a spawn that names none is placed for. */
@@ -27,7 +34,8 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-const problem = (res: ServerResponse, status: number, code: string, message: string) => send(res, status, { code, message });
+/** An error answer with a code of the one table every interface uses; 502 for a node that gave no answer. */
+const problem = (res: ServerResponse, code: ErrorCode, message: string, status: number = ERRORS[code].status) => send(res, status, { code, message });
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -50,7 +58,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     if (!key || typeof req.headers["e2b-sandbox-id"] === "string") return true;
     const given = req.headers["x-api-key"];
     const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
-    return (typeof given === "string" && keyMatches(given, key)) || (!!bearer && keyMatches(bearer, key));
+    return (typeof given === "string" && keyMatches(given, key)) || (!!bearer && keyMatches(bearer, key)) || browserStreamKeyMatches(req.url ?? "/", req.headers.cookie, key);
   };
   const targetOf = (req: IncomingMessage): string | null => {
     const header = req.headers["e2b-sandbox-id"];
@@ -63,34 +71,46 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   /** A request about one sandbox: to its node, or what the front can say when that node is down. */
   const toOwner = async (req: IncomingMessage, res: ServerResponse, id: string) => {
     const at = await dir.locate(id);
-    if (!at) return problem(res, 404, "SANDBOX_NOT_FOUND", `sandbox ${id} not found on any node`);
+    if (!at) return problem(res, "NOT_FOUND", `sandbox ${id} not found on any node`);
     if (at.node.state === "down") {
       if (req.method === "GET" && /^\/api\/v1\/sandboxes\/sb-[0-9a-f]{8}$/.test((req.url ?? "").split("?")[0])) return send(res, 200, lostView(id, at.node));
-      return problem(res, 503, "UNAVAILABLE", `sandbox ${id} is lost: its node ${at.node.id} is down`);
+      return problem(res, "UNAVAILABLE", `sandbox ${id} is lost: its node ${at.node.id} is down`);
     }
-    await relay(req, res, at.node.url, at.node.id).catch((e: Error) => problem(res, 502, "UNAVAILABLE", `node ${at.node.id} cannot be reached: ${e.message}`));
+    await relay(req, res, at.node.url, at.node.id).catch((e: Error) => problem(res, "UNAVAILABLE", `node ${at.node.id} cannot be reached: ${e.message}`, 502));
   };
 
-  /** A new sandbox: placed on a node with room (another is tried if the first cannot be reached). */
-  const create = async (req: IncomingMessage, res: ServerResponse) => {
-    const body = await readBody(req);
-    let parsed: { memory_mb?: unknown; image?: unknown; templateID?: unknown } = {};
+  /** A request for one node's own things (its images, snapshots, volumes, builds): relayed to the node it names. */
+  const toNode = async (req: IncomingMessage, res: ServerResponse, nodeId: string) => {
+    const node = (await dir.nodes()).find((n) => n.id === nodeId);
+    if (!node) return problem(res, "NOT_FOUND", `${NODE_HEADER}: no node "${nodeId}" (GET /api/v1/cluster/nodes lists them)`);
+    if (node.state === "down") return problem(res, "UNAVAILABLE", `node ${node.id} is down`);
+    await relay(req, res, node.url, node.id).catch((e: Error) => problem(res, "UNAVAILABLE", `node ${node.id} cannot be reached: ${e.message}`, 502));
+  };
+
+  /**
+   * A new sandbox: placed on a node with room for its memory (the body's, else its template's, else
+   * `memoryMb`), preferring one with its image; another is tried if the first never got it.
+   */
+  const create = async (req: IncomingMessage, res: ServerResponse, body: Buffer, memoryMb: number | null = null, imageHint: string | null = null) => {
+    let parsed: { memory_mb?: unknown; image?: unknown; template?: unknown } = {};
     try {
       parsed = body.length ? JSON.parse(body.toString()) : {};
     } catch {
       // the node answers a malformed body with its own 400
     }
-    const memory = typeof parsed.memory_mb === "number" ? parsed.memory_mb : DEFAULT_PLACE_MB;
-    const image = typeof parsed.image === "string" ? parsed.image : null;
+    let template: Record<string, unknown> | null = null;
+    if (typeof parsed.template === "string") template = (await dir.template(parsed.template))?.body ?? null;
+    const memory = typeof parsed.memory_mb === "number" ? parsed.memory_mb : typeof template?.memory_mb === "number" ? template.memory_mb : (memoryMb ?? DEFAULT_PLACE_MB);
+    const image = typeof parsed.image === "string" ? parsed.image : typeof template?.image === "string" ? template.image : imageHint;
     const tried: string[] = [];
     for (;;) {
       const node = await dir.place(memory, image, tried);
-      if (!node) return problem(res, 503, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
+      if (!node) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
       try {
         return await relay(req, res, node.url, node.id, body, true);
       } catch (e) {
         // Only a request the node never got may go to another: one it got may have made a sandbox.
-        if (!notDelivered(e)) return problem(res, 502, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`);
+        if (!notDelivered(e)) return problem(res, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`, 502);
         tried.push(node.id);
       }
     }
@@ -123,7 +143,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/api/v1/health") return send(res, 200, { status: "ok", version, role: "front" });
-    if (!authorized(req)) return problem(res, 401, "UNAUTHORIZED", "missing or wrong API key (X-API-Key)");
+    if (!authorized(req)) return problem(res, "UNAUTHORIZED", "missing or wrong API key (X-API-Key)");
     if (path === "/api/v1/cluster/nodes" && req.method === "GET") {
       return send(
         res,
@@ -142,16 +162,20 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
         })),
       );
     }
+    const named = req.headers[NODE_HEADER];
+    if (typeof named === "string") return toNode(req, res, named);
     const id = targetOf(req);
     if (id) return toOwner(req, res, id);
-    if (req.method === "POST" && (path === "/api/v1/sandboxes" || path === "/sandboxes" || path === "/v2/sandboxes")) return create(req, res);
+    if (req.method === "POST" && (path === "/api/v1/sandboxes" || path === "/sandboxes" || path === "/v2/sandboxes")) return create(req, res, await readBody(req));
     if (req.method === "GET" && path === "/api/v1/sandboxes") return list(req, res);
-    problem(res, 501, "NOT_IMPLEMENTED", `${req.method} ${path} is not served by a front yet: send it to a node (GET /api/v1/cluster/nodes lists them)`);
+    if (req.method === "GET" && path === "/api/v1/events") return streamClusterEvents(req, res, dir, (m) => problem(res, "BAD_REQUEST", m));
+    if (await handleTemplates(req, res, path, { dir, body: readBody, problem, create })) return;
+    problem(res, "NOT_FOUND", `${req.method} ${path} is not served by a front yet: name the node it is for in the ${NODE_HEADER} header (GET /api/v1/cluster/nodes lists them)`);
   };
 
   const server = createServer((req, res) => {
     handle(req, res).catch((e: Error) => {
-      if (!res.headersSent) problem(res, e instanceof RangeError ? 413 : 503, e instanceof RangeError ? "BAD_REQUEST" : "UNAVAILABLE", e.message);
+      if (!res.headersSent) problem(res, e instanceof RangeError ? "PAYLOAD_TOO_LARGE" : "UNAVAILABLE", e.message);
       else res.destroy();
     });
   });

@@ -72,3 +72,11 @@ export function relayUpgrade(req: IncomingMessage, client: Duplex, head: Buffer,
   client.on("close", () => up.destroy());
   up.on("close", () => client.destroy());
 }
+
+/** One request to a node whose (small, JSON) answer the front reads before it answers: status and body. */
+export async function ask(req: IncomingMessage, base: string, nodeId: string, body?: Buffer): Promise<{ status: number; body: Buffer; type: string }> {
+  const headers = forwardable(req.headers, nodeId);
+  delete headers["content-length"];
+  const r = await fetch(new URL(req.url ?? "/", base), { method: req.method, headers: headers as Record<string, string>, body: body?.length ? body : undefined });
+  return { status: r.status, body: Buffer.from(await r.arrayBuffer()), type: r.headers.get("content-type") ?? "application/json" };
+}

@@ -4,13 +4,10 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
 import type { EventRow } from "../../core/types.js";
+import { eventFrame } from "../event-frame.js";
 
-const HEARTBEAT_MS = 15_000;
-
-function frame(e: EventRow): string {
-  const body = { id: String(e.seq), type: e.type, sandbox_id: e.sandbox_id, timestamp: e.timestamp, ...(e.data ?? {}) };
-  return `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(body)}\n\n`;
-}
+/** How often an idle stream sends a comment, so proxies keep it open. */
+export const HEARTBEAT_MS = 15_000;
 
 export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   // Open streams never end on their own: a shutting-down server ends them so close() can finish.
@@ -47,7 +44,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       const send = (e: EventRow) => {
         if (e.seq <= lastSent) return; // already sent by the replay
         lastSent = e.seq;
-        out.write(frame(e));
+        out.write(eventFrame(e));
       };
       const unsubscribe = forge.subscribe((e) => (replaying ? held.push(e) : send(e)));
       if (Number.isFinite(after)) {

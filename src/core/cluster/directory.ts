@@ -2,23 +2,35 @@
 // each sandbox lives, where a new one goes. A front keeps nothing of its own, so any number of
 // them can run and any can die. Every front also marks down the nodes that stopped heart-beating
 // (the same idempotent statement), so there is no single watcher to lose.
-import { Catalogue, type NodeRow } from "../../store/catalogue.js";
+import { Catalogue, type CatalogueTemplate, type NodeRow } from "../../store/catalogue.js";
+import { ClusterEventFeed } from "./event-feed.js";
 
+export type { ClusterEvent } from "../../store/catalogue.js";
 export type { NodeRow };
+
+/** How long the cluster's events are kept, as a node keeps its own. */
+const EVENTS_KEPT_MS = 24 * 3600_000;
 
 export class ClusterDirectory {
   private watch: NodeJS.Timeout | null = null;
+  private trim: NodeJS.Timeout | null = null;
+  /** Every node's events, as one feed. */
+  readonly events: ClusterEventFeed;
 
   private constructor(
     private readonly catalogue: Catalogue,
     private readonly nodeTimeoutMs: number,
-  ) {}
+  ) {
+    this.events = new ClusterEventFeed(catalogue);
+  }
 
   /** Connects to the catalogue and starts marking silent nodes down. */
   static async open(database: string, nodeTimeoutMs: number): Promise<ClusterDirectory> {
     const d = new ClusterDirectory(await Catalogue.open(database), nodeTimeoutMs);
     d.watch = setInterval(() => void d.catalogue.markDown(nodeTimeoutMs).catch(() => {}), Math.max(250, nodeTimeoutMs / 4));
     d.watch.unref();
+    d.trim = setInterval(() => void d.catalogue.trimEvents(EVENTS_KEPT_MS).catch(() => {}), 60_000);
+    d.trim.unref();
     return d;
   }
 
@@ -44,8 +56,20 @@ export class ClusterDirectory {
     return (await this.catalogue.placements()).filter((p) => p.node_state === "down");
   }
 
+  /** The template as the cluster knows it (undefined when never written, `deleted` when removed). */
+  template(name: string): Promise<CatalogueTemplate | undefined> {
+    return this.catalogue.template(name);
+  }
+
+  /** Records a template written (its body) or deleted (null) through a node, for every node to mirror. */
+  putTemplate(name: string, body: Record<string, unknown> | null): Promise<void> {
+    return this.catalogue.putTemplate(name, body);
+  }
+
   async close(): Promise<void> {
     if (this.watch) clearInterval(this.watch);
+    if (this.trim) clearInterval(this.trim);
+    this.events.stop();
     await this.catalogue.close();
   }
 }

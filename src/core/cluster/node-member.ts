@@ -1,8 +1,12 @@
 // A node's part in a cluster: it heartbeats into the catalogue (where fronts reach it, its
 // capacity and what it has ready), records where each of its sandboxes lives as they come and go,
 // whatever interface made them, and at start tells the catalogue which of its sandboxes survived.
+// It ships its events to the catalogue (fronts serve them as one stream) and mirrors the
+// cluster's templates into its own store.
 import { availableParallelism, totalmem } from "node:os";
 import type { Catalogue } from "../../store/catalogue.js";
+import type { TemplateInput } from "../template-ops.js";
+import { templateBody } from "../template-ops.js";
 import type { Forge } from "../forge.js";
 
 export interface NodeMemberOptions {
@@ -19,6 +23,13 @@ export class NodeMember {
   private readonly started = new Date();
   /** Placement writes that failed (the database was away): retried at the next heartbeat. */
   private readonly unsynced = new Map<string, "place" | "unplace">();
+  /** The newest of this node's events the catalogue has. */
+  private shipped = 0;
+  private shipping: Promise<void> | null = null;
+  private shipAgain = false;
+  /** The newest template change mirrored, and the mirror running now. */
+  private templatesAt: Date | null = null;
+  private mirroring: Promise<void> | null = null;
 
   /** This node's id in the catalogue. */
   get id(): string {
@@ -33,10 +44,20 @@ export class NodeMember {
 
   /** Registers, reconciles the catalogue with this node's sandboxes, and keeps heart-beating. */
   async start(): Promise<void> {
-    await this.beat();
+    await this.report();
     await this.catalogue.reconcile(this.o.id, this.running());
     for (const id of this.running()) await this.catalogue.place(id, this.o.id);
+    const local = this.forge.lastEventSeq();
+    this.shipped = await this.catalogue.lastNodeEvent(this.o.id);
+    if (local < this.shipped) {
+      // A new data directory numbers its events from 1 again: the catalogue's later ones were another log's.
+      await this.catalogue.forgetNodeEventsAfter(this.o.id, local);
+      this.shipped = local;
+    }
+    await this.shipEvents();
+    await this.mirrorTemplates();
     this.off = this.forge.subscribe((e) => {
+      void this.shipEvents();
       if (!e.sandbox_id) return;
       if (e.type === "sandbox.created") this.sync(e.sandbox_id, "place");
       else if (e.type === "sandbox.destroyed") this.sync(e.sandbox_id, "unplace");
@@ -48,6 +69,54 @@ export class NodeMember {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.off?.();
+  }
+
+  /** Sends the events the catalogue does not have yet; one sending at a time, another after it when asked meanwhile. */
+  shipEvents(): Promise<void> {
+    if (this.shipping) {
+      this.shipAgain = true;
+      return this.shipping;
+    }
+    // (`finally` runs after the assignment even when nothing waits inside.)
+    this.shipping = this.shipAll().finally(() => {
+      this.shipping = null;
+    });
+    return this.shipping;
+  }
+
+  private async shipAll(): Promise<void> {
+    try {
+      do {
+        this.shipAgain = false;
+        for (let batch = this.forge.replayEvents(this.shipped, 500); batch.length; batch = this.forge.replayEvents(this.shipped, 500)) {
+          await this.catalogue.appendEvents(this.o.id, batch);
+          this.shipped = batch[batch.length - 1].seq;
+        }
+      } while (this.shipAgain);
+    } catch {
+      // the database is away: the next heartbeat sends them
+    }
+  }
+
+  /** Applies the cluster's template changes since the last mirror to this node's store. */
+  mirrorTemplates(): Promise<void> {
+    this.mirroring ??= this.mirrorAll().finally(() => {
+      this.mirroring = null;
+    });
+    return this.mirroring;
+  }
+
+  private async mirrorAll(): Promise<void> {
+    for (const t of await this.catalogue.templatesSince(this.templatesAt)) {
+      try {
+        if (t.deleted || !t.body) await this.forge.deleteTemplate(t.name);
+        // (The node that took the write has it already: an unchanged template is left alone.)
+        else await this.forge.applyTemplates([templateBody({ ...(t.body as unknown as TemplateInput), name: t.name })]);
+      } catch {
+        // one this node cannot take (its image cannot be pulled here) stays as it was; spawns of it fail here with that error
+      }
+      this.templatesAt = t.updated_at;
+    }
   }
 
   private running(): string[] {
@@ -63,6 +132,14 @@ export class NodeMember {
   }
 
   private async beat(): Promise<void> {
+    await this.report();
+    for (const [id, what] of [...this.unsynced]) this.sync(id, what);
+    await this.shipEvents();
+    await this.mirrorTemplates();
+  }
+
+  /** The heartbeat itself: this node's capacity and load. */
+  private async report(): Promise<void> {
     const active = this.forge.list(undefined, ["creating", "running"]);
     const totalMb = Math.floor(totalmem() / 1048576);
     const images = (await this.forge.listImages()).map((i) => i.name);
@@ -83,6 +160,5 @@ export class NodeMember {
       },
       this.started,
     );
-    for (const [id, what] of [...this.unsynced]) this.sync(id, what);
   }
 }
