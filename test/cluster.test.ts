@@ -2,9 +2,10 @@
 // three nodes (their own data directories and ports) and two fronts. Through a front: sandboxes
 // spread over the nodes by capacity; exec, files, streams, a WebSocket and the E2B SDK reach the
 // right node; every node's events come as one stream; templates reach every node; a request for
-// one node's own things goes to the node it names; a SIGKILLed node's sandboxes are lost within
-// the timeout and spawns go elsewhere; a SIGKILLed front leaves the other serving; the node comes
-// back and reconciles; the database restarts and the fronts and nodes reconnect.
+// one node's own things goes to the node it names; a snapshot restores on its node; a SIGKILLed
+// node's sandboxes are lost within the timeout and spawns go elsewhere; a SIGKILLed front leaves
+// the other serving; the node comes back and reconciles; the database restarts and the fronts
+// and nodes reconnect.
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -263,6 +264,33 @@ describe("cluster", () => {
     const unnamed = await api(fronts[0], "GET", "/images");
     assert.equal(unnamed.status, 404);
     assert.match(unnamed.body.message, /X-ForgeVM-Node/i);
+  });
+
+  it("restores a snapshot on the node that holds it, and lists every node's snapshots", async () => {
+    const source = (await api(fronts[0], "GET", `/sandboxes/${ids[3]}`)).body as { node: string };
+    await api(fronts[0], "POST", `/sandboxes/${ids[3]}/files`, { path: "/root/kept.txt", content: "from the snapshot\n" });
+    const snap = await api(fronts[1], "POST", `/sandboxes/${ids[3]}/snapshot`, { name: "cluster-snap" });
+    assert.equal(snap.status, 201, JSON.stringify(snap.body));
+    try {
+      const listed = (await api(fronts[0], "GET", "/snapshots")).body as { id: string; node: string }[];
+      assert.deepEqual(
+        listed.filter((s) => s.id === snap.body.id).map((s) => s.node),
+        [source.node],
+      );
+      assert.equal((await api(fronts[0], "GET", `/snapshots/${snap.body.id}`)).body.name, "cluster-snap");
+      const restored = await api(fronts[0], "POST", "/snapshots/cluster-snap/spawn", {});
+      assert.equal(restored.status, 201, JSON.stringify(restored.body));
+      const copy = restored.body.sandboxes[0] as { id: string; node: string };
+      try {
+        assert.equal(copy.node, source.node);
+        assert.equal((await api(fronts[1], "POST", `/sandboxes/${copy.id}/exec`, { command: "cat /root/kept.txt" })).body.stdout, "from the snapshot\n");
+      } finally {
+        await api(fronts[1], "DELETE", `/sandboxes/${copy.id}`);
+      }
+      assert.equal((await api(fronts[0], "GET", "/snapshots/no-such-snap")).status, 404);
+    } finally {
+      assert.equal((await api(fronts[1], "DELETE", `/snapshots/${snap.body.id}`)).status, 200);
+    }
   });
 
   it("a killed node's sandboxes are lost within the timeout, and spawns go elsewhere", async () => {

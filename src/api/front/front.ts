@@ -3,6 +3,7 @@
 // node's events, templates, where a new sandbox goes) and relays everything about one sandbox to
 // the node that owns it, found in the catalogue by the sandbox's id (in the path, or E2B's
 // E2b-Sandbox-Id header): REST, NDJSON streams, SSE, WebSockets, E2B's control plane and envd.
+// A request about one snapshot goes to the node that holds it.
 // What belongs to one node (its images, snapshots, volumes, builds) goes to the node named in the
 // X-ForgeVM-Node header. It keeps nothing; any number may run.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -14,6 +15,7 @@ import { ERRORS, type ErrorCode } from "../../core/errors.js";
 import { browserStreamKeyMatches, keyMatches } from "../access.js";
 import { streamClusterEvents } from "./events.js";
 import { notDelivered, relay, relayUpgrade } from "./proxy.js";
+import { handleSnapshots } from "./snapshots.js";
 import { handleTemplates } from "./templates.js";
 
 export interface RunningFront {
@@ -170,6 +172,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     if (req.method === "GET" && path === "/api/v1/sandboxes") return list(req, res);
     if (req.method === "GET" && path === "/api/v1/events") return streamClusterEvents(req, res, dir, (m) => problem(res, "BAD_REQUEST", m));
     if (await handleTemplates(req, res, path, { dir, body: readBody, problem, create })) return;
+    if (await handleSnapshots(req, res, path, { dir, problem, send })) return;
     problem(res, "NOT_FOUND", `${req.method} ${path} is not served by a front yet: name the node it is for in the ${NODE_HEADER} header (GET /api/v1/cluster/nodes lists them)`);
   };
 
