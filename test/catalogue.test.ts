@@ -27,6 +27,7 @@ const report = (id: string, free = 4096): NodeReport => ({
   vcpus: 4,
   free_memory_mb: free,
   running: 0,
+  used_vcpus: 0,
   images: ["forgevm/debian:bookworm"],
   warm: [],
   version: "test",
@@ -74,14 +75,21 @@ describe("catalogue", () => {
     assert.equal(await cat.locate("sb-00000003"), undefined);
   });
 
-  it("reserves room on the node with the image, then the most free memory; none when nothing fits", async () => {
+  it("reserves room on the node with the image, then the most free memory and vCPUs; none when nothing fits", async () => {
     await cat.heartbeat({ ...report("n1", 3000), images: [] }, new Date());
     await cat.heartbeat(report("n2", 2000), new Date());
-    assert.equal((await cat.reserve(512, "forgevm/debian:bookworm"))?.id, "n2", "the node that has the image");
-    assert.equal((await cat.reserve(512, "other"))?.id, "n1", "the most free memory");
+    const want = (memoryMb: number, image: string | null, vcpus = 1) => ({ memoryMb, image, vcpus });
+    assert.equal((await cat.reserve(want(512, "forgevm/debian:bookworm")))?.id, "n2", "the node that has the image");
+    assert.equal((await cat.reserve(want(512, "other")))?.id, "n1", "the most free memory");
     assert.equal((await cat.node("n1"))?.free_memory_mb, 2488);
-    assert.equal((await cat.reserve(512, "other", ["n1"]))?.id, "n2", "not an excluded one");
-    assert.equal(await cat.reserve(99999, null), null);
+    assert.equal((await cat.node("n1"))?.used_vcpus, 1);
+    assert.equal((await cat.reserve(want(512, "other"), ["n1"]))?.id, "n2", "not an excluded one");
+    assert.equal(await cat.reserve(want(99999, null)), null);
+    // Memory alike, vCPUs not: the node whose vCPUs are less taken.
+    await cat.heartbeat({ ...report("n1", 4096), used_vcpus: 6 }, new Date());
+    await cat.heartbeat({ ...report("n2", 4096), used_vcpus: 1 }, new Date());
+    assert.equal((await cat.reserve(want(256, null, 2)))?.id, "n2", "the fewer vCPUs taken");
+    assert.equal((await cat.node("n2"))?.used_vcpus, 3);
   });
 
   it("keeps every node's events once, in one order; forgets a restarted log's; trims", async () => {

@@ -44,6 +44,8 @@ const MIGRATIONS: string[] = [
      deleted BOOLEAN NOT NULL DEFAULT false,
      updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
    );`,
+  // The vCPUs a node's sandboxes have, weighed in placement with its free memory.
+  "ALTER TABLE nodes ADD COLUMN used_vcpus INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /** A node's event, as the node recorded it. */
@@ -78,6 +80,8 @@ export interface NodeRow {
   heartbeat_at: Date;
   memory_mb: number;
   vcpus: number;
+  /** The vCPUs its sandboxes have (more than `vcpus` when they are overcommitted). */
+  used_vcpus: number;
   free_memory_mb: number;
   running: number;
   images: string[];
@@ -125,11 +129,11 @@ export class Catalogue {
   /** A node's heartbeat: its row made or refreshed, and "up" again if it was down. */
   async heartbeat(r: NodeReport, startedAt: Date): Promise<void> {
     await this.pool.query(
-      `INSERT INTO nodes (id, url, state, started_at, heartbeat_at, memory_mb, vcpus, free_memory_mb, running, images, warm, version)
-       VALUES ($1, $2, 'up', $3, now(), $4, $5, $6, $7, $8, $9, $10)
+      `INSERT INTO nodes (id, url, state, started_at, heartbeat_at, memory_mb, vcpus, free_memory_mb, running, images, warm, version, used_vcpus)
+       VALUES ($1, $2, 'up', $3, now(), $4, $5, $6, $7, $8, $9, $10, $11)
        ON CONFLICT (id) DO UPDATE SET url = $2, state = CASE WHEN nodes.state = 'draining' THEN 'draining' ELSE 'up' END, started_at = $3,
-         heartbeat_at = now(), memory_mb = $4, vcpus = $5, free_memory_mb = $6, running = $7, images = $8, warm = $9, version = $10`,
-      [r.id, r.url, startedAt, r.memory_mb, r.vcpus, r.free_memory_mb, r.running, r.images, r.warm, r.version],
+         heartbeat_at = now(), memory_mb = $4, vcpus = $5, free_memory_mb = $6, running = $7, images = $8, warm = $9, version = $10, used_vcpus = $11`,
+      [r.id, r.url, startedAt, r.memory_mb, r.vcpus, r.free_memory_mb, r.running, r.images, r.warm, r.version, r.used_vcpus],
     );
   }
 
@@ -151,19 +155,20 @@ export class Catalogue {
 
   /**
    * Picks the up node with room for `memoryMb`: one that has `image` (or a warm sandbox of it)
-   * first, then the most free memory, then the fewest sandboxes; and takes the memory from its
-   * free figure at once, so that spawns placed before its next heartbeat go elsewhere. Null when
-   * no node has room.
+   * first, then the one with the largest share of its memory free less the share of its vCPUs
+   * taken, then the fewest sandboxes; and takes the memory and vCPUs at once, so that spawns
+   * placed before its next heartbeat go elsewhere. Null when no node has the memory.
    */
-  async reserve(memoryMb: number, image: string | null, exclude: string[] = []): Promise<NodeRow | null> {
+  async reserve(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<NodeRow | null> {
     const r = await this.pool.query<NodeRow>(
-      `UPDATE nodes SET free_memory_mb = free_memory_mb - $1, running = running + 1
+      `UPDATE nodes SET free_memory_mb = free_memory_mb - $1, used_vcpus = used_vcpus + $4, running = running + 1
        WHERE id = (
          SELECT id FROM nodes WHERE state = 'up' AND free_memory_mb >= $1 AND NOT (id = ANY($3::text[]))
-         ORDER BY (CASE WHEN $2::text = ANY(warm) THEN 0 WHEN $2::text = ANY(images) THEN 1 ELSE 2 END), free_memory_mb DESC, running ASC, id
+         ORDER BY (CASE WHEN $2::text = ANY(warm) THEN 0 WHEN $2::text = ANY(images) THEN 1 ELSE 2 END),
+           free_memory_mb::float8 / GREATEST(memory_mb, 1) - used_vcpus::float8 / GREATEST(vcpus, 1) DESC, running ASC, id
          LIMIT 1 FOR UPDATE SKIP LOCKED)
        RETURNING *`,
-      [memoryMb, image, exclude],
+      [want.memoryMb, want.image, exclude, want.vcpus],
     );
     return r.rows[0] ?? null;
   }

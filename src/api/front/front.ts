@@ -90,23 +90,27 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   };
 
   /**
-   * A new sandbox: placed on a node with room for its memory (the body's, else its template's, else
-   * `memoryMb`), preferring one with its image; another is tried if the first never got it.
+   * A new sandbox: placed on a node with room for its memory and vCPUs (the body's, else those of
+   * its template or of `fallback`, a template's body), preferring one with its image; another is
+   * tried if the first never got the request.
    */
-  const create = async (req: IncomingMessage, res: ServerResponse, body: Buffer, memoryMb: number | null = null, imageHint: string | null = null) => {
-    let parsed: { memory_mb?: unknown; image?: unknown; template?: unknown } = {};
+  const create = async (req: IncomingMessage, res: ServerResponse, body: Buffer, fallback: Record<string, unknown> | null = null) => {
+    let parsed: Record<string, unknown> = {};
     try {
       parsed = body.length ? JSON.parse(body.toString()) : {};
     } catch {
       // the node answers a malformed body with its own 400
     }
-    let template: Record<string, unknown> | null = null;
-    if (typeof parsed.template === "string") template = (await dir.template(parsed.template))?.body ?? null;
-    const memory = typeof parsed.memory_mb === "number" ? parsed.memory_mb : typeof template?.memory_mb === "number" ? template.memory_mb : (memoryMb ?? DEFAULT_PLACE_MB);
-    const image = typeof parsed.image === "string" ? parsed.image : typeof template?.image === "string" ? template.image : imageHint;
+    const template = typeof parsed.template === "string" ? ((await dir.template(parsed.template))?.body ?? null) : fallback;
+    const pick = <T>(key: string, kind: "number" | "string", otherwise: T): T => {
+      for (const from of [parsed, template ?? {}]) if (typeof from[key] === kind) return from[key] as T;
+      return otherwise;
+    };
+    const memory = pick("memory_mb", "number", DEFAULT_PLACE_MB);
+    const want = { memoryMb: memory, vcpus: pick("vcpus", "number", pick("cpu_cores", "number", 1)), image: pick<string | null>("image", "string", null) };
     const tried: string[] = [];
     for (;;) {
-      const node = await dir.place(memory, image, tried);
+      const node = await dir.place(want, tried);
       if (!node) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
       try {
         return await relay(req, res, node.url, node.id, body, true);
@@ -158,6 +162,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
           memory_mb: n.memory_mb,
           free_memory_mb: n.free_memory_mb,
           vcpus: n.vcpus,
+          used_vcpus: n.used_vcpus,
           running: n.running,
           images: n.images,
           version: n.version,

@@ -15,8 +15,8 @@ export interface TemplateContext {
   dir: ClusterDirectory;
   body(req: IncomingMessage): Promise<Buffer>;
   problem(res: ServerResponse, code: ErrorCode, message: string): void;
-  /** Places a new sandbox for this much memory and image, and relays the request that makes it. */
-  create(req: IncomingMessage, res: ServerResponse, body: Buffer, memoryMb: number | null, image: string | null): Promise<void>;
+  /** Places a new sandbox (by the body's memory, vCPUs and image, else the template's) and relays the request that makes it. */
+  create(req: IncomingMessage, res: ServerResponse, body: Buffer, template: Record<string, unknown>): Promise<void>;
 }
 
 /** The up nodes, in a fixed order: the first takes template writes and reads. */
@@ -39,9 +39,7 @@ export async function handleTemplates(req: IncomingMessage, res: ServerResponse,
       c.problem(res, "NOT_FOUND", `template "${name}" not found`);
       return true;
     }
-    const memory = typeof t.body.memory_mb === "number" ? t.body.memory_mb : null;
-    const image = typeof t.body.image === "string" ? t.body.image : null;
-    await c.create(req, res, await c.body(req), memory, image);
+    await c.create(req, res, await c.body(req), t.body);
     return true;
   }
   const body = req.method === "GET" || req.method === "DELETE" ? Buffer.alloc(0) : await c.body(req);

@@ -42,8 +42,8 @@ export class ClusterDirectory {
   }
 
   /** A node for a new sandbox (see Catalogue.reserve), or null when none has room. */
-  place(memoryMb: number, image: string | null, exclude: string[] = []): Promise<NodeRow | null> {
-    return this.catalogue.reserve(memoryMb, image, exclude);
+  place(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<NodeRow | null> {
+    return this.catalogue.reserve(want, exclude);
   }
 
   /** Where a sandbox lives; undefined for one the catalogue does not know. */

@@ -151,6 +151,7 @@ export class NodeMember {
         vcpus: availableParallelism(),
         free_memory_mb: Math.max(0, totalMb - active.reduce((n, r) => n + r.memory_mb, 0)),
         running: active.length,
+        used_vcpus: active.reduce((n, r) => n + r.vcpus, 0),
         images,
         warm: this.forge
           .warmPools()
