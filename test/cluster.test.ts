@@ -2,15 +2,17 @@
 // three nodes (their own data directories and ports) and two fronts. Through a front: sandboxes
 // spread over the nodes by capacity; exec, files, streams, a WebSocket and the E2B SDK reach the
 // right node; every node's events come as one stream; templates reach every node; a request for
-// one node's own things goes to the node it names; a snapshot restores on its node; a SIGKILLed
-// node's sandboxes are lost within the timeout and spawns go elsewhere; a SIGKILLed front leaves
-// the other serving; the node comes back and reconciles; the database restarts and the fronts
-// and nodes reconnect.
+// one node's own things goes to the node it names; a snapshot restores on its node; an MCP
+// session works through any front; a SIGKILLed node's sandboxes are lost within the timeout and
+// spawns go elsewhere; a SIGKILLed front leaves the other serving; the node comes back and
+// reconciles; the database restarts and the fronts and nodes reconnect.
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Sandbox } from "e2b";
 import WebSocket from "ws";
 import { stringify } from "yaml";
@@ -291,6 +293,44 @@ describe("cluster", () => {
     } finally {
       assert.equal((await api(fronts[1], "DELETE", `/snapshots/${snap.body.id}`)).status, 200);
     }
+  });
+
+  it("serves an MCP session through any front, on the node it was placed on", async () => {
+    const client = new Client({ name: "cluster-test", version: "1.0.0" });
+    const transport = new StreamableHTTPClientTransport(new URL("/mcp", fronts[0].url), { requestInit: { headers: { Authorization: `Bearer ${KEY}` } } });
+    await client.connect(transport);
+    let id = "";
+    try {
+      const sid = transport.sessionId ?? "";
+      assert.match(sid, /^n[123]~/, "the session id names its node");
+      const made = (await client.callTool({ name: "create_sandbox", arguments: {} })) as { structuredContent?: { sandbox_id: string } };
+      id = made.structuredContent!.sandbox_id;
+      const r = (await client.callTool({ name: "exec", arguments: { sandbox_id: id, command: "echo via mcp" } })) as { structuredContent?: { stdout: string } };
+      assert.equal(r.structuredContent?.stdout, "via mcp\n");
+      assert.equal((await api(fronts[1], "GET", `/sandboxes/${id}`)).body.node, sid.split("~")[0]);
+      // The other front knows the session from its id alone.
+      const listed = await fetch(`${fronts[1].url}/mcp`, {
+        method: "POST",
+        headers: {
+          Authorization: `Bearer ${KEY}`,
+          "Content-Type": "application/json",
+          Accept: "application/json, text/event-stream",
+          "Mcp-Session-Id": sid,
+          "Mcp-Protocol-Version": transport.protocolVersion ?? "2025-06-18",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list", params: {} }),
+      });
+      assert.equal(listed.status, 200);
+      assert.match(await listed.text(), /create_sandbox/);
+      const stranger = await fetch(`${fronts[1].url}/mcp`, { headers: { Authorization: `Bearer ${KEY}`, "Mcp-Session-Id": "nowhere" } });
+      assert.equal(stranger.status, 404);
+      assert.match(((await stranger.json()) as { message: string }).message, /not one a front gave/);
+    } finally {
+      await transport.terminateSession().catch(() => {});
+      await client.close();
+    }
+    // The session took its sandbox with it.
+    await waitFor(async () => (await api(fronts[0], "GET", `/sandboxes/${id}`)).status === 404, 20_000, "the session's sandbox to go");
   });
 
   it("a killed node's sandboxes are lost within the timeout, and spawns go elsewhere", async () => {

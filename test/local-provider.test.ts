@@ -1,14 +1,17 @@
 // The local provider (namespaces, no VM) against the provider contract, and what it alone
-// promises: the sandbox sees its own processes, files and network only; an unreadable image is a
-// BootError; its processes end with the server that started them.
+// promises: the sandbox sees its own processes, files and network only; a cgroup holds it to its
+// memory and vCPUs; an unreadable image is a BootError; its processes end with the server that
+// started them.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pathsFor, type Paths } from "../src/config/paths.js";
 import { DEFAULT_IMAGE, resolveImage } from "../src/images/store.js";
+import { cgroupVersion, vmCgroupDirs } from "../src/providers/cgroups.js";
 import { LocalProvider } from "../src/providers/local/local-provider.js";
 import { BootError } from "../src/providers/provider.js";
 import { alive, removeAtExit, testDataDir, waitFor } from "./helpers.js";
@@ -67,6 +70,28 @@ describe("local provider", () => {
     const r = await vm.channel.execBuffered({ cmd: "date -s '2001-01-01' >/dev/null 2>&1 && echo clock; mount -t tmpfs x /mnt 2>/dev/null && echo mounted; echo done" });
     assert.equal(r.stdout.toString(), "done\n");
     await vm.destroy();
+  });
+
+  it("keeps a sandbox within its memory, vCPUs and tasks by a cgroup, removed with it", { skip: cgroupVersion() ? false : "no usable cgroups here (not root)" }, async () => {
+    const version = cgroupVersion()!;
+    const vm = await provider.spawn({ id: id(), rootfs, memoryMb: 96, vcpus: 1 });
+    const dirs = vmCgroupDirs(version, vm.info.id);
+    try {
+      const limit = version === "v2" ? "memory.max" : "memory.limit_in_bytes";
+      assert.equal((await readFile(join(dirs[0], limit), "utf8")).trim(), String(96 * 1024 * 1024));
+      const quota = version === "v2" ? (await readFile(join(dirs[0], "cpu.max"), "utf8")).trim() : (await readFile(join(dirs[1], "cpu.cfs_quota_us"), "utf8")).trim();
+      assert.match(quota, /^100000\b/, "one vCPU: one core's time");
+      // Every process of the sandbox is in it, the agent's children too.
+      const procs = (await readFile(join(dirs[0], "cgroup.procs"), "utf8")).trim().split("\n");
+      assert.ok(procs.includes(String(vm.info.pid)));
+      const big = await vm.channel.execBuffered({ cmd: "python3 -c \"b = bytearray(300 * 1024 * 1024); print('allocated')\"" });
+      assert.notEqual(big.exit_code, 0, "300 MiB in a 96 MiB sandbox");
+      assert.doesNotMatch(big.stdout.toString(), /allocated/);
+      assert.equal((await vm.channel.execBuffered({ cmd: "echo still here" })).stdout.toString(), "still here\n", "the OOM took the process, not the sandbox");
+    } finally {
+      await vm.destroy();
+    }
+    for (const d of dirs) assert.equal(existsSync(d), false, `${d} left behind`);
   });
 
   it("refuses an image it cannot read with a BootError, leaving nothing", async () => {

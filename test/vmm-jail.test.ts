@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { Sandbox } from "../src/index.js";
 import { UID_BASE } from "../src/providers/qemu/jail.js";
-import { cgroupVersion, vmCgroupDirs } from "../src/providers/qemu/cgroups.js";
+import { cgroupVersion, vmCgroupDirs } from "../src/providers/cgroups.js";
 import { testForge } from "./helpers.js";
 
 const execFileP = promisify(execFile);

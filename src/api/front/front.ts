@@ -3,7 +3,8 @@
 // node's events, templates, where a new sandbox goes) and relays everything about one sandbox to
 // the node that owns it, found in the catalogue by the sandbox's id (in the path, or E2B's
 // E2b-Sandbox-Id header): REST, NDJSON streams, SSE, WebSockets, E2B's control plane and envd.
-// A request about one snapshot goes to the node that holds it.
+// A request about one snapshot goes to the node that holds it; an MCP session to the node it was
+// placed on.
 // What belongs to one node (its images, snapshots, volumes, builds) goes to the node named in the
 // X-ForgeVM-Node header. It keeps nothing; any number may run.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -14,7 +15,9 @@ import { parseDuration } from "../../core/durations.js";
 import { ERRORS, type ErrorCode } from "../../core/errors.js";
 import { browserStreamKeyMatches, keyMatches } from "../access.js";
 import { streamClusterEvents } from "./events.js";
-import { notDelivered, relay, relayUpgrade } from "./proxy.js";
+import { MCP_PATH } from "../../mcp/http.js";
+import { relayMcp } from "./mcp.js";
+import { notDelivered, readBody, relay, relayUpgrade } from "./proxy.js";
 import { handleSnapshots } from "./snapshots.js";
 import { handleTemplates } from "./templates.js";
 
@@ -26,7 +29,6 @@ export interface RunningFront {
 /** The header that sends a request to one node by its id, for what belongs to a node rather than to a sandbox. */
 export const NODE_HEADER = "x-forgevm-node";
 const SANDBOX_PATH = /^\/(?:api\/v1\/|v2\/)?sandboxes\/(sb-[0-9a-f]{8})(?:[/?]|$)/;
-const MAX_CREATE_BODY = 1024 * 1024;
 /** Memory a spawn that names none is placed for. */
 const DEFAULT_PLACE_MB = 512;
 
@@ -38,17 +40,6 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 /** An error answer with a code of the one table every interface uses; 502 for a node that gave no answer. */
 const problem = (res: ServerResponse, code: ErrorCode, message: string, status: number = ERRORS[code].status) => send(res, status, { code, message });
-
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of req) {
-    n += (c as Buffer).length;
-    if (n > MAX_CREATE_BODY) throw new RangeError("request body too large");
-    chunks.push(c as Buffer);
-  }
-  return Buffer.concat(chunks);
-}
 
 /** Starts a front from a validated config (role "front"); resolves once it listens. */
 export async function startFront(cfg: Config, version: string): Promise<RunningFront> {
@@ -113,7 +104,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       const node = await dir.place(want, tried);
       if (!node) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
       try {
-        return await relay(req, res, node.url, node.id, body, true);
+        return await relay(req, res, node.url, node.id, { body, fresh: true });
       } catch (e) {
         // Only a request the node never got may go to another: one it got may have made a sandbox.
         if (!notDelivered(e)) return problem(res, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`, 502);
@@ -175,6 +166,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     if (id) return toOwner(req, res, id);
     if (req.method === "POST" && (path === "/api/v1/sandboxes" || path === "/sandboxes" || path === "/v2/sandboxes")) return create(req, res, await readBody(req));
     if (req.method === "GET" && path === "/api/v1/sandboxes") return list(req, res);
+    if (path === MCP_PATH) return relayMcp(req, res, dir, problem);
     if (req.method === "GET" && path === "/api/v1/events") return streamClusterEvents(req, res, dir, (m) => problem(res, "BAD_REQUEST", m));
     if (await handleTemplates(req, res, path, { dir, body: readBody, problem, create })) return;
     if (await handleSnapshots(req, res, path, { dir, problem, send })) return;

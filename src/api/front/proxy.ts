@@ -23,17 +23,28 @@ export function notDelivered(e: unknown): boolean {
   return NOT_DELIVERED.has((e as NodeJS.ErrnoException)?.code ?? "");
 }
 
-/**
- * Sends `req` (its body not yet read, or `body` when it was) to the node at `base`; rejects only
- * when the node gave no answer. `fresh` opens a connection of its own, so that a refusal is not a
- * kept-alive connection the node was closing.
- */
-export function relay(req: IncomingMessage, res: ServerResponse, base: string, nodeId: string, body?: Buffer, fresh = false): Promise<void> {
+/** How one relay differs from a plain one. */
+export interface RelayOptions {
+  /** The request's body, when the front has read it already. */
+  body?: Buffer;
+  /** A connection of its own, so that a refusal is not a kept-alive connection the node was closing. */
+  fresh?: boolean;
+  /** Changes the headers sent to the node / the headers of its answer. */
+  requestHeaders?(h: Record<string, string | string[]>): void;
+  responseHeaders?(h: Record<string, string | string[]>): void;
+}
+
+/** Sends `req` to the node at `base` and streams its answer back; rejects only when the node gave no answer. */
+export function relay(req: IncomingMessage, res: ServerResponse, base: string, nodeId: string, o: RelayOptions = {}): Promise<void> {
   const url = new URL(req.url ?? "/", base);
+  const sent = forwardable(req.headers, nodeId);
+  o.requestHeaders?.(sent);
+  const body = o.body;
   return new Promise<void>((resolve, reject) => {
-    const up = request(url, { method: req.method, headers: forwardable(req.headers, nodeId), ...(fresh ? { agent: false } : {}) }, (ures) => {
+    const up = request(url, { method: req.method, headers: sent, ...(o.fresh ? { agent: false } : {}) }, (ures) => {
       const headers: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(ures.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
+      o.responseHeaders?.(headers);
       res.writeHead(ures.statusCode ?? 502, headers);
       ures.pipe(res);
       ures.on("error", () => res.destroy());
@@ -79,4 +90,19 @@ export async function ask(req: IncomingMessage, base: string, nodeId: string, bo
   delete headers["content-length"];
   const r = await fetch(new URL(req.url ?? "/", base), { method: req.method, headers: headers as Record<string, string>, body: body?.length ? body : undefined });
   return { status: r.status, body: Buffer.from(await r.arrayBuffer()), type: r.headers.get("content-type") ?? "application/json" };
+}
+
+/** Bodies a front reads itself (creates, template writes, an MCP initialize) are small. */
+const MAX_READ_BODY = 1024 * 1024;
+
+/** Reads a request's body, up to 1 MiB (a RangeError past it). */
+export async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of req) {
+    n += (c as Buffer).length;
+    if (n > MAX_READ_BODY) throw new RangeError("request body too large");
+    chunks.push(c as Buffer);
+  }
+  return Buffer.concat(chunks);
 }

@@ -7,6 +7,7 @@ import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Socket } from "node:net";
 import { AgentChannel } from "../../agent-client/index.js";
+import { type CgroupVersion, createVmCgroup, emptyAndRemoveCgroup } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure, HelloError } from "../handshake.js";
 import { BootError, type VmInfo, type VmSpec } from "../provider.js";
@@ -15,6 +16,7 @@ import type { RootfsTrees } from "./rootfs-tree.js";
 
 /** Where the agent is bound inside the sandbox. */
 const AGENT_PATH = "/run/forgevm-agent";
+const MiB = 1024 * 1024;
 const PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /**
@@ -31,10 +33,15 @@ export interface LocalRuntime {
   trees: RootfsTrees;
   live: Set<LocalVm>;
   bootTimeoutMs: number;
+  /** The cgroups that limit each sandbox's memory, CPU and tasks; null where the host has none usable. */
+  cgroups: CgroupVersion | null;
 }
 
-// The overlay is mounted by a shell in a private mount namespace, which then becomes bubblewrap.
-const MOUNT_THEN_EXEC = 'mount -t overlay forgevm -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && shift 4 && exec "$@"';
+// The first process joins the sandbox's cgroups (so that all it starts is limited), mounts the
+// overlay in its private mount namespace, and becomes bubblewrap.
+const MOUNT_THEN_EXEC = 'for f in $CGROUP_PROCS; do echo $$ > "$f" || exit 1; done; mount -t overlay forgevm -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && shift 4 && exec "$@"';
+/** Tasks one local sandbox may have at once. */
+const PIDS_MAX = 4096;
 
 /** Starts one sandbox and returns it once its agent has said hello and been configured. */
 export async function launchLocal(rt: LocalRuntime, spec: VmSpec): Promise<LocalVm> {
@@ -72,9 +79,10 @@ export async function launchLocal(rt: LocalRuntime, spec: VmSpec): Promise<Local
     "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", "/root",
     AGENT_PATH, "--fd", "3",
   ];
+  const procsFiles = rt.cgroups ? await createVmCgroup(rt.cgroups, spec.id, { memoryBytes: spec.memoryMb * MiB, cpus: spec.vcpus, pidsMax: PIDS_MAX }) : [];
   const proc = spawn("unshare", ["--mount", "--propagation", "private", "--", "sh", "-c", MOUNT_THEN_EXEC, "sh", lower, upper, work, root, ...bwrap], {
     stdio: ["ignore", "ignore", "pipe", "pipe"],
-    env: { PATH },
+    env: { PATH, CGROUP_PROCS: procsFiles.join(" ") },
   });
   const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
   proc.on("error", () => {}); // a missing program shows as an exit before hello
@@ -84,6 +92,7 @@ export async function launchLocal(rt: LocalRuntime, spec: VmSpec): Promise<Local
     if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
     await exited;
     console.close();
+    if (rt.cgroups) await emptyAndRemoveCgroup(rt.cgroups, spec.id);
     await rm(dir, { recursive: true, force: true });
   };
   try {
@@ -102,7 +111,7 @@ export async function launchLocal(rt: LocalRuntime, spec: VmSpec): Promise<Local
       bootMs: Date.now() - t0,
       restored: false,
     };
-    const vm = new LocalVm(info, channel, console, exited, proc, () => rt.live.delete(vm));
+    const vm = new LocalVm(info, channel, console, exited, proc, rt.cgroups, () => rt.live.delete(vm));
     rt.live.add(vm);
     return vm;
   } catch (e) {

@@ -6,6 +6,7 @@
 // its server; core refuses those by name from `features`.
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
+import { cgroupVersion } from "../cgroups.js";
 import { readdir, rm } from "node:fs/promises";
 import type { Paths } from "../../config/paths.js";
 import { run } from "../../util/process.js";
@@ -32,7 +33,14 @@ export class LocalProvider implements Provider {
   constructor(opts: LocalProviderOptions) {
     const dir = join(opts.paths.dataDir, "local");
     this.imagesDir = opts.paths.imagesDir;
-    this.rt = { dir, agentBinary: opts.paths.agentBinary, trees: new RootfsTrees(join(dir, "trees")), live: new Set(), bootTimeoutMs: opts.bootTimeoutMs ?? 10_000 };
+    this.rt = {
+      dir,
+      agentBinary: opts.paths.agentBinary,
+      trees: new RootfsTrees(join(dir, "trees")),
+      live: new Set(),
+      bootTimeoutMs: opts.bootTimeoutMs ?? 10_000,
+      cgroups: cgroupVersion(),
+    };
     process.once("exit", () => {
       for (const vm of this.rt.live) process.kill(vm.info.pid, "SIGKILL");
     });
@@ -40,7 +48,11 @@ export class LocalProvider implements Provider {
 
   async health(): Promise<ProviderHealth> {
     const problems: string[] = [];
-    const details: Record<string, string> = { isolation: "namespaces", warning: LOCAL_WARNING };
+    const details: Record<string, string> = {
+      isolation: "namespaces",
+      warning: LOCAL_WARNING,
+      limits: this.rt.cgroups ? `memory, CPU and tasks by cgroup ${this.rt.cgroups}` : "none: no usable cgroups (not root)",
+    };
     const bwrap = await run("bwrap", ["--version"]).catch(() => null);
     if (bwrap) details.bubblewrap = bwrap.stdout.trim().replace(/^bubblewrap /, "");
     else problems.push("bubblewrap is not installed (apt-get install bubblewrap)");

@@ -4,6 +4,7 @@
 import type { ChildProcess } from "node:child_process";
 import { readdir, readFile, rm } from "node:fs/promises";
 import type { AgentChannel } from "../../agent-client/index.js";
+import { type CgroupVersion, emptyAndRemoveCgroup } from "../cgroups.js";
 import type { ConsoleLog } from "../console-log.js";
 import { processUsage } from "../process-usage.js";
 import type { Vm, VmInfo, VmUsage } from "../provider.js";
@@ -21,6 +22,7 @@ export class LocalVm extends Vmless implements Vm {
     private readonly console: ConsoleLog,
     readonly exited: Promise<void>,
     private readonly proc: ChildProcess,
+    private readonly cgroups: CgroupVersion | null,
     private readonly forget: () => void,
   ) {
     super();
@@ -41,6 +43,8 @@ export class LocalVm extends Vmless implements Vm {
       await this.exited;
       this.channel.close();
       this.console.close();
+      // A process that left bubblewrap's tree is still in the sandbox's cgroup: it goes too.
+      if (this.cgroups) await emptyAndRemoveCgroup(this.cgroups, this.info.id);
       await rm(this.info.dir, { recursive: true, force: true });
       this.forget();
     })();

@@ -12,7 +12,7 @@ import { AgentChannel } from "../../agent-client/index.js";
 import { run } from "../../util/process.js";
 import { BootError, type Accel, type VmInfo, type VmSpec } from "../provider.js";
 import { qemuArgs, type VmFiles } from "./args.js";
-import { createVmCgroup, removeVmCgroup } from "./cgroups.js";
+import { createVmCgroup, removeVmCgroup } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure, HelloError } from "../handshake.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";

@@ -23,7 +23,7 @@ import {
 } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
 import { hostTscKhz } from "./args.js";
-import { cgroupVersion } from "./cgroups.js";
+import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
 import { validateSpec } from "../spec.js";

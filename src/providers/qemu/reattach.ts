@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
 import { processAlive } from "../../util/process.js";
 import type { Accel, AttachSpec, VmInfo } from "../provider.js";
-import { removeVmCgroup, sweepVmCgroups } from "./cgroups.js";
+import { removeVmCgroup, sweepVmCgroups } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure } from "../handshake.js";
 import { QemuVm } from "./qemu-vm.js";

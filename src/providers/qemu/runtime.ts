@@ -2,7 +2,7 @@
 // VMs (and VM uids) it is responsible for.
 import type { Paths } from "../../config/paths.js";
 import type { GuestLimits } from "../provider.js";
-import type { CgroupVersion } from "./cgroups.js";
+import type { CgroupVersion } from "../cgroups.js";
 import type { JailConfig } from "./jail.js";
 import type { QemuVm } from "./qemu-vm.js";
 

@@ -1,9 +1,10 @@
-// Host-side limits on each confined QEMU: a cgroup per VM under `forgevm/` with a memory limit
-// (guest RAM plus the VMM's own overhead), a CPU quota (its vCPUs plus one core for QEMU's own
-// threads) and a task limit. cgroup v2 where the host has it, else the v1 memory, cpu and pids
-// hierarchies. The jail helper moves QEMU into the cgroup before it execs.
+// Host-side limits on each sandbox's processes: a cgroup per sandbox under `forgevm/` with a
+// memory limit, a CPU quota and a task limit. For a confined QEMU these are the guest's RAM plus
+// the VMM's overhead and its vCPUs plus one core (the jail helper moves QEMU in before it execs);
+// for a local sandbox its memory and vCPUs (its first process moves itself in before it starts
+// anything). cgroup v2 where the host has it, else the v1 memory, cpu and pids hierarchies.
 import { existsSync, statfsSync } from "node:fs";
-import { mkdir, readdir, rmdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 const ROOT = "/sys/fs/cgroup";
@@ -65,6 +66,25 @@ export async function createVmCgroup(version: CgroupVersion, id: string, l: VmCg
 /** Removes a VM's cgroup once its QEMU is gone (a cgroup with a live task cannot be removed). */
 export async function removeVmCgroup(version: CgroupVersion, id: string): Promise<void> {
   for (const d of vmCgroupDirs(version, id)) await rmdir(d).catch(() => {});
+}
+
+/** Kills whatever still runs in a sandbox's cgroup, then removes it (its processes take a moment to go). */
+export async function emptyAndRemoveCgroup(version: CgroupVersion, id: string): Promise<void> {
+  const dirs = vmCgroupDirs(version, id);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    for (const d of dirs) {
+      for (const pid of (await readFile(join(d, "cgroup.procs"), "utf8").catch(() => "")).split("\n").filter(Boolean)) {
+        try {
+          process.kill(Number(pid), "SIGKILL");
+        } catch {
+          // gone already
+        }
+      }
+    }
+    await removeVmCgroup(version, id);
+    if (!dirs.some((d) => existsSync(d))) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** Removes every empty VM cgroup (of VMs gone while no server watched them). */
