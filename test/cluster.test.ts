@@ -3,13 +3,16 @@
 // spread over the nodes by capacity; exec, files, streams, a WebSocket and the E2B SDK reach the
 // right node; every node's events come as one stream; templates reach every node; a request for
 // one node's own things goes to the node it names; a snapshot restores on its node; an MCP
-// session works through any front; a SIGKILLed node's sandboxes are lost within the timeout and
-// spawns go elsewhere; a SIGKILLed front leaves the other serving; the node comes back and
-// reconciles; the database restarts and the fronts and nodes reconnect.
+// session works through any front; the cluster's API keys work on every front until revoked; a
+// SIGKILLed node's sandboxes are lost within the timeout and spawns go elsewhere; a SIGKILLed
+// front leaves the other serving; the node comes back and reconciles; the database restarts and
+// the fronts and nodes reconnect.
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -17,7 +20,7 @@ import { Sandbox } from "e2b";
 import WebSocket from "ws";
 import { stringify } from "yaml";
 import { e2bEnv } from "./e2b-env.js";
-import { apiRequest, removeAtExit, startServerProcess, stopProcess, testConfig, waitFor } from "./helpers.js";
+import { apiRequest, childEnv, removeAtExit, startServerProcess, stopProcess, testConfig, waitFor } from "./helpers.js";
 import { freePort, startPostgres, type TestPostgres } from "./postgres.js";
 
 const KEY = "e2b_00c1a57e4";
@@ -331,6 +334,88 @@ describe("cluster", () => {
     }
     // The session took its sandbox with it.
     await waitFor(async () => (await api(fronts[0], "GET", `/sandboxes/${id}`)).status === 404, 20_000, "the session's sandbox to go");
+  });
+
+  it("takes the cluster's API keys, made and revoked by the operator, on every front", async () => {
+    const made = await api(fronts[0], "POST", "/cluster/keys", { name: "ci runner" });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    const mine = made.body.key as string;
+    assert.match(mine, /^fvk_[0-9a-f]{48}$/);
+    const as = (m: Member, method: string, path: string, body?: unknown) => apiRequest(m.url, method, path, body, { "X-API-Key": mine });
+    assert.equal((await as(fronts[1], "POST", `/sandboxes/${ids[0]}/exec`, { command: "echo keyed" })).body.stdout, "keyed\n");
+    assert.equal((await as(fronts[1], "GET", "/sandboxes")).status, 200);
+    // A WebSocket, whose headers are replayed to the node, and a browser's stream with the key in the query.
+    const ws = new WebSocket(`${fronts[0].url.replace("http", "ws")}/api/v1/sandboxes/${ids[0]}/exec/ws`, { headers: { "X-API-Key": mine } });
+    const code = await new Promise<number>((resolve, reject) => {
+      ws.on("message", (m) => {
+        const msg = JSON.parse(m.toString());
+        if (msg.type === "done") resolve(msg.exit_code);
+      });
+      ws.on("error", reject);
+      ws.on("open", () => ws.send(JSON.stringify({ command: "exit 5" })));
+    });
+    assert.equal(code, 5);
+    const sse = await fetch(`${fronts[1].url}/api/v1/events?tail=1&api_key=${mine}`);
+    assert.equal(sse.status, 200);
+    await sse.body?.cancel();
+    // Keys are the operator's to manage: listed without the key, and not by a key holder.
+    assert.equal((await as(fronts[0], "POST", "/cluster/keys", { name: "more" })).status, 403);
+    const listed = (await api(fronts[1], "GET", "/cluster/keys")).body as Record<string, unknown>[];
+    assert.deepEqual(
+      listed.map((k) => [k.id, k.name, k.revoked_at]),
+      [[made.body.id, "ci runner", null]],
+    );
+    assert.ok(!JSON.stringify(listed).includes(mine.slice(4)), "the key is not listed");
+    assert.equal((await api(fronts[0], "POST", "/cluster/keys", { name: "" })).status, 400);
+    assert.equal((await as(fronts[0], "GET", "/sandboxes")).status, 200);
+    assert.equal((await apiRequest(fronts[0].url, "GET", "/sandboxes", undefined, { "X-API-Key": "fvk_wrong" })).status, 401);
+    // The CLI, pointed at a front with the operator's key.
+    const cli = (...args: string[]) =>
+      new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+        const p = spawn(process.execPath, [fileURLToPath(new URL("../src/cli/main.js", import.meta.url)), ...args], {
+          env: childEnv({ FORGEVM_URL: fronts[1].url, FORGEVM_API_KEY: KEY }),
+        });
+        let stdout = "";
+        let stderr = "";
+        p.stdout.on("data", (d) => (stdout += d));
+        p.stderr.on("data", (d) => (stderr += d));
+        p.on("close", (status) => resolve({ status, stdout, stderr }));
+      });
+    const nodesJson = await cli("cluster", "nodes", "--json");
+    assert.equal(nodesJson.status, 0, nodesJson.stderr);
+    assert.deepEqual((JSON.parse(nodesJson.stdout) as { id: string }[]).map((n) => n.id).sort(), ["n1", "n2", "n3"]);
+    const second = await cli("cluster", "keys", "create", "cli made");
+    assert.equal(second.status, 0, second.stderr);
+    assert.match(second.stdout.trim(), /^fvk_[0-9a-f]{48}$/);
+    const secondId = /key (key-[0-9a-f]+)/.exec(second.stderr)?.[1];
+    assert.ok(secondId, second.stderr);
+    assert.equal((await cli("cluster", "keys", "rm", secondId)).status, 0);
+    assert.match((await cli("cluster", "keys", "ls")).stdout, /cli made/);
+    // The Python SDK, the same way.
+    const py = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const code = [
+        "import json, sys",
+        "from forgevm import Client",
+        "c = Client(sys.argv[1], api_key=sys.argv[2])",
+        "k = c.create_cluster_key('from python')",
+        "c.revoke_cluster_key(k['id'])",
+        "print(json.dumps({'nodes': sorted(n['id'] for n in c.cluster_nodes()), 'key': k['key'][:4], 'revoked': [x['revoked_at'] is not None for x in c.cluster_keys() if x['id'] == k['id']]}))",
+      ].join("\n");
+      const p = spawn("python3", ["-c", code, fronts[0].url, KEY], { env: { ...childEnv(), PYTHONPATH: fileURLToPath(new URL("../../sdk/python", import.meta.url)) } });
+      let stdout = "";
+      let stderr = "";
+      p.stdout.on("data", (d) => (stdout += d));
+      p.stderr.on("data", (d) => (stderr += d));
+      p.on("close", (status) => resolve({ status, stdout, stderr }));
+    });
+    assert.equal(py.status, 0, py.stderr);
+    assert.deepEqual(JSON.parse(py.stdout), { nodes: ["n1", "n2", "n3"], key: "fvk_", revoked: [true] });
+    assert.equal((await api(fronts[0], "DELETE", `/cluster/keys/${made.body.id}`)).status, 200);
+    await waitFor(
+      async () => (await Promise.all(fronts.map((f) => as(f, "GET", "/sandboxes")))).every((r) => r.status === 401),
+      10_000,
+      "the revoked key to be refused by every front",
+    );
   });
 
   it("a killed node's sandboxes are lost within the timeout, and spawns go elsewhere", async () => {

@@ -32,15 +32,20 @@ export function keyMatches(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
-/** A cookie value as sent, percent-decoded when it can be (a malformed one is taken as it is). */
-/** Whether a browser stream route (SSE, the exec WebSocket) carries the key as an api_key query parameter or cookie. */
-export function browserStreamKeyMatches(url: string, cookie: string | undefined, apiKey: string): boolean {
-  if (!BROWSER_STREAM_ROUTE.test(url.split("?")[0])) return false;
+/** The keys a browser stream route (SSE, the exec WebSocket) carries as an api_key query parameter or cookie. */
+export function browserStreamKeys(url: string, cookie: string | undefined): string[] {
+  if (!BROWSER_STREAM_ROUTE.test(url.split("?")[0])) return [];
   const fromQuery = new URL(url, "http://x").searchParams.get("api_key");
   const fromCookie = /(?:^|;\s*)forgevm_api_key=([^;]+)/.exec(cookie ?? "")?.[1];
-  return [fromQuery, fromCookie ? decodeCookie(fromCookie) : null].some((k) => !!k && keyMatches(k, apiKey));
+  return [fromQuery, fromCookie ? decodeCookie(fromCookie) : null].filter((k): k is string => !!k);
 }
 
+/** Whether a browser stream route carries the key as an api_key query parameter or cookie. */
+export function browserStreamKeyMatches(url: string, cookie: string | undefined, apiKey: string): boolean {
+  return browserStreamKeys(url, cookie).some((k) => keyMatches(k, apiKey));
+}
+
+/** A cookie value as sent, percent-decoded when it can be (a malformed one is taken as it is). */
 function decodeCookie(v: string): string {
   try {
     return decodeURIComponent(v);

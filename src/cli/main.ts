@@ -16,6 +16,7 @@ import { imageOutCommands } from "./commands/image-out.js";
 import { statsCommands } from "./commands/stats.js";
 import { tuiCommands } from "./commands/tui.js";
 import { volumeCommands } from "./commands/volumes.js";
+import { clusterCommands } from "./commands/cluster.js";
 import { buildCommands } from "./commands/build.js";
 import { mcpCommands } from "./commands/mcp.js";
 import { networkCommands } from "./commands/network.js";
@@ -50,6 +51,7 @@ statsCommands(program, cli);
 tuiCommands(program, cli);
 buildCommands(program, cli);
 serverCommands(program, cli, pkg.version);
+clusterCommands(program, cli);
 serviceCommands(program, cli);
 mcpCommands(program, cli, pkg.version);
 

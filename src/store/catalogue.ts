@@ -1,7 +1,8 @@
 // The cluster's catalogue in PostgreSQL: the nodes (where each is reached, its capacity and load,
-// its last heartbeat) and which node owns each sandbox. Fronts read it to place and route; nodes
-// write their own rows. Every write is one statement or one transaction, so any number of fronts
-// and nodes may use it at once; a front keeps nothing else, and may die at any moment.
+// its last heartbeat), which node owns each sandbox, every node's events in one order, the
+// cluster's templates and its API keys. Fronts read it to place, route and authorize; nodes write
+// their own rows. Every write is one statement or one transaction, so any number of fronts and
+// nodes may use it at once; a front keeps nothing else, and may die at any moment.
 import pg from "pg";
 
 // Append only: a released migration is never edited, a new one is added.
@@ -46,7 +47,23 @@ const MIGRATIONS: string[] = [
    );`,
   // The vCPUs a node's sandboxes have, weighed in placement with its free memory.
   "ALTER TABLE nodes ADD COLUMN used_vcpus INTEGER NOT NULL DEFAULT 0;",
+  // The cluster's API keys, by their SHA-256 only: the key itself is shown once, when made.
+  `CREATE TABLE api_keys (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL,
+     hash TEXT NOT NULL UNIQUE,
+     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     revoked_at TIMESTAMPTZ
+   );`,
 ];
+
+/** An API key as the catalogue lists it (never the key). */
+export interface ApiKeyRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
 
 /** A node's event, as the node recorded it. */
 export interface NodeEvent {
@@ -278,6 +295,25 @@ export class Catalogue {
   /** One template's entry, deleted or not. */
   async template(name: string): Promise<CatalogueTemplate | undefined> {
     return (await this.pool.query<CatalogueTemplate>("SELECT * FROM templates WHERE name = $1", [name])).rows[0];
+  }
+
+  /** Records a new key by its hash. */
+  async addKey(id: string, name: string, hash: string): Promise<ApiKeyRow> {
+    return (await this.pool.query<ApiKeyRow>("INSERT INTO api_keys (id, name, hash) VALUES ($1, $2, $3) RETURNING id, name, created_at, revoked_at", [id, name, hash])).rows[0];
+  }
+
+  async keys(): Promise<ApiKeyRow[]> {
+    return (await this.pool.query<ApiKeyRow>("SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at")).rows;
+  }
+
+  /** Revokes a key; false when there is no such key. */
+  async revokeKey(id: string): Promise<boolean> {
+    return ((await this.pool.query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1", [id])).rowCount ?? 0) > 0;
+  }
+
+  /** The hashes of the keys not revoked. */
+  async liveKeyHashes(): Promise<string[]> {
+    return (await this.pool.query<{ hash: string }>("SELECT hash FROM api_keys WHERE revoked_at IS NULL")).rows.map((r) => r.hash);
   }
 
   async close(): Promise<void> {

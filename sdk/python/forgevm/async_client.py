@@ -289,6 +289,18 @@ class AsyncClient:
     async def delete_volume(self, name: str) -> None:
         await _run(self._c.delete_volume, name)
 
+    async def cluster_nodes(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.cluster_nodes)
+
+    async def cluster_keys(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.cluster_keys)
+
+    async def create_cluster_key(self, name: str) -> Dict[str, Any]:
+        return await _run(self._c.create_cluster_key, name)
+
+    async def revoke_cluster_key(self, key_id: str) -> None:
+        await _run(self._c.revoke_cluster_key, key_id)
+
     async def build(self, context: str, tag: str, **kw: Any) -> Dict[str, Any]:
         """Builds image ``tag`` from the Dockerfile in directory ``context`` (see Client.build)."""
         return await _run(self._c.build, context, tag, **kw)

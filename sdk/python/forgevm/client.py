@@ -189,6 +189,22 @@ class Client:
         """Deletes a volume and its data (refused while a sandbox mounts it)."""
         self._http.call("DELETE", f"/volumes/{_q(name)}")
 
+    def cluster_nodes(self) -> List[Dict[str, Any]]:
+        """Through a cluster's front: the nodes with their state (up, down), heartbeat age and load."""
+        return list(self._http.json("GET", "/cluster/nodes"))
+
+    def cluster_keys(self) -> List[Dict[str, Any]]:
+        """Through a front, with the operator's key: the cluster's API keys (never the keys themselves)."""
+        return list(self._http.json("GET", "/cluster/keys"))
+
+    def create_cluster_key(self, name: str) -> Dict[str, Any]:
+        """Makes a cluster API key for ``name``; the answer's ``key`` is the only place it is shown."""
+        return self._http.json("POST", "/cluster/keys", body={"name": name})
+
+    def revoke_cluster_key(self, key_id: str) -> None:
+        """Revokes a cluster API key: every front refuses it within seconds."""
+        self._http.call("DELETE", f"/cluster/keys/{_q(key_id)}")
+
     def build(
         self,
         context: str,

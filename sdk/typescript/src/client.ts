@@ -1,4 +1,5 @@
 // The client: spawns and finds sandboxes, manages templates and snapshots, reports on the server.
+import { Cluster } from "./cluster.js";
 import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
 import { Images } from "./images.js";
@@ -57,6 +58,8 @@ export class Client {
   readonly templates: Templates;
   readonly images: Images;
   readonly volumes: Volumes;
+  /** Through a cluster's front: its nodes and API keys. */
+  readonly cluster: Cluster;
 
   /** `new Client("http://localhost:7423")` or `new Client({ baseUrl, apiKey, userId, timeout })`. */
   constructor(opts: string | ClientOptions = {}) {
@@ -64,6 +67,7 @@ export class Client {
     this.templates = new Templates(this.http);
     this.images = new Images(this.http);
     this.volumes = new Volumes(this.http);
+    this.cluster = new Cluster(this.http);
   }
 
   get baseUrl(): string {

@@ -1,6 +1,7 @@
 // ForgeVM TypeScript SDK.
 export { Client, Templates } from "./client.js";
 export { Images } from "./images.js";
+export { Cluster, ClusterKeys } from "./cluster.js";
 export { Volumes } from "./volumes.js";
 export { Sandbox } from "./sandbox.js";
 export { ExecStream } from "./stream.js";

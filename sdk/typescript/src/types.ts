@@ -180,6 +180,34 @@ export interface VolumeMount {
   read_only: boolean;
 }
 
+/** A node of a cluster, as a front lists it. */
+export interface ClusterNode {
+  id: string;
+  url: string;
+  state: "up" | "down" | "draining";
+  heartbeat_age_ms: number;
+  memory_mb: number;
+  free_memory_mb: number;
+  vcpus: number;
+  used_vcpus: number;
+  running: number;
+  images: string[];
+  version: string;
+}
+
+/** A cluster API key as listed (never the key itself). */
+export interface ApiKeyInfo {
+  id: string;
+  name: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** A cluster API key just made: `key` is shown this once. */
+export interface NewApiKey extends ApiKeyInfo {
+  key: string;
+}
+
 /** A named volume: data that outlives sandboxes. */
 export interface VolumeInfo {
   name: string;

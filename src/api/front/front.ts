@@ -13,9 +13,9 @@ import type { Config } from "../../config/config.js";
 import { ClusterDirectory, type NodeRow } from "../../core/cluster/directory.js";
 import { parseDuration } from "../../core/durations.js";
 import { ERRORS, type ErrorCode } from "../../core/errors.js";
-import { browserStreamKeyMatches, keyMatches } from "../access.js";
 import { streamClusterEvents } from "./events.js";
 import { MCP_PATH } from "../../mcp/http.js";
+import { asOperator, type Caller, callerOf, handleKeys } from "./keys.js";
 import { relayMcp } from "./mcp.js";
 import { notDelivered, readBody, relay, relayUpgrade } from "./proxy.js";
 import { handleSnapshots } from "./snapshots.js";
@@ -46,12 +46,13 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   if (!cfg.cluster.database) throw new Error("a front needs cluster.database (--database postgres://…)");
   const dir = await ClusterDirectory.open(cfg.cluster.database, parseDuration(cfg.cluster.node_timeout, "cluster.node_timeout"));
   const key = cfg.auth.api_key;
-  const authorized = (req: IncomingMessage) => {
+  /** Who the request is (after which a cluster key's request carries the operator's key); null: refuse. */
+  const admit = async (req: IncomingMessage): Promise<Caller> => {
     // Calls into a sandbox (E2B's envd) carry its own access token, which its node checks.
-    if (!key || typeof req.headers["e2b-sandbox-id"] === "string") return true;
-    const given = req.headers["x-api-key"];
-    const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
-    return (typeof given === "string" && keyMatches(given, key)) || (!!bearer && keyMatches(bearer, key)) || browserStreamKeyMatches(req.url ?? "/", req.headers.cookie, key);
+    if (typeof req.headers["e2b-sandbox-id"] === "string") return "operator";
+    const caller = await callerOf(req, key, dir.keys);
+    if (caller === "cluster-key") asOperator(req, key);
+    return caller;
   };
   const targetOf = (req: IncomingMessage): string | null => {
     const header = req.headers["e2b-sandbox-id"];
@@ -140,7 +141,9 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/api/v1/health") return send(res, 200, { status: "ok", version, role: "front" });
-    if (!authorized(req)) return problem(res, "UNAUTHORIZED", "missing or wrong API key (X-API-Key)");
+    const caller = await admit(req);
+    if (!caller) return problem(res, "UNAUTHORIZED", "missing or wrong API key (X-API-Key)");
+    if (await handleKeys(req, res, path, { keys: dir.keys, caller, operatorKey: key, send, problem })) return;
     if (path === "/api/v1/cluster/nodes" && req.method === "GET") {
       return send(
         res,
@@ -183,11 +186,11 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     const refuse = (status: number, why: string) => {
       socket.end(`HTTP/1.1 ${status} ${why}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
     };
-    if (!authorized(req)) return refuse(401, "Unauthorized");
     const id = targetOf(req);
     if (!id) return refuse(404, "Not Found");
-    dir.locate(id).then(
-      (at) => {
+    Promise.all([admit(req), dir.locate(id)]).then(
+      ([caller, at]) => {
+        if (!caller) return refuse(401, "Unauthorized");
         if (!at) return refuse(404, "Not Found");
         if (at.node.state === "down") return refuse(503, "Service Unavailable");
         relayUpgrade(req, socket, head, at.node.url, () => refuse(502, "Bad Gateway"));

@@ -3,6 +3,7 @@
 // them can run and any can die. Every front also marks down the nodes that stopped heart-beating
 // (the same idempotent statement), so there is no single watcher to lose.
 import { Catalogue, type CatalogueTemplate, type NodeRow } from "../../store/catalogue.js";
+import { ClusterKeys } from "./api-keys.js";
 import { ClusterEventFeed } from "./event-feed.js";
 
 export type { ClusterEvent } from "../../store/catalogue.js";
@@ -16,12 +17,15 @@ export class ClusterDirectory {
   private trim: NodeJS.Timeout | null = null;
   /** Every node's events, as one feed. */
   readonly events: ClusterEventFeed;
+  /** The cluster's API keys. */
+  readonly keys: ClusterKeys;
 
   private constructor(
     private readonly catalogue: Catalogue,
     private readonly nodeTimeoutMs: number,
   ) {
     this.events = new ClusterEventFeed(catalogue);
+    this.keys = new ClusterKeys(catalogue);
   }
 
   /** Connects to the catalogue and starts marking silent nodes down. */

@@ -100,6 +100,17 @@ function Overview({ s }: { s: any }) {
           <dd>{relative(s.expires_at)}</dd>
           <dt>Network</dt>
           <dd>{s.network?.mode ?? "none"}</dd>
+          <dt>Provider</dt>
+          <dd>
+            {s.provider}
+            {s.node ? ` on node ${s.node}` : ""}
+          </dd>
+          {s.warning && (
+            <>
+              <dt>Warning</dt>
+              <dd className="error-text">{s.warning}</dd>
+            </>
+          )}
           {s.error && (
             <>
               <dt>Error</dt>

@@ -75,6 +75,7 @@ const PRESETS = ["@pypi", "@npm", "@github", "@debian", "@ubuntu", "@alpine", "@
 export function LaunchForm() {
   const images = useData<any[]>(() => api("GET", "/images"), []);
   const templates = useData<any[]>(() => api("GET", "/templates"), []);
+  const providers = useData<any[]>(() => api("GET", "/providers"), []);
   const [source, setSource] = useState<"image" | "template">("image");
   const [network, setNetwork] = useState("none");
   const [presets, setPresets] = useState<string[]>([]);
@@ -107,6 +108,7 @@ export function LaunchForm() {
         env: parsePairs(s("env"), "environment"),
         secrets: parsePairs(s("secrets"), "secrets"),
       };
+      if (s("provider")) body.provider = s("provider");
       if (source === "template") body.template = s("template");
       else body.image = s("image") || undefined;
       const sb = await api("POST", "/sandboxes", body);
@@ -154,6 +156,22 @@ export function LaunchForm() {
                 {(templates.data ?? []).map((t) => (
                   <option key={t.name} value={t.name}>
                     {t.name}
+                  </option>
+                ))}
+              </select>
+            </label>
+          )}
+          {(providers.data ?? []).length > 1 && (
+            <label>
+              Provider
+              <select name="provider" defaultValue="">
+                <option value="">the template's, else the server's default</option>
+                {(providers.data ?? []).map((p) => (
+                  <option key={p.name} value={p.name} disabled={!p.healthy}>
+                    {p.name}
+                    {p.default ? " (default)" : ""}
+                    {p.isolation === "namespaces" ? " — no VM: not a security boundary" : ""}
+                    {p.healthy ? "" : " — unavailable"}
                   </option>
                 ))}
               </select>
