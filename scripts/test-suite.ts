@@ -25,6 +25,8 @@ const USER_KEY = "the-users-own-key";
 const USER_FILE = "/root/users-work.txt";
 /** The whole suite takes about 30 minutes on two cores; CI stops at 90. */
 const SUITE_LIMIT_MIN = 75;
+/** A test file that hangs is stopped after this (the longest takes about 3 minutes), and the suite goes on. */
+const FILE_LIMIT_MS = 15 * 60_000;
 
 /** The stand-in user's server and what they keep on it. */
 interface User {
@@ -207,7 +209,7 @@ async function main(): Promise<number> {
     };
     delete env.XDG_DATA_HOME;
     const files = process.argv.slice(2);
-    const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], {
+    const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", `--test-timeout=${FILE_LIMIT_MS}`, "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], {
       cwd: repo,
       env,
       stdio: "inherit",

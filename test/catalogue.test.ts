@@ -75,21 +75,39 @@ describe("catalogue", () => {
     assert.equal(await cat.locate("sb-00000003"), undefined);
   });
 
-  it("reserves room on the node with the image, then the most free memory and vCPUs; none when nothing fits", async () => {
+  it("reserves room on the node with the image, then the most free memory and vCPUs, until released; none when nothing fits", async () => {
     await cat.heartbeat({ ...report("n1", 3000), images: [] }, new Date());
     await cat.heartbeat(report("n2", 2000), new Date());
     const want = (memoryMb: number, image: string | null, vcpus = 1) => ({ memoryMb, image, vcpus });
-    assert.equal((await cat.reserve(want(512, "forgevm/debian:bookworm")))?.id, "n2", "the node that has the image");
-    assert.equal((await cat.reserve(want(512, "other")))?.id, "n1", "the most free memory");
-    assert.equal((await cat.node("n1"))?.free_memory_mb, 2488);
-    assert.equal((await cat.node("n1"))?.used_vcpus, 1);
-    assert.equal((await cat.reserve(want(512, "other"), ["n1"]))?.id, "n2", "not an excluded one");
+    const a = await cat.reserve(want(512, "forgevm/debian:bookworm"));
+    assert.equal(a?.node.id, "n2", "the node that has the image");
+    const b = await cat.reserve(want(512, "other"));
+    assert.equal(b?.node.id, "n1", "the most free memory");
+    assert.deepEqual((await cat.reserved()).get("n1"), { memory_mb: 512, vcpus: 1 });
+    // A heartbeat that does not count it yet (the create is on its way) does not give the room back.
+    await cat.heartbeat({ ...report("n1", 3000), images: [] }, new Date());
+    assert.deepEqual((await cat.reserved()).get("n1"), { memory_mb: 512, vcpus: 1 });
+    const c = await cat.reserve(want(512, "other"), ["n1"]);
+    assert.equal(c?.node.id, "n2", "not an excluded one");
     assert.equal(await cat.reserve(want(99999, null)), null);
-    // Memory alike, vCPUs not: the node whose vCPUs are less taken.
+    const big = await cat.reserve(want(2600, null));
+    assert.equal(big, null, "n1 has 3000 less 512 reserved, n2 2000 less 1024");
+    for (const r of [a, b, c]) await cat.release(r!.reservation);
+    assert.equal((await cat.reserved()).size, 0);
+    // Memory alike, vCPUs not: the node whose vCPUs are less given.
     await cat.heartbeat({ ...report("n1", 4096), used_vcpus: 6 }, new Date());
     await cat.heartbeat({ ...report("n2", 4096), used_vcpus: 1 }, new Date());
-    assert.equal((await cat.reserve(want(256, null, 2)))?.id, "n2", "the fewer vCPUs taken");
-    assert.equal((await cat.node("n2"))?.used_vcpus, 3);
+    const d = await cat.reserve(want(256, null, 2));
+    assert.equal(d?.node.id, "n2", "the fewer vCPUs given");
+    await cat.release(d!.reservation);
+    // Reserved at once by many: spread, since each sees the others' reservations or skips a locked node.
+    await cat.heartbeat({ ...report("n1", 4096), used_vcpus: 0 }, new Date());
+    await cat.heartbeat({ ...report("n2", 4096), used_vcpus: 0 }, new Date());
+    const many = await Promise.all(Array.from({ length: 6 }, () => cat.reserve(want(256, null))));
+    const per = new Map<string, number>();
+    for (const r of many) per.set(r!.node.id, (per.get(r!.node.id) ?? 0) + 1);
+    assert.deepEqual(Object.fromEntries(per), { n1: 3, n2: 3 });
+    for (const r of many) await cat.release(r!.reservation);
   });
 
   it("keeps every node's events once, in one order; forgets a restarted log's; trims", async () => {

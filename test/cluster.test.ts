@@ -22,6 +22,7 @@ import { stringify } from "yaml";
 import { e2bEnv } from "./e2b-env.js";
 import { apiRequest, childEnv, removeAtExit, startServerProcess, stopProcess, testConfig, waitFor } from "./helpers.js";
 import { freePort, startPostgres, type TestPostgres } from "./postgres.js";
+import { tsInterfaces } from "./ts-interfaces.js";
 
 const KEY = "e2b_00c1a57e4";
 const H = { "X-API-Key": KEY };
@@ -123,6 +124,9 @@ describe("cluster", () => {
 
   it("lists its nodes, and spreads sandboxes over them by capacity", async () => {
     const listed = (await api(fronts[0], "GET", "/cluster/nodes")).body as { id: string; state: string; url: string }[];
+    // The SDK's copy of a node's shape is the front's.
+    const sdkTypes = tsInterfaces(fileURLToPath(new URL("../../sdk/typescript/src/types.ts", import.meta.url)));
+    assert.deepEqual(Object.keys(listed[0]).sort(), sdkTypes.get("ClusterNode"));
     assert.deepEqual(
       listed.map((n) => [n.id, n.state, n.url]),
       nodes.map((n) => [n.id, "up", n.url]),
@@ -361,6 +365,9 @@ describe("cluster", () => {
     // Keys are the operator's to manage: listed without the key, and not by a key holder.
     assert.equal((await as(fronts[0], "POST", "/cluster/keys", { name: "more" })).status, 403);
     const listed = (await api(fronts[1], "GET", "/cluster/keys")).body as Record<string, unknown>[];
+    const sdkTypes = tsInterfaces(fileURLToPath(new URL("../../sdk/typescript/src/types.ts", import.meta.url)));
+    assert.deepEqual(Object.keys(listed[0]).sort(), sdkTypes.get("ApiKeyInfo"));
+    assert.deepEqual(Object.keys(made.body).sort(), [...sdkTypes.get("ApiKeyInfo")!, "key"].sort());
     assert.deepEqual(
       listed.map((k) => [k.id, k.name, k.revoked_at]),
       [[made.body.id, "ci runner", null]],

@@ -7,10 +7,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
-import ts from "typescript";
 import { ERROR_CLASSES as TS_ERROR_CLASSES } from "forgevm";
 import { ERROR_CODES } from "../src/core/errors.js";
 import { ERRORS_FILE, errorsDoc, OPENAPI_FILE, openapiDocument } from "../scripts/contract-docs.js";
+import { tsInterfaces } from "./ts-interfaces.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 type Schema = { $ref?: string; properties?: Record<string, Schema>; items?: Schema; type?: string };
@@ -34,23 +34,6 @@ function props(d: Doc, method: string, path: string, part: "body" | number): str
   let s = resolve(d, content["application/json"].schema);
   if (s.type === "array" && s.items) s = resolve(d, s.items);
   return Object.keys(s.properties ?? {}).sort();
-}
-
-/** Member names of every interface in a TypeScript file. */
-function tsInterfaces(file: string): Map<string, string[]> {
-  const src = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
-  const out = new Map<string, string[]>();
-  src.forEachChild((n) => {
-    if (ts.isInterfaceDeclaration(n))
-      out.set(
-        n.name.text,
-        n.members
-          .filter((m) => m.name && !ts.isIndexSignatureDeclaration(m))
-          .map((m) => (m.name as ts.Identifier).text)
-          .sort(),
-      );
-  });
-  return out;
 }
 
 /** Field names of the Python SDK's models and the keyword arguments of its spawn. */

@@ -55,7 +55,18 @@ const MIGRATIONS: string[] = [
      created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
      revoked_at TIMESTAMPTZ
    );`,
+  // Room taken by spawns a front has placed and a node may not count yet: until the create is answered.
+  `CREATE TABLE reservations (
+     id BIGSERIAL PRIMARY KEY,
+     node_id TEXT NOT NULL REFERENCES nodes(id),
+     memory_mb INTEGER NOT NULL,
+     vcpus INTEGER NOT NULL,
+     at TIMESTAMPTZ NOT NULL DEFAULT now()
+   );`,
 ];
+
+/** How long a reservation holds its room if its front never releases it (it died mid-create). */
+const RESERVATION_TTL_S = 120;
 
 /** An API key as the catalogue lists it (never the key). */
 export interface ApiKeyRow {
@@ -85,6 +96,12 @@ export interface CatalogueTemplate {
   body: Record<string, unknown> | null;
   deleted: boolean;
   updated_at: Date;
+}
+
+/** Whether an error is a connection the database dropped (a restart, a failover) rather than the statement's. */
+function droppedConnection(e: unknown): boolean {
+  const err = e as { code?: string; message?: string };
+  return err.code === "57P01" || err.code === "ECONNRESET" || /Connection terminated|connection is closed/i.test(err.message ?? "");
 }
 
 /** A node as the catalogue knows it. */
@@ -122,6 +139,19 @@ export class Catalogue {
     return c;
   }
 
+  /**
+   * One statement; retried once when it met a connection the database dropped (it restarted), as
+   * the pool's idle connections all do once after a restart.
+   */
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(sql, params);
+    } catch (e) {
+      if (!droppedConnection(e)) throw e;
+      return this.pool.query<R>(sql, params);
+    }
+  }
+
   private async migrate(): Promise<void> {
     const client = await this.pool.connect();
     try {
@@ -145,7 +175,7 @@ export class Catalogue {
 
   /** A node's heartbeat: its row made or refreshed, and "up" again if it was down. */
   async heartbeat(r: NodeReport, startedAt: Date): Promise<void> {
-    await this.pool.query(
+    await this.query(
       `INSERT INTO nodes (id, url, state, started_at, heartbeat_at, memory_mb, vcpus, free_memory_mb, running, images, warm, version, used_vcpus)
        VALUES ($1, $2, 'up', $3, now(), $4, $5, $6, $7, $8, $9, $10, $11)
        ON CONFLICT (id) DO UPDATE SET url = $2, state = CASE WHEN nodes.state = 'draining' THEN 'draining' ELSE 'up' END, started_at = $3,
@@ -156,43 +186,87 @@ export class Catalogue {
 
   /** Marks down every node without a heartbeat for `timeoutMs`; returns their ids. */
   async markDown(timeoutMs: number): Promise<string[]> {
-    const r = await this.pool.query<{ id: string }>("UPDATE nodes SET state = 'down' WHERE state <> 'down' AND heartbeat_at < now() - make_interval(secs => $1) RETURNING id", [
+    const r = await this.query<{ id: string }>("UPDATE nodes SET state = 'down' WHERE state <> 'down' AND heartbeat_at < now() - make_interval(secs => $1) RETURNING id", [
       timeoutMs / 1000,
     ]);
     return r.rows.map((x) => x.id);
   }
 
   async nodes(): Promise<NodeRow[]> {
-    return (await this.pool.query<NodeRow>("SELECT * FROM nodes ORDER BY id")).rows;
+    return (await this.query<NodeRow>("SELECT * FROM nodes ORDER BY id")).rows;
   }
 
   async node(id: string): Promise<NodeRow | undefined> {
-    return (await this.pool.query<NodeRow>("SELECT * FROM nodes WHERE id = $1", [id])).rows[0];
+    return (await this.query<NodeRow>("SELECT * FROM nodes WHERE id = $1", [id])).rows[0];
   }
 
   /**
    * Picks the up node with room for `memoryMb`: one that has `image` (or a warm sandbox of it)
    * first, then the one with the largest share of its memory free less the share of its vCPUs
-   * taken, then the fewest sandboxes; and takes the memory and vCPUs at once, so that spawns
-   * placed before its next heartbeat go elsewhere. Null when no node has the memory.
+   * given, then the fewest sandboxes; and reserves the room until `release`. What a node reports
+   * at its heartbeat less what is reserved on it is what it has, so a spawn on its way to a node
+   * is counted even when a heartbeat comes before it (counted twice while the node makes it:
+   * briefly too careful, never too full). Null when no node has the memory.
    */
-  async reserve(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<NodeRow | null> {
-    const r = await this.pool.query<NodeRow>(
-      `UPDATE nodes SET free_memory_mb = free_memory_mb - $1, used_vcpus = used_vcpus + $4, running = running + 1
-       WHERE id = (
-         SELECT id FROM nodes WHERE state = 'up' AND free_memory_mb >= $1 AND NOT (id = ANY($3::text[]))
+  async reserve(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<{ node: NodeRow; reservation: number } | null> {
+    // Another placement holding a node skips to the next; when it holds every fitting one, wait for it.
+    const once = (lock: "SKIP LOCKED" | "") =>
+      this.reserveOnce(want, exclude, lock).catch((e) => (droppedConnection(e) ? this.reserveOnce(want, exclude, lock) : Promise.reject(e)));
+    return (await once("SKIP LOCKED")) ?? once("");
+  }
+
+  private async reserveOnce(
+    want: { memoryMb: number; vcpus: number; image: string | null },
+    exclude: string[],
+    lock: "SKIP LOCKED" | "",
+  ): Promise<{ node: NodeRow; reservation: number } | null> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const r = await client.query<NodeRow>(
+        `WITH held AS (
+           SELECT node_id, SUM(memory_mb) AS memory, SUM(vcpus) AS vcpus, COUNT(*) AS n FROM reservations
+           WHERE at > now() - make_interval(secs => ${RESERVATION_TTL_S}) GROUP BY node_id)
+         SELECT nodes.* FROM nodes LEFT JOIN held ON held.node_id = nodes.id
+         WHERE state = 'up' AND free_memory_mb - COALESCE(held.memory, 0) >= $1 AND NOT (id = ANY($3::text[]))
          ORDER BY (CASE WHEN $2::text = ANY(warm) THEN 0 WHEN $2::text = ANY(images) THEN 1 ELSE 2 END),
-           free_memory_mb::float8 / GREATEST(memory_mb, 1) - used_vcpus::float8 / GREATEST(vcpus, 1) DESC, running ASC, id
-         LIMIT 1 FOR UPDATE SKIP LOCKED)
-       RETURNING *`,
-      [want.memoryMb, want.image, exclude, want.vcpus],
+           (free_memory_mb - COALESCE(held.memory, 0))::float8 / GREATEST(memory_mb, 1) - (used_vcpus + COALESCE(held.vcpus, 0))::float8 / GREATEST(nodes.vcpus, 1) DESC,
+           running + COALESCE(held.n, 0) ASC, id
+         LIMIT 1 FOR UPDATE OF nodes ${lock}`,
+        [want.memoryMb, want.image, exclude],
+      );
+      const node = r.rows[0];
+      if (!node) {
+        await client.query("COMMIT");
+        return null;
+      }
+      const res = await client.query<{ id: string }>("INSERT INTO reservations (node_id, memory_mb, vcpus) VALUES ($1, $2, $3) RETURNING id", [node.id, want.memoryMb, want.vcpus]);
+      await client.query("COMMIT");
+      return { node, reservation: Number(res.rows[0].id) };
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Gives back a reservation's room (its create was answered: the node counts it now, or it failed). */
+  async release(reservation: number): Promise<void> {
+    await this.query("DELETE FROM reservations WHERE id = $1 OR at < now() - make_interval(secs => $2)", [reservation, RESERVATION_TTL_S]);
+  }
+
+  /** What is reserved on each node now. */
+  async reserved(): Promise<Map<string, { memory_mb: number; vcpus: number }>> {
+    const r = await this.query<{ node_id: string; memory: string; vcpus: string }>(
+      `SELECT node_id, SUM(memory_mb) AS memory, SUM(vcpus) AS vcpus FROM reservations WHERE at > now() - make_interval(secs => ${RESERVATION_TTL_S}) GROUP BY node_id`,
     );
-    return r.rows[0] ?? null;
+    return new Map(r.rows.map((x) => [x.node_id, { memory_mb: Number(x.memory), vcpus: Number(x.vcpus) }]));
   }
 
   /** Records that `sandboxId` lives on `nodeId`. */
   async place(sandboxId: string, nodeId: string, state = "running"): Promise<void> {
-    await this.pool.query("INSERT INTO placements (sandbox_id, node_id, state) VALUES ($1, $2, $3) ON CONFLICT (sandbox_id) DO UPDATE SET node_id = $2, state = $3", [
+    await this.query("INSERT INTO placements (sandbox_id, node_id, state) VALUES ($1, $2, $3) ON CONFLICT (sandbox_id) DO UPDATE SET node_id = $2, state = $3", [
       sandboxId,
       nodeId,
       state,
@@ -201,7 +275,7 @@ export class Catalogue {
 
   /** The node a sandbox lives on, with the node's row. */
   async locate(sandboxId: string): Promise<{ sandbox_id: string; state: string; node: NodeRow } | undefined> {
-    const r = await this.pool.query<NodeRow & { sandbox_id: string; placement_state: string }>(
+    const r = await this.query<NodeRow & { sandbox_id: string; placement_state: string }>(
       "SELECT n.*, p.sandbox_id, p.state AS placement_state FROM placements p JOIN nodes n ON n.id = p.node_id WHERE p.sandbox_id = $1",
       [sandboxId],
     );
@@ -213,24 +287,28 @@ export class Catalogue {
 
   /** Every placement, with its node's id and state. */
   async placements(): Promise<{ sandbox_id: string; node_id: string; state: string; node_state: string }[]> {
-    return (await this.pool.query("SELECT p.sandbox_id, p.node_id, p.state, n.state AS node_state FROM placements p JOIN nodes n ON n.id = p.node_id ORDER BY p.created_at")).rows;
+    return (
+      await this.query<{ sandbox_id: string; node_id: string; state: string; node_state: string }>(
+        "SELECT p.sandbox_id, p.node_id, p.state, n.state AS node_state FROM placements p JOIN nodes n ON n.id = p.node_id ORDER BY p.created_at",
+      )
+    ).rows;
   }
 
   /** Forgets a placement (its sandbox is destroyed). */
   async unplace(sandboxId: string): Promise<void> {
-    await this.pool.query("DELETE FROM placements WHERE sandbox_id = $1", [sandboxId]);
+    await this.query("DELETE FROM placements WHERE sandbox_id = $1", [sandboxId]);
   }
 
   /** A returning node's truth: placements on it that it no longer has go, those it has are kept. */
   async reconcile(nodeId: string, running: string[]): Promise<number> {
-    const r = await this.pool.query("DELETE FROM placements WHERE node_id = $1 AND NOT (sandbox_id = ANY($2::text[]))", [nodeId, running]);
+    const r = await this.query("DELETE FROM placements WHERE node_id = $1 AND NOT (sandbox_id = ANY($2::text[]))", [nodeId, running]);
     return r.rowCount ?? 0;
   }
 
   /** Appends a node's events (each kept once, however often it is sent). */
   async appendEvents(nodeId: string, events: NodeEvent[]): Promise<void> {
     if (!events.length) return;
-    await this.pool.query(
+    await this.query(
       `INSERT INTO events (node_id, node_seq, type, sandbox_id, at, data)
        SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::jsonb[])
        ON CONFLICT (node_id, node_seq) DO NOTHING`,
@@ -247,18 +325,18 @@ export class Catalogue {
 
   /** Forgets a node's events numbered after `nodeSeq` (its event log started again, from a new data directory). */
   async forgetNodeEventsAfter(nodeId: string, nodeSeq: number): Promise<void> {
-    await this.pool.query("DELETE FROM events WHERE node_id = $1 AND node_seq > $2", [nodeId, nodeSeq]);
+    await this.query("DELETE FROM events WHERE node_id = $1 AND node_seq > $2", [nodeId, nodeSeq]);
   }
 
   /** The newest of a node's events the catalogue holds (0 for none): where its shipping resumes. */
   async lastNodeEvent(nodeId: string): Promise<number> {
-    const r = await this.pool.query<{ s: string | null }>("SELECT MAX(node_seq) AS s FROM events WHERE node_id = $1", [nodeId]);
+    const r = await this.query<{ s: string | null }>("SELECT MAX(node_seq) AS s FROM events WHERE node_id = $1", [nodeId]);
     return Number(r.rows[0].s ?? 0);
   }
 
   /** Events after the cluster's `seq`, oldest first, at most `limit`. */
   async eventsAfter(seq: number, limit = 1000): Promise<ClusterEvent[]> {
-    const r = await this.pool.query<{ seq: string; node_id: string; type: string; sandbox_id: string | null; at: Date; data: Record<string, unknown> | null }>(
+    const r = await this.query<{ seq: string; node_id: string; type: string; sandbox_id: string | null; at: Date; data: Record<string, unknown> | null }>(
       "SELECT seq, node_id, type, sandbox_id, at, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
       [seq, limit],
     );
@@ -267,18 +345,18 @@ export class Catalogue {
 
   /** The cluster's newest event number (0 when there is none). */
   async lastEventSeq(): Promise<number> {
-    const r = await this.pool.query<{ s: string | null }>("SELECT MAX(seq) AS s FROM events");
+    const r = await this.query<{ s: string | null }>("SELECT MAX(seq) AS s FROM events");
     return Number(r.rows[0].s ?? 0);
   }
 
   /** Deletes events older than `maxAgeMs`, and all but the newest `keep`. */
   async trimEvents(maxAgeMs: number, keep = 100_000): Promise<void> {
-    await this.pool.query("DELETE FROM events WHERE at < now() - make_interval(secs => $1) OR seq <= (SELECT MAX(seq) FROM events) - $2", [maxAgeMs / 1000, keep]);
+    await this.query("DELETE FROM events WHERE at < now() - make_interval(secs => $1) OR seq <= (SELECT MAX(seq) FROM events) - $2", [maxAgeMs / 1000, keep]);
   }
 
   /** Records a template's body (written) or its deletion, for every node to mirror. */
   async putTemplate(name: string, body: Record<string, unknown> | null): Promise<void> {
-    await this.pool.query(
+    await this.query(
       `INSERT INTO templates (name, body, deleted, updated_at) VALUES ($1, $2, $3, clock_timestamp())
        ON CONFLICT (name) DO UPDATE SET body = $2, deleted = $3, updated_at = clock_timestamp()`,
       [name, body ? JSON.stringify(body) : null, body === null],
@@ -288,32 +366,32 @@ export class Catalogue {
   /** Templates written or deleted after `since` (all when null), oldest change first. */
   async templatesSince(since: Date | null): Promise<CatalogueTemplate[]> {
     return (
-      await this.pool.query<CatalogueTemplate>("SELECT * FROM templates WHERE $1::timestamptz IS NULL OR date_trunc('milliseconds', updated_at) > $1 ORDER BY updated_at", [since])
+      await this.query<CatalogueTemplate>("SELECT * FROM templates WHERE $1::timestamptz IS NULL OR date_trunc('milliseconds', updated_at) > $1 ORDER BY updated_at", [since])
     ).rows;
   }
 
   /** One template's entry, deleted or not. */
   async template(name: string): Promise<CatalogueTemplate | undefined> {
-    return (await this.pool.query<CatalogueTemplate>("SELECT * FROM templates WHERE name = $1", [name])).rows[0];
+    return (await this.query<CatalogueTemplate>("SELECT * FROM templates WHERE name = $1", [name])).rows[0];
   }
 
   /** Records a new key by its hash. */
   async addKey(id: string, name: string, hash: string): Promise<ApiKeyRow> {
-    return (await this.pool.query<ApiKeyRow>("INSERT INTO api_keys (id, name, hash) VALUES ($1, $2, $3) RETURNING id, name, created_at, revoked_at", [id, name, hash])).rows[0];
+    return (await this.query<ApiKeyRow>("INSERT INTO api_keys (id, name, hash) VALUES ($1, $2, $3) RETURNING id, name, created_at, revoked_at", [id, name, hash])).rows[0];
   }
 
   async keys(): Promise<ApiKeyRow[]> {
-    return (await this.pool.query<ApiKeyRow>("SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at")).rows;
+    return (await this.query<ApiKeyRow>("SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at")).rows;
   }
 
   /** Revokes a key; false when there is no such key. */
   async revokeKey(id: string): Promise<boolean> {
-    return ((await this.pool.query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1", [id])).rowCount ?? 0) > 0;
+    return ((await this.query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1", [id])).rowCount ?? 0) > 0;
   }
 
   /** The hashes of the keys not revoked. */
   async liveKeyHashes(): Promise<string[]> {
-    return (await this.pool.query<{ hash: string }>("SELECT hash FROM api_keys WHERE revoked_at IS NULL")).rows.map((r) => r.hash);
+    return (await this.query<{ hash: string }>("SELECT hash FROM api_keys WHERE revoked_at IS NULL")).rows.map((r) => r.hash);
   }
 
   async close(): Promise<void> {

@@ -102,13 +102,17 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     const want = { memoryMb: memory, vcpus: pick("vcpus", "number", pick("cpu_cores", "number", 1)), image: pick<string | null>("image", "string", null) };
     const tried: string[] = [];
     for (;;) {
-      const node = await dir.place(want, tried);
-      if (!node) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
+      const placed = await dir.place(want, tried);
+      if (!placed) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
+      const { node, reservation } = placed;
+      // The room stays reserved until the node has answered (and so counts the sandbox itself).
+      res.once("close", () => void dir.release(reservation).catch(() => {}));
       try {
         return await relay(req, res, node.url, node.id, { body, fresh: true });
       } catch (e) {
         // Only a request the node never got may go to another: one it got may have made a sandbox.
         if (!notDelivered(e)) return problem(res, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`, 502);
+        await dir.release(reservation).catch(() => {});
         tried.push(node.id);
       }
     }

@@ -38,16 +38,27 @@ export class ClusterDirectory {
     return d;
   }
 
-  /** The nodes, with how long ago each last heartbeat came. */
+  /** The nodes, with how long ago each last heartbeat came, and their figures less what is reserved on them. */
   async nodes(): Promise<(NodeRow & { heartbeat_age_ms: number })[]> {
     await this.catalogue.markDown(this.nodeTimeoutMs);
     const now = Date.now();
-    return (await this.catalogue.nodes()).map((n) => ({ ...n, heartbeat_age_ms: Math.max(0, now - n.heartbeat_at.getTime()) }));
+    const [nodes, held] = await Promise.all([this.catalogue.nodes(), this.catalogue.reserved()]);
+    return nodes.map((n) => ({
+      ...n,
+      free_memory_mb: Math.max(0, n.free_memory_mb - (held.get(n.id)?.memory_mb ?? 0)),
+      used_vcpus: n.used_vcpus + (held.get(n.id)?.vcpus ?? 0),
+      heartbeat_age_ms: Math.max(0, now - n.heartbeat_at.getTime()),
+    }));
   }
 
-  /** A node for a new sandbox (see Catalogue.reserve), or null when none has room. */
-  place(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<NodeRow | null> {
+  /** A node for a new sandbox with its room reserved (see Catalogue.reserve), or null when none has room. */
+  place(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<{ node: NodeRow; reservation: number } | null> {
     return this.catalogue.reserve(want, exclude);
+  }
+
+  /** Gives back a placement's reserved room once its create is answered. */
+  release(reservation: number): Promise<void> {
+    return this.catalogue.release(reservation);
   }
 
   /** Where a sandbox lives; undefined for one the catalogue does not know. */
