@@ -209,12 +209,16 @@ async function main(): Promise<number> {
     };
     delete env.XDG_DATA_HOME;
     const files = process.argv.slice(2);
-    const suite = spawn(process.execPath, ["--test", "--test-concurrency=1", `--test-timeout=${FILE_LIMIT_MS}`, "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])], {
-      cwd: repo,
-      env,
-      stdio: "inherit",
-      detached: true,
-    });
+    const suite = spawn(
+      process.execPath,
+      ["--test", "--test-concurrency=1", `--test-timeout=${FILE_LIMIT_MS}`, "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])],
+      {
+        cwd: repo,
+        env,
+        stdio: "inherit",
+        detached: true,
+      },
+    );
     // A test that hangs must fail the run with a message, not use up the CI's time in silence.
     const watchdog = setTimeout(() => {
       console.error(`\n# the suite ran past ${SUITE_LIMIT_MIN} minutes: stopped (the test running last above is the one that hangs)`);
