@@ -100,7 +100,7 @@ describe("catalogue", () => {
     const d = await cat.reserve(want(256, null, 2));
     assert.equal(d?.node.id, "n2", "the fewer vCPUs given");
     await cat.release(d!.reservation);
-    // Reserved at once by many: spread, since each sees the others' reservations or skips a locked node.
+    // Reserved at once by many: spread, since each counts the others' reservations.
     await cat.heartbeat({ ...report("n1", 4096), used_vcpus: 0 }, new Date());
     await cat.heartbeat({ ...report("n2", 4096), used_vcpus: 0 }, new Date());
     const many = await Promise.all(Array.from({ length: 6 }, () => cat.reserve(want(256, null))));

@@ -65,6 +65,9 @@ const MIGRATIONS: string[] = [
    );`,
 ];
 
+/** Connections each process keeps to the database. */
+const POOL_MAX = 8;
+
 /** How long a reservation holds its room if its front never releases it (it died mid-create). */
 const RESERVATION_TTL_S = 120;
 
@@ -131,7 +134,7 @@ export class Catalogue {
 
   /** Connects (a pool that reconnects by itself after the database restarts) and migrates. */
   static async open(url: string): Promise<Catalogue> {
-    const pool = new pg.Pool({ connectionString: url, max: 8, connectionTimeoutMillis: 5000 });
+    const pool = new pg.Pool({ connectionString: url, max: POOL_MAX, connectionTimeoutMillis: 5000 });
     // An idle client's connection lost with a database restart must not crash the process.
     pool.on("error", () => {});
     const c = new Catalogue(pool);
@@ -140,15 +143,16 @@ export class Catalogue {
   }
 
   /**
-   * One statement; retried once when it met a connection the database dropped (it restarted), as
-   * the pool's idle connections all do once after a restart.
+   * One statement; retried while it meets connections the database dropped (it restarted): each
+   * idle connection of the pool fails once after a restart, and is then replaced.
    */
   private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(sql, params);
-    } catch (e) {
-      if (!droppedConnection(e)) throw e;
-      return this.pool.query<R>(sql, params);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.pool.query<R>(sql, params);
+      } catch (e) {
+        if (!droppedConnection(e) || attempt >= POOL_MAX) throw e;
+      }
     }
   }
 
@@ -209,20 +213,22 @@ export class Catalogue {
    * briefly too careful, never too full). Null when no node has the memory.
    */
   async reserve(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<{ node: NodeRow; reservation: number } | null> {
-    // Another placement holding a node skips to the next; when it holds every fitting one, wait for it.
-    const once = (lock: "SKIP LOCKED" | "") =>
-      this.reserveOnce(want, exclude, lock).catch((e) => (droppedConnection(e) ? this.reserveOnce(want, exclude, lock) : Promise.reject(e)));
-    return (await once("SKIP LOCKED")) ?? once("");
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.reserveOnce(want, exclude);
+      } catch (e) {
+        if (!droppedConnection(e) || attempt >= POOL_MAX) throw e;
+      }
+    }
   }
 
-  private async reserveOnce(
-    want: { memoryMb: number; vcpus: number; image: string | null },
-    exclude: string[],
-    lock: "SKIP LOCKED" | "",
-  ): Promise<{ node: NodeRow; reservation: number } | null> {
+  private async reserveOnce(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[]): Promise<{ node: NodeRow; reservation: number } | null> {
     const client = await this.pool.connect();
     try {
       await client.query("BEGIN");
+      // One placement at a time in the whole cluster (each takes a millisecond): the next one's
+      // statement starts after this one's reservation is committed, so it always counts it.
+      await client.query("SELECT pg_advisory_xact_lock(74237425)");
       const r = await client.query<NodeRow>(
         `WITH held AS (
            SELECT node_id, SUM(memory_mb) AS memory, SUM(vcpus) AS vcpus, COUNT(*) AS n FROM reservations
@@ -232,7 +238,7 @@ export class Catalogue {
          ORDER BY (CASE WHEN $2::text = ANY(warm) THEN 0 WHEN $2::text = ANY(images) THEN 1 ELSE 2 END),
            (free_memory_mb - COALESCE(held.memory, 0))::float8 / GREATEST(memory_mb, 1) - (used_vcpus + COALESCE(held.vcpus, 0))::float8 / GREATEST(nodes.vcpus, 1) DESC,
            running + COALESCE(held.n, 0) ASC, id
-         LIMIT 1 FOR UPDATE OF nodes ${lock}`,
+         LIMIT 1`,
         [want.memoryMb, want.image, exclude],
       );
       const node = r.rows[0];
