@@ -106,6 +106,11 @@ process.once("exit", () => {
   for (const p of serverProcesses) p.kill("SIGKILL");
 });
 
+/** Stops every server this test process started that still runs (whatever a failed test left). */
+export async function stopServers(): Promise<void> {
+  await Promise.all([...serverProcesses].map((p) => stopProcess(p)));
+}
+
 /**
  * `forgevm serve --config FILE` as a user runs it, in a process of its own (a test may SIGKILL
  * it); resolves once `<apiBase>/health` answers (with the key, when given).
