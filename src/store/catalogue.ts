@@ -4,6 +4,7 @@
 // their own rows. Every write is one statement or one transaction, so any number of fronts and
 // nodes may use it at once; a front keeps nothing else, and may die at any moment.
 import pg from "pg";
+import type { EventRow } from "./events.js";
 
 // Append only: a released migration is never edited, a new one is added.
 const MIGRATIONS: string[] = [
@@ -79,17 +80,8 @@ export interface ApiKeyRow {
   revoked_at: Date | null;
 }
 
-/** A node's event, as the node recorded it. */
-export interface NodeEvent {
-  seq: number;
-  type: string;
-  sandbox_id: string | null;
-  timestamp: string;
-  data: Record<string, unknown> | null;
-}
-
 /** An event in the cluster's order: `seq` is the cluster's, `node` the node it happened on. */
-export interface ClusterEvent extends NodeEvent {
+export interface ClusterEvent extends EventRow {
   node: string;
 }
 
@@ -105,6 +97,17 @@ export interface CatalogueTemplate {
 function droppedConnection(e: unknown): boolean {
   const err = e as { code?: string; message?: string };
   return err.code === "57P01" || err.code === "ECONNRESET" || /Connection terminated|connection is closed/i.test(err.message ?? "");
+}
+
+/** Runs `fn` again for each pooled connection a database restart dropped (each fails once, then is replaced). */
+async function pastDroppedConnections<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!droppedConnection(e) || attempt >= POOL_MAX) throw e;
+    }
+  }
 }
 
 /** A node as the catalogue knows it. */
@@ -142,18 +145,9 @@ export class Catalogue {
     return c;
   }
 
-  /**
-   * One statement; retried while it meets connections the database dropped (it restarted): each
-   * idle connection of the pool fails once after a restart, and is then replaced.
-   */
+  /** One statement, past the connections a database restart dropped. */
   private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.pool.query<R>(sql, params);
-      } catch (e) {
-        if (!droppedConnection(e) || attempt >= POOL_MAX) throw e;
-      }
-    }
+    return pastDroppedConnections(() => this.pool.query<R>(sql, params));
   }
 
   private async migrate(): Promise<void> {
@@ -213,13 +207,7 @@ export class Catalogue {
    * briefly too careful, never too full). Null when no node has the memory.
    */
   async reserve(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<{ node: NodeRow; reservation: number } | null> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.reserveOnce(want, exclude);
-      } catch (e) {
-        if (!droppedConnection(e) || attempt >= POOL_MAX) throw e;
-      }
-    }
+    return pastDroppedConnections(() => this.reserveOnce(want, exclude));
   }
 
   private async reserveOnce(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[]): Promise<{ node: NodeRow; reservation: number } | null> {
@@ -312,7 +300,7 @@ export class Catalogue {
   }
 
   /** Appends a node's events (each kept once, however often it is sent). */
-  async appendEvents(nodeId: string, events: NodeEvent[]): Promise<void> {
+  async appendEvents(nodeId: string, events: EventRow[]): Promise<void> {
     if (!events.length) return;
     await this.query(
       `INSERT INTO events (node_id, node_seq, type, sandbox_id, at, data)

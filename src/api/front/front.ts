@@ -17,7 +17,7 @@ import { streamClusterEvents } from "./events.js";
 import { MCP_PATH } from "../../mcp/http.js";
 import { asOperator, type Caller, callerOf, handleKeys } from "./keys.js";
 import { relayMcp } from "./mcp.js";
-import { notDelivered, readBody, relay, relayUpgrade } from "./proxy.js";
+import { nodeAuth, notDelivered, readBody, relay, relayUpgrade } from "./proxy.js";
 import { handleSnapshots } from "./snapshots.js";
 import { handleTemplates } from "./templates.js";
 
@@ -125,9 +125,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       nodes
         .filter((n) => n.state !== "down")
         .map(async (n) => {
-          const r = await fetch(new URL(req.url ?? "/", n.url), { headers: { ...(req.headers["x-api-key"] ? { "X-API-Key": String(req.headers["x-api-key"]) } : {}) } }).catch(
-            () => null,
-          );
+          const r = await fetch(new URL(req.url ?? "/", n.url), { headers: nodeAuth(req) }).catch(() => null);
           return r?.ok ? ((await r.json()) as unknown[]) : [];
         }),
     );
@@ -175,7 +173,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     if (req.method === "GET" && path === "/api/v1/sandboxes") return list(req, res);
     if (path === MCP_PATH) return relayMcp(req, res, dir, problem);
     if (req.method === "GET" && path === "/api/v1/events") return streamClusterEvents(req, res, dir, (m) => problem(res, "BAD_REQUEST", m));
-    if (await handleTemplates(req, res, path, { dir, body: readBody, problem, create })) return;
+    if (await handleTemplates(req, res, path, { dir, problem, create })) return;
     if (await handleSnapshots(req, res, path, { dir, problem, send })) return;
     problem(res, "NOT_FOUND", `${req.method} ${path} is not served by a front yet: name the node it is for in the ${NODE_HEADER} header (GET /api/v1/cluster/nodes lists them)`);
   };

@@ -21,10 +21,9 @@ export async function relayMcp(
   const tagged = (nodeId: string) => (h: Record<string, string | string[]>) => {
     if (typeof h[SESSION] === "string") h[SESSION] = `${nodeId}${SEP}${h[SESSION]}`;
   };
-  const nodes = await dir.nodes();
   if (typeof given === "string") {
     const at = given.indexOf(SEP);
-    const node = at > 0 ? nodes.find((n) => n.id === given.slice(0, at)) : undefined;
+    const node = at > 0 ? (await dir.nodes()).find((n) => n.id === given.slice(0, at)) : undefined;
     if (!node) return problem(res, "NOT_FOUND", `MCP session ${given.slice(0, 80)} is not one a front gave (NODE${SEP}ID): initialize a new one`);
     if (node.state === "down") return problem(res, "UNAVAILABLE", `MCP session ${given.slice(0, 80)}: its node ${node.id} is down`);
     const sid = given.slice(at + 1);
@@ -36,7 +35,7 @@ export async function relayMcp(
     }).catch((e: Error) => problem(res, "UNAVAILABLE", `node ${node.id} cannot be reached: ${e.message}`, 502));
   }
   // A new session: the up node with the largest share of its memory free.
-  const up = nodes.filter((n) => n.state === "up").sort((a, b) => b.free_memory_mb / Math.max(1, b.memory_mb) - a.free_memory_mb / Math.max(1, a.memory_mb));
+  const up = (await dir.upNodes()).sort((a, b) => b.free_memory_mb / Math.max(1, b.memory_mb) - a.free_memory_mb / Math.max(1, a.memory_mb));
   const body = await readBody(req);
   for (const node of up) {
     try {

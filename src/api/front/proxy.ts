@@ -15,6 +15,12 @@ function forwardable(h: IncomingMessage["headers"], nodeId: string): Record<stri
   return out;
 }
 
+/** The key header of a request the front makes to a node on a caller's behalf (the caller's is the operator's by now). */
+export function nodeAuth(req: IncomingMessage): Record<string, string> {
+  const key = req.headers["x-api-key"];
+  return typeof key === "string" ? { "X-API-Key": key } : {};
+}
+
 /** Errors that mean the request never reached the node, so that sending it elsewhere cannot do it twice. */
 const NOT_DELIVERED = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
 

@@ -3,9 +3,9 @@
 // delete, export, spawn: a restore lands where the snapshot is) to the node that holds it, found
 // by asking the up nodes. Importing one goes to the node named in X-ForgeVM-Node.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClusterDirectory, NodeRow } from "../../core/cluster/directory.js";
+import type { ClusterDirectory } from "../../core/cluster/directory.js";
 import type { ErrorCode } from "../../core/errors.js";
-import { relay } from "./proxy.js";
+import { nodeAuth, relay } from "./proxy.js";
 
 const ONE = /^\/api\/v1\/snapshots\/([^/]+)(?:\/(spawn|export))?$/;
 
@@ -16,18 +16,12 @@ export interface SnapshotContext {
   send(res: ServerResponse, status: number, body: unknown): void;
 }
 
-const keyHeaders = (req: IncomingMessage): Record<string, string> => (req.headers["x-api-key"] ? { "X-API-Key": String(req.headers["x-api-key"]) } : {});
-
-async function upNodes(dir: ClusterDirectory): Promise<NodeRow[]> {
-  return (await dir.nodes()).filter((n) => n.state === "up");
-}
-
 /** Answers GET /api/v1/snapshots and requests about one snapshot; false for other paths. */
 export async function handleSnapshots(req: IncomingMessage, res: ServerResponse, path: string, c: SnapshotContext): Promise<boolean> {
   if (path === "/api/v1/snapshots" && req.method === "GET") {
     const lists = await Promise.all(
-      (await upNodes(c.dir)).map(async (n) => {
-        const r = await fetch(new URL("/api/v1/snapshots", n.url), { headers: keyHeaders(req) }).catch(() => null);
+      (await c.dir.upNodes()).map(async (n) => {
+        const r = await fetch(new URL("/api/v1/snapshots", n.url), { headers: nodeAuth(req) }).catch(() => null);
         return r?.ok ? ((await r.json()) as Record<string, unknown>[]).map((s) => ({ ...s, node: n.id })) : [];
       }),
     );
@@ -37,16 +31,16 @@ export async function handleSnapshots(req: IncomingMessage, res: ServerResponse,
   const m = ONE.exec(path);
   if (!m || m[1] === "import") return false;
   const id = decodeURIComponent(m[1]);
-  const nodes = await upNodes(c.dir);
+  const nodes = await c.dir.upNodes();
   const holders = (
     await Promise.all(
       nodes.map(async (n) => {
-        const r = await fetch(new URL(`/api/v1/snapshots/${encodeURIComponent(id)}`, n.url), { headers: keyHeaders(req) }).catch(() => null);
+        const r = await fetch(new URL(`/api/v1/snapshots/${encodeURIComponent(id)}`, n.url), { headers: nodeAuth(req) }).catch(() => null);
         await r?.body?.cancel();
         return r?.ok ? n : null;
       }),
     )
-  ).filter((n): n is NodeRow => n !== null);
+  ).filter((n) => n !== null);
   if (!holders.length) {
     c.problem(res, "NOT_FOUND", `snapshot ${id} not found on any up node`);
     return true;

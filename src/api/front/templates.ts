@@ -4,24 +4,18 @@
 // catalogue holds is one a node accepted. Reads go to the same node. A template's spawn is placed
 // like any new sandbox, by the template's memory and image.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClusterDirectory, NodeRow } from "../../core/cluster/directory.js";
+import type { ClusterDirectory } from "../../core/cluster/directory.js";
 import type { ErrorCode } from "../../core/errors.js";
-import { ask, notDelivered, relay } from "./proxy.js";
+import { ask, notDelivered, readBody, relay } from "./proxy.js";
 
 const TEMPLATES = /^\/api\/v1\/templates(?:\/([^/]+))?(\/spawn)?$/;
 
 /** What a front needs from its caller to answer template requests. */
 export interface TemplateContext {
   dir: ClusterDirectory;
-  body(req: IncomingMessage): Promise<Buffer>;
   problem(res: ServerResponse, code: ErrorCode, message: string): void;
   /** Places a new sandbox (by the body's memory, vCPUs and image, else the template's) and relays the request that makes it. */
   create(req: IncomingMessage, res: ServerResponse, body: Buffer, template: Record<string, unknown>): Promise<void>;
-}
-
-/** The up nodes, in a fixed order: the first takes template writes and reads. */
-async function upNodes(dir: ClusterDirectory): Promise<NodeRow[]> {
-  return (await dir.nodes()).filter((n) => n.state === "up").sort((a, b) => a.id.localeCompare(b.id));
 }
 
 /** Answers a request under /api/v1/templates; false when the path is not one. */
@@ -39,11 +33,12 @@ export async function handleTemplates(req: IncomingMessage, res: ServerResponse,
       c.problem(res, "NOT_FOUND", `template "${name}" not found`);
       return true;
     }
-    await c.create(req, res, await c.body(req), t.body);
+    await c.create(req, res, await readBody(req), t.body);
     return true;
   }
-  const body = req.method === "GET" || req.method === "DELETE" ? Buffer.alloc(0) : await c.body(req);
-  for (const node of await upNodes(c.dir)) {
+  const body = req.method === "GET" || req.method === "DELETE" ? Buffer.alloc(0) : await readBody(req);
+  // The first up node by id takes template writes and reads.
+  for (const node of await c.dir.upNodes()) {
     let answer: Awaited<ReturnType<typeof ask>>;
     try {
       if (req.method === "GET") {

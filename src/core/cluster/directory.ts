@@ -51,6 +51,11 @@ export class ClusterDirectory {
     }));
   }
 
+  /** The nodes that are up, by id. */
+  async upNodes(): Promise<(NodeRow & { heartbeat_age_ms: number })[]> {
+    return (await this.nodes()).filter((n) => n.state === "up");
+  }
+
   /** A node for a new sandbox with its room reserved (see Catalogue.reserve), or null when none has room. */
   place(want: { memoryMb: number; vcpus: number; image: string | null }, exclude: string[] = []): Promise<{ node: NodeRow; reservation: number } | null> {
     return this.catalogue.reserve(want, exclude);

@@ -9,6 +9,9 @@ import type { TemplateInput } from "../template-ops.js";
 import { templateBody } from "../template-ops.js";
 import type { Forge } from "../forge.js";
 
+/** How long a node waits to ship an event, gathering those that follow it. */
+const SHIP_DELAY_MS = 50;
+
 export interface NodeMemberOptions {
   id: string;
   /** Where fronts reach this node. */
@@ -26,7 +29,7 @@ export class NodeMember {
   /** The newest of this node's events the catalogue has. */
   private shipped = 0;
   private shipping: Promise<void> | null = null;
-  private shipAgain = false;
+  private shipTimer: NodeJS.Timeout | null = null;
   /** The newest template change mirrored, and the mirror running now. */
   private templatesAt: Date | null = null;
   private mirroring: Promise<void> | null = null;
@@ -57,7 +60,7 @@ export class NodeMember {
     await this.shipEvents();
     await this.mirrorTemplates();
     this.off = this.forge.subscribe((e) => {
-      void this.shipEvents();
+      this.shipSoon();
       if (!e.sandbox_id) return;
       if (e.type === "sandbox.created") this.sync(e.sandbox_id, "place");
       else if (e.type === "sandbox.destroyed") this.sync(e.sandbox_id, "unplace");
@@ -68,17 +71,25 @@ export class NodeMember {
 
   stop(): void {
     if (this.timer) clearInterval(this.timer);
+    if (this.shipTimer) clearTimeout(this.shipTimer);
     this.off?.();
   }
 
-  /** Sends the events the catalogue does not have yet; one sending at a time, another after it when asked meanwhile. */
+  /** Ships shortly: a burst of events (an exec makes two) goes in one insert. */
+  private shipSoon(): void {
+    if (this.shipTimer) return;
+    this.shipTimer = setTimeout(() => {
+      this.shipTimer = null;
+      // After a sending under way, which may have read the log before these events.
+      void (this.shipping ?? Promise.resolve()).then(() => this.shipEvents());
+    }, SHIP_DELAY_MS);
+    this.shipTimer.unref();
+  }
+
+  /** Sends the events the catalogue does not have yet; one sending at a time. */
   shipEvents(): Promise<void> {
-    if (this.shipping) {
-      this.shipAgain = true;
-      return this.shipping;
-    }
     // (`finally` runs after the assignment even when nothing waits inside.)
-    this.shipping = this.shipAll().finally(() => {
+    this.shipping ??= this.shipAll().finally(() => {
       this.shipping = null;
     });
     return this.shipping;
@@ -86,13 +97,10 @@ export class NodeMember {
 
   private async shipAll(): Promise<void> {
     try {
-      do {
-        this.shipAgain = false;
-        for (let batch = this.forge.replayEvents(this.shipped, 500); batch.length; batch = this.forge.replayEvents(this.shipped, 500)) {
-          await this.catalogue.appendEvents(this.o.id, batch);
-          this.shipped = batch[batch.length - 1].seq;
-        }
-      } while (this.shipAgain);
+      for (let batch = this.forge.replayEvents(this.shipped, 500); batch.length; batch = this.forge.replayEvents(this.shipped, 500)) {
+        await this.catalogue.appendEvents(this.o.id, batch);
+        this.shipped = batch[batch.length - 1].seq;
+      }
     } catch {
       // the database is away: the next heartbeat sends them
     }
