@@ -113,6 +113,12 @@ describe("the SDKs' copies", () => {
     same("MetricSample", types.get("MetricSample"), Object.keys(d.components.schemas.MetricSample.properties ?? {}).sort());
     same("MetricHistory", types.get("MetricHistory"), props(d, "get", "/sandboxes/{id}/metrics", 200));
     same("LiveStats", types.get("LiveStats"), props(d, "get", "/stats", 200));
+    same("EnvironmentSpec", types.get("EnvironmentSpec"), props(d, "get", "/environments/specs/{id}", 200));
+    same("EnvironmentBuild", types.get("EnvironmentBuild"), props(d, "get", "/environments/builds/{id}", 200));
+    same("EnvironmentArtifact", types.get("EnvironmentArtifact"), Object.keys(d.components.schemas.EnvArtifact.properties ?? {}).sort());
+    same("EnvironmentBuildStep", types.get("EnvironmentBuildStep"), Object.keys(d.components.schemas.BuildStep.properties ?? {}).sort());
+    same("EnvironmentSpawnConfig", types.get("EnvironmentSpawnConfig"), props(d, "get", "/environments/builds/{id}/spawn-config", 200));
+    same("RegistryConnection", types.get("RegistryConnection"), props(d, "post", "/environments/registry-connections", 201));
   });
 
   it("the TypeScript SDK sends the fields the server takes", async () => {
@@ -126,6 +132,8 @@ describe("the SDKs' copies", () => {
     same("createCodeContext", ["cwd", "language", "user"], props(d, "post", "/sandboxes/{id}/code/contexts", "body"));
     // CommitOptions is everything but the image (an argument).
     same("CommitOptions", [...types.get("CommitOptions")!, "image"].sort(), props(d, "post", "/sandboxes/{id}/commit", "body"));
+    same("EnvironmentSpecRequest", types.get("EnvironmentSpecRequest"), props(d, "post", "/environments/specs", "body"));
+    same("RegistryConnectionRequest", types.get("RegistryConnectionRequest"), props(d, "post", "/environments/registry-connections", "body"));
     same("ImageChanges", types.get("ImageChanges"), Object.keys(d.components.schemas.ImageChanges.properties ?? {}).sort());
   });
 

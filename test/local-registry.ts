@@ -15,17 +15,27 @@ export interface LocalRegistry {
   stop(): void;
 }
 
-/** Starts a registry keeping its storage under `work`; resolves once it answers. */
-export async function startRegistry(work: string): Promise<LocalRegistry> {
+/** Starts a registry keeping its storage under `work` (with `login`, only that user may use it); resolves once it answers. */
+export async function startRegistry(work: string, login?: { username: string; password: string }): Promise<LocalRegistry> {
   const host = `127.0.0.1:${await freePort()}`;
   const storage = join(work, "storage");
   const config = join(work, "registry.yml");
-  await writeFile(config, `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n`);
+  let auth = "";
+  if (login) {
+    // htpasswd wants bcrypt: the host's crypt(3) makes it.
+    const { stdout } = await run("python3", ["-W", "ignore", "-c", "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))", login.password]);
+    await writeFile(join(work, "htpasswd"), `${login.username}:${stdout.trim()}\n`);
+    auth = `auth:\n  htpasswd:\n    realm: test\n    path: ${join(work, "htpasswd")}\n`;
+  }
+  await writeFile(
+    config,
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n${auth}`,
+  );
   const proc: ChildProcess = spawn("docker-registry", ["serve", config], { stdio: "ignore" });
   const end = Date.now() + 15_000;
   while (
     !(await fetch(`http://${host}/v2/`).then(
-      (r) => r.status === 200,
+      (r) => r.status === 200 || (!!login && r.status === 401),
       () => false,
     ))
   ) {

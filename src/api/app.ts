@@ -23,6 +23,7 @@ import { fileRoutes } from "./routes/files.js";
 import { commitRoutes } from "./routes/commit.js";
 import { volumeRoutes } from "./routes/volumes.js";
 import { buildRoutes } from "./routes/builds.js";
+import { environmentRoutes } from "./routes/environments.js";
 import { imageRoutes } from "./routes/images.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { networkRoutes } from "./routes/network.js";
@@ -161,6 +162,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(commitRoutes, { forge: opts.forge });
       await api.register(volumeRoutes, { forge: opts.forge });
       await api.register(buildRoutes, { forge: opts.forge });
+      await api.register(environmentRoutes, { forge: opts.forge });
       await api.register(auditRoutes, { forge: opts.forge });
       await api.register(metricRoutes, { forge: opts.forge });
       await api.register(systemRoutes, { forge: opts.forge, version: opts.version, startedAt: Date.now() });

@@ -41,20 +41,24 @@ export const CommitResult = Type.Object(
   { $id: "CommitResult" },
 );
 
+/** One instruction of a Dockerfile build and how far it got. */
+export const BuildStep = Type.Object(
+  {
+    stage: Type.Integer(),
+    line: Type.Integer(),
+    instruction: Type.String(),
+    status: Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("cached"), Type.Literal("done"), Type.Literal("error")]),
+    duration_ms: Type.Optional(Type.Integer()),
+  },
+  { $id: "BuildStep" },
+);
+
 export const BuildJob = Type.Object(
   {
     id: Type.String(),
     tag: Type.String(),
     state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error"), Type.Literal("cancelled")]),
-    steps: Type.Array(
-      Type.Object({
-        stage: Type.Integer(),
-        line: Type.Integer(),
-        instruction: Type.String(),
-        status: Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("cached"), Type.Literal("done"), Type.Literal("error")]),
-        duration_ms: Type.Optional(Type.Integer()),
-      }),
-    ),
+    steps: Type.Array(BuildStep),
     /** The latest log lines. */
     log: Type.Array(Type.String()),
     log_total: Type.Integer(),

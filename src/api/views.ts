@@ -5,6 +5,7 @@ import { providerWarning } from "../core/providers.js";
 import { badRequest } from "../core/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
 import type { SandboxT, SnapshotT } from "./schemas.js";
+import { shellQuote } from "../util/shell-quote.js";
 
 export function sandboxView(r: SandboxRow): SandboxT {
   return {
@@ -75,11 +76,6 @@ export function fileInfoView(path: string, name: string, st: FileStat | DirEntry
     is_dir: st.type === "dir",
     mod_time: new Date(st.mtime_ms).toISOString(),
   };
-}
-
-/** Quotes one argument for /bin/sh. */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_\-+=.,/:@%]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 /** The shell command of an exec request: `command` with each of `args` quoted and appended. */

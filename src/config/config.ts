@@ -107,6 +107,23 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    /** Environment builds (`/environments`, docs/environments.md): where packages come from, and the builds' limits. */
+    environments: Type.Object(
+      {
+        /** A PEP 503 "simple" index pip installs from. */
+        python_index: Type.String({ minLength: 1 }),
+        /** sources.list lines apt-get uses instead of the base image's own (e.g. a local mirror). */
+        apt_sources: Type.Array(Type.String({ minLength: 1 })),
+        /** More egress allowlist entries for build steps. */
+        allow: Type.Array(Type.String({ minLength: 1 })),
+        /** Builds that run at once; more wait as "queued". */
+        concurrency: Type.Integer({ minimum: 1, maximum: 16 }),
+        memory_mb: Type.Integer({ minimum: 256, maximum: 65536 }),
+        /** The key registry secrets are encrypted with (32 bytes); empty: <data_dir>/keys/environments.key, made on first use. */
+        secret_key_file: Type.String(),
+      },
+      strict,
+    ),
     /** Host directories sandboxes may mount (`-v /dir:/path`, `forgevm mount`): none unless listed. */
     mounts: Type.Object({ host_dirs: Type.Array(Type.String({ minLength: 1 })) }, strict),
     /** What agents on MCP (`forgevm mcp`, /mcp) may do: the operator's policy, which they can only narrow. */
@@ -173,6 +190,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048 },
     mounts: { host_dirs: [] },
+    environments: { python_index: "https://pypi.org/simple/", apt_sources: [], allow: [], concurrency: 1, memory_mb: 1024, secret_key_file: "" },
     metrics: { enabled: true, interval: "5s", guest_every: 3 },
     cluster: { role: "standalone", database: "", advertise: "", node_id: "", heartbeat: "2s", node_timeout: "10s" },
     mcp: {

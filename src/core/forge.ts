@@ -5,14 +5,16 @@
 // reaper.ts, pool-mode.ts, guest-processes.ts. It is past 500 lines because it is the whole surface every interface sees: each
 // method is a one-line doc and a call into those modules, and splitting it would split that list.
 import { randomBytes } from "node:crypto";
-import { mkdir } from "node:fs/promises";
+import { mkdir, stat } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { join } from "node:path";
 import { isIP } from "node:net";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
 import { BlobStore } from "../images/blobs.js";
 import type { RegistryOptions } from "../images/registry.js";
-import { canonicalName, DEFAULT_IMAGE, listImages, type LocalImage } from "../images/store.js";
+import { canonicalName, DEFAULT_IMAGE, listImages, resolveImage, type LocalImage } from "../images/store.js";
+import { ext4Has } from "../images/ext4.js";
+import { openEnvironments, type Environments } from "./environments/index.js";
 import { EgressProxy } from "../net/egress-proxy.js";
 import { PackageCache } from "../net/package-cache.js";
 import { loadPresets } from "../net/allowlist.js";
@@ -131,6 +133,8 @@ export class Forge {
   private readonly buildCache: BuildCache;
   private readonly buildJobs = new BuildJobs();
   readonly defaults: SpawnDefaults;
+  /** The Environments API: specs, builds of them into images, registry connections. */
+  readonly environments: Environments;
   private member: NodeMember | null = null;
   private leaveCluster: () => Promise<void> = async () => {};
 
@@ -220,6 +224,24 @@ export class Forge {
       closed: false,
     };
     this.core = core;
+    this.environments = openEnvironments({
+      db,
+      dataDir: paths.dataDir,
+      options: opts.environments ?? {},
+      operatorSecrets: opts.hostSecrets ?? {},
+      provider: () => providers.default.name,
+      scratchDir: paths.dataDir,
+      build: (dir, o, report, signal) => this.build(dir, o, report, signal),
+      push: (image, reference, login, log) => pushImage(this.core, this.imageWork(), image, reference, log, undefined, login),
+      imageHas: async (image, files) => {
+        const found = await resolveImage(paths, image).catch(() => null);
+        return found ? ext4Has(found.rootfs, files) : null;
+      },
+      imageBytes: async (image) => {
+        const st = await stat((await resolveImage(paths, image)).rootfs);
+        return st.blocks * 512;
+      },
+    });
   }
 
   /**
@@ -900,6 +922,7 @@ export class Forge {
     this.core.closed = true;
     if (this.reaper) clearInterval(this.reaper);
     await this.core.sampler.stop();
+    await this.environments.close();
     await this.buildJobs.closeAll();
     await this.core.warm.close();
     await this.core.tenants?.close();

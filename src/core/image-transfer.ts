@@ -5,6 +5,7 @@ import type { Readable } from "node:stream";
 import { exportArchive } from "../images/oci-export.js";
 import { MEDIA } from "../images/oci.js";
 import { parseReference, DOCKER_HUB } from "../images/reference.js";
+import type { Credentials } from "../images/registry.js";
 import { pushImage as pushToRegistry, type PushedBlob, type PushResult } from "../images/registry-push.js";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
 import type { Core } from "./core.js";
@@ -53,6 +54,8 @@ export async function pushImage(
   reference: string | undefined,
   log: (m: string) => void = () => {},
   onBlob?: (b: PushedBlob) => void,
+  /** A login for this push instead of the configured ones. */
+  login?: Credentials,
 ): Promise<PushResult> {
   const image = await localImage(core, name);
   const ref = parseImageReference(reference ?? image.name);
@@ -72,7 +75,7 @@ export async function pushImage(
   }
   try {
     const result = await pushToRegistry(
-      core.images.registryClient(log),
+      core.images.registryClient(log, login),
       work.blobs,
       {
         ref,

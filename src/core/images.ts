@@ -103,8 +103,8 @@ export class Images {
   }
 
   /** A registry client with the credentials pulls use (the config's, else ~/.docker/config.json). */
-  registryClient(log?: (m: string) => void): RegistryClient {
-    return new RegistryClient({ log, credentials: this.credentials });
+  registryClient(log?: (m: string) => void, login?: Credentials): RegistryClient {
+    return new RegistryClient({ log, credentials: login ? async () => login : this.credentials });
   }
 
   /**

@@ -21,6 +21,8 @@ export interface ForgeOptions {
   reapIntervalMs?: number;
   /** How long rows of destroyed sandboxes are kept (default 7 days). */
   historyRetentionMs?: number;
+  /** Environment builds (core/environments/): where packages come from, and the builds' limits. */
+  environments?: EnvironmentOptions;
   /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
   registryAuth?: Record<string, Credentials>;
   /** Restore spawns from base snapshots made at each image's first boot (default true). */
@@ -132,6 +134,21 @@ export interface SpawnOptions {
   main?: { command?: string[]; restart?: string };
   /** Stop it (disk kept) after this long without exec, file calls or published-port traffic. */
   idleStopMs?: number;
+}
+
+export interface EnvironmentOptions {
+  /** A PEP 503 "simple" index (default https://pypi.org/simple/). */
+  pythonIndex?: string;
+  /** sources.list lines apt uses instead of the image's own. */
+  aptSources?: string[];
+  /** More allowlist entries for build steps. */
+  allow?: string[];
+  /** Builds running at once; the rest wait as "queued" (default 1). */
+  concurrency?: number;
+  /** Memory of each build sandbox (default 1024). */
+  memoryMb?: number;
+  /** The key registry secrets are sealed with (default <data>/keys/environments.key, made on first use). */
+  secretKeyFile?: string;
 }
 
 export interface ForkOptions {

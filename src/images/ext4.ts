@@ -27,3 +27,13 @@ export async function repairExt4(file: string, journalOnly = false): Promise<voi
     if (!(e instanceof CommandError) || (e.exitCode !== 1 && e.exitCode !== 2)) throw e;
   }
 }
+
+/** Which of `paths` (absolute, no symlinks on the way) exist in an ext4 image, read with debugfs without mounting it. */
+export async function ext4Has(file: string, paths: string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  for (const p of paths) {
+    const r = await run("debugfs", ["-R", `stat ${p}`, file]).catch((e: CommandError) => ({ stdout: "", stderr: e.message }));
+    if (r.stdout.includes("Inode:") && !/not found/i.test(r.stderr)) found.add(p);
+  }
+  return found;
+}

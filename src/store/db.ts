@@ -117,6 +117,60 @@ const MIGRATIONS: string[] = [
      net_tx_bps REAL,
      PRIMARY KEY (series, res, ts)
    ) WITHOUT ROWID;`,
+  `CREATE TABLE env_specs (
+     id TEXT PRIMARY KEY,
+     owner_id TEXT NOT NULL,
+     name TEXT NOT NULL,
+     base_image TEXT NOT NULL,
+     python_packages TEXT NOT NULL,
+     apt_packages TEXT NOT NULL,
+     python_version TEXT,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     UNIQUE (owner_id, name)
+   );
+   CREATE TABLE env_builds (
+     id TEXT PRIMARY KEY,
+     spec_id TEXT NOT NULL REFERENCES env_specs(id),
+     owner_id TEXT NOT NULL,
+     status TEXT NOT NULL,
+     current_step TEXT,
+     log TEXT NOT NULL DEFAULT '',
+     steps TEXT,
+     image_size_bytes INTEGER NOT NULL DEFAULT 0,
+     digest_local TEXT,
+     error TEXT,
+     visibility TEXT,
+     created_at TEXT NOT NULL,
+     finished_at TEXT,
+     updated_at TEXT NOT NULL
+   );
+   CREATE INDEX env_builds_owner ON env_builds(owner_id, created_at);
+   CREATE TABLE env_artifacts (
+     build_id TEXT NOT NULL REFERENCES env_builds(id) ON DELETE CASCADE,
+     position INTEGER NOT NULL,
+     target TEXT NOT NULL,
+     connection_id TEXT,
+     image_ref TEXT NOT NULL,
+     digest TEXT,
+     status TEXT NOT NULL,
+     error TEXT,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     PRIMARY KEY (build_id, target)
+   );
+   CREATE TABLE registry_connections (
+     id TEXT PRIMARY KEY,
+     owner_id TEXT NOT NULL,
+     provider TEXT NOT NULL,
+     registry TEXT NOT NULL,
+     username TEXT NOT NULL,
+     secret TEXT NOT NULL,
+     is_default INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     UNIQUE (owner_id, provider, registry, username)
+   );`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

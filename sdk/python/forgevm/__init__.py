@@ -2,6 +2,7 @@
 
 from .async_client import AsyncClient, AsyncExecStream, AsyncSandbox
 from .client import Client, Templates
+from .environments import Environments
 from .errors import (
     AuthenticationError,
     BadRequestError,
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncClient",
     "AsyncExecStream",
     "AsyncSandbox",
+    "Environments",
     "AuthenticationError",
     "BadRequestError",
     "Client",

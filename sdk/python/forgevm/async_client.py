@@ -199,12 +199,28 @@ class AsyncTemplates:
         return AsyncSandbox(await _run(self._t.spawn, name, ttl, owner_id))
 
 
+class AsyncEnvironments:
+    """Client.environments, awaited: every method of Environments, run off the event loop."""
+
+    def __init__(self, client: Client):
+        self._e = client.environments
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        fn = getattr(self._e, name)
+
+        async def call(*args: Any, **kw: Any) -> Any:
+            return await _run(fn, *args, **kw)
+
+        return call
+
+
 class AsyncClient:
     """``async with AsyncClient("http://localhost:7423") as client:``."""
 
     def __init__(self, base_url: str = "http://localhost:7423", api_key: Optional[str] = None, user_id: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT):
         self._c = Client(base_url, api_key, user_id, timeout)
         self.templates = AsyncTemplates(self._c)
+        self.environments = AsyncEnvironments(self._c)
 
     def spawn(self, **kw: Any) -> _Spawning:
         async def go() -> AsyncSandbox:

@@ -10,6 +10,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ._http import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, Transport
+from .environments import Environments
 from .errors import error_from_body
 from .models import ImageInfo, SandboxInfo, _pick
 from .sandbox import Sandbox
@@ -50,6 +51,7 @@ class Client:
     def __init__(self, base_url: str = "http://localhost:7423", api_key: Optional[str] = None, user_id: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT):
         self._http = Transport(base_url, api_key, user_id, timeout)
         self.templates = Templates(self._http)
+        self.environments = Environments(self._http)
 
     @property
     def base_url(self) -> str:

@@ -1,5 +1,6 @@
 // The client: spawns and finds sandboxes, manages templates and snapshots, reports on the server.
 import { Cluster } from "./cluster.js";
+import { Environments } from "./environments.js";
 import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
 import { Images } from "./images.js";
@@ -60,6 +61,8 @@ export class Client {
   readonly volumes: Volumes;
   /** Through a cluster's front: its nodes and API keys. */
   readonly cluster: Cluster;
+  /** Environments: specs, builds of them into images, registry connections. */
+  readonly environments: Environments;
 
   /** `new Client("http://localhost:7423")` or `new Client({ baseUrl, apiKey, userId, timeout })`. */
   constructor(opts: string | ClientOptions = {}) {
@@ -68,6 +71,7 @@ export class Client {
     this.images = new Images(this.http);
     this.volumes = new Volumes(this.http);
     this.cluster = new Cluster(this.http);
+    this.environments = new Environments(this.http);
   }
 
   get baseUrl(): string {

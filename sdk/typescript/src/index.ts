@@ -2,6 +2,7 @@
 export { Client, Templates } from "./client.js";
 export { Images } from "./images.js";
 export { Cluster, ClusterKeys } from "./cluster.js";
+export { Environments } from "./environments.js";
 export { Volumes } from "./volumes.js";
 export { Sandbox } from "./sandbox.js";
 export { ExecStream } from "./stream.js";

@@ -534,3 +534,102 @@ export interface RunCodeOptions {
   onResult?: (result: CodeResult) => void;
   onError?: (error: CodeError) => void;
 }
+
+/** An environment: a base image plus the Debian and Python packages a project needs. */
+export interface EnvironmentSpec {
+  id: string;
+  owner_id: string;
+  name: string;
+  base_image: string;
+  python_packages: string[];
+  apt_packages: string[];
+  python_version?: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** What `environments.createSpec` sends. */
+export interface EnvironmentSpecRequest {
+  owner_id?: string;
+  name: string;
+  base_image: string;
+  python_packages?: string[];
+  apt_packages?: string[];
+  python_version?: string;
+}
+
+/** One builder step of an environment build (an instruction of its generated Dockerfile). */
+export interface EnvironmentBuildStep {
+  stage: number;
+  line: number;
+  instruction: string;
+  status: "pending" | "running" | "cached" | "done" | "error";
+  duration_ms?: number;
+}
+
+/** Where a build's image went: the local store or a registry connection. */
+export interface EnvironmentArtifact {
+  target: string;
+  image_ref: string;
+  digest?: string;
+  status: "pending" | "pushing" | "ready" | "failed" | "canceled";
+  error?: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A build of an environment: queued → building → ready | failed | canceled. */
+export interface EnvironmentBuild {
+  id: string;
+  spec_id: string;
+  owner_id: string;
+  status: "queued" | "building" | "ready" | "failed" | "canceled";
+  current_step: string | null;
+  log: string;
+  image_size_bytes: number;
+  digest_local?: string;
+  error?: string;
+  visibility?: string;
+  steps: EnvironmentBuildStep[];
+  created_at: string;
+  finished_at?: string;
+  updated_at: string;
+  artifacts: EnvironmentArtifact[];
+}
+
+/** What to spawn from a build. */
+export interface EnvironmentSpawnConfig {
+  build_id: string;
+  build_status: EnvironmentBuild["status"];
+  ready: boolean;
+  provider: string;
+  image: string;
+  target: string;
+  digest: string | null;
+  note: string;
+}
+
+/** A registry login builds push with; the secret is never shown. */
+export interface RegistryConnection {
+  id: string;
+  owner_id: string;
+  provider: string;
+  registry: string;
+  username: string;
+  is_default: boolean;
+  secret_storage: "encrypted" | "operator";
+  secret_ref?: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** What `environments.putRegistryConnection` sends: `secret_ref` is the token, or "secret:NAME" for the operator's. */
+export interface RegistryConnectionRequest {
+  id?: string;
+  owner_id?: string;
+  provider: "ghcr" | "dockerhub" | "registry";
+  username: string;
+  secret_ref: string;
+  is_default?: boolean;
+  registry?: string;
+}

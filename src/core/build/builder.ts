@@ -121,8 +121,6 @@ export async function checkDockerfile(ctx: BuildContext, o: BuildOptions): Promi
 /** Builds an image from a Dockerfile in `ctx`. */
 export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: BuildOptions, report: BuildReport, signal: AbortSignal): Promise<BuildResult> {
   const name = imageName(o.tag);
-  const users = work.imageUsers(name);
-  if (users.length) throw conflict(`image ${name} is in use by ${users.join(", ")}: build it under another name or tag`);
   const { df, targetIndex } = await checkDockerfile(ctx, o);
   const buildId = randomBytes(4).toString("hex");
   const steps: BuildStep[] = df.stages
@@ -380,6 +378,9 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
       report.log(`${name} is up to date (${stored.manifestDigest})`);
       return resolveImage(core.paths, name);
     }
+    // Checked only now: a rebuild that comes out the same may keep a name sandboxes use.
+    const users = work.imageUsers(name);
+    if (users.length) throw conflict(`image ${name} is in use by ${users.join(", ")}: build it under another name or tag`);
     const base = {
       name,
       source: `build:${o.dockerfile ?? "Dockerfile"}`,
