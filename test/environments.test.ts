@@ -1,18 +1,14 @@
 // The Environments API end to end, with real VMs and no internet: the test serves a Debian
-// package repository (a .deb made by dpkg-deb) and a Python package index (a wheel made by the
-// host's Python, and Debian's pip wheel for images without pip), and runs a registry that
+// package repository and a Python package index (package-index.ts), and runs a registry that
 // wants a login. A spec is built (steps and log advance), spawned from, and its package
 // imported; a rebuild runs no step; a push through a registry connection gives a pullable
 // image with the reported digest; a cancel stops a running build and leaves nothing; bad input
 // is refused; the registry secret is in no response, log or database file.
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, writeFile, chmod } from "node:fs/promises";
-import { createServer, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, posix } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
@@ -20,22 +16,18 @@ import type { Forge } from "../src/index.js";
 import { Client } from "forgevm";
 import { apiRequest, assertNoVmLeft, childEnv, openForge, removeAtExit, serveForge, waitFor } from "./helpers.js";
 import { startRegistry, type LocalRegistry } from "./local-registry.js";
+import { startPackageIndex, type PackageIndex } from "./package-index.js";
 
 const run = promisify(execFile);
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-const DEB_HOST = "deb.test";
-const PY_HOST = "pypi.test";
 const PASSWORD = "s3cret-Env-Registry-Pw-7f3a";
 const OWNER = "alice";
 let forge: Forge;
 let http: { url: string; close: () => Promise<void> };
-let index: Server;
-let port: number;
+let index: PackageIndex;
+let hits: PackageIndex["hits"];
 let registry: LocalRegistry;
 let work: string;
-const hits = { deb: 0, wheel: 0, pipWheel: 0, slow: 0 };
-const hanging = new Set<ServerResponse>();
-const sockets = new Set<Socket>();
 /** Every response body the tests saw, to look for the secret in. */
 const seen: string[] = [];
 
@@ -45,102 +37,21 @@ async function api(method: string, path: string, body?: unknown) {
   return r;
 }
 
-const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
-
-/** A .deb with /usr/bin/forgevm-hello, made by dpkg-deb. */
-async function makeDeb(dir: string): Promise<Buffer> {
-  const root = join(dir, "pkg");
-  await mkdir(join(root, "DEBIAN"), { recursive: true });
-  await mkdir(join(root, "usr/bin"), { recursive: true });
-  await writeFile(join(root, "DEBIAN/control"), "Package: forgevm-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: Tests <tests@forgevm.invalid>\nDescription: says hello\n");
-  await writeFile(join(root, "usr/bin/forgevm-hello"), "#!/bin/sh\necho hello from a deb\n");
-  await chmod(join(root, "usr/bin/forgevm-hello"), 0o755);
-  await run("dpkg-deb", ["--root-owner-group", "--build", root, join(dir, "hello.deb")]);
-  return readFile(join(dir, "hello.deb"));
-}
-
-/** A wheel of `name` with VALUE = 42, made by the host's Python. */
-async function makeWheel(dir: string, name: string): Promise<Buffer> {
-  const file = join(dir, `${name}-1.0-py3-none-any.whl`);
-  const script = `
-import zipfile, sys
-n = sys.argv[2]
-with zipfile.ZipFile(sys.argv[1], "w") as z:
-    z.writestr(n + "/__init__.py", "VALUE = 42\\n")
-    z.writestr(n + "-1.0.dist-info/METADATA", "Metadata-Version: 2.1\\nName: " + n.replace("_", "-") + "\\nVersion: 1.0\\n")
-    z.writestr(n + "-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
-    z.writestr(n + "-1.0.dist-info/RECORD", "")
-`;
-  await run("python3", ["-c", script, file, name]);
-  return readFile(file);
-}
-
 before(async () => {
   work = await mkdtemp(join(tmpdir(), "fvt-env-"));
   removeAtExit(work);
-  const deb = await makeDeb(work);
-  const debName = "forgevm-hello_1.0_all.deb";
-  const packages = Buffer.from(
-    `Package: forgevm-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: Tests <tests@forgevm.invalid>\nDescription: says hello\nFilename: pool/${debName}\nSize: ${deb.length}\nSHA256: ${sha256(deb)}\n\n`,
-  );
-  const release = Buffer.from(`Date: ${new Date(Date.now() - 86_400_000).toUTCString()}\nSHA256:\n ${sha256(packages)} ${packages.length} Packages\n`);
-  const wheel = await makeWheel(work, "demo_env_pkg");
-  const wheelName = "demo_env_pkg-1.0-py3-none-any.whl";
-  const pipName = (await readdir("/usr/share/python-wheels")).find((w) => w.startsWith("pip-"))!;
-  const pipWheel = await readFile(join("/usr/share/python-wheels", pipName));
-  const page = (file: string, body: Buffer) => `<html><body><a href="/packages/${file}#sha256=${sha256(body)}">${file}</a></body></html>`;
-  index = createServer((req, res) => {
-    const path = posix.normalize(decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
-    const send = (body: Buffer | string, type = "application/octet-stream") => {
-      res.setHeader("content-type", type);
-      res.end(body);
-    };
-    if (path === "/debian/Release") return send(release, "text/plain");
-    if (path === "/debian/Packages") return send(packages, "text/plain");
-    if (path === `/debian/pool/${debName}`) {
-      hits.deb++;
-      return send(deb);
-    }
-    if (path === "/simple/demo-env-pkg/") return send(page(wheelName, wheel), "text/html");
-    if (path === "/simple/pip/") return send(page(pipName, pipWheel), "text/html");
-    if (path === `/packages/${wheelName}`) {
-      hits.wheel++;
-      return send(wheel);
-    }
-    if (path === `/packages/${pipName}`) {
-      hits.pipWheel++;
-      return send(pipWheel);
-    }
-    if (path === "/simple/slow-pkg/") {
-      hits.slow++;
-      hanging.add(res); // answered never: the build waits here until it is cancelled
-      return;
-    }
-    res.statusCode = 404;
-    res.end("not here");
-  });
-  index.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => index.listen(0, "127.0.0.1", r));
-  port = (index.address() as AddressInfo).port;
+  index = await startPackageIndex(work);
+  hits = index.hits;
   registry = await startRegistry(await mkdtemp(join(work, "reg-")), { username: OWNER, password: PASSWORD });
   forge = await openForge({
-    network: { hostsOverride: { [DEB_HOST]: "127.0.0.1", [PY_HOST]: "127.0.0.1" } },
-    environments: {
-      pythonIndex: `http://${PY_HOST}:${port}/simple/`,
-      aptSources: [`deb [trusted=yes] http://${DEB_HOST}:${port}/debian/ ./`],
-      memoryMb: 512,
-    },
+    network: { hostsOverride: index.hostsOverride },
+    environments: { ...index.sources, memoryMb: 512 },
     hostSecrets: { REG_PW: PASSWORD },
   });
   http = await serveForge(forge);
 });
 
 after(async () => {
-  for (const r of hanging) r.destroy();
-  for (const s of sockets) s.destroy();
   index?.close();
   registry?.stop();
   await http?.close();
@@ -165,14 +76,20 @@ async function finished(id: string, trail: { step: string | null; status: string
   return b;
 }
 
-/** Reads a build's NDJSON log to its end. */
+/** Reads a build's NDJSON log to its end; each message gets `at`, when it arrived. */
 async function followLog(id: string): Promise<any[]> {
   const res = await fetch(`${http.url}/api/v1/environments/builds/${id}/log`);
   assert.equal(res.status, 200);
-  return (await res.text())
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l));
+  const out: any[] = [];
+  let buf = "";
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buf += Buffer.from(chunk).toString("utf8");
+    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+      out.push({ ...JSON.parse(buf.slice(0, nl)), at: Date.now() });
+      buf = buf.slice(nl + 1);
+    }
+  }
+  return out;
 }
 
 describe("Environments API", () => {
@@ -270,7 +187,9 @@ describe("Environments API", () => {
     const building = trail.filter((t) => t.step === "build");
     assert.ok(new Set(building.map((t) => t.log)).size >= 3, "the log grew while the build step ran");
     const lines = await logged;
-    assert.deepEqual(lines.at(-1), { done: true, status: "ready" });
+    assert.deepEqual({ ...lines.at(-1), at: undefined }, { done: true, status: "ready", at: undefined });
+    const firstRun = lines.find((l) => /^Step 2\//.test(l.line ?? ""));
+    assert.ok(firstRun && firstRun.at < Date.parse(first.finished_at) - 5000, "the log streamed while the build ran");
     const text = lines.map((l) => l.line ?? "").join("\n");
     assert.match(text, /apt-get/);
     assert.match(text, /the image has no pip: running pip from/);
@@ -279,6 +198,12 @@ describe("Environments API", () => {
     assert.deepEqual(
       first.steps.map((s: any) => s.status),
       ["done", "done", "done"],
+    );
+    console.log(
+      JSON.stringify({
+        first_build_ms: Date.parse(first.finished_at) - Date.parse(first.created_at),
+        steps: first.steps.map((s: any) => [s.instruction.slice(0, 40), s.duration_ms]),
+      }),
     );
     assert.match(first.digest_local, /^sha256:[0-9a-f]{64}$/);
     assert.ok(first.image_size_bytes > 50 * 1048576, `a Debian image with packages takes space: ${first.image_size_bytes}`);
@@ -309,6 +234,7 @@ describe("Environments API", () => {
     const before = { ...hits };
     const b = await finished((await api("POST", "/builds", { spec_id: spec.id })).body.id);
     assert.equal(b.status, "ready", b.log);
+    console.log(JSON.stringify({ rebuild_ms: Date.parse(b.finished_at) - Date.parse(b.created_at) }));
     assert.deepEqual(
       b.steps.map((s: any) => s.status),
       ["done", "cached", "cached"],
@@ -426,16 +352,21 @@ describe("Environments API", () => {
   it("the CLI and the TypeScript and Python SDKs reach the same API", async () => {
     const env = childEnv({ FORGEVM_URL: http.url });
     // stdin closed: `exec` forwards it to the command, and would wait for its end.
-    const cli = (...args: string[]) =>
+    const cliWith = (input: string, ...args: string[]) =>
       new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
         const p = spawn(process.execPath, [CLI, ...args], { env });
-        p.stdin.end();
+        p.stdin.end(input);
         let stdout = "";
         let stderr = "";
         p.stdout.on("data", (d) => (stdout += d));
         p.stderr.on("data", (d) => (stderr += d));
-        p.on("close", (status) => (status === 0 ? resolve({ stdout, stderr }) : reject(Object.assign(new Error(`forgevm ${args.join(" ")}: ${stderr}`), { stderr }))));
+        p.on("close", (status) => {
+          seen.push(stdout, stderr);
+          if (status === 0) resolve({ stdout, stderr });
+          else reject(Object.assign(new Error(`forgevm ${args.join(" ")}: ${stderr}`), { stderr }));
+        });
       });
+    const cli = (...args: string[]) => cliWith("", ...args);
     const made = await cli("env", "create", "cli-env", "--owner", OWNER, "--base", "forgevm/debian:bookworm", "--pip", "demo-env-pkg", "--apt", "forgevm-hello");
     assert.match(made.stdout, /cli-env/);
     const ls = await cli("env", "ls", "--owner", OWNER, "--json");
@@ -452,6 +383,14 @@ describe("Environments API", () => {
     assert.equal(out.stdout, "hello from a deb\n");
     await cli("kill", id);
     await assert.rejects(cli("env", "cancel", newest.build.id), (e: any) => /ready/.test(e.stderr));
+    // A registry login from stdin, listed without its secret, then removed.
+    const added = await cliWith(`${PASSWORD}\n`, "env", "registry", "add", "registry", OWNER, "--registry", registry.host, "--owner", "carol", "--json");
+    const conn = JSON.parse(added.stdout);
+    assert.equal(conn.secret_storage, "encrypted");
+    assert.match((await cli("env", "registry", "ls", "--owner", "carol")).stdout, new RegExp(`${conn.id}\\s+registry\\s+${registry.host}\\s+alice\\s+-\\s+encrypted`));
+    await cli("env", "registry", "rm", conn.id);
+    assert.deepEqual(JSON.parse((await cli("env", "registry", "ls", "--owner", "carol", "--json")).stdout), []);
+    await assert.rejects(cli("env", "registry", "add", "ghcr", "x", "--owner", "carol"), (e: any) => /no secret on stdin/.test(e.stderr));
 
     const client = new Client({ baseUrl: http.url });
     const specs = await client.environments.listSpecs(OWNER);

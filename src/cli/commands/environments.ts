@@ -1,4 +1,4 @@
-// `forgevm env create|ls|build|builds|cancel|spawn`: the Environments API through the server
+// `forgevm env create|ls|build|builds|cancel|spawn|registry`: the Environments API through the server
 // (builds run there, in VMs, and outlive the command).
 import { userInfo } from "node:os";
 import type { Command } from "commander";
@@ -110,6 +110,67 @@ export function environmentCommands(program: Command, cli: Cli): void {
     .action(async (id: string) => {
       const b = await (await cli.client()).environments.cancelBuild(id);
       printBuild(b);
+    });
+
+  const registry = env.command("registry").description("registry connections builds push with (--target ID, or ghcr/dockerhub for the default one)");
+
+  registry
+    .command("add")
+    .description("add (or with --id replace) a registry login; the secret is read from stdin")
+    .argument("<provider>", "ghcr, dockerhub, or registry (with --registry)")
+    .argument("<username>", "the registry user name")
+    .option("--registry <host>", "host[:port] of the registry (provider registry)")
+    .option("--secret-ref <NAME>", "use the server's secret FORGEVM_SECRET_NAME instead of reading one")
+    .option("--default", "the owner's default connection for this provider")
+    .option("--id <id>", "the connection's id (replaces the one with this id)")
+    .option("--owner <id>", "whose (default: your user name)")
+    .option("--json", "print JSON")
+    .action(async (provider: string, username: string, o: { registry?: string; secretRef?: string; default?: boolean; id?: string; owner?: string; json?: boolean }) => {
+      let secret = o.secretRef ? `secret:${o.secretRef}` : "";
+      if (!secret) {
+        if (process.stdin.isTTY) console.error("registry token or password (then Enter and Ctrl-D):");
+        const chunks: Buffer[] = [];
+        for await (const c of process.stdin) chunks.push(c as Buffer);
+        secret = Buffer.concat(chunks)
+          .toString("utf8")
+          .replace(/\r?\n$/, "");
+        if (!secret) throw new Error('no secret on stdin: pipe the token in (echo "$TOKEN" | forgevm env registry add …) or pass --secret-ref NAME');
+      }
+      const c = await (await cli.client()).environments.putRegistryConnection({
+        owner_id: o.owner ?? defaultOwner(),
+        provider: provider as "ghcr",
+        username,
+        secret_ref: secret,
+        is_default: o.default ?? false,
+        ...(o.registry ? { registry: o.registry } : {}),
+        ...(o.id ? { id: o.id } : {}),
+      });
+      emit(o.json, c, () => console.log(`${c.id} ${c.provider} ${c.username}@${c.registry} (secret ${c.secret_storage})`));
+    });
+
+  registry
+    .command("ls")
+    .description("list an owner's registry connections (never their secrets)")
+    .option("--owner <id>", "whose (default: your user name)")
+    .option("--json", "print JSON")
+    .action(async (o: { owner?: string; json?: boolean }) => {
+      const list = await (await cli.client()).environments.listRegistryConnections(o.owner ?? defaultOwner());
+      emit(o.json, list, () =>
+        table(
+          ["ID", "PROVIDER", "REGISTRY", "USER", "DEFAULT", "SECRET"],
+          list.map((c) => [c.id, c.provider, c.registry, c.username, c.is_default ? "yes" : "-", c.secret_ref ?? c.secret_storage]),
+          "no registry connections",
+        ),
+      );
+    });
+
+  registry
+    .command("rm")
+    .description("remove a registry connection")
+    .argument("<id>", "connection id")
+    .action(async (id: string) => {
+      await (await cli.client()).environments.deleteRegistryConnection(id);
+      console.log(id);
     });
 
   env

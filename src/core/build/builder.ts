@@ -93,6 +93,7 @@ interface StageState {
 
 const hashOf = (...parts: string[]) => createHash("sha256").update(parts.join("\0")).digest("hex");
 const RUN_TIMEOUT_MS = 60 * 60_000;
+const MAX_LINE = 64 * 1024;
 const TAR_SUFFIX = /\.(tar|tar\.gz|tgz)$/i;
 
 /** The parsed Dockerfile of a build and the stage it ends with, or a 400 that names the problem (and its line). */
@@ -427,6 +428,11 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
         const lines = rest.split("\n");
         rest = lines.pop() ?? "";
         for (const l of lines) report.log(`  ${l}`);
+        // The guest decides what it prints: a line that never ends is logged in pieces.
+        if (rest.length > MAX_LINE) {
+          report.log(`  ${rest}`);
+          rest = "";
+        }
       }
       if (rest) report.log(`  ${rest}`);
     };

@@ -19,6 +19,7 @@ import { environmentDockerfile, type PackageSources } from "./steps.js";
 export const STEPS = ["validate_spec", "generate_dockerfile", "build", "tag_and_push_targets", "finalize"] as const;
 const ENDED: EnvBuildStatus[] = ["ready", "failed", "canceled"];
 const MAX_LOG = 512 * 1024;
+const MAX_LINE = 4096;
 const FLUSH_MS = 1000;
 
 /** What a build needs from the rest of the core. */
@@ -331,9 +332,10 @@ export class EnvironmentBuilds {
     if (live) this.flush(id, live, true);
   }
 
-  private log(id: string, line: string): void {
+  private log(id: string, text: string): void {
     const live = this.live.get(id);
     if (!live) return;
+    const line = text.length > MAX_LINE ? `${text.slice(0, MAX_LINE)}… (${text.length - MAX_LINE} more characters)` : text;
     live.lines.push(line);
     live.bytes += line.length + 1;
     while (live.bytes > MAX_LOG && live.lines.length > 1) {
