@@ -1,6 +1,4 @@
 // The REST API against a real server with real VMs: the seed's curl quick start, every route's
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import type { WebSocket } from "ws";
 // happy path and its bad inputs.
 import assert from "node:assert/strict";
@@ -8,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
 import { run } from "../src/util/process.js";
-import { apiRequest, childEnv, startTestServer, waitFor } from "./helpers.js";
+import { apiRequest, childEnv, runCli, startTestServer, waitFor } from "./helpers.js";
 
 let server: RunningServer;
 let base: string;
@@ -531,17 +529,6 @@ describe("exec over WebSocket", () => {
 });
 
 describe("the forgevm CLI against the server", () => {
-  const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-  const runCli = (args: string[], env: NodeJS.ProcessEnv, input?: Buffer | string) =>
-    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-      const p = spawn(process.execPath, [cli, ...args], { env });
-      p.stdin.end(input);
-      let stdout = "";
-      let stderr = "";
-      p.stdout.on("data", (d) => (stdout += d));
-      p.stderr.on("data", (d) => (stderr += d));
-      p.on("close", (status) => resolve({ status, stdout, stderr }));
-    });
   // Asynchronous: this process also serves the API the CLI talks to.
   const forgevm = (...args: string[]) => runCli(args, childEnv({ FORGEVM_URL: base }));
 

@@ -5,7 +5,7 @@
 // image with the reported digest; a cancel stops a running build and leaves nothing; bad input
 // is refused; the registry secret is in no response, log or database file.
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,12 +14,11 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { Forge } from "../src/index.js";
 import { Client } from "forgevm";
-import { apiRequest, assertNoVmLeft, childEnv, openForge, removeAtExit, serveForge, waitFor } from "./helpers.js";
+import { apiRequest, assertNoVmLeft, childEnv, openForge, removeAtExit, runCli, serveForge, waitFor } from "./helpers.js";
 import { startRegistry, type LocalRegistry } from "./local-registry.js";
 import { startPackageIndex, type PackageIndex } from "./package-index.js";
 
 const run = promisify(execFile);
-const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
 const PASSWORD = "s3cret-Env-Registry-Pw-7f3a";
 const OWNER = "alice";
 let forge: Forge;
@@ -351,21 +350,12 @@ describe("Environments API", () => {
 
   it("the CLI and the TypeScript and Python SDKs reach the same API", async () => {
     const env = childEnv({ FORGEVM_URL: http.url });
-    // stdin closed: `exec` forwards it to the command, and would wait for its end.
-    const cliWith = (input: string, ...args: string[]) =>
-      new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
-        const p = spawn(process.execPath, [CLI, ...args], { env });
-        p.stdin.end(input);
-        let stdout = "";
-        let stderr = "";
-        p.stdout.on("data", (d) => (stdout += d));
-        p.stderr.on("data", (d) => (stderr += d));
-        p.on("close", (status) => {
-          seen.push(stdout, stderr);
-          if (status === 0) resolve({ stdout, stderr });
-          else reject(Object.assign(new Error(`forgevm ${args.join(" ")}: ${stderr}`), { stderr }));
-        });
-      });
+    const cliWith = async (input: string, ...args: string[]) => {
+      const r = await runCli(args, env, input);
+      seen.push(r.stdout, r.stderr);
+      if (r.status !== 0) throw Object.assign(new Error(`forgevm ${args.join(" ")}: ${r.stderr}`), { stderr: r.stderr });
+      return r;
+    };
     const cli = (...args: string[]) => cliWith("", ...args);
     const made = await cli("env", "create", "cli-env", "--owner", OWNER, "--base", "forgevm/debian:bookworm", "--pip", "demo-env-pkg", "--apt", "forgevm-hello");
     assert.match(made.stdout, /cli-env/);

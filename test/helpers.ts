@@ -85,6 +85,19 @@ export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
 
 const childHome = join(runDir, "home-of-tests");
 
+/** Runs the forgevm CLI with `input` as its stdin (closed after it: `exec` forwards stdin and waits for its end). */
+export function runCli(args: string[], env: NodeJS.ProcessEnv, input?: Buffer | string): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [fileURLToPath(new URL("../src/cli/main.js", import.meta.url)), ...args], { env });
+    p.stdin.end(input);
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d) => (stdout += d));
+    p.stderr.on("data", (d) => (stderr += d));
+    p.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
 /** Serves a test's Forge over HTTP (no API key) and records it as its data directory's server, as `forgevm serve` does. */
 export async function serveForge(forge: Forge): Promise<{ url: string; close: () => Promise<void> }> {
   const app = await buildApp({ forge, version: "test" });
