@@ -357,12 +357,29 @@ describe("Environments API", () => {
       return r;
     };
     const cli = (...args: string[]) => cliWith("", ...args);
-    const made = await cli("env", "create", "cli-env", "--owner", OWNER, "--base", "forgevm/debian:bookworm", "--pip", "demo-env-pkg", "--apt", "forgevm-hello");
+    // python_version takes effect: pip runs in python3.11 (the apt step comes from the cache).
+    const made = await cli(
+      "env",
+      "create",
+      "cli-env",
+      "--owner",
+      OWNER,
+      "--base",
+      "forgevm/debian:bookworm",
+      "--pip",
+      "demo-env-pkg",
+      "--apt",
+      "forgevm-hello",
+      "--python",
+      "3.11",
+    );
     assert.match(made.stdout, /cli-env/);
     const ls = await cli("env", "ls", "--owner", OWNER, "--json");
     assert.ok(JSON.parse(ls.stdout).some((s: any) => s.name === "cli-env"));
     const built = await cli("env", "build", "cli-env", "--owner", OWNER, "--wait");
     assert.match(built.stdout, /ready/);
+    assert.match(built.stderr, /RUN command -v python3\.11 .* python3\.11 -c/, "the log went to stderr as it came");
+    assert.match(built.stderr, /---> CACHED/);
     const builds = await cli("env", "builds", "--owner", OWNER, "--json");
     const newest = JSON.parse(builds.stdout)[0];
     assert.equal(newest.build.status, "ready");

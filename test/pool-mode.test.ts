@@ -134,12 +134,13 @@ describe("pool mode: two tenants in one VM", () => {
 
 describe("pool mode: overflow queue", () => {
   it("a spawn waits for a seat, and gives up with 503 after the queue timeout", async () => {
-    forge = await openForge({ dataDir: await dataDir, pool: pool({ maxUsersPerVm: 1, overflow: "queue", queueTimeoutMs: 1500 }) });
+    // The timeout leaves a loaded machine seconds to free a seat in the second half.
+    forge = await openForge({ dataDir: await dataDir, pool: pool({ maxUsersPerVm: 1, overflow: "queue", queueTimeoutMs: 4000 }) });
     const first = await forge.spawn();
     // Waits the whole timeout, then 503.
     const t0 = Date.now();
-    await assert.rejects(forge.spawn(), { code: "UNAVAILABLE", message: /waited 1500 ms/ });
-    assert.ok(Date.now() - t0 >= 1400);
+    await assert.rejects(forge.spawn(), { code: "UNAVAILABLE", message: /waited 4000 ms/ });
+    assert.ok(Date.now() - t0 >= 3900);
     // A waiting spawn gets the seat once the first sandbox leaves.
     const t1 = Date.now();
     const waiting = forge.spawn();
