@@ -3,6 +3,7 @@
 // named volume against the same on the sandbox's root disk; a build of a small Dockerfile cold
 // (--no-cache) against the same build again (every step from the cache); and a commit of a
 // sandbox of the built image against a spawn of it. Usage: node dist/bench/data.js [--rounds 3]
+import { rmSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
@@ -52,6 +53,7 @@ async function main() {
 
   // Builds: a small Dockerfile (a file copied in, two RUN steps) cold, then from the cache.
   const ctx = await mkdtemp(join(tmpdir(), "fvm-bench-build-"));
+  process.once("exit", () => rmSync(ctx, { recursive: true, force: true }));
   await writeFile(
     join(ctx, "Dockerfile"),
     'FROM forgevm/debian:bookworm\nWORKDIR /app\nCOPY app.py .\nRUN python3 -m py_compile app.py\nRUN echo built > /app/stamp\nCMD ["python3", "/app/app.py"]\n',
