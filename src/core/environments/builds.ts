@@ -170,7 +170,11 @@ export class EnvironmentBuilds {
   view(id: string): EnvBuildView {
     const b = this.store.build(id);
     if (!b) throw notFound(`environment build ${id} not found`);
-    const live = this.live.get(id);
+    return this.viewOf(b);
+  }
+
+  private viewOf(b: EnvBuildRow): EnvBuildView {
+    const live = this.live.get(b.id);
     return {
       id: b.id,
       spec_id: b.spec_id,
@@ -186,14 +190,14 @@ export class EnvironmentBuilds {
       created_at: b.created_at,
       ...(b.finished_at ? { finished_at: b.finished_at } : {}),
       updated_at: b.updated_at,
-      artifacts: this.store.artifacts(id).map(artifactView),
+      artifacts: this.store.artifacts(b.id).map(artifactView),
     };
   }
 
   /** Builds newest first (of one owner, or all), at most `limit`. */
   list(ownerId: string | undefined, limit = 30): EnvBuildView[] {
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw badRequest("limit: must be 1 to 200");
-    return this.store.builds(ownerId?.trim() || undefined, limit).map((b) => this.view(b.id));
+    return this.store.builds(ownerId?.trim() || undefined, limit).map((b) => this.viewOf(b));
   }
 
   /** Stops a queued or running build and waits until it has; 409 once it has ended. */
