@@ -272,7 +272,14 @@ describe("bad input gets E2B-shaped errors", () => {
       "x-access-token": "forged",
     });
     assert.equal(s.status, 401);
-    assert.equal(((await s.json()) as { code: string }).code, "unauthenticated");
+    const forged = (await s.json()) as { code: string; message: string };
+    assert.equal(forged.code, "unauthenticated");
+    // An id that does not exist gets the very same answer: no caller learns which ids exist without a token.
+    for (const path of ["/filesystem.Filesystem/Stat", "/filesystem.Filesystem/ListDir"]) {
+      const unknown = await post(path, JSON.stringify({ path: "/" }), { "content-type": "application/json", "e2b-sandbox-id": "sb-nope", "x-access-token": "forged" });
+      assert.equal(unknown.status, 401, path);
+      assert.deepEqual(await unknown.json(), forged);
+    }
     const f = await fetch(`${base}/files?path=/etc/hostname`, { headers: { "e2b-sandbox-id": sbx.sandboxId } });
     assert.equal(f.status, 401);
     const gone = await fetch(`${base}/health`, { headers: { "e2b-sandbox-id": "sb-nope" } });

@@ -74,6 +74,25 @@ describe("one rule for each field, wherever it comes in", () => {
   });
 });
 
+describe("bodies that may be left out", () => {
+  it("a POST with no body and no Content-Type (the original Python SDK's spawn_template) is an empty body", async () => {
+    assert.equal((await api("POST", "/templates", { name: "no-body" })).status, 201);
+    const bare = (url: string, headers: Record<string, string> = {}) => app.inject({ method: "POST", url: `/api/v1${url}`, headers });
+    for (const headers of [{}, { "content-type": "application/json" }] as Record<string, string>[]) {
+      const spawned = await bare("/templates/no-body/spawn", headers);
+      assert.equal(spawned.statusCode, 201, spawned.body);
+      const snap = await bare(`/sandboxes/${spawned.json().id}/snapshot`, headers);
+      assert.equal(snap.statusCode, 201, snap.body);
+      assert.equal((await api("DELETE", `/snapshots/${snap.json().id}`)).status, 200);
+      assert.equal((await api("DELETE", `/sandboxes/${spawned.json().id}`)).status, 200);
+    }
+    // A body that needs fields names the first one missing, not "body must be object".
+    const exec = await bare(`/sandboxes/${sb.id}/exec`);
+    assert.equal(exec.statusCode, 400);
+    assert.match(exec.json().message, /command/);
+  });
+});
+
 describe("unknown fields", () => {
   it("are refused with a 400 that names them and the field meant", async () => {
     assertBad(await api("POST", "/sandboxes", { imgae: "forgevm/debian:bookworm" }), /imgae is not a field of this request; did you mean "image"\?/);

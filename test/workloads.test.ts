@@ -12,11 +12,13 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
-import { apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
+import { apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, runCli, startTestServer, waitFor } from "./helpers.js";
 import { writeBusyboxImage } from "./oci-writer.js";
 import { tarOf } from "./tar-writer.js";
 
 const IMAGE = "local/httpd:v1";
+/** The same image under a name with a registry's host and port, as a user pulls from their own registry. */
+const PORT_IMAGE = "127.0.0.1:5000/app:1";
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
 const run = promisify(execFile);
 let server: RunningServer;
@@ -40,6 +42,7 @@ before(async () => {
     },
   );
   await server.forge.importImage(layout, { name: IMAGE });
+  await server.forge.importImage(layout, { name: PORT_IMAGE });
 });
 
 after(async () => {
@@ -309,6 +312,46 @@ describe("the command line's verbs", () => {
       await cli("rm", "-f", created);
     }
   });
+  it("an image reference with a registry port is an image, and run IMAGE -- CMD, run IMAGE CMD and run -- CMD all run CMD", async () => {
+    const code = (p: Promise<{ stdout: string; stderr: string }>) =>
+      p.then(
+        (r) => ({ code: 0, ...r }),
+        (e: any) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }),
+      );
+    const plain = await code(cli("run", PORT_IMAGE, "sh", "-c", "echo $GREETING; exit 5"));
+    assert.equal(plain.code, 5, plain.stderr);
+    assert.equal(plain.stdout, "from-image-env\n", "the image's own environment: it ran in the image");
+    const dashed = await code(cli("run", PORT_IMAGE, "--", "sh", "-c", "echo dashed"));
+    assert.equal(dashed.code, 0, dashed.stderr);
+    assert.equal(dashed.stdout, "dashed\n");
+    const withVolume = await code(cli("run", "-v", "portvol:/data", PORT_IMAGE, "--", "sh", "-c", "echo kept > /data/f; cat /data/f"));
+    assert.equal(withVolume.stdout, "kept\n", withVolume.stderr);
+    const seed = await runCli(["--server", base, "run", "--", "sh", "-c", "echo seed-form"], childEnv()); // stdin closed: a command's run forwards it
+    assert.equal(seed.stdout, "seed-form\n", seed.stderr);
+    const detached = (await cli("run", "-d", "--name", "portref", PORT_IMAGE, "--", "sh", "-c", "exec sleep 300")).stdout.trim();
+    const created = (await cli("create", "--name", "job", PORT_IMAGE, "sleep", "60")).stdout.trim();
+    try {
+      for (const [id, command] of [
+        [detached, ["sh", "-c", "exec sleep 300"]],
+        [created, ["sleep", "60"]],
+      ] as const) {
+        const info = (await api("GET", `/sandboxes/${id}`)).body;
+        assert.match(info.image, /^127\.0\.0\.1:5000\/app:1$/);
+        assert.deepEqual(info.main.command, command);
+      }
+    } finally {
+      await cli("rm", "-f", detached, created);
+      await api("DELETE", "/volumes/portvol");
+    }
+    // A word that is neither: refused, saying why and what to do.
+    const notRef = await code(cli("run", "Foo:Bar/x"));
+    assert.equal(notRef.code, 1);
+    assert.match(notRef.stderr, /"Foo:Bar\/x" is not an image reference .*put -- before it/);
+    const notImage = await code(cli("create", "no-such-image", "sleep", "60"));
+    assert.equal(notImage.code, 1);
+    assert.match(notImage.stderr, /"no-such-image" is no image this server has.*forgevm create -- no-such-image sleep 60/);
+  });
+
   it("cp round-trips a directory tree byte for byte (modes, links, a 50 MiB file) in an image without tar", async () => {
     const work = await mkdtemp(join(tmpdir(), "fvt-cp-"));
     removeAtExit(work);

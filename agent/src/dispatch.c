@@ -50,8 +50,9 @@ static const struct op {
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
 /* Features that belong to a field rather than an operation: the host's HELLO ("host-hello"),
- * processes that survive it ("keep-processes"), a network device set up by configure ("nic"). */
-static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic"};
+ * processes that survive it ("keep-processes"), a network device set up by configure ("nic"),
+ * close of a read or write stream ("close-transfers"). */
+static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic", "close-transfers"};
 
 void op_hello(uint32_t id, const char *nonce) {
   jbuf b;

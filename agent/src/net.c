@@ -168,8 +168,17 @@ void op_close(uint32_t id, const jdoc *d) {
   int64_t target;
   if (req_int(d, "target", 0, &target) < 0) target = 0;
   sess *s = target > 0 ? sess_find((uint32_t)target) : NULL;
+  if (s && (s->type == S_WRITE || s->type == S_READ)) {
+    /* A transfer the host gave up (its client went, or sent a body that broke off): the write's
+     * temporary file is removed, so nothing partial appears under the final name, and a read of
+     * an endless file (/dev/zero) stops (feature close-transfers). */
+    send_error(s->id, "ECANCELED", "the host ended the transfer");
+    sess_free(s);
+    send_ok(id);
+    return;
+  }
   if (!s || (s->type != S_TCP && s->type != S_LISTEN && s->type != S_WATCH && s->type != S_SHARE)) {
-    send_error(id, "ENOENT", "no tunnel, listener or watch %lld", (long long)target);
+    send_error(id, "ENOENT", "no tunnel, listener, watch or transfer %lld", (long long)target);
     return;
   }
   /* freed by net_tick, outside the epoll batch that may still name it */

@@ -124,9 +124,9 @@ export class AgentChannel extends EventEmitter implements Mux {
     return listen(this, req, onAccept);
   }
 
-  closeStream(id: number): void {
+  closeStream(id: number, transfer = false): void {
     if (!this.isOpen || !this.pending.has(id)) return;
-    this.request<"close">({ op: "close", target: id }).catch(() => {});
+    this.request<"close">({ op: "close", target: id, ...(transfer ? { transfer: true as const } : {}) }).catch(() => {});
   }
 
   /** Closes the channel; every request in flight fails with the reason. */

@@ -39,6 +39,7 @@ export const FIELD_FEATURES: Record<string, Record<string, string>> = {
   exec: { pty: "pty" },
   configure: { net: "nic" },
   list: { offset: "archive" },
+  close: { transfer: "close-transfers" },
 };
 
 /** The feature each field of the host's HELLO needs: a nonce (restored guests), keeping processes (a resumed pause). */

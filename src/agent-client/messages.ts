@@ -196,8 +196,11 @@ export interface SimpleOps {
   signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };
   resize: { req: { op: "resize"; target: number; rows: number; cols: number }; res: { ok: true } };
   shutdown: { req: { op: "shutdown" }; res: { ok: true } };
-  /** Ends a tunnel, listener or watch at once (its own stream then replies `{closed: true}`). */
-  close: { req: { op: "close"; target: number }; res: { ok: true } };
+  /**
+   * Ends a tunnel, listener or watch at once (its own stream then replies `{closed: true}`); with
+   * `transfer`, a read or write instead (it replies ECANCELED, and a write leaves no file).
+   */
+  close: { req: { op: "close"; target: number; transfer?: true }; res: { ok: true } };
 }
 
 export interface ErrorReply {

@@ -22,7 +22,7 @@ export interface Mux {
   grant(id: number, channel: number, n: number): void;
   /** A host → guest stream for the request whose id `id()` returns. */
   outgoing(id: () => number): OutgoingStream;
-  /** Ends a tunnel or listener at once. */
-  closeStream(id: number): void;
+  /** Ends a tunnel or listener at once; with `transfer`, a read or write (an agent without the feature leaves it be). */
+  closeStream(id: number, transfer?: boolean): void;
   request<K extends keyof SimpleOps>(req: SimpleOps[K]["req"], opts?: RequestOptions): Promise<SimpleOps[K]["res"]>;
 }

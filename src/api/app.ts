@@ -1,4 +1,5 @@
 // The Fastify application: built apart from listen() so tests can inject requests.
+import { AjvCompiler } from "@fastify/ajv-compiler";
 import swagger from "@fastify/swagger";
 import websocket from "@fastify/websocket";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
@@ -13,6 +14,7 @@ import { installAccessControl } from "./access.js";
 import { metricRoutes } from "./routes/metrics.js";
 import { consoleRoutes } from "./console.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
+import { RAW_BODY } from "./schemas.js";
 import { archiveRoutes } from "./routes/archive.js";
 import { auditRoutes } from "./routes/audit.js";
 import { codeRoutes } from "./routes/code.js";
@@ -62,9 +64,22 @@ function loggedUrl(url: string): string {
 const ROUTES = new WeakMap<object, { method: string; url: string; documented: boolean }[]>();
 export const routesOf = (app: FastifyInstance) => ROUTES.get(app) ?? [];
 
+const ajvCompilers = AjvCompiler();
+
+/** Fastify's own validator compilers, except that a body schema marked RAW_BODY accepts the stream it gets. */
+const skippingRawBodies = ((externalSchemas: Parameters<typeof ajvCompilers>[0], options: Parameters<typeof ajvCompilers>[1]) => {
+  const compile = ajvCompilers(externalSchemas, options);
+  const accept = Object.assign(() => true, { errors: null });
+  return (route: Parameters<typeof compile>[0]) =>
+    (route as { httpPart?: string }).httpPart === "body" && (route.schema as Record<string, unknown>)?.[RAW_BODY] ? accept : compile(route);
+}) as unknown as typeof ajvCompilers;
+
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: opts.logger ?? false,
+    // Params, query strings and headers are validated on every route; a body marked RAW_BODY (a
+    // stream the route reads) is the one thing that is not.
+    schemaController: { compilersFactory: { buildValidator: skippingRawBodies } },
     bodyLimit: opts.bodyLimitBytes ?? 256 * 1024 * 1024,
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
@@ -94,6 +109,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       err.statusCode = 400;
       done(err, undefined);
     }
+  });
+
+  // A request without a body (no Content-Type either: the original Python SDK's spawn_template
+  // sends such a POST) is an empty object to a route whose body is JSON, so a body whose fields
+  // are all optional may be left out, and one that needs fields names the first one missing.
+  app.addHook("preValidation", async (req) => {
+    const schema = req.routeOptions.schema?.body as Record<string, unknown> | undefined;
+    if (req.body === undefined && schema && !schema[RAW_BODY]) req.body = {};
   });
 
   ROUTES.set(app, []);

@@ -9,6 +9,12 @@ export const Body = <T extends TProperties>(props: T, opts: { $id?: string; desc
 
 export const StringMap = Type.Record(Type.String(), Type.String());
 
+/** The keyword that marks a body the route reads as a stream: documented, never validated (app.ts). */
+export const RAW_BODY = "x-raw-body";
+
+/** A body read as a stream (a tar, a file's bytes); its route checks it while it reads it. */
+export const RawBody = (description: string) => Type.Unsafe<unknown>({ type: "string", format: "binary", description, [RAW_BODY]: true });
+
 export const EgressEntry = Type.Object(
   {
     ts: Type.String(),

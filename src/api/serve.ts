@@ -98,8 +98,19 @@ function redactUrl(url: string): string {
   return url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@");
 }
 
+/**
+ * Keeps a serving process alive through an error nothing handled (a stream's 'error' event, a
+ * promise nobody awaited): it is logged with its stack, and every other sandbox's client keeps
+ * its server. Every known source of such errors has an owner; this is the net under them.
+ */
+export function surviveStrayErrors(log: (line: string) => void = (l) => console.error(l)): void {
+  process.on("uncaughtException", (e, origin) => log(`forgevm: an error nothing handled (${origin}), the server goes on: ${(e as Error)?.stack ?? e}`));
+  process.on("unhandledRejection", (e) => log(`forgevm: a promise failed and nothing handled it, the server goes on: ${(e as Error)?.stack ?? e}`));
+}
+
 /** Runs a front (cluster.role "front") until SIGINT or SIGTERM. */
 async function serveFront(version: string, cfg: Config): Promise<void> {
+  surviveStrayErrors();
   const front = await startFront(cfg, version);
   console.log(`forgevm ${version} front listening on ${front.url} (catalogue ${redactUrl(cfg.cluster.database)}${cfg.auth.api_key ? ", API key required" : ""})`);
   await new Promise<void>((resolve) => {
@@ -115,6 +126,7 @@ async function serveFront(version: string, cfg: Config): Promise<void> {
 /** Runs the server until SIGINT or SIGTERM. */
 export async function serveForever(version: string, cfg: Config): Promise<void> {
   if (cfg.cluster.role === "front") return serveFront(version, cfg);
+  surviveStrayErrors();
   const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });
   // Signals are handled from the moment the server answers: a stop that comes while the
   // provider's health is still being read must be graceful too.

@@ -9,7 +9,7 @@ import { Cli } from "./context.js";
 import { copyCommands } from "./commands/copies.js";
 import { cpCommand } from "./commands/cp.js";
 import { interactiveCommands } from "./commands/interactive.js";
-import { execCommands } from "./commands/exec.js";
+import { COMMAND_ONLY, execCommands } from "./commands/exec.js";
 import { codeCommands } from "./commands/code.js";
 import { imageCommands } from "./commands/images.js";
 import { imageOutCommands } from "./commands/image-out.js";
@@ -65,7 +65,10 @@ function dockerTty(argv: string[]): string[] {
 }
 
 // As Docker's: in `run IMAGE CMD…` and `create IMAGE CMD…` everything after the first word that
-// is not an option belongs to the command (`run alpine sh -c …`: -c is sh's, not ours).
+// is not an option belongs to the command (`run alpine sh -c …`: -c is sh's, not ours); so does
+// everything after a `--` the user typed there (`run IMAGE -- CMD…`). A `--` before any word
+// (`run -- CMD…`) says the words are a command, whatever they look like: --command-only tells
+// the action so, since the parser keeps no trace of where the `--` was.
 function commandAfterImage(argv: string[]): string[] {
   let verb = 2;
   while (verb < argv.length && argv[verb].startsWith("-")) {
@@ -76,13 +79,14 @@ function commandAfterImage(argv: string[]): string[] {
   if (!cmd || !["run", "create"].includes(cmd.name())) return argv;
   for (let i = verb + 1; i < argv.length; i++) {
     const a = argv[i];
-    if (a === "--") return argv;
+    if (a === "--") return [...argv.slice(0, i), COMMAND_ONLY, ...argv.slice(i)];
     if (a.startsWith("-")) {
       const opt = cmd.options.find((o) => o.short === a || o.long === a);
       if (opt && (opt.required || opt.optional)) i++;
       continue;
     }
-    return i + 1 < argv.length ? [...argv.slice(0, i + 1), "--", ...argv.slice(i + 1)] : argv;
+    if (argv[i + 1] === "--" || i + 1 >= argv.length) return argv;
+    return [...argv.slice(0, i + 1), "--", ...argv.slice(i + 1)];
   }
   return argv;
 }

@@ -95,7 +95,7 @@ export async function unpackArchive(sb: Sandbox, dir: string, source: AsyncItera
   const dirModes: [string, number][] = [];
   const summary: ArchiveSummary = { entries: 0, bytes: 0 };
   try {
-    for await (const { entry, body } of readTar(source)) {
+    for await (const { entry, body } of readTar(source, { nonEmpty: true })) {
       const rel = safeEntryPath(entry.path);
       if (rel === null) continue; // "./": the target directory keeps its own mode
       const parts = rel.split("/");

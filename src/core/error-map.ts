@@ -2,6 +2,9 @@
 // mapping, so a guest's errno or a dead VM reads the same from REST, the CLI and the library.
 import { AgentError, AgentTimeoutError, ChannelClosedError } from "../agent-client/index.js";
 import { BootError } from "../providers/provider.js";
+import { DigestMismatchError } from "../images/blobs.js";
+import { LayerError } from "../images/flatten.js";
+import { BodyError } from "../util/detachable.js";
 import { ForgevmError, type ErrorCode } from "./errors.js";
 
 // A guest errno is about the caller's request inside the sandbox (a missing file, a full disk,
@@ -23,6 +26,8 @@ export function toForgevmError(err: unknown): ForgevmError {
   if (err instanceof ChannelClosedError) return new ForgevmError("UNAVAILABLE", `the sandbox's VM is not answering: ${err.message}`);
   if (err instanceof AgentTimeoutError) return new ForgevmError("UNAVAILABLE", err.message);
   if (err instanceof BootError) return new ForgevmError("UNAVAILABLE", `the VM did not start: ${err.message.split("\n")[0]}`);
-  if (err instanceof RangeError) return new ForgevmError("BAD_REQUEST", err.message);
+  if (err instanceof RangeError || err instanceof BodyError) return new ForgevmError("BAD_REQUEST", err.message);
+  // An image whose content does not match its digest, or whose layer cannot be unpacked, is the sender's.
+  if (err instanceof DigestMismatchError || err instanceof LayerError) return new ForgevmError("BAD_REQUEST", err.message);
   return new ForgevmError("INTERNAL_ERROR", (err as Error)?.message ?? String(err));
 }

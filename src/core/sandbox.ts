@@ -173,7 +173,7 @@ export class Sandbox {
     return { data: Buffer.concat(parts), stat: await r.stat };
   }
 
-  /** Streams a file out of the guest. */
+  /** Streams a file out of the guest; destroying the stream ends the read in the guest. */
   readFileStream(path: string, as?: FileIdentity) {
     return this.vm.channel.readFile(path, this.fsId(as));
   }
@@ -292,4 +292,14 @@ export class Sandbox {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.destroy();
   }
+}
+
+/**
+ * How many bytes a read of `path` will give, when its stat says so truly: procfs and sysfs files
+ * report 0 or a page whatever they hold, devices 0 (and /dev/zero never ends), so none of those
+ * gets a Content-Length and each is streamed to its end, or until its client goes.
+ */
+export function readLength(path: string, st: Pick<FileStat, "type" | "size">): number | undefined {
+  if (st.type !== "file" || st.size === 0 || /^\/(proc|sys)(\/|$)/.test(path)) return undefined;
+  return st.size;
 }

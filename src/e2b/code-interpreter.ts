@@ -7,7 +7,7 @@ import { ForgevmError, badRequest } from "../core/errors.js";
 import type { Forge } from "../core/forge.js";
 import type { Sandbox } from "../core/sandbox.js";
 import type { CodeEvent } from "../core/types.js";
-import { DEFAULT_HOME, DEFAULT_USER, sandboxOf } from "./envd/context.js";
+import { DEFAULT_HOME, DEFAULT_USER, sandboxIdOf, sandboxOf } from "./envd/context.js";
 import { envdError } from "./envd/files.js";
 import { quietTicker } from "./keepalive.js";
 import { ENVD_TOKEN, TRAFFIC_TOKEN } from "./views.js";
@@ -17,13 +17,13 @@ const KEEPALIVE_MS = 1000;
 
 /** The sandbox of an interpreter call: its envd token (on /execute) or traffic token (on every call) proves the caller may. */
 function sandboxFor(forge: Forge, req: FastifyRequest): Sandbox {
-  const sb = sandboxOf(forge, req);
+  // The token first (it is derived from the id): an unknown id is the same 401 as a wrong token.
+  const id = sandboxIdOf(req);
   const envd = req.headers["x-access-token"];
   const traffic = req.headers["e2b-traffic-access-token"];
-  const ok =
-    (typeof envd === "string" && forge.checkAccessToken(sb.id, ENVD_TOKEN, envd)) || (typeof traffic === "string" && forge.checkAccessToken(sb.id, TRAFFIC_TOKEN, traffic));
+  const ok = (typeof envd === "string" && forge.checkAccessToken(id, ENVD_TOKEN, envd)) || (typeof traffic === "string" && forge.checkAccessToken(id, TRAFFIC_TOKEN, traffic));
   if (!ok) throw new ForgevmError("UNAUTHORIZED", "missing or wrong access token: use the envdAccessToken or trafficAccessToken that create or connect returned");
-  return sb;
+  return sandboxOf(forge, req);
 }
 
 interface ExecuteBody {

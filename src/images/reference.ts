@@ -18,6 +18,8 @@ export class ImageReferenceError extends Error {
 const REPO_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
 const TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
+/** A registry host: DNS labels separated by dots, and an optional port. */
+const REGISTRY = /^[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?$/;
 
 /** Parses a reference, applying Docker Hub's defaults; throws ImageReferenceError naming the problem. */
 export function parseReference(input: string): ImageReference {
@@ -44,6 +46,7 @@ export function parseReference(input: string): ImageReference {
   // The first component is a registry when it looks like a host: has a dot or port, or is localhost.
   if (parts.length > 1 && (parts[0].includes(".") || parts[0].includes(":") || parts[0] === "localhost")) {
     registry = parts.shift()!;
+    if (!REGISTRY.test(registry)) throw new ImageReferenceError(`"${ref}": registry "${registry}" is not a host name with an optional port`);
     if (registry === "docker.io" || registry === "index.docker.io") registry = DOCKER_HUB;
   }
   if (registry === DOCKER_HUB && parts.length === 1) parts.unshift("library");

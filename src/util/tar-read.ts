@@ -103,8 +103,12 @@ const TYPES: Record<string, TarEntryType> = { "0": "file", "\0": "file", "7": "f
 
 /**
  * Reads entries one by one; the caller must consume (or skip) `body` before asking for the next.
+ * With `nonEmpty`, input that holds no bytes at all is an error rather than an empty archive.
  */
-export async function* readTar(source: AsyncIterable<Buffer> | Iterable<Buffer>): AsyncGenerator<{ entry: TarEntry; body: AsyncIterable<Buffer> }> {
+export async function* readTar(
+  source: AsyncIterable<Buffer> | Iterable<Buffer>,
+  opts: { nonEmpty?: boolean } = {},
+): AsyncGenerator<{ entry: TarEntry; body: AsyncIterable<Buffer> }> {
   const r = new ByteReader(
     Symbol.asyncIterator in source
       ? source[Symbol.asyncIterator]()
@@ -115,8 +119,9 @@ export async function* readTar(source: AsyncIterable<Buffer> | Iterable<Buffer>)
   let longName: string | null = null;
   let longLink: string | null = null;
   let pax = new Map<string, Buffer>();
-  for (;;) {
+  for (let first = true; ; first = false) {
     const h = await r.read(BLOCK);
+    if (!h && first && opts.nonEmpty) throw new TarError("the body is empty");
     if (!h) return;
     if (h.every((x) => x === 0)) return; // end-of-archive marker
     let sum = 0;

@@ -26,9 +26,18 @@ export async function writeFile(
   const { id, result } = mux.start({ ...opts, op: "write", path }, { outgoing: out });
   result.catch(() => {});
   const source = typeof data === "string" || data instanceof Uint8Array ? Readable.from([Buffer.from(data)]) : Readable.from(data);
-  // If the guest refuses (e.g. ENOENT), the result rejects first; stop feeding then.
-  const feeding = pipeline(source, out).catch((e) => e);
-  const res = (await Promise.race([result, feeding.then(() => result)])) as { size: number };
+  // If the guest refuses (e.g. ENOENT), the result rejects first; stop feeding then. If the
+  // source fails (a body that broke off), the guest drops its temporary file and the file
+  // keeps what it had: nothing partial is ever renamed into place.
+  const feeding = pipeline(source, out).then(
+    () => result,
+    (e) => {
+      mux.closeStream(id, true);
+      throw e;
+    },
+  );
+  feeding.catch(() => {});
+  const res = (await Promise.race([result, feeding])) as { size: number };
   await feeding;
   return { size: res.size };
 }
@@ -47,6 +56,16 @@ export function readFile(mux: Mux, path: string, opts: Omit<ReadRequest, "op" | 
   );
   result.catch(() => {});
   stat.catch(() => {});
+  // A reader that goes (a client that hung up) ends the read in the guest, which would otherwise
+  // read an endless file (/dev/zero) on, its bytes dropped, until the VM is destroyed.
+  let ended = false;
+  result.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  stream.once("close", () => {
+    if (!ended && !stream.readableEnded) mux.closeStream(id, true);
+  });
   return { stream, stat, done: result as Promise<{ size: number }> };
 }
 

@@ -1,12 +1,11 @@
 // Directory trees as tar streams: GET packs a guest path (a file, a link or a tree), PUT unpacks
 // an uploaded tar into a guest directory. `cp` and the SDKs' archive methods use these.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { Readable } from "node:stream";
 import { Type } from "typebox";
 import { packArchive, unpackArchive } from "../../core/archive.js";
 import type { Forge } from "../../core/forge.js";
-import { detachable } from "../../util/detachable.js";
-import { IdParams, PathQuery } from "../schemas.js";
+import { IdParams, PathQuery, RawBody } from "../schemas.js";
+import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { absPath } from "./files.js";
 
 const ArchiveResult = Type.Object({
@@ -17,7 +16,7 @@ const ArchiveResult = Type.Object({
 
 export const archiveRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   // The tar body streams into the guest instead of being buffered.
-  for (const type of ["application/x-tar", "application/octet-stream"]) app.addContentTypeParser(type, (_req, payload, done) => done(null, payload));
+  app.addContentTypeParser(STREAM_TYPES, (_req, payload, done) => done(null, payload));
 
   app.get(
     "/sandboxes/:id/archive",
@@ -45,15 +44,14 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         summary: "Extract a tar archive into a directory (created if missing)",
         params: IdParams,
         querystring: PathQuery,
-        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "application/x-tar" }),
+        body: RawBody("application/x-tar"),
         response: { 200: ArchiveResult },
       },
-      validatorCompiler: () => () => true,
     },
     async (req) => {
       const dir = absPath(req.query.path, "path (query)");
       const sb = forge.sandbox(req.params.id);
-      const fed = detachable(req.body as Readable);
+      const fed = uploadStream(req, "a tar archive");
       try {
         return { status: "extracted" as const, ...(await unpackArchive(sb, dir, fed.stream)) };
       } finally {

@@ -6,6 +6,8 @@ import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import { BuildJob } from "../image-schemas.js";
+import { RawBody } from "../schemas.js";
+import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { followNdjson } from "../stream-end.js";
 
 const Many = Type.Union([Type.String({ maxLength: 4096 }), Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 200 })]);
@@ -24,8 +26,16 @@ function buildArgs(v: string[] | undefined): Record<string, string> | undefined 
   return out;
 }
 
+/** memory_mb of a build, or a 400 naming its range. */
+function memoryMb(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (n < 128 || n > 65536) throw badRequest(`memory_mb must be from 128 to 65536 (MiB), got ${v}`);
+  return n;
+}
+
 export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
-  app.addContentTypeParser(["application/x-tar", "application/octet-stream"], (_req, payload, done) => done(null, payload));
+  app.addContentTypeParser(STREAM_TYPES, (_req, payload, done) => done(null, payload));
 
   app.post(
     "/builds",
@@ -41,12 +51,11 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
           allow: Type.Optional(Many),
           no_cache: Type.Optional(Type.Union([Type.Literal("true"), Type.Literal("false")])),
           target: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-          memory_mb: Type.Optional(Type.Integer({ minimum: 128, maximum: 65536 })),
+          memory_mb: Type.Optional(Type.String({ pattern: "^[0-9]{1,6}$", description: "MiB for each build VM, 128 to 65536" })),
         }),
-        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "the build context as a tar" }),
+        body: RawBody("the build context as a tar"),
         response: { 202: BuildJob },
       },
-      validatorCompiler: ({ httpPart }) => (httpPart === "body" ? () => true : () => true),
     },
     async (req, reply) => {
       const q = req.query as {
@@ -57,12 +66,11 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
         allow?: string | string[];
         no_cache?: string;
         target?: string;
-        memory_mb?: number;
+        memory_mb?: string;
       };
       if (!q.tag) throw badRequest("tag: the name of the image to build is required");
-      if (!req.body || typeof (req.body as AsyncIterable<Buffer>)[Symbol.asyncIterator] !== "function")
-        throw badRequest("the body must be the build context as a tar (Content-Type: application/x-tar)");
-      const job = await forge.startBuild(req.body as AsyncIterable<Buffer>, {
+      const body = uploadStream(req, "the build context as a tar");
+      const job = await forge.startBuild(body.stream, {
         tag: q.tag,
         dockerfile: q.dockerfile,
         buildArgs: buildArgs(list(q.build_arg)),
@@ -70,7 +78,7 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
         allow: list(q.allow),
         noCache: q.no_cache === "true",
         target: q.target,
-        memoryMb: q.memory_mb !== undefined ? Number(q.memory_mb) : undefined,
+        memoryMb: memoryMb(q.memory_mb),
       });
       reply.status(202);
       return job;

@@ -6,8 +6,9 @@ import type { Readable } from "node:stream";
 import { posix } from "node:path";
 import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
+import { readLength } from "../../core/sandbox.js";
 import type { Forge } from "../../core/forge.js";
-import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, Status } from "../schemas.js";
+import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, RAW_BODY, Status } from "../schemas.js";
 import { decodeBase64, fileInfoView } from "../views.js";
 import { suggest } from "../errors.js";
 import { detachable } from "../../util/detachable.js";
@@ -37,11 +38,10 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
         tags: ["files"],
         params: IdParams,
         querystring: Type.Object({ path: Type.Optional(Type.String()), mode: Type.Optional(Type.String()) }),
-        body: Type.Union([FileWrite, Type.Unsafe<unknown>({ type: "string", format: "binary" })]),
+        // The union cannot validate a stream; JSON bodies are checked by hand below.
+        body: Type.Union([FileWrite, Type.Unsafe<unknown>({ type: "string", format: "binary" })], { [RAW_BODY]: true }),
         response: { 200: Status("written") },
       },
-      // The union cannot validate a stream; JSON bodies are checked by hand below.
-      validatorCompiler: () => () => true,
     },
     async (req) => {
       const sb = forge.sandbox(req.params.id);
@@ -81,7 +81,8 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
     // ... and for its first bytes, so a file that cannot be read (/proc/self/mem) is a JSON error too.
     await Promise.race([once(r.stream, "readable"), r.done]);
     reply.header("Content-Type", "application/octet-stream");
-    if (st) reply.header("Content-Length", String(st.size));
+    const length = st ? readLength(req.query.path, st) : undefined;
+    if (length !== undefined) reply.header("Content-Length", String(length));
     return reply.send(r.stream);
   });
 

@@ -1,11 +1,11 @@
 // Image routes: list, pull (as a job with progress), import an uploaded archive, export one as
 // an OCI archive, push to a registry, remove.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { Readable } from "node:stream";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
 import { PushRequest, PushResult } from "../image-schemas.js";
-import { Image as ImageView, PullJob as Job, PullRequest } from "../schemas.js";
+import { Image as ImageView, PullJob as Job, PullRequest, RawBody } from "../schemas.js";
+import { STREAM_TYPES, uploadStream } from "../uploads.js";
 
 /** An image as the API shows it. */
 export const imageView = (i: ImageInfo) => ({
@@ -23,7 +23,7 @@ const NameParam = Type.Object({ name: Type.String({ minLength: 1, maxLength: 512
 
 export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   // Uploaded archives stream to disk rather than being buffered.
-  app.addContentTypeParser(["application/x-tar", "application/octet-stream"], (_req, payload, done) => done(null, payload));
+  app.addContentTypeParser(STREAM_TYPES, (_req, payload, done) => done(null, payload));
 
   app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () => (await forge.listImages()).map(view));
 
@@ -46,15 +46,14 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
           tag: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$" })),
           ref: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
         }),
-        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "an OCI archive, docker save tarball or docker-archive" }),
+        // The body is a stream, checked as an archive while it is read.
+        body: RawBody("an OCI archive, docker save tarball or docker-archive"),
         response: { 201: ImageView },
       },
-      // The body is a stream, checked as an archive while it is read.
-      validatorCompiler: ({ httpPart }) => (httpPart === "body" ? () => true : () => true),
     },
     async (req, reply) => {
       const q = req.query as { name?: string; tag?: string; ref?: string };
-      const img = await forge.importImageStream(req.body as Readable, { name: q.name, tag: q.tag, ref: q.ref });
+      const img = await forge.importImageStream(uploadStream(req, "an image archive (docker save, OCI)").stream, { name: q.name, tag: q.tag, ref: q.ref });
       reply.status(201);
       return view(
         (await forge.listImages()).find((i) => i.name === img.name) ?? {

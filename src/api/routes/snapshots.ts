@@ -3,9 +3,9 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { parseDuration } from "../../core/durations.js";
-import { badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { CopiesRequest, IdParams, Sandbox, Snapshot, SnapshotRequest, Status } from "../schemas.js";
+import { CopiesRequest, IdParams, RawBody, Sandbox, Snapshot, SnapshotRequest, Status } from "../schemas.js";
+import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { sandboxView, snapshotView } from "../views.js";
 
 const Copies = Type.Object({ sandboxes: Type.Array(Sandbox) });
@@ -61,22 +61,19 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     return reply.send(stream);
   });
 
-  app.addContentTypeParser(["application/x-tar", "application/octet-stream"], (_req, payload, done) => done(null, payload));
+  app.addContentTypeParser(STREAM_TYPES, (_req, payload, done) => done(null, payload));
   app.post(
     "/snapshots/import",
     {
       schema: {
         tags: ["snapshots"],
         querystring: Type.Object({ name: Type.Optional(SnapshotRequest.properties.name) }),
-        body: Type.Unsafe<unknown>({ type: "string", format: "binary", description: "a snapshot archive from GET /snapshots/{id}/export" }),
+        body: RawBody("a snapshot archive from GET /snapshots/{id}/export"),
         response: { 201: Snapshot },
       },
-      validatorCompiler: ({ httpPart }) => (httpPart === "body" ? () => true : () => true),
     },
     async (req, reply) => {
-      if (!req.body || typeof (req.body as AsyncIterable<Buffer>)[Symbol.asyncIterator] !== "function")
-        throw badRequest("the body must be a snapshot archive (Content-Type: application/x-tar)");
-      const row = await forge.importSnapshot(req.body as AsyncIterable<Buffer>, (req.query as { name?: string }).name);
+      const row = await forge.importSnapshot(uploadStream(req, "a snapshot archive from GET /snapshots/{id}/export").stream, req.query.name);
       reply.status(201);
       return snapshotView(row);
     },

@@ -1,9 +1,10 @@
 // Running commands: `exec` in a sandbox on a server, and `run`, which makes a throwaway sandbox
 // for one command (through the server that owns the data directory, or the core here).
 import { fstatSync, type Stats } from "node:fs";
-import { InvalidArgumentError, type Command } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 import type { Client } from "forgevm";
 import { parseDuration } from "../../core/durations.js";
+import { parseReference } from "../../images/reference.js";
 import type { Cli } from "../context.js";
 import { durationOption, nonEmpty, pairOption } from "../options.js";
 import { sandboxOptions, spawnRequest } from "./sandboxes.js";
@@ -96,13 +97,14 @@ export function execCommands(program: Command, cli: Cli): void {
         .option("--restart <policy>", "with -d: no, on-failure[:MAX], always or unless-stopped")
         .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h", durationOption("--ttl"))
         .option("--tty", "an interactive terminal (-it): the command, else a login shell, on a PTY")
-        .option("--keep", "keep the sandbox when the image's command ends (the default removes it, as docker run --rm)"),
+        .option("--keep", "keep the sandbox when the image's command ends (the default removes it, as docker run --rm)")
+        .addOption(new Option(COMMAND_ONLY).hideHelp()),
     ),
     false,
   ).action(async (args: string[], o) => {
     let command = args;
     let ownCommand = !args.length;
-    if (!o.image && args.length && (await namesImage(cli, args[0]))) {
+    if (!o.image && !o.commandOnly && args.length && (await namesImage(cli, args[0]))) {
       o.image = args[0];
       command = args.slice(1);
       ownCommand = true; // as docker run: ENTRYPOINT runs, with these arguments as its CMD
@@ -145,11 +147,18 @@ function createCommand(program: Command, cli: Cli): void {
       .argument("[args...]", "[IMAGE] and the command with its arguments (put -- before it)")
       .option("--restart <policy>", "no, on-failure[:MAX], always or unless-stopped")
       .option("--ttl <duration>", "lifetime once started, e.g. 30m or 1h", durationOption("--ttl"))
-      .option("--json", "print the sandbox as JSON"),
+      .option("--json", "print the sandbox as JSON")
+      .addOption(new Option(COMMAND_ONLY).hideHelp()),
   ).action(async (args: string[], o) => {
     let command = args;
     let positional = false;
-    if (!o.image && args.length && (await namesImage(cli, args[0]))) {
+    if (!o.image && !o.commandOnly && args.length) {
+      // As docker create: the first word is the image. A command for the default image comes after --.
+      if (!(await namesImage(cli, args[0]))) {
+        throw new InvalidArgumentError(
+          `"${args[0]}" is no image this server has: name one (forgevm images, forgevm pull), or put -- before a command for the default image (forgevm create -- ${args.join(" ")})`,
+        );
+      }
       o.image = args[0];
       command = args.slice(1);
       positional = true;
@@ -161,10 +170,24 @@ function createCommand(program: Command, cli: Cli): void {
   });
 }
 
-/** Whether a word names an image rather than a command: a reference with a tag or a registry path, or an image the server has. */
+/** The hidden flag main.ts adds to `run -- CMD…` and `create -- CMD…`: the words are a command. */
+export const COMMAND_ONLY = "--command-only";
+
+/**
+ * Whether a word names an image rather than a command: a reference with a tag, digest or
+ * registry path (`127.0.0.1:5000/app:1` too), or an image the server has. A word that looks like
+ * a reference (a `:`, `/` or `@` in it) but is none is refused with what is wrong with it.
+ */
 export async function namesImage(cli: Cli, word: string): Promise<boolean> {
   if (word.startsWith("/") || word.startsWith(".") || word.startsWith("-")) return false;
-  if (/^[a-z0-9][a-z0-9._/-]*(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$/.test(word) && (word.includes(":") || word.includes("/"))) return true;
+  if (/[:/@]/.test(word)) {
+    try {
+      parseReference(word);
+      return true;
+    } catch (e) {
+      throw new InvalidArgumentError(`"${word}" is not an image reference (${(e as Error).message}); to run it as a command, put -- before it`);
+    }
+  }
   const server = await cli.serverIfAny().catch(() => null);
   const names = server ? (await server.images.list()).map((i) => i.name) : [];
   return names.some((n) => n === word || n === `${word}:latest` || n.endsWith(`/${word}:latest`));

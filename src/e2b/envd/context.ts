@@ -15,8 +15,12 @@ export const DEFAULT_HOME = "/home/user";
 export const SANDBOX_HEADER = "e2b-sandbox-id";
 export const PORT_HEADER = "e2b-sandbox-port";
 
-/** A sandbox that is not running: E2B's proxy answers 502, which the SDKs read as "the sandbox is gone". */
-export class SandboxUnavailable extends Error {}
+/** A sandbox that is not running: E2B's proxy answers 502 (an RPC: unavailable), which the SDKs read as "the sandbox is gone". */
+export class SandboxUnavailable extends ConnectError {
+  constructor(message: string) {
+    super("unavailable", message);
+  }
+}
 
 /** The call's sandbox and user. */
 export interface EnvdContext {
@@ -27,10 +31,16 @@ export interface EnvdContext {
   as?: FileIdentity;
 }
 
-/** The sandbox a request is for, without checking its token (GET /health needs none). */
-export function sandboxOf(forge: Forge, req: FastifyRequest): Sandbox {
+/** The sandbox id a request names (E2b-Sandbox-Id). */
+export function sandboxIdOf(req: FastifyRequest): string {
   const id = req.headers[SANDBOX_HEADER];
   if (typeof id !== "string" || !id) throw new ConnectError("invalid_argument", "the E2b-Sandbox-Id header names no sandbox");
+  return id;
+}
+
+/** The sandbox a request is for, without checking its token (GET /health needs none). */
+export function sandboxOf(forge: Forge, req: FastifyRequest): Sandbox {
+  const id = sandboxIdOf(req);
   try {
     return forge.sandbox(id);
   } catch (e) {
@@ -38,10 +48,14 @@ export function sandboxOf(forge: Forge, req: FastifyRequest): Sandbox {
   }
 }
 
-/** Checks the access token (X-Access-Token) of a request for this sandbox. */
-export function checkToken(forge: Forge, sandbox: Sandbox, req: FastifyRequest): void {
+/**
+ * Checks the access token (X-Access-Token) of a request for the sandbox id it names. Tokens are
+ * derived from the id, so this comes before the sandbox is looked up: an id that does not exist
+ * and a wrong token get the same 401, and no caller learns which ids exist without a token.
+ */
+export function checkToken(forge: Forge, id: string, req: FastifyRequest): void {
   const token = req.headers["x-access-token"];
-  if (typeof token !== "string" || !forge.checkAccessToken(sandbox.id, ENVD_TOKEN, token)) {
+  if (typeof token !== "string" || !forge.checkAccessToken(id, ENVD_TOKEN, token)) {
     throw new ForgevmError("UNAUTHORIZED", "missing or wrong X-Access-Token: use the envdAccessToken that create or connect returned");
   }
 }
@@ -60,8 +74,8 @@ export function userNameOf(req: FastifyRequest, username?: string): string {
 
 /** Resolves the sandbox (token checked) and the user of an envd call. */
 export async function envdContext(forge: Forge, req: FastifyRequest, username?: string): Promise<EnvdContext> {
+  checkToken(forge, sandboxIdOf(req), req);
   const sandbox = sandboxOf(forge, req);
-  checkToken(forge, sandbox, req);
   const name = userNameOf(req, username);
   const user = name === DEFAULT_USER ? await sandbox.ensureUser(DEFAULT_USER, DEFAULT_HOME) : await sandbox.guestUser(name);
   if (!user) throw new ForgevmError("UNAUTHORIZED", `user "${name}" does not exist in the sandbox`);

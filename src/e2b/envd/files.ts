@@ -6,16 +6,16 @@ import { once } from "node:events";
 import { posix } from "node:path";
 import type { PassThrough, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { createGunzip } from "node:zlib";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { toApiError } from "../../api/errors.js";
 import { ForgevmError, badRequest } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
+import { readLength } from "../../core/sandbox.js";
 import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
 import { detachable } from "../../util/detachable.js";
-import { envdContext, resolvePath, SandboxUnavailable, sandboxOf, type EnvdContext } from "./context.js";
+import { envdContext, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
 
 /** Most files one multipart upload may carry. */
 const MAX_PARTS = 1000;
@@ -47,11 +47,11 @@ interface FilesQuery {
 async function filesContext(forge: Forge, req: FastifyRequest<{ Querystring: FilesQuery }>, operation: "read" | "write"): Promise<EnvdContext> {
   const q = req.query;
   if (q.signature && typeof req.headers["x-access-token"] !== "string") {
-    const sb = sandboxOf(forge, req);
+    const id = sandboxIdOf(req);
     if (q.signature_expiration && Number(q.signature_expiration) * 1000 < Date.now()) throw new ForgevmError("UNAUTHORIZED", "the signed URL has expired");
-    const expected = signature(q.path ?? "", operation, q.username ?? "", forge.accessToken(sb.id, ENVD_TOKEN), q.signature_expiration);
+    const expected = signature(q.path ?? "", operation, q.username ?? "", forge.accessToken(id, ENVD_TOKEN), q.signature_expiration);
     if (expected !== q.signature) throw new ForgevmError("UNAUTHORIZED", "the URL's signature does not match its path, user and expiry");
-    req.headers["x-access-token"] = forge.accessToken(sb.id, ENVD_TOKEN);
+    req.headers["x-access-token"] = forge.accessToken(id, ENVD_TOKEN);
   }
   return envdContext(forge, req, q.username);
 }
@@ -94,7 +94,8 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
       // A file that cannot be read (no permission, /proc/self/mem) is a JSON error, not a broken download.
       await Promise.race([once(r.stream, "readable"), r.done]);
       reply.header("Content-Type", "application/octet-stream");
-      if (opened) reply.header("Content-Length", String(opened.size));
+      const length = opened ? readLength(path, opened) : undefined;
+      if (length !== undefined) reply.header("Content-Length", String(length));
       return reply.send(r.stream);
     } catch (e) {
       return envdError(reply, e);
@@ -113,9 +114,9 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
         const path = resolvePath(ctx, req.query.path);
         const encoding = String(req.headers["content-encoding"] ?? "identity").toLowerCase();
         if (encoding !== "identity" && encoding !== "gzip") throw badRequest(`Content-Encoding ${encoding} is not supported: send gzip or nothing`);
-        const fed = detachable(body);
+        const fed = detachable(body, { gzip: encoding === "gzip" });
         try {
-          await ctx.sandbox.writeFile(path, encoding === "gzip" ? fed.stream.pipe(createGunzip()) : fed.stream, { as: ctx.as });
+          await ctx.sandbox.writeFile(path, fed.stream, { as: ctx.as });
         } catch (e) {
           fed.release();
           throw e;
@@ -149,7 +150,7 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
       file.resume();
       return;
     }
-    parts.push({ path: req.query.path ?? filename, ...detachable(file) });
+    parts.push({ path: req.query.path ?? filename, ...detachable(file, { what: `the multipart part "${filename}"` }) });
     notify?.();
   });
   busboy.on("finish", () => {
