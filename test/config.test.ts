@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { DEFAULT_PORT, loadConfig } from "../src/config/config.js";
 import { formatDuration, parseDuration } from "../src/core/durations.js";
@@ -45,6 +46,32 @@ describe("config", () => {
     assert.throws(() => loadConfig({ env: { FORGEVM_SERVER_PORT: "99999" }, cwd: dir, home: dir }), /config key "server.port"/);
     await writeFile(join(dir, "bad3.yaml"), "server: [\n");
     assert.throws(() => loadConfig({ file: join(dir, "bad3.yaml"), env: {} }), /not valid YAML/);
+  });
+});
+
+describe("the seed's configuration", () => {
+  it("its forgevm.yaml loads: Firecracker's keys, auth.enabled, pool and defaults", () => {
+    const c = loadConfig({ file: fileURLToPath(new URL("../../test/fixtures/seed-forgevm.yaml", import.meta.url)), env: {} });
+    assert.equal(c.providers.default, "qemu");
+    assert.equal(c.providers.firecracker.kernel_path, "/var/lib/forgevm/vmlinux.bin");
+    assert.equal(c.auth.api_key, "", "auth.enabled: false turns the key off");
+    assert.equal(c.defaults.image, "alpine:latest");
+    assert.equal(c.pool.max_users_per_vm, 5);
+    assert.ok(c.notes.some((n) => n.startsWith("providers.firecracker: QEMU microVMs serve its sandboxes")));
+  });
+
+  it('"mock" is the local provider, with its warning; "custom" is refused by name; unknown keys stay errors', async () => {
+    await writeFile(join(dir, "mock.yaml"), 'providers:\n  default: "mock"\n');
+    const m = loadConfig({ file: join(dir, "mock.yaml"), env: {} });
+    assert.equal(m.providers.default, "local");
+    assert.equal(m.providers.local.enabled, true);
+    assert.ok(m.notes.some((n) => /"mock": the local provider .*not a security boundary/.test(n)));
+    await writeFile(join(dir, "custom.yaml"), 'providers:\n  default: "custom"\n');
+    assert.throws(() => loadConfig({ file: join(dir, "custom.yaml"), env: {} }), /providers\.default "custom": the Custom HTTP provider/);
+    await writeFile(join(dir, "fc.yaml"), "providers:\n  firecracker:\n    enabled: true\n    socket: /x\n");
+    assert.throws(() => loadConfig({ file: join(dir, "fc.yaml"), env: {} }), /unknown config key "providers\.firecracker\.socket"/);
+    await writeFile(join(dir, "key.yaml"), "auth:\n  api_key: k\n");
+    assert.equal(loadConfig({ file: join(dir, "key.yaml"), env: {} }).auth.api_key, "k", "a key without enabled is required");
   });
 });
 

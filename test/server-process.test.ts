@@ -153,3 +153,40 @@ describe("one owner per data directory", () => {
     first = next;
   });
 });
+
+describe("the seed's own forgevm.yaml", () => {
+  it("loads as written: Firecracker's section served by QEMU, auth.enabled: false honoured, and the provider name accepted", async () => {
+    const seedConfig = fileURLToPath(new URL("../../test/fixtures/seed-forgevm.yaml", import.meta.url));
+    const own = await testDataDir();
+    removeAtExit(own);
+    const port = await freePort();
+    // Only where it listens and keeps its data are this test's: the rest is the seed's file, unchanged.
+    const env = childEnv({ FORGEVM_SERVER_PORT: String(port), FORGEVM_SERVER_HOST: "127.0.0.1", FORGEVM_DATA_DIR: own });
+    const proc = spawn(process.execPath, [main, "serve", "--config", seedConfig], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    proc.stdout!.on("data", (d) => (out += d));
+    proc.stderr!.on("data", (d) => (out += d));
+    const s: Served = { proc, port, base: `http://127.0.0.1:${port}`, output: () => out, exited: new Promise((r) => proc.once("exit", (c) => r(c))) };
+    try {
+      await ready(s);
+      assert.match(
+        out,
+        /note: providers\.firecracker: QEMU microVMs serve its sandboxes \((no Firecracker binary is at|this build has no Firecracker backend).*\/usr\/local\/bin\/firecracker/,
+      );
+      assert.match(out, /note: auth\.enabled is false/);
+      await waitFor(() => /listening on .*providers qemu \(default\)/.test(out), 30_000, "the start-up line");
+      // auth.enabled: false: no key is needed; the seed's provider name is a provider here.
+      const r = await fetch(`${s.base}/api/v1/sandboxes`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ image: "forgevm/debian:bookworm", provider: "firecracker", memory_mb: 256 }),
+      });
+      const sb = (await r.json()) as { id: string; provider: string; memory_mb: number };
+      assert.equal(r.status, 201, JSON.stringify(sb));
+      assert.equal(sb.provider, "qemu");
+      assert.equal((await fetch(`${s.base}/api/v1/sandboxes/${sb.id}`, { method: "DELETE" })).status, 200);
+    } finally {
+      assert.equal(await stop(s), 0, out);
+    }
+  });
+});

@@ -75,7 +75,7 @@ describe("fork", () => {
   let pauseMs: number;
 
   before(async () => {
-    parent = await forge.spawn();
+    parent = await forge.spawn({ name: "forkme", metadata: { name: "forkme", team: "a" } });
     await out(parent, "echo before > /root/before.txt");
     // A process started before the fork: a counter that keeps ticking.
     await out(parent, "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done' >/dev/null 2>&1 & echo started");
@@ -94,6 +94,16 @@ describe("fork", () => {
       assert.equal(forge.get(c.id).state, "running");
     }
     for (const c of children) assert.equal(forge.get(c.id).origin, "fork");
+  });
+
+  it("copies get names of their own: NAME-1, NAME-2 (the metadata's too), and the name still finds the parent", () => {
+    assert.deepEqual(
+      children.map((c) => forge.get(c.id).name),
+      ["forkme-1", "forkme-2"],
+    );
+    assert.deepEqual(forge.get(children[1].id).metadata, { name: "forkme-2", team: "a" });
+    assert.equal(forge.get("forkme").id, parent.id);
+    assert.equal(forge.get("forkme-2").id, children[1].id);
   });
 
   it("files written before are in every copy; writes after are private", async () => {

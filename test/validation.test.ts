@@ -1,7 +1,7 @@
 // Validation that agrees with itself: what one route or interface accepts, no later step
 // refuses; what no step could use is refused at once, with a 400 that names the field.
 import assert from "node:assert/strict";
-import { availableParallelism } from "node:os";
+import { availableParallelism, totalmem } from "node:os";
 import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
@@ -71,6 +71,47 @@ describe("one rule for each field, wherever it comes in", () => {
     assertBad(await api("POST", "/sandboxes", { vcpus: many }), new RegExp(`vcpus: ${many} vCPUs`));
     assert.ok(Date.now() - t0 < 2000, "refused without booting anything");
     assertBad(await api("POST", "/templates", { name: "too-many", cpu_cores: many }), /cpu_cores/);
+  });
+
+  it("more memory than the host has is refused at once, with the figures, for spawns and templates", async () => {
+    const hostMb = Math.floor(totalmem() / 1048576);
+    const big = Math.min(65536, hostMb + 1024);
+    const t0 = Date.now();
+    const r = await api("POST", "/sandboxes", { memory_mb: big });
+    assert.ok(Date.now() - t0 < 2000, "refused without booting anything");
+    assert.equal(r.status, 400);
+    if (big > hostMb)
+      assert.match(r.body.message, new RegExp(`memory_mb: ${big} MiB asked for, but one VM on this host can have at most \\d+ MiB \\(it has ${hostMb} MiB of RAM\\)`));
+    assert.equal((await api("POST", "/templates", { name: "too-big", memory_mb: big })).status, 400);
+  });
+});
+
+describe("TTLs", () => {
+  it('"0" is none, a service has none unless one is given, and one check bounds them everywhere', async () => {
+    const forever = await api("POST", "/sandboxes", { ttl: "0" });
+    assert.equal(forever.status, 201, JSON.stringify(forever.body));
+    assert.equal(forever.body.expires_at, null);
+    const id = forever.body.id;
+    assert.match((await api("POST", `/sandboxes/${id}/extend`, { ttl: "10m" })).body.expires_at, /^\d{4}-/);
+    assert.equal((await api("POST", `/sandboxes/${id}/extend`, { ttl: "0" })).body.expires_at, null);
+    assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
+    const service = await api("POST", "/sandboxes", { main: { command: ["sleep", "600"], restart: "unless-stopped" } });
+    assert.equal(service.body.expires_at, null, JSON.stringify(service.body));
+    const bounded = await api("POST", "/sandboxes", { ttl: "5m", main: { command: ["sleep", "600"], restart: "always" } });
+    assert.match(bounded.body.expires_at, /^\d{4}-/);
+    for (const s of [service, bounded]) await api("DELETE", `/sandboxes/${s.body.id}`);
+    const tpl = await api("POST", "/templates", { name: "forever", ttl_seconds: 0 });
+    assert.equal(tpl.status, 201, JSON.stringify(tpl.body));
+    assert.equal(tpl.body.ttl, "0");
+    const spawned = await api("POST", "/templates/forever/spawn", {});
+    assert.equal(spawned.body.expires_at, null);
+    await api("DELETE", `/sandboxes/${spawned.body.id}`);
+    for (const t of [{ ttl_seconds: 2 ** 63 }, { ttl: "2000000h" }, { ttl: 2 ** 40 }]) {
+      const r = await api("POST", "/templates", { name: "too-long", ...t });
+      assert.equal(r.status, 400, JSON.stringify(r.body));
+      assert.match(r.body.message, /ttl/);
+    }
+    assertBad(await api("POST", "/sandboxes", { ttl: "9000h" }), /ttl "9000h" is longer than a year/);
   });
 });
 

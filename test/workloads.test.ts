@@ -328,8 +328,9 @@ describe("the command line's verbs", () => {
     assert.equal(withVolume.stdout, "kept\n", withVolume.stderr);
     const seed = await runCli(["--server", base, "run", "--", "sh", "-c", "echo seed-form"], childEnv()); // stdin closed: a command's run forwards it
     assert.equal(seed.stdout, "seed-form\n", seed.stderr);
-    const detached = (await cli("run", "-d", "--name", "portref", PORT_IMAGE, "--", "sh", "-c", "exec sleep 300")).stdout.trim();
-    const created = (await cli("create", "--name", "job", PORT_IMAGE, "sleep", "60")).stdout.trim();
+    // A service (a restart policy) and --ttl 0 have no expiry.
+    const detached = (await cli("run", "-d", "--restart", "unless-stopped", "--name", "portref", PORT_IMAGE, "--", "sh", "-c", "exec sleep 300")).stdout.trim();
+    const created = (await cli("create", "--ttl", "0", "--name", "job", PORT_IMAGE, "sleep", "60")).stdout.trim();
     try {
       for (const [id, command] of [
         [detached, ["sh", "-c", "exec sleep 300"]],
@@ -339,6 +340,10 @@ describe("the command line's verbs", () => {
         assert.match(info.image, /^127\.0\.0\.1:5000\/app:1$/);
         assert.deepEqual(info.main.command, command);
       }
+      assert.equal((await api("GET", `/sandboxes/${detached}`)).body.expires_at, null);
+      await cli("start", created);
+      assert.equal((await api("GET", `/sandboxes/${created}`)).body.expires_at, null);
+      assert.match((await cli("ps")).stdout, /portref.*never/);
     } finally {
       await cli("rm", "-f", detached, created);
       await api("DELETE", "/volumes/portvol");

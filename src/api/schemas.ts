@@ -3,6 +3,7 @@
 // (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields
 // they do not define, so a typo is a 400 that names it rather than a default taking its place.
 import { Type, type Static, type TProperties } from "typebox";
+import { MAX_TTL_MS } from "../core/durations.js";
 
 /** A request body: unknown fields are refused. */
 export const Body = <T extends TProperties>(props: T, opts: { $id?: string; description?: string } = {}) => Type.Object(props, { ...opts, additionalProperties: false });
@@ -98,7 +99,7 @@ export const Sandbox = Type.Object(
     vcpus: Type.Integer(),
     owner_id: Type.Optional(Type.String()),
     created_at: Type.String(),
-    expires_at: Type.String(),
+    expires_at: Type.Union([Type.String(), Type.Null()], { description: "null: it lives until it is destroyed (ttl 0, or a service with a restart policy)" }),
     metadata: Type.Optional(StringMap),
     /** Why it failed (state "error"). */
     error: Type.Optional(Type.String()),
@@ -298,8 +299,8 @@ export const TemplateFields = {
   memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
   cpu_cores: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-  ttl_seconds: Type.Optional(Type.Integer({ minimum: 1 })),
-  ttl: Type.Optional(Type.Union([Type.String(), Type.Integer({ minimum: 1 })])),
+  ttl_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TTL_MS / 1000, description: "0: its sandboxes live until destroyed" })),
+  ttl: Type.Optional(Type.Union([Type.String(), Type.Integer({ minimum: 0, maximum: MAX_TTL_MS / 1000 })])),
   env: Type.Optional(StringMap),
   secrets: Type.Optional(Type.Array(SecretDecl, { maxItems: 64 })),
   pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),

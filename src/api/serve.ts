@@ -123,8 +123,9 @@ async function serveFront(version: string, cfg: Config): Promise<void> {
   });
 }
 
-/** Runs the server until SIGINT or SIGTERM. */
-export async function serveForever(version: string, cfg: Config): Promise<void> {
+/** Runs the server until SIGINT or SIGTERM; `notes` (what the config loader read the seed's names as) are printed first. */
+export async function serveForever(version: string, cfg: Config, notes: string[] = []): Promise<void> {
+  for (const n of notes) console.log(`note: ${n}`);
   if (cfg.cluster.role === "front") return serveFront(version, cfg);
   surviveStrayErrors();
   const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });

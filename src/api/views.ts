@@ -1,6 +1,6 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
-import { formatDuration } from "../core/durations.js";
+import { formatDuration, NO_EXPIRY } from "../core/durations.js";
 import { providerWarning } from "../core/providers.js";
 import { badRequest } from "../core/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
@@ -19,7 +19,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     vcpus: r.vcpus,
     ...(r.owner_id ? { owner_id: r.owner_id } : {}),
     created_at: r.created_at,
-    expires_at: r.expires_at,
+    expires_at: r.expires_at === NO_EXPIRY ? null : r.expires_at,
     ...(r.metadata ? { metadata: r.metadata } : {}),
     ...(r.error ? { error: r.error.split("\n")[0] } : {}),
     ...(r.vm_id ? { vm_id: r.vm_id } : {}),

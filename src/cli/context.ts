@@ -4,7 +4,7 @@
 // owns it when one does, and otherwise open the core here, under the same config as a server.
 import type { Command } from "commander";
 import { Client } from "forgevm";
-import { loadConfig, type Config } from "../config/config.js";
+import { loadConfig } from "../config/config.js";
 import { forgeOptions } from "../config/forge-options.js";
 import { Forge } from "../core/forge.js";
 import { currentOwner, DataDirInUseError } from "../core/owner.js";
@@ -19,7 +19,7 @@ interface GlobalOptions {
 }
 
 export class Cli {
-  private cfg: Config | null = null;
+  private cfg: ReturnType<typeof loadConfig> | null = null;
 
   constructor(private readonly program: Command) {}
 
@@ -28,7 +28,7 @@ export class Cli {
   }
 
   /** The configuration the local core would run with: --config, else the usual files, then FORGEVM_*. */
-  config(): Config {
+  config(): ReturnType<typeof loadConfig> {
     if (!this.cfg) {
       this.cfg = loadConfig({ file: this.opts.config });
       if (this.opts.dataDir) this.cfg.data_dir = this.opts.dataDir;

@@ -24,6 +24,12 @@ export function durationOption(name: string) {
   };
 }
 
+/** A --ttl: a duration as durationOption takes it, or 0 for none (the sandbox lives until removed). */
+export function ttlOption(name: string) {
+  const duration = durationOption(name);
+  return (v: string) => (/^0+$/.test(v.trim()) ? "0" : duration(v));
+}
+
 /** NAME=VALUE, repeatable, into a map. */
 export function pairOption(flag: string) {
   return (v: string, acc: Record<string, string> = {}) => {

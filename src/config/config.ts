@@ -9,6 +9,7 @@ import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
 import { TemplateFields } from "../api/schemas.js";
 import { defaultDataDir } from "./paths.js";
+import { seedCompat } from "./seed-config.js";
 
 // A template in the config file: the API's fields, less the server's timestamps.
 const { created_at: _c, updated_at: _u, ...ConfigTemplateFields } = TemplateFields;
@@ -31,7 +32,8 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
-    auth: Type.Object({ api_key: Type.String() }, strict),
+    /** `enabled: false` (the seed's) turns the key off without removing it from the file. */
+    auth: Type.Object({ enabled: Type.Boolean(), api_key: Type.String() }, strict),
     defaults: Type.Object(
       {
         image: Type.String({ minLength: 1 }),
@@ -163,6 +165,11 @@ export const ConfigSchema = Type.Object(
         remote: Type.Object({ url: Type.String(), api_key: Type.String() }, strict),
         /** An E2B-compatible service that runs this one's sandboxes of provider "e2b" (on when api_url is set). */
         e2b: Type.Object({ api_url: Type.String(), api_key: Type.String(), sandbox_url: Type.String(), domain: Type.String(), template: Type.String({ minLength: 1 }) }, strict),
+        /** The seed's Firecracker section, so its forgevm.yaml loads: QEMU serves the sandboxes it names (seed-config.ts). */
+        firecracker: Type.Object(
+          { enabled: Type.Boolean(), firecracker_path: Type.String(), kernel_path: Type.String(), agent_path: Type.String(), data_dir: Type.String() },
+          strict,
+        ),
       },
       strict,
     ),
@@ -178,7 +185,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     data_dir: defaultDataDir(env),
     server: { host: "127.0.0.1", port: DEFAULT_PORT, body_limit_mb: 256, request_log: true, allowed_origins: [], allowed_hosts: [] },
-    auth: { api_key: "" },
+    auth: { enabled: true, api_key: "" },
     defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },
     exec: { max_output_bytes: 16 * 1024 * 1024 },
     store: { history_retention: "168h" },
@@ -214,6 +221,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
       local: { enabled: false },
       remote: { url: "", api_key: "" },
       e2b: { api_url: "", api_key: "", sandbox_url: "", domain: "", template: "base" },
+      firecracker: { enabled: false, firecracker_path: "/usr/local/bin/firecracker", kernel_path: "", agent_path: "", data_dir: "" },
     },
   };
 }
@@ -237,8 +245,11 @@ function merge(into: any, from: any, where: string): void {
   }
 }
 
-/** Loads and validates the configuration (explicit file, else the default locations). */
-export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string; home?: string } = {}): Config & { source: string[] } {
+/**
+ * Loads and validates the configuration (explicit file, else the default locations). The seed's
+ * own names are read as what serves them here (seedCompat); `notes` says what was read so.
+ */
+export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string; home?: string } = {}): Config & { source: string[]; notes: string[] } {
   const env = opts.env ?? process.env;
   const cfg = defaultConfig(env) as any;
   const source: string[] = ["defaults"];
@@ -306,5 +317,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     const key = e.instancePath.slice(1).replace(/\//g, ".") || "config";
     throw new ConfigError(`config key "${key}" ${e.message} (from ${source.join(", ")})`);
   }
-  return { ...(cfg as Config), source };
+  const { notes, problem } = seedCompat(cfg as Config);
+  if (problem) throw new ConfigError(`${problem} (from ${source.join(", ")})`);
+  return { ...(cfg as Config), source, notes };
 }

@@ -10,9 +10,10 @@ import { MAX_FORK, type Core } from "./core.js";
 import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
 import { admit, recordFailure } from "./lifecycle.js";
 import type { ForkOptions, ForkResult } from "./options.js";
-import { rowOf } from "./plan.js";
+import { copyNames, rowOf } from "./plan.js";
 import type { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
+import { ttlLeft } from "./durations.js";
 
 /** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
 export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<SnapshotRow> {
@@ -58,11 +59,16 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
     const tees: Writable[] = [];
     let fed!: () => void;
     const allFed = new Promise<void>((r) => (fed = r));
-    const ttlMs = opts.ttlMs ?? Math.max(1000, Date.parse(src.expires_at) - Date.now());
-    const children = Array.from({ length: count }, () => {
+    const ttlMs = opts.ttlMs ?? Math.max(1000, ttlLeft(src.expires_at));
+    // Names stay unique: the copies of "web" are web-1, web-2, … (and the name kept in the metadata follows).
+    const parentName = src.name ?? src.metadata?.name ?? null;
+    const names = copyNames(core, parentName, count);
+    const children = names.map((name) => {
       // A copy keeps its parent's network and allowlist; host ports stay with the parent.
       const network = src.network ? { ...src.network, ports: [] } : null;
-      const row = rowOf(core, { ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata: opts.metadata ?? src.metadata, snapshotId: snap.id });
+      const inherited = opts.metadata ?? src.metadata;
+      const metadata = inherited && name && "name" in inherited ? { ...inherited, name } : inherited;
+      const row = { ...rowOf(core, { ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata, snapshotId: snap.id }), name };
       rows.push(row);
       core.sandboxes.insert(row);
       core.events.emit("sandbox.created", row.id, { image: row.image, forked_from: id });

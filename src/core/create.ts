@@ -9,6 +9,7 @@ import type { Sandbox } from "./sandbox.js";
 import { startVm, type Pull } from "./spawn.js";
 import { requireState } from "./states.js";
 import type { SandboxRow } from "../store/sandboxes.js";
+import { expiryAfter, NO_TTL } from "./durations.js";
 
 /** Defines a sandbox without starting it; `startCreated` boots it. */
 export async function create(core: Core, opts: SpawnOptions, pull: Pull): Promise<SandboxRow> {
@@ -17,7 +18,9 @@ export async function create(core: Core, opts: SpawnOptions, pull: Pull): Promis
     throw badRequest("secrets cannot be given to a sandbox that is created but not started: they are never stored; spawn it instead");
   if (core.tenants && opts.template === undefined) throw badRequest("this server runs sandboxes in shared pool VMs, which cannot be created ahead of starting");
   const p = await plan(core, opts, pull);
-  const row: SandboxRow = { ...newRow(core, p, opts), state: "created", spec: JSON.stringify(opts), manager_pid: null };
+  // JSON has no Infinity: a TTL of none is kept as 0, which no TTL can otherwise be.
+  const spec = JSON.stringify({ ...opts, ...(opts.ttlMs === NO_TTL ? { ttlMs: 0 } : {}) });
+  const row: SandboxRow = { ...newRow(core, p, opts), state: "created", spec, manager_pid: null };
   core.sandboxes.insert(row);
   core.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus, started: false });
   return row;
@@ -30,11 +33,12 @@ export async function startCreated(core: Core, id: string, ttlMs: number | undef
   requireState(row, "start");
   if (row.state !== "created" || !row.spec) throw new ForgevmError("CONFLICT", `sandbox ${id} is ${row.state}, not created`);
   const opts = JSON.parse(row.spec) as SpawnOptions;
+  if (opts.ttlMs === 0) opts.ttlMs = NO_TTL;
   // Its name is its own already: the plan must not find it taken.
   const p = await plan(core, { ...opts, name: undefined }, pull, id);
   const life = ttlMs ?? opts.ttlMs ?? p.ttlMs;
   const fresh = newRow(core, p, opts, id);
-  core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + life).toISOString(), manager_pid: process.pid });
+  core.sandboxes.update(id, { state: "creating", expires_at: expiryAfter(life), manager_pid: process.pid });
   core.sandboxes.setNetwork(id, fresh.network);
   try {
     const { vm, origin } = await startVm(core, id, p, opts);

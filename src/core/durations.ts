@@ -18,8 +18,41 @@ export function parseDuration(value: unknown, field: string): number {
     ms += Number(m[1]) * UNITS[m[2]];
   }
   if (!(ms > 0)) throw badRequest(`${field} must be greater than zero, got "${s}"`);
-  if (ms > 365 * 86_400_000) throw badRequest(`${field} "${s}" is longer than a year`);
+  if (ms > MAX_TTL_MS) throw badRequest(`${field} "${s}" is longer than a year`);
   return Math.round(ms);
+}
+
+/** The longest TTL a sandbox or template may have (one check everywhere). */
+export const MAX_TTL_MS = 365 * 86_400_000;
+
+/** A TTL of none: the sandbox lives until it is destroyed (services with a restart policy, "ttl": "0"). */
+export const NO_TTL = Number.POSITIVE_INFINITY;
+
+/** The expiry stored for a sandbox that has none: later than any real time, so no reaper query matches it. */
+export const NO_EXPIRY = "9999-12-31T23:59:59.999Z";
+
+/** A TTL: a positive duration up to a year, or "0" (or 0) for none (NO_TTL); a 400 naming `field` for anything else. */
+export function parseTtl(value: unknown, field: string): number {
+  if (value === 0 || (typeof value === "string" && /^\s*0+(\.0+)?\s*$/.test(value))) return NO_TTL;
+  return parseDuration(value, field);
+}
+
+/** A TTL in whole seconds (a template's ttl_seconds): 0 for none, else 1 s up to a year. */
+export function ttlSeconds(value: unknown, field: string): number {
+  if (value === 0) return 0;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value * 1000 > MAX_TTL_MS)
+    throw badRequest(`${field} must be a whole number of seconds from 1 to ${MAX_TTL_MS / 1000} (a year), or 0 for none`);
+  return value;
+}
+
+/** When something with this TTL expires, counted from `now`: NO_EXPIRY for none. */
+export function expiryAfter(ttlMs: number, now = Date.now()): string {
+  return ttlMs === NO_TTL ? NO_EXPIRY : new Date(now + ttlMs).toISOString();
+}
+
+/** What is left of a stored expiry, in ms (NO_TTL for none). */
+export function ttlLeft(expiresAt: string, now = Date.now()): number {
+  return expiresAt === NO_EXPIRY ? NO_TTL : Date.parse(expiresAt) - now;
 }
 
 /** A Go-style rendering of milliseconds: "1.234s", "2m3s", "15ms". */

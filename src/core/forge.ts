@@ -4,6 +4,7 @@
 // spawn.ts, create.ts, lifecycle.ts, copies.ts, stop-start.ts, template-ops.ts, recovery.ts,
 // reaper.ts, pool-mode.ts, guest-processes.ts. It is past 500 lines because it is the whole surface every interface sees: each
 // method is a one-line doc and a call into those modules, and splitting it would split that list.
+import { expiryAfter } from "./durations.js";
 import { randomBytes } from "node:crypto";
 import { mkdir, stat } from "node:fs/promises";
 import type { Readable } from "node:stream";
@@ -292,7 +293,7 @@ export class Forge {
       forge.reaper = setInterval(() => void reap(core), every);
       forge.reaper.unref();
       // A serving core (it reaps) applies the restart policies of stopped sandboxes; a command's short-lived core does not.
-      void stopStart.applyRestartPolicies(core, forge.defaults.ttlMs);
+      void stopStart.applyRestartPolicies(core);
       if (opts.metrics?.enabled !== false) {
         forge.dropStaleSeries();
         core.sampler.start();
@@ -388,7 +389,7 @@ export class Forge {
   extend(id: string, ttlMs: number): SandboxRow {
     const row = this.get(id);
     requireState(row, "extend");
-    this.core.sandboxes.update(row.id, { expires_at: new Date(Date.now() + ttlMs).toISOString() });
+    this.core.sandboxes.update(row.id, { expires_at: expiryAfter(ttlMs) });
     return this.get(row.id);
   }
 
@@ -412,13 +413,14 @@ export class Forge {
   async start(id: string, ttlMs?: number): Promise<Sandbox> {
     const row = this.get(id);
     if (row.state === "created") return startCreated(this.core, row.id, ttlMs, (ref) => this.pullImage(ref));
-    return stopStart.start(this.core, row.id, ttlMs ?? this.defaults.ttlMs);
+    return stopStart.start(this.core, row.id, stopStart.lifeOf(this.core, row, ttlMs));
   }
 
   /** Stops (when running) and starts a sandbox. */
   async restart(id: string, ttlMs?: number, graceMs?: number): Promise<Sandbox> {
-    if (this.get(id).state === "created") return this.start(id, ttlMs);
-    return stopStart.restart(this.core, this.idOf(id), ttlMs ?? this.defaults.ttlMs, graceMs);
+    const row = this.get(id);
+    if (row.state === "created") return this.start(id, ttlMs);
+    return stopStart.restart(this.core, row.id, stopStart.lifeOf(this.core, row, ttlMs), graceMs);
   }
 
   /** Sends a signal (a number) to a sandbox's main process. */

@@ -11,6 +11,7 @@ import { admit, keepConsoleLog, recordFailure } from "./lifecycle.js";
 import type { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
 import { requireState } from "./states.js";
+import { expiryAfter } from "./durations.js";
 
 /** Checks that a running sandbox can be saved whole (`verb`: paused or stopped). */
 export function checkSavable(core: Core, id: string, verb: "paused" | "stopped"): void {
@@ -55,7 +56,7 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
   requireState(row, from === "paused" ? "resume" : "start");
   const snap = row.snapshot_id ? core.snapshotRows.get(row.snapshot_id) : undefined;
   if (snap?.state !== "ready") throw new ForgevmError("UNAVAILABLE", `the snapshot of paused sandbox ${id} is missing`);
-  core.sandboxes.update(id, { state: "creating", expires_at: new Date(Date.now() + ttlMs).toISOString() });
+  core.sandboxes.update(id, { state: "creating", expires_at: expiryAfter(ttlMs) });
   try {
     const files = Snapshots.files(snap);
     const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes) };

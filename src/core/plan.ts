@@ -11,7 +11,8 @@ import type { Core } from "./core.js";
 import { badRequest, conflict, notFound } from "./errors.js";
 import type { SpawnOptions } from "./options.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
-import { checkEnv, checkFullNetwork, checkProvider, checkVcpus } from "./validate.js";
+import { checkEnv, checkFullNetwork, checkMemory, checkProvider, checkVcpus } from "./validate.js";
+import { expiryAfter, NO_TTL } from "./durations.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */
 export interface SpawnPlan {
@@ -50,6 +51,22 @@ export function checkName(core: Core, name: string | undefined): string | null {
   const holder = core.sandboxes.byName(name);
   if (holder) throw conflict(`name "${name}" is taken by sandbox ${holder.id} (${holder.state})`);
   return name;
+}
+
+/** Names for copies of a sandbox named `name`: NAME-1, NAME-2, … skipping those taken (none for an unnamed one). */
+export function copyNames(core: Core, name: string | null, count: number): (string | null)[] {
+  if (!name) return Array.from({ length: count }, () => null);
+  const out: string[] = [];
+  for (let i = 1; out.length < count; i++) {
+    const candidate = `${name.slice(0, 56)}-${i}`;
+    if (!core.sandboxes.byName(candidate)) out.push(candidate);
+  }
+  return out;
+}
+
+/** Whether a spawn's main process has a restart policy, which makes the sandbox a service. */
+function restarts(main: SpawnOptions["main"]): boolean {
+  return !!main?.restart && parseRestart(main.restart).policy !== "no";
 }
 
 /** The main process a spawn asks for: the image's ENTRYPOINT with the given command, else its CMD. */
@@ -101,6 +118,8 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   const d = core.defaults;
   const vcpus = opts.vcpus ?? tpl?.cpu_cores ?? d.vcpus;
   checkVcpus(core, vcpus, opts.vcpus !== undefined ? "vcpus" : tpl?.cpu_cores !== undefined ? `template ${tpl.name}: cpu_cores` : "defaults.vcpus", provider);
+  const memoryMb = opts.memoryMb ?? tpl?.memory_mb ?? d.memoryMb;
+  checkMemory(core, memoryMb, opts.memoryMb !== undefined ? "memory_mb" : tpl?.memory_mb !== undefined ? `template ${tpl.name}: memory_mb` : "defaults.memory_mb", provider);
   const imageName = opts.image ?? tpl?.image ?? d.image;
   // An image that is not local is pulled first when its name is a registry reference.
   const image = await resolveImage(core.paths, imageName).catch((e) => {
@@ -123,10 +142,11 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     provider,
     image,
     template: tpl,
-    memoryMb: opts.memoryMb ?? tpl?.memory_mb ?? d.memoryMb,
+    memoryMb,
     vcpus,
     diskMb: opts.diskMb ?? d.diskMb,
-    ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds ? tpl.ttl_seconds * 1000 : d.ttlMs),
+    // A template's ttl_seconds of 0 is none; a service (a main process with a restart policy) lives until it is removed.
+    ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds !== undefined ? (tpl.ttl_seconds === 0 ? NO_TTL : tpl.ttl_seconds * 1000) : restarts(opts.main) ? NO_TTL : d.ttlMs),
     env,
     execUser,
     network,
@@ -202,7 +222,7 @@ export function rowOf(
     owner_id: opts.ownerId ?? null,
     metadata: opts.metadata ?? null,
     created_at: new Date(now).toISOString(),
-    expires_at: new Date(now + opts.ttlMs).toISOString(),
+    expires_at: expiryAfter(opts.ttlMs, now),
     destroyed_at: null,
     error: null,
     vm_pid: null,

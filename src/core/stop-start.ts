@@ -2,7 +2,9 @@
 // period; then the whole machine is saved and its VM stops, so a stopped sandbox keeps its disk
 // and costs no memory), start (brought back from that snapshot, its main process started again),
 // restart, and signals to the main process. The restart policies live in main-process.ts.
+import type { SandboxRow } from "../store/sandboxes.js";
 import type { Core } from "./core.js";
+import { NO_TTL } from "./durations.js";
 import { conflict, sandboxGone } from "./errors.js";
 import { MainRunner } from "./main-process.js";
 import { checkSavable, pause, resume } from "./pause.js";
@@ -59,16 +61,22 @@ export async function kill(core: Core, id: string, signal: number): Promise<void
   await runner.signal(signal);
 }
 
+/** How long a sandbox that starts again lives: `given`, else none for a service (a main process with a restart policy), else the default. */
+export function lifeOf(core: Core, row: SandboxRow, given?: number): number {
+  if (given !== undefined) return given;
+  return row.main && row.main.restart !== "no" ? NO_TTL : core.defaults.ttlMs;
+}
+
 /**
  * At server start, as Docker's daemon does: stopped sandboxes come back when their policy is
  * `always`, or is another policy and the stop was not a person's (the server's own shutdown).
  */
-export async function applyRestartPolicies(core: Core, ttlMs: number): Promise<void> {
+export async function applyRestartPolicies(core: Core): Promise<void> {
   for (const row of core.sandboxes.list(["stopped"])) {
     const m = row.main;
     if (!m || m.restart === "no" || (m.restart !== "always" && m.stopped_by_user) || core.closed) continue;
     try {
-      await start(core, row.id, ttlMs);
+      await start(core, row.id, lifeOf(core, row));
     } catch (e) {
       core.events.emit("sandbox.error", row.id, { error: `its restart policy (${m.restart}) could not start it: ${(e as Error).message.split("\n")[0]}` });
     }

@@ -1,12 +1,12 @@
 // Templates: named spawn settings. Creating, changing or deleting one also remakes its base
 // snapshots and warm pool.
 import type { TemplateBody, TemplateRow } from "../store/templates.js";
-import { parseDuration } from "./durations.js";
+import { NO_TTL, parseTtl, ttlSeconds as checkTtlSeconds } from "./durations.js";
 import type { Core } from "./core.js";
 import { toForgevmError } from "./error-map.js";
 import { badRequest, ForgevmError, notFound } from "./errors.js";
 import { parseImageReference } from "./images.js";
-import { checkEnv, checkProvider, checkVcpus } from "./validate.js";
+import { checkEnv, checkMemory, checkProvider, checkVcpus } from "./validate.js";
 import { checkDecls } from "./secrets.js";
 import { configurePools, type Pull } from "./spawn.js";
 
@@ -22,7 +22,10 @@ export interface TemplateInput extends Omit<TemplateBody, "cpu_cores" | "ttl_sec
 
 /** What is stored of a template input: vcpus and ttl are other names of cpu_cores and ttl_seconds; timestamps are the server's. */
 export function templateBody(t: TemplateInput): TemplateBody {
-  const ttlSeconds = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : t.ttl !== undefined ? Math.ceil(parseDuration(t.ttl, "ttl") / 1000) : undefined);
+  const ttl = typeof t.ttl === "string" ? parseTtl(t.ttl, "ttl") : undefined;
+  const given = t.ttl_seconds ?? (typeof t.ttl === "number" ? t.ttl : ttl === undefined ? undefined : ttl === NO_TTL ? 0 : Math.ceil(ttl / 1000));
+  // One check for every way in (the API, the config file): a TTL that no spawn could use is refused here.
+  const ttlSeconds = given === undefined ? undefined : checkTtlSeconds(given, t.ttl_seconds !== undefined ? "ttl_seconds" : "ttl");
   return {
     name: t.name,
     version: t.version,
@@ -117,6 +120,7 @@ function checkTemplate(core: Core, t: TemplateBody): void {
   checkProvider(core, t.provider, "provider");
   checkEnv(t.env, "env");
   if (t.cpu_cores !== undefined) checkVcpus(core, t.cpu_cores, "cpu_cores");
+  if (t.memory_mb !== undefined) checkMemory(core, t.memory_mb, "memory_mb");
   if (t.image && !t.image.startsWith("forgevm/")) parseImageReference(t.image);
   try {
     core.networks.plan({}, { allow: t.allowed_hosts });

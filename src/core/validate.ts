@@ -1,4 +1,5 @@
 // Checks every interface shares, so that what one path accepts another does not refuse later.
+import { totalmem } from "node:os";
 import type { Provider } from "../providers/provider.js";
 import type { Core } from "./core.js";
 import { badRequest } from "./errors.js";
@@ -18,6 +19,13 @@ export function checkEnv(env: Record<string, string> | undefined | null, field: 
 export function checkVcpus(core: Core, vcpus: number, field: string, provider: Provider = core.provider): void {
   const max = provider.maxVcpus();
   if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
+}
+
+/** More memory than the host has fails only after QEMU has tried for a while: refused at once, with the figures. */
+export function checkMemory(core: Core, memoryMb: number, field: string, provider: Provider = core.provider): void {
+  const max = provider.maxMemoryMb();
+  if (memoryMb > max)
+    throw badRequest(`${field}: ${memoryMb} MiB asked for, but one VM on this host can have at most ${max} MiB (it has ${Math.floor(totalmem() / 1048576)} MiB of RAM)`);
 }
 
 /** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */

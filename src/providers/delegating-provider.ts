@@ -58,6 +58,10 @@ export abstract class DelegatingProvider implements Provider {
     return Math.max(64, availableParallelism());
   }
 
+  maxMemoryMb(): number {
+    return 65536;
+  }
+
   async spawn(spec: VmSpec): Promise<Vm> {
     validateSpec(spec);
     if (spec.restore || spec.memoryFile || spec.baseDisk) throw new Error(`the ${this.name} provider cannot restore snapshots`);

@@ -214,6 +214,8 @@ export interface Provider {
   probe(): Promise<boolean>;
   /** Most vCPUs one VM may have on this host. */
   maxVcpus(): number;
+  /** Most memory (MiB) one VM may have on this host. */
+  maxMemoryMb(): number;
   /** Boots a VM, or restores one when `spec.restore` is set. */
   spawn(spec: VmSpec): Promise<Vm>;
   /** What a snapshot's guest memory depends on (VMM build, accelerator): part of every base snapshot's key. */

@@ -1,5 +1,14 @@
 // Checks of a VmSpec every provider makes before it starts anything.
+import { totalmem } from "node:os";
 import type { Vm, VmSpec } from "./provider.js";
+
+/** Memory the host keeps for itself (the server, QEMU's own, the page cache) when one VM asks for the most. */
+const HOST_RESERVE_MB = 512;
+
+/** Most memory one VM on this host may have: its RAM, less what the host needs to go on. */
+export function hostMemoryCapMb(): number {
+  return Math.max(64, Math.floor(totalmem() / 1048576) - HOST_RESERVE_MB);
+}
 
 const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 

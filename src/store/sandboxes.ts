@@ -137,7 +137,7 @@ export class SandboxStore {
     this.db.prepare("UPDATE sandboxes SET host_dirs = ? WHERE id = ?").run(mounts.length ? JSON.stringify(mounts) : null, id);
   }
 
-  /** The sandbox not yet gone that has this name. */
+  /** The sandbox not yet gone that has this name (a unique index keeps it to one). */
   byName(name: string): SandboxRow | undefined {
     return decode(this.db.prepare("SELECT * FROM sandboxes WHERE name = ? AND state NOT IN ('destroyed','error')").get(name) as Raw | undefined);
   }

@@ -39,7 +39,8 @@ class SandboxInfo:
     memory_mb: int = 512
     vcpus: int = 1
     created_at: str = ""
-    expires_at: str = ""
+    # None: it lives until it is destroyed (ttl "0", or a service with a restart policy).
+    expires_at: Optional[str] = ""
     owner_id: Optional[str] = None
     vm_id: Optional[str] = None
     metadata: Dict[str, str] = field(default_factory=dict)

@@ -65,7 +65,8 @@ class Sandbox:
         return self._info.vcpus
 
     @property
-    def expires_at(self) -> str:
+    def expires_at(self) -> Optional[str]:
+        """When it expires (RFC 3339); None when it lives until it is destroyed."""
         return self._info.expires_at
 
     @property

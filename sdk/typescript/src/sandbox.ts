@@ -59,8 +59,9 @@ export class Sandbox implements AsyncDisposable {
   get vcpus(): number {
     return this._info.vcpus;
   }
-  get expiresAt(): Date {
-    return new Date(this._info.expires_at);
+  /** When it expires; null when it lives until it is destroyed. */
+  get expiresAt(): Date | null {
+    return this._info.expires_at === null ? null : new Date(this._info.expires_at);
   }
   /** The sandbox as the server last described it. */
   get info(): SandboxInfo {

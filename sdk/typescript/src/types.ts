@@ -16,7 +16,8 @@ export interface SandboxInfo {
   owner_id?: string;
   vm_id?: string;
   created_at: string;
-  expires_at: string;
+  /** null: it lives until it is destroyed (ttl "0", or a service with a restart policy). */
+  expires_at: string | null;
   metadata?: Record<string, string>;
   error?: string;
   network?: NetworkInfo;

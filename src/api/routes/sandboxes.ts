@@ -1,7 +1,7 @@
 // Sandbox lifecycle routes: spawn, list, get, extend, destroy, prune, logs.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { parseDuration } from "../../core/durations.js";
+import { parseDuration, parseTtl } from "../../core/durations.js";
 import { sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { SpawnOptions } from "../../core/options.js";
@@ -19,7 +19,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       memoryMb: b.memory_mb,
       vcpus: b.vcpus,
       diskMb: b.disk_mb,
-      ttlMs: b.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
+      ttlMs: b.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
       ownerId: owner,
       metadata: b.metadata,
       env: b.env,
@@ -85,7 +85,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
   });
 
   app.post("/sandboxes/:id/extend", { schema: { tags: ["sandboxes"], params: IdParams, body: ExtendRequest, response: { 200: Sandbox } } }, async (req) =>
-    sandboxView(forge.extend(req.params.id, parseDuration(req.body.ttl, "ttl"))),
+    sandboxView(forge.extend(req.params.id, parseTtl(req.body.ttl, "ttl"))),
   );
 
   app.get(

@@ -2,7 +2,7 @@
 // move one to another host (export as an archive, import one).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
-import { parseDuration } from "../../core/durations.js";
+import { parseTtl } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { CopiesRequest, IdParams, RawBody, Sandbox, Snapshot, SnapshotRequest, Status } from "../schemas.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
@@ -13,7 +13,7 @@ const Copies = Type.Object({ sandboxes: Type.Array(Sandbox) });
 export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   const copyOptions = (b: Static<typeof CopiesRequest> | undefined, owner?: string) => ({
     count: b?.count,
-    ttlMs: b?.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
+    ttlMs: b?.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
     ownerId: owner || b?.owner_id,
     metadata: b?.metadata,
     network: b?.network,

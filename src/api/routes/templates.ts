@@ -1,7 +1,7 @@
 // Template routes: CRUD and spawn. Every accepted field takes effect.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { formatDuration, parseDuration } from "../../core/durations.js";
+import { formatDuration, NO_TTL, parseTtl } from "../../core/durations.js";
 import { badRequest, conflict, notFound } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { TemplateRow } from "../../core/types.js";
@@ -11,7 +11,7 @@ import { sandboxView } from "../views.js";
 
 function view(forge: Forge, t: TemplateRow) {
   const d = forge.defaults;
-  const ttlSeconds = t.ttl_seconds ?? Math.round(d.ttlMs / 1000);
+  const ttlSeconds = t.ttl_seconds ?? (d.ttlMs === NO_TTL ? 0 : Math.round(d.ttlMs / 1000));
   return {
     name: t.name,
     version: t.version ?? "",
@@ -23,7 +23,7 @@ function view(forge: Forge, t: TemplateRow) {
     cpu_cores: t.cpu_cores ?? d.vcpus,
     vcpus: t.cpu_cores ?? d.vcpus,
     ttl_seconds: ttlSeconds,
-    ttl: formatDuration(ttlSeconds * 1000),
+    ttl: ttlSeconds === 0 ? "0" : formatDuration(ttlSeconds * 1000),
     env: t.env ?? {},
     secrets: t.secrets ?? [],
     pool_size: t.pool_size ?? 0,
@@ -75,7 +75,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       const sb = await forge.spawn({
         template: req.params.name,
         provider: b.provider,
-        ttlMs: b.ttl !== undefined ? parseDuration(b.ttl, "ttl") : undefined,
+        ttlMs: b.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
         ownerId: (req.headers["x-user-id"] as string | undefined) || b.owner_id,
         metadata: b.metadata,
         secrets: b.secrets,

@@ -4,7 +4,7 @@ import { constants } from "node:os";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
-import { parseDuration } from "../../core/durations.js";
+import { parseDuration, parseTtl } from "../../core/durations.js";
 import type { Forge } from "../../core/forge.js";
 import { IdParams, Sandbox } from "../schemas.js";
 import { followNdjson } from "../stream-end.js";
@@ -54,7 +54,7 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
   });
 
   app.post("/sandboxes/:id/start", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StartBody), response: { 200: Sandbox } } }, async (req) => {
-    const sb = await forge.start(req.params.id, req.body?.ttl !== undefined ? parseDuration(req.body.ttl, "ttl") : undefined);
+    const sb = await forge.start(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
     return view(sb.id);
   });
 

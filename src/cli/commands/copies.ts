@@ -6,7 +6,7 @@ import { pipeline } from "node:stream/promises";
 import type { Command } from "commander";
 import type { SnapshotInfo } from "forgevm";
 import type { Cli } from "../context.js";
-import { durationOption, intOption } from "../options.js";
+import { intOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 
 export function copyCommands(program: Command, cli: Cli): void {
@@ -74,7 +74,7 @@ export function copyCommands(program: Command, cli: Cli): void {
       .description(what)
       .argument("<id>", name === "fork" ? "sandbox id" : "snapshot id or name")
       .option("-n, --count <n>", "how many copies", intOption("--count", 1, 32), 1)
-      .option("--ttl <duration>", "lifetime of each copy, e.g. 30m", durationOption("--ttl"))
+      .option("--ttl <duration>", "lifetime of each copy, e.g. 30m", ttlOption("--ttl"))
       .option("--json", "print JSON")
       .action(async (id: string, o: { count: number; ttl?: string; json?: boolean }) => {
         const client = await cli.client();

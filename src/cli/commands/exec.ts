@@ -4,9 +4,9 @@ import { fstatSync, type Stats } from "node:fs";
 import { InvalidArgumentError, Option, type Command } from "commander";
 import type { Client } from "forgevm";
 import { parseDuration } from "../../core/durations.js";
-import { parseReference } from "../../images/reference.js";
+import { parseImageReference } from "../../core/images.js";
 import type { Cli } from "../context.js";
-import { durationOption, nonEmpty, pairOption } from "../options.js";
+import { durationOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { sandboxOptions, spawnRequest } from "./sandboxes.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 import { interactive } from "../terminal.js";
@@ -95,7 +95,7 @@ export function execCommands(program: Command, cli: Cli): void {
         .argument("[args...]", "[IMAGE] and the command with its arguments (put -- before it)")
         .option("-d, --detach", "leave the sandbox running with the command (or the image's ENTRYPOINT/CMD) as its main process; print its id")
         .option("--restart <policy>", "with -d: no, on-failure[:MAX], always or unless-stopped")
-        .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h", durationOption("--ttl"))
+        .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h (0: until removed; a --restart policy has none unless given)", ttlOption("--ttl"))
         .option("--tty", "an interactive terminal (-it): the command, else a login shell, on a PTY")
         .option("--keep", "keep the sandbox when the image's command ends (the default removes it, as docker run --rm)")
         .addOption(new Option(COMMAND_ONLY).hideHelp()),
@@ -146,7 +146,7 @@ function createCommand(program: Command, cli: Cli): void {
       .description("define a sandbox without starting it (as docker create): `create IMAGE [CMD…]` gives it the image's command (or yours) as its main process; print its id")
       .argument("[args...]", "[IMAGE] and the command with its arguments (put -- before it)")
       .option("--restart <policy>", "no, on-failure[:MAX], always or unless-stopped")
-      .option("--ttl <duration>", "lifetime once started, e.g. 30m or 1h", durationOption("--ttl"))
+      .option("--ttl <duration>", "lifetime once started, e.g. 30m or 1h (0: until removed)", ttlOption("--ttl"))
       .option("--json", "print the sandbox as JSON")
       .addOption(new Option(COMMAND_ONLY).hideHelp()),
   ).action(async (args: string[], o) => {
@@ -182,10 +182,10 @@ export async function namesImage(cli: Cli, word: string): Promise<boolean> {
   if (word.startsWith("/") || word.startsWith(".") || word.startsWith("-")) return false;
   if (/[:/@]/.test(word)) {
     try {
-      parseReference(word);
+      parseImageReference(word);
       return true;
     } catch (e) {
-      throw new InvalidArgumentError(`"${word}" is not an image reference (${(e as Error).message}); to run it as a command, put -- before it`);
+      throw new InvalidArgumentError(`"${word}" is not an image reference (${(e as Error).message.replace(/^image: /, "")}); to run it as a command, put -- before it`);
     }
   }
   const server = await cli.serverIfAny().catch(() => null);

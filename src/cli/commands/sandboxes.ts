@@ -3,7 +3,7 @@ import { resolve as resolvePath } from "node:path";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo } from "forgevm";
 import type { Cli } from "../context.js";
-import { durationOption, intOption, listOption, nonEmpty, pairOption } from "../options.js";
+import { durationOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 
@@ -62,14 +62,14 @@ const row = (s: SandboxInfo) => [
   mainState(s),
   `${s.memory_mb}M`,
   s.vcpus,
-  s.state === "error" ? (s.error ?? "") : s.expires_at,
+  s.state === "error" ? (s.error ?? "") : (s.expires_at ?? "never"),
 ];
 const HEADER = ["ID", "NAME", "STATE", "IMAGE", "MAIN", "MEM", "CPUS"];
 const STATES = ["created", "creating", "running", "paused", "stopped", "destroyed", "error"];
 
 export function sandboxCommands(program: Command, cli: Cli): void {
   sandboxOptions(program.command("spawn").description("create a sandbox on the server and print its id"))
-    .option("--ttl <duration>", "lifetime, e.g. 30m or 1h", durationOption("--ttl"))
+    .option("--ttl <duration>", "lifetime, e.g. 30m or 1h (0: until removed)", ttlOption("--ttl"))
     .option("--json", "print the sandbox as JSON")
     .action(async (o) => {
       const client = await cli.client();
@@ -108,11 +108,11 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     .command("extend")
     .description("give a sandbox a new expiry, this long from now")
     .argument("<id>", "sandbox id")
-    .argument("<ttl>", "lifetime from now, e.g. 30m or 2h", durationOption("ttl"))
+    .argument("<ttl>", "lifetime from now, e.g. 30m or 2h (0: until removed)", ttlOption("ttl"))
     .option("--json", "print the sandbox as JSON")
     .action(async (id: string, ttl: string, o: { json?: boolean }) => {
       const sb = await (await (await cli.client()).get(id)).extendTtl(ttl);
-      emit(o.json, sb.info, () => console.log(`${sb.id} expires at ${sb.info.expires_at}`));
+      emit(o.json, sb.info, () => console.log(sb.info.expires_at ? `${sb.id} expires at ${sb.info.expires_at}` : `${sb.id} lives until it is removed`));
     });
 
   program

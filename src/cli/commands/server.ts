@@ -21,7 +21,7 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
       }
       if (o.database !== undefined) cfg.cluster.database = o.database;
       if (o.advertise !== undefined) cfg.cluster.advertise = o.advertise;
-      await serveForever(version, cfg);
+      await serveForever(version, cfg, cfg.notes);
     });
 
   program

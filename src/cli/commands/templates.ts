@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import type { Template } from "forgevm";
 import { parse as parseYaml } from "yaml";
 import type { Cli } from "../context.js";
-import { durationOption, intOption, listOption, nonEmpty, pairOption } from "../options.js";
+import { intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 
@@ -14,7 +14,7 @@ function templateFlags(c: Command): Command {
     .option("-i, --image <name>", "image")
     .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", 64, 65536))
     .option("-c, --vcpus <n>", "vCPUs", intOption("--vcpus", 1, 64))
-    .option("--ttl <duration>", "lifetime of its sandboxes, e.g. 30m", durationOption("--ttl"))
+    .option("--ttl <duration>", "lifetime of its sandboxes, e.g. 30m (0: until removed)", ttlOption("--ttl"))
     .option("-e, --env <NAME=VALUE>", "environment of its sandboxes (repeatable)", pairOption("--env"))
     .option("--setup <command>", "a command run once, before its base snapshot (repeatable, in order)", listOption)
     .option("--allow <entry>", "egress allowlist of its sandboxes and setup commands (repeatable)", listOption)
@@ -93,7 +93,7 @@ export function templateCommands(program: Command, cli: Cli): void {
     .command("spawn")
     .description("spawn a sandbox from a template and print its id")
     .argument("<name>")
-    .option("--ttl <duration>", "lifetime, e.g. 30m", durationOption("--ttl"))
+    .option("--ttl <duration>", "lifetime, e.g. 30m", ttlOption("--ttl"))
     .option("--secret <NAME=VALUE>", "a value for one of its secrets (repeatable)", pairOption("--secret"))
     .option("--json", "print JSON")
     .action(async (name: string, o: { ttl?: string; secret?: Record<string, string>; json?: boolean }) => {

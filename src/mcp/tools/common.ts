@@ -1,6 +1,6 @@
 // Argument shapes several tools share.
 import { Type } from "typebox";
-import { parseDuration } from "../../core/durations.js";
+import { NO_EXPIRY, parseDuration } from "../../core/durations.js";
 import type { SandboxRow } from "../../core/types.js";
 import { KEEP_KEY, SESSION_KEY, type McpSession } from "../sessions.js";
 
@@ -22,7 +22,7 @@ export const SandboxSummary = Type.Object({
   vcpus: Type.Integer(),
   network: Type.String(),
   created_at: Type.String(),
-  expires_at: Type.String(),
+  expires_at: Type.Union([Type.String(), Type.Null()], { description: "null: it lives until it is destroyed" }),
   keep: Type.Boolean({ description: "Survives the end of the session that made it" }),
   this_session: Type.Boolean({ description: "Made by this MCP session" }),
 });
@@ -38,7 +38,7 @@ export function summary(r: SandboxRow, session: McpSession) {
     vcpus: r.vcpus,
     network: r.network?.mode ?? "none",
     created_at: r.created_at,
-    expires_at: r.expires_at,
+    expires_at: r.expires_at === NO_EXPIRY ? null : r.expires_at,
     keep: r.metadata?.[KEEP_KEY] === "true",
     this_session: r.metadata?.[SESSION_KEY] === session.id,
   };

@@ -11,7 +11,7 @@ import { readdir, rm } from "node:fs/promises";
 import type { Paths } from "../../config/paths.js";
 import { run } from "../../util/process.js";
 import type { AttachSpec, Provider, ProviderFeatures, ProviderHealth, Vm, VmSpec } from "../provider.js";
-import { probeBySpawn, validateSpec } from "../spec.js";
+import { hostMemoryCapMb, probeBySpawn, validateSpec } from "../spec.js";
 import { launchLocal, type LocalRuntime } from "./launch.js";
 import { RootfsTrees } from "./rootfs-tree.js";
 
@@ -68,6 +68,10 @@ export class LocalProvider implements Provider {
 
   maxVcpus(): number {
     return availableParallelism();
+  }
+
+  maxMemoryMb(): number {
+    return hostMemoryCapMb();
   }
 
   async spawn(spec: VmSpec): Promise<Vm> {

@@ -166,9 +166,11 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       if (!(e instanceof HelloError)) throw e;
       // The channel usually closes a moment before QEMU is reaped: say which really happened.
       const stopped = await Promise.race([exited.then(() => true), sleep(500).then(() => false)]);
-      const failure = stopped ? `QEMU exited (${proc.exitCode ?? proc.signalCode}) before the agent said hello` : `${e.message}${await vmStatus(files.qmpSocket)}`;
-      const tail = consoleLog!.getTail();
       const log = (await qemuLog()).trim();
+      // QEMU's own last words go on the first line (the one callers show) and into the console log.
+      const said = log ? `: ${log.split("\n").at(-1)}` : "";
+      const failure = stopped ? `QEMU exited (${proc.exitCode ?? proc.signalCode}) before the agent said hello${said}` : `${e.message}${await vmStatus(files.qmpSocket)}`;
+      const tail = `${consoleLog!.getTail()}${log ? `\n[qemu] ${log.replaceAll("\n", "\n[qemu] ")}\n` : ""}`;
       throw new BootError(`VM ${spec.id} failed to boot (${accel}): ${failure}${log ? `\nQEMU: ${log}` : ""}\n--- console tail ---\n${tail}`, tail);
     });
     // New identity from the host: wall clock, entropy and machine id (never shared between

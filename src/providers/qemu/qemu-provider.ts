@@ -26,7 +26,7 @@ import { hostTscKhz } from "./args.js";
 import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
-import { validateSpec } from "../spec.js";
+import { hostMemoryCapMb, validateSpec } from "../spec.js";
 import { launch } from "./launch.js";
 import { attach, sweepOrphans } from "./reattach.js";
 import type { QemuRuntime } from "./runtime.js";
@@ -139,6 +139,10 @@ export class QemuProvider implements Provider {
 
   maxVcpus(): number {
     return availableParallelism();
+  }
+
+  maxMemoryMb(): number {
+    return hostMemoryCapMb();
   }
 
   async health(): Promise<ProviderHealth> {

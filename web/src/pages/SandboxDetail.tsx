@@ -97,7 +97,7 @@ function Overview({ s }: { s: any }) {
           <dt>Created</dt>
           <dd>{relative(s.created_at)}</dd>
           <dt>Expires</dt>
-          <dd>{relative(s.expires_at)}</dd>
+          <dd>{s.expires_at === null ? "never (until removed)" : relative(s.expires_at)}</dd>
           <dt>Network</dt>
           <dd>{s.network?.mode ?? "none"}</dd>
           <dt>Provider</dt>

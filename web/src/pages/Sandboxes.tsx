@@ -54,7 +54,7 @@ export function SandboxList() {
               <td className="num">{s.memory_mb} MiB</td>
               <td className="num">{s.vcpus}</td>
               <td>{relative(s.created_at)}</td>
-              <td>{s.state === "running" ? relative(s.expires_at) : "–"}</td>
+              <td>{s.state !== "running" ? "–" : s.expires_at === null ? "never" : relative(s.expires_at)}</td>
             </tr>
           ))}
           {list.data && !rows.length && (

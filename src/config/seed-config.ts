@@ -1,0 +1,35 @@
+// The seed's forgevm.yaml, read as what serves it here. Its provider names are Firecracker
+// ("firecracker", the production one), the host-process one ("mock") and the Custom HTTP
+// protocol ("custom"); its `auth.enabled: false` turns the key off. A user's existing file loads
+// unchanged: each name becomes the provider that does that job here, and a note says so at start.
+import { existsSync } from "node:fs";
+import type { Config } from "./config.js";
+
+/** The seed's provider names and the providers that serve them here. */
+export const SEED_PROVIDERS: Record<string, string> = { firecracker: "qemu", mock: "local" };
+
+/** Rewrites the seed's names in a validated config in place: one note per rewrite, or the problem that stops it. */
+export function seedCompat(cfg: Config): { notes: string[]; problem?: string } {
+  const notes: string[] = [];
+  if (!cfg.auth.enabled && cfg.auth.api_key) {
+    cfg.auth.api_key = "";
+    notes.push("auth.enabled is false: the API key in the config is not required");
+  }
+  const fc = cfg.providers.firecracker;
+  const asked = cfg.providers.default;
+  if (asked === "firecracker" || fc.enabled) {
+    const binary = existsSync(fc.firecracker_path)
+      ? `this build has no Firecracker backend, so the binary at ${fc.firecracker_path} is not used`
+      : `no Firecracker binary is at ${fc.firecracker_path}`;
+    notes.push(`providers.firecracker: QEMU microVMs serve its sandboxes (${binary}; its kernel_path, agent_path and data_dir are Firecracker's and not read)`);
+  }
+  if (asked === "mock") {
+    cfg.providers.local.enabled = true;
+    notes.push('providers.default "mock": the local provider serves it (Linux namespaces on this host, no VM: not a security boundary)');
+  }
+  if (asked === "custom") {
+    return { notes, problem: 'providers.default "custom": the Custom HTTP provider is not available in this build; use "qemu" (the default), "local", "remote" or "e2b"' };
+  }
+  if (SEED_PROVIDERS[asked]) cfg.providers.default = SEED_PROVIDERS[asked];
+  return { notes };
+}
