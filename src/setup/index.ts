@@ -1,28 +1,62 @@
 // `forgevm setup` after the system packages and the build: kernel, initramfs, default image.
 // Each step checks what is already there and says so, so a second run does nothing.
-import { readFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Paths } from "../config/paths.js";
-import { ensureBaseImages } from "./base-image.js";
+import { pathsFor, type Paths } from "../config/paths.js";
+import { imageDir } from "../images/store.js";
+import { BUILT_IN_IMAGES, ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
 import { ensureKernel } from "./kernel.js";
+import { seedDataDir } from "./seed.js";
 
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
 
 /** Where the build puts the static agent, relative to the repository. */
 export const AGENT_BINARY = join(REPO, "agent", "build", "forgevm-agent");
 
-/** Where the last setup of this checkout records the data directory it prepared (beside the build). */
-const PREPARED = join(REPO, "dist", "prepared-data-dir");
+/**
+ * The checkout's own copy of what setup prepared (kernel, initramfs, built-in images, by hard
+ * link), which tests and benchmarks seed from: it outlives whatever data directory the
+ * environment pointed setup at, and no environment is read to find it.
+ */
+const PREPARED = join(REPO, ".forgevm-test", "prepared");
 
 export async function runSetup(paths: Paths, log: (m: string) => void): Promise<void> {
   log(`data directory: ${paths.dataDir}`);
   await ensureKernel(paths, log);
   await ensureInitramfs(paths, AGENT_BINARY, log);
   await ensureBaseImages(paths, log);
-  await writeFile(PREPARED, `${paths.dataDir}\n`);
+  await keepPrepared(paths, log);
+}
+
+/** The files a prepared data directory is made of: what seedDataDir shares. */
+function preparedFiles(p: Paths): string[] {
+  return [p.kernel, p.initramfs, ...BUILT_IN_IMAGES.map((i) => join(imageDir(p, i.name), "rootfs.ext4"))];
+}
+
+/** Makes the checkout's copy the same files as the user's data directory's (nothing when it is already). */
+async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<void> {
+  const ino = (f: string) =>
+    stat(f).then(
+      (s) => `${s.dev}:${s.ino}`,
+      () => null,
+    );
+  const ours = preparedFiles(pathsFor(PREPARED));
+  const theirs = preparedFiles(paths);
+  const same = await Promise.all(ours.map(async (f, i) => (await ino(f)) !== null && (await ino(f)) === (await ino(theirs[i]))));
+  if (same.every(Boolean)) return;
+  const staging = `${PREPARED}.new-${process.pid}`;
+  await rm(staging, { recursive: true, force: true });
+  await seedDataDir(
+    paths.dataDir,
+    staging,
+    BUILT_IN_IMAGES.map((i) => i.name),
+  );
+  await rm(PREPARED, { recursive: true, force: true });
+  await rename(staging, PREPARED);
+  log(`kept a copy for this checkout's tests and benchmarks in ${PREPARED}`);
 }
 
 /**
@@ -30,9 +64,6 @@ export async function runSetup(paths: Paths, log: (m: string) => void): Promise<
  * initramfs and default image (read-only, by hard link) without looking at any environment.
  */
 export function preparedDataDir(): string {
-  try {
-    return readFileSync(PREPARED, "utf8").trim();
-  } catch {
-    throw new Error(`${PREPARED} is missing: run ./setup.sh first`);
-  }
+  if (!existsSync(pathsFor(PREPARED).initramfs)) throw new Error(`${PREPARED} is not set up: run ./setup.sh first`);
+  return PREPARED;
 }
