@@ -176,6 +176,18 @@ describe("commit", () => {
     const unreachable = await api("POST", `/images/${img("local/app:v1")}/push`, { reference: "127.0.0.1:1/x:v1" });
     assert.equal(unreachable.status, 503, JSON.stringify(unreachable.body));
     assert.equal((await api("POST", `/images/${img("local/app:v1")}/push`, { reference: "Bad Ref" })).status, 400);
+    for (const name of ["\u0000", "../../../etc/passwd", "x".repeat(300)]) {
+      const r = await api("POST", `/sandboxes/${committedFrom}/commit`, { image: name });
+      assert.equal(r.status, 400, `${JSON.stringify(name.slice(0, 20))}: ${JSON.stringify(r.body)}`);
+      assert.ok(JSON.stringify(r.body).length < 2000, "the error does not echo a long name whole");
+    }
+  });
+
+  it("keeps names apart that differ only where the store's directory names did not (a/b and a_b)", async () => {
+    for (const name of ["probe/a/b:1", "probe/a_b:1"]) assert.equal((await api("POST", `/sandboxes/${committedFrom}/commit`, { image: name })).status, 201, name);
+    const names = ((await api("GET", "/images")).body as { name: string }[]).map((i) => i.name);
+    assert.ok(names.includes("registry-1.docker.io/probe/a/b:1") && names.includes("registry-1.docker.io/probe/a_b:1"), names.join(", "));
+    for (const name of ["probe/a/b:1", "probe/a_b:1"]) assert.equal((await api("DELETE", `/images/${img(name)}`)).status, 200, name);
   });
 });
 

@@ -65,8 +65,9 @@ export function isLoopback(listenHost: string | undefined): boolean {
   return !!listenHost && (LOOPBACK_HOSTS.has(listenHost) || listenHost.startsWith("127."));
 }
 
+/** A refused request's answer; its connection closes after it, so a body that follows is never read. */
 function refuse(reply: FastifyReply, e: ForgevmError): FastifyReply {
-  return reply.status(e.status).type("application/json; charset=utf-8").send(errorBody(e));
+  return reply.status(e.status).header("Connection", "close").type("application/json; charset=utf-8").send(errorBody(e));
 }
 
 /** Installs the origin, host and API key checks, and CORS for allowed origins. */

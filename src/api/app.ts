@@ -11,6 +11,7 @@ import { e2bRoutes, rewriteE2bUrl } from "../e2b/index.js";
 import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
 import { installAccessControl } from "./access.js";
+import { installConnectionLimits, serverOptions, type ConnectionLimits } from "./connection-limits.js";
 import { metricRoutes } from "./routes/metrics.js";
 import { consoleRoutes } from "./console.js";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./errors.js";
@@ -53,7 +54,12 @@ export interface AppOptions {
   mcp?: McpPolicy;
   /** Gets one line per request answered: time, method, path (secrets removed), status, duration, request id. */
   requestLog?: (line: string) => void;
+  /** Deadlines of arriving requests and the bound on connections waiting for headers (default DEFAULT_LIMITS). */
+  connectionLimits?: ConnectionLimits;
 }
+
+/** server.headers_timeout, server.body_idle_timeout and server.max_pending_connections as the config's defaults. */
+export const DEFAULT_LIMITS: ConnectionLimits = { headersTimeoutMs: 10_000, bodyIdleMs: 60_000, maxPending: 256 };
 
 /** A request's URL for the log: an api_key query parameter is never written down. */
 function loggedUrl(url: string): string {
@@ -75,8 +81,10 @@ const skippingRawBodies = ((externalSchemas: Parameters<typeof ajvCompilers>[0],
 }) as unknown as typeof ajvCompilers;
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const limits = opts.connectionLimits ?? DEFAULT_LIMITS;
   const app = Fastify({
     logger: opts.logger ?? false,
+    http: serverOptions(limits),
     // Params, query strings and headers are validated on every route; a body marked RAW_BODY (a
     // stream the route reads) is the one thing that is not.
     schemaController: { compilersFactory: { buildValidator: skippingRawBodies } },
@@ -139,6 +147,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     }
   });
 
+  installConnectionLimits(app, limits);
   installAccessControl(app, { apiKey: opts.apiKey, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts, listenHost: opts.listenHost });
 
   if (opts.requestLog) {

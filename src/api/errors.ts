@@ -14,8 +14,12 @@ export interface ErrorBody {
   [detail: string]: string | boolean;
 }
 
+/** Longest message an error body carries: messages quote what was sent, which may be megabytes. */
+const MAX_MESSAGE = 2000;
+
 export function errorBody(e: ForgevmError): ErrorBody {
-  return { ...e.detail, code: e.code, message: e.message, retryable: e.retryable };
+  const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE)}… (${e.message.length - MAX_MESSAGE} more characters)` : e.message;
+  return { ...e.detail, code: e.code, message, retryable: e.retryable };
 }
 
 /** The API error for anything thrown while handling a request. */

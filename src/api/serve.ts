@@ -47,6 +47,11 @@ export async function startServer(
     allowedHosts: cfg.server.allowed_hosts,
     listenHost: cfg.server.host,
     mcp,
+    connectionLimits: {
+      headersTimeoutMs: parseDuration(cfg.server.headers_timeout, "server.headers_timeout"),
+      bodyIdleMs: parseDuration(cfg.server.body_idle_timeout, "server.body_idle_timeout"),
+      maxPending: cfg.server.max_pending_connections,
+    },
   });
   let address: string;
   try {

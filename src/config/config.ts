@@ -29,6 +29,12 @@ export const ConfigSchema = Type.Object(
         allowed_origins: Type.Array(Type.String({ minLength: 1 })),
         /** Host names a server on loopback answers to besides localhost/127.0.0.1/::1. */
         allowed_hosts: Type.Array(Type.String({ minLength: 1 })),
+        /** A request's headers must all arrive within this (slow loris). */
+        headers_timeout: Type.String({ minLength: 1 }),
+        /** While a request arrives, its connection may go this long without a byte (slow body). */
+        body_idle_timeout: Type.String({ minLength: 1 }),
+        /** Connections still waiting for their first headers, at most; past it the longest-waiting is closed. */
+        max_pending_connections: Type.Integer({ minimum: 1, maximum: 65536 }),
       },
       strict,
     ),
@@ -184,7 +190,17 @@ export const DEFAULT_PORT = 7423;
 export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     data_dir: defaultDataDir(env),
-    server: { host: "127.0.0.1", port: DEFAULT_PORT, body_limit_mb: 256, request_log: true, allowed_origins: [], allowed_hosts: [] },
+    server: {
+      host: "127.0.0.1",
+      port: DEFAULT_PORT,
+      body_limit_mb: 256,
+      request_log: true,
+      allowed_origins: [],
+      allowed_hosts: [],
+      headers_timeout: "10s",
+      body_idle_timeout: "60s",
+      max_pending_connections: 256,
+    },
     auth: { enabled: true, api_key: "" },
     defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },
     exec: { max_output_bytes: 16 * 1024 * 1024 },

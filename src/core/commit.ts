@@ -13,6 +13,7 @@ import { installRootfs } from "../images/install.js";
 import { childConfig, storeImage, storeLayer, type ImageChanges, type StoredImage, type StoredLayer } from "../images/oci-build.js";
 import { parseImageConfig } from "../images/oci.js";
 import { canonicalName, resolveImage, type LocalImage } from "../images/store.js";
+import { parseImageReference } from "./images.js";
 import type { Core } from "./core.js";
 import { badRequest, conflict, sandboxGone } from "./errors.js";
 import { layerTar, type LayerCounts } from "./guest-layer.js";
@@ -117,7 +118,10 @@ export async function commit(core: Core, deps: ImageWork, id: string, o: CommitO
 /** The stored name for NAME[:TAG] (":latest" when no tag is given), or a 400 naming the field. */
 export function imageName(given: string): string {
   if (typeof given !== "string" || !given.trim()) throw badRequest("image: the name of the new image is required");
+  if (given.length > 255) throw badRequest(`image: a name of ${given.length} characters is longer than 255`);
+  // The one reference parser says what a name may be (no NUL, no "..", no digest on a new image).
+  if (!given.trim().startsWith("forgevm/")) parseImageReference(given.trim());
   const name = canonicalName(given.trim());
-  if (/[\s@]/.test(name) || name.length > 255) throw badRequest(`image: "${given}" is not an image name (NAME[:TAG])`);
+  if (/[\s@]/.test(name)) throw badRequest(`image: "${given}" is not an image name (NAME[:TAG]; a digest is made, not given)`);
   return name;
 }

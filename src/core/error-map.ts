@@ -4,6 +4,7 @@ import { AgentError, AgentTimeoutError, ChannelClosedError } from "../agent-clie
 import { BootError } from "../providers/provider.js";
 import { DigestMismatchError } from "../images/blobs.js";
 import { LayerError } from "../images/flatten.js";
+import { ImageReferenceError } from "../images/reference.js";
 import { BodyError } from "../util/detachable.js";
 import { ForgevmError, type ErrorCode } from "./errors.js";
 
@@ -28,6 +29,6 @@ export function toForgevmError(err: unknown): ForgevmError {
   if (err instanceof BootError) return new ForgevmError("UNAVAILABLE", `the VM did not start: ${err.message.split("\n")[0]}`);
   if (err instanceof RangeError || err instanceof BodyError) return new ForgevmError("BAD_REQUEST", err.message);
   // An image whose content does not match its digest, or whose layer cannot be unpacked, is the sender's.
-  if (err instanceof DigestMismatchError || err instanceof LayerError) return new ForgevmError("BAD_REQUEST", err.message);
+  if (err instanceof DigestMismatchError || err instanceof LayerError || err instanceof ImageReferenceError) return new ForgevmError("BAD_REQUEST", err.message);
   return new ForgevmError("INTERNAL_ERROR", (err as Error)?.message ?? String(err));
 }

@@ -13,7 +13,8 @@ import { buildExt4 } from "./ext4.js";
 import { saveIndex, type FileIndex } from "./file-index.js";
 import { applyLayer } from "./flatten.js";
 import { layerCompression, type ImageConfig, type Manifest } from "./oci.js";
-import { imageDir, type ImageMeta } from "./store.js";
+import { imageDir, storedImageDir, type ImageMeta } from "./store.js";
+import { parseReference } from "./reference.js";
 
 export interface InstallRequest {
   name: string;
@@ -138,10 +139,14 @@ export async function installRootfs(paths: Paths, req: RootfsInstall): Promise<I
 // The finished staging directory becomes the image: its metadata written, then renamed into
 // place. The old directory of the same name goes aside first, so the name never points at half an image.
 async function publish(paths: Paths, staging: string, meta: ImageMeta): Promise<void> {
+  // The one reference parser decides what may be a name (no NUL, no "..", nothing that is no reference).
+  if (!meta.name.startsWith("forgevm/")) parseReference(meta.name);
   await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
   const dir = imageDir(paths, meta.name);
+  // The old image of this name goes aside, whether in its own directory or an earlier release's.
+  const previous = await storedImageDir(paths, meta.name);
   const old = `${dir}.old-${randomBytes(4).toString("hex")}`;
-  await rename(dir, old).catch(() => {});
+  await rename(previous, old).catch(() => {});
   await rename(staging, dir);
   await rm(old, { recursive: true, force: true });
 }

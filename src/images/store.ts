@@ -54,19 +54,43 @@ export function canonicalName(name: string): string {
   }
 }
 
-/** Directory name of an image: its name with every character outside [A-Za-z0-9._-] replaced. */
+/**
+ * Directory name of an image: its name with every byte outside [A-Za-z0-9._-] written as %HH, so
+ * no two names share a directory ("a/b" and "a_b" did when both became "a_b").
+ */
 export function imageSlug(name: string): string {
+  return [...Buffer.from(name, "utf8")].map((b) => (/[A-Za-z0-9._-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).padStart(2, "0")}`)).join("");
+}
+
+/** The directory earlier releases kept an image in ("_" for every other character): read, never written. */
+function legacySlug(name: string): string {
   return name.replace(/[^A-Za-z0-9._-]/g, "_");
 }
 
+/** Where an image named `name` is written. */
 export function imageDir(paths: Paths, name: string): string {
   return join(paths.imagesDir, imageSlug(name));
+}
+
+/**
+ * Where an image named `name` is kept: its own directory, or one an earlier release made for it
+ * (only when that one's metadata names this very image), else where it would be written.
+ */
+export async function storedImageDir(paths: Paths, name: string): Promise<string> {
+  const dir = imageDir(paths, name);
+  if (await stat(join(dir, "image.json")).catch(() => null)) return dir;
+  const legacy = join(paths.imagesDir, legacySlug(name));
+  const meta = await readFile(join(legacy, "image.json"), "utf8").then(
+    (t) => JSON.parse(t) as ImageMeta,
+    () => null,
+  );
+  return meta?.name === name ? legacy : dir;
 }
 
 /** Finds a local image by name ("default" means DEFAULT_IMAGE). */
 export async function resolveImage(paths: Paths, name: string = DEFAULT_IMAGE): Promise<LocalImage> {
   const wanted = name === "default" ? DEFAULT_IMAGE : name;
-  const dir = imageDir(paths, canonicalName(wanted));
+  const dir = await storedImageDir(paths, canonicalName(wanted));
   try {
     const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as ImageMeta;
     const rootfs = join(dir, "rootfs.ext4");
@@ -86,15 +110,17 @@ export async function listImages(paths: Paths): Promise<LocalImage[]> {
   } catch {
     return [];
   }
-  const out: LocalImage[] = [];
+  const out = new Map<string, LocalImage>();
   for (const n of names) {
     const dir = join(paths.imagesDir, n);
     try {
       const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as ImageMeta;
-      out.push({ ...meta, dir, rootfs: join(dir, "rootfs.ext4") });
+      // An image in its own directory wins over an earlier release's copy of the same name.
+      if (out.has(meta.name) && dir !== imageDir(paths, meta.name)) continue;
+      out.set(meta.name, { ...meta, dir, rootfs: join(dir, "rootfs.ext4") });
     } catch {
       // a directory without metadata is an unfinished build: not an image
     }
   }
-  return out;
+  return [...out.values()];
 }

@@ -6,7 +6,7 @@
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { CODE_IMAGE, DEFAULT_IMAGE, imageDir, type ImageMeta } from "../images/store.js";
+import { CODE_IMAGE, DEFAULT_IMAGE, imageDir, storedImageDir, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
@@ -53,7 +53,8 @@ export async function ensureBaseImages(paths: Paths, log: (m: string) => void): 
 async function ensureDebianImage(paths: Paths, { name, packages, extras = [], after }: BuiltIn, log: (m: string) => void): Promise<void> {
   const description = `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}`;
   const dir = imageDir(paths, name);
-  const built = await readFile(join(dir, "image.json"), "utf8").then(
+  const stored = await storedImageDir(paths, name);
+  const built = await readFile(join(stored, "image.json"), "utf8").then(
     (t) => JSON.parse(t) as ImageMeta,
     () => null,
   );
@@ -100,7 +101,7 @@ async function ensureDebianImage(paths: Paths, { name, packages, extras = [], af
       description,
     };
     await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
-    await rm(dir, { recursive: true, force: true });
+    await rm(stored, { recursive: true, force: true });
     await rename(staging, dir);
     log(`image ${name}: built (${(size / 1048576).toFixed(0)} MiB)`);
   } catch (e) {

@@ -5,7 +5,7 @@ import { rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { pathsFor, type Paths } from "../config/paths.js";
-import { imageDir } from "../images/store.js";
+import { storedImageDir } from "../images/store.js";
 import { BUILT_IN_IMAGES, ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
 import { ensureKernel } from "./kernel.js";
@@ -32,8 +32,9 @@ export async function runSetup(paths: Paths, log: (m: string) => void): Promise<
 }
 
 /** The files a prepared data directory is made of: what seedDataDir shares. */
-function preparedFiles(p: Paths): string[] {
-  return [p.kernel, p.initramfs, ...BUILT_IN_IMAGES.map((i) => join(imageDir(p, i.name), "rootfs.ext4"))];
+async function preparedFiles(p: Paths): Promise<string[]> {
+  const images = await Promise.all(BUILT_IN_IMAGES.map(async (i) => join(await storedImageDir(p, i.name), "rootfs.ext4")));
+  return [p.kernel, p.initramfs, ...images];
 }
 
 /** Makes the checkout's copy the same files as the user's data directory's (nothing when it is already). */
@@ -43,8 +44,8 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
       (s) => `${s.dev}:${s.ino}`,
       () => null,
     );
-  const ours = preparedFiles(pathsFor(PREPARED));
-  const theirs = preparedFiles(paths);
+  const ours = await preparedFiles(pathsFor(PREPARED));
+  const theirs = await preparedFiles(paths);
   const same = await Promise.all(ours.map(async (f, i) => (await ino(f)) !== null && (await ino(f)) === (await ino(theirs[i]))));
   if (same.every(Boolean)) return;
   const staging = `${PREPARED}.new-${process.pid}`;

@@ -6,7 +6,7 @@ import { constants } from "node:fs";
 import { copyFile, link, lstat, mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { pathsFor } from "../config/paths.js";
-import { DEFAULT_IMAGE, imageDir } from "../images/store.js";
+import { DEFAULT_IMAGE, imageDir, storedImageDir } from "../images/store.js";
 
 /** Small files that are rewritten in place somewhere: copied, never linked. */
 const COPY = new Set(["initramfs.cpio.sha256", "accel.json"]);
@@ -19,7 +19,8 @@ const COPY = new Set(["initramfs.cpio.sha256", "accel.json"]);
 export async function seedDataDir(from: string, to: string, images: string[] = [DEFAULT_IMAGE]): Promise<void> {
   const src = pathsFor(from);
   const dst = pathsFor(to);
-  for (const need of [src.kernel, src.initramfs, ...images.map((i) => join(imageDir(src, i), "rootfs.ext4"))]) {
+  const stored = await Promise.all(images.map((i) => storedImageDir(src, i)));
+  for (const need of [src.kernel, src.initramfs, ...stored.map((d) => join(d, "rootfs.ext4"))]) {
     if (!(await lstat(need).catch(() => null))) throw new Error(`${need} is missing: ${from} is not set up (run ./setup.sh)`);
   }
   await mkdir(to, { recursive: true });
@@ -28,7 +29,7 @@ export async function seedDataDir(from: string, to: string, images: string[] = [
   await share(src.initramfs, dst.initramfs);
   await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
   if (await lstat(src.agentBinary).catch(() => null)) await share(src.agentBinary, dst.agentBinary);
-  for (const i of images) await shareTree(imageDir(src, i), imageDir(dst, i));
+  for (const [n, i] of images.entries()) await shareTree(stored[n], imageDir(dst, i));
   const accel = join(src.stateDir, "accel.json");
   if (await lstat(accel).catch(() => null)) {
     await mkdir(dst.stateDir, { recursive: true });

@@ -27,6 +27,8 @@ export function envdError(reply: FastifyReply, err: unknown): FastifyReply {
   const e = toApiError(err);
   // envd's answer for a full disk, which the SDK reports as such.
   const status = e.detail.errno === "ENOSPC" || e.detail.errno === "EDQUOT" ? 507 : e.status;
+  // A caller without the token gets its answer and the connection closes: its body is never read.
+  if (status === 401) reply.header("Connection", "close");
   return reply.status(status).type("application/json").send({ code: status, message: e.message });
 }
 
@@ -126,8 +128,10 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
       if (type === "multipart/form-data") return reply.send(await multipart(ctx, req, body));
       throw badRequest(`Content-Type ${type || "(none)"}: upload multipart/form-data (part "file", its filename the target path) or application/octet-stream`);
     } catch (e) {
-      body?.resume?.();
-      return envdError(reply, e);
+      envdError(reply, e);
+      // The rest of an upload the guest refused is read and dropped, so the client can read the answer.
+      if (reply.getHeader("connection") !== "close") body?.resume?.();
+      return reply;
     }
   });
 }
