@@ -89,7 +89,7 @@ describe("errors from the guest and the agent channel", () => {
 });
 
 describe("uploads the guest refuses half-way", () => {
-  it("a raw upload bigger than the disk is a 4xx naming ENOSPC, and the client reads it (no reset)", async () => {
+  it("a raw upload bigger than the guest's disk is a 507 naming ENOSPC, and the client reads it (no reset)", async () => {
     assert.equal((await sb.exec("mkdir -p /mnt/small && mount -t tmpfs -o size=1m tmpfs /mnt/small")).exitCode, 0);
     const res = await fetch(`${base}/api/v1/sandboxes/${sb.id}/files?path=/mnt/small/big.bin`, {
       method: "POST",
@@ -97,7 +97,8 @@ describe("uploads the guest refuses half-way", () => {
       body: new Uint8Array(4 * 1024 * 1024),
     });
     const body = (await res.json()) as { code: string; errno?: string };
-    assert.equal(res.status, 400, JSON.stringify(body));
+    assert.equal(res.status, 507, JSON.stringify(body));
+    assert.equal(body.code, "INSUFFICIENT_STORAGE");
     assert.equal(body.errno, "ENOSPC");
     await sb.exec("umount /mnt/small");
   });

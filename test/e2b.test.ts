@@ -360,6 +360,52 @@ describe("pause and resume", () => {
   });
 });
 
+describe("lifecycle: pause at the timeout, and auto-resume", () => {
+  it("the OpenAI Agents SDK's create (autoPause, autoResume) is taken; at its timeout it pauses; the next envd call wakes it", async () => {
+    // What the OpenAI Agents SDK's E2B client sends on every default create.
+    const raw = await fetch(`${base}/v2/sandboxes`, {
+      method: "POST",
+      headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+      body: JSON.stringify({ templateID: "base", timeout: 300, autoPause: true, autoResume: { enabled: true } }),
+    });
+    assert.equal(raw.status, 201, await raw.clone().text());
+    const agents = (await raw.json()) as { sandboxID: string };
+    assert.deepEqual((await Sandbox.getInfo(agents.sandboxID)).lifecycle, { onTimeout: "pause", autoResume: true });
+    await Sandbox.kill(agents.sandboxID);
+
+    const s = await Sandbox.create({ timeoutMs: 4000, lifecycle: { onTimeout: "pause", autoResume: true } });
+    await s.files.write("kept.txt", "kept across the pause");
+    await waitFor(async () => (await Sandbox.getInfo(s.sandboxId)).state === "paused", 30_000, "the sandbox to pause at its timeout");
+    assert.deepEqual((await Sandbox.getInfo(s.sandboxId)).lifecycle, { onTimeout: "pause", autoResume: true }, "the policy survives the pause");
+    // The same object as before the pause: its next call wakes the sandbox and is served.
+    assert.equal(await s.files.read("kept.txt"), "kept across the pause");
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, "running");
+    const resumed = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
+    assert.equal(resumed.at(-1)?.data?.by, "envd");
+    const paused = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
+    assert.equal(paused.at(-1)?.data?.reason, "timeout");
+    await s.kill();
+  });
+
+  it("without autoResume a paused sandbox stays paused for envd (connect resumes it); E2B's combinations are checked", async () => {
+    const s = await Sandbox.create({ timeoutMs: 4000, lifecycle: { onTimeout: "pause" } });
+    await waitFor(async () => (await Sandbox.getInfo(s.sandboxId)).state === "paused", 30_000, "the sandbox to pause at its timeout");
+    assert.equal(await s.isRunning(), false);
+    const back = await Sandbox.connect(s.sandboxId);
+    assert.equal((await back.commands.run("echo back")).stdout, "back\n");
+    await back.kill();
+    for (const body of [{ autoPauseMemory: false }, { autoPause: true, autoPauseMemory: false, autoResume: { enabled: true } }]) {
+      const r = await fetch(`${base}/v2/sandboxes`, {
+        method: "POST",
+        headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+        body: JSON.stringify({ templateID: "base", ...body }),
+      });
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.match(((await r.json()) as { message: string }).message, /autoPauseMemory/);
+    }
+  });
+});
+
 describe("an image without bash or the user", () => {
   it("gets the user at create, and runs commands with /bin/sh", async () => {
     const dir = await mkdtemp(join(tmpdir(), "fvm-e2b-img-"));

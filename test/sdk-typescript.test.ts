@@ -56,10 +56,10 @@ describe("TypeScript SDK: client", () => {
     assert.equal(sb.memoryMb, 512);
     assert.equal((await client.get(sb.id)).id, sb.id);
     assert.ok((await client.list()).some((s) => s.id === sb.id));
-    const before = sb.expiresAt.getTime();
+    const before = sb.expiresAt!.getTime();
     const extended = await sb.extendTtl("2h");
     assert.equal(extended, sb, "extendTtl resolves with the sandbox");
-    assert.ok(extended.expiresAt.getTime() > before);
+    assert.ok(extended.expiresAt!.getTime() > before);
     assert.equal((await sb.refresh()).state, "running");
     assert.equal((await client.health()).status, "ok");
     assert.equal((await client.poolStatus()).enabled, false);

@@ -24,6 +24,7 @@ import type { HostDirs } from "./host-dirs/host-dirs.js";
 import type { WarmPools } from "./warm-pool.js";
 import type { MetricStore } from "../store/metrics.js";
 import type { MetricsSampler } from "./metrics/sampler.js";
+import type { DiskSpace } from "./disk-space.js";
 import type { ServerMetrics } from "./metrics/prometheus.js";
 
 export interface Core {
@@ -61,6 +62,12 @@ export interface Core {
   readonly secrets: Map<string, PlannedSecrets>;
   /** Destroys in progress, by id (a second call waits for the first). */
   readonly destroying: Map<string, Promise<void>>;
+  /** Pauses and stops in progress, by id (a resume waits for the VM to be gone). */
+  readonly pausing: Map<string, Promise<void>>;
+  /** Resumes of paused sandboxes a call woke, by id (calls that come meanwhile wait for the same one). */
+  readonly waking: Map<string, Promise<Sandbox>>;
+  /** The data directory's free space: refusals while it is full, writes that wait for room (disk-space.ts). */
+  readonly disk: DiskSpace;
   /** Set once close() began: nothing new starts. */
   closed: boolean;
 }

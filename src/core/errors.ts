@@ -17,6 +17,11 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, what: "The body, a command or a message is larger than its limit." },
   HEADERS_TOO_LARGE: { status: 431, retryable: false, what: "The request's headers are larger than the server accepts." },
   UNAVAILABLE: { status: 503, retryable: true, what: "Not now: the server is shutting down, a pool is full, a registry cannot be reached, or a VM is not answering." },
+  INSUFFICIENT_STORAGE: {
+    status: 507,
+    retryable: true,
+    what: "A disk is full: the server's data directory (its sandboxes wait, paused, and go on when space returns) or the sandbox's own; the message says which.",
+  },
   INTERNAL_ERROR: { status: 500, retryable: false, what: "A fault of the server's; the message says what failed." },
 } as const satisfies Record<string, { status: number; retryable: boolean; what: string }>;
 

@@ -50,7 +50,7 @@ import { ForgevmError, notFound, sandboxGone } from "./errors.js";
 import { EventBus } from "./events.js";
 import { Images, parseImageReference, type ImportOptions } from "./images.js";
 import { PullJobs, type PullJob } from "./pull-jobs.js";
-import { destroy, logs } from "./lifecycle.js";
+import { destroy, logs, markLost } from "./lifecycle.js";
 import { readMainLog, type LogLine } from "./main-process.js";
 import { requireState } from "./states.js";
 import * as stopStart from "./stop-start.js";
@@ -60,9 +60,10 @@ import { Networks } from "./network.js";
 import type { ForgeOptions, ForkOptions, ForkResult, SpawnDefaults, SpawnOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./owner.js";
 import { makePoolHost } from "./pool-mode.js";
-import { pause, resume } from "./pause.js";
+import { pause, resume, wake } from "./pause.js";
 import { prune, reap } from "./reaper.js";
 import { reconcile } from "./recovery.js";
+import { DiskSpace } from "./disk-space.js";
 import type { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
 import { configurePools, snapshotsInUse, spawn } from "./spawn.js";
@@ -222,6 +223,16 @@ export class Forge {
       mains: new Map(),
       secrets: new Map(),
       destroying: new Map(),
+      waking: new Map(),
+      pausing: new Map(),
+      disk: new DiskSpace(paths.dataDir, {
+        vms: () => [...core.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
+        onRoom: async () => {
+          events.flush();
+          await markLost(core, "its VM went away while the server's disk was full");
+        },
+        log: (line) => console.error(`forgevm: ${line}`),
+      }),
       closed: false,
     };
     this.core = core;
@@ -298,6 +309,7 @@ export class Forge {
         forge.dropStaleSeries();
         core.sampler.start();
       }
+      core.disk.start();
     }
     return forge;
   }
@@ -310,6 +322,7 @@ export class Forge {
    * recorded as `error`.
    */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
+    this.core.disk.require("a spawn");
     const started = performance.now();
     try {
       // A template made through another front may not have reached this node's mirror yet.
@@ -374,11 +387,19 @@ export class Forge {
     return this.core.sandboxes.count();
   }
 
+  /** Whether the data directory's disk is full, and which sandboxes wait for room. */
+  storage(): { full: boolean; waiting_sandboxes: string[] } {
+    return { full: this.core.disk.full, waiting_sandboxes: [...this.core.disk.waiting] };
+  }
+
   /** The running sandbox with this id (or name), ready for exec and file operations. */
   sandbox(idOrName: string): Sandbox {
     const id = this.idOf(idOrName);
     const sb = this.core.live.get(id);
-    if (sb) return sb;
+    if (sb) {
+      this.core.disk.requireAnswering(id);
+      return sb;
+    }
     const row = this.core.sandboxes.get(id);
     if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
     requireState(row, "exec");
@@ -400,12 +421,14 @@ export class Forge {
 
   /** Stops a running sandbox: its main process gets SIGTERM, then SIGKILL after `graceMs`; its disk is kept and it costs no memory. */
   async stop(id: string, graceMs?: number): Promise<SandboxRow> {
+    this.core.disk.require("a stop (its memory is saved)");
     await stopStart.stop(this.core, this.idOf(id), graceMs);
     return this.get(id);
   }
 
   /** Defines a sandbox without starting it (Docker's create): checked, its image pulled, its name taken; `start` boots it. */
   async create(opts: SpawnOptions = {}): Promise<SandboxRow> {
+    this.core.disk.require("a create");
     return create(this.core, opts, (ref) => this.pullImage(ref));
   }
 
@@ -463,12 +486,18 @@ export class Forge {
 
   /** Saves a running sandbox's whole state and stops its VM (no memory or CPU while paused). */
   async pause(id: string): Promise<void> {
+    this.core.disk.require("a pause (its memory is saved)");
     return pause(this.core, this.sandbox(id));
   }
 
   /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now. */
   async resume(id: string, ttlMs: number = this.defaults.ttlMs): Promise<Sandbox> {
     return resume(this.core, this.idOf(id), ttlMs);
+  }
+
+  /** Resumes a sandbox paused with auto-resume (its lifecycle) before a call `by` is served; nothing for any other. */
+  wake(id: string, by: string): Promise<void> {
+    return wake(this.core, this.idOf(id), by);
   }
 
   /** Destroys every live sandbox whose expiry has passed; returns how many. */
@@ -536,16 +565,19 @@ export class Forge {
 
   /** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
   async snapshot(id: string, name?: string): Promise<SnapshotRow> {
+    this.core.disk.require("a snapshot");
     return copies.snapshot(this.core, this.sandbox(id), name);
   }
 
   /** Makes `count` running copies of a sandbox as it is now (see copies.ts). */
   async fork(id: string, opts: ForkOptions = {}): Promise<ForkResult> {
+    this.core.disk.require("a fork");
     return copies.fork(this.core, this.sandbox(id), opts);
   }
 
   /** Starts `count` sandboxes from a snapshot, each as the sandbox was when it was taken. */
   async restore(idOrName: string, opts: ForkOptions = {}): Promise<Sandbox[]> {
+    this.core.disk.require("a restore");
     return copies.restore(this.core, idOrName, opts);
   }
 
@@ -556,6 +588,7 @@ export class Forge {
 
   /** A snapshot made here from an exported archive (taken by the same VMM build and accelerator). */
   async importSnapshot(archive: AsyncIterable<Buffer>, name?: string): Promise<SnapshotRow> {
+    this.core.disk.require("a snapshot import");
     return importSnapshot(this.core, archive, name);
   }
 
@@ -609,21 +642,25 @@ export class Forge {
 
   /** Pulls an image from its registry (verifying every byte) and installs it; concurrent pulls of one image share the work. */
   async pullImage(reference: string, log?: (m: string) => void, onLayerBytes?: RegistryOptions["onLayerBytes"]): Promise<LocalImage> {
+    this.core.disk.require("a pull");
     return this.core.images.pull(reference, log, onLayerBytes);
   }
 
   /** Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball on this host. */
   async importImage(source: string, opts: ImportOptions = {}): Promise<LocalImage> {
+    this.core.disk.require("an image import");
     return this.core.images.import(source, opts);
   }
 
   /** Imports an image from an uploaded archive (OCI archive, docker save or docker-archive tarball). */
   async importImageStream(archive: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, opts: ImportOptions = {}): Promise<LocalImage> {
+    this.core.disk.require("an image import");
     return this.core.images.importStream(archive, opts);
   }
 
   /** Starts pulling an image and returns the job at once; its progress and outcome are kept for an hour. */
   startPull(reference: string): PullJob {
+    this.core.disk.require("a pull");
     parseImageReference(reference);
     return this.pullJobs.start(reference);
   }
@@ -651,6 +688,7 @@ export class Forge {
 
   /** Makes a new image from a running sandbox's disk: one layer on top of its image (or all in one with `squash`). */
   async commit(id: string, opts: CommitOptions): Promise<CommitResult> {
+    this.core.disk.require("a commit");
     return commit(this.core, this.imageWork(), this.idOf(id), opts);
   }
 
@@ -677,6 +715,7 @@ export class Forge {
 
   /** Starts a build of an uploaded context (a tar stream) as a job; returns it once the context is unpacked. */
   async startBuild(context: AsyncIterable<Buffer>, opts: BuildOptions): Promise<BuildJob> {
+    this.core.disk.require("a build");
     if (this.core.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
     const dir = join(this.paths.dataDir, `.build-context-${randomBytes(6).toString("hex")}`);
     try {
@@ -758,6 +797,7 @@ export class Forge {
 
   /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host). */
   async createVolume(name: string, sizeMb?: number, labels?: Record<string, string>): Promise<VolumeInfo> {
+    this.core.disk.require("a volume");
     return this.core.volumes.create(name, sizeMb, labels);
   }
 
@@ -924,6 +964,7 @@ export class Forge {
     this.core.closed = true;
     if (this.reaper) clearInterval(this.reaper);
     await this.core.sampler.stop();
+    await this.core.disk.stop();
     await this.environments.close();
     await this.buildJobs.closeAll();
     await this.core.warm.close();

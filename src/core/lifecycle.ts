@@ -64,7 +64,8 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
 export async function recordFailure(core: Core, id: string, e: unknown): Promise<void> {
   if (core.sandboxes.get(id)?.state !== "creating") return;
   const reason = (e as Error).message;
-  core.sandboxes.update(id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+  const end = { state: "error" as const, error: reason, destroyed_at: new Date().toISOString() };
+  core.disk.write(id, `sandbox ${id} failed`, () => core.sandboxes.update(id, end));
   if (e instanceof BootError && e.consoleTail) await keepText(core, id, e.consoleTail);
   core.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
 }
@@ -84,6 +85,18 @@ export function watch(core: Core, sb: Sandbox): void {
   void vm.exited.then(() => fail("the VM stopped: its VMM exited"));
 }
 
+/**
+ * Ends as `error` the sandboxes this process runs whose VM is gone without their row saying so
+ * (the disk was full when the VM's end was to be written): each says why.
+ */
+export async function markLost(core: Core, reason: string): Promise<void> {
+  for (const row of core.sandboxes.list(["running"])) {
+    if (row.manager_pid !== process.pid || core.live.has(row.id) || core.destroying.has(row.id) || core.disk.waitsFor(row.id)) continue;
+    core.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+    core.events.emit("sandbox.error", row.id, { error: reason });
+  }
+}
+
 /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
 export function destroy(core: Core, id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
   const pending = core.destroying.get(id);
@@ -99,10 +112,13 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
   const pending = core.destroying.get(id);
   if (pending) return pending;
   const row = core.sandboxes.get(id);
-  if (!row || row.state === "destroyed" || row.state === "error") return Promise.resolve();
+  // An end a full disk keeps from the store has happened all the same.
+  if (!row || row.state === "destroyed" || row.state === "error" || core.disk.waitsFor(id)) return Promise.resolve();
   const p = (async () => {
-    // Marked first so that a spawn completing, the reaper or the VM's watcher see it at once.
-    core.sandboxes.update(id, { state: end.state, destroyed_at: new Date().toISOString(), ...(end.state === "error" ? { error: end.error } : {}) });
+    // Marked first so that a spawn completing, the reaper or the VM's watcher see it at once;
+    // on a full disk the row is written once there is room, and the rest goes on now.
+    const mark = { state: end.state, destroyed_at: new Date().toISOString(), ...(end.state === "error" ? { error: end.error } : {}) };
+    core.disk.write(id, `sandbox ${id} ${end.state}`, () => core.sandboxes.update(id, mark));
     const sb = core.live.get(id);
     core.live.delete(id);
     core.mains.get(id)?.dispose();

@@ -21,8 +21,17 @@ export function checkSavable(core: Core, id: string, verb: "paused" | "stopped")
   if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb}`);
 }
 
+/** Why a sandbox was paused, as its `sandbox.paused` event says. */
+export type PauseReason = "request" | "timeout" | "idle";
+
 /** Stops a running sandbox after saving all of its state (as `paused`, or `stopped`); `resume` brings it back. */
-export async function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused"): Promise<void> {
+export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused", reason: PauseReason = "request"): Promise<void> {
+  const p = save(core, sb, as, reason).finally(() => core.pausing.delete(sb.id));
+  core.pausing.set(sb.id, p);
+  return p;
+}
+
+async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: PauseReason): Promise<void> {
   const row = core.sandboxes.get(sb.id)!;
   checkSavable(core, sb.id, as);
   if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
@@ -45,12 +54,14 @@ export async function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = 
   core.hostDirs.forget(sb.id); // mounted again when it runs again
   await sb.vm.destroy();
   core.sandboxes.update(sb.id, { vm_dir: null });
-  core.events.emit(as === "paused" ? "sandbox.paused" : "sandbox.stopped", sb.id, { snapshot_id: snap.id });
+  core.events.emit(as === "paused" ? "sandbox.paused" : "sandbox.stopped", sb.id, { snapshot_id: snap.id, ...(as === "paused" ? { reason } : {}) });
   await core.snaps.collect().catch(() => {});
 }
 
 /** Restores a paused (or stopped) sandbox under its own id, memory and files as they were; its life starts again at `ttlMs`. */
-export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused"): Promise<Sandbox> {
+export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused", by = "request"): Promise<Sandbox> {
+  // A pause still taking its VM down (its row says paused already) is waited for.
+  await core.pausing.get(id)?.catch(() => {});
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, from === "paused" ? "resume" : "start");
@@ -75,7 +86,7 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     // A started sandbox publishes its ports again, as a container does; a resumed one does not.
     const network = row.network ? { ...row.network, ports: from === "stopped" ? row.network.ports : [] } : null;
     const sb = await admit(core, { ...row, network, state: "creating" }, vm, image, vm.info.restored ? "resume" : "boot");
-    core.events.emit(from === "paused" ? "sandbox.resumed" : "sandbox.started", id, { snapshot_id: snap.id });
+    core.events.emit(from === "paused" ? "sandbox.resumed" : "sandbox.started", id, { snapshot_id: snap.id, ...(from === "paused" ? { by } : {}) });
     // Its disk is backed by the snapshot's: the files go once the sandbox does.
     core.snapshotRows.update(snap.id, { state: "deleted" });
     return sb;
@@ -83,4 +94,20 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     await recordFailure(core, id, e);
     throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `${from} sandbox ${id} could not be brought back: ${e.message.split("\n")[0]}`) : e;
   }
+}
+
+/**
+ * Resumes a paused sandbox whose lifecycle says a call for it wakes it (`by` names the call),
+ * once however many calls come at the same time; nothing for a sandbox that is not so paused.
+ */
+export async function wake(core: Core, id: string, by: string): Promise<void> {
+  const row = core.sandboxes.get(id);
+  if (row?.state !== "paused" && !core.waking.has(id)) return;
+  if (row?.state === "paused" && !row.lifecycle?.auto_resume) return;
+  let p = core.waking.get(id);
+  if (!p) {
+    p = resume(core, id, row!.lifecycle!.resume_ttl_ms, "paused", by).finally(() => core.waking.delete(id));
+    core.waking.set(id, p);
+  }
+  await p;
 }

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import type { Provider } from "../providers/provider.js";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
-import type { HostDirMount, MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../store/sandboxes.js";
+import type { HostDirMount, LifecycleRecord, MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../store/sandboxes.js";
 import { isHostDirSpec } from "./host-dirs/host-dirs.js";
 import type { TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
@@ -35,6 +35,7 @@ export interface SpawnPlan {
   name: string | null;
   main: MainRecord | null;
   idleStopMs: number | null;
+  lifecycle: LifecycleRecord | null;
   /** Named volumes to mount (a VM with volumes boots cold: base snapshots have no such disks). */
   volumes: VolumeMount[];
   /** Host directories to mount once it runs. */
@@ -91,6 +92,15 @@ export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRec
 }
 
 /** An idle stop saves the machine to disk: not for sandboxes holding secrets, and not sooner than a second. */
+/** What a sandbox's expiry does; a pause keeps its memory on disk, so secrets (which would be in it) rule it out. */
+function planLifecycle(core: Core, opts: SpawnOptions, secrets: PlannedSecrets | null, provider: Provider): LifecycleRecord | null {
+  const l = opts.lifecycle;
+  if (!l || (l.onExpiry === "destroy" && !l.autoResume)) return null;
+  if (l.onExpiry === "pause") core.providers.require(provider, "snapshots", "lifecycle: a pause at the timeout");
+  if (l.onExpiry === "pause" && secrets) throw badRequest("lifecycle: a sandbox with secrets cannot be paused at its timeout (its memory image would hold them on disk)");
+  return { on_expiry: l.onExpiry, auto_resume: !!l.autoResume, resume_ttl_ms: l.resumeTtlMs ?? 300_000 };
+}
+
 function checkIdleStop(ms: number | undefined, secrets: PlannedSecrets | null): number | null {
   if (ms === undefined) return null;
   if (!Number.isFinite(ms) || ms < 1000) throw badRequest("idle_stop must be at least 1s");
@@ -156,6 +166,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     name,
     main: planMain(image, opts.main),
     idleStopMs: checkIdleStop(opts.idleStopMs, secrets),
+    lifecycle: planLifecycle(core, opts, secrets, provider),
     ...mounts,
   };
 }
@@ -198,6 +209,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     name: plan.name,
     main: plan.main,
     idle_stop_ms: plan.idleStopMs,
+    lifecycle: plan.lifecycle,
     volumes: plan.volumes.length ? plan.volumes : null,
     host_dirs: plan.hostDirs.length ? plan.hostDirs : null,
   };
@@ -241,6 +253,7 @@ export function rowOf(
     volumes: null,
     host_dirs: null,
     spec: null,
+    lifecycle: null,
   };
 }
 

@@ -5,13 +5,29 @@ import { rm } from "node:fs/promises";
 import type { Core } from "./core.js";
 import { destroy, keptLogPath } from "./lifecycle.js";
 import { mainLogPath } from "./main-process.js";
+import { pause } from "./pause.js";
 import { stop } from "./stop-start.js";
 
-/** Destroys every live sandbox whose expiry has passed; returns how many. */
+/**
+ * Ends every live sandbox whose expiry has passed: destroyed, or paused when its lifecycle says
+ * so (destroyed after all when it cannot be paused, saying why); returns how many.
+ */
 export async function prune(core: Core): Promise<number> {
-  const expired = core.sandboxes.expired(new Date().toISOString());
-  await Promise.all(expired.map((r) => destroy(core, r.id, "expired")));
+  // A pause takes longer than a tick: one in progress is left to finish.
+  const expired = core.sandboxes.expired(new Date().toISOString()).filter((r) => !core.pausing.has(r.id));
+  await Promise.all(expired.map((r) => (r.lifecycle?.on_expiry === "pause" ? pauseAtExpiry(core, r.id) : destroy(core, r.id, "expired"))));
   return expired.length;
+}
+
+async function pauseAtExpiry(core: Core, id: string): Promise<void> {
+  const sb = core.live.get(id);
+  if (!sb) return destroy(core, id, "expired");
+  try {
+    await pause(core, sb, "paused", "timeout");
+  } catch {
+    // Cannot be saved now (the disk is full, its VM went away): it expires as any other.
+    await destroy(core, id, "expired");
+  }
 }
 
 /** Sandboxes being stopped for idleness (a stop takes longer than a tick). */

@@ -16,13 +16,14 @@ import { ENVD_TOKEN, TRAFFIC_TOKEN } from "./views.js";
 const KEEPALIVE_MS = 1000;
 
 /** The sandbox of an interpreter call: its envd token (on /execute) or traffic token (on every call) proves the caller may. */
-function sandboxFor(forge: Forge, req: FastifyRequest): Sandbox {
+async function sandboxFor(forge: Forge, req: FastifyRequest): Promise<Sandbox> {
   // The token first (it is derived from the id): an unknown id is the same 401 as a wrong token.
   const id = sandboxIdOf(req);
   const envd = req.headers["x-access-token"];
   const traffic = req.headers["e2b-traffic-access-token"];
   const ok = (typeof envd === "string" && forge.checkAccessToken(id, ENVD_TOKEN, envd)) || (typeof traffic === "string" && forge.checkAccessToken(id, TRAFFIC_TOKEN, traffic));
   if (!ok) throw new ForgevmError("UNAUTHORIZED", "missing or wrong access token: use the envdAccessToken or trafficAccessToken that create or connect returned");
+  await forge.wake(id, "code-interpreter");
   return sandboxOf(forge, req);
 }
 
@@ -64,7 +65,7 @@ export async function codeInterpreterRoutes(app: FastifyInstance, { forge }: { f
     "/execute",
     { schema: { hide: true } },
     guard(async (req, reply) => {
-      const sb = sandboxFor(forge, req);
+      const sb = await sandboxFor(forge, req);
       const b = (req.body ?? {}) as ExecuteBody;
       if (typeof b !== "object" || Array.isArray(b)) throw badRequest("the body must be a JSON object with code");
       if (typeof b.code !== "string") throw badRequest("code is required (a string)");
@@ -105,7 +106,7 @@ export async function codeInterpreterRoutes(app: FastifyInstance, { forge }: { f
     "/contexts",
     { schema: { hide: true } },
     guard(async (req, reply) => {
-      const sb = sandboxFor(forge, req);
+      const sb = await sandboxFor(forge, req);
       const b = (req.body ?? {}) as { language?: unknown; cwd?: unknown };
       const info = await sb.code.create({ language: optString(b.language, "language"), cwd: optString(b.cwd, "cwd") ?? DEFAULT_HOME, user: DEFAULT_USER });
       return reply.send(contextView(info));
@@ -115,14 +116,14 @@ export async function codeInterpreterRoutes(app: FastifyInstance, { forge }: { f
   app.get(
     "/contexts",
     { schema: { hide: true } },
-    guard(async (req, reply) => reply.send(sandboxFor(forge, req).code.list().map(contextView))),
+    guard(async (req, reply) => reply.send((await sandboxFor(forge, req)).code.list().map(contextView))),
   );
 
   app.delete(
     "/contexts/:id",
     { schema: { hide: true } },
     guard(async (req, reply) => {
-      await sandboxFor(forge, req).code.remove((req.params as { id: string }).id);
+      await (await sandboxFor(forge, req)).code.remove((req.params as { id: string }).id);
       return reply.status(204).send();
     }),
   );
@@ -131,7 +132,7 @@ export async function codeInterpreterRoutes(app: FastifyInstance, { forge }: { f
     "/contexts/:id/restart",
     { schema: { hide: true } },
     guard(async (req, reply) => {
-      await sandboxFor(forge, req).code.restart((req.params as { id: string }).id);
+      await (await sandboxFor(forge, req)).code.restart((req.params as { id: string }).id);
       return reply.status(204).send();
     }),
   );

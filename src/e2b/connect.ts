@@ -43,6 +43,7 @@ const FROM_FORGEVM: Record<ErrorCode, ConnectCode> = {
   PAYLOAD_TOO_LARGE: "resource_exhausted",
   HEADERS_TOO_LARGE: "resource_exhausted",
   UNAVAILABLE: "unavailable",
+  INSUFFICIENT_STORAGE: "resource_exhausted",
   INTERNAL_ERROR: "internal",
 };
 

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import { toApiError } from "../api/errors.js";
 import { ForgevmError, badRequest, sandboxGone } from "../core/errors.js";
-import { MAX_FORK, type Forge } from "../core/forge.js";
+import { MAX_FORK, type Forge, type SpawnOptions } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { CODE_INTERPRETER_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
@@ -13,6 +13,8 @@ import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 
 /** E2B's default sandbox lifetime when create leaves `timeout` out, in seconds. */
 const DEFAULT_TIMEOUT_S = 300;
+/** The least a sandbox lives after an auto-resume. */
+const AUTO_RESUME_MIN_S = 300;
 const MAX_TIMEOUT_S = 7 * 24 * 3600;
 
 const StrMap = Type.Record(Type.String(), Type.String());
@@ -33,6 +35,8 @@ const NewSandbox = Type.Object(
       ),
     ),
     autoPause: Type.Optional(Type.Boolean()),
+    autoResume: Type.Optional(Type.Object({ enabled: Type.Boolean() }, { additionalProperties: true })),
+    autoPauseMemory: Type.Optional(Type.Boolean()),
     secure: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: true },
@@ -76,6 +80,17 @@ function networkOf(b: Static<typeof NewSandbox>): { network?: string; allow?: st
   return {};
 }
 
+/** E2B's lifecycle fields as our own, checked as E2B's server checks them (docs/e2b.md). */
+function lifecycleOf(b: Static<typeof NewSandbox>): SpawnOptions["lifecycle"] {
+  if (b.autoPauseMemory === false && !b.autoPause) throw badRequest("autoPauseMemory: false needs autoPause: true");
+  if (b.autoPauseMemory === false && b.autoResume?.enabled) throw badRequest("autoPauseMemory: false cannot be auto-resumed (a filesystem-only pause boots cold)");
+  if (b.autoPauseMemory === false) throw badRequest("autoPauseMemory: false (a pause that keeps the disk only) is not supported by this server: leave it out to keep memory");
+  if (!b.autoPause && !b.autoResume?.enabled) return undefined;
+  // After an auto-resume it lives as long as it was created to, and 5 minutes at least (E2B's rule).
+  const resumeTtlMs = Math.max(b.timeout ?? DEFAULT_TIMEOUT_S, AUTO_RESUME_MIN_S) * 1000;
+  return { onExpiry: b.autoPause ? "pause" : "destroy", autoResume: !!b.autoResume?.enabled, resumeTtlMs };
+}
+
 /** E2B's error body. */
 function e2bError(reply: FastifyReply, err: unknown): FastifyReply {
   const e = toApiError(err);
@@ -106,7 +121,6 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
 
   const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
     const b = req.body;
-    if (b.autoPause) throw badRequest("autoPause: sandboxes are not paused on timeout here; pause them with pause()");
     for (const field of ["mcp", "volumeMounts"] as const) {
       if ((b as Record<string, unknown>)[field] !== undefined) throw badRequest(`${field} is not supported by this server`);
     }
@@ -116,6 +130,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       env: b.envVars,
       metadata: b.metadata,
       ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
+      lifecycle: lifecycleOf(b),
       ...networkOf(b),
     });
     try {

@@ -58,6 +58,6 @@ export function detailView(forge: Forge, row: SandboxRow) {
     envdAccessToken: forge.accessToken(row.id, ENVD_TOKEN),
     allowInternetAccess: net ? net.mode !== "none" : false,
     ...(net?.mode === "allowlist" ? { network: { allowOut: net.allow, denyOut: ["0.0.0.0/0"] } } : {}),
-    lifecycle: { onTimeout: "kill", autoResume: false },
+    lifecycle: { onTimeout: row.lifecycle?.on_expiry === "pause" ? "pause" : "kill", autoResume: !!row.lifecycle?.auto_resume },
   };
 }

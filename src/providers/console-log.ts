@@ -68,9 +68,13 @@ export class ConsoleLog {
   private append(d: Buffer): void {
     this.tail = (this.tail + d.toString("utf8")).slice(-TAIL_CAP);
     if (this.fd < 0) return;
-    if (this.size + d.length > FILE_CAP) this.compact();
-    writeSync(this.fd, d);
-    this.size += d.length;
+    try {
+      if (this.size + d.length > FILE_CAP) this.compact();
+      writeSync(this.fd, d);
+      this.size += d.length;
+    } catch {
+      // A full disk: the file misses this part; the tail in memory keeps the newest.
+    }
   }
 
   // Keep the newest half when the log reaches its cap, so a chatty guest cannot fill the disk.

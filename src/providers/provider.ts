@@ -150,6 +150,13 @@ export interface Vm {
   copyDisk(dest: string): Promise<{ pauseMs: number } | null>;
   /** Changes the VMM's scheduling niceness (all its threads). */
   setNice(nice: number): Promise<void>;
+  /**
+   * Whether the VMM holds the guest paused because a write to its disk found the host's disk
+   * full (QEMU's werror=enospc: the write is retried, and nothing is lost, once it goes on).
+   */
+  waitingForDisk(): Promise<boolean>;
+  /** Lets a guest paused on a full disk go on (its failed write is retried); nothing for one that runs. */
+  continueAfterDisk(): Promise<void>;
   /** What the VM costs the host right now (counters since it started); null once it is gone. */
   usage(): Promise<VmUsage | null>;
 }
@@ -242,4 +249,9 @@ export class BootError extends Error {
   ) {
     super(message);
   }
+}
+
+/** The host's disk is full where a VM needs it: QEMU has paused the guest on a write it could not make. */
+export class HostDiskFullError extends Error {
+  override name = "HostDiskFullError";
 }

@@ -28,4 +28,11 @@ export abstract class Vmless {
   }
 
   async setNice(): Promise<void> {}
+
+  // No VMM writes a disk of this host for it: nothing waits for space.
+  async waitingForDisk(): Promise<boolean> {
+    return false;
+  }
+
+  async continueAfterDisk(): Promise<void> {}
 }

@@ -171,6 +171,7 @@ const MIGRATIONS: string[] = [
      updated_at TEXT NOT NULL,
      UNIQUE (owner_id, provider, registry, username)
    );`,
+  `ALTER TABLE sandboxes ADD COLUMN lifecycle TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -12,8 +12,7 @@ export interface EventRow {
 export class EventStore {
   constructor(private readonly db: Db) {}
 
-  append(type: string, sandboxId: string | null, data: Record<string, unknown> | null): EventRow {
-    const timestamp = new Date().toISOString();
+  append(type: string, sandboxId: string | null, data: Record<string, unknown> | null, timestamp = new Date().toISOString()): EventRow {
     const r = this.db.prepare("INSERT INTO events (type, sandbox_id, timestamp, data) VALUES (?, ?, ?, ?)").run(type, sandboxId, timestamp, data ? JSON.stringify(data) : null);
     return { seq: Number(r.lastInsertRowid), type, sandbox_id: sandboxId, timestamp, data };
   }

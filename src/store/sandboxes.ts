@@ -49,6 +49,18 @@ export interface SandboxRow {
   volumes: VolumeMount[] | null;
   /** Host directories it mounts (live, over FUSE). */
   host_dirs: HostDirMount[] | null;
+  /** What its expiry does, and whether a call for it wakes it once paused (null: destroyed at expiry). */
+  lifecycle: LifecycleRecord | null;
+}
+
+/** A sandbox's lifecycle policy (E2B's `autoPause` and `autoResume`). */
+export interface LifecycleRecord {
+  /** At its expiry it is paused (memory and disk kept) instead of destroyed. */
+  on_expiry: "destroy" | "pause";
+  /** A call for it while it is paused resumes it first, then is served. */
+  auto_resume: boolean;
+  /** How long it lives after such a resume. */
+  resume_ttl_ms: number;
 }
 
 /** A host directory mounted in a sandbox. */
@@ -93,7 +105,8 @@ export interface NetworkRecord {
   ports: { host_ip: string; host_port: number; guest_port: number }[];
 }
 
-type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs"> & {
+type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs" | "lifecycle"> & {
+  lifecycle: string | null;
   host_dirs: string | null;
   metadata: string | null;
   env: string | null;
@@ -110,6 +123,7 @@ const decode = (r: Raw | undefined): SandboxRow | undefined =>
     main: r.main ? JSON.parse(r.main) : null,
     volumes: r.volumes ? JSON.parse(r.volumes) : null,
     host_dirs: r.host_dirs ? JSON.parse(r.host_dirs) : null,
+    lifecycle: r.lifecycle ? JSON.parse(r.lifecycle) : null,
   };
 
 export class SandboxStore {
@@ -118,8 +132,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes, host_dirs)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes, @host_dirs)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes, host_dirs, lifecycle)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes, @host_dirs, @lifecycle)`,
       )
       .run({
         ...row,
@@ -129,6 +143,7 @@ export class SandboxStore {
         main: row.main ? JSON.stringify(row.main) : null,
         volumes: row.volumes?.length ? JSON.stringify(row.volumes) : null,
         host_dirs: row.host_dirs?.length ? JSON.stringify(row.host_dirs) : null,
+        lifecycle: row.lifecycle ? JSON.stringify(row.lifecycle) : null,
       });
   }
 

@@ -16,6 +16,7 @@ from .errors import (
     ProviderError,
     SandboxNotFound,
     SandboxNotFoundError,
+    StorageFullError,
 )
 from .models import CodeContext, CodeError, Execution, ExecResult, FileInfo, ImageInfo, NetworkInfo, SandboxInfo, SnapshotInfo, StreamChunk, Template
 from .sandbox import Sandbox
@@ -51,6 +52,7 @@ __all__ = [
     "SnapshotInfo",
     "SandboxNotFound",
     "SandboxNotFoundError",
+    "StorageFullError",
     "StreamChunk",
     "Template",
     "ImageInfo",

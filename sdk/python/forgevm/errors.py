@@ -55,6 +55,10 @@ class ProviderError(ForgevmError):
     """UNAVAILABLE, INTERNAL_ERROR: the server or its VM provider failed (503: full pool, shutting down)."""
 
 
+class StorageFullError(ForgevmError):
+    """INSUFFICIENT_STORAGE: a disk is full (the server's, whose sandboxes wait for space, or the sandbox's own); retry once there is room."""
+
+
 class ConnectionError(ForgevmError, builtins.ConnectionError):
     """The server could not be reached, or did not answer within the timeout."""
 
@@ -75,6 +79,7 @@ ERROR_CLASSES: Dict[str, Type[ForgevmError]] = {
     "PAYLOAD_TOO_LARGE": BadRequestError,
     "HEADERS_TOO_LARGE": BadRequestError,
     "UNAVAILABLE": ProviderError,
+    "INSUFFICIENT_STORAGE": StorageFullError,
     "INTERNAL_ERROR": ProviderError,
 }
 

@@ -57,6 +57,11 @@ export class ProviderError extends ForgevmError {
   override name = "ProviderError";
 }
 
+/** INSUFFICIENT_STORAGE: a disk is full (the server's, whose sandboxes wait for space, or the sandbox's own); retry once there is room. */
+export class StorageFullError extends ForgevmError {
+  override name = "StorageFullError";
+}
+
 /** The server could not be reached at all, or did not answer within the timeout. */
 export class ConnectionError extends ForgevmError {
   override name = "ConnectionError";
@@ -78,6 +83,7 @@ export const ERROR_CLASSES: Record<string, ErrorClass> = {
   PAYLOAD_TOO_LARGE: BadRequestError,
   HEADERS_TOO_LARGE: BadRequestError,
   UNAVAILABLE: ProviderError,
+  INSUFFICIENT_STORAGE: StorageFullError,
   INTERNAL_ERROR: ProviderError,
 };
 

@@ -17,6 +17,7 @@ export {
   NotFoundError,
   ProviderError,
   SandboxNotFoundError,
+  StorageFullError,
 } from "./errors.js";
 export { anthropicTools, handleToolCall, openaiTools, type ToolCall, type ToolName } from "./tools.js";
 export type * from "./types.js";

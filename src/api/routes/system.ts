@@ -5,10 +5,23 @@ import { notFound } from "../../core/errors.js";
 import type { Forge, ProviderStatus } from "../../core/forge.js";
 
 export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: string; startedAt: number }> = async (app, { forge, version, startedAt }) => {
-  app.get("/health", { schema: { tags: ["system"], response: { 200: Type.Object({ status: Type.Literal("ok"), version: Type.String(), uptime: Type.String() }) } } }, async () => ({
+  const Health = Type.Object({
+    status: Type.Literal("ok"),
+    version: Type.String(),
+    uptime: Type.String(),
+    storage: Type.Object(
+      {
+        full: Type.Boolean({ description: "the data directory's disk is full: what needs room is refused with 507 until it has room again" }),
+        waiting_sandboxes: Type.Array(Type.String(), { description: "sandboxes whose guest waits, paused, for room" }),
+      },
+      { additionalProperties: false },
+    ),
+  });
+  app.get("/health", { schema: { tags: ["system"], response: { 200: Health } } }, async () => ({
     status: "ok" as const,
     version,
     uptime: `${Math.round((Date.now() - startedAt) / 1000)}s`,
+    storage: forge.storage(),
   }));
 
   app.get("/metrics", { schema: { tags: ["system"] } }, async () => {

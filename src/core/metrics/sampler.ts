@@ -87,17 +87,32 @@ export class MetricsSampler {
     await this.running;
   }
 
-  /** Takes one sample of the host and every sandbox now (a tick skips while the last one runs). */
+  /**
+   * Takes one sample of the host and every sandbox now (a tick skips while the last one runs).
+   * A sample that cannot be stored (a full disk: SQLITE_FULL) is dropped, not thrown: the live
+   * numbers stay in memory and the next tick tries again.
+   */
   tick(): Promise<void> {
-    this.running ??= this.sampleAll().finally(() => (this.running = null));
+    this.running ??= this.sampleAll()
+      .catch((e) => {
+        this.lastError = (e as Error).message;
+      })
+      .finally(() => (this.running = null));
     return this.running;
   }
 
-  /** Forgets a sandbox's series: its sandbox is gone. */
+  /** Why the last sample could not be stored, if it could not. */
+  lastError: string | null = null;
+
+  /** Forgets a sandbox's series: its sandbox is gone (rows a full disk keeps go at the next rollup). */
   forget(id: string): void {
     this.prev.delete(id);
     this.latest.delete(id);
-    this.store.drop(id);
+    try {
+      this.store.drop(id);
+    } catch {
+      // the database cannot be written now: the rollup drops the series of sandboxes gone
+    }
   }
 
   private async sampleAll(): Promise<void> {
@@ -117,6 +132,7 @@ export class MetricsSampler {
     const alive = new Set(out.map((r) => r.series));
     for (const id of this.latest.keys()) if (!alive.has(id)) this.latest.delete(id);
     this.store.insert(out);
+    this.lastError = null;
     if (now - this.lastRollup >= 60_000) {
       this.lastRollup = now;
       this.store.rollup(now, this.rawKeepMs, this.historyMs);

@@ -54,10 +54,15 @@ export function sandboxOf(forge: Forge, req: FastifyRequest): Sandbox {
  * and a wrong token get the same 401, and no caller learns which ids exist without a token.
  */
 export function checkToken(forge: Forge, id: string, req: FastifyRequest): void {
-  const token = req.headers["x-access-token"];
-  if (typeof token !== "string" || !forge.checkAccessToken(id, ENVD_TOKEN, token)) {
+  if (!hasToken(forge, id, req)) {
     throw new ForgevmError("UNAUTHORIZED", "missing or wrong X-Access-Token: use the envdAccessToken that create or connect returned");
   }
+}
+
+/** Whether the request carries the envd access token of sandbox `id`. */
+export function hasToken(forge: Forge, id: string, req: FastifyRequest): boolean {
+  const token = req.headers["x-access-token"];
+  return typeof token === "string" && forge.checkAccessToken(id, ENVD_TOKEN, token);
 }
 
 /** The user a request names: `username` (files), else the Basic header (RPCs), else `user`. */
@@ -74,7 +79,10 @@ export function userNameOf(req: FastifyRequest, username?: string): string {
 
 /** Resolves the sandbox (token checked) and the user of an envd call. */
 export async function envdContext(forge: Forge, req: FastifyRequest, username?: string): Promise<EnvdContext> {
-  checkToken(forge, sandboxIdOf(req), req);
+  const id = sandboxIdOf(req);
+  checkToken(forge, id, req);
+  // A sandbox paused with auto-resume wakes for the call, which is then served as usual.
+  await forge.wake(id, "envd");
   const sandbox = sandboxOf(forge, req);
   const name = userNameOf(req, username);
   const user = name === DEFAULT_USER ? await sandbox.ensureUser(DEFAULT_USER, DEFAULT_HOME) : await sandbox.guestUser(name);

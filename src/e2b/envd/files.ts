@@ -15,7 +15,7 @@ import { readLength } from "../../core/sandbox.js";
 import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
 import { detachable } from "../../util/detachable.js";
-import { envdContext, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
+import { envdContext, hasToken, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
 
 /** Most files one multipart upload may carry. */
 const MAX_PARTS = 1000;
@@ -68,6 +68,9 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
 
   app.get("/health", { schema: { hide: true } }, async (req, reply) => {
     try {
+      // With its token, a health check wakes a sandbox paused with auto-resume, as E2B's does.
+      const id = sandboxIdOf(req);
+      if (hasToken(forge, id, req)) await forge.wake(id, "envd");
       sandboxOf(forge, req);
       return reply.status(204).send();
     } catch (e) {

@@ -16,6 +16,8 @@ export interface StreamSink {
   uri: string;
   /** Resolves with the byte count once QEMU has closed the stream and the file is flushed. */
   done: Promise<number>;
+  /** Why writing the stream failed (a full disk), once it has: the cause of a migration that then fails. */
+  failure(): Error | null;
   close(): void;
 }
 
@@ -34,6 +36,7 @@ export async function receiveStream(socketPath: string, file: string, tees: Writ
   await chmod(socketPath, 0o666);
   let conn: Socket | null = null;
   let out: WriteStream | null = null;
+  let failure: Error | null = null;
   const done = new Promise<number>((resolve, reject) => {
     server.once("connection", (sock: Socket) => {
       conn = sock;
@@ -66,10 +69,11 @@ export async function receiveStream(socketPath: string, file: string, tees: Writ
       out.once("error", reject);
     });
   });
-  done.catch(() => {});
+  done.catch((e) => (failure = e as Error));
   return {
     uri: `unix:${socketPath}`,
     done,
+    failure: () => failure,
     close: () => {
       server.close();
       (conn as Socket | null)?.destroy();

@@ -6,7 +6,7 @@ import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import type { AgentChannel } from "../../agent-client/index.js";
-import type { CaptureResult, Vm, VmInfo, VmUsage } from "../provider.js";
+import { HostDiskFullError, type CaptureResult, type Vm, type VmInfo, type VmUsage } from "../provider.js";
 import { processUsage } from "../process-usage.js";
 import type { ConsoleLog } from "../console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
@@ -55,6 +55,10 @@ export class QemuVm implements Vm {
   snapshot(dir: string, opts: { tees?: Writable[]; disk?: string } = {}): Promise<CaptureResult> {
     return this.serial(async () => {
       const qmp = await Qmp.connect(this.qmpSocket);
+      await requireRunning(qmp, this.info.id).catch((e) => {
+        qmp.close();
+        throw e;
+      });
       const state = join(dir, "state");
       // In the VM's own directory: the only place a confined QEMU can reach.
       const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, opts.tees);
@@ -88,7 +92,8 @@ export class QemuVm implements Vm {
       } catch (e) {
         await qmp.execute("migrate_cancel").catch(() => {});
         if (stopped) await qmp.execute("cont").catch(() => {});
-        throw e;
+        // A stream that could not be written (a full disk) is why the migration failed.
+        throw sink.failure() ?? e;
       } finally {
         sink.close();
         qmp.close();
@@ -113,6 +118,7 @@ export class QemuVm implements Vm {
       const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state);
       await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
       try {
+        await requireRunning(qmp, this.info.id);
         const active = await activeDisk(qmp);
         const stopEvent = qmp.waitEvent((e) => e.event === "STOP", 10_000);
         await qmp.execute("stop");
@@ -144,6 +150,7 @@ export class QemuVm implements Vm {
       const qmp = await Qmp.connect(this.qmpSocket);
       let stopped = false;
       try {
+        await requireRunning(qmp, this.info.id);
         const active = await activeDisk(qmp);
         if (!active) return null;
         const t0 = performance.now();
@@ -156,6 +163,30 @@ export class QemuVm implements Vm {
         return { pauseMs: Math.round(performance.now() - t0) };
       } finally {
         if (stopped) await qmp.execute("cont").catch(() => {});
+        qmp.close();
+      }
+    });
+  }
+
+  waitingForDisk(): Promise<boolean> {
+    // After a copy in progress: QEMU serves one QMP client at a time.
+    return this.serial(async () => {
+      const qmp = await Qmp.connect(this.qmpSocket, 2000);
+      try {
+        return (await runState(qmp)) === "io-error";
+      } finally {
+        qmp.close();
+      }
+    });
+  }
+
+  continueAfterDisk(): Promise<void> {
+    return this.serial(async () => {
+      const qmp = await Qmp.connect(this.qmpSocket, 2000);
+      try {
+        // QEMU retries the write that failed; a disk still full pauses the guest again.
+        if ((await runState(qmp)) === "io-error") await qmp.execute("cont");
+      } finally {
         qmp.close();
       }
     });
@@ -198,6 +229,17 @@ export class QemuVm implements Vm {
  */
 export async function setAutogroupNice(pid: number, nice: number): Promise<void> {
   await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(() => {});
+}
+
+/** What QEMU says of a VM's run state: "running", "paused", "io-error" (a disk write failed and it waits), … */
+export async function runState(qmp: Qmp): Promise<string> {
+  return (await qmp.execute<{ status: string }>("query-status")).status;
+}
+
+/** Refuses to copy a VM that QEMU holds paused on a full disk (its snapshot would need room too, and a `cont` would hit the same wall). */
+async function requireRunning(qmp: Qmp, id: string): Promise<void> {
+  const state = await runState(qmp);
+  if (state === "io-error") throw new HostDiskFullError(`VM ${id} is paused: a write to its disk found the host's disk full`);
 }
 
 /** The file behind the VM's root disk as QEMU sees it now, and its virtual size. */

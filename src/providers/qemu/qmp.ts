@@ -59,9 +59,13 @@ export class Qmp {
     });
   }
 
-  /** Resolves with the next event that matches (events before this call are not seen). */
+  /**
+   * Resolves with the next event that matches (events before this call are not seen). A wait
+   * its caller gave up on (the step before it failed) is dropped, not left to reject unheard:
+   * it fails only for whoever awaits it.
+   */
   waitEvent(match: (e: QmpEvent) => boolean, timeoutMs: number): Promise<QmpEvent> {
-    return new Promise((resolve, reject) => {
+    const wait = new Promise<QmpEvent>((resolve, reject) => {
       const w = {
         match,
         resolve: (e: QmpEvent) => {
@@ -76,6 +80,8 @@ export class Qmp {
       }, timeoutMs);
       this.waiters.add(w);
     });
+    wait.catch(() => {});
+    return wait;
   }
 
   close(): void {
