@@ -100,7 +100,7 @@ describe("sandboxes", () => {
     assertError(await api("POST", "/sandboxes", { image: "Not A Reference!" }), 400, "BAD_REQUEST", /image/);
     // Not local, so it is pulled first: from a registry that cannot be reached, a plain 503.
     assertError(await api("POST", "/sandboxes", { image: "127.0.0.1:1/library/alpine:latest" }), 503, "UNAVAILABLE", /cannot reach registry 127.0.0.1:1/);
-    assertError(await api("POST", "/sandboxes", { provider: "firecracker" }), 400, "BAD_REQUEST", /provider/);
+    assertError(await api("POST", "/sandboxes", { provider: "no-such-provider" }), 400, "BAD_REQUEST", /provider/);
     assertError(await api("POST", "/sandboxes", { metadata: { a: 1 } }), 400, "BAD_REQUEST", /metadata/);
   });
 
@@ -539,7 +539,7 @@ describe("the forgevm CLI against the server", () => {
     assert.equal(sb.memory_mb, 256);
     const ls = await forgevm("list", "--json");
     assert.ok(JSON.parse(ls.stdout).some((s: any) => s.id === sb.id));
-    assert.match((await forgevm("list")).stdout, new RegExp(`^${sb.id}\\t-\\trunning\\t`, "m"));
+    assert.match((await forgevm("list")).stdout, new RegExp(`^${sb.id} +- +running `, "m"));
     const ex = await forgevm("exec", sb.id, "--", "sh", "-c", "echo out; echo err >&2; exit 7");
     assert.equal(ex.status, 7);
     assert.equal(ex.stdout, "out\n");
@@ -587,7 +587,7 @@ describe("the forgevm CLI against the server", () => {
     const made = await forgevm("template", "create", "cli-tpl", "-m", "256", "--ttl", "10m", "-e", "WHO=cli", "--setup", "echo set > /etc/cli-setup", "--json");
     assert.equal(made.status, 0, made.stderr);
     assert.equal(JSON.parse(made.stdout).ttl_seconds, 600);
-    assert.match((await forgevm("template", "ls")).stdout, /^cli-tpl\t/m);
+    assert.match((await forgevm("template", "ls")).stdout, /^cli-tpl /m);
     const sp = await forgevm("template", "spawn", "cli-tpl");
     assert.equal(sp.status, 0, sp.stderr);
     assert.match(sp.stderr, /first start of template cli-tpl: booting it for its base snapshot/);

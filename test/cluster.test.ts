@@ -346,6 +346,16 @@ describe("cluster", () => {
     await waitFor(async () => (await api(fronts[0], "GET", `/sandboxes/${id}`)).status === 404, 20_000, "the session's sandbox to go");
   });
 
+  it("a create retried with its Idempotency-Key through another front gets the same sandbox", async () => {
+    const headers = { "Idempotency-Key": `cluster-${Date.now()}`, "X-API-Key": KEY };
+    const first = await apiRequest(fronts[0].url, "POST", "/sandboxes", { memory_mb: 256 }, headers);
+    assert.equal(first.status, 201, JSON.stringify(first.body));
+    const retry = await apiRequest(fronts[1].url, "POST", "/sandboxes", { memory_mb: 256 }, headers);
+    assert.equal(retry.status, 201, JSON.stringify(retry.body));
+    assert.equal(retry.body.id, first.body.id);
+    assert.equal((await api(fronts[1], "DELETE", `/sandboxes/${first.body.id}`)).status, 200);
+  });
+
   it("takes the cluster's API keys, made and revoked by the operator, on every front", async () => {
     const made = await api(fronts[0], "POST", "/cluster/keys", { name: "ci runner" });
     assert.equal(made.status, 201, JSON.stringify(made.body));
@@ -423,7 +433,17 @@ describe("cluster", () => {
     });
     assert.equal(py.status, 0, py.stderr);
     assert.deepEqual(JSON.parse(py.stdout), { nodes: ["n1", "n2", "n3"], key: "fvk_", revoked: [true] });
+    // An event stream opened with the key before it is revoked ends with it.
+    const open = await fetch(`${fronts[1].url}/api/v1/events?api_key=${mine}`);
+    assert.equal(open.status, 200);
+    const ended = (async () => {
+      const reader = open.body!.getReader();
+      for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) return Date.now();
+    })();
+    const revokedAt = Date.now();
     assert.equal((await api(fronts[0], "DELETE", `/cluster/keys/${made.body.id}`)).status, 200);
+    const endedAfter = await Promise.race([ended.then((t) => t - revokedAt), new Promise<number>((r) => setTimeout(() => r(Number.POSITIVE_INFINITY), 15_000))]);
+    assert.ok(endedAfter < 10_000, `the stream ended within the keys' refresh (after ${endedAfter} ms)`);
     await waitFor(
       async () => (await Promise.all(fronts.map((f) => as(f, "GET", "/sandboxes")))).every((r) => r.status === 401),
       10_000,

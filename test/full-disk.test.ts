@@ -100,7 +100,7 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
     assert.equal(snap.body.code, "INSUFFICIENT_STORAGE");
     assert.equal(snap.body.retryable, true);
     // Guests that wait for room answer 507 rather than hang.
-    await waitFor(async () => (await api("GET", "/health")).body.storage.waiting_sandboxes.length > 0, 30_000, "a guest to wait for room");
+    await waitFor(async () => (await api("GET", "/health")).body.storage.waiting_sandboxes.length > 0, 120_000, "a guest to wait for room");
     const waiting = (await api("GET", "/health")).body.storage.waiting_sandboxes[0];
     const call = await api("POST", `/sandboxes/${waiting}/exec`, { command: "true" }, 5000);
     assert.equal(call.status, 507, JSON.stringify(call.body));

@@ -169,9 +169,9 @@ describe("image commands", () => {
     const server = await serveForge(forge);
     try {
       const imp = await forgevm("import", layout, "local/cli-test", "--tag", "v2");
-      assert.match(imp.stdout, /registry-1.docker.io\/local\/cli-test:v2\n {2}digest sha256:/);
+      assert.match(imp.stdout, /^local\/cli-test:v2\n {2}digest sha256:/m);
       const list = JSON.parse((await forgevm("images", "--json")).stdout);
-      assert.ok(list.some((i: any) => i.name === "registry-1.docker.io/local/cli-test:v2" && i.digest === desc.digest));
+      assert.ok(list.some((i: any) => i.name === "local/cli-test:v2" && i.digest === desc.digest));
       const rmi = await forgevm("rmi", "local/cli-test:v2");
       assert.match(rmi.stdout, /removed local\/cli-test:v2/);
       await assert.rejects(forgevm("rmi", "local/cli-test:v2"), /not in/);

@@ -3,7 +3,7 @@
 // `forgevm mcp` on stdio (with a core of its own, and relaying to a server).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, ReadResourceResultSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { Ajv } from "ajv";
 import { stringify } from "yaml";
 import type { RunningServer } from "../src/api/serve.js";
@@ -370,6 +370,11 @@ describe("streamable HTTP at /mcp", () => {
 
   it("answers bad input with JSON-RPC or tool errors and keeps serving", async () => {
     await assert.rejects(client.callTool({ name: "no_such_tool", arguments: {} }), (e: any) => e.code === -32602 && /unknown tool/.test(e.message));
+    // Params the request's own schema refuses are the caller's (-32602), not an internal error.
+    for (const params of [{ name: 42 }, { name: "exec", arguments: "not an object" }]) {
+      await assert.rejects(client.request({ method: "tools/call", params } as never, CallToolResultSchema), (e: any) => e.code === -32602 && /tools\/call/.test(e.message));
+    }
+    await assert.rejects(client.request({ method: "resources/read", params: { uri: 7 } } as never, ReadResourceResultSchema), (e: any) => e.code === -32602);
     assert.match(await refused(client, "exec", { sandbox_id: 42, command: "true" }), /sandbox_id.*string/);
     assert.match(await refused(client, "exec", {}), /missing argument "sandbox_id"/);
     assert.match(await refused(client, "create_sandbox", { memory: 512 }), /unknown argument "memory"/);
@@ -453,7 +458,13 @@ describe("streamable HTTP at /mcp", () => {
 
   it("writes every call to the audit log with secrets redacted, readable through the API and the CLI", async () => {
     await refused(client, "create_sandbox", { network: "full" });
-    const { sandbox_id } = await ok(client, "create_sandbox", { env: { GITHUB_TOKEN: "ghp_secret123", PLAIN: "visible" } });
+    const { sandbox_id } = await ok(client, "create_sandbox", { env: { GITHUB_TOKEN: "ghp_secret123", PLAIN: "visible" }, secrets: { DEPLOY_TOKEN: "dtok-never-stored" } });
+    // A secret reaches the commands as spawns' secrets do, and is not kept where env is (the database).
+    const seen = await ok(client, "exec", { sandbox_id, command: '[ "$DEPLOY_TOKEN" = "$(cat /run/secrets/DEPLOY_TOKEN)" ] && printf %s "$DEPLOY_TOKEN" | sha256sum' });
+    assert.equal(seen.stdout.split(" ")[0], createHash("sha256").update("dtok-never-stored").digest("hex"));
+    const db = await readFile(join(server.forge.paths.dataDir, "forgevm.db")).catch(() => Buffer.alloc(0));
+    const wal = await readFile(join(server.forge.paths.dataDir, "forgevm.db-wal")).catch(() => Buffer.alloc(0));
+    assert.ok(!Buffer.concat([db, wal]).includes("dtok-never-stored"), "the secret is not in the database");
     await ok(client, "write_file", { sandbox_id, path: "/tmp/s", content: "password=hunter2" });
     await ok(client, "exec", { sandbox_id, command: "curl -H 'Authorization: Bearer sk-live-123' http://x.invalid || true" });
     await ok(client, "destroy_sandbox", { sandbox_id });
@@ -461,7 +472,7 @@ describe("streamable HTTP at /mcp", () => {
     assert.equal(r.status, 200);
     const entries = r.body.entries as any[];
     const all = JSON.stringify(entries);
-    for (const secret of ["ghp_secret123", "hunter2", "sk-live-123"]) assert.ok(!all.includes(secret), `${secret} is in the audit log`);
+    for (const secret of ["ghp_secret123", "hunter2", "sk-live-123", "dtok-never-stored"]) assert.ok(!all.includes(secret), `${secret} is in the audit log`);
     const create = entries.findLast((e) => e.tool === "create_sandbox" && e.sandbox_id === sandbox_id);
     assert.deepEqual(create.arguments.env, { GITHUB_TOKEN: "[redacted]", PLAIN: "visible" });
     assert.equal(create.outcome, "ok");
@@ -557,14 +568,20 @@ describe("forgevm mcp on stdio", () => {
       run("node", [CLI, "--server", server.url, "mcp", "--max-memory", "256"], { env: childEnv() }),
       (e: any) => e.code === 1 && /policy flags.*mcp section/.test(e.stderr),
     );
+    // The block says where it goes: a client starts the command from its own directory and environment.
     const stdioCfg = JSON.parse((await run("node", [CLI, "--config", cfgFile, "mcp", "--print-config"], { env: childEnv() })).stdout);
-    assert.deepEqual(stdioCfg.mcpServers.forgevm.args, ["mcp"]);
+    assert.deepEqual(stdioCfg.mcpServers.forgevm.args, ["--config", cfgFile, "mcp"]);
     assert.match(stdioCfg.mcpServers.forgevm.command, /bin\/forgevm$/);
+    const relayCfg = JSON.parse((await run("node", [CLI, "--server", server.url, "--api-key", KEY, "mcp", "--print-config"], { env: childEnv() })).stdout);
+    assert.deepEqual(relayCfg.mcpServers.forgevm.args, ["--server", server.url, "mcp"]);
+    assert.deepEqual(relayCfg.mcpServers.forgevm.env, { FORGEVM_API_KEY: KEY });
+    const dirCfg = JSON.parse((await run("node", [CLI, "--data-dir", work, "mcp", "--print-config"], { env: childEnv() })).stdout);
+    assert.deepEqual(dirCfg.mcpServers.forgevm.args, ["--data-dir", work, "mcp"]);
     // The README's blocks say the same, and its policy example is a valid config.
     const readme = await readFile(fileURLToPath(new URL("../../README.md", import.meta.url)), "utf8");
     const section = readme.slice(readme.indexOf("## Use it from coding agents (MCP)"), readme.indexOf("## SDKs"));
     const blocks = [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]).mcpServers.forgevm);
-    assert.deepEqual(blocks[0], { type: "stdio", command: "forgevm", args: stdioCfg.mcpServers.forgevm.args });
+    assert.deepEqual(blocks[0], { type: "stdio", command: "forgevm", args: ["mcp"] });
     assert.deepEqual(Object.keys(blocks[1]), ["type", "url", "headers"]);
     // The server's built-in address, as --print-config http prints it on defaults.
     const d = defaultConfig({});

@@ -155,10 +155,12 @@ describe("metrics of a running sandbox", () => {
     assert.ok(live.sandboxes.some((s: any) => s.id === id && s.sample.rss_bytes > 0));
     const { stdout } = await promisify(execFile)(process.execPath, [main, "stats", "--no-stream", "--config", configFile], { env: childEnv(), timeout: 30_000 });
     const [header, ...rows] = stdout.trim().split("\n");
-    assert.match(header, /^ID\tNAME\tCPU %\tMEM USAGE \/ LIMIT\tMEM %\tHOST RSS\tNET I\/O\tDISK I\/O\tPIDS$/);
-    const row = rows.find((r) => r.startsWith(`${id}\t`));
+    assert.match(header, /^ID +NAME +CPU % +MEM USAGE \/ LIMIT +MEM % +HOST RSS +NET I\/O +DISK I\/O +PIDS$/);
+    const row = rows.find((r) => r.startsWith(`${id} `));
     assert.ok(row, stdout);
-    assert.match(row!, /\t\d+(\.\d)?%\t[\d.]+ [KMG]iB \/ [\d.]+ [KMG]iB\t/);
+    assert.match(row!, / \d+(\.\d)?% +[\d.]+ [KMG]iB \/ [\d.]+ [KMG]iB /);
+    // The columns line up: each value starts where its header does.
+    assert.equal(row!.indexOf(row!.split(/ {3,}/)[2]), header.indexOf("CPU %"));
   });
 
   it("serves Prometheus text behind the API key that a parser reads, with host, sandbox and server families", async () => {

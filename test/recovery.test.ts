@@ -99,6 +99,17 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
       5000,
       `the VM directory of ${gone} to go`,
     );
+    // Nor its host cgroup, re-attached or not (they were left behind empty).
+    if (process.getuid?.() === 0)
+      await waitFor(
+        () =>
+          stat(`/sys/fs/cgroup/forgevm/${gone}`).then(
+            () => false,
+            () => true,
+          ),
+        5000,
+        `the host cgroup of ${gone} to go`,
+      );
   }
   assert.equal(alive(qemuBefore[0]) && alive(qemuBefore[1]), false);
 

@@ -1,10 +1,12 @@
 // Snapshots, restores and forks with real VMs: what a copy carries over, what it must not share.
 import assert from "node:assert/strict";
-import { readdir, stat, truncate } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, truncate } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Forge, Sandbox } from "../src/index.js";
 import { alive, assertNoVmLeft, testForge, waitFor } from "./helpers.js";
+import { writeBusyboxImage } from "./oci-writer.js";
 
 const out = async (sb: Sandbox, cmd: string) => {
   const r = await sb.exec(cmd);
@@ -66,6 +68,30 @@ describe("base snapshots", () => {
     assert.equal(await out(sb, "echo ok"), "ok");
     assert.equal(snapshotRow(base.id)?.state ?? "deleted", "deleted");
     await sb.destroy();
+  });
+
+  it("drops a base snapshot no spawn can use again once its replacement is made (the image changed)", async () => {
+    const work = await mkdtemp(join(tmpdir(), "fvt-bases-"));
+    try {
+      const imageOf = async (marker: string) => {
+        const dir = await mkdtemp(join(work, "img-"));
+        await forge.importImage(await writeBusyboxImage(dir, ["sh", "cat"], [{ path: "marker", data: marker }]), { name: "local/base-churn:v1" });
+      };
+      await imageOf("one");
+      const first = await forge.spawn({ image: "local/base-churn:v1", memoryMb: 256 });
+      const old = snapshotRow(forge.get(first.id).snapshot_id!)!;
+      assert.equal(old.kind, "base");
+      await first.destroy();
+      await imageOf("two");
+      const second = await forge.spawn({ image: "local/base-churn:v1", memoryMb: 256 });
+      assert.equal(await out(second, "cat /marker"), "two");
+      assert.notEqual(forge.get(second.id).snapshot_id, old.id);
+      assert.equal(snapshotRow(old.id), undefined, "the old base is gone, row and files");
+      await assert.rejects(stat(old.dir));
+      await second.destroy();
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
   });
 });
 

@@ -115,6 +115,26 @@ describe("TTLs", () => {
   });
 });
 
+describe("Idempotency-Key on create", () => {
+  it("a retry with the same key gets the sandbox the first try made, at once or while it starts; a bad key is a 400", async () => {
+    const create = (key: string) => app.inject({ method: "POST", url: "/api/v1/sandboxes", payload: {}, headers: { "content-type": "application/json", "idempotency-key": key } });
+    const [a, b] = await Promise.all([create("try-1"), create("try-1")]);
+    assert.equal(a.statusCode, 201, a.body);
+    assert.equal(b.statusCode, 201, b.body);
+    assert.equal(a.json().id, b.json().id, "two tries at once made one sandbox");
+    const again = await create("try-1");
+    assert.equal(again.json().id, a.json().id);
+    assert.equal(again.headers["idempotent-replayed"], "true");
+    const other = await create("try-2");
+    assert.notEqual(other.json().id, a.json().id);
+    for (const r of [a, other]) assert.equal((await api("DELETE", `/sandboxes/${r.json().id}`)).status, 200);
+    const ended = await create("try-1");
+    assert.equal(ended.statusCode, 409);
+    assert.match(ended.json().message, /Idempotency-Key: the sandbox this key made .* is destroyed/);
+    assertBad({ status: (await create("has space")).statusCode, body: (await create("has space")).json() }, /Idempotency-Key/);
+  });
+});
+
 describe("bodies that may be left out", () => {
   it("a POST with no body and no Content-Type (the original Python SDK's spawn_template) is an empty body", async () => {
     assert.equal((await api("POST", "/templates", { name: "no-body" })).status, 201);
@@ -160,7 +180,7 @@ describe("unknown fields", () => {
     assert.equal(s.status, 201, JSON.stringify(s.body));
     assert.deepEqual(s.body.metadata, { team: "blue", run: "7" });
     await api("DELETE", `/sandboxes/${s.body.id}`);
-    assertBad(await api("POST", "/templates", { name: "other-provider", provider: "firecracker" }), /provider: provider "firecracker" is not available/);
+    assertBad(await api("POST", "/templates", { name: "other-provider", provider: "no-such-provider" }), /provider: provider "no-such-provider" is not available/);
     await api("DELETE", "/templates/contract-fields");
   });
 });

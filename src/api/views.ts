@@ -1,6 +1,7 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
 import { formatDuration, NO_EXPIRY } from "../core/durations.js";
+import { familiarName } from "../core/image-reference.js";
 import { providerWarning } from "../core/providers.js";
 import { badRequest } from "../core/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
@@ -14,7 +15,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     provider: r.provider,
     ...(r.node ? { node: r.node } : {}),
     ...(providerWarning(r.provider) ? { warning: providerWarning(r.provider) } : {}),
-    image: r.image,
+    image: familiarName(r.image),
     memory_mb: r.memory_mb,
     vcpus: r.vcpus,
     ...(r.owner_id ? { owner_id: r.owner_id } : {}),
@@ -56,7 +57,7 @@ export function snapshotView(r: SnapshotRow): SnapshotT {
     kind: r.kind,
     state: r.state,
     ...(r.source_id ? { source_id: r.source_id } : {}),
-    image: r.image,
+    image: familiarName(r.image),
     ...(r.template ? { template: r.template } : {}),
     memory_mb: r.memory_mb,
     vcpus: r.vcpus,

@@ -4,9 +4,9 @@
 // owns it when one does, and otherwise open the core here, under the same config as a server.
 import type { Command } from "commander";
 import { Client } from "forgevm";
-import { loadConfig } from "../config/config.js";
+import type { loadConfig } from "../config/config.js";
 import { forgeOptions } from "../config/forge-options.js";
-import { Forge } from "../core/forge.js";
+import type { Forge } from "../core/forge.js";
 import { currentOwner, DataDirInUseError } from "../core/owner.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:7423";
@@ -20,8 +20,17 @@ interface GlobalOptions {
 
 export class Cli {
   private cfg: ReturnType<typeof loadConfig> | null = null;
+  private load: typeof loadConfig | null = null;
 
   constructor(private readonly program: Command) {}
+
+  /**
+   * Loads the config reader before a command's action runs (main.ts): it brings the schema
+   * validator, which costs more than the rest of a start, and `version` or `--help` need none of it.
+   */
+  async prepare(): Promise<void> {
+    this.load ??= (await import("../config/config.js")).loadConfig;
+  }
 
   private get opts(): GlobalOptions {
     return this.program.opts() as GlobalOptions;
@@ -30,7 +39,8 @@ export class Cli {
   /** The configuration the local core would run with: --config, else the usual files, then FORGEVM_*. */
   config(): ReturnType<typeof loadConfig> {
     if (!this.cfg) {
-      this.cfg = loadConfig({ file: this.opts.config });
+      if (!this.load) throw new Error("the CLI read its config before prepare()");
+      this.cfg = this.load({ file: this.opts.config });
       if (this.opts.dataDir) this.cfg.data_dir = this.opts.dataDir;
     }
     return this.cfg;
@@ -89,7 +99,9 @@ export class Cli {
   }
 
   /** The core on this data directory, with the config's settings (no reaper unless asked). */
-  openLocal(opts: { reaper?: boolean } = {}): Promise<Forge> {
+  async openLocal(opts: { reaper?: boolean } = {}): Promise<Forge> {
+    // Loaded here, not at start: most commands talk to a server and never open the core.
+    const { Forge } = await import("../core/forge.js");
     return Forge.open({ ...forgeOptions(this.config(), process.env), reapIntervalMs: opts.reaper ? 1000 : 0 });
   }
 }

@@ -4,7 +4,6 @@ import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { ForgevmError } from "forgevm";
 import { ForgevmError as CoreError } from "../core/errors.js";
-import { toForgevmError } from "../core/error-map.js";
 import { Cli } from "./context.js";
 import { copyCommands } from "./commands/copies.js";
 import { cpCommand } from "./commands/cp.js";
@@ -57,6 +56,11 @@ clusterCommands(program, cli);
 serviceCommands(program, cli);
 mcpCommands(program, cli, pkg.version);
 
+// Every command but `version` reads the config; its reader is loaded just before the action runs.
+program.hook("preAction", async (_program, action) => {
+  if (action.name() !== "version") await cli.prepare();
+});
+
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {
   const end = argv.indexOf("--") < 0 ? argv.length : argv.indexOf("--");
@@ -91,7 +95,9 @@ function commandAfterImage(argv: string[]): string[] {
   return argv;
 }
 
-program.parseAsync(commandAfterImage(dockerTty(process.argv))).catch((e: Error) => {
+program.parseAsync(commandAfterImage(dockerTty(process.argv))).catch(async (e: Error) => {
+  // Loaded only when it is needed: it knows every layer's errors.
+  const { toForgevmError } = await import("../core/error-map.js");
   // One way to say what went wrong, whichever side found it: the message, and the code.
   const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" ? e : toForgevmError(e);
   const code = err instanceof ForgevmError || err instanceof CoreError ? err.code : "";

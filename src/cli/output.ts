@@ -6,14 +6,15 @@ export function emit(json: boolean | undefined, value: unknown, human: () => voi
   else human();
 }
 
-/** A tab-separated table with a header row. */
+/** A table with a header row, its columns lined up as `docker ps` lines them up (`--json` is for programs). */
 export function table(header: string[], rows: (string | number)[][], empty = "nothing to show"): void {
   if (!rows.length) {
     console.log(empty);
     return;
   }
-  console.log(header.join("\t"));
-  for (const r of rows) console.log(r.join("\t"));
+  const all = [header, ...rows].map((r) => r.map(String));
+  const widths = header.map((_, i) => Math.max(...all.map((r) => [...(r[i] ?? "")].length)));
+  for (const r of all) console.log(r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] + (cell.length - [...cell].length)))).join("   "));
 }
 
 /** A progress line on stderr (on a terminal it replaces a bar drawn in place). */

@@ -2,7 +2,6 @@
 // guest, this terminal in raw mode, keystrokes (Ctrl-C included) sent as typed, the window size
 // followed. Standard input that is not a terminal (a pipe, a test) is forwarded the same way and
 // its end is the terminal's Ctrl-D.
-import WebSocket from "ws";
 
 export interface TerminalRequest {
   command: string;
@@ -13,8 +12,10 @@ export interface TerminalRequest {
 }
 
 /** Runs `req` on a PTY in sandbox `id` of the server at `url`; resolves with its exit code. */
-export function interactive(url: string, apiKey: string | undefined, id: string, req: TerminalRequest): Promise<number> {
+export async function interactive(url: string, apiKey: string | undefined, id: string, req: TerminalRequest): Promise<number> {
   const wsUrl = `${url.replace(/^http/, "ws")}/api/v1/sandboxes/${encodeURIComponent(id)}/exec/ws`;
+  // Loaded here: most commands never open a terminal.
+  const { default: WebSocket } = await import("ws");
   const ws = new WebSocket(wsUrl, { headers: apiKey ? { "X-API-Key": apiKey } : {} });
   const stdin = process.stdin;
   const raw = stdin.isTTY === true;

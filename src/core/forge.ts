@@ -336,6 +336,39 @@ export class Forge {
     }
   }
 
+  // Creates in progress by idempotency key: a retry that comes meanwhile waits for the same one.
+  private readonly creatingByKey = new Map<string, Promise<string>>();
+
+  /**
+   * Runs `make` (a spawn or create given `key`) once per idempotency key: a retry gets the
+   * sandbox the first try made (waiting for it while it starts); a sandbox that ended since is a
+   * 409 naming it. Resolves with its id and whether it was made before.
+   */
+  async once(key: string, make: () => Promise<string>): Promise<{ id: string; replayed: boolean }> {
+    const pending = this.creatingByKey.get(key);
+    if (pending) return { id: await pending, replayed: true };
+    const made = this.core.sandboxes.byIdempotencyKey(key);
+    if (made) {
+      if (made.state === "destroyed" || made.state === "error")
+        throw new ForgevmError(
+          "CONFLICT",
+          `Idempotency-Key: the sandbox this key made (${made.id}) is ${made.state}${made.error ? `: ${made.error.split("\n")[0]}` : ""}; send another key to make another`,
+        );
+      return { id: made.id, replayed: true };
+    }
+    const p = make().then((id) => {
+      // A sandbox claimed from a warm pool was made before the key came: it takes it now.
+      if (!this.core.sandboxes.get(id)?.idempotency_key) this.core.sandboxes.update(id, { idempotency_key: key });
+      return id;
+    });
+    this.creatingByKey.set(key, p);
+    try {
+      return { id: await p, replayed: false };
+    } finally {
+      this.creatingByKey.delete(key);
+    }
+  }
+
   /** The id of a sandbox named by its id or its name. */
   private idOf(idOrName: string): string {
     if (this.core.sandboxes.get(idOrName)) return idOrName;

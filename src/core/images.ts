@@ -13,7 +13,8 @@ import { LayerError } from "../images/flatten.js";
 import { installImage } from "../images/install.js";
 import { ImageFormatError } from "../images/oci.js";
 import { importOciLayout } from "../images/oci-layout.js";
-import { parseReference, type ImageReference } from "../images/reference.js";
+import type { ImageReference } from "../images/reference.js";
+import { parseImageReference } from "./image-reference.js";
 import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, type RegistryOptions } from "../images/registry.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
 import { TarError } from "../util/tar-read.js";
@@ -48,14 +49,7 @@ export interface ImportOptions {
   label?: string;
 }
 
-/** A registry reference parsed, or a 400 naming the image field. */
-export function parseImageReference(reference: string): ImageReference {
-  try {
-    return parseReference(reference);
-  } catch (e) {
-    throw badRequest(`image: ${(e as Error).message}`);
-  }
-}
+export { parseImageReference };
 
 /** `name` with its tag set to `tag` (a registry's port is not a tag). */
 export function withTag(name: string, tag: string): string {

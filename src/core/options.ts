@@ -134,6 +134,8 @@ export interface SpawnOptions {
   main?: { command?: string[]; restart?: string };
   /** Stop it (disk kept) after this long without exec, file calls or published-port traffic. */
   idleStopMs?: number;
+  /** A key its client sends with every try of this create: a sandbox already made with it is returned, not made again. */
+  idempotencyKey?: string;
   /** At its expiry pause it instead of destroying it; with `autoResume`, a call for it while paused wakes it to live `resumeTtlMs`. */
   lifecycle?: { onExpiry: "destroy" | "pause"; autoResume?: boolean; resumeTtlMs?: number };
 }

@@ -192,7 +192,7 @@ async function planMounts(core: Core, specs: string[] | undefined, self?: string
 }
 
 /** The `creating` row of a new sandbox made from a plan. */
-export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; ttlMs?: number }, id?: string): SandboxRow {
+export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; ttlMs?: number; idempotencyKey?: string }, id?: string): SandboxRow {
   const what = {
     image: plan.image.name,
     template: plan.template?.name ?? null,
@@ -210,6 +210,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     main: plan.main,
     idle_stop_ms: plan.idleStopMs,
     lifecycle: plan.lifecycle,
+    idempotency_key: opts.idempotencyKey ?? null,
     volumes: plan.volumes.length ? plan.volumes : null,
     host_dirs: plan.hostDirs.length ? plan.hostDirs : null,
   };
@@ -254,6 +255,7 @@ export function rowOf(
     host_dirs: null,
     spec: null,
     lifecycle: null,
+    idempotency_key: null,
   };
 }
 

@@ -34,6 +34,8 @@ export interface SnapshotDeps {
 
 /** Base snapshots kept at most (least recently used go first; ones in use stay). */
 export const MAX_BASES = 8;
+/** A base snapshot no spawn restored from for this long is dropped when another is made. */
+export const BASE_IDLE_MS = 7 * 86_400_000;
 
 /** After a base snapshot fails to build, spawns of that key boot cold for this long. */
 const BASE_RETRY_MS = 10 * 60_000;
@@ -132,7 +134,7 @@ export class Snapshots {
       const r = await vm.freeze(row.dir);
       vm = null;
       const done = await this.finish(row, r);
-      await this.evictBases();
+      await this.evictBases(done);
       return done;
     } catch (e) {
       await vm?.destroy();
@@ -218,19 +220,23 @@ export class Snapshots {
     this.d.events.emit("snapshot.error", null, { snapshot_id: row.id, error: reason.split("\n")[0] });
   }
 
-  private async evictBases(): Promise<void> {
-    const used = this.d.inUse();
+  /**
+   * Drops base snapshots no spawn will use again: those `made` replaces (the same image,
+   * template and VM size under a key that no longer matches: the image, kernel, agent or VMM
+   * changed, and each such change used to leave a few hundred MiB behind), those unused for
+   * BASE_IDLE_MS, and past MAX_BASES the least recently used. A base a running sandbox was
+   * restored from goes once that sandbox does.
+   */
+  private async evictBases(made: SnapshotRow): Promise<void> {
     const bases = this.d.store
       .list(["ready"])
-      .filter((r) => r.kind === "base")
+      .filter((r) => r.kind === "base" && r.id !== made.id)
       .sort((a, b) => (b.last_used_at ?? b.created_at).localeCompare(a.last_used_at ?? a.created_at));
-    const old = new Set(
-      bases
-        .slice(MAX_BASES)
-        .filter((r) => !used.has(r.id))
-        .map((r) => r.id),
-    );
-    if (old.size) await this.dropBases((r) => old.has(r.id));
+    const same = (r: SnapshotRow) =>
+      r.image === made.image && r.template === made.template && r.memory_mb === made.memory_mb && r.vcpus === made.vcpus && r.disk_mb === made.disk_mb && r.nic === made.nic;
+    const idleSince = Date.now() - BASE_IDLE_MS;
+    const drop = new Set(bases.filter((r, i) => same(r) || Date.parse(r.last_used_at ?? r.created_at) < idleSince || i >= MAX_BASES - 1).map((r) => r.id));
+    if (drop.size) await this.dropBases((r) => drop.has(r.id));
   }
 
   /** Deletes the base snapshots that match (their template or image changed or went away). */

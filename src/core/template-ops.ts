@@ -54,6 +54,7 @@ export async function applyTemplates(core: Core, wanted: TemplateBody[], pull: P
   for (const t of wanted) {
     const stored = core.templates.get(t.name);
     try {
+      if (t.provider) t.provider = checkProvider(core, t.provider, "provider").name; // compared as it is stored
       if (stored) {
         const { created_at: _c, updated_at: _u, ...body } = stored;
         if (sameBody(body, t)) continue;
@@ -117,7 +118,8 @@ export async function deleteTemplate(core: Core, name: string, pull: Pull): Prom
 /** Refuses a template no spawn could use, naming the field, before it is stored. */
 function checkTemplate(core: Core, t: TemplateBody): void {
   checkDecls(t.secrets ?? []);
-  checkProvider(core, t.provider, "provider");
+  // Stored by the name of the provider that serves it (the seed's "firecracker" is "qemu" here).
+  if (t.provider) t.provider = checkProvider(core, t.provider, "provider").name;
   checkEnv(t.env, "env");
   if (t.cpu_cores !== undefined) checkVcpus(core, t.cpu_cores, "cpu_cores");
   if (t.memory_mb !== undefined) checkMemory(core, t.memory_mb, "memory_mb");

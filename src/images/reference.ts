@@ -57,3 +57,15 @@ export function parseReference(input: string): ImageReference {
   if (!digest && !tag) tag = "latest";
   return { registry, repository, tag: digest ? undefined : tag, digest, canonical: `${registry}/${repository}${digest ? `@${digest}` : `:${tag}`}` };
 }
+
+/**
+ * A stored (canonical) name as a person typed it, as Docker shows names: Docker Hub's
+ * "registry-1.docker.io/" and its "library/" left out ("local/web:v2", "alpine:3.20"); any other
+ * name as it is. Both forms find the same image.
+ */
+export function familiarName(name: string): string {
+  const hub = `${DOCKER_HUB}/`;
+  if (!name.startsWith(hub)) return name;
+  const rest = name.slice(hub.length);
+  return rest.startsWith("library/") && !rest.slice(8).includes("/") ? rest.slice(8) : rest;
+}

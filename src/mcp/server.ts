@@ -141,5 +141,28 @@ export function mcpServer(session: McpSession, version: string): Server {
   });
   server.setRequestHandler(ListPromptsRequestSchema, async () => ({ prompts: PROMPTS }));
   server.setRequestHandler(GetPromptRequestSchema, async (req) => prompt(agents.policy, req.params.name, req.params.arguments));
+  paramsErrorsAreInvalidParams(server);
   return server;
+}
+
+type RequestHandler = (request: unknown, extra: unknown) => Promise<unknown>;
+
+/**
+ * The SDK checks a request's params against its schema before a handler runs and lets the
+ * schema's error through as -32603 (internal error); malformed params are the caller's: -32602,
+ * naming what was wrong.
+ */
+function paramsErrorsAreInvalidParams(server: Server): void {
+  const handlers = (server as unknown as { _requestHandlers: Map<string, RequestHandler> })._requestHandlers;
+  for (const [method, handle] of handlers) {
+    handlers.set(method, async (request, extra) => {
+      try {
+        return await handle(request, extra);
+      } catch (e) {
+        if ((e as Error)?.name !== "ZodError") throw e;
+        const issue = (e as { issues?: { path?: (string | number)[]; message?: string }[] }).issues?.[0];
+        throw new McpError(ErrorCode.InvalidParams, `${method}: ${issue ? `${issue.path?.join(".") || "params"}: ${issue.message}` : "the params are malformed"}`);
+      }
+    });
+  }
 }

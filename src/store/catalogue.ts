@@ -64,6 +64,12 @@ const MIGRATIONS: string[] = [
      vcpus INTEGER NOT NULL,
      at TIMESTAMPTZ NOT NULL DEFAULT now()
    );`,
+  // Which node a create's idempotency key went to: a retry through any front goes there too.
+  `CREATE TABLE idempotency_keys (
+     key TEXT PRIMARY KEY,
+     node_id TEXT NOT NULL REFERENCES nodes(id),
+     at TIMESTAMPTZ NOT NULL DEFAULT now()
+   );`,
 ];
 
 /** Connections each process keeps to the database. */
@@ -256,6 +262,27 @@ export class Catalogue {
       `SELECT node_id, SUM(memory_mb) AS memory, SUM(vcpus) AS vcpus FROM reservations WHERE at > now() - make_interval(secs => ${RESERVATION_TTL_S}) GROUP BY node_id`,
     );
     return new Map(r.rows.map((x) => [x.node_id, { memory_mb: Number(x.memory), vcpus: Number(x.vcpus) }]));
+  }
+
+  /** Binds an idempotency key to `nodeId` unless it is bound already; the node it is bound to (a day at most). */
+  async bindKey(key: string, nodeId: string): Promise<string> {
+    await this.query("DELETE FROM idempotency_keys WHERE at < now() - interval '1 day'");
+    const r = await this.query<{ node_id: string }>(
+      "INSERT INTO idempotency_keys (key, node_id) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key RETURNING node_id",
+      [key, nodeId],
+    );
+    return r.rows[0].node_id;
+  }
+
+  /** Lets go of a key bound to a node that never got its create (the next try binds it anew). */
+  async unbindKey(key: string, nodeId: string): Promise<void> {
+    await this.query("DELETE FROM idempotency_keys WHERE key = $1 AND node_id = $2", [key, nodeId]);
+  }
+
+  /** The node an idempotency key is bound to, if any. */
+  async keyNode(key: string): Promise<string | undefined> {
+    const r = await this.query<{ node_id: string }>("SELECT node_id FROM idempotency_keys WHERE key = $1 AND at > now() - interval '1 day'", [key]);
+    return r.rows[0]?.node_id;
   }
 
   /** Records that `sandboxId` lives on `nodeId`. */

@@ -171,7 +171,9 @@ const MIGRATIONS: string[] = [
      updated_at TEXT NOT NULL,
      UNIQUE (owner_id, provider, registry, username)
    );`,
-  `ALTER TABLE sandboxes ADD COLUMN lifecycle TEXT;`,
+  `ALTER TABLE sandboxes ADD COLUMN lifecycle TEXT;
+   ALTER TABLE sandboxes ADD COLUMN idempotency_key TEXT;
+   CREATE UNIQUE INDEX sandboxes_idempotency ON sandboxes(idempotency_key) WHERE idempotency_key IS NOT NULL;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

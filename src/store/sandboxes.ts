@@ -51,6 +51,8 @@ export interface SandboxRow {
   host_dirs: HostDirMount[] | null;
   /** What its expiry does, and whether a call for it wakes it once paused (null: destroyed at expiry). */
   lifecycle: LifecycleRecord | null;
+  /** The key its create was sent with: a retry with the same key gets this sandbox, not another. */
+  idempotency_key: string | null;
 }
 
 /** A sandbox's lifecycle policy (E2B's `autoPause` and `autoResume`). */
@@ -132,8 +134,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes, host_dirs, lifecycle)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes, @host_dirs, @lifecycle)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes, host_dirs, lifecycle, idempotency_key)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key)`,
       )
       .run({
         ...row,
@@ -150,6 +152,11 @@ export class SandboxStore {
   /** Records the host directories a sandbox mounts. */
   setHostDirs(id: string, mounts: HostDirMount[]): void {
     this.db.prepare("UPDATE sandboxes SET host_dirs = ? WHERE id = ?").run(mounts.length ? JSON.stringify(mounts) : null, id);
+  }
+
+  /** The sandbox a create with this idempotency key made. */
+  byIdempotencyKey(key: string): SandboxRow | undefined {
+    return decode(this.db.prepare("SELECT * FROM sandboxes WHERE idempotency_key = ?").get(key) as Raw | undefined);
   }
 
   /** The sandbox not yet gone that has this name (a unique index keeps it to one). */

@@ -15,7 +15,7 @@ import { parseDuration } from "../../core/durations.js";
 import { ERRORS, type ErrorCode } from "../../core/errors.js";
 import { streamClusterEvents } from "./events.js";
 import { MCP_PATH } from "../../mcp/http.js";
-import { asOperator, type Caller, callerOf, handleKeys } from "./keys.js";
+import { asOperator, type Caller, callerOf, handleKeys, KeyedConnections } from "./keys.js";
 import { relayMcp } from "./mcp.js";
 import { nodeAuth, notDelivered, readBody, relay, relayUpgrade } from "./proxy.js";
 import { handleSnapshots } from "./snapshots.js";
@@ -39,19 +39,24 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 /** An error answer with a code of the one table every interface uses; 502 for a node that gave no answer. */
-const problem = (res: ServerResponse, code: ErrorCode, message: string, status: number = ERRORS[code].status) => send(res, status, { code, message });
+const problem = (res: ServerResponse, code: ErrorCode, message: string, status: number = ERRORS[code].status) =>
+  send(res, status, { code, message, retryable: ERRORS[code].retryable });
 
 /** Starts a front from a validated config (role "front"); resolves once it listens. */
 export async function startFront(cfg: Config, version: string): Promise<RunningFront> {
   if (!cfg.cluster.database) throw new Error("a front needs cluster.database (--database postgres://…)");
   const dir = await ClusterDirectory.open(cfg.cluster.database, parseDuration(cfg.cluster.node_timeout, "cluster.node_timeout"));
   const key = cfg.auth.api_key;
+  const keyed = new KeyedConnections(dir.keys);
   /** Who the request is (after which a cluster key's request carries the operator's key); null: refuse. */
-  const admit = async (req: IncomingMessage): Promise<Caller> => {
+  const admit = async (req: IncomingMessage, socket?: Duplex): Promise<Caller> => {
     // Calls into a sandbox (E2B's envd) carry its own access token, which its node checks.
     if (typeof req.headers["e2b-sandbox-id"] === "string") return "operator";
     const caller = await callerOf(req, key, dir.keys);
-    if (caller === "cluster-key") asOperator(req, key);
+    if (caller === "cluster-key") {
+      keyed.track(req, socket);
+      asOperator(req, key);
+    }
     return caller;
   };
   const targetOf = (req: IncomingMessage): string | null => {
@@ -100,6 +105,16 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     };
     const memory = pick("memory_mb", "number", DEFAULT_PLACE_MB);
     const want = { memoryMb: memory, vcpus: pick("vcpus", "number", pick("cpu_cores", "number", 1)), image: pick<string | null>("image", "string", null) };
+    // A retry of a create (its Idempotency-Key seen before, through any front) goes to the node
+    // the first try went to, which answers with the sandbox that try made.
+    const key = typeof req.headers["idempotency-key"] === "string" ? req.headers["idempotency-key"] : null;
+    const toKeyNode = async (nodeId: string) => {
+      const node = (await dir.nodes()).find((n) => n.id === nodeId);
+      if (!node || node.state === "down") return problem(res, "UNAVAILABLE", `the create with this Idempotency-Key went to node ${nodeId}, which is down`);
+      await relay(req, res, node.url, node.id, { body, fresh: true }).catch((e: Error) => problem(res, "UNAVAILABLE", `node ${node.id} cannot be reached: ${e.message}`, 502));
+    };
+    const bound = key ? await dir.keyNode(key) : undefined;
+    if (bound) return toKeyNode(bound);
     const tried: string[] = [];
     for (;;) {
       const placed = await dir.place(want, tried);
@@ -107,12 +122,17 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       const { node, reservation } = placed;
       // The room stays reserved until the node has answered (and so counts the sandbox itself).
       res.once("close", () => void dir.release(reservation).catch(() => {}));
+      if (key) {
+        const holder = await dir.bindKey(key, node.id);
+        if (holder !== node.id) return toKeyNode(holder); // a try through another front got there first
+      }
       try {
         return await relay(req, res, node.url, node.id, { body, fresh: true });
       } catch (e) {
         // Only a request the node never got may go to another: one it got may have made a sandbox.
         if (!notDelivered(e)) return problem(res, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`, 502);
         await dir.release(reservation).catch(() => {});
+        if (key) await dir.unbindKey(key, node.id).catch(() => {});
         tried.push(node.id);
       }
     }
@@ -190,7 +210,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
     };
     const id = targetOf(req);
     if (!id) return refuse(404, "Not Found");
-    Promise.all([admit(req), dir.locate(id)]).then(
+    Promise.all([admit(req, socket), dir.locate(id)]).then(
       ([caller, at]) => {
         if (!caller) return refuse(401, "Unauthorized");
         if (!at) return refuse(404, "Not Found");
@@ -209,6 +229,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   return {
     url: `http://${host}:${addr.port}`,
     close: async () => {
+      keyed.close();
       await new Promise<void>((r) => {
         server.close(() => r());
         server.closeAllConnections();

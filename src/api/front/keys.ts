@@ -3,6 +3,8 @@
 // catalogue) may do everything else. A request let in with a cluster key goes on to its node with
 // the operator's key instead, since nodes know no other.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import type { ClusterKeys } from "../../core/cluster/api-keys.js";
 import type { ErrorCode } from "../../core/errors.js";
 import { browserStreamKeys, keyMatches } from "../access.js";
@@ -23,13 +25,58 @@ function presented(req: IncomingMessage): string[] {
   return [...out, ...browserStreamKeys(req.url ?? "/", req.headers.cookie)];
 }
 
+/** The cluster key each request let in with one presented. */
+const keyOfRequest = new WeakMap<IncomingMessage, string>();
+
 /** Decides who `req` is; with no operator key set, everyone is the operator (as on a node). */
 export async function callerOf(req: IncomingMessage, operatorKey: string, keys: ClusterKeys): Promise<Caller> {
   if (!operatorKey) return "operator";
   const given = presented(req);
   if (given.some((k) => keyMatches(k, operatorKey))) return "operator";
-  for (const k of given) if (await keys.accepts(k)) return "cluster-key";
+  for (const k of given) {
+    if (await keys.accepts(k)) {
+      keyOfRequest.set(req, k);
+      return "cluster-key";
+    }
+  }
   return null;
+}
+
+/**
+ * The connections open under a cluster key (an event stream, a WebSocket, a long exec): when
+ * the key is revoked, each is closed within the keys' refresh, as a new request would be refused.
+ */
+export class KeyedConnections {
+  private readonly open = new Map<Socket | Duplex, string>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly keys: ClusterKeys,
+    everyMs = 1000,
+  ) {
+    this.timer = setInterval(() => void this.sweep(), everyMs);
+    this.timer.unref();
+  }
+
+  /** Watches the connection of a request let in with a cluster key (nothing for the operator's). */
+  track(req: IncomingMessage, socket: Socket | Duplex = req.socket): void {
+    const key = keyOfRequest.get(req);
+    if (!key || this.open.has(socket)) return;
+    this.open.set(socket, key);
+    socket.once("close", () => this.open.delete(socket));
+  }
+
+  private async sweep(): Promise<void> {
+    for (const [socket, key] of this.open) {
+      if (await this.keys.accepts(key).catch(() => true)) continue;
+      this.open.delete(socket);
+      socket.destroy();
+    }
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
 }
 
 /** Rewrites a request let in with a cluster key to carry the operator's key to the node. */

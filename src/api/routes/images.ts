@@ -3,20 +3,21 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
+import { familiarName } from "../../core/image-reference.js";
 import { PushRequest, PushResult } from "../image-schemas.js";
 import { Image as ImageView, PullJob as Job, PullRequest, RawBody } from "../schemas.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
 
 /** An image as the API shows it. */
 export const imageView = (i: ImageInfo) => ({
-  name: i.name,
+  name: familiarName(i.name),
   ...(i.digest ? { digest: i.digest } : {}),
   size: i.size,
   created_at: i.createdAt,
   source: i.source,
   in_use: i.inUse,
   ...(i.layers ? { layers: i.layers.length } : {}),
-  ...(i.parent ? { parent: i.parent } : {}),
+  ...(i.parent ? { parent: familiarName(i.parent) } : {}),
 });
 const view = imageView;
 const NameParam = Type.Object({ name: Type.String({ minLength: 1, maxLength: 512 }) });

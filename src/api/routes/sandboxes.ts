@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { parseDuration, parseTtl } from "../../core/durations.js";
-import { sandboxGone } from "../../core/errors.js";
+import { badRequest, sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { SpawnOptions } from "../../core/options.js";
 import type { SandboxState } from "../../core/types.js";
@@ -35,7 +35,18 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       volumes: b.volumes,
       cache: b.cache,
     };
-    const id = b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id;
+    const make = async () => (b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id);
+    const key = req.headers["idempotency-key"];
+    if (key === undefined) {
+      reply.status(201);
+      return sandboxView(forge.get(await make()));
+    }
+    if (typeof key !== "string" || !/^[\x21-\x7e]{1,255}$/.test(key))
+      throw badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters, the same on every try of one create");
+    // A retry of a create that went through (its answer lost) gets that sandbox, not a second one.
+    opts.idempotencyKey = key;
+    const { id, replayed } = await forge.once(key, make);
+    if (replayed) reply.header("Idempotent-Replayed", "true");
     reply.status(201);
     return sandboxView(forge.get(id));
   });

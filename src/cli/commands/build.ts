@@ -5,7 +5,7 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import type { Command } from "commander";
-import type { BuildJob } from "forgevm";
+import { type BuildJob, ForgevmError } from "forgevm";
 import { DockerIgnore } from "../../util/dockerignore.js";
 import type { Cli } from "../context.js";
 import { packLocal } from "../host-tree.js";
@@ -65,7 +65,11 @@ export function buildCommands(program: Command, cli: Cli): void {
           ),
         );
         const job = await client.images.build(Readable.toWeb(tar) as ReadableStream<Uint8Array>, opts, say);
-        if (job.state !== "done") throw new Error(job.error ?? `the build ended ${job.state}`);
+        if (job.state !== "done") {
+          // The log above ends with the error already: said again only when no log was shown.
+          const why = job.error ?? `the build ended ${job.state}`;
+          throw new ForgevmError(o.quiet || o.json ? why : `the build ${job.state === "cancelled" ? "was cancelled" : "failed (its log above says why)"}`, job.error_code ?? "");
+        }
         result = { image: job.image!, digest: job.digest!, steps: job.steps, state: job.state };
       } else {
         const r = await cli.withLocalForge((forge) => forge.build(context, opts, { steps: () => {}, step: () => {}, log: say }));

@@ -1,9 +1,8 @@
 // `forgevm mcp`: the MCP server on stdio for coding agents (relayed to a server when one runs),
 // its client configuration, and the audit log of what agents did.
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, type Command } from "commander";
-import { relayStdio, serveStdio } from "../../mcp/stdio.js";
-import { policyFromConfig } from "../../mcp/policy.js";
 import { type Cli, DEFAULT_URL } from "../context.js";
 import { durationOption, intOption, listOption } from "../options.js";
 import { emit, table } from "../output.js";
@@ -27,13 +26,27 @@ function networkOption(v: string) {
   return v;
 }
 
-/** The JSON block MCP clients take to start or reach this server. */
-function clientConfig(kind: "stdio" | "http", url: string, apiKey: string | undefined, dataDir: string | undefined) {
+/** Where the printed block sends an agent: the server named (--server, FORGEVM_URL), else this config file or data directory. */
+interface Target {
+  url: string;
+  apiKey?: string;
+  named: boolean;
+  configFile?: string;
+  dataDir: string;
+}
+
+/**
+ * The JSON block MCP clients take to start or reach this server. A client starts the stdio
+ * command from its own directory and environment, so the block says where to go: the server
+ * named, else the config file, else the data directory (whose running server it relays to).
+ */
+function clientConfig(kind: "stdio" | "http", t: Target) {
   if (kind === "http") {
-    return { mcpServers: { forgevm: { type: "http", url: new URL("/mcp", url).toString(), ...(apiKey ? { headers: { Authorization: `Bearer ${apiKey}` } } : {}) } } };
+    return { mcpServers: { forgevm: { type: "http", url: new URL("/mcp", t.url).toString(), ...(t.apiKey ? { headers: { Authorization: `Bearer ${t.apiKey}` } } : {}) } } };
   }
   const bin = fileURLToPath(new URL("../../../../bin/forgevm", import.meta.url));
-  return { mcpServers: { forgevm: { type: "stdio", command: bin, args: ["mcp", ...(dataDir ? ["--data-dir", dataDir] : [])] } } };
+  const where = t.named ? ["--server", t.url] : t.configFile ? ["--config", resolve(t.configFile)] : ["--data-dir", t.dataDir];
+  return { mcpServers: { forgevm: { type: "stdio", command: bin, args: [...where, "mcp"], ...(t.apiKey ? { env: { FORGEVM_API_KEY: t.apiKey } } : {}) } } };
 }
 
 export function mcpCommands(program: Command, cli: Cli, version: string): void {
@@ -57,7 +70,8 @@ export function mcpCommands(program: Command, cli: Cli, version: string): void {
         if (kind !== "stdio" && kind !== "http") throw new InvalidArgumentError(`--print-config takes stdio or http, got "${kind}"`);
         const key = server?.apiKey ?? (cli.config().auth.api_key || undefined);
         const url = server?.url ?? `http://${cli.config().server.host}:${cli.config().server.port}`;
-        console.log(JSON.stringify(clientConfig(kind, url ?? DEFAULT_URL, key, program.opts().dataDir), null, 2));
+        const named = !!(program.opts().server ?? process.env.FORGEVM_URL);
+        console.log(JSON.stringify(clientConfig(kind, { url: url ?? DEFAULT_URL, apiKey: key, named, configFile: program.opts().config, dataDir: cli.dataDir }), null, 2));
         return;
       }
       const given = POLICY_FLAGS.filter((k) => o[k] !== undefined);
@@ -67,6 +81,7 @@ export function mcpCommands(program: Command, cli: Cli, version: string): void {
             `policy flags apply to a core this command runs itself; the server at ${server.url} applies the mcp section of its own config (set the policy there)`,
           );
         }
+        const { relayStdio } = await import("../../mcp/stdio.js");
         await relayStdio(server.url, server.apiKey);
         return;
       }
@@ -80,6 +95,7 @@ export function mcpCommands(program: Command, cli: Cli, version: string): void {
       if (o.maxTtl) m.max_ttl = o.maxTtl;
       if (o.image) m.images = o.image;
       if (o.hostDir) m.host_dirs = o.hostDir;
+      const [{ policyFromConfig }, { serveStdio }] = await Promise.all([import("../../mcp/policy.js"), import("../../mcp/stdio.js")]);
       const policy = policyFromConfig(m);
       const forge = await cli.openLocal({ reaper: true });
       try {

@@ -1,8 +1,6 @@
 // The server itself: serve, setup, doctor, version.
 import type { Command } from "commander";
-import { serveForever } from "../../api/serve.js";
 import { pathsFor } from "../../config/paths.js";
-import { runSetup } from "../../setup/index.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
 
@@ -21,6 +19,7 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
       }
       if (o.database !== undefined) cfg.cluster.database = o.database;
       if (o.advertise !== undefined) cfg.cluster.advertise = o.advertise;
+      const { serveForever } = await import("../../api/serve.js");
       await serveForever(version, cfg, cfg.notes);
     });
 
@@ -30,6 +29,7 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
     .option("-q, --quiet", "print nothing when everything is already set up")
     .action(async (o: { quiet?: boolean }) => {
       const lines: string[] = [];
+      const { runSetup } = await import("../../setup/index.js");
       await runSetup(pathsFor(cli.dataDir), (m) => (o.quiet ? lines.push(m) : console.log(`setup: ${m}`)));
     });
 

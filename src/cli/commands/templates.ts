@@ -2,7 +2,6 @@
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import type { Template } from "forgevm";
-import { parse as parseYaml } from "yaml";
 import type { Cli } from "../context.js";
 import { intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
@@ -24,8 +23,8 @@ function templateFlags(c: Command): Command {
     .option("--json", "print JSON");
 }
 
-function templateBody(name: string, o: Record<string, any>): Template {
-  const fromFile = o.file ? (parseYaml(readFileSync(o.file, "utf8")) as Record<string, unknown>) : {};
+async function templateBody(name: string, o: Record<string, any>): Promise<Template> {
+  const fromFile = o.file ? ((await import("yaml")).parse(readFileSync(o.file, "utf8")) as Record<string, unknown>) : {};
   const t: Record<string, unknown> = { ...fromFile, name };
   const set = (k: string, v: unknown) => v !== undefined && (t[k] = v);
   set("image", o.image);
@@ -65,12 +64,12 @@ export function templateCommands(program: Command, cli: Cli): void {
     .action(async (name: string) => console.log(JSON.stringify(await (await cli.client()).templates.get(name), null, 2)));
 
   templateFlags(tpl.command("create").description("store a new template").argument("<name>")).action(async (name: string, o) => {
-    const t = await (await cli.client()).templates.create(templateBody(name, o));
+    const t = await (await cli.client()).templates.create(await templateBody(name, o));
     emit(o.json, t, () => console.log(`created template ${t.name}`));
   });
 
   templateFlags(tpl.command("update").description("replace a template (its base snapshot and warm pool are remade)").argument("<name>")).action(async (name: string, o) => {
-    const { name: _n, ...body } = templateBody(name, o);
+    const { name: _n, ...body } = await templateBody(name, o);
     const t = await (await cli.client()).templates.update(name, body);
     emit(o.json, t, () => console.log(`updated template ${t.name}`));
   });

@@ -1,7 +1,6 @@
 // `forgevm tui`: the terminal dashboard (cli/tui/dashboard.ts). Enter opens a shell in the selected
 // sandbox; when it ends, the dashboard comes back.
 import type { Command } from "commander";
-import { createElement as h } from "react";
 import type { Cli } from "../context.js";
 import { interactive } from "../terminal.js";
 import type { Next } from "../tui/dashboard.js";
@@ -18,7 +17,7 @@ export function tuiCommands(program: Command, cli: Cli): void {
       // clears them and loads ink afterwards.
       delete process.env.CI;
       delete process.env.CONTINUOUS_INTEGRATION;
-      const [{ render }, { Dashboard }] = await Promise.all([import("ink"), import("../tui/dashboard.js")]);
+      const [{ render }, { Dashboard }, { createElement: h }] = await Promise.all([import("ink"), import("../tui/dashboard.js"), import("react")]);
       const client = await cli.client();
       const { url, apiKey } = await cli.endpoint();
       let last: string | undefined;

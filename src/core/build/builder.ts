@@ -119,6 +119,13 @@ export async function checkDockerfile(ctx: BuildContext, o: BuildOptions): Promi
   return { df, targetIndex };
 }
 
+/** Why a RUN failed, in one line: its command cut short (it may be kilobytes), and what a build without network cannot do. */
+export function runFailed(command: string, code: number, network: string): string {
+  const shown = command.length > 160 ? `${command.slice(0, 160)}… (${command.length} characters)` : command;
+  const hint = network === "none" ? "; RUN has no network in this build: if it fetched something, allow it (--network allowlist --allow HOST, or --network full)" : "";
+  return `RUN ${shown} exited with code ${code}${hint}`;
+}
+
 /** Builds an image from a Dockerfile in `ctx`. */
 export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: BuildOptions, report: BuildReport, signal: AbortSignal): Promise<BuildResult> {
   const name = imageName(o.tag);
@@ -212,8 +219,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
         const t1 = performance.now();
         mark({ status: "running" });
         report.log(`Step ${stepNo + 1}/${steps.length} (line ${step.line}): ${step.text}`);
-        const ran = await runStep(st, step);
-        mark({ status: ran ? "done" : "cached", duration_ms: Math.round(performance.now() - t1) });
+        mark({ status: await runStep(st, step), duration_ms: Math.round(performance.now() - t1) });
         stepNo++;
       }
     }
@@ -230,8 +236,9 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
     for (const t of tempImages) await work.removeImage(t).catch(() => {});
   }
 
-  // Runs one instruction; false when it came from the cache or changes the config only.
-  async function runStep(st: StageState, step: Instruction): Promise<boolean> {
+  // Runs one instruction: "cached" when the cache had its result, else "done" (a config step a
+  // first build applies is done, not cached: "8 steps, 5 from the cache" said so of one).
+  async function runStep(st: StageState, step: Instruction): Promise<"done" | "cached"> {
     const cfg = () => st.config.config ?? {};
     // Config steps are cached too: their history entry keeps its time, so a rebuild is the same image.
     const configOnly = async (changes: ImageChanges) => {
@@ -240,7 +247,14 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
       st.config = hit ? hit.config : childConfig(st.config, null, changes);
       if (!hit) await work.cache.put(key, { config: st.config, created: new Date().toISOString() });
       st.key = key;
-      return false;
+      return hit ? "cached" : "done";
+    };
+    // A step that changes neither files nor config (ARG, SHELL) is cached when a build went past it before.
+    const seen = async (key: string): Promise<"done" | "cached"> => {
+      const mark = hashOf(key, "seen");
+      if (!o.noCache && (await work.cache.get(mark))) return "cached";
+      await work.cache.put(mark, { config: st.config, created: new Date().toISOString() });
+      return "done";
     };
     switch (step.op) {
       case "ENV":
@@ -261,30 +275,30 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
       case "SHELL":
         st.shell = step.argv;
         st.key = hashOf(st.key, step.text);
-        return false;
+        return seen(st.key);
       case "ARG":
         if (step.value !== undefined) st.args.set(step.name, step.value);
         // As Docker: an argument's value misses the cache where it is used (RUN's environment,
         // substituted text), not where it is declared.
         st.key = hashOf(st.key, "ARG", step.name);
-        return false;
+        return seen(st.key);
       case "RUN": {
         const argv = step.argv ?? [...st.shell, step.command];
         const env = { ...envOf(st.config), ...Object.fromEntries(st.args) };
         const workdir = cfg().WorkingDir || "/";
         const user = cfg().User || undefined;
         const key = hashOf(st.key, "RUN", JSON.stringify(argv), JSON.stringify(env), workdir, user ?? "");
-        if (await fromCache(st, key)) return false;
+        if (await fromCache(st, key)) return "cached";
         const sb = await sandboxOf(st);
         if (workdir !== "/") await sb.mkdir(workdir);
         const code = await runLogged(sb, argv, env, workdir, user);
-        if (code !== 0) throw new DockerfileError(`RUN ${step.command} exited with code ${code}`, step.line);
+        if (code !== 0) throw new DockerfileError(runFailed(step.command, code, o.network ?? "none"), step.line);
         await finishLayer(st, key, `RUN ${step.command}`);
-        return true;
+        return "done";
       }
       case "COPY":
       case "ADD":
-        return step.from !== undefined ? copyFrom(st, step) : copyContext(st, step);
+        return (await (step.from !== undefined ? copyFrom(st, step) : copyContext(st, step))) ? "done" : "cached";
     }
   }
 

@@ -61,6 +61,21 @@ export class ClusterDirectory {
     return this.catalogue.reserve(want, exclude);
   }
 
+  /** Binds a create's idempotency key to `nodeId` unless it is bound already; the node it is bound to. */
+  bindKey(key: string, nodeId: string): Promise<string> {
+    return this.catalogue.bindKey(key, nodeId);
+  }
+
+  /** Lets go of a key bound to a node that never got its create. */
+  unbindKey(key: string, nodeId: string): Promise<void> {
+    return this.catalogue.unbindKey(key, nodeId);
+  }
+
+  /** The node a create's idempotency key went to, if any. */
+  keyNode(key: string): Promise<string | undefined> {
+    return this.catalogue.keyNode(key);
+  }
+
   /** Gives back a placement's reserved room once its create is answered. */
   release(reservation: number): Promise<void> {
     return this.catalogue.release(reservation);

@@ -1,6 +1,7 @@
 // Argument shapes several tools share.
 import { Type } from "typebox";
 import { NO_EXPIRY, parseDuration } from "../../core/durations.js";
+import { familiarName } from "../../core/image-reference.js";
 import type { SandboxRow } from "../../core/types.js";
 import { KEEP_KEY, SESSION_KEY, type McpSession } from "../sessions.js";
 
@@ -32,7 +33,7 @@ export function summary(r: SandboxRow, session: McpSession) {
   return {
     sandbox_id: r.id,
     state: r.state,
-    image: r.image,
+    image: familiarName(r.image),
     template: r.template,
     memory_mb: r.memory_mb,
     vcpus: r.vcpus,

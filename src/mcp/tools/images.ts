@@ -1,5 +1,6 @@
 // What sandboxes can be made from: local images, pulls from registries, templates.
 import { Type } from "typebox";
+import { familiarName } from "../../core/image-reference.js";
 import { ForgevmError } from "../../core/errors.js";
 import { checkImage, imageAllowed } from "../policy.js";
 import { tool } from "../tool.js";
@@ -16,7 +17,7 @@ export const images = tool({
   annotations: { readOnlyHint: true },
   async run(ctx) {
     const list = (await ctx.forge.listImages()).filter((i) => imageAllowed(ctx.policy, i.name));
-    const result = { images: list.map((i) => ({ name: i.name, size: i.size, created_at: i.createdAt, in_use: i.inUse })) };
+    const result = { images: list.map((i) => ({ name: familiarName(i.name), size: i.size, created_at: i.createdAt, in_use: i.inUse })) };
     return { result, text: list.map((i) => `${i.name} (${(i.size / 1048576).toFixed(0)} MiB)`).join("\n") || "(no images)" };
   },
 });

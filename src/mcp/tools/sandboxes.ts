@@ -32,6 +32,11 @@ export const createSandbox = tool({
         Type.Array(Type.String({ pattern: "^\\d{1,5}(:\\d{1,5})?$" }), { maxItems: 16, description: 'Guest ports to publish on the host\'s 127.0.0.1: "GUEST" or "HOST:GUEST"' }),
       ),
       env: Type.Optional(Env),
+      secrets: Type.Optional(
+        Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 65536 }), {
+          description: "Tokens and passwords: in every command's environment and in /run/secrets/NAME, never stored (unlike env) and redacted from the audit log",
+        }),
+      ),
       keep: Type.Optional(Keep),
     },
     { additionalProperties: false },
@@ -69,6 +74,7 @@ export const createSandbox = tool({
         allow: net.allow,
         ports: a.ports,
         env: a.env,
+        secrets: a.secrets,
         metadata: session.metadata(a.keep),
       });
       // A call cancelled while the VM started leaves nothing behind.

@@ -171,7 +171,7 @@ export class QemuVm implements Vm {
   waitingForDisk(): Promise<boolean> {
     // After a copy in progress: QEMU serves one QMP client at a time.
     return this.serial(async () => {
-      const qmp = await Qmp.connect(this.qmpSocket, 2000);
+      const qmp = await Qmp.connect(this.qmpSocket, 5000);
       try {
         return (await runState(qmp)) === "io-error";
       } finally {
@@ -182,7 +182,7 @@ export class QemuVm implements Vm {
 
   continueAfterDisk(): Promise<void> {
     return this.serial(async () => {
-      const qmp = await Qmp.connect(this.qmpSocket, 2000);
+      const qmp = await Qmp.connect(this.qmpSocket, 5000);
       try {
         // QEMU retries the write that failed; a disk still full pauses the guest again.
         if ((await runState(qmp)) === "io-error") await qmp.execute("cont");

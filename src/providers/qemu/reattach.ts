@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
 import { processAlive } from "../../util/process.js";
 import type { Accel, AttachSpec, VmInfo } from "../provider.js";
-import { removeVmCgroup, sweepVmCgroups } from "../cgroups.js";
+import { emptyAndRemoveCgroup, sweepVmCgroups } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure } from "../handshake.js";
 import { QemuVm } from "./qemu-vm.js";
@@ -46,7 +46,8 @@ export async function attach(rt: QemuRuntime, a: AttachSpec, accel: Accel): Prom
     // Not our child: poll until it is gone (or a zombie) before its files go.
     while (processAlive(a.pid)) await sleep(10);
     await rm(a.dir, { recursive: true, force: true });
-    if (rt.cgroups) await removeVmCgroup(rt.cgroups, a.id);
+    // Its cgroup may still count it for a moment (it is not our child to reap): tried until it goes.
+    if (rt.cgroups) await emptyAndRemoveCgroup(rt.cgroups, a.id);
   };
   const started = performance.now();
   try {
