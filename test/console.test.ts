@@ -31,7 +31,8 @@ before(async () => {
   server = await startTestServer((c) => {
     c.auth.api_key = KEY;
     c.metrics.interval = "1s";
-    c.metrics.guest_every = 1;
+    // The guest is sampled every third tick, as by default: its lines must not break between samples.
+    c.metrics.guest_every = 3;
   });
   work = await mkdtemp(join(tmpdir(), "fvm-console-"));
   removeAtExit(work);
@@ -127,9 +128,62 @@ describe("the web console", () => {
     await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 3, 60_000, "three samples in the CPU chart");
     await page.waitForTimeout(1500);
     await shot("sandbox");
+    // The guest's line (sampled every third tick, with empty buckets between) is one stroke, as is the network chart's.
+    await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 12, 60_000, "twelve samples in the CPU chart");
+    for (const chart of [cpu, page.getByTestId("charts").locator("figure").nth(3)]) {
+      const d = (await chart.locator("path").first().getAttribute("d")) ?? "";
+      assert.ok(d.split("L").length > 3, `the guest line has points: ${d.slice(0, 80)}`);
+      assert.equal(d.split("M").length - 1, 1, `one stroke, not broken at every empty bucket: ${d.slice(0, 200)}`);
+    }
+  });
+
+  it("launches a service from the form: its command, restart policy, port (a link) and its own output are shown", async () => {
+    await page.goto(`${server.url}/#/sandboxes/new`);
+    await page.getByLabel("command").fill("sh -c 'echo service-started; exec python3 -u -m http.server 8000'");
+    await page.getByLabel("restart policy").selectOption("unless-stopped");
+    await page.getByLabel("Published ports (HOST:GUEST, or GUEST for any free host port)").fill("8000");
+    await page.getByLabel("Disk (MiB)").fill("1024");
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByTestId("sandbox-id").waitFor({ timeout: 120_000 });
+    const svc = (await page.getByTestId("sandbox-id").textContent())!;
+    try {
+      const row = (await api("GET", `/sandboxes/${svc}`)).body;
+      assert.deepEqual(row.main.command, ["sh", "-c", "echo service-started; exec python3 -u -m http.server 8000"]);
+      assert.equal(row.expires_at, null, "a service has no TTL");
+      await page.getByTestId("main-command").getByText("python3 -u -m http.server 8000", { exact: false }).waitFor();
+      await page
+        .getByTestId("main-restart")
+        .getByText(/unless-stopped, restarted 0 times, running/)
+        .waitFor({ timeout: 30_000 });
+      const link = page.getByTestId("ports").locator("a");
+      const href = (await link.getAttribute("href"))!;
+      assert.match(href, /^http:\/\/127\.0\.0\.1:\d+\/$/);
+      await waitFor(async () => (await fetch(href).catch(() => null))?.status === 200, 60_000, "the service to answer on its port");
+      await page.getByRole("tab", { name: "Logs" }).click();
+      await page.getByTestId("main-log").getByText("service-started").waitFor({ timeout: 30_000 });
+      await page.getByTestId("console-log").waitFor();
+      await shot("service-logs");
+    } finally {
+      await api("DELETE", `/sandboxes/${svc}`);
+    }
+  });
+
+  it("makes a template with a warm pool size, an allowlist and the secrets its sandboxes need", async () => {
+    await page.goto(`${server.url}/#/templates`);
+    await page.getByRole("button", { name: "New template" }).click();
+    await page.getByLabel("Name", { exact: true }).fill("from-the-form");
+    await page.getByLabel("Warm pool (sandboxes kept ready)").fill("0");
+    await page.getByLabel(/Allowlist/).fill("@pypi api.example.com");
+    await page.getByLabel(/Secrets its sandboxes need/).fill("API_TOKEN");
+    await page.getByRole("button", { name: "Save" }).click();
+    await waitFor(async () => (await api("GET", "/templates/from-the-form")).status === 200, 10_000, "the template");
+    const t = (await api("GET", "/templates/from-the-form")).body;
+    assert.deepEqual([t.pool_size, t.allowed_hosts, t.secrets.map((x: { name: string }) => x.name)], [0, ["@pypi", "api.example.com"], ["API_TOKEN"]]);
+    assert.equal((await api("DELETE", "/templates/from-the-form")).status, 200);
   });
 
   it("forks and destroys from the page", async () => {
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
     await page.getByRole("button", { name: "Fork" }).click();
     await waitFor(async () => ((await page.getByTestId("sandbox-id").textContent()) ?? id) !== id, 120_000, "the fork's page");
     const fork = (await page.getByTestId("sandbox-id").textContent())!;

@@ -438,3 +438,33 @@ print(json.dumps([len(e.list_specs("${OWNER}")), e.get_build(sys.argv[2])["statu
     }
   });
 });
+
+describe("a package source the build cannot reach", () => {
+  it("fails in one line that says what failed and which setting to change", async () => {
+    // The loopback address a user first tries for an index on the host is the build VM itself.
+    const off = await openForge({ environments: { pythonIndex: "http://127.0.0.1:9/simple/", aptSources: [], allow: [], memoryMb: 512 } });
+    const served = await serveForge(off);
+    try {
+      const call = (method: string, path: string, body?: unknown) => apiRequest(served.url, method, `/environments${path}`, body);
+      const spec = (await call("POST", "/specs", { owner_id: OWNER, name: "offline", base_image: "forgevm/debian:bookworm", python_packages: ["requests"] })).body;
+      const started = (await call("POST", "/builds", { spec_id: spec.id })).body;
+      let b: any;
+      await waitFor(async () => ["ready", "failed", "canceled"].includes((b = (await call("GET", `/builds/${started.id}`)).body).status), 600_000, "the build to end");
+      assert.equal(b.status, "failed");
+      assert.match(b.error, /^the Python package index http:\/\/127\.0\.0\.1:9\/simple\/ cannot be reached from the build \(.+\): set environments\.python_index/);
+      assert.match(b.error, /not 127\.0\.0\.1.*network\.allow_private/);
+      assert.ok(b.error.length < 600, "one line, not the RUN command");
+      assert.doesNotMatch(b.error, /base64/);
+      // The generated RUN (kilobytes of base64) is shown cut in the log, not whole.
+      assert.ok(
+        String(b.log)
+          .split("\n")
+          .every((l: string) => l.length < 800),
+        "no log line holds the whole pip runner",
+      );
+    } finally {
+      await served.close();
+      await off.close();
+    }
+  });
+});

@@ -1,5 +1,7 @@
 // A full disk under `forgevm serve`: its data directory on a small filesystem this test makes
-// (a tmpfs), filled by the sandboxes' own writes. While it is full the server stays up, answers
+// (ext4 in a file, loop-mounted: what a data directory is on; on a tmpfs a full disk also
+// takes the pages of the sparse RAM files guests map, which no real disk does), filled by the
+// sandboxes' own writes. While it is full the server stays up, answers
 // 507 for what needs room (spawn, snapshot, a call to a sandbox whose guest waits) and keeps its
 // database consistent; once there is room again the waiting guests go on and every file the
 // server acknowledged, before and during, reads back whole.
@@ -20,6 +22,7 @@ const run = promisify(execFile);
 const KEY = "full-disk-key";
 const root = process.getuid?.() === 0;
 let mnt: string;
+let image: string;
 let dataDir: string;
 let base: string;
 let server: ChildProcess;
@@ -46,7 +49,10 @@ const free = async () => {
 before(async () => {
   if (!root) return;
   mnt = await mkdtemp(join(tmpdir(), "fvt-full-"));
-  await run("mount", ["-t", "tmpfs", "-o", "size=640m,mode=0755", "tmpfs", mnt]);
+  image = `${mnt}.ext4`;
+  await run("truncate", ["-s", "700M", image]);
+  await run("mkfs.ext4", ["-q", "-m", "0", image]);
+  await run("mount", ["-o", "loop", image, mnt]);
   dataDir = join(mnt, "data");
   await seedDataDir(preparedDataDir(), dataDir);
   const port = await freePort();
@@ -59,8 +65,9 @@ before(async () => {
 after(async () => {
   if (!root) return;
   if (server) await stopProcess(server);
-  await run("umount", ["-l", mnt]).catch(() => {});
+  await run("umount", [mnt]).catch(() => run("umount", ["-l", mnt]).catch(() => {}));
   await rm(mnt, { recursive: true, force: true });
+  await rm(image, { force: true });
 });
 
 describe("a full data directory", { skip: !root && "needs root to mount a small filesystem" }, () => {
@@ -82,10 +89,11 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
     // A ballast the test removes later, then each guest writes more than is left.
     const ballastMb = 120;
     await run("dd", ["if=/dev/zero", `of=${join(mnt, "ballast")}`, "bs=1M", `count=${ballastMb}`]);
+    // One guest alone writes more than is left (so it certainly meets the wall), and less than
+    // the ballast gives back (so it finishes once there is room).
     const left = Math.floor((await free()) / 1048576);
-    const each = Math.ceil((left + ballastMb / 3) / sandboxes.length);
-    const fills = sandboxes.map((sb) =>
-      api("POST", `/sandboxes/${sb}/exec`, { command: `dd if=/dev/urandom of=/root/fill bs=1M count=${each} conv=fsync 2>&1 | tail -1` }, 600_000).catch((e) => ({
+    const fills = [sandboxes[0]].map((sb) =>
+      api("POST", `/sandboxes/${sb}/exec`, { command: `dd if=/dev/urandom of=/root/fill bs=1M count=${left + ballastMb / 3} conv=fsync 2>&1 | tail -1` }, 600_000).catch((e) => ({
         status: 0,
         body: String(e),
       })),
@@ -102,6 +110,7 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
     // Guests that wait for room answer 507 rather than hang.
     await waitFor(async () => (await api("GET", "/health")).body.storage.waiting_sandboxes.length > 0, 120_000, "a guest to wait for room");
     const waiting = (await api("GET", "/health")).body.storage.waiting_sandboxes[0];
+    assert.equal(waiting, sandboxes[0], "the guest that met the wall waits");
     const call = await api("POST", `/sandboxes/${waiting}/exec`, { command: "true" }, 5000);
     assert.equal(call.status, 507, JSON.stringify(call.body));
     assert.match(call.body.message, /paused until there is room/);

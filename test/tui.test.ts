@@ -68,3 +68,42 @@ it("refuses to run without a terminal, saying what to use instead", async () => 
   assert.notEqual(code, 0);
   assert.match(err, /needs a terminal \(use forgevm stats or forgevm ps in scripts\)/);
 });
+
+it("keeps the selection after a shell, takes keys typed in a burst, shows recent events at start and help on ?", async () => {
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) ids.push((await apiRequest(server.url, "POST", "/sandboxes", { ttl: "10m" })).body.id);
+  const [older, newer] = ids; // listed newest first
+  screen = "";
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  const command = `stty cols 140 rows 40; exec ${quote(process.execPath)} ${quote(main)} --server ${quote(server.url)} tui`;
+  tui = spawn("script", ["-qfec", command, "/dev/null"], { env: childEnv({ TERM: "xterm-256color" }), stdio: ["pipe", "pipe", "pipe"] });
+  tui.stdout!.on("data", (d: Buffer) => (screen += d.toString()));
+  const exited = new Promise<number | null>((r) => tui!.once("exit", (code) => r(code)));
+  const key = (k: string) => tui!.stdin!.write(k);
+  try {
+    // Events from before it started are there at once.
+    await waitFor(() => text().includes(`sandbox.running ${newer}`), 30_000, `recent events at start, got: ${text().slice(-800)}`);
+    key("?");
+    await waitFor(() => text().includes("KEYS (any key closes this)") && text().includes("open a shell in the selected sandbox"), 10_000, "the help");
+    key(" ");
+    // A shell in the first row (the newer), and back.
+    key("\r");
+    await waitFor(() => text().includes(`shell in ${newer}`), 30_000, "the shell");
+    await new Promise((r) => setTimeout(r, 3000));
+    key("exit\r");
+    const back = screen.length;
+    await waitFor(() => screen.slice(back).includes("SANDBOX"), 30_000, "the dashboard again");
+    assert.ok(screen.slice(back - 200).includes(`${ESC}[2J`), "the screen is cleared after the shell");
+    // Select the other one; refreshes (every 2 s) must not move the selection back to the shell's.
+    key("j");
+    await new Promise((r) => setTimeout(r, 5000));
+    key("kjd"); // one burst: up, down, destroy → the older one
+    await waitFor(() => text().includes(`destroy ${older}? y to confirm`), 10_000, `the confirmation for ${older}, got: ${text().slice(-600)}`);
+    key("n");
+    await waitFor(() => text().endsWith("kept") || text().includes("kept"), 10_000, "kept");
+    key("q");
+    assert.equal(await exited, 0, text().slice(-500));
+  } finally {
+    for (const id of ids) await apiRequest(server.url, "DELETE", `/sandboxes/${id}`);
+  }
+});

@@ -109,6 +109,10 @@ void net_on_window(sess *s, uint32_t n);
 void net_tick(sess *s, uint64_t now);
 void net_drop_pending(void);
 
+/* guard.c: ends the process group that filled the sandbox's task limit */
+int pids_guard_fd(void);
+void pids_guard_check(void);
+
 /* watch.c: inotify on directories, changes as events */
 void op_watch(uint32_t id, const jdoc *d);
 void watch_on_fd(sess *s);

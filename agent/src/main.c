@@ -31,7 +31,7 @@ int shutdown_requested = 0;
 int host_fd_mode = 0;
 
 /* Tags for epoll data that are not sessions. */
-static int tag_port, tag_port_out, tag_sig;
+static int tag_port, tag_port_out, tag_sig, tag_pids;
 
 typedef struct frame {
   struct frame *next;
@@ -438,6 +438,7 @@ int main(int argc, char **argv) {
     for (;;) pause(); /* PID 1 must not exit; the host times out and shows this log */
   }
   watch_fd(sig_fd, EPOLLIN, &tag_sig);
+  if (pids_guard_fd() >= 0) watch_fd(pids_guard_fd(), EPOLLPRI, &tag_pids);
   port_check_connected();
 
   struct epoll_event evs[64];
@@ -477,6 +478,8 @@ int main(int argc, char **argv) {
         if (evs[i].events & EPOLLOUT) port_flush();
       } else if (tag == &tag_sig) {
         on_sigchld();
+      } else if (tag == &tag_pids) {
+        pids_guard_check();
       } else if (!sessions_dropped) { /* else the event may name a freed session */
         /* a session's fd; for exec pipes the low bits of the pointer say which stream */
         uintptr_t v = (uintptr_t)tag;

@@ -6,7 +6,9 @@
 // store writes that must not be lost (a sandbox's end) wait in order, and when there is room
 // again the waiting guests go on, the waiting writes are made, and sandboxes whose VM went away
 // meanwhile are marked `error`. Under KVM the guest pauses the same way (the block layer's
-// werror policy does not depend on the accelerator).
+// werror policy does not depend on the accelerator). A data directory on a tmpfs is the one
+// place this does not hold: there a guest reading a page of its sparse RAM file needs room too,
+// and a full tmpfs kills its VMM (SIGBUS) instead of pausing it.
 import { statfs } from "node:fs/promises";
 import { hostDiskFull, isHostDiskFull } from "./error-map.js";
 import type { ForgevmError } from "./errors.js";

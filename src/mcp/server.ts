@@ -159,8 +159,10 @@ function paramsErrorsAreInvalidParams(server: Server): void {
       try {
         return await handle(request, extra);
       } catch (e) {
-        if ((e as Error)?.name !== "ZodError") throw e;
-        const issue = (e as { issues?: { path?: (string | number)[]; message?: string }[] }).issues?.[0];
+        // A schema's error (zod's, whichever version): a list of issues.
+        const issues = (e as { issues?: { path?: (string | number)[]; message?: string }[] })?.issues;
+        if (e instanceof McpError || !Array.isArray(issues)) throw e;
+        const issue = issues[0];
         throw new McpError(ErrorCode.InvalidParams, `${method}: ${issue ? `${issue.path?.join(".") || "params"}: ${issue.message}` : "the params are malformed"}`);
       }
     });

@@ -199,8 +199,8 @@ export class Client {
     return this.http.json("GET", `/providers/${encodeURIComponent(name)}`);
   }
 
-  /** The server's events as they happen (`for await (const e of client.events())`); `after` resumes from an event id. */
-  events(opts: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<EventInfo> {
+  /** The server's events as they happen (`for await (const e of client.events())`); `after` resumes from an event id, `tail` replays the newest that many first. */
+  events(opts: { after?: string; tail?: number; signal?: AbortSignal } = {}): AsyncGenerator<EventInfo> {
     return streamEvents(this.http, opts);
   }
 

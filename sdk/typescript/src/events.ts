@@ -4,9 +4,10 @@ import { ConnectionError } from "./errors.js";
 import type { Transport } from "./http.js";
 import type { EventInfo } from "./types.js";
 
-/** Yields events until `signal` aborts (or the server closes the stream); `after` replays from there. */
-export async function* streamEvents(http: Transport, opts: { after?: string; signal?: AbortSignal } = {}): AsyncGenerator<EventInfo> {
-  const res = await http.send("GET", "/events", { query: { last_event_id: opts.after }, timeoutMs: null, signal: opts.signal });
+/** Yields events until `signal` aborts (or the server closes the stream); `after` replays from there, `tail` the newest that many first. */
+export async function* streamEvents(http: Transport, opts: { after?: string; tail?: number; signal?: AbortSignal } = {}): AsyncGenerator<EventInfo> {
+  const query = { last_event_id: opts.after, tail: opts.tail !== undefined ? String(opts.tail) : undefined };
+  const res = await http.send("GET", "/events", { query, timeoutMs: null, signal: opts.signal });
   const reader = res.body!.getReader();
   const dec = new TextDecoder();
   let buf = "";

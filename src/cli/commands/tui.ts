@@ -30,6 +30,8 @@ export function tuiCommands(program: Command, cli: Cli): void {
         last = chosen.shell;
         console.log(`shell in ${chosen.shell} (exit returns to the dashboard)`);
         await interactive(url, apiKey, chosen.shell, LOGIN_SHELL).catch((e: Error) => console.error(e.message));
+        // The shell's screen goes: the dashboard is drawn again on a clear one.
+        process.stdout.write("\x1b[2J\x1b[3J\x1b[H");
       }
     });
 }

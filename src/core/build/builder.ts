@@ -218,7 +218,8 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
         check();
         const t1 = performance.now();
         mark({ status: "running" });
-        report.log(`Step ${stepNo + 1}/${steps.length} (line ${step.line}): ${step.text}`);
+        // A generated RUN can be kilobytes (an environment's pip runner): the log shows its start.
+        report.log(`Step ${stepNo + 1}/${steps.length} (line ${step.line}): ${step.text.length > 300 ? `${step.text.slice(0, 300)}…` : step.text}`);
         mark({ status: await runStep(st, step), duration_ms: Math.round(performance.now() - t1) });
         stepNo++;
       }

@@ -11,6 +11,7 @@ import type { Credentials } from "../../images/registry.js";
 import type { ArtifactStatus, EnvArtifactRow, EnvBuildRow, EnvBuildStatus, EnvironmentStore } from "../../store/environments.js";
 import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "../build/builder.js";
 import { toForgevmError } from "../error-map.js";
+import { explainPackageFailure } from "./failures.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../errors.js";
 import type { RegistryConnections } from "./connections.js";
 import { cleanSpec, type CleanSpec } from "./spec.js";
@@ -275,6 +276,9 @@ export class EnvironmentBuilds {
       this.log(id, `network: ${allow.length ? allow.join(", ") : "none"}`);
 
       this.step(id, "build");
+      // The output of the builder's step in progress: what a failed package step is explained from.
+      let stepLines: string[] = [];
+      let stepText = "";
       const report: BuildReport = {
         steps: (list) => {
           live.steps = list.map((s) => ({ ...s }));
@@ -283,9 +287,17 @@ export class EnvironmentBuilds {
           Object.assign(live.steps[i], patch);
           this.flush(id, live, true);
         },
-        log: (line) => this.log(id, line),
+        log: (line) => {
+          const step = /^Step \d+\/\d+ \(line \d+\): (.*)/.exec(line);
+          if (step) [stepText, stepLines] = [step[1], []];
+          else if (stepLines.length < 2000) stepLines.push(line);
+          this.log(id, line);
+        },
       };
-      const result = await this.work.build(dir, { tag: image, network: allow.length ? "allowlist" : "none", allow, memoryMb: this.work.memoryMb }, report, signal);
+      const result = await this.work.build(dir, { tag: image, network: allow.length ? "allowlist" : "none", allow, memoryMb: this.work.memoryMb }, report, signal).catch((e) => {
+        const why = signal.aborted || !stepText.startsWith("RUN ") ? null : explainPackageFailure(stepText.includes("apt-get") ? "apt" : "pip", stepLines, this.sources);
+        throw why ? badRequest(why) : e;
+      });
       const size = await this.work.imageBytes(result.image.name);
       this.store.updateBuild(id, { digest_local: result.digest, image_size_bytes: size });
 

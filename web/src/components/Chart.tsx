@@ -19,16 +19,20 @@ export function Chart(props: { title: string; ts: number[]; series: Series[]; fo
   const t1 = ts[ts.length - 1] ?? 1;
   const x = (t: number) => pad.l + ((t - t0) / Math.max(1, t1 - t0)) * (W - pad.l - pad.r);
   const y = (v: number) => H - pad.b - (Math.min(v, max) / max) * (H - pad.t - pad.b);
+  // A series sampled less often than the chart's buckets (the guest's, every third tick) has
+  // empty buckets between its samples: the line goes on across those. It breaks only where the
+  // series is missing for longer than its own usual spacing (a stopped sandbox, a gap in history).
   const path = (values: Series["values"]) => {
+    const at = values.flatMap((v, i) => (typeof v === "number" ? [i] : []));
+    const steps = at
+      .slice(1)
+      .map((i, k) => ts[i] - ts[at[k]])
+      .sort((a, b) => a - b);
+    const usual = steps.length ? steps[Math.floor(steps.length / 2)] : 0;
     let d = "";
-    let pen = false;
-    values.forEach((v, i) => {
-      if (typeof v !== "number") {
-        pen = false;
-        return;
-      }
-      d += `${pen ? "L" : "M"}${x(ts[i]).toFixed(1)},${y(v).toFixed(1)}`;
-      pen = true;
+    at.forEach((i, k) => {
+      const joined = k > 0 && ts[i] - ts[at[k - 1]] <= usual * 2.5;
+      d += `${joined ? "L" : "M"}${x(ts[i]).toFixed(1)},${y(values[i] as number).toFixed(1)}`;
     });
     return d;
   };

@@ -209,6 +209,19 @@ function TemplateForm({ t, onDone }: { t: any; onDone: () => void }) {
                 : undefined,
               env: parsePairs(s("env"), "environment"),
               description: s("description") || undefined,
+              pool_size: s("pool_size") ? Number(s("pool_size")) : undefined,
+              allowed_hosts: s("allowed_hosts")
+                ? s("allowed_hosts")
+                    .split(/[\s,]+/)
+                    .filter(Boolean)
+                : undefined,
+              // Names only: the values come with each spawn (or from the server's FORGEVM_SECRET_NAME).
+              secrets: s("secrets")
+                ? s("secrets")
+                    .split(/[\s,]+/)
+                    .filter(Boolean)
+                    .map((name) => ({ name }))
+                : undefined,
             };
             if (isNew) await api("POST", "/templates", { name: s("name"), ...body });
             else await api("PUT", `/templates/${q(t.name)}`, body);
@@ -246,6 +259,20 @@ function TemplateForm({ t, onDone }: { t: any; onDone: () => void }) {
           Description
           <input name="description" defaultValue={t.description ?? ""} />
         </label>
+        <div className="row">
+          <label>
+            Warm pool (sandboxes kept ready)
+            <input name="pool_size" type="number" min={0} max={64} defaultValue={t.pool_size ?? ""} placeholder="0" />
+          </label>
+          <label>
+            Allowlist (its sandboxes reach only these: hosts, *.domains, @presets)
+            <input name="allowed_hosts" defaultValue={(t.allowed_hosts ?? []).join(" ")} placeholder="none: no network" />
+          </label>
+          <label>
+            Secrets its sandboxes need (their values are given at each launch)
+            <input name="secrets" defaultValue={(t.secrets ?? []).map((x: { name: string }) => x.name).join(" ")} placeholder="API_TOKEN" />
+          </label>
+        </div>
         <div className="row">
           <label>
             Setup commands (one per line, run once when the template's snapshot is made)

@@ -70,7 +70,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
       {active === "Terminal" && (running ? <Terminal id={id} /> : <p className="muted">the sandbox is not running</p>)}
       {active === "Files" && (running ? <FileBrowser id={id} /> : <p className="muted">the sandbox is not running</p>)}
       {active === "Processes" && running && <Processes id={id} />}
-      {active === "Logs" && <Logs id={id} />}
+      {active === "Logs" && <Logs id={id} hasMain={!!s?.main} />}
       {active === "Network" && running && <Network id={id} onError={setError} />}
     </div>
   );
@@ -100,6 +100,36 @@ function Overview({ s }: { s: any }) {
           <dd>{s.expires_at === null ? "never (until removed)" : relative(s.expires_at)}</dd>
           <dt>Network</dt>
           <dd>{s.network?.mode ?? "none"}</dd>
+          {s.main && (
+            <>
+              <dt>Main process</dt>
+              <dd className="mono" data-testid="main-command">
+                {(s.main.command ?? []).join(" ")}
+              </dd>
+              <dt>Restart policy</dt>
+              <dd data-testid="main-restart">
+                {s.main.restart}
+                {s.main.max_restarts !== undefined ? ` (at most ${s.main.max_restarts})` : ""}, restarted {s.main.restarts ?? 0} times,{" "}
+                {s.main.running ? "running" : s.main.exit_code !== null && s.main.exit_code !== undefined ? `exited with ${s.main.exit_code}` : "not running"}
+              </dd>
+            </>
+          )}
+          {(s.network?.ports ?? []).length > 0 && (
+            <>
+              <dt>Published ports</dt>
+              <dd data-testid="ports">
+                {s.network.ports.map((p: any) => {
+                  // 0.0.0.0 is every address of the host: the page's own host is one of them.
+                  const host = p.host_ip === "0.0.0.0" || p.host_ip === "::" ? window.location.hostname : p.host_ip;
+                  return (
+                    <a key={p.host_port} className="mono port-link" href={`http://${host}:${p.host_port}/`} target="_blank" rel="noreferrer">
+                      {host}:{p.host_port} → {p.guest_port}
+                    </a>
+                  );
+                })}
+              </dd>
+            </>
+          )}
           <dt>Provider</dt>
           <dd>
             {s.provider}
@@ -215,14 +245,30 @@ function Processes({ id }: { id: string }) {
   );
 }
 
-function Logs({ id }: { id: string }) {
+/** The main process's output (what `forgevm logs` shows), when the sandbox runs one, and the serial console. */
+function Logs({ id, hasMain }: { id: string; hasMain: boolean }) {
   const logs = useData<string[]>(() => api("GET", `/sandboxes/${q(id)}/logs?lines=500`), [id], 5000);
+  const main = useData<{ lines: { ts: string; stream: string; line: string }[] } | null>(
+    () => (hasMain ? api("GET", `/sandboxes/${q(id)}/main/logs?tail=500`) : Promise.resolve(null)),
+    [id, hasMain],
+    3000,
+  );
   return (
     <>
-      <ErrorBox error={logs.error} />
-      <pre className="log" data-testid="console-log">
-        {(logs.data ?? []).join("\n") || "the console is empty"}
-      </pre>
+      {hasMain && (
+        <Card title="Main process">
+          <ErrorBox error={main.error} />
+          <pre className="log" data-testid="main-log">
+            {(main.data?.lines ?? []).map((l) => (l.stream === "stderr" ? `! ${l.line}` : l.line)).join("\n") || "no output yet"}
+          </pre>
+        </Card>
+      )}
+      <Card title="Serial console">
+        <ErrorBox error={logs.error} />
+        <pre className="log" data-testid="console-log">
+          {(logs.data ?? []).join("\n") || "the console is empty"}
+        </pre>
+      </Card>
     </>
   );
 }

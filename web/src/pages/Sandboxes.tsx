@@ -72,6 +72,13 @@ export function SandboxList() {
 
 const PRESETS = ["@pypi", "@npm", "@github", "@debian", "@ubuntu", "@alpine", "@crates", "@golang", "@huggingface"];
 
+/** A command line as words, as a shell splits it: spaces apart, quotes keep them together. */
+export function shellWords(text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g)) out.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : (m[2] ?? m[3]));
+  return out;
+}
+
 export function LaunchForm() {
   const images = useData<any[]>(() => api("GET", "/images"), []);
   const templates = useData<any[]>(() => api("GET", "/templates"), []);
@@ -107,7 +114,13 @@ export function LaunchForm() {
           : undefined,
         env: parsePairs(s("env"), "environment"),
         secrets: parsePairs(s("secrets"), "secrets"),
+        disk_mb: n("disk_mb"),
+        volumes: s("volumes") ? s("volumes").split(/\s+/).filter(Boolean) : undefined,
       };
+      // A command, or a restart policy, makes it a service: its main process (the image's own command when none is given).
+      const command = shellWords(s("command"));
+      const restart = s("restart") || "no";
+      if (command.length || restart !== "no") body.main = { ...(command.length ? { command } : {}), restart };
       if (s("provider")) body.provider = s("provider");
       if (source === "template") body.template = s("template");
       else body.image = s("image") || undefined;
@@ -193,9 +206,35 @@ export function LaunchForm() {
           </label>
           <label>
             TTL
-            <input name="ttl" placeholder="30m" />
+            <input name="ttl" placeholder="30m (0: until removed)" />
+          </label>
+          <label>
+            Disk (MiB)
+            <input name="disk_mb" type="number" min={64} placeholder="2048" />
           </label>
         </div>
+        <fieldset>
+          <legend>Main process (a service, as docker run -d)</legend>
+          <div className="row">
+            <label>
+              Command
+              <input name="command" placeholder="the image's own (ENTRYPOINT and CMD)" aria-label="command" />
+            </label>
+            <label>
+              Restart policy
+              <select name="restart" defaultValue="no" aria-label="restart policy">
+                <option value="no">no (not a service unless a command is given)</option>
+                <option value="on-failure">on-failure</option>
+                <option value="always">always</option>
+                <option value="unless-stopped">unless-stopped</option>
+              </select>
+            </label>
+          </div>
+          <label>
+            Volumes (volume:/path or volume:/path:ro, separated by spaces; made when missing)
+            <input name="volumes" placeholder="data:/data" />
+          </label>
+        </fieldset>
         <fieldset>
           <legend>Network</legend>
           {["none", "allowlist", "full"].map((m) => (
