@@ -54,6 +54,8 @@ typedef struct sess {
 
 /* main.c: output queue, framing, sessions */
 uint64_t now_ms(void);
+/* Reads a small file (/proc, /sys) into buf as a string; its length, or -1. */
+ssize_t read_small(const char *path, char *buf, size_t size);
 void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const void *p, size_t n);
 void send_json(uint32_t id, uint8_t kind, jbuf *b);
 void send_error(uint32_t id, const char *code, const char *fmt, ...);

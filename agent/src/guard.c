@@ -52,20 +52,9 @@ static pid_t largest_group(int *tasks) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%.20s/cgroup", e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (r <= 0) continue;
-    buf[r] = 0;
-    if (strncmp(buf, "0::/sandbox\n", 12)) continue;
+    if (read_small(path, buf, sizeof buf) <= 0 || strncmp(buf, "0::/sandbox\n", 12)) continue;
     snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (r <= 0) continue;
-    buf[r] = 0;
+    if (read_small(path, buf, sizeof buf) <= 0) continue;
     /* pid (comm) state ppid pgrp: comm may hold anything, so read after the last ')' */
     char *close_paren = strrchr(buf, ')');
     int ppid, pgrp;

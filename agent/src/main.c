@@ -53,6 +53,16 @@ void alog(const char *fmt, ...) {
   dprintf(2, "forgevm-agent: %.*s", n, buf);
 }
 
+ssize_t read_small(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
 uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

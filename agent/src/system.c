@@ -387,12 +387,7 @@ void op_mount(uint32_t id, const jdoc *d) {
     if (strncmp(e->d_name, "vd", 2) || strlen(e->d_name) > 16) continue;
     char file[96], got[32] = "";
     snprintf(file, sizeof file, "/sys/block/%s/serial", e->d_name);
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, got, sizeof got - 1);
-    close(fd);
-    if (n <= 0) continue;
-    got[n] = 0;
+    if (read_small(file, got, sizeof got) <= 0) continue;
     got[strcspn(got, "\n")] = 0;
     if (!strcmp(got, serial)) { snprintf(dev, sizeof dev, "/dev/%s", e->d_name); break; }
   }
