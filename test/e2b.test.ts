@@ -358,6 +358,32 @@ describe("pause and resume", () => {
     assert.ok(Number(await back.files.read("/tmp/count")) > before, "the loop started before the pause still runs");
     assert.equal(await back.kill(), true);
   });
+
+  it("after pause and connect the same processes are listed with the same pids, take input and signals, and their output and exit codes arrive", async () => {
+    const s = await Sandbox.create({ timeoutMs: 300_000 });
+    const counter = await s.commands.run("i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line$i; sleep 0.05; done", { background: true, timeoutMs: 0 });
+    await counter.disconnect();
+    const echo = await s.commands.run("cat", { background: true, stdin: true, timeoutMs: 0 });
+    await echo.disconnect();
+    assert.equal(await s.pause(), true);
+    const back = await Sandbox.connect(s.sandboxId);
+    const listed = (await back.commands.list()).map((p) => p.pid).sort();
+    assert.ok(listed.includes(counter.pid) && listed.includes(echo.pid), `${JSON.stringify(listed)} lists ${counter.pid} and ${echo.pid}`);
+    // Output from after the resume reaches a client that connects to it then.
+    const lines: string[] = [];
+    const again = await back.commands.connect(counter.pid, { onStdout: (d) => void lines.push(d) });
+    await waitFor(() => lines.join("").includes("line"), 10_000, "the counter's output after the resume");
+    await back.commands.kill(counter.pid);
+    const killed = await again.wait().catch((e: { exitCode?: number }) => e);
+    assert.notEqual((killed as { exitCode?: number }).exitCode, 0);
+    const out: string[] = [];
+    const cat = await back.commands.connect(echo.pid, { onStdout: (d) => void out.push(d) });
+    await back.commands.sendStdin(echo.pid, "input after the resume\n");
+    await waitFor(() => out.join("") === "input after the resume\n", 10_000, "cat to echo its input");
+    await back.commands.kill(echo.pid);
+    await cat.wait().catch(() => {});
+    assert.equal(await back.kill(), true);
+  });
 });
 
 describe("lifecycle: pause at the timeout, and auto-resume", () => {
@@ -403,6 +429,32 @@ describe("lifecycle: pause at the timeout, and auto-resume", () => {
       assert.equal(r.status, 400, JSON.stringify(body));
       assert.match(((await r.json()) as { message: string }).message, /autoPauseMemory/);
     }
+  });
+});
+
+describe("a pause that keeps the disk only", () => {
+  it("pause({keepMemory: false}) keeps the files, not the processes; connect boots it cold over its disk; autoPauseMemory: false pauses so at the timeout", async () => {
+    const s = await Sandbox.create({ timeoutMs: 300_000 });
+    await s.files.write("disk.txt", "on the disk");
+    const bg = await s.commands.run("sleep 600", { background: true, timeoutMs: 0 });
+    await bg.disconnect();
+    assert.equal(await s.pause({ keepMemory: false }), true);
+    const paused = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
+    assert.equal(paused.at(-1)?.data?.memory, false);
+    assert.equal(await s.isRunning(), false, "a disk-only pause is not resumed behind the caller's back");
+    const back = await Sandbox.connect(s.sandboxId);
+    assert.equal(await back.files.read("disk.txt"), "on the disk");
+    assert.equal((await back.commands.run(`kill -0 ${bg.pid} 2>/dev/null && echo alive || echo gone`)).stdout, "gone\n", "a cold boot: the processes are gone");
+    const resumed = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
+    assert.equal(resumed.at(-1)?.data?.cold_boot, true);
+    await back.kill();
+
+    const t = await Sandbox.create({ timeoutMs: 3000, lifecycle: { onTimeout: { action: "pause", keepMemory: false } } });
+    await t.files.write("t.txt", "kept at the timeout");
+    await waitFor(async () => (await Sandbox.getInfo(t.sandboxId)).state === "paused", 30_000, "the sandbox to pause at its timeout");
+    const again = await Sandbox.connect(t.sandboxId);
+    assert.equal(await again.files.read("t.txt"), "kept at the timeout");
+    await again.kill();
   });
 });
 

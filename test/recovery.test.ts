@@ -174,3 +174,35 @@ it("after a SIGKILL and restart, a main process with a restart policy runs again
   server.kill("SIGTERM");
   assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
 });
+
+it("a sandbox paused when idle stays paused through a SIGKILL of the server, and the next exec after the restart resumes it with its files and processes", async () => {
+  server = await startServerProcess(configFile, base);
+  const api = async (method: string, path: string, body?: unknown) => {
+    const r = await fetch(`${base}${path}`, { method, headers: body ? { "Content-Type": "application/json" } : {}, body: body ? JSON.stringify(body) : undefined });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+  const r = await api("POST", "/sandboxes", { idle: { after: "1s", action: "pause" } });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  const id = r.body.id;
+  const bg = await api("POST", `/sandboxes/${id}/exec`, {
+    command: "echo kept > /root/kept; nohup sh -c 'echo $$ > /root/bg.pid; while true; do sleep 1; done' >/dev/null 2>&1 & sleep 0.3; cat /root/bg.pid",
+  });
+  const pid = bg.body.stdout.trim();
+  assert.match(pid, /^\d+$/);
+  await waitFor(async () => (await api("GET", `/sandboxes/${id}`)).body.state === "paused", 30_000, "the sandbox to pause when idle");
+  assert.deepEqual(await qemuPidsOf(id), [], "a paused sandbox has no QEMU");
+
+  server.kill("SIGKILL");
+  await new Promise((res) => server!.once("exit", res));
+  server = await startServerProcess(configFile, base);
+  const after = await api("GET", `/sandboxes/${id}`);
+  assert.equal(after.body.state, "paused", "what the server acknowledged (the pause) survived it");
+  assert.equal(after.body.paused_reason, "idle");
+  const ex = await api("POST", `/sandboxes/${id}/exec`, { command: `cat /root/kept; kill -0 ${pid} && echo alive` });
+  assert.equal(ex.status, 200, JSON.stringify(ex.body));
+  assert.equal(ex.body.stdout, "kept\nalive\n");
+  assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running");
+  assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
+  server.kill("SIGTERM");
+  assert.equal(await new Promise((res) => server!.once("exit", res)), 0);
+});

@@ -144,6 +144,8 @@ const char *errno_code(int err);
 /* dispatch.c: requests, the operation table, HELLO */
 void dispatch(uint32_t id, const uint8_t *p, size_t n);
 void op_hello(uint32_t id, const char *nonce); /* id 0: the agent's own HELLO frame */
+void op_hello_as(uint32_t id, const char *nonce, int continued); /* continued: streams carried over */
+void op_hold(uint32_t id, const jdoc *d);
 char *req_str(const jdoc *d, const char *key);
 int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
 int req_bool(const jdoc *d, const char *key, int def);

@@ -45,7 +45,7 @@ static const struct op {
     {"watch", op_watch, 1, "watch"},
     {"symlink", op_symlink, 1, "archive"},  {"sync", op_sync, 0, "archive"},
     {"freeze", op_freeze, 0, "commit"},     {"mount", op_mount, 0, "volumes"},
-    {"share", op_share, 0, "host-dirs"},
+    {"share", op_share, 0, "host-dirs"},    {"hold", op_hold, 0, "continue-sessions"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
@@ -54,7 +54,9 @@ static const struct op {
  * close of a read or write stream ("close-transfers"). */
 static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic", "close-transfers"};
 
-void op_hello(uint32_t id, const char *nonce) {
+void op_hello(uint32_t id, const char *nonce) { op_hello_as(id, nonce, 0); }
+
+void op_hello_as(uint32_t id, const char *nonce, int continued) {
   jbuf b;
   jb_init(&b);
   jb_cstr(&b, "{\"ok\":true,\"proto\":");
@@ -65,6 +67,7 @@ void op_hello(uint32_t id, const char *nonce) {
     jb_cstr(&b, ",\"nonce\":");
     jb_str(&b, nonce, strlen(nonce));
   }
+  if (continued) jb_cstr(&b, ",\"continued\":true");
   jb_cstr(&b, ",\"features\":[");
   int first = 1;
   for (size_t i = 0; i < N_OPS; i++) {

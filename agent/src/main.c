@@ -36,10 +36,15 @@ static int tag_port, tag_port_out, tag_sig, tag_pids;
 typedef struct frame {
   struct frame *next;
   size_t len, off;
+  int hold; /* once this frame is out, send nothing more until the host continues (op hold) */
   uint8_t data[];
 } frame;
 static frame *outq_head, *outq_tail;
 static size_t outq_total;
+/* A host about to save this VM holds the channel: nothing is written to the port, so no frame
+ * can be half-sent or lost when the VMM goes away; requests are still read and answered into
+ * the queue, which goes out once a host continues (hello "continue") or releases the hold. */
+static int held = 0;
 
 void alog(const char *fmt, ...) {
   char buf[512];
@@ -91,6 +96,7 @@ void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const vo
   f->next = NULL;
   f->len = HDR_SIZE + n;
   f->off = 0;
+  f->hold = 0;
   put32(f->data, (uint32_t)n);
   put32(f->data + 4, id);
   f->data[8] = kind;
@@ -272,7 +278,7 @@ static void port_read(void) {
 }
 
 static void port_flush(void) {
-  while (outq_head) {
+  while (outq_head && !held) {
     frame *f = outq_head;
     ssize_t w = write(out_fd, f->data + f->off, f->len - f->off);
     if (w <= 0) break;
@@ -281,18 +287,43 @@ static void port_flush(void) {
     if (f->off < f->len) break;
     outq_head = f->next;
     if (!outq_head) outq_tail = NULL;
+    if (f->hold) held = 1;
     free(f);
   }
 }
 
 static void port_watch_update(void) {
   if (port_fd < 0 || !port_connected) return;
+  int out = outq_head && !held;
   if (out_fd == port_fd) {
-    watch_fd(port_fd, EPOLLIN | (outq_head ? EPOLLOUT : 0), &tag_port);
+    watch_fd(port_fd, EPOLLIN | (out ? EPOLLOUT : 0), &tag_port);
   } else {
     watch_fd(port_fd, EPOLLIN, &tag_port);
-    watch_fd(out_fd, outq_head ? EPOLLOUT : 0, &tag_port_out);
+    watch_fd(out_fd, out ? EPOLLOUT : 0, &tag_port_out);
   }
+}
+
+/* hold {on}: with on (the default) the reply is the last frame written until the hold ends, so
+ * once the host has it, it has everything this agent sent; on:false ends a hold (a save that
+ * failed). Feature continue-sessions. */
+void op_hold(uint32_t id, const jdoc *d) {
+  int on = req_bool(d, "on", 1);
+  if (!on) held = 0;
+  send_ok(id);
+  if (on && outq_tail) outq_tail->hold = 1;
+  port_watch_update();
+}
+
+/* Puts the frame just queued (a HELLO) before everything else waiting to go. */
+static void outq_tail_to_front(void) {
+  if (!outq_head || outq_head == outq_tail) return;
+  frame *prev = outq_head;
+  while (prev->next != outq_tail) prev = prev->next;
+  frame *t = outq_tail;
+  prev->next = NULL;
+  outq_tail = prev;
+  t->next = outq_head;
+  outq_head = t;
 }
 
 /* Streams and queued output of a host that is gone: nobody will read the output or answer for
@@ -301,6 +332,7 @@ static void port_watch_update(void) {
 static int sessions_dropped; /* sessions were freed during the current epoll batch */
 static void drop_sessions(int keep_processes) {
   sessions_dropped = 1;
+  held = 0;
   for (sess *s = sessions, *next; s; s = next) {
     next = s->next;
     if (s->type == S_EXEC && keep_processes) { exec_detach(s); continue; }
@@ -328,11 +360,14 @@ static void drop_host_state(void) {
 /* A host that did not see this guest boot (a restored snapshot or fork) introduces itself with a
  * HELLO frame: the guest still holds the streams of the host it was saved from, which are
  * dropped — or, with "keep" (a paused sandbox resuming with its host's successor), its
- * processes run on detached (feature keep-processes). The reply HELLO echoes the host's nonce so the host can tell it from stale bytes
- * that were in flight when the snapshot was taken. */
+ * processes run on detached (feature keep-processes). With "continue" the host is the one that
+ * held this channel before the save and still has every stream's state: nothing is dropped, the
+ * reply says "continued", and the output queued while held follows it (feature
+ * continue-sessions). The reply HELLO echoes the host's nonce so the host can tell it from stale
+ * bytes that were in flight when the snapshot was taken. */
 static void on_host_hello(const uint8_t *p, size_t n) {
   char nonce[65] = {0};
-  int keep = 0;
+  int keep = 0, cont = 0;
   if (n) {
     jdoc d;
     if (json_parse(&d, (const char *)p, (int)n, 64) == 0 && d.toks[0].type == J_OBJ) {
@@ -340,9 +375,19 @@ static void on_host_hello(const uint8_t *p, size_t n) {
       if (v && strlen(v) < sizeof nonce) strcpy(nonce, v);
       free(v);
       keep = req_bool(&d, "keep", 0) == 1;
+      cont = req_bool(&d, "continue", 0) == 1;
     }
     json_free(&d);
   }
+  /* Only a channel that was held can go on: otherwise a frame may have been half-written. */
+  if (cont && held) {
+    held = 0;
+    op_hello_as(0, nonce[0] ? nonce : NULL, 1);
+    outq_tail_to_front();
+    port_watch_update();
+    return;
+  }
+  held = 0;
   drop_sessions(keep);
   op_hello(0, nonce[0] ? nonce : NULL);
 }

@@ -25,18 +25,23 @@ interface Pending extends StreamParts {
 }
 
 export class AgentChannel extends EventEmitter implements Mux {
-  private readonly decoder: FrameDecoder;
+  private decoder: FrameDecoder;
+  private socket!: Duplex;
+  /** Bumped whenever the channel lets go of a socket: events of an old socket are ignored. */
+  private socketGen = 0;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closedWith: Error | null = null;
   private helloResolve!: (h: Hello) => void;
   private helloReject!: (e: Error) => void;
-  /** Resolves with the agent's first hello; rejects if the channel closes first. */
-  readonly hello: Promise<Hello>;
+  private helloPromise!: Promise<Hello>;
   /** The agent's hello once it came: its version and the features requests are checked against. */
   private agent: Hello | null = null;
-
-  private readonly nonce: string | null;
+  private nonce: string | null;
+  /** While held (a save of the VM under way, or the VM paused), the host's frames wait here. */
+  private heldWrites: Buffer[] | null = null;
+  /** Set while a held channel waits for its guest to take the streams over on a new socket. */
+  private continuing = false;
 
   /**
    * With `resync`, bytes before the guest's next HELLO are skipped (re-attaching to a VM). With
@@ -45,24 +50,95 @@ export class AgentChannel extends EventEmitter implements Mux {
    * over a guest restored from a snapshot, which still believes its old host is there. Its
    * processes are killed, unless `keepProcesses` (a paused sandbox resuming) lets them run on.
    */
-  constructor(
-    private readonly socket: Duplex,
-    opts: { resync?: boolean; introduce?: boolean; keepProcesses?: boolean } = {},
-  ) {
+  constructor(socket: Duplex, opts: { resync?: boolean; introduce?: boolean; keepProcesses?: boolean } = {}) {
     super();
     // Every sandbox of a shared (pool-mode) VM watches its channel close.
     this.setMaxListeners(0);
     this.nonce = opts.introduce ? randomBytes(16).toString("hex") : null;
     this.decoder = new FrameDecoder(undefined, opts.resync || opts.introduce || false);
-    this.hello = new Promise<Hello>((res, rej) => {
+    this.expectHello();
+    this.bind(socket);
+    if (this.nonce) socket.write(encodeJson(0, Kind.Hello, { nonce: this.nonce, ...(opts.keepProcesses ? { keep: true } : {}) }));
+  }
+
+  /** Resolves with the agent's hello (after `continueOn`, the one on the new socket); rejects if the channel closes first. */
+  get hello(): Promise<Hello> {
+    return this.helloPromise;
+  }
+
+  private expectHello(): void {
+    this.helloPromise = new Promise<Hello>((res, rej) => {
       this.helloResolve = res;
       this.helloReject = rej;
     });
-    this.hello.catch(() => {});
-    socket.on("data", (chunk: Buffer) => this.onData(chunk));
-    socket.on("error", (err) => this.close(new ChannelClosedError(`agent channel failed: ${err.message}`)));
-    socket.on("close", () => this.close(new ChannelClosedError("agent channel closed")));
-    if (this.nonce) socket.write(encodeJson(0, Kind.Hello, { nonce: this.nonce, ...(opts.keepProcesses ? { keep: true } : {}) }));
+    this.helloPromise.catch(() => {});
+  }
+
+  private bind(socket: Duplex): void {
+    const gen = ++this.socketGen;
+    this.socket = socket;
+    socket.on("data", (chunk: Buffer) => gen === this.socketGen && this.onData(chunk));
+    socket.on("error", (err) => gen === this.socketGen && this.close(new ChannelClosedError(`agent channel failed: ${err.message}`)));
+    socket.on("close", () => gen === this.socketGen && this.close(new ChannelClosedError("agent channel closed")));
+  }
+
+  private send(frame: Buffer): void {
+    if (this.heldWrites) this.heldWrites.push(frame);
+    else this.socket.write(frame);
+  }
+
+  /**
+   * Holds the channel before its VM is saved (feature continue-sessions): resolves once the guest
+   * has sent everything it will send until the hold ends, so no frame is half-way anywhere when
+   * the VMM goes. The host's own frames wait in memory meanwhile (each stream's credit bounds them).
+   */
+  async hold(): Promise<void> {
+    await this.request<"hold">({ op: "hold" }, { timeoutMs: 10_000 });
+    this.heldWrites ??= [];
+  }
+
+  /** Whether the agent advertised `feature` in its hello (false before the hello). */
+  supports(feature: string): boolean {
+    return this.agent?.features.includes(feature) ?? false;
+  }
+
+  /** Whether the channel is held, its streams waiting for the VM to run again. */
+  get held(): boolean {
+    return this.heldWrites !== null;
+  }
+
+  /** Ends a hold whose save did not happen: what waited goes out, and the guest sends again. */
+  async unhold(): Promise<void> {
+    this.flushHeld();
+    await this.request<"hold">({ op: "hold", on: false }, { timeoutMs: 10_000 });
+  }
+
+  private flushHeld(): void {
+    const waiting = this.heldWrites ?? [];
+    this.heldWrites = null;
+    for (const f of waiting) this.socket.write(f);
+  }
+
+  /** Lets go of the socket of a held channel's VM, which is going away; every stream stays for `continueOn`. */
+  letGoOfSocket(): void {
+    if (!this.heldWrites) throw new Error("only a held channel can let go of its socket");
+    this.socketGen++;
+    this.socket.destroy();
+  }
+
+  /**
+   * Carries a held channel over to the socket of the VM restored from its save: the guest is
+   * told this host still has every stream, and once it agrees (`hello` resolves) the frames that
+   * waited go out. A guest that cannot continue closes the channel, failing those streams.
+   */
+  continueOn(socket: Duplex): void {
+    if (!this.heldWrites) throw new Error("only a held channel can continue on a new socket");
+    this.nonce = randomBytes(16).toString("hex");
+    this.decoder = new FrameDecoder(undefined, true);
+    this.continuing = true;
+    this.expectHello();
+    this.bind(socket);
+    socket.write(encodeJson(0, Kind.Hello, { nonce: this.nonce, keep: true, continue: true }));
   }
 
   get isOpen(): boolean {
@@ -133,6 +209,7 @@ export class AgentChannel extends EventEmitter implements Mux {
   close(reason: Error = new ChannelClosedError("agent channel closed")): void {
     if (this.closedWith) return;
     this.closedWith = reason;
+    this.heldWrites = null;
     this.socket.destroy();
     this.helloReject(reason);
     for (const [, p] of this.pending) this.fail(p, reason);
@@ -166,7 +243,7 @@ export class AgentChannel extends EventEmitter implements Mux {
         }, opts.timeoutMs);
       }
       this.pending.set(id, entry);
-      this.socket.write(encodeFrame(id, Kind.Request, 0, 0, payload));
+      this.send(encodeFrame(id, Kind.Request, 0, 0, payload));
     });
     return { id, result };
   }
@@ -174,7 +251,7 @@ export class AgentChannel extends EventEmitter implements Mux {
   outgoing(id: () => number): OutgoingStream {
     return new OutgoingStream(
       (chunk, eof) => {
-        if (this.isOpen) this.socket.write(encodeFrame(id(), Kind.Data, Channel.Stdin, eof ? Flag.Eof : 0, chunk ?? undefined));
+        if (this.isOpen) this.send(encodeFrame(id(), Kind.Data, Channel.Stdin, eof ? Flag.Eof : 0, chunk ?? undefined));
       },
       () => this.isOpen && this.pending.has(id()),
     );
@@ -191,7 +268,7 @@ export class AgentChannel extends EventEmitter implements Mux {
     if (!this.isOpen || !this.pending.has(id) || n <= 0) return;
     const p = Buffer.allocUnsafe(4);
     p.writeUInt32LE(n, 0);
-    this.socket.write(encodeFrame(id, Kind.Window, channel, 0, p));
+    this.send(encodeFrame(id, Kind.Window, channel, 0, p));
   }
 
   private fail(p: Pending, err: Error): void {
@@ -234,6 +311,14 @@ export class AgentChannel extends EventEmitter implements Mux {
       if (problem) {
         this.close(new ChannelClosedError(problem));
         return;
+      }
+      if (this.continuing) {
+        this.continuing = false;
+        if (h.continued !== true) {
+          this.close(new ChannelClosedError("the restored guest could not carry its streams over (its agent predates continue-sessions, or the channel was not held)"));
+          return;
+        }
+        this.flushHeld();
       }
       this.agent = h;
       this.helloResolve(h);

@@ -32,6 +32,7 @@ export const OP_FEATURES: Record<string, string> = {
   freeze: "commit",
   mount: "volumes",
   share: "host-dirs",
+  hold: "continue-sessions",
 };
 
 /** The feature an optional field needs, by operation and field. */
@@ -42,8 +43,11 @@ export const FIELD_FEATURES: Record<string, Record<string, string>> = {
   close: { transfer: "close-transfers" },
 };
 
-/** The feature each field of the host's HELLO needs: a nonce (restored guests), keeping processes (a resumed pause). */
-export const HELLO_FEATURES: Record<string, string> = { nonce: "host-hello", keep: "keep-processes" };
+/**
+ * The feature each field of the host's HELLO needs: a nonce (restored guests), keeping processes
+ * (a resumed pause), carrying every stream over (a resumed pause whose host held the channel).
+ */
+export const HELLO_FEATURES: Record<string, string> = { nonce: "host-hello", keep: "keep-processes", continue: "continue-sessions" };
 
 /** Why a HELLO cannot be served (another protocol version), or null. */
 export function helloProblem(h: Hello): string | null {

@@ -10,6 +10,8 @@ export interface Hello {
   features: string[];
   /** Echo of the host's HELLO nonce when the host introduced itself. */
   nonce?: string;
+  /** The guest carried every stream over to a host that asked to continue (feature continue-sessions). */
+  continued?: boolean;
 }
 
 export interface ExecRequest {
@@ -189,6 +191,7 @@ export interface SimpleOps {
   symlink: { req: { op: "symlink"; path: string; target: string } & AsUser; res: { ok: true } };
   sync: { req: { op: "sync" }; res: { ok: true } };
   freeze: { req: { op: "freeze"; on: boolean }; res: { ok: true } };
+  hold: { req: { op: "hold"; on?: boolean }; res: { ok: true } };
   mount: { req: { op: "mount"; serial: string; path: string; readonly: boolean }; res: { ok: true } };
   glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };

@@ -76,6 +76,15 @@ export const VolumeMount = Type.Object({ name: Type.String(), path: Type.String(
 
 export const HostDirMount = Type.Object({ host: Type.String(), path: Type.String(), read_only: Type.Boolean() }, { $id: "HostDirMount" });
 
+/** What a sandbox does once idle: after `after` with nothing in flight, `pause` (resumed by the next call), `stop` or nothing. */
+export const IdleSpec = Type.Object(
+  {
+    after: Type.String({ minLength: 1, maxLength: 32, description: 'a duration such as "30s" or "5m" (at least 1s)' }),
+    action: Type.Union([Type.Literal("pause"), Type.Literal("stop"), Type.Literal("none")], { default: "pause" }),
+  },
+  { additionalProperties: false, $id: "IdleSpec" },
+);
+
 export const Sandbox = Type.Object(
   {
     id: Type.String(),
@@ -107,8 +116,12 @@ export const Sandbox = Type.Object(
     vm_id: Type.Optional(Type.String()),
     network: Type.Optional(Network),
     main: Type.Optional(MainInfo),
-    /** Its idle stop, as a duration. */
+    /** Its idle stop, as a duration (when its idle action is `stop`; the older name of `idle`). */
     idle_stop: Type.Optional(Type.String()),
+    /** What it does once idle. */
+    idle: Type.Optional(IdleSpec),
+    /** Why it is paused (state "paused"): "request", "timeout" or "idle". */
+    paused_reason: Type.Optional(Type.String()),
     /** Named volumes it mounts. */
     volumes: Type.Optional(Type.Array(VolumeMount)),
     /** Host directories it mounts (live). */
@@ -145,8 +158,10 @@ export const SpawnRequest = Body(
     cache: Type.Optional(Type.Boolean()),
     /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro"; a missing volume is created. */
     volumes: Type.Optional(Type.Array(Type.String({ minLength: 3, maxLength: 4200 }), { maxItems: 16 })),
-    /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */
+    /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"): `idle` with action "stop". */
     idle_stop: Type.Optional(Type.String({ minLength: 1 })),
+    /** Pause (or stop) it once idle; any call for a paused sandbox resumes it first. Default: the server's `defaults.idle`. */
+    idle: Type.Optional(IdleSpec),
     /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
     name: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" })),
     /** false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it). */
@@ -304,6 +319,8 @@ export const TemplateFields = {
   env: Type.Optional(StringMap),
   secrets: Type.Optional(Type.Array(SecretDecl, { maxItems: 64 })),
   pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+  /** What its sandboxes do once idle. */
+  idle: Type.Optional(IdleSpec),
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider: Type.Optional(Type.String()),
   /** Copied into the metadata of every sandbox spawned from it. */
@@ -335,6 +352,7 @@ export const Template = Type.Object(
     env: StringMap,
     secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) })),
     pool_size: Type.Integer(),
+    idle: Type.Optional(IdleSpec),
     provider: Type.String(),
     metadata: StringMap,
     created_at: Type.String(),

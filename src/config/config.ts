@@ -47,6 +47,8 @@ export const ConfigSchema = Type.Object(
         vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
         disk_mb: Type.Integer({ minimum: 64 }),
         ttl: Type.String({ minLength: 1 }),
+        /** What sandboxes that name no idle policy do once idle (`{after: "10m", action: "pause"}`). */
+        idle: Type.Optional(Type.Object({ after: Type.String({ minLength: 1 }), action: Type.Union([Type.Literal("pause"), Type.Literal("stop"), Type.Literal("none")]) }, strict)),
       },
       strict,
     ),

@@ -1,7 +1,7 @@
 // A loaded configuration as the options of a Forge: what `forgevm serve` and the CLI's local
 // commands (run, images, pull… without a server) open the core with.
 import type { ForgeOptions } from "../core/options.js";
-import { parseDuration, parseTtl } from "../core/durations.js";
+import { parseDuration, parseIdle, parseTtl } from "../core/durations.js";
 import type { Config } from "./config.js";
 
 /** Template secret values the server holds: its FORGEVM_SECRET_<NAME> variables. */
@@ -37,6 +37,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
       vcpus: cfg.defaults.vcpus,
       diskMb: cfg.defaults.disk_mb,
       ttlMs: parseTtl(cfg.defaults.ttl, "defaults.ttl"),
+      ...(cfg.defaults.idle ? { idle: parseIdle(cfg.defaults.idle, "defaults.idle") } : {}),
     },
     historyRetentionMs: parseDuration(cfg.store.history_retention, "store.history_retention"),
     metrics: { enabled: cfg.metrics.enabled, intervalMs: parseDuration(cfg.metrics.interval, "metrics.interval"), guestEvery: cfg.metrics.guest_every },

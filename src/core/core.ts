@@ -56,6 +56,11 @@ export interface Core {
   readonly prom: ServerMetrics;
   /** Running sandboxes of this process, by id. */
   readonly live: Map<string, Sandbox>;
+  /**
+   * Sandboxes paused by this process whose every stream waits for their resume (pause.ts), by
+   * id: not running, so in no other map of running sandboxes.
+   */
+  readonly sleeping: Map<string, Sandbox>;
   /** Main processes of running sandboxes, by id. */
   readonly mains: Map<string, MainRunner>;
   /** Secrets of running sandboxes, by id: in memory only. */

@@ -31,6 +31,15 @@ export const NO_TTL = Number.POSITIVE_INFINITY;
 /** The expiry stored for a sandbox that has none: later than any real time, so no reaper query matches it. */
 export const NO_EXPIRY = "9999-12-31T23:59:59.999Z";
 
+/** An idle policy from its wire form, or a 400 naming `field`. */
+export function parseIdle(value: { after?: unknown; action?: unknown }, field: string): { afterMs: number; action: "pause" | "stop" | "none" } {
+  const action = value.action ?? "pause";
+  if (action !== "pause" && action !== "stop" && action !== "none") throw badRequest(`${field}.action must be "pause", "stop" or "none"`);
+  const afterMs = parseDuration(value.after, `${field}.after`);
+  if (afterMs < 1000) throw badRequest(`${field}.after must be at least 1s`);
+  return { afterMs, action };
+}
+
 /** A TTL: a positive duration up to a year, or "0" (or 0) for none (NO_TTL); a 400 naming `field` for anything else. */
 export function parseTtl(value: unknown, field: string): number {
   if (value === 0 || (typeof value === "string" && /^\s*0+(\.0+)?\s*$/.test(value))) return NO_TTL;

@@ -13,6 +13,7 @@ export type EventType =
   | "sandbox.resumed"
   | "sandbox.stopped"
   | "sandbox.idle"
+  | "sandbox.pause_failed"
   | "sandbox.started"
   | "sandbox.cold_start"
   | "sandbox.restore_retry"

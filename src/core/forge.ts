@@ -60,7 +60,7 @@ import { Networks } from "./network.js";
 import type { ForgeOptions, ForkOptions, ForkResult, SpawnDefaults, SpawnOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./owner.js";
 import { makePoolHost } from "./pool-mode.js";
-import { pause, resume, wake } from "./pause.js";
+import { lifeAfterWake, pause, resume, wake } from "./pause.js";
 import { prune, reap } from "./reaper.js";
 import { reconcile } from "./recovery.js";
 import { DiskSpace } from "./disk-space.js";
@@ -194,7 +194,13 @@ export class Forge {
         loadPresets(net.presetsFile),
         net.default ?? "none",
         (id, r) => sandboxes.setNetwork(id, r),
-        (id) => core.live.get(id)?.touch(),
+        // A connection to a published port is work in flight, and wakes a paused sandbox: its
+        // first bytes wait in the held channel until the guest runs again.
+        (id) => {
+          const end = (core.live.get(id) ?? core.sleeping.get(id))?.busy() ?? (() => {});
+          if (core.sleeping.has(id)) void wake(core, id, "port", true).catch(() => {});
+          return end;
+        },
         !!net.cache,
       ),
       volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
@@ -224,6 +230,7 @@ export class Forge {
       secrets: new Map(),
       destroying: new Map(),
       waking: new Map(),
+      sleeping: new Map(),
       pausing: new Map(),
       disk: new DiskSpace(paths.dataDir, {
         vms: () => [...core.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
@@ -439,6 +446,13 @@ export class Forge {
     throw new ForgevmError("CONFLICT", `sandbox ${id} is run by another ForgeVM process`);
   }
 
+  /** The running sandbox with this id (or name), resumed first when it is paused (`by` names the call in its sandbox.resumed event). */
+  async use(idOrName: string, by: string): Promise<Sandbox> {
+    const id = this.idOf(idOrName);
+    await wake(this.core, id, by, true);
+    return this.sandbox(id);
+  }
+
   /** Sets a new expiry `ttlMs` from now. */
   extend(id: string, ttlMs: number): SandboxRow {
     const row = this.get(id);
@@ -499,13 +513,18 @@ export class Forge {
       onEnd();
       return () => {};
     }
+    // A pause that carried the sandbox's streams over (pause.ts) leaves the main process running.
     const off = this.core.events.subscribe((e) => {
-      if (e.sandbox_id === row.id && ["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error", "sandbox.paused"].includes(e.type)) onEnd();
+      if (e.sandbox_id !== row.id) return;
+      if (["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error"].includes(e.type) || (e.type === "sandbox.paused" && !e.data?.streams_kept)) onEnd();
     });
     const done = () => onEnd();
+    // A client following the logs is waiting on the sandbox: it does not idle meanwhile.
+    const end = (this.core.live.get(row.id) ?? this.core.sleeping.get(row.id))?.busy() ?? (() => {});
     runner.lines.on("line", onLine);
     runner.lines.once("done", done);
     return () => {
+      end();
       off();
       runner.lines.off("line", onLine);
       runner.lines.off("done", done);
@@ -514,18 +533,21 @@ export class Forge {
 
   /** The processes running in a sandbox (its cgroup), read from the guest's /proc. */
   async processes(id: string): Promise<GuestProcess[]> {
-    return guestProcesses(this.sandbox(id));
+    return guestProcesses(await this.use(id, "processes"));
   }
 
-  /** Saves a running sandbox's whole state and stops its VM (no memory or CPU while paused). */
-  async pause(id: string): Promise<void> {
+  /** Saves a running sandbox's whole state (with `memory: false`, its disk only) and stops its VM (no memory or CPU while paused). */
+  async pause(id: string, opts: { memory?: boolean } = {}): Promise<void> {
     this.core.disk.require("a pause (its memory is saved)");
-    return pause(this.core, this.sandbox(id));
+    return pause(this.core, this.sandbox(id), "paused", "request", opts.memory !== false);
   }
 
-  /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now. */
-  async resume(id: string, ttlMs: number = this.defaults.ttlMs): Promise<Sandbox> {
-    return resume(this.core, this.idOf(id), ttlMs);
+  /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now (default: what it had left). */
+  async resume(id: string, ttlMs?: number): Promise<Sandbox> {
+    const row = this.get(id);
+    if (this.core.waking.has(row.id)) await this.core.waking.get(row.id);
+    if (this.core.live.has(row.id) && ttlMs === undefined) return this.sandbox(row.id);
+    return resume(this.core, row.id, ttlMs ?? lifeAfterWake(this.core, row));
   }
 
   /** Resumes a sandbox paused with auto-resume (its lifecycle) before a call `by` is served; nothing for any other. */

@@ -78,12 +78,20 @@ export async function recordFailure(core: Core, id: string, e: unknown): Promise
 export function watch(core: Core, sb: Sandbox): void {
   const vm = sb.vm;
   const fail = (reason: string) => {
-    if (core.live.get(sb.id) !== sb || core.closed) return;
+    if (core.live.get(sb.id) !== sb || core.closed || sb.vm !== vm) return;
     void teardown(core, sb.id, { state: "error", error: reason }).catch(() => {});
   };
-  vm.channel.once("close", (e: Error) => fail(`the sandbox's agent channel closed: ${e.message}`));
+  // A channel outlives its VM across pauses: watched once, whichever VM it then serves.
+  if (!watchedChannels.has(vm.channel)) {
+    watchedChannels.add(vm.channel);
+    vm.channel.once("close", (e: Error) => {
+      if (core.live.get(sb.id) === sb && !core.closed) void teardown(core, sb.id, { state: "error", error: `the sandbox's agent channel closed: ${e.message}` }).catch(() => {});
+    });
+  }
   void vm.exited.then(() => fail("the VM stopped: its VMM exited"));
 }
+
+const watchedChannels = new WeakSet<object>();
 
 /**
  * Ends as `error` the sandboxes this process runs whose VM is gone without their row saying so
@@ -119,8 +127,10 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     // on a full disk the row is written once there is room, and the rest goes on now.
     const mark = { state: end.state, destroyed_at: new Date().toISOString(), ...(end.state === "error" ? { error: end.error } : {}) };
     core.disk.write(id, `sandbox ${id} ${end.state}`, () => core.sandboxes.update(id, mark));
-    const sb = core.live.get(id);
+    const asleep = core.sleeping.get(id);
+    const sb = core.live.get(id) ?? asleep;
     core.live.delete(id);
+    core.sleeping.delete(id);
     core.mains.get(id)?.dispose();
     core.mains.delete(id);
     // The console log outlives the VM directory, until the row's history is pruned.
@@ -132,8 +142,10 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     if (row.vm_id) await core.tenants?.leave(id);
     else if (sb) {
       // What it wrote to its volumes must reach their files before the VM goes (a hung guest gets 5 s).
-      if (row.volumes?.length && end.state === "destroyed") await Promise.race([sb.sync().catch(() => {}), sleep(5000)]);
+      if (row.volumes?.length && end.state === "destroyed" && !asleep) await Promise.race([sb.sync().catch(() => {}), sleep(5000)]);
       await sb.vm.destroy();
+      // A paused sandbox's channel waited for a resume that will not come: its streams end.
+      sb.vm.channel.close();
     }
     if (end.state === "error") core.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
     else core.events.emit(end.event, id);

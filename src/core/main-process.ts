@@ -97,6 +97,7 @@ export class MainRunner {
             return true;
           },
           drained: async () => {},
+          background: true,
           end: (e) => {
             for (const s of ["stdout", "stderr"] as const) if (partial[s]) this.log(s, partial[s]);
             this.ended(e, startedAt);

@@ -54,8 +54,8 @@ export class Networks {
     private readonly defaultMode: NetworkMode,
     /** Called whenever a sandbox's allowlist or ports change, to store them. */
     private readonly save: (id: string, record: NetworkRecord) => void,
-    /** Called on traffic through a sandbox's published ports. */
-    private readonly onTraffic: (id: string) => void = () => {},
+    /** Called when a connection to a sandbox's published port opens; returns what to call when it closes. */
+    private readonly onConnection: (id: string) => () => void = () => () => {},
     /** Whether allowlisted sandboxes use the package cache unless they say otherwise. */
     private readonly cacheDefault = false,
   ) {}
@@ -101,7 +101,7 @@ export class Networks {
       record: { ...record, ports: [] },
       ports: new PublishedPorts(
         () => vm.channel,
-        () => this.onTraffic(id),
+        () => this.onConnection(id),
       ),
       listener: null,
     };

@@ -91,6 +91,17 @@ export interface SpawnDefaults {
   vcpus: number;
   diskMb: number;
   ttlMs: number;
+  /** What a sandbox that names no idle policy does once idle (config `defaults.idle`). */
+  idle?: IdlePolicy;
+}
+
+/** What an idle sandbox does: `pause` (memory kept on disk, resumed by the next call), `stop` (disk kept), or `none`. */
+export type IdleAction = "pause" | "stop" | "none";
+
+/** After `afterMs` with nothing in flight (idle.ts says what counts), `action` happens. */
+export interface IdlePolicy {
+  afterMs: number;
+  action: IdleAction;
 }
 
 export interface SpawnOptions {
@@ -132,12 +143,14 @@ export interface SpawnOptions {
   name?: string;
   /** Run a main process (the image's ENTRYPOINT with `command`, else its CMD) under a restart policy. */
   main?: { command?: string[]; restart?: string };
-  /** Stop it (disk kept) after this long without exec, file calls or published-port traffic. */
+  /** Stop it (disk kept) after this long without exec, file calls or published-port traffic: `idle` with action `stop`. */
   idleStopMs?: number;
+  /** What it does once idle that long (default: the config's `defaults.idle`, else nothing). */
+  idle?: IdlePolicy;
   /** A key its client sends with every try of this create: a sandbox already made with it is returned, not made again. */
   idempotencyKey?: string;
   /** At its expiry pause it instead of destroying it; with `autoResume`, a call for it while paused wakes it to live `resumeTtlMs`. */
-  lifecycle?: { onExpiry: "destroy" | "pause"; autoResume?: boolean; resumeTtlMs?: number };
+  lifecycle?: { onExpiry: "destroy" | "pause"; autoResume?: boolean; resumeTtlMs?: number; pauseMemory?: boolean };
 }
 
 export interface EnvironmentOptions {

@@ -1,17 +1,24 @@
 // Pausing a sandbox: its whole machine (memory, devices, disk) goes into a snapshot of kind
 // `pause` and its VM stops, so it costs disk but no memory or CPU; resuming restores that
-// snapshot under the same id, with its processes still running (the agent keeps them when
-// told it is the same sandbox going on). A paused sandbox does not expire; it ends when it is
-// destroyed (lifecycle's teardown), and its snapshot with it.
+// snapshot under the same id, with its processes still running. A paused sandbox does not
+// expire; it ends when it is destroyed (lifecycle's teardown), and its snapshot with it.
+//
+// Within one server process a pause carries everything over: the agent channel is held before
+// the save (no frame half-sent), the Sandbox object waits in `core.sleeping` with its process
+// table, code contexts, main process, published ports and host directories, and the restored
+// guest takes the same channel back, so streams, pids and output go on as if nothing happened.
+// After a server restart that memory is gone: the guest is told to keep its processes running,
+// detached from streams nobody holds any more.
 import { resolveImage } from "../images/store.js";
 import { BootError, type Vm } from "../providers/provider.js";
 import type { Core } from "./core.js";
 import { conflict, ForgevmError, sandboxGone } from "./errors.js";
-import { admit, keepConsoleLog, recordFailure } from "./lifecycle.js";
+import { admit, keepConsoleLog, recordFailure, watch } from "./lifecycle.js";
 import type { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
 import { requireState } from "./states.js";
-import { expiryAfter } from "./durations.js";
+import { expiryAfter, NO_EXPIRY, NO_TTL } from "./durations.js";
+import type { SandboxRow } from "../store/sandboxes.js";
 
 /** Checks that a running sandbox can be saved whole (`verb`: paused or stopped). */
 export function checkSavable(core: Core, id: string, verb: "paused" | "stopped"): void {
@@ -24,37 +31,67 @@ export function checkSavable(core: Core, id: string, verb: "paused" | "stopped")
 /** Why a sandbox was paused, as its `sandbox.paused` event says. */
 export type PauseReason = "request" | "timeout" | "idle";
 
-/** Stops a running sandbox after saving all of its state (as `paused`, or `stopped`); `resume` brings it back. */
-export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused", reason: PauseReason = "request"): Promise<void> {
-  const p = save(core, sb, as, reason).finally(() => core.pausing.delete(sb.id));
+/**
+ * Stops a running sandbox after saving all of its state (as `paused`, or `stopped`); `resume`
+ * brings it back. A pause without `keepMemory` keeps the disk only (E2B's `memory: false`): its
+ * resume is a cold boot over that disk, processes gone.
+ */
+export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused", reason: PauseReason = "request", keepMemory = true): Promise<void> {
+  const p = save(core, sb, as, reason, keepMemory).finally(() => core.pausing.delete(sb.id));
   core.pausing.set(sb.id, p);
+  // A call that reached the sandbox while it was being saved waits in its held channel: it wakes it.
+  if (as === "paused" && keepMemory)
+    void p
+      .then(async () => {
+        if (sb.working && core.sleeping.get(sb.id) === sb) await wake(core, sb.id, "a call during the pause", true);
+      })
+      .catch(() => {});
   return p;
 }
 
-async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: PauseReason): Promise<void> {
+async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: PauseReason, keepMemory: boolean): Promise<void> {
   const row = core.sandboxes.get(sb.id)!;
   checkSavable(core, sb.id, as);
   if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
   // The disk alone must hold what the guest wrote: a stopped sandbox may later boot cold from it.
   await sb.sync().catch(() => {});
   const snap = await core.snaps.beginOf(row, "pause");
+  // A stop ends the processes; a pause keeps them, and here their streams too.
+  const carry = as === "paused" && keepMemory && sb.vm.channel.supports("continue-sessions");
   try {
+    if (carry) await sb.vm.channel.hold();
     await core.snaps.finish(snap, await sb.vm.snapshot(snap.dir));
   } catch (e) {
     await core.snaps.abort(snap);
+    // Not saved (a full disk): the sandbox runs on as it was, its held frames sent.
+    if (carry) await sb.vm.channel.unhold().catch(() => {});
     throw e;
   }
   // From here the snapshot is the sandbox: the VM goes, the record stays.
   core.live.delete(sb.id);
-  core.mains.get(sb.id)?.dispose();
-  core.mains.delete(sb.id);
-  core.sandboxes.update(sb.id, { state: as, snapshot_id: snap.id, vm_pid: null });
+  if (carry) core.sleeping.set(sb.id, sb);
+  else {
+    core.mains.get(sb.id)?.dispose();
+    core.mains.delete(sb.id);
+  }
+  core.sandboxes.update(sb.id, {
+    state: as,
+    snapshot_id: snap.id,
+    vm_pid: null,
+    paused_reason: as === "paused" ? reason : null,
+    paused_keep: as === "paused" ? (keepMemory ? "memory" : "disk") : null,
+  });
   if (row.vm_dir) await keepConsoleLog(core, sb.id, row.vm_dir);
-  await core.networks.detach(sb.id);
-  core.hostDirs.forget(sb.id); // mounted again when it runs again
+  if (!carry) {
+    await core.networks.detach(sb.id);
+    core.hostDirs.forget(sb.id); // mounted again when it runs again
+  }
   await sb.vm.destroy();
   core.sandboxes.update(sb.id, { vm_dir: null });
-  core.events.emit(as === "paused" ? "sandbox.paused" : "sandbox.stopped", sb.id, { snapshot_id: snap.id, ...(as === "paused" ? { reason } : {}) });
+  core.events.emit(as === "paused" ? "sandbox.paused" : "sandbox.stopped", sb.id, {
+    snapshot_id: snap.id,
+    ...(as === "paused" ? { reason, streams_kept: carry, memory: keepMemory } : {}),
+  });
   await core.snaps.collect().catch(() => {});
 }
 
@@ -62,6 +99,7 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
 export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused", by = "request"): Promise<Sandbox> {
   // A pause still taking its VM down (its row says paused already) is waited for.
   await core.pausing.get(id)?.catch(() => {});
+  const t0 = performance.now();
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, from === "paused" ? "resume" : "start");
@@ -71,43 +109,100 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
   try {
     const files = Snapshots.files(snap);
     const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes) };
+    const asleep = from === "paused" ? core.sleeping.get(id) : undefined;
     let vm: Vm;
+    // A pause that kept the disk only: a cold boot over it, as after a crash (the disk was synced first).
+    const cold = from === "paused" && row.paused_keep === "disk";
+    if (cold && (!files.disk || !files.diskBytes)) throw new ForgevmError("UNAVAILABLE", `the disk of paused sandbox ${id} is missing`);
     try {
-      vm = await core.providers.of(row).spawn({ ...spec, restore: { files, keepProcesses: true } });
+      vm = cold
+        ? await core.providers.of(row).spawn({ ...spec, baseDisk: { file: files.disk!, bytes: files.diskBytes! } })
+        : await core.providers.of(row).spawn({ ...spec, restore: { files, keepProcesses: true, ...(asleep ? { channel: asleep.vm.channel } : {}) } });
     } catch (e) {
       // A stopped sandbox's memory is only a head start (its main process runs anew): when the
       // saved machine cannot be restored (another VMM build, a damaged state file), it boots cold
       // on its own disk. A paused one promised its processes, so it fails instead.
-      if (!(e instanceof BootError) || from !== "stopped" || !files.disk || !files.diskBytes) throw e;
+      if (cold || !(e instanceof BootError) || from !== "stopped" || !files.disk || !files.diskBytes) throw e;
       core.events.emit("sandbox.cold_start", id, { reason: e.message.split("\n")[0] });
       vm = await core.providers.of(row).spawn({ ...spec, baseDisk: { file: files.disk, bytes: files.diskBytes } });
     }
+    if (asleep) {
+      const sb = await rejoin(core, asleep, vm, by, t0);
+      core.snapshotRows.update(snap.id, { state: "deleted" });
+      return sb;
+    }
     const image = await resolveImage(core.paths, row.image).catch(() => null);
-    // A started sandbox publishes its ports again, as a container does; a resumed one does not.
-    const network = row.network ? { ...row.network, ports: from === "stopped" ? row.network.ports : [] } : null;
+    // It publishes its ports again (a paused sandbox keeps them), as a container does.
+    const network = row.network;
     const sb = await admit(core, { ...row, network, state: "creating" }, vm, image, vm.info.restored ? "resume" : "boot");
-    core.events.emit(from === "paused" ? "sandbox.resumed" : "sandbox.started", id, { snapshot_id: snap.id, ...(from === "paused" ? { by } : {}) });
+    const resumeMs = Math.round(performance.now() - t0);
+    core.events.emit(from === "paused" ? "sandbox.resumed" : "sandbox.started", id, {
+      snapshot_id: snap.id,
+      ...(from === "paused" ? { by, resume_ms: resumeMs, ...(cold ? { cold_boot: true } : {}) } : {}),
+    });
     // Its disk is backed by the snapshot's: the files go once the sandbox does.
     core.snapshotRows.update(snap.id, { state: "deleted" });
     return sb;
   } catch (e) {
+    // What waited asleep cannot go on: its streams end with the failure.
+    const asleep = core.sleeping.get(id);
+    core.sleeping.delete(id);
+    asleep?.vm.channel.close();
+    core.mains.get(id)?.dispose();
+    core.mains.delete(id);
+    if (asleep) await core.networks.detach(id);
     await recordFailure(core, id, e);
     throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `${from} sandbox ${id} could not be brought back: ${e.message.split("\n")[0]}`) : e;
   }
 }
 
+/** The sandbox that slept in this process, running again on its restored VM with every stream it had. */
+async function rejoin(core: Core, sb: Sandbox, vm: Vm, by: string, t0: number): Promise<Sandbox> {
+  // Destroyed while resuming (a DELETE, or shutdown): the destroy took care of the rest.
+  if (core.sandboxes.get(sb.id)?.state !== "creating" || core.closed) {
+    await vm.destroy();
+    vm.channel.close();
+    throw new ForgevmError("CONFLICT", `sandbox ${sb.id} was destroyed while it was resuming`);
+  }
+  core.sleeping.delete(sb.id);
+  sb.rebind(vm);
+  core.live.set(sb.id, sb);
+  watch(core, sb);
+  core.sandboxes.update(sb.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, paused_reason: null, paused_keep: null });
+  core.events.emit("sandbox.running", sb.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin: "resume" });
+  const resumeMs = Math.round(performance.now() - t0);
+  core.events.emit("sandbox.resumed", sb.id, { snapshot_id: core.sandboxes.get(sb.id)?.snapshot_id, by, streams_kept: true, resume_ms: resumeMs });
+  return sb;
+}
+
 /**
- * Resumes a paused sandbox whose lifecycle says a call for it wakes it (`by` names the call),
- * once however many calls come at the same time; nothing for a sandbox that is not so paused.
+ * Resumes a paused sandbox before a call for it is served (`by` names the call), once however
+ * many calls come at the same time; nothing for one that is not paused. Only with `always`
+ * (our own interfaces: any call wakes), after an idle pause, or when its lifecycle says so (E2B's autoResume).
  */
-export async function wake(core: Core, id: string, by: string): Promise<void> {
+export async function wake(core: Core, id: string, by: string, always = false): Promise<void> {
+  // A pause still under way is waited for: the call then finds the sandbox paused and wakes it.
+  await core.pausing.get(id)?.catch(() => {});
   const row = core.sandboxes.get(id);
   if (row?.state !== "paused" && !core.waking.has(id)) return;
-  if (row?.state === "paused" && !row.lifecycle?.auto_resume) return;
+  // An idle pause is the server's own doing, so it is undone for any caller; a pause someone asked
+  // for is undone only where the sandbox's lifecycle says so (E2B's autoResume) or the caller always resumes.
+  if (row?.state === "paused" && !always && !row.lifecycle?.auto_resume && row.paused_reason !== "idle") return;
+  // A disk-only pause is never resumed behind a caller's back (E2B's rule): it would lose the processes.
+  if (row?.state === "paused" && !always && row.paused_keep === "disk") return;
   let p = core.waking.get(id);
   if (!p) {
-    p = resume(core, id, row!.lifecycle!.resume_ttl_ms, "paused", by).finally(() => core.waking.delete(id));
+    p = resume(core, id, lifeAfterWake(core, row!), "paused", by).finally(() => core.waking.delete(id));
     core.waking.set(id, p);
   }
   await p;
+}
+
+/** How long a woken (or resumed) sandbox lives: its lifecycle's resume TTL, else what it had left when it paused (at least a minute). */
+export function lifeAfterWake(core: Core, row: SandboxRow): number {
+  if (row.lifecycle?.auto_resume) return row.lifecycle.resume_ttl_ms;
+  if (row.expires_at === NO_EXPIRY) return NO_TTL;
+  const pausedAt = row.snapshot_id ? Date.parse(core.snapshotRows.get(row.snapshot_id)?.created_at ?? "") : Number.NaN;
+  const left = Date.parse(row.expires_at) - (Number.isFinite(pausedAt) ? pausedAt : Date.now());
+  return Math.max(left, 60_000);
 }

@@ -9,10 +9,10 @@ import { isHostDirSpec } from "./host-dirs/host-dirs.js";
 import type { TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
 import { badRequest, conflict, notFound } from "./errors.js";
-import type { SpawnOptions } from "./options.js";
+import type { IdlePolicy, SpawnOptions } from "./options.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
 import { checkEnv, checkFullNetwork, checkMemory, checkProvider, checkVcpus } from "./validate.js";
-import { expiryAfter, NO_TTL } from "./durations.js";
+import { expiryAfter, NO_TTL, parseIdle } from "./durations.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */
 export interface SpawnPlan {
@@ -34,7 +34,7 @@ export interface SpawnPlan {
   nic: boolean;
   name: string | null;
   main: MainRecord | null;
-  idleStopMs: number | null;
+  idle: (IdlePolicy & { action: "pause" | "stop" }) | null;
   lifecycle: LifecycleRecord | null;
   /** Named volumes to mount (a VM with volumes boots cold: base snapshots have no such disks). */
   volumes: VolumeMount[];
@@ -91,21 +91,30 @@ export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRec
   };
 }
 
-/** An idle stop saves the machine to disk: not for sandboxes holding secrets, and not sooner than a second. */
 /** What a sandbox's expiry does; a pause keeps its memory on disk, so secrets (which would be in it) rule it out. */
 function planLifecycle(core: Core, opts: SpawnOptions, secrets: PlannedSecrets | null, provider: Provider): LifecycleRecord | null {
   const l = opts.lifecycle;
   if (!l || (l.onExpiry === "destroy" && !l.autoResume)) return null;
   if (l.onExpiry === "pause") core.providers.require(provider, "snapshots", "lifecycle: a pause at the timeout");
   if (l.onExpiry === "pause" && secrets) throw badRequest("lifecycle: a sandbox with secrets cannot be paused at its timeout (its memory image would hold them on disk)");
-  return { on_expiry: l.onExpiry, auto_resume: !!l.autoResume, resume_ttl_ms: l.resumeTtlMs ?? 300_000 };
+  if (l.pauseMemory === false && l.autoResume) throw badRequest("lifecycle: a pause that keeps the disk only cannot be auto-resumed (it boots cold)");
+  return { on_expiry: l.onExpiry, auto_resume: !!l.autoResume, resume_ttl_ms: l.resumeTtlMs ?? 300_000, ...(l.pauseMemory === false ? { pause_memory: false } : {}) };
 }
 
-function checkIdleStop(ms: number | undefined, secrets: PlannedSecrets | null): number | null {
-  if (ms === undefined) return null;
-  if (!Number.isFinite(ms) || ms < 1000) throw badRequest("idle_stop must be at least 1s");
-  if (secrets) throw badRequest("idle_stop: a sandbox with secrets cannot be stopped (its memory image would hold them on disk)");
-  return ms;
+/** What the sandbox does once idle: asked for (`idle`, or `idle_stop` as the older name), its template's, the config's, or nothing. */
+function planIdle(core: Core, opts: SpawnOptions, tpl: TemplateRow | null, secrets: PlannedSecrets | null, provider: Provider): (IdlePolicy & { action: "pause" | "stop" }) | null {
+  const asked = opts.idle ?? (opts.idleStopMs !== undefined ? { afterMs: opts.idleStopMs, action: "stop" as const } : undefined);
+  const field = opts.idle ? "idle" : "idle_stop";
+  const own = asked ?? (tpl?.idle ? parseIdle(tpl.idle, `template ${tpl.name}: idle`) : undefined);
+  const policy = own ?? core.opts.defaults?.idle;
+  if (!policy || policy.action === "none") return null;
+  // The config's default applies where it can: a sandbox it cannot pause simply stays up.
+  if (!own && (secrets || !provider.features.snapshots)) return null;
+  const name = asked ? field : `template ${tpl!.name}: idle`;
+  if (!Number.isFinite(policy.afterMs) || policy.afterMs < 1000) throw badRequest(`${name} must be at least 1s`);
+  core.providers.require(provider, "snapshots", `${name}: a ${policy.action} when idle`);
+  if (secrets) throw badRequest(`${name}: a sandbox with secrets cannot be ${policy.action === "pause" ? "paused" : "stopped"} (its memory image would hold them on disk)`);
+  return policy as IdlePolicy & { action: "pause" | "stop" };
 }
 
 /** "no", "always", "unless-stopped", "on-failure" or "on-failure:N". */
@@ -165,7 +174,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     nic: network.mode === "full",
     name,
     main: planMain(image, opts.main),
-    idleStopMs: checkIdleStop(opts.idleStopMs, secrets),
+    idle: planIdle(core, opts, tpl ?? null, secrets, provider),
     lifecycle: planLifecycle(core, opts, secrets, provider),
     ...mounts,
   };
@@ -208,7 +217,8 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     ...rowOf(core, what, { ttlMs: opts.ttlMs ?? plan.ttlMs, ownerId: opts.ownerId, metadata: plan.metadata ?? undefined }, id),
     name: plan.name,
     main: plan.main,
-    idle_stop_ms: plan.idleStopMs,
+    idle_ms: plan.idle?.afterMs ?? null,
+    idle_action: plan.idle?.action ?? null,
     lifecycle: plan.lifecycle,
     idempotency_key: opts.idempotencyKey ?? null,
     volumes: plan.volumes.length ? plan.volumes : null,
@@ -250,7 +260,10 @@ export function rowOf(
     network: what.network ?? null,
     name: null,
     main: null,
-    idle_stop_ms: null,
+    idle_ms: null,
+    idle_action: null,
+    paused_reason: null,
+    paused_keep: null,
     volumes: null,
     host_dirs: null,
     spec: null,

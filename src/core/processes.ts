@@ -41,19 +41,24 @@ export interface ProcessListener {
   output(o: ProcessOutput): boolean;
   drained(): Promise<void>;
   end(e: ProcessEnd): void;
+  /** The server's own listener (a main process's log): not a client, so not work in flight. */
+  background?: boolean;
 }
 
 /** How many ended processes a sandbox remembers (their exit codes, for late re-attaches). */
 const KEEP_ENDED = 64;
 
 export class TrackedProcess {
-  private readonly listeners = new Set<ProcessListener>();
+  /** Each listener, with the function that ends its count as work in flight. */
+  private readonly listeners = new Map<ProcessListener, () => void>();
   private ending: ProcessEnd | null = null;
 
   constructor(
     readonly pid: number,
     readonly spec: ProcessSpec,
     private readonly session: ExecSession,
+    /** Marks work in flight (Sandbox.busy): a client attached to a process keeps its sandbox from idling. */
+    private readonly busy: () => () => void = () => () => {},
   ) {}
 
   get running(): boolean {
@@ -67,7 +72,7 @@ export class TrackedProcess {
       new Promise<void>((resolve) => {
         stream.on("data", (data: Buffer) => {
           const waits: Promise<void>[] = [];
-          for (const l of this.listeners) if (!l.output({ stream: name, data })) waits.push(l.drained());
+          for (const l of this.listeners.keys()) if (!l.output({ stream: name, data })) waits.push(l.drained());
           if (waits.length) {
             // A slow reader slows the process (through the channel's credit), never our memory.
             stream.pause();
@@ -82,7 +87,10 @@ export class TrackedProcess {
     void Promise.all([relay(this.session.stdout, out), relay(this.session.stderr, "stderr"), this.session.result.catch((e: Error) => e)]).then(([, , r]) => {
       this.ending =
         r instanceof Error ? { exitCode: -1, timedOut: false, error: r.message } : { exitCode: r.exit_code, timedOut: r.timed_out, ...(r.signal ? { signal: r.signal } : {}) };
-      for (const l of this.listeners) l.end(this.ending);
+      for (const [l, end] of this.listeners) {
+        l.end(this.ending);
+        end();
+      }
       this.listeners.clear();
       onEnd();
     });
@@ -91,11 +99,12 @@ export class TrackedProcess {
   /** Receives output from now on and the end (at once if it has ended). */
   subscribe(l: ProcessListener): void {
     if (this.ending) l.end(this.ending);
-    else this.listeners.add(l);
+    else if (!this.listeners.has(l)) this.listeners.set(l, l.background ? () => {} : this.busy());
   }
 
   /** Stops sending to a listener. */
   unsubscribe(l: ProcessListener): void {
+    this.listeners.get(l)?.();
     this.listeners.delete(l);
   }
 
@@ -133,6 +142,8 @@ export class ProcessTable {
   private readonly byPid = new Map<number, TrackedProcess>();
   private readonly ended: number[] = [];
 
+  constructor(private readonly busy: () => () => void = () => () => {}) {}
+
   /**
    * Starts tracking a session once the guest says it started (its pid is the guest's); `first`
    * hears everything from the first byte of output.
@@ -143,7 +154,7 @@ export class ProcessTable {
       throw conflict(`a running process already has the tag "${spec.tag}"`);
     }
     const { pid } = await session.started;
-    const p = new TrackedProcess(pid, spec, session);
+    const p = new TrackedProcess(pid, spec, session, this.busy);
     this.byPid.set(pid, p);
     if (first) {
       first.start?.(pid);

@@ -23,26 +23,35 @@ async function pauseAtExpiry(core: Core, id: string): Promise<void> {
   const sb = core.live.get(id);
   if (!sb) return destroy(core, id, "expired");
   try {
-    await pause(core, sb, "paused", "timeout");
+    await pause(core, sb, "paused", "timeout", core.sandboxes.get(id)?.lifecycle?.pause_memory !== false);
   } catch {
     // Cannot be saved now (the disk is full, its VM went away): it expires as any other.
     await destroy(core, id, "expired");
   }
 }
 
-/** Sandboxes being stopped for idleness (a stop takes longer than a tick). */
+/** Sandboxes being paused or stopped for idleness (that takes longer than a tick). */
 const idling = new Set<string>();
 
-/** Stops every running sandbox with an idle stop that has gone unused that long. */
-export function stopIdle(core: Core): void {
+/**
+ * Pauses (or stops) every running sandbox whose idle policy's interval has passed with nothing
+ * in flight (Sandbox.busy). A pause that cannot be made (a full disk) leaves it running, says
+ * why in a `sandbox.pause_failed` event, and is tried again after another idle interval.
+ */
+export function settleIdle(core: Core): void {
   const now = Date.now();
   for (const [id, sb] of core.live) {
-    const idle = core.sandboxes.get(id)?.idle_stop_ms;
-    if (!idle || now - sb.lastActive < idle || idling.has(id) || core.destroying.has(id)) continue;
+    const row = core.sandboxes.get(id);
+    if (!row?.idle_ms || !row.idle_action || sb.idleMs(now) < row.idle_ms) continue;
+    if (idling.has(id) || core.destroying.has(id) || core.pausing.has(id) || core.waking.has(id) || core.disk.full) continue;
     idling.add(id);
-    core.events.emit("sandbox.idle", id, { idle_ms: now - sb.lastActive });
-    void stop(core, id)
-      .catch(() => {})
+    core.events.emit("sandbox.idle", id, { idle_ms: sb.idleMs(now), action: row.idle_action });
+    const work = row.idle_action === "pause" ? pause(core, sb, "paused", "idle") : stop(core, id);
+    void work
+      .catch((e: Error) => {
+        sb.touch(); // the next try waits a whole interval
+        core.events.emit("sandbox.pause_failed", id, { reason: "idle", action: row.idle_action, error: e.message.split("\n")[0] });
+      })
       .finally(() => idling.delete(id));
   }
 }
@@ -50,7 +59,7 @@ export function stopIdle(core: Core): void {
 /** One round of the reaper; failures wait for the next round. */
 export async function reap(core: Core): Promise<void> {
   try {
-    stopIdle(core);
+    settleIdle(core);
     await prune(core);
     const cutoff = new Date(Date.now() - (core.opts.historyRetentionMs ?? 7 * 86_400_000)).toISOString();
     for (const id of core.sandboxes.pruneHistory(cutoff)) {

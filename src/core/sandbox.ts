@@ -1,7 +1,7 @@
 // A running sandbox: one VM plus the operations every interface offers on it. The REST API,
 // CLI and SDKs all call these, so behaviour is the same everywhere.
 import type { Readable } from "node:stream";
-import type { DirChange, DirEntry, DirWatch, ExecSession, FileStat, Metrics } from "../agent-client/index.js";
+import type { DirChange, DirEntry, DirWatch, ExecSession, FileStat, Metrics, SimpleOps } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
 import { badRequest } from "./errors.js";
 import { checkEnv } from "./validate.js";
@@ -60,10 +60,12 @@ export type { GuestUser };
 export class Sandbox {
   /** The guest's user accounts (guest-users.ts). */
   private readonly users = new GuestUsers(this);
-  /** Processes that outlive the call that started them (see processes.ts). */
-  readonly processes = new ProcessTable();
-  /** When the sandbox was last used: an exec, a file call, published-port traffic (for idle stop). */
+  /** Processes that outlive the call that started them (see processes.ts); someone attached to one is work in flight. */
+  readonly processes = new ProcessTable(() => this.busy());
+  /** When the sandbox was last used: an exec, a file call, published-port traffic (for its idle policy). */
   lastActive = Date.now();
+  /** Work in flight: calls, streams, attached clients, open port connections (`busy`). */
+  private inFlight = 0;
   /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
   readonly code = new CodeContexts(this, async (user) => {
     if (user) return (await this.guestUser(user))?.home ?? "/";
@@ -73,7 +75,8 @@ export class Sandbox {
   constructor(
     readonly id: string,
     readonly image: string,
-    readonly vm: Vm,
+    /** Its VM: another one after a resume (`rebind`), with the same agent channel. */
+    public vm: Vm,
     private readonly onDestroy: (sb: Sandbox) => Promise<void>,
     private readonly emit: Emit = () => {},
     /** What every exec gets unless it says otherwise: the image's and sandbox's env, the image's working directory. */
@@ -95,9 +98,57 @@ export class Sandbox {
     return { user: t.user, umask: 0o077 };
   }
 
+  /** Runs on the VM restored from this sandbox's pause, which carried its channel over. */
+  rebind(vm: Vm): void {
+    if (vm.channel !== this.vm.channel) throw new Error(`sandbox ${this.id}: a resumed VM must carry the channel over`);
+    this.vm = vm;
+    this.touch();
+  }
+
   /** Marks the sandbox as in use now. */
   touch(): void {
     this.lastActive = Date.now();
+  }
+
+  /**
+   * Marks work in flight until the returned function is called (once; later calls do nothing):
+   * a sandbox is idle only when nothing is, so an idle pause never lands in the middle of work.
+   */
+  busy(): () => void {
+    this.inFlight++;
+    this.touch();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.inFlight--;
+      this.touch();
+    };
+  }
+
+  /** Whether any work is in flight. */
+  get working(): boolean {
+    return this.inFlight > 0;
+  }
+
+  /** How long nothing has been in flight and nothing has touched it (0 while something is in flight). */
+  idleMs(now = Date.now()): number {
+    return this.inFlight > 0 ? 0 : Math.max(0, now - this.lastActive);
+  }
+
+  /** Runs `work` counted as work in flight. */
+  private async during<T>(work: () => Promise<T>): Promise<T> {
+    const end = this.busy();
+    try {
+      return await work();
+    } finally {
+      end();
+    }
+  }
+
+  /** A file operation's request, counted as work in flight. */
+  private fileOp<K extends keyof SimpleOps>(req: SimpleOps[K]["req"]): Promise<SimpleOps[K]["res"]> {
+    return this.during(() => this.vm.channel.request<K>(req));
   }
 
   /** The filesystem identity of file operations (every file call goes through it, so it marks use too). */
@@ -126,7 +177,7 @@ export class Sandbox {
     const t0 = performance.now();
     const req = this.execRequest(command, opts);
     this.emit("exec.started", this.id, { command });
-    const r = await this.vm.channel.execBuffered(req, { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes });
+    const r = await this.during(() => this.vm.channel.execBuffered(req, { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }));
     this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
     return {
       exitCode: r.exit_code,
@@ -138,14 +189,26 @@ export class Sandbox {
     };
   }
 
-  /** Starts a command whose output streams as it is produced (consume stdout and stderr). */
-  execStream(command: string | string[], opts: Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number } } = {}): ExecSession {
-    const req = { ...this.execRequest(command, opts), stdin: opts.stdin, pty: opts.pty };
+  /**
+   * Starts a command whose output streams as it is produced (consume stdout and stderr). It is
+   * work in flight until it ends, unless `background` (a process nobody waits on: a main
+   * process, a runtime, a tracked process, whose attached clients count instead).
+   */
+  execStream(
+    command: string | string[],
+    opts: Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number }; background?: boolean } = {},
+  ): ExecSession {
+    const { background, ...rest } = opts;
+    const req = { ...this.execRequest(command, rest), stdin: rest.stdin, pty: rest.pty };
     this.emit("exec.started", this.id, { command, stream: true });
+    const end = background ? () => {} : this.busy();
     const s = this.vm.channel.exec(req);
     s.result.then(
-      (r) => this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out }),
-      () => {},
+      (r) => {
+        end();
+        this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
+      },
+      () => end(),
     );
     return s;
   }
@@ -153,40 +216,46 @@ export class Sandbox {
   /** Writes a file atomically, creating parent directories. */
   async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number; as?: FileIdentity } = {}) {
     const { as, ...rest } = opts;
-    const r = await this.vm.channel.writeFile(path, data, { ...rest, ...this.fsId(as) });
+    const r = await this.during(() => this.vm.channel.writeFile(path, data, { ...rest, ...this.fsId(as) }));
     this.emit("file.written", this.id, { path, size: r.size });
     return r;
   }
 
   /** Reads a whole file (refusing files larger than maxBytes). */
   readFile(path: string, maxBytes?: number, as?: FileIdentity): Promise<Buffer> {
-    return this.vm.channel.readFileBuffer(path, maxBytes, this.fsId(as));
+    return this.during(() => this.vm.channel.readFileBuffer(path, maxBytes, this.fsId(as)));
   }
 
   /** Reads at most `length` bytes from `offset`, with the file's metadata (its whole size included). */
   async readFileRange(path: string, offset: number, length: number, as?: FileIdentity): Promise<{ data: Buffer; stat: FileStat }> {
-    const r = this.vm.channel.readFile(path, { offset, length, ...this.fsId(as) });
-    await Promise.race([r.stat, r.done]); // a refused read fails here, before any byte
-    const parts: Buffer[] = [];
-    for await (const c of r.stream as AsyncIterable<Buffer>) parts.push(c);
-    await r.done;
-    return { data: Buffer.concat(parts), stat: await r.stat };
+    return this.during(async () => {
+      const r = this.vm.channel.readFile(path, { offset, length, ...this.fsId(as) });
+      await Promise.race([r.stat, r.done]); // a refused read fails here, before any byte
+      const parts: Buffer[] = [];
+      for await (const c of r.stream as AsyncIterable<Buffer>) parts.push(c);
+      await r.done;
+      return { data: Buffer.concat(parts), stat: await r.stat };
+    });
   }
 
-  /** Streams a file out of the guest; destroying the stream ends the read in the guest. */
+  /** Streams a file out of the guest (work in flight until it ends); destroying the stream ends the read in the guest. */
   readFileStream(path: string, as?: FileIdentity) {
-    return this.vm.channel.readFile(path, this.fsId(as));
+    const end = this.busy();
+    const r = this.vm.channel.readFile(path, this.fsId(as));
+    r.done.then(end, end);
+    r.stream.once("close", end);
+    return r;
   }
 
   async listFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
-    return (await this.vm.channel.request<"list">({ op: "list", path, ...this.fsId(as) })).entries;
+    return (await this.fileOp<"list">({ op: "list", path, ...this.fsId(as) })).entries;
   }
 
   /** Lists every entry of a directory, page by page past the agent's limit per reply. */
   async listAllFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
     const all: DirEntry[] = [];
     for (;;) {
-      const r = await this.vm.channel.request<"list">({ op: "list", path, offset: all.length || undefined, ...this.fsId(as) });
+      const r = await this.fileOp<"list">({ op: "list", path, offset: all.length || undefined, ...this.fsId(as) });
       all.push(...r.entries);
       if (!r.truncated || !r.entries.length) return all;
     }
@@ -214,37 +283,38 @@ export class Sandbox {
 
   /** Creates a symbolic link at `path` pointing to `target`. */
   async symlink(path: string, target: string, as?: FileIdentity): Promise<void> {
-    await this.vm.channel.request<"symlink">({ op: "symlink", path, target, ...this.fsId(as) });
+    await this.fileOp<"symlink">({ op: "symlink", path, target, ...this.fsId(as) });
   }
 
   async stat(path: string, as?: FileIdentity): Promise<FileStat> {
-    const { ok: _ok, ...st } = await this.vm.channel.request<"stat">({ op: "stat", path, ...this.fsId(as) });
+    const { ok: _ok, ...st } = await this.fileOp<"stat">({ op: "stat", path, ...this.fsId(as) });
     return st;
   }
 
   async mkdir(path: string, mode?: number, as?: FileIdentity): Promise<void> {
-    await this.vm.channel.request<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId(as) });
+    await this.fileOp<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId(as) });
   }
 
   async remove(path: string, recursive = false, as?: FileIdentity): Promise<void> {
-    await this.vm.channel.request<"remove">({ op: "remove", path, recursive, ...this.fsId(as) });
+    await this.fileOp<"remove">({ op: "remove", path, recursive, ...this.fsId(as) });
   }
 
   async move(from: string, to: string, overwrite = true, as?: FileIdentity): Promise<void> {
-    await this.vm.channel.request<"move">({ op: "move", from, to, overwrite, ...this.fsId(as) });
+    await this.fileOp<"move">({ op: "move", from, to, overwrite, ...this.fsId(as) });
   }
 
   async chmod(path: string, mode: number, as?: FileIdentity): Promise<void> {
-    await this.vm.channel.request<"chmod">({ op: "chmod", path, mode, ...this.fsId(as) });
+    await this.fileOp<"chmod">({ op: "chmod", path, mode, ...this.fsId(as) });
   }
 
   async glob(pattern: string, as?: FileIdentity): Promise<string[]> {
-    return (await this.vm.channel.request<"glob">({ op: "glob", pattern, ...this.fsId(as) })).matches;
+    return (await this.fileOp<"glob">({ op: "glob", pattern, ...this.fsId(as) })).matches;
   }
 
   /** Starts a process that outlives this call (see processes.ts); `first` hears all of its output. */
   async startProcess(spec: ProcessSpec, first?: ProcessListener): Promise<TrackedProcess> {
     const session = this.execStream([spec.cmd, ...spec.args], {
+      background: true,
       env: spec.env,
       cwd: spec.cwd,
       user: spec.user,
@@ -274,8 +344,16 @@ export class Sandbox {
 
   /** Watches a directory (recursively if asked); onChange gets each change, named relative to it. Close the watch when done. */
   async watchDir(path: string, opts: { recursive?: boolean; as?: FileIdentity }, onChange: (c: DirChange) => void): Promise<DirWatch> {
+    // An open watch is a client waiting on the sandbox: work in flight until it closes.
+    const end = this.busy();
     const w = this.vm.channel.watch({ path, recursive: opts.recursive, ...this.fsId(opts.as) }, onChange);
-    await w.ready;
+    w.done.then(end, end);
+    try {
+      await w.ready;
+    } catch (e) {
+      end();
+      throw e;
+    }
     return w;
   }
 

@@ -1,7 +1,7 @@
 // Templates: named spawn settings. Creating, changing or deleting one also remakes its base
 // snapshots and warm pool.
 import type { TemplateBody, TemplateRow } from "../store/templates.js";
-import { NO_TTL, parseTtl, ttlSeconds as checkTtlSeconds } from "./durations.js";
+import { NO_TTL, parseIdle, parseTtl, ttlSeconds as checkTtlSeconds } from "./durations.js";
 import type { Core } from "./core.js";
 import { toForgevmError } from "./error-map.js";
 import { badRequest, ForgevmError, notFound } from "./errors.js";
@@ -39,6 +39,8 @@ export function templateBody(t: TemplateInput): TemplateBody {
     allowed_hosts: t.allowed_hosts?.length ? t.allowed_hosts : undefined,
     secrets: t.secrets?.length ? t.secrets : undefined,
     pool_size: t.pool_size,
+    // Checked here, once for every way in; stored as written.
+    idle: t.idle ? checkedIdle(t.idle) : undefined,
     provider: t.provider || undefined,
     metadata: t.metadata && Object.keys(t.metadata).length ? t.metadata : undefined,
   };
@@ -129,4 +131,9 @@ function checkTemplate(core: Core, t: TemplateBody): void {
   } catch (e) {
     throw badRequest(`allowed_hosts: ${(e as Error).message}`);
   }
+}
+
+/** A template's idle policy, checked (a 400 naming `idle`) and kept as written. */
+function checkedIdle(idle: { after: string; action?: "pause" | "stop" | "none" }): { after: string; action: "pause" | "stop" | "none" } {
+  return { after: idle.after, action: parseIdle(idle, "idle").action };
 }

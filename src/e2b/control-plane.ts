@@ -41,6 +41,7 @@ const NewSandbox = Type.Object(
   },
   { additionalProperties: true },
 );
+const PauseBody = Type.Object({ memory: Type.Optional(Type.Boolean()) }, { additionalProperties: true });
 const ConnectBody = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })) }, { additionalProperties: true });
 const ForkBody = Type.Object(
   { timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })), count: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_FORK })) },
@@ -84,11 +85,10 @@ function networkOf(b: Static<typeof NewSandbox>): { network?: string; allow?: st
 function lifecycleOf(b: Static<typeof NewSandbox>): SpawnOptions["lifecycle"] {
   if (b.autoPauseMemory === false && !b.autoPause) throw badRequest("autoPauseMemory: false needs autoPause: true");
   if (b.autoPauseMemory === false && b.autoResume?.enabled) throw badRequest("autoPauseMemory: false cannot be auto-resumed (a filesystem-only pause boots cold)");
-  if (b.autoPauseMemory === false) throw badRequest("autoPauseMemory: false (a pause that keeps the disk only) is not supported by this server: leave it out to keep memory");
   if (!b.autoPause && !b.autoResume?.enabled) return undefined;
   // After an auto-resume it lives as long as it was created to, and 5 minutes at least (E2B's rule).
   const resumeTtlMs = Math.max(b.timeout ?? DEFAULT_TIMEOUT_S, AUTO_RESUME_MIN_S) * 1000;
-  return { onExpiry: b.autoPause ? "pause" : "destroy", autoResume: !!b.autoResume?.enabled, resumeTtlMs };
+  return { onExpiry: b.autoPause ? "pause" : "destroy", autoResume: !!b.autoResume?.enabled, resumeTtlMs, ...(b.autoPauseMemory === false ? { pauseMemory: false } : {}) };
 }
 
 /** E2B's error body. */
@@ -213,13 +213,18 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     },
   );
 
-  app.post("/sandboxes/:sandboxID/pause", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
-    const row = running(forge, req.params.sandboxID, true);
-    // E2B's answer for a sandbox that is paused already: the SDK's pause() returns false.
-    if (row.state === "paused") throw new ForgevmError("CONFLICT", `sandbox ${row.id} is already paused`);
-    await forge.pause(row.id);
-    return reply.status(204).send();
-  });
+  app.post(
+    "/sandboxes/:sandboxID/pause",
+    { schema: { params: Id, body: Type.Optional(PauseBody), hide: true } },
+    async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof PauseBody> | undefined }>, reply) => {
+      const row = running(forge, req.params.sandboxID, true);
+      // E2B's answer for a sandbox that is paused already: the SDK's pause() returns false.
+      if (row.state === "paused") throw new ForgevmError("CONFLICT", `sandbox ${row.id} is already paused`);
+      // pause({keepMemory: false}) sends memory: false: the disk only, resumed (by connect) with a cold boot.
+      await forge.pause(row.id, { memory: req.body?.memory });
+      return reply.status(204).send();
+    },
+  );
 
   app.post(
     "/sandboxes/:sandboxID/fork",

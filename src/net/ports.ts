@@ -44,8 +44,8 @@ export class PublishedPorts {
   /** `channel` returns the sandbox's current agent channel. */
   constructor(
     private readonly channel: () => AgentChannel,
-    /** Told of every connection and every chunk it carries (idle stop watches this). */
-    private readonly onTraffic: () => void = () => {},
+    /** Told of every connection as it opens; what it returns is called once it closes (idle policies watch this). */
+    private readonly onConnection: () => () => void = () => () => {},
   ) {}
 
   list(): PortMapping[] {
@@ -57,10 +57,12 @@ export class PublishedPorts {
     if (m.host_port && this.servers.has(key(m.host_ip, m.host_port))) throw new PortError(`host port ${m.host_ip}:${m.host_port} is already published by this sandbox`, true);
     const sockets = new Set<Socket>();
     const server = createServer({ allowHalfOpen: true }, (socket) => {
-      this.onTraffic();
-      socket.on("data", this.onTraffic);
+      const closed = this.onConnection();
       sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
+      socket.on("close", () => {
+        sockets.delete(socket);
+        closed();
+      });
       const ch = this.channel();
       if (!ch.isOpen) return void socket.destroy();
       const t = ch.connect({ addr: "127.0.0.1", port: m.guest_port });

@@ -92,6 +92,12 @@ export interface RestoreSource {
   diskInUse?: boolean;
   /** The same sandbox going on (a resumed pause): its processes keep running rather than being killed. */
   keepProcesses?: boolean;
+  /**
+   * The channel the sandbox had, held before its save (AgentChannel.hold): the restored guest
+   * takes over every stream of it (processes with their output, tunnels, watches), so the new
+   * VM's channel is this same object. Without it, or when the guest cannot, streams are lost.
+   */
+  channel?: AgentChannel;
 }
 
 export interface CaptureResult {

@@ -174,6 +174,12 @@ const MIGRATIONS: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN lifecycle TEXT;
    ALTER TABLE sandboxes ADD COLUMN idempotency_key TEXT;
    CREATE UNIQUE INDEX sandboxes_idempotency ON sandboxes(idempotency_key) WHERE idempotency_key IS NOT NULL;`,
+  // Idle sandboxes may pause rather than stop; a paused one says why.
+  `ALTER TABLE sandboxes RENAME COLUMN idle_stop_ms TO idle_ms;
+   ALTER TABLE sandboxes ADD COLUMN idle_action TEXT;
+   UPDATE sandboxes SET idle_action = 'stop' WHERE idle_ms IS NOT NULL;
+   ALTER TABLE sandboxes ADD COLUMN paused_reason TEXT;
+   ALTER TABLE sandboxes ADD COLUMN paused_keep TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

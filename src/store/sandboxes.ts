@@ -41,8 +41,13 @@ export interface SandboxRow {
   name: string | null;
   /** Its main process (the image's command, or one given at spawn), and how it went. */
   main: MainRecord | null;
-  /** Stop it after this long without exec, file calls or port traffic. */
-  idle_stop_ms: number | null;
+  /** Pause or stop it (`idle_action`) after this long with nothing in flight (core/idle.ts). */
+  idle_ms: number | null;
+  idle_action: "pause" | "stop" | null;
+  /** Why it is paused: `request`, `timeout` or `idle` (null unless paused). */
+  paused_reason: "request" | "timeout" | "idle" | null;
+  /** What a paused one kept: "memory" (resumed as it was) or "disk" (resumed by a cold boot over its disk). */
+  paused_keep: "memory" | "disk" | null;
   /** `created`: the spawn options its first start uses (JSON, secrets never included). */
   spec: string | null;
   /** Named volumes it mounts, in the order its VM gets their disks. */
@@ -63,6 +68,8 @@ export interface LifecycleRecord {
   auto_resume: boolean;
   /** How long it lives after such a resume. */
   resume_ttl_ms: number;
+  /** false: the pause at its expiry keeps the disk only (E2B's autoPauseMemory: false). */
+  pause_memory?: boolean;
 }
 
 /** A host directory mounted in a sandbox. */
@@ -134,8 +141,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_stop_ms, spec, volumes, host_dirs, lifecycle, idempotency_key)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_stop_ms, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key)`,
       )
       .run({
         ...row,

@@ -17,6 +17,8 @@ export interface TemplateBody {
   secrets?: { name: string; inject_at?: "env" | "file" | "both" }[];
   /** Warm sandboxes kept restored and ready for spawns of this template. */
   pool_size?: number;
+  /** What its sandboxes do once idle (`after` a duration). */
+  idle?: { after: string; action: "pause" | "stop" | "none" };
   /** The provider its sandboxes run on (absent: the server's default). */
   provider?: string;
   /** Copied into the metadata of every sandbox spawned from it. */

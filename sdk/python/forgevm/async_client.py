@@ -141,6 +141,16 @@ class AsyncSandbox:
     async def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
         return await _run(self._sb.snapshot, name)
 
+    async def pause(self, memory: bool = True) -> "AsyncSandbox":
+        """Pauses it; any later call resumes it first."""
+        await _run(self._sb.pause, memory)
+        return self
+
+    async def resume(self, ttl: Optional[str] = None) -> "AsyncSandbox":
+        """Resumes it as it was."""
+        await _run(self._sb.resume, ttl)
+        return self
+
     async def refresh(self) -> "AsyncSandbox":
         await _run(self._sb.refresh)
         return self
@@ -265,6 +275,14 @@ class AsyncClient:
     async def start(self, sandbox_id: str, ttl: Optional[str] = None) -> SandboxInfo:
         """Starts a stopped sandbox again, files as they were, its main process anew."""
         return await _run(self._c.start, sandbox_id, ttl)
+
+    async def pause(self, sandbox_id: str, memory: bool = True) -> SandboxInfo:
+        """Pauses a running sandbox: memory, processes and streams kept; any later call resumes it."""
+        return await _run(self._c.pause, sandbox_id, memory)
+
+    async def resume(self, sandbox_id: str, ttl: Optional[str] = None) -> SandboxInfo:
+        """Resumes a paused sandbox as it was."""
+        return await _run(self._c.resume, sandbox_id, ttl)
 
     async def restart(self, sandbox_id: str, timeout: Optional[str] = None) -> SandboxInfo:
         """Stops (when running) and starts a sandbox."""

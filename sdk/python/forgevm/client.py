@@ -80,6 +80,7 @@ class Client:
         start: Optional[bool] = None,
         volumes: Optional[List[str]] = None,
         cache: Optional[bool] = None,
+        idle: Optional[Dict[str, str]] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -88,12 +89,13 @@ class Client:
         guest ports ("8080:80"); ``secrets`` reach commands' environment and /run/secrets only.
         ``start=False`` only defines it (state "created", as ``docker create``); ``start(id)`` boots it.
         ``volumes`` mounts named volumes ("data:/data", "cache:/cache:ro"), creating missing ones.
+        ``idle={"after": "30s", "action": "pause"}`` pauses it once idle; any later call resumes it first.
         """
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
             "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
-            "volumes": volumes, "cache": cache,
+            "volumes": volumes, "cache": cache, "idle": idle,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 
@@ -112,6 +114,15 @@ class Client:
     def start(self, sandbox_id: str, ttl: Optional[str] = None) -> SandboxInfo:
         """Starts a stopped sandbox again, files as they were, its main process anew."""
         return _pick(SandboxInfo, self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/start", body={"ttl": ttl}, sandbox_id=sandbox_id, timeout=None))
+
+    def pause(self, sandbox_id: str, memory: bool = True) -> SandboxInfo:
+        """Pauses a running sandbox: memory, processes and streams kept, no VM held; any later call resumes it. ``memory=False`` keeps the disk only."""
+        body = None if memory else {"memory": False}
+        return _pick(SandboxInfo, self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/pause", body=body, sandbox_id=sandbox_id, timeout=None))
+
+    def resume(self, sandbox_id: str, ttl: Optional[str] = None) -> SandboxInfo:
+        """Resumes a paused sandbox as it was (``ttl``: its life from now; default what it had left)."""
+        return _pick(SandboxInfo, self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/resume", body={"ttl": ttl}, sandbox_id=sandbox_id, timeout=None))
 
     def restart(self, sandbox_id: str, timeout: Optional[str] = None) -> SandboxInfo:
         """Stops (when running) and starts a sandbox."""

@@ -49,6 +49,10 @@ class SandboxInfo:
     name: Optional[str] = None
     main: Optional[Dict[str, Any]] = None
     idle_stop: Optional[str] = None
+    #: What it does once idle: {"after": "30s", "action": "pause" | "stop" | "none"}.
+    idle: Optional[Dict[str, str]] = None
+    #: Why it is paused (state "paused"): "request", "timeout" or "idle".
+    paused_reason: Optional[str] = None
     volumes: Optional[List[Dict[str, Any]]] = None
     host_dirs: Optional[List[Dict[str, Any]]] = None
     #: Said by sandboxes whose provider is no security boundary (local).
@@ -105,6 +109,8 @@ class Template(TypedDict, total=False):
     env: Dict[str, str]
     secrets: List[SecretDecl]
     pool_size: int
+    #: What its sandboxes do once idle: {"after": "30s", "action": "pause" | "stop" | "none"}.
+    idle: Dict[str, str]
     provider: str
     metadata: Dict[str, str]
     created_at: str

@@ -247,6 +247,17 @@ class Sandbox:
         """Snapshots this sandbox (it keeps running); restore it with Client.restore."""
         return self._http.json("POST", self._path("/snapshot"), body={"name": name}, timeout=None, sandbox_id=self.id)
 
+    def pause(self, memory: bool = True) -> "Sandbox":
+        """Pauses it: memory, processes and streams kept, no VM held; any later call resumes it first. ``memory=False`` keeps the disk only."""
+        body = None if memory else {"memory": False}
+        self._info = _pick(SandboxInfo, self._http.json("POST", self._path("/pause"), body=body, timeout=None, sandbox_id=self.id))
+        return self
+
+    def resume(self, ttl: Optional[str] = None) -> "Sandbox":
+        """Resumes it as it was (``ttl``: its life from now; default what it had left)."""
+        self._info = _pick(SandboxInfo, self._http.json("POST", self._path("/resume"), body={"ttl": ttl}, timeout=None, sandbox_id=self.id))
+        return self
+
     def refresh(self) -> "Sandbox":
         self._info = _pick(SandboxInfo, self._http.json("GET", self._path(), sandbox_id=self.id))
         return self

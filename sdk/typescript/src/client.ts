@@ -109,6 +109,16 @@ export class Client {
     return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/start`, { body: opts, sandboxId: id, timeoutMs: null });
   }
 
+  /** Pauses a running sandbox: memory, processes and streams kept, no VM held; any later call for it resumes it. `memory: false` keeps the disk only (its resume boots cold). */
+  pause(id: string, opts: { memory?: boolean } = {}): Promise<SandboxInfo> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/pause`, { body: opts, sandboxId: id, timeoutMs: null });
+  }
+
+  /** Resumes a paused sandbox as it was (`ttl`: its life from now; default what it had left). */
+  resume(id: string, opts: { ttl?: string } = {}): Promise<SandboxInfo> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/resume`, { body: opts, sandboxId: id, timeoutMs: null });
+  }
+
   /** Stops (when running) and starts a sandbox. */
   restart(id: string, opts: { timeout?: string } = {}): Promise<SandboxInfo> {
     return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/restart`, { body: opts, sandboxId: id, timeoutMs: null });

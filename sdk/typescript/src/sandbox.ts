@@ -248,6 +248,18 @@ export class Sandbox implements AsyncDisposable {
     return this.http.json<SnapshotInfo>("POST", this.path("/snapshot"), { body: name ? { name } : {}, sandboxId: this.id, timeoutMs: null });
   }
 
+  /** Pauses it: memory, processes and streams kept, no VM held; any later call resumes it first. */
+  async pause(opts: { memory?: boolean } = {}): Promise<Sandbox> {
+    this._info = await this.http.json<SandboxInfo>("POST", this.path("/pause"), { body: opts, sandboxId: this.id, timeoutMs: null });
+    return this;
+  }
+
+  /** Resumes it as it was (`ttl`: its life from now; default what it had left). */
+  async resume(opts: { ttl?: string } = {}): Promise<Sandbox> {
+    this._info = await this.http.json<SandboxInfo>("POST", this.path("/resume"), { body: opts, sandboxId: this.id, timeoutMs: null });
+    return this;
+  }
+
   /** Fetches the sandbox's current state from the server. */
   async refresh(): Promise<Sandbox> {
     this._info = await this.http.json<SandboxInfo>("GET", this.path(), { sandboxId: this.id });

@@ -25,8 +25,12 @@ export interface SandboxInfo {
   name?: string;
   /** Its main process, when it runs one. */
   main?: MainInfo;
-  /** Its idle stop ("30m"), when it has one. */
+  /** Its idle stop ("30m"), when its idle action is "stop" (the older name of `idle`). */
   idle_stop?: string;
+  /** What it does once idle. */
+  idle?: IdleSpec;
+  /** Why it is paused (state "paused"): "request", "timeout" or "idle". */
+  paused_reason?: string;
   /** Named volumes it mounts. */
   volumes?: VolumeMount[];
   /** Host directories it mounts (live). */
@@ -157,14 +161,22 @@ export interface SpawnOptions {
   name?: string;
   /** false: define it without starting it (state "created"); `client.start(id)` boots it. */
   start?: boolean;
-  /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"). */
+  /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"): `idle` with action "stop". */
   idle_stop?: string;
+  /** Pause (or stop) it once idle; any call for a paused sandbox resumes it first. */
+  idle?: IdleSpec;
   /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD); restart "no", "on-failure[:N]", "always" or "unless-stopped". */
   main?: { command?: string[]; restart?: string };
   /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
   volumes?: string[];
   /** Allowlist network: package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
+}
+
+/** What a sandbox does once idle: after `after` ("30s") with nothing in flight, "pause" (resumed by the next call, the default), "stop" or "none". */
+export interface IdleSpec {
+  after: string;
+  action?: "pause" | "stop" | "none";
 }
 
 /** A host directory mounted in a sandbox. */
@@ -327,6 +339,8 @@ export interface Template {
   secrets?: { name: string; inject_at?: "env" | "file" | "both" }[];
   /** Warm sandboxes kept ready. */
   pool_size?: number;
+  /** What its sandboxes do once idle. */
+  idle?: IdleSpec;
   provider?: string;
   metadata?: Record<string, string>;
   created_at?: string;

@@ -26,9 +26,16 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
   app.get("/sandboxes/:id/exec/ws", { websocket: true, schema: { tags: ["exec"], params: IdParams } }, (ws, req) => {
     let started = false;
     let finished = false;
-    let session: ReturnType<ReturnType<Forge["sandbox"]>["execStream"]> | null = null;
+    let session: ReturnType<Awaited<ReturnType<Forge["use"]>>["execStream"]> | null = null;
     let encoding: "utf8" | "base64" = "utf8";
+    let closed = false;
+    // One message at a time: the first may wait for a paused sandbox to resume, and the stdin
+    // that follows it must reach the process it starts, in order.
+    let queue = Promise.resolve();
     ws.on("message", (raw, isBinary) => {
+      queue = queue.then(() => onMessage(raw as Buffer, isBinary)).catch(() => {});
+    });
+    const onMessage = async (raw: Buffer, isBinary: boolean) => {
       const text = isBinary ? null : raw.toString();
       let msg: any;
       try {
@@ -47,7 +54,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
             throw new RangeError(`${field} ${err?.message ?? "is invalid"}`);
           }
           const timeoutMs = msg.timeout !== undefined ? parseDuration(msg.timeout, "timeout") : undefined;
-          const sb = forge.sandbox((req.params as { id: string }).id);
+          const sb = await forge.use((req.params as { id: string }).id, "websocket");
           const command = commandLine(msg.command, msg.args);
           encoding = msg.encoding ?? "utf8";
           session = sb.execStream(command, {
@@ -58,6 +65,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
             stdin: true,
             pty: msg.tty ? { rows: msg.rows ?? 24, cols: msg.cols ?? 80 } : undefined,
           });
+          if (closed) void session.signal(9).catch(() => {});
           run(ws, session);
         } catch (e) {
           sendError(ws, e);
@@ -71,8 +79,9 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
         const [rows, cols] = msg.resize.map(Number);
         session.resize(rows, cols).catch(() => {});
       }
-    });
+    };
     ws.on("close", () => {
+      closed = true;
       // The client left: stop what it started.
       if (session && !finished) void session.signal(9).catch(() => {});
     });

@@ -1,7 +1,7 @@
 // Sandbox lifecycle routes: spawn, list, get, extend, destroy, prune, logs.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { parseDuration, parseTtl } from "../../core/durations.js";
+import { parseDuration, parseIdle, parseTtl } from "../../core/durations.js";
 import { badRequest, sandboxGone } from "../../core/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { SpawnOptions } from "../../core/options.js";
@@ -32,6 +32,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       name: b.name,
       main: b.main,
       idleStopMs: b.idle_stop !== undefined ? parseDuration(b.idle_stop, "idle_stop") : undefined,
+      idle: b.idle !== undefined ? parseIdle(b.idle, "idle") : undefined,
       volumes: b.volumes,
       cache: b.cache,
     };

@@ -27,6 +27,7 @@ function view(forge: Forge, t: TemplateRow) {
     env: t.env ?? {},
     secrets: t.secrets ?? [],
     pool_size: t.pool_size ?? 0,
+    ...(t.idle ? { idle: t.idle } : {}),
     provider: t.provider ?? forge.providerName,
     metadata: t.metadata ?? {},
     created_at: t.created_at,

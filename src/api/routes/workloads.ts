@@ -12,6 +12,8 @@ import { sandboxView } from "../views.js";
 
 const StopBody = Type.Object({ timeout: Type.Optional(Type.String({ description: 'Grace period before SIGKILL, e.g. "10s"' })) }, { additionalProperties: false });
 const StartBody = Type.Object({ ttl: Type.Optional(Type.String()) }, { additionalProperties: false });
+/** `memory: false` keeps the disk only: the resume is then a cold boot over it. */
+const PauseBody = Type.Object({ memory: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 
 /** A signal by name ("SIGTERM", "TERM") or number. */
 export function signalNumber(v: string | number): number {
@@ -55,6 +57,16 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
 
   app.post("/sandboxes/:id/start", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StartBody), response: { 200: Sandbox } } }, async (req) => {
     const sb = await forge.start(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
+    return view(sb.id);
+  });
+
+  app.post("/sandboxes/:id/pause", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(PauseBody), response: { 200: Sandbox } } }, async (req) => {
+    await forge.pause(req.params.id, { memory: req.body?.memory });
+    return view(req.params.id);
+  });
+
+  app.post("/sandboxes/:id/resume", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StartBody), response: { 200: Sandbox } } }, async (req) => {
+    const sb = await forge.resume(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
     return view(sb.id);
   });
 

@@ -1,4 +1,4 @@
-// Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, logs.
+// Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, pause, resume, logs.
 import { resolve as resolvePath } from "node:path";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo } from "forgevm";
@@ -24,7 +24,9 @@ export function sandboxOptions(c: Command): Command {
     .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume (created if missing) or a host directory /dir:/path[:ro] (repeatable)", listOption)
     .option("--name <name>", "a name to use instead of its id anywhere")
     .option("--provider <name>", "the provider to run it on (forgevm doctor lists them; default: the server's)")
-    .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"));
+    .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"))
+    .option("--idle-pause <duration>", "pause it after this long with nothing in flight; any later call or connection resumes it", durationOption("--idle-pause"))
+    .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)");
 }
 
 /** The spawn request those options stand for. */
@@ -46,10 +48,20 @@ export function spawnRequest(o: Record<string, any>) {
     metadata: o.name ? { name: o.name } : undefined,
     name: o.name,
     idle_stop: o.idleStop,
+    idle: idleRequest(o),
     // A relative host directory is relative to here, as Docker's -v $PWD/x is.
     volumes: (o.volume as string[] | undefined)?.map((v) => (v.startsWith("./") || v.startsWith("../") ? `${resolvePath(v.split(":")[0])}:${v.split(":").slice(1).join(":")}` : v)),
     cache: o.cache,
   };
+}
+
+/** --idle-pause, or --no-idle (commander sets `idle` false), as the request's `idle`. */
+function idleRequest(o: Record<string, any>): { after: string; action: "pause" | "none" } | undefined {
+  if (o.idlePause && o.idleStop) throw new InvalidArgumentError("--idle-pause and --idle-stop are two idle actions: give one");
+  if (o.idlePause && o.idle === false) throw new InvalidArgumentError("--idle-pause and --no-idle contradict each other: give one");
+  if (o.idlePause) return { after: o.idlePause, action: "pause" };
+  if (o.idle === false) return { after: "1s", action: "none" };
+  return undefined;
 }
 
 const mainState = (s: SandboxInfo) =>
@@ -161,13 +173,20 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     ["start", "start stopped sandboxes again (files as they were; the main process runs anew)"],
     ["stop", "stop running sandboxes: SIGTERM to the main process, SIGKILL after the timeout; disk kept, no memory used"],
     ["restart", "stop (when running) and start sandboxes"],
+    ["pause", "pause running sandboxes: memory, processes and streams kept, no VM held; any later call resumes them"],
+    ["resume", "resume paused sandboxes as they were"],
   ] as const) {
     const c = program.command(verb).description(what).argument("<id...>", "sandbox ids or names").option("--json", "print JSON");
-    if (verb !== "start") c.option("-t, --timeout <duration>", "grace period before SIGKILL (default 10s)", durationOption("--timeout"));
-    c.action(async (ids: string[], o: { timeout?: string; json?: boolean }) => {
+    if (verb === "pause") c.option("--disk-only", "keep the disk only: no memory image, and the resume boots cold (processes gone)");
+    if (verb === "stop" || verb === "restart") c.option("-t, --timeout <duration>", "grace period before SIGKILL (default 10s)", durationOption("--timeout"));
+    c.action(async (ids: string[], o: { timeout?: string; json?: boolean; diskOnly?: boolean }) => {
       const client = await cli.client();
       const done: SandboxInfo[] = [];
-      for (const id of ids) done.push(verb === "start" ? await client.start(id) : await client[verb](id, { timeout: o.timeout }));
+      for (const id of ids) {
+        if (verb === "stop" || verb === "restart") done.push(await client[verb](id, { timeout: o.timeout }));
+        else if (verb === "pause") done.push(await client.pause(id, o.diskOnly ? { memory: false } : {}));
+        else done.push(await client[verb](id));
+      }
       emit(o.json, done, () => console.log(ids.join("\n")));
     });
   }

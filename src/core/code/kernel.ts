@@ -64,7 +64,8 @@ export class Kernel {
 
   private async launch(): Promise<void> {
     const { language, cwd, user, env } = this.spec;
-    const s = this.sandbox.execStream(argvOf(language), { cwd, user, env: { ...env, FVM_RUNTIME_MARK: this.mark }, stdin: true });
+    // The runtime waits between runs: only a run is work in flight.
+    const s = this.sandbox.execStream(argvOf(language), { cwd, user, env: { ...env, FVM_RUNTIME_MARK: this.mark }, stdin: true, background: true });
     this.session = s;
     let becameReady!: () => void;
     const ready = new Promise<void>((r) => (becameReady = r));
@@ -146,7 +147,8 @@ export class Kernel {
    * survives unless the code ignores the interrupt, when it is restarted.
    */
   run(code: string, env: Record<string, string> | undefined, onEvent: (e: CodeEvent) => void, signal?: AbortSignal): Promise<void> {
-    const turn = this.queue.then(() => this.runNow(code, env, onEvent, signal));
+    const end = this.sandbox.busy();
+    const turn = this.queue.then(() => this.runNow(code, env, onEvent, signal)).finally(end);
     this.queue = turn.catch(() => {});
     return turn;
   }

@@ -19,6 +19,8 @@ export interface ScrapeSources {
 export class ServerMetrics {
   readonly registry = new Registry();
   private readonly spawnSeconds: Histogram<"origin">;
+  private readonly resumeSeconds: Histogram<"by">;
+  private readonly pauses: Counter<"reason">;
   private readonly spawnFailures: Counter;
   private readonly execs: Counter;
   private readonly apiErrors: Counter<"code">;
@@ -148,6 +150,14 @@ export class ServerMetrics {
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
+    this.resumeSeconds = new Histogram({
+      name: "forgevm_resume_duration_seconds",
+      help: "From a resume (asked for, or a call that woke a paused sandbox) to the sandbox running, by what woke it.",
+      labelNames: ["by"],
+      buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.pauses = new Counter({ name: "forgevm_pauses_total", help: "Sandboxes paused, by why (request, idle, timeout).", labelNames: ["reason"], registers });
     this.spawnFailures = new Counter({ name: "forgevm_spawn_failures_total", help: "Spawns that failed.", registers });
     this.execs = new Counter({ name: "forgevm_execs_total", help: "Commands started in sandboxes.", registers });
     this.sandboxErrors = new Counter({ name: "forgevm_sandbox_errors_total", help: "Sandboxes that ended in error.", registers });
@@ -159,6 +169,8 @@ export class ServerMetrics {
   onEvent = (e: EventRow): void => {
     if (e.type === "exec.started") this.execs.inc();
     else if (e.type === "sandbox.error") this.sandboxErrors.inc();
+    else if (e.type === "sandbox.paused") this.pauses.inc({ reason: String(e.data?.reason ?? "request") });
+    else if (e.type === "sandbox.resumed" && typeof e.data?.resume_ms === "number") this.resumeSeconds.observe({ by: String(e.data.by ?? "request") }, e.data.resume_ms / 1000);
   };
 
   /** Records a finished spawn. */

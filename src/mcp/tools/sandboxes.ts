@@ -38,6 +38,7 @@ export const createSandbox = tool({
         }),
       ),
       keep: Type.Optional(Keep),
+      idle_pause: Type.Optional(Duration("Pause it after this long with nothing in flight (no VM held while paused); the next tool call for it resumes it as it was")),
     },
     { additionalProperties: false },
   ),
@@ -76,6 +77,7 @@ export const createSandbox = tool({
         env: a.env,
         secrets: a.secrets,
         metadata: session.metadata(a.keep),
+        idle: a.idle_pause ? { afterMs: ms(a.idle_pause, "idle_pause")!, action: "pause" } : undefined,
       });
       // A call cancelled while the VM started leaves nothing behind.
       if (ctx.signal.aborted) {

@@ -152,7 +152,10 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     consoleLog.attach(await connectQemuSocket(files.consoleSocket));
     // A restored guest still thinks its old host is connected: introduce ourselves, then let
     // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
-    const channel = new AgentChannel(await connectQemuSocket(files.agentSocket), { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
+    const agentSocket = await connectQemuSocket(files.agentSocket);
+    const carried = restore?.channel;
+    if (carried) carried.continueOn(agentSocket);
+    const channel = carried ?? new AgentChannel(agentSocket, { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
     if (restore) {
       await startIncoming(files, exited).catch(async (e: Error) => {
         channel.close();
@@ -178,7 +181,8 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     await configure(channel, {
       time_ms: Date.now(),
       seed_hex: randomBytes(64).toString("hex"),
-      machine_id: randomBytes(16).toString("hex"),
+      // The same sandbox going on keeps its machine id; every other VM gets its own.
+      ...(restore?.keepProcesses ? {} : { machine_id: randomBytes(16).toString("hex") }),
       ...(restore && spec.hostname ? { hostname: spec.hostname } : {}),
       ...limitFields(rt),
       ...(spec.nic ? { net: USER_NET } : {}),

@@ -215,7 +215,10 @@ export class QemuVm implements Vm {
 
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
-      this.channel.close();
+      // A held channel outlives its VM: its streams go on in the VM restored from the save
+      // (its owner closes it when that never comes).
+      if (this.channel.held) this.channel.letGoOfSocket();
+      else this.channel.close();
       await this.cleanup();
       this.forget();
     })();

@@ -17,6 +17,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
   const sb = useData<any>(() => api("GET", `/sandboxes/${q(id)}`), [id], 3000);
   const s = sb.data;
   const running = s?.state === "running";
+  const usable = running || s?.state === "paused";
   const active = tab ?? "Overview";
   const tabs = ["Overview", "Terminal", "Files", "Processes", "Logs", "Network"];
   return (
@@ -46,9 +47,16 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
                 }}
               />
               <Action label="Extend 30m" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/extend`, { ttl: "30m" }).then(sb.reload)} />
+              <Action
+                label="Pause"
+                onError={setError}
+                run={() => api("POST", `/sandboxes/${q(id)}/pause`).then(sb.reload)}
+                title="keep memory and processes on disk and free the VM; any use resumes it"
+              />
               <Action label="Stop" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/stop`, {}).then(sb.reload)} title="stop the VM and keep its disk" />
             </>
           )}
+          {s?.state === "paused" && <Action label="Resume" kind="primary" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/resume`, {}).then(sb.reload)} />}
           {s?.state === "stopped" && <Action label="Start" kind="primary" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/start`, {}).then(sb.reload)} />}
           {s && s.state !== "destroyed" && s.state !== "error" && (
             <Action
@@ -67,8 +75,9 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
       <ErrorBox error={error ?? sb.error} onClose={() => setError(null)} />
       <Tabs tabs={tabs} active={active} onChange={(t) => go(`sandboxes/${id}/${t}`)} />
       {s && active === "Overview" && <Overview s={s} />}
-      {active === "Terminal" && (running ? <Terminal id={id} /> : <p className="muted">the sandbox is not running</p>)}
-      {active === "Files" && (running ? <FileBrowser id={id} /> : <p className="muted">the sandbox is not running</p>)}
+      {/* A paused sandbox is resumed by the terminal's or the file browser's first call. */}
+      {active === "Terminal" && (usable ? <Terminal id={id} /> : <p className="muted">the sandbox is not running</p>)}
+      {active === "Files" && (usable ? <FileBrowser id={id} /> : <p className="muted">the sandbox is not running</p>)}
       {active === "Processes" && running && <Processes id={id} />}
       {active === "Logs" && <Logs id={id} hasMain={!!s?.main} />}
       {active === "Network" && running && <Network id={id} onError={setError} />}
@@ -100,6 +109,20 @@ function Overview({ s }: { s: any }) {
           <dd>{s.expires_at === null ? "never (until removed)" : relative(s.expires_at)}</dd>
           <dt>Network</dt>
           <dd>{s.network?.mode ?? "none"}</dd>
+          {s.idle && (
+            <>
+              <dt>When idle</dt>
+              <dd data-testid="idle">
+                {s.idle.action} after {s.idle.after}
+              </dd>
+            </>
+          )}
+          {s.paused_reason && (
+            <>
+              <dt>Paused</dt>
+              <dd data-testid="paused-reason">{s.paused_reason === "idle" ? "when idle (any use resumes it)" : s.paused_reason === "timeout" ? "at its timeout" : "on request"}</dd>
+            </>
+          )}
           {s.main && (
             <>
               <dt>Main process</dt>

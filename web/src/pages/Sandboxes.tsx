@@ -23,6 +23,7 @@ export function SandboxList() {
         <select value={state} onChange={(e) => setState(e.target.value)} aria-label="state">
           <option value="live">live</option>
           <option value="running">running</option>
+          <option value="paused">paused</option>
           <option value="stopped">stopped</option>
           <option value="all">all, history included</option>
         </select>
@@ -116,6 +117,7 @@ export function LaunchForm() {
         secrets: parsePairs(s("secrets"), "secrets"),
         disk_mb: n("disk_mb"),
         volumes: s("volumes") ? s("volumes").split(/\s+/).filter(Boolean) : undefined,
+        idle: s("idle_pause") ? { after: s("idle_pause"), action: "pause" } : undefined,
       };
       // A command, or a restart policy, makes it a service: its main process (the image's own command when none is given).
       const command = shellWords(s("command"));
@@ -207,6 +209,10 @@ export function LaunchForm() {
           <label>
             TTL
             <input name="ttl" placeholder="30m (0: until removed)" />
+          </label>
+          <label title="with nothing in flight for this long it is paused (no VM held); any use resumes it">
+            Pause when idle for
+            <input name="idle_pause" placeholder="e.g. 5m (empty: never)" />
           </label>
           <label>
             Disk (MiB)
