@@ -137,6 +137,24 @@ describe("the web console", () => {
     }
   });
 
+  it("pauses and resumes from the page; the file browser of a paused sandbox wakes it", async () => {
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
+    await page.getByTestId("paused-reason").getByText("on request").waitFor();
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "paused");
+    // The file browser's listing is a call for the sandbox: it resumes it and is then served.
+    await page.getByRole("tab", { name: "Files" }).click();
+    await page.locator('tr[data-file="notes.txt"]').waitFor({ timeout: 60_000 });
+    await waitFor(async () => (await api("GET", `/sandboxes/${id}`)).body.state === "running", 30_000, "the sandbox to be running again");
+    await page.getByRole("tab", { name: "Overview" }).click();
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.locator(".badge.state-running").waitFor({ timeout: 60_000 });
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running");
+  });
+
   it("launches a service from the form: its command, restart policy, port (a link) and its own output are shown", async () => {
     await page.goto(`${server.url}/#/sandboxes/new`);
     await page.getByLabel("command").fill("sh -c 'echo service-started; exec python3 -u -m http.server 8000'");

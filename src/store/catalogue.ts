@@ -70,6 +70,9 @@ const MIGRATIONS: string[] = [
      node_id TEXT NOT NULL REFERENCES nodes(id),
      at TIMESTAMPTZ NOT NULL DEFAULT now()
    );`,
+  // A create answered before the node's next heartbeat is in no figure yet: its room stays held
+  // until a heartbeat taken after the answer counts the sandbox itself.
+  `ALTER TABLE reservations ADD COLUMN answered_at TIMESTAMPTZ;`,
 ];
 
 /** Connections each process keeps to the database. */
@@ -77,6 +80,17 @@ const POOL_MAX = 8;
 
 /** How long a reservation holds its room if its front never releases it (it died mid-create). */
 const RESERVATION_TTL_S = 120;
+
+/**
+ * The reservations that still hold room: not expired, and not yet counted by their node (not
+ * answered, or answered after the node's latest figures were taken; a heartbeat's figures are
+ * taken a little before it is written, hence the margin).
+ */
+const HELD = `SELECT r.node_id, SUM(r.memory_mb) AS memory, SUM(r.vcpus) AS vcpus, COUNT(*) AS n
+  FROM reservations r JOIN nodes ON nodes.id = r.node_id
+  WHERE r.at > now() - make_interval(secs => ${RESERVATION_TTL_S})
+    AND (r.answered_at IS NULL OR nodes.heartbeat_at < r.answered_at + interval '500 milliseconds')
+  GROUP BY r.node_id`;
 
 /** An API key as the catalogue lists it (never the key). */
 export interface ApiKeyRow {
@@ -224,9 +238,7 @@ export class Catalogue {
       // statement starts after this one's reservation is committed, so it always counts it.
       await client.query("SELECT pg_advisory_xact_lock(74237425)");
       const r = await client.query<NodeRow>(
-        `WITH held AS (
-           SELECT node_id, SUM(memory_mb) AS memory, SUM(vcpus) AS vcpus, COUNT(*) AS n FROM reservations
-           WHERE at > now() - make_interval(secs => ${RESERVATION_TTL_S}) GROUP BY node_id)
+        `WITH held AS (${HELD})
          SELECT nodes.* FROM nodes LEFT JOIN held ON held.node_id = nodes.id
          WHERE state = 'up' AND free_memory_mb - COALESCE(held.memory, 0) >= $1 AND NOT (id = ANY($3::text[]))
          ORDER BY (CASE WHEN $2::text = ANY(warm) THEN 0 WHEN $2::text = ANY(images) THEN 1 ELSE 2 END),
@@ -251,16 +263,20 @@ export class Catalogue {
     }
   }
 
-  /** Gives back a reservation's room (its create was answered: the node counts it now, or it failed). */
-  async release(reservation: number): Promise<void> {
-    await this.query("DELETE FROM reservations WHERE id = $1 OR at < now() - make_interval(secs => $2)", [reservation, RESERVATION_TTL_S]);
+  /** Marks a reservation's create answered: its room is given back once the node's next heartbeat counts the sandbox (or at once, when the create failed). */
+  async release(reservation: number, failed = false): Promise<void> {
+    if (failed) await this.query("DELETE FROM reservations WHERE id = $1", [reservation]);
+    else await this.query("UPDATE reservations SET answered_at = now() WHERE id = $1", [reservation]);
+    await this.query(
+      `DELETE FROM reservations r USING nodes WHERE nodes.id = r.node_id
+         AND (r.at < now() - make_interval(secs => $1) OR (r.answered_at IS NOT NULL AND nodes.heartbeat_at >= r.answered_at + interval '500 milliseconds'))`,
+      [RESERVATION_TTL_S],
+    );
   }
 
   /** What is reserved on each node now. */
   async reserved(): Promise<Map<string, { memory_mb: number; vcpus: number }>> {
-    const r = await this.query<{ node_id: string; memory: string; vcpus: string }>(
-      `SELECT node_id, SUM(memory_mb) AS memory, SUM(vcpus) AS vcpus FROM reservations WHERE at > now() - make_interval(secs => ${RESERVATION_TTL_S}) GROUP BY node_id`,
-    );
+    const r = await this.query<{ node_id: string; memory: string; vcpus: string }>(HELD);
     return new Map(r.rows.map((x) => [x.node_id, { memory_mb: Number(x.memory), vcpus: Number(x.vcpus) }]));
   }
 

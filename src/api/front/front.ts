@@ -120,7 +120,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       const placed = await dir.place(want, tried);
       if (!placed) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
       const { node, reservation } = placed;
-      // The room stays reserved until the node has answered (and so counts the sandbox itself).
+      // The room stays reserved until a heartbeat of the node taken after its answer counts the sandbox itself.
       res.once("close", () => void dir.release(reservation).catch(() => {}));
       if (key) {
         const holder = await dir.bindKey(key, node.id);
@@ -131,7 +131,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       } catch (e) {
         // Only a request the node never got may go to another: one it got may have made a sandbox.
         if (!notDelivered(e)) return problem(res, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`, 502);
-        await dir.release(reservation).catch(() => {});
+        await dir.release(reservation, true).catch(() => {});
         if (key) await dir.unbindKey(key, node.id).catch(() => {});
         tried.push(node.id);
       }

@@ -76,9 +76,9 @@ export class ClusterDirectory {
     return this.catalogue.keyNode(key);
   }
 
-  /** Gives back a placement's reserved room once its create is answered. */
-  release(reservation: number): Promise<void> {
-    return this.catalogue.release(reservation);
+  /** Marks a placement's create answered (its room is given back once the node counts it), or gives the room back at once when it `failed`. */
+  release(reservation: number, failed = false): Promise<void> {
+    return this.catalogue.release(reservation, failed);
   }
 
   /** Where a sandbox lives; undefined for one the catalogue does not know. */
