@@ -12,15 +12,12 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { startServer } from "../src/api/serve.js";
 import { benchConfig } from "./data-dir.js";
+import { pct } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "10" } } });
 const RUNS = Number(values.runs);
 
 const round = (x: number) => Math.round(x * 10) / 10;
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]);
-}
 const summary = (xs: number[]) => ({ n: xs.length, p50: pct(xs, 50), p95: pct(xs, 95), max: pct(xs, 100) });
 
 async function pssMib(pid: number): Promise<number> {

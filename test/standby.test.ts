@@ -5,20 +5,19 @@
 // process) keeps it up. A pause carries every stream over: processes keep their pids and their
 // output goes on, code contexts keep their variables, and many cycles lose nothing.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { mkdtemp } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
-import { alive, apiRequest, assertNoVmLeft, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
-import WebSocket from "ws";
-import { writeBusyboxImage } from "./oci-writer.js";
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Client } from "forgevm";
-import { childEnv } from "./helpers.js";
+import WebSocket from "ws";
+import type { RunningServer } from "../src/api/serve.js";
+import { alive, apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
+import { writeBusyboxImage } from "./oci-writer.js";
 
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
 const cli = async (...args: string[]) => (await promisify(execFile)("node", [CLI, "--server", base, ...args], { env: childEnv() })).stdout;

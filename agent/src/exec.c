@@ -1,4 +1,5 @@
-/* Process execution: pipes or a PTY, streamed output under per-stream credit, stdin from the
+/* Past 400 lines because pipes, PTYs, credit and timeouts all act on the same session record.
+ * Process execution: pipes or a PTY, streamed output under per-stream credit, stdin from the
  * host, timeouts that kill the whole process group, signals and terminal resize. */
 #define _GNU_SOURCE
 #include "agent.h"

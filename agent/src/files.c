@@ -1,4 +1,5 @@
-/* File operations. Writes are atomic (temp file + rename in the target directory); reads are
+/* Past 400 lines because each file op is a short handler sharing the same path and credit helpers.
+ * File operations. Writes are atomic (temp file + rename in the target directory); reads are
  * streamed under the host's credit so that a large file never sits whole in memory. */
 #define _GNU_SOURCE
 #include "agent.h"

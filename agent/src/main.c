@@ -1,4 +1,5 @@
-/* ForgeVM guest agent: PID 1 of every VM. Boots the guest (system.c), then serves the host over
+/* Past 400 lines because the event loop, the frame queue and the host handshake share its state.
+ * ForgeVM guest agent: PID 1 of every VM. Boots the guest (system.c), then serves the host over
  * one virtio-serial port with a framed, multiplexed protocol. Single-threaded: every source of
  * work is a file descriptor in one epoll set, so a long exec never blocks a file read. Requests
  * reach their handlers through dispatch.c. */

@@ -1,4 +1,5 @@
-/* Guest bring-up as PID 1 (mounts, modules, root switch, hostname, disk growth) and the
+/* Past 400 lines because bring-up is one ordered sequence best read top to bottom.
+ * Guest bring-up as PID 1 (mounts, modules, root switch, hostname, disk growth) and the
  * system-level operations: configure (identity, clock, entropy), shutdown. metrics.c reports. */
 #define _GNU_SOURCE
 #include "agent.h"

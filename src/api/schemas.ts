@@ -1,3 +1,4 @@
+// Past 400 lines because it is the whole REST contract in one place (issue 29 splits it by resource).
 // TypeBox schemas of the REST contract: one definition per
 // wire message. They validate requests, shape responses and generate the OpenAPI document
 // (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields

@@ -1,3 +1,4 @@
+// Past 400 lines because it is still the facade of every operation; issue 29 splits it into facades.
 // The core's one way in. Every interface (library, CLI, REST, and the ones to come) calls these
 // operations; none of them knows about HTTP, and none reaches the stores, the provider or the
 // other services, which Forge holds privately in its `Core` and hands to the operation modules:

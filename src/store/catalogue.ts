@@ -1,3 +1,4 @@
+// Past 400 lines because its migrations and every cluster query live beside the one pool they share.
 // The cluster's catalogue in PostgreSQL: the nodes (where each is reached, its capacity and load,
 // its last heartbeat), which node owns each sandbox, every node's events in one order, the
 // cluster's templates and its API keys. Fronts read it to place, route and authorize; nodes write

@@ -1,3 +1,4 @@
+// Past 400 lines because a build's steps, cache and stages are one state machine.
 // Dockerfile builds in VMs. Each stage runs its RUN and COPY steps in a build sandbox of the image
 // so far; after each such step the sandbox is scanned and what changed becomes a layer (the same
 // diff as commit). Steps are cached by their parent's key, their instruction and the hash of what
