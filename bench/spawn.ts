@@ -2,8 +2,10 @@
 //   cold boot, restore from the base snapshot, warm-pool claim — each as POST /sandboxes followed
 //   by an exec of `true`, timed to the exec's answer (p50/p95/p99 over --runs spawns, one at a
 //   time), and the same for a burst of --burst concurrent spawns with the success count; fork of
-//   one sandbox into 1 and into 10 children with the parent's pause; and the host memory (PSS and
-//   RSS of the QEMU processes) of 10 idle restored sandboxes against 10 cold-booted ones.
+//   one sandbox into 1 and into 10 children with the parent's pause and the children's memory,
+//   for a parent streaming its RAM and a forkable one (RAM file copied); and the host memory (PSS and
+//   RSS of the QEMU processes) of 10 idle restored sandboxes against 10 cold-booted ones, and of
+//   10 that did some work before and after idle memory reclaim.
 // Prints one JSON document. Cold boot is the baseline: the ratios are what carries across machines.
 // Usage: node dist/bench/spawn.js [--runs 20] [--burst 20]
 import { readFile } from "node:fs/promises";
@@ -30,7 +32,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Server = Awaited<ReturnType<typeof startServer>>;
 
 async function open(change: (c: Config) => void = () => {}): Promise<{ server: Server; api: (method: string, path: string, body?: unknown) => Promise<any> }> {
-  const cfg = await benchConfig(change);
+  // Reclaim only when the benchmark asks (idleReclaim), so that no measurement is taken half-reclaimed.
+  const cfg = await benchConfig((c) => {
+    c.memory.reclaim_after = "0";
+    change(c);
+  });
   const server = await startServer(cfg, "bench");
   const base = `${server.url}/api/v1`;
   const api = async (method: string, path: string, body?: unknown) => {
@@ -94,6 +100,47 @@ async function idleMemory(server: Server, api: Awaited<ReturnType<typeof open>>[
   return m;
 }
 
+/**
+ * Idle restored sandboxes before and after memory reclaim: each runs a light workload (lists
+ * /usr), goes idle, and its PSS is taken; then every one is asked to reclaim (page cache dropped,
+ * free page reporting), and after the reports its PSS is taken again. The same command timed once
+ * before the reclaim and once after says what the reclaim costs the next command.
+ */
+async function idleReclaim(server: Server, api: Awaited<ReturnType<typeof open>>["api"]) {
+  const ids: string[] = [];
+  for (let i = 0; i < IDLE; i++) ids.push((await spawnToExec(api)).id);
+  const COMMAND = "ls -lR /usr/lib >/dev/null && cat /usr/bin/* >/dev/null 2>&1; true";
+  const timed = async () => {
+    const ms: number[] = [];
+    for (const id of ids) {
+      const t0 = performance.now();
+      await api("POST", `/sandboxes/${id}/exec`, { command: COMMAND });
+      ms.push(performance.now() - t0);
+    }
+    return ms;
+  };
+  await timed();
+  await sleep(3000);
+  const before = await memory(server, ids);
+  const execBefore = await timed();
+  await sleep(3000);
+  await Promise.all(ids.map((id) => server.forge.sandbox(id).vm.channel.request<"reclaim">({ op: "reclaim" })));
+  // The guest reports blocks once they stayed free for ~2 s.
+  await sleep(6000);
+  const after = await memory(server, ids);
+  const execAfter = await timed();
+  await Promise.all(ids.map((id) => api("DELETE", `/sandboxes/${id}`)));
+  return {
+    count: IDLE,
+    workload: COMMAND,
+    before_reclaim: before,
+    after_reclaim: after,
+    command_before_ms: summary(execBefore),
+    command_after_ms: summary(execAfter),
+    command_after_vs_before_p50: round(pct(execAfter, 50) / pct(execBefore, 50)),
+  };
+}
+
 async function main() {
   const started = Date.now();
   const accel = async (s: Server) => (await s.forge.providerHealth()).accel;
@@ -112,6 +159,7 @@ async function main() {
   const restore = await sequential(api);
   const restoreBurst = await burst(api);
   const restoreMemory = await idleMemory(server, api);
+  const reclaim = await idleReclaim(server, api);
 
   // 2b. The other restore mechanism, in the same server: a snapshot of a running sandbox, whose
   // RAM is inside the migration stream (read whole by every restore) rather than mapped.
@@ -130,20 +178,54 @@ async function main() {
   await api("DELETE", `/snapshots/${snap.id}`);
   const restoreStream = { ...summary(streamMs), snapshot_bytes: snap.size_bytes };
 
-  // 3. Fork a running sandbox into 1 and into 10 children; time until every child answers.
-  const parent = (await spawnToExec(api)).id;
-  await api("POST", `/sandboxes/${parent}/exec`, { command: "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &" });
-  const fork = async (count: number) => {
-    const t0 = performance.now();
-    const r = await api("POST", `/sandboxes/${parent}/fork`, { count });
-    const apiMs = performance.now() - t0;
-    await Promise.all(r.sandboxes.map((c: { id: string }) => api("POST", `/sandboxes/${c.id}/exec`, { command: "true" })));
-    const allMs = performance.now() - t0;
-    await Promise.all(r.sandboxes.map((c: { id: string }) => api("DELETE", `/sandboxes/${c.id}`)));
-    return { children: count, api_ms: round(apiMs), to_all_exec_ms: round(allMs), parent_pause_ms: r.pause_ms };
+  // 3. Fork a running sandbox into 1 and into 10 children, for a parent whose RAM goes through
+  // the migration stream and a forkable one whose RAM file is copied while it stops; time until
+  // every child answers, and the memory the idle children hold (10 against 1: what one more costs).
+  const forkRun = async (forkable: boolean) => {
+    const parent = (await api("POST", "/sandboxes", { forkable, ttl: "1h" })).id;
+    await api("POST", `/sandboxes/${parent}/exec`, { command: "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &" });
+    const fork = async (count: number) => {
+      const t0 = performance.now();
+      const r = await api("POST", `/sandboxes/${parent}/fork`, { count });
+      const apiMs = performance.now() - t0;
+      const ids = r.sandboxes.map((c: { id: string }) => c.id);
+      await Promise.all(ids.map((id: string) => api("POST", `/sandboxes/${id}/exec`, { command: "true" })));
+      const allMs = performance.now() - t0;
+      await sleep(2000);
+      const mem = await memory(server, ids);
+      // What the fork saved: the stream (devices and, without a RAM file, all of RAM) and the RAM file's data.
+      const snap = server.forge.listSnapshots(["ready", "deleted"]).find((x) => x.id === server.forge.get(ids[0]).snapshot_id);
+      await Promise.all(ids.map((id: string) => api("DELETE", `/sandboxes/${id}`)));
+      return {
+        children: count,
+        api_ms: round(apiMs),
+        to_all_exec_ms: round(allMs),
+        parent_pause_ms: r.pause_ms,
+        pss_mib: mem.pss_mib,
+        snapshot_mib: round((snap?.size_bytes ?? 0) / 2 ** 20),
+      };
+    };
+    const runs = [await fork(1), await fork(1), await fork(1), await fork(10)];
+    await api("DELETE", `/sandboxes/${parent}`);
+    const one = pct(
+      runs.slice(0, 3).map((r) => r.parent_pause_ms),
+      50,
+    );
+    return {
+      forkable,
+      runs,
+      pause_10_vs_1: round(runs[3].parent_pause_ms / one),
+      marginal_pss_per_child_mib: round(
+        (runs[3].pss_mib -
+          pct(
+            runs.slice(0, 3).map((r) => r.pss_mib),
+            50,
+          )) /
+          9,
+      ),
+    };
   };
-  const forks = [await fork(1), await fork(1), await fork(1), await fork(10)];
-  await api("DELETE", `/sandboxes/${parent}`);
+  const forks = { stream: await forkRun(false), ram_file: await forkRun(true) };
   await server.close();
 
   // 4. Warm pool: claims one at a time (pool refilled before each, not timed), then a burst.
@@ -174,6 +256,7 @@ async function main() {
         warm_pool_claim: { sequential: pool, burst: poolBurst, speedup_p50_vs_cold: ratio(pool.p50) },
         fork: forks,
         idle_memory: { cold_booted: coldMemory, restored: restoreMemory, count: IDLE, pss_ratio: round(coldMemory.pss_mib / restoreMemory.pss_mib) },
+        idle_reclaim: reclaim,
         seconds: Math.round((Date.now() - started) / 1000),
       },
       null,

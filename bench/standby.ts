@@ -3,7 +3,8 @@
 //   pause (POST /pause until it answers: device state and RAM saved, the VM gone),
 //   resume → first exec (POST /resume, then exec `true`), and wake → exec (an exec sent to the
 //   paused sandbox, timed to its answer), each p50/p95; the host memory a paused sandbox holds
-//   (its VMM's RSS: none, the process is gone) against the running one's PSS; and an exec in
+//   (its VMM's RSS: none, the process is gone) against the running one's PSS, and the disk its
+//   pause took; the same cycles for a forkable sandbox (its RAM file handed over, not copied); and an exec in
 //   flight carried across a pause (its output arrives after the resume).
 // Prints one JSON document; the ratios to the restore baseline are what carries across machines.
 // Usage: node dist/bench/standby.js [--runs 10]
@@ -53,27 +54,37 @@ async function main() {
     await api("DELETE", `/sandboxes/${sb.id}`);
   }
 
-  const id = (await api("POST", "/sandboxes", { ttl: "1h" })).id;
-  await exec(id, "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &");
-  const runningPss = await pssMib(server.forge.get(id).vm_pid!);
-  const pauseMs: number[] = [];
-  const resumeMs: number[] = [];
-  const wakeMs: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    let t0 = performance.now();
-    await api("POST", `/sandboxes/${id}/pause`);
-    pauseMs.push(performance.now() - t0);
-    if (server.forge.get(id).vm_pid !== null) throw new Error("a paused sandbox still has a VMM");
-    t0 = performance.now();
-    if (i % 2 === 0) {
-      await api("POST", `/sandboxes/${id}/resume`, {});
-      await exec(id);
-      resumeMs.push(performance.now() - t0);
-    } else {
-      await exec(id);
-      wakeMs.push(performance.now() - t0);
+  // Pause and resume of one sandbox whose RAM goes through the migration stream, and of one that
+  // is forkable (its RAM file handed over and taken back: no RAM copied either way).
+  const cycles = async (forkable: boolean) => {
+    const sb = (await api("POST", "/sandboxes", { ttl: "1h", forkable })).id;
+    await exec(sb, "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &");
+    const runningPss = await pssMib(server.forge.get(sb).vm_pid!);
+    const pauseMs: number[] = [];
+    const resumeMs: number[] = [];
+    const wakeMs: number[] = [];
+    let pauseBytes = 0;
+    for (let i = 0; i < RUNS; i++) {
+      let t0 = performance.now();
+      await api("POST", `/sandboxes/${sb}/pause`);
+      pauseMs.push(performance.now() - t0);
+      if (server.forge.get(sb).vm_pid !== null) throw new Error("a paused sandbox still has a VMM");
+      pauseBytes = server.forge.listSnapshots(["ready"]).find((x) => x.id === server.forge.get(sb).snapshot_id)?.size_bytes ?? 0;
+      t0 = performance.now();
+      if (i % 2 === 0) {
+        await api("POST", `/sandboxes/${sb}/resume`, {});
+        await exec(sb);
+        resumeMs.push(performance.now() - t0);
+      } else {
+        await exec(sb);
+        wakeMs.push(performance.now() - t0);
+      }
     }
-  }
+    return { sb, runningPss, pauseMs, resumeMs, wakeMs, pauseBytes };
+  };
+  const ram = await cycles(true);
+  await api("DELETE", `/sandboxes/${ram.sb}`);
+  const { sb: id, runningPss, pauseMs, resumeMs, wakeMs, pauseBytes } = await cycles(false);
 
   // An exec in flight across a pause: it was started before, and answers after the resume.
   const t0 = performance.now();
@@ -101,6 +112,15 @@ async function main() {
         resume_to_exec_ms: { ...resume, speedup_p50_vs_restore: ratio(resume.p50) },
         wake_by_exec_ms: { ...wake, speedup_p50_vs_restore: ratio(wake.p50) },
         memory_mib: { running_pss: runningPss, paused_vmm_rss: 0 },
+        pause_disk_mib: round(pauseBytes / 2 ** 20),
+        forkable: {
+          mechanism: "RAM file handed over by the pause and taken back by the resume",
+          pause_ms: summary(ram.pauseMs),
+          resume_to_exec_ms: { ...summary(ram.resumeMs), speedup_p50_vs_restore: ratio(summary(ram.resumeMs).p50) },
+          wake_by_exec_ms: summary(ram.wakeMs),
+          running_pss_mib: ram.runningPss,
+          pause_disk_mib: round(ram.pauseBytes / 2 ** 20),
+        },
         exec_across_pause: { stdout: carried.stdout, ms: round(carriedMs) },
         seconds: Math.round((Date.now() - started) / 1000),
       },

@@ -85,6 +85,8 @@ describe("the web console", () => {
     await page.getByLabel("Name").fill("from-the-page");
     await page.getByLabel("Memory (MiB)").fill("384");
     await page.getByLabel("Environment (KEY=value per line)").fill("GREETING=hello");
+    // Forkable: the pause, resume and fork below then hand over and copy its RAM file.
+    await page.getByLabel("Forkable (fast forks)").check();
     await page.getByRole("button", { name: "Launch", exact: true }).click();
     await page.getByTestId("sandbox-id").waitFor({ timeout: 120_000 });
     id = (await page.getByTestId("sandbox-id").textContent())!;
@@ -92,6 +94,8 @@ describe("the web console", () => {
     assert.equal(row.state, "running");
     assert.equal(row.name, "from-the-page");
     assert.equal(row.memory_mb, 384);
+    assert.equal(row.forkable, true);
+    await page.getByTestId("forkable").waitFor();
   });
 
   it("runs a command typed in the terminal and shows its output", async () => {

@@ -146,6 +146,9 @@ void dispatch(uint32_t id, const uint8_t *p, size_t n);
 void op_hello(uint32_t id, const char *nonce); /* id 0: the agent's own HELLO frame */
 void op_hello_as(uint32_t id, const char *nonce, int continued); /* continued: streams carried over */
 void op_hold(uint32_t id, const jdoc *d);
+/* reclaim.c */
+void op_reclaim(uint32_t id, const jdoc *d);
+void reclaim_end(void);
 char *req_str(const jdoc *d, const char *key);
 int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
 int req_bool(const jdoc *d, const char *key, int def);

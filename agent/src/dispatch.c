@@ -46,6 +46,7 @@ static const struct op {
     {"symlink", op_symlink, 1, "archive"},  {"sync", op_sync, 0, "archive"},
     {"freeze", op_freeze, 0, "commit"},     {"mount", op_mount, 0, "volumes"},
     {"share", op_share, 0, "host-dirs"},    {"hold", op_hold, 0, "continue-sessions"},
+    {"reclaim", op_reclaim, 0, "reclaim"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 

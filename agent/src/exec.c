@@ -249,6 +249,7 @@ static char **env_set(char **env, int *n, const char *name, size_t nlen, const c
 static int make_pipe(int p[2]) { return pipe2(p, O_CLOEXEC); }
 
 void op_exec(uint32_t id, const jdoc *d) {
+  reclaim_end(); /* work again: free page reporting back to whole blocks */
   char **argv = NULL, **env = NULL, *cwd = NULL, *user = NULL;
   int nenv = 0;
   int t = json_get(d, 0, "argv");

@@ -33,6 +33,7 @@ export const OP_FEATURES: Record<string, string> = {
   mount: "volumes",
   share: "host-dirs",
   hold: "continue-sessions",
+  reclaim: "reclaim",
 };
 
 /** The feature an optional field needs, by operation and field. */

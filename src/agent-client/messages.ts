@@ -192,6 +192,8 @@ export interface SimpleOps {
   sync: { req: { op: "sync" }; res: { ok: true } };
   freeze: { req: { op: "freeze"; on: boolean }; res: { ok: true } };
   hold: { req: { op: "hold"; on?: boolean }; res: { ok: true } };
+  /** Drops the guest's clean page cache and compacts free memory, for free page reporting to give back; `free_kib` is what is free after. */
+  reclaim: { req: { op: "reclaim"; drop_caches?: boolean; compact?: boolean }; res: { ok: true; free_kib: number } };
   mount: { req: { op: "mount"; serial: string; path: string; readonly: boolean }; res: { ok: true } };
   glob: { req: { op: "glob"; pattern: string } & AsUser; res: { ok: true; matches: string[]; truncated: boolean } };
   metrics: { req: { op: "metrics" }; res: { ok: true } & Metrics };

@@ -123,6 +123,8 @@ export const Sandbox = Type.Object(
     idle: Type.Optional(IdleSpec),
     /** Why it is paused (state "paused"): "request", "timeout" or "idle". */
     paused_reason: Type.Optional(Type.String()),
+    /** Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over. */
+    forkable: Type.Optional(Type.Boolean()),
     /** Named volumes it mounts. */
     volumes: Type.Optional(Type.Array(VolumeMount)),
     /** Host directories it mounts (live). */
@@ -163,6 +165,8 @@ export const SpawnRequest = Body(
     idle_stop: Type.Optional(Type.String({ minLength: 1 })),
     /** Pause (or stop) it once idle; any call for a paused sandbox resumes it first. Default: the server's `defaults.idle`. */
     idle: Type.Optional(IdleSpec),
+    /** Keep its RAM in a file of its own: forks stop it only to copy that file (children share the copy's pages), pauses and resumes copy nothing. Default: its template's, else false. */
+    forkable: Type.Optional(Type.Boolean()),
     /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
     name: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" })),
     /** false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it). */
@@ -290,6 +294,8 @@ export const CopiesRequest = Body(
     ttl: Type.Optional(Type.String()),
     owner_id: Type.Optional(Type.String({ maxLength: 256 })),
     metadata: Type.Optional(StringMap),
+    /** Each copy keeps its RAM in a file of its own, so it can be forked fast in turn (default false: copies share the snapshot's pages). */
+    forkable: Type.Optional(Type.Boolean()),
     /** Restores only (forks keep the parent's network). */
     ...NetworkFields,
   },
@@ -322,6 +328,8 @@ export const TemplateFields = {
   pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
   /** What its sandboxes do once idle. */
   idle: Type.Optional(IdleSpec),
+  /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
+  forkable: Type.Optional(Type.Boolean()),
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider: Type.Optional(Type.String()),
   /** Copied into the metadata of every sandbox spawned from it. */
@@ -354,6 +362,7 @@ export const Template = Type.Object(
     secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) })),
     pool_size: Type.Integer(),
     idle: Type.Optional(IdleSpec),
+    forkable: Type.Optional(Type.Boolean()),
     provider: Type.String(),
     metadata: StringMap,
     created_at: Type.String(),

@@ -59,6 +59,8 @@ export const ConfigSchema = Type.Object(
     templates: Type.Record(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$" }), Type.Object(ConfigTemplateFields, strict)),
     snapshots: Type.Object({ base: Type.Boolean() }, strict),
     warm_pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 64 }), memory_budget_mb: Type.Integer({ minimum: 0 }) }, strict),
+    /** Idle memory reclaim (`reclaim_after`: "0" never) and the host's same-page merging (`ksm`, host-wide). */
+    memory: Type.Object({ reclaim_after: Type.String({ minLength: 1 }), ksm: Type.Boolean() }, strict),
     pool: Type.Object(
       {
         enabled: Type.Boolean(),
@@ -211,6 +213,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     templates: {},
     snapshots: { base: true },
     warm_pool: { size: 0, memory_budget_mb: 2048 },
+    memory: { reclaim_after: "10m", ksm: false },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048 },

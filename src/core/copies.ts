@@ -2,8 +2,8 @@
 // paused once), and restores of a snapshot into new sandboxes.
 import { join } from "node:path";
 import type { Writable } from "node:stream";
-import { resolveImage } from "../images/store.js";
-import { BootError, type Vm } from "../providers/provider.js";
+import { resolveImage, type LocalImage } from "../images/store.js";
+import { BootError, type RestoreSource, type Vm, type VmSpec } from "../providers/provider.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { SnapshotRow } from "../store/snapshots.js";
 import { MAX_FORK, type Core } from "./core.js";
@@ -22,7 +22,9 @@ export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<
   if (name !== undefined && core.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
   const row = await core.snaps.beginOf(src, "sandbox", name);
   try {
-    return await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
+    const done = await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
+    disksBackedBy(core, sb.id, done);
+    return done;
   } catch (e) {
     await core.snaps.abort(row);
     throw e;
@@ -54,54 +56,32 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
   const started = performance.now();
   const rows: SandboxRow[] = [];
   try {
+    if (parent.vm.info.forkable) return await forkByFile(core, parent, src, snap, count, opts, image, started);
     const disk = await parent.vm.prepareSnapshot(snap.dir);
     const files = { state: join(snap.dir, "state"), disk: disk?.disk, diskBytes: disk?.diskBytes };
     const tees: Writable[] = [];
     let fed!: () => void;
     const allFed = new Promise<void>((r) => (fed = r));
-    const ttlMs = opts.ttlMs ?? Math.max(1000, ttlLeft(src.expires_at));
-    // Names stay unique: the copies of "web" are web-1, web-2, … (and the name kept in the metadata follows).
-    const parentName = src.name ?? src.metadata?.name ?? null;
-    const names = copyNames(core, parentName, count);
-    const children = names.map((name) => {
-      // A copy keeps its parent's network and allowlist; host ports stay with the parent.
-      const network = src.network ? { ...src.network, ports: [] } : null;
-      const inherited = opts.metadata ?? src.metadata;
-      const metadata = inherited && name && "name" in inherited ? { ...inherited, name } : inherited;
-      const row = { ...rowOf(core, { ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata, snapshotId: snap.id }), name };
-      rows.push(row);
-      core.sandboxes.insert(row);
-      core.events.emit("sandbox.created", row.id, { image: row.image, forked_from: id });
-      return core.providers.of(src).spawn({
-        id: row.id,
-        memoryMb: src.memory_mb,
-        vcpus: src.vcpus,
-        hostname: row.id,
-        nic: src.network?.mode === "full",
-        restore: {
+    rows.push(...childRows(core, src, snap, count, opts));
+    const children = rows.map((row) =>
+      core.providers.of(src).spawn(
+        childSpec(src, row, opts, {
           files,
           diskInUse: true,
           feed: (w) => {
             tees.push(w);
             if (tees.length === count) fed();
           },
-        },
-      });
-    });
+        }),
+      ),
+    );
     // A child that fails before QEMU runs would never take its pipe: stop waiting then.
     const settled = Promise.allSettled(children);
     await Promise.race([allFed, settled]);
     if (tees.length < count) throw (await settled).find((r) => r.status === "rejected")!.reason;
     const capture = await parent.vm.snapshot(snap.dir, { tees, disk: disk?.disk });
-    await core.snaps.finish(snap, capture);
-    const results = await settled;
-    const failed = results.find((r) => r.status === "rejected");
-    if (failed) {
-      await Promise.all(results.map((r) => (r.status === "fulfilled" ? r.value.destroy() : null)));
-      throw failed.reason;
-    }
-    const sandboxes: Sandbox[] = [];
-    for (const [i, r] of results.entries()) sandboxes.push(await admit(core, rows[i], (r as PromiseFulfilledResult<Vm>).value, image, "fork"));
+    disksBackedBy(core, id, await core.snaps.finish(snap, capture));
+    const sandboxes = await admitChildren(core, rows, await settled, image);
     core.events.emit("sandbox.forked", id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs });
     return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: capture.bytes };
   } catch (e) {
@@ -110,6 +90,71 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
     else await core.snaps.collect();
     throw e;
   }
+}
+
+/**
+ * A fork of a forkable sandbox: the parent stops only while its devices are saved and its RAM
+ * file copied (sparse: the pages it touched), however many children there are; the children
+ * are then restored from that copy, mapped copy-on-write, so they share its pages.
+ */
+async function forkByFile(
+  core: Core,
+  parent: Sandbox,
+  src: SandboxRow,
+  snap: SnapshotRow,
+  count: number,
+  opts: ForkOptions,
+  image: LocalImage | null,
+  started: number,
+): Promise<ForkResult> {
+  const capture = await parent.vm.snapshot(snap.dir, { memory: "copy" });
+  const ready = await core.snaps.finish(snap, capture);
+  disksBackedBy(core, src.id, ready);
+  const rows = childRows(core, src, snap, count, opts);
+  try {
+    const results = await Promise.allSettled(rows.map((row) => core.providers.of(src).spawn(childSpec(src, row, opts, { files: Snapshots.files(ready) }))));
+    const sandboxes = await admitChildren(core, rows, results, image);
+    core.events.emit("sandbox.forked", src.id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs, by_file: true });
+    return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: ready.size_bytes };
+  } catch (e) {
+    for (const r of rows) await recordFailure(core, r.id, e);
+    await core.snaps.collect();
+    throw e;
+  }
+}
+
+/** What a fork's child VM is: its parent's machine, its own id and hostname, restored from `restore`. */
+function childSpec(src: SandboxRow, row: SandboxRow, opts: ForkOptions, restore: RestoreSource): VmSpec {
+  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: src.network?.mode === "full", forkable: !!opts.forkable, restore };
+}
+
+/** A fork's children admitted as running sandboxes; when one failed to start, every one that did is destroyed and the failure thrown. */
+async function admitChildren(core: Core, rows: SandboxRow[], results: PromiseSettledResult<Vm>[], image: LocalImage | null): Promise<Sandbox[]> {
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) {
+    await Promise.all(results.map((r) => (r.status === "fulfilled" ? r.value.destroy() : null)));
+    throw failed.reason;
+  }
+  const sandboxes: Sandbox[] = [];
+  for (const [i, r] of results.entries()) sandboxes.push(await admit(core, rows[i], (r as PromiseFulfilledResult<Vm>).value, image, "fork"));
+  return sandboxes;
+}
+
+/** The `creating` rows of a fork's children, inserted: the parent's settings, unique names, no host ports. */
+function childRows(core: Core, src: SandboxRow, snap: SnapshotRow, count: number, opts: ForkOptions): SandboxRow[] {
+  const ttlMs = opts.ttlMs ?? Math.max(1000, ttlLeft(src.expires_at));
+  // Names stay unique: the copies of "web" are web-1, web-2, … (and the name kept in the metadata follows).
+  const parentName = src.name ?? src.metadata?.name ?? null;
+  return copyNames(core, parentName, count).map((name) => {
+    // A copy keeps its parent's network and allowlist; host ports stay with the parent.
+    const network = src.network ? { ...src.network, ports: [] } : null;
+    const inherited = opts.metadata ?? src.metadata;
+    const metadata = inherited && name && "name" in inherited ? { ...inherited, name } : inherited;
+    const row = { ...rowOf(core, { ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata, snapshotId: snap.id }), name, forkable: opts.forkable ? 1 : 0 };
+    core.sandboxes.insert(row);
+    core.events.emit("sandbox.created", row.id, { image: row.image, forked_from: src.id });
+    return row;
+  });
 }
 
 /** Starts `count` sandboxes from a snapshot, each as the sandbox was when it was taken. */
@@ -135,11 +180,22 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
   }
   return Promise.all(
     Array.from({ length: count }, async () => {
-      const row = rowOf(core, { ...snap, network }, { ttlMs: opts.ttlMs ?? core.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id });
+      const row = {
+        ...rowOf(core, { ...snap, network }, { ttlMs: opts.ttlMs ?? core.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id }),
+        forkable: opts.forkable ? 1 : 0,
+      };
       core.sandboxes.insert(row);
       core.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
       try {
-        const spec = { id: row.id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: row.id, restore: { files: Snapshots.files(snap) }, nic: !!snap.nic };
+        const spec = {
+          id: row.id,
+          memoryMb: snap.memory_mb,
+          vcpus: snap.vcpus,
+          hostname: row.id,
+          restore: { files: Snapshots.files(snap) },
+          nic: !!snap.nic,
+          forkable: !!opts.forkable,
+        };
         // Under emulation a restored guest has (rarely: twice in the test suite's history) never
         // answered; a restore is cheap, so one more is tried before the caller hears of it.
         const vm = await core.provider.spawn(spec).catch(async (e) => {
@@ -154,6 +210,14 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
       }
     }),
   );
+}
+
+/**
+ * After a snapshot the sandbox's disk is an overlay on the snapshot's frozen one: it now counts as
+ * restored from it, so the snapshot (and, through its parent, the whole chain) stays while it lives.
+ */
+function disksBackedBy(core: Core, id: string, snap: SnapshotRow): void {
+  if (snap.disk_bytes) core.sandboxes.update(id, { snapshot_id: snap.id });
 }
 
 /** What no copy may be made of: a pool VM's tenant, a sandbox holding secrets, a provider without snapshots. */

@@ -8,7 +8,9 @@
 // meanwhile are marked `error`. Under KVM the guest pauses the same way (the block layer's
 // werror policy does not depend on the accelerator). A data directory on a tmpfs is the one
 // place this does not hold: there a guest reading a page of its sparse RAM file needs room too,
-// and a full tmpfs kills its VMM (SIGBUS) instead of pausing it.
+// and a full tmpfs kills its VMM (SIGBUS) instead of pausing it. A forkable sandbox is the other:
+// its RAM is a shared file on the data disk, and its guest's first write to a page it never
+// touched needs a block, so a full disk kills that VMM too (docs/architecture.md says why it is opt-in).
 import { statfs } from "node:fs/promises";
 import { hostDiskFull, isHostDiskFull } from "./error-map.js";
 import type { ForgevmError } from "./errors.js";

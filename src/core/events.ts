@@ -14,6 +14,7 @@ export type EventType =
   | "sandbox.stopped"
   | "sandbox.idle"
   | "sandbox.pause_failed"
+  | "sandbox.reclaimed"
   | "sandbox.started"
   | "sandbox.cold_start"
   | "sandbox.restore_retry"

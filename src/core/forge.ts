@@ -78,6 +78,8 @@ import { VolumeStore } from "../store/volumes.js";
 import { HOST_SERIES, MetricStore, type MetricSample } from "../store/metrics.js";
 import { MetricsSampler } from "./metrics/sampler.js";
 import { ServerMetrics } from "./metrics/prometheus.js";
+import { enableKsm, idleReclaimState, ksmState } from "./host-memory.js";
+import { DEFAULT_RECLAIM_AFTER_MS } from "./reaper.js";
 
 /** How long a main process gets after SIGTERM when the server shuts down. */
 const SHUTDOWN_STOP_GRACE_MS = 5000;
@@ -129,6 +131,8 @@ export interface ProviderStatus extends ProviderHealth {
 export class Forge {
   private readonly core: Core;
   private reaper: NodeJS.Timeout | null = null;
+  /** Puts the host's KSM back as it was before this server turned it on (config memory.ksm). */
+  private restoreKsm: (() => Promise<void>) | null = null;
   private ownership: Ownership | null = null;
   private readonly pullJobs = new PullJobs((ref, log) => this.pullImage(ref, log));
   private readonly tokens: Tokens;
@@ -311,6 +315,8 @@ export class Forge {
     if (every > 0) {
       forge.reaper = setInterval(() => void reap(core), every);
       forge.reaper.unref();
+      // Host-wide, so only a serving core turns it on, and puts it back as it was when it closes.
+      if (opts.memory?.ksm) forge.restoreKsm = await enableKsm().catch(() => null);
       // A serving core (it reaps) applies the restart policies of stopped sandboxes; a command's short-lived core does not.
       void stopStart.applyRestartPolicies(core);
       if (opts.metrics?.enabled !== false) {
@@ -916,9 +922,10 @@ export class Forge {
   /** Every enabled provider: its health, whether it is the default, what isolates its sandboxes, how many run on it. */
   async providers(): Promise<ProviderStatus[]> {
     const running = this.core.sandboxes.list(["creating", "running", "paused"]);
+    const reclaim = { memory_idle_reclaim: idleReclaimState(this.core.opts.memory?.reclaimAfterMs ?? DEFAULT_RECLAIM_AFTER_MS), memory_ksm: await ksmState() };
     return Promise.all(
       this.core.providers.all().map(async (p) => ({
-        ...(await p.health()),
+        ...(await p.health().then((h) => (p.features.isolation === "vm" && p.features.snapshots ? { ...h, details: { ...h.details, ...reclaim } } : h))),
         default: p.name === this.core.providers.defaultName,
         isolation: p.features.isolation,
         features: p.features,
@@ -1029,6 +1036,7 @@ export class Forge {
     for (const p of this.core.providers.all()) await p.destroyAll();
     await this.leaveCluster();
     this.core.egress.close();
+    await this.restoreKsm?.();
     this.db.close();
     await this.ownership?.release();
   }

@@ -21,6 +21,12 @@ export interface ForgeOptions {
   reapIntervalMs?: number;
   /** How long rows of destroyed sandboxes are kept (default 7 days). */
   historyRetentionMs?: number;
+  /**
+   * Idle memory reclaim: a sandbox unused this long drops its clean page cache for free page
+   * reporting to give back (0: never; default 10 min). `ksm` turns the host's same-page merging on
+   * while the server runs (host-wide; off unless asked).
+   */
+  memory?: { reclaimAfterMs?: number; ksm?: boolean };
   /** Environment builds (core/environments/): where packages come from, and the builds' limits. */
   environments?: EnvironmentOptions;
   /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
@@ -147,6 +153,12 @@ export interface SpawnOptions {
   idleStopMs?: number;
   /** What it does once idle that long (default: the config's `defaults.idle`, else nothing). */
   idle?: IdlePolicy;
+  /**
+   * Keep its RAM in a file of its own, so that a fork stops it only to copy that file (children
+   * then share the copy's pages) and a pause hands the file over instead of writing it out.
+   * Costs its RAM's sharing with the base snapshot (see docs/benchmarks.md). Default: its template's, else false.
+   */
+  forkable?: boolean;
   /** A key its client sends with every try of this create: a sandbox already made with it is returned, not made again. */
   idempotencyKey?: string;
   /** At its expiry pause it instead of destroying it; with `autoResume`, a call for it while paused wakes it to live `resumeTtlMs`. */
@@ -178,6 +190,8 @@ export interface ForkOptions {
   ttlMs?: number;
   ownerId?: string;
   metadata?: Record<string, string>;
+  /** Each copy keeps its RAM in a file of its own (see SpawnOptions.forkable); default false: copies share the snapshot's pages. */
+  forkable?: boolean;
 }
 
 export interface ForkResult {

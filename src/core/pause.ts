@@ -60,7 +60,8 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
   const carry = as === "paused" && keepMemory && sb.vm.channel.supports("continue-sessions");
   try {
     if (carry) await sb.vm.channel.hold();
-    await core.snaps.finish(snap, await sb.vm.snapshot(snap.dir));
+    // A forkable VM hands its RAM file over (a link, no copy): the save is its devices only.
+    await core.snaps.finish(snap, await sb.vm.snapshot(snap.dir, sb.vm.info.forkable ? { memory: "give" } : {}));
   } catch (e) {
     await core.snaps.abort(snap);
     // Not saved (a full disk): the sandbox runs on as it was, its held frames sent.
@@ -108,7 +109,8 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
   core.sandboxes.update(id, { state: "creating", expires_at: expiryAfter(ttlMs) });
   try {
     const files = Snapshots.files(snap);
-    const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes) };
+    const forkable = !!row.forkable;
+    const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes), forkable };
     const asleep = from === "paused" ? core.sleeping.get(id) : undefined;
     let vm: Vm;
     // A pause that kept the disk only: a cold boot over it, as after a crash (the disk was synced first).
@@ -117,7 +119,11 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     try {
       vm = cold
         ? await core.providers.of(row).spawn({ ...spec, baseDisk: { file: files.disk!, bytes: files.diskBytes! } })
-        : await core.providers.of(row).spawn({ ...spec, restore: { files, keepProcesses: true, ...(asleep ? { channel: asleep.vm.channel } : {}) } });
+        : await core.providers.of(row).spawn({
+            ...spec,
+            // The pause's RAM file becomes the VM's own again: nothing is copied.
+            restore: { files, keepProcesses: true, adoptMemory: forkable && !!files.memory, ...(asleep ? { channel: asleep.vm.channel } : {}) },
+          });
     } catch (e) {
       // A stopped sandbox's memory is only a head start (its main process runs anew): when the
       // saved machine cannot be restored (another VMM build, a damaged state file), it boots cold

@@ -40,6 +40,8 @@ export interface SpawnPlan {
   volumes: VolumeMount[];
   /** Host directories to mount once it runs. */
   hostDirs: HostDirMount[];
+  /** Its RAM is a file of its own (SpawnOptions.forkable). */
+  forkable: boolean;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -176,8 +178,16 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     main: planMain(image, opts.main),
     idle: planIdle(core, opts, tpl ?? null, secrets, provider),
     lifecycle: planLifecycle(core, opts, secrets, provider),
+    forkable: planForkable(core, opts, tpl ?? null, provider),
     ...mounts,
   };
+}
+
+/** Whether its RAM is a file of its own: asked for, or its template's; only where the provider can snapshot. */
+function planForkable(core: Core, opts: SpawnOptions, tpl: TemplateRow | null, provider: Provider): boolean {
+  const forkable = opts.forkable ?? tpl?.forkable ?? false;
+  if (forkable) core.providers.require(provider, "snapshots", opts.forkable !== undefined ? "forkable" : `template ${tpl!.name}: forkable`);
+  return forkable;
 }
 
 /** The named volumes and host directories "-v" asks for, each checked; two at one path are refused. */
@@ -219,6 +229,7 @@ export function newRow(core: Core, plan: SpawnPlan, opts: { ownerId?: string; tt
     main: plan.main,
     idle_ms: plan.idle?.afterMs ?? null,
     idle_action: plan.idle?.action ?? null,
+    forkable: plan.forkable ? 1 : 0,
     lifecycle: plan.lifecycle,
     idempotency_key: opts.idempotencyKey ?? null,
     volumes: plan.volumes.length ? plan.volumes : null,
@@ -262,6 +273,7 @@ export function rowOf(
     main: null,
     idle_ms: null,
     idle_action: null,
+    forkable: 0,
     paused_reason: null,
     paused_keep: null,
     volumes: null,

@@ -203,7 +203,9 @@ export class Snapshots {
   /** Marks a snapshot taken. */
   async finish(row: SnapshotRow, r: CaptureResult): Promise<SnapshotRow> {
     const size = await allocatedBytes(row.dir);
-    this.d.store.update(row.id, { state: "ready", size_bytes: size, disk_bytes: r.files.diskBytes ?? null });
+    // A forkable VM's fork or pause keeps its RAM as a file beside the stream: a mapped snapshot.
+    const format = r.files.memory ? "mapped" : row.format;
+    this.d.store.update(row.id, { state: "ready", size_bytes: size, disk_bytes: r.files.diskBytes ?? null, format });
     this.d.events.emit("snapshot.created", row.source_id, { snapshot_id: row.id, kind: row.kind, bytes: size, pause_ms: r.pauseMs });
     return this.d.store.get(row.id)!;
   }

@@ -49,7 +49,7 @@ export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise
  */
 export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
   const volumes = await core.volumes.disks(p.volumes);
-  const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic, volumes };
+  const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic, volumes, forkable: p.forkable };
   // A base snapshot's machine has no volume disks, and a restore needs the same devices.
   if (useBaseSnapshots(core, p.provider) && !opts.coldBoot && !volumes.length) {
     const base = await core.snaps.base(p, (vm) => prepareBase(core, vm, p));
@@ -124,7 +124,8 @@ export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> 
 /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
 async function claimPooled(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
   // Without pools there is nothing to claim: no need to compute the key (file stats) per spawn.
-  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || !useBaseSnapshots(core, p.provider)) return null;
+  // Warm VMs map the base snapshot's RAM: a forkable sandbox needs its own file, so it restores anew.
+  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || p.forkable || !useBaseSnapshots(core, p.provider)) return null;
   const got = core.warm.claim(await core.snaps.baseKey(p));
   if (!got) return null;
   const row = { ...newRow(core, p, opts, got.vm.info.id), snapshot_id: got.snapshotId };

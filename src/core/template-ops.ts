@@ -41,6 +41,7 @@ export function templateBody(t: TemplateInput): TemplateBody {
     pool_size: t.pool_size,
     // Checked here, once for every way in; stored as written.
     idle: t.idle ? checkedIdle(t.idle) : undefined,
+    forkable: t.forkable || undefined,
     provider: t.provider || undefined,
     metadata: t.metadata && Object.keys(t.metadata).length ? t.metadata : undefined,
   };

@@ -33,6 +33,13 @@ export interface VmSpec {
    * whose RAM every restore maps copy-on-write.
    */
   memoryFile?: string;
+  /**
+   * Keep guest RAM in a file of the VM's own, mapped shared: a fork or pause then saves the
+   * devices only and copies (or hands over) that file, so the guest stops for a file copy
+   * instead of a stream of its whole RAM. Its pages are the VM's own (no sharing with the
+   * snapshot it came from), which is what it costs.
+   */
+  forkable?: boolean;
   /** Scheduling niceness of the VMM (warm-pool VMs wait at low priority). */
   nice?: number;
   /**
@@ -98,7 +105,19 @@ export interface RestoreSource {
    * VM's channel is this same object. Without it, or when the guest cannot, streams are lost.
    */
   channel?: AgentChannel;
+  /**
+   * With `forkable`: `files.memory` is moved into the VM and becomes its own RAM file (a pause
+   * of a forkable VM being resumed), instead of being copied.
+   */
+  adoptMemory?: boolean;
 }
+
+/**
+ * Where a snapshot's guest RAM goes: into the migration stream (the default, and what an
+ * export carries); copied from a forkable VM's RAM file while it is stopped ("copy"); or that
+ * file itself, linked, for a VM that never runs again ("give": it stays stopped until destroyed).
+ */
+export type SnapshotMemory = "stream" | "copy" | "give";
 
 export interface CaptureResult {
   files: SnapshotFiles;
@@ -121,6 +140,8 @@ export interface VmInfo {
   bootMs: number;
   /** Resumed from a snapshot rather than booted. */
   restored: boolean;
+  /** Its RAM is a file of its own (VmSpec.forkable): snapshots can copy it instead of streaming it. */
+  forkable?: boolean;
 }
 
 export interface Vm {
@@ -138,10 +159,10 @@ export interface Vm {
    */
   release(): void;
   /**
-   * Snapshots the running VM into `dir` (RAM in the stream) and lets it run on; the guest is
-   * paused only for the last round of copying. `tees` receive the stream as it is written.
+   * Snapshots the running VM into `dir` and lets it run on (unless `memory` is "give"); the
+   * guest is stopped for the copy. `tees` receive the stream as it is written (RAM in the stream only).
    */
-  snapshot(dir: string, opts?: { tees?: Writable[]; disk?: string }): Promise<CaptureResult>;
+  snapshot(dir: string, opts?: { tees?: Writable[]; disk?: string; memory?: SnapshotMemory }): Promise<CaptureResult>;
   /** Prepares `dir` for a snapshot: links the current disk there and says where it will be. */
   prepareSnapshot(dir: string): Promise<{ disk: string; diskBytes: number } | null>;
   /**

@@ -8,7 +8,7 @@ import type { Paths } from "../config/paths.js";
 import { run } from "../util/process.js";
 
 /** Modules the agent loads, in the order they must be inserted (dependencies are added first). */
-export const GUEST_MODULES = ["virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "virtio-rng", "virtio_net", "overlay", "fuse"];
+export const GUEST_MODULES = ["virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "virtio-rng", "virtio_net", "overlay", "fuse", "virtio_balloon"];
 export const KERNEL_PACKAGE = "linux-image-cloud-amd64";
 
 export interface KernelInfo {

@@ -180,6 +180,8 @@ const MIGRATIONS: string[] = [
    UPDATE sandboxes SET idle_action = 'stop' WHERE idle_ms IS NOT NULL;
    ALTER TABLE sandboxes ADD COLUMN paused_reason TEXT;
    ALTER TABLE sandboxes ADD COLUMN paused_keep TEXT;`,
+  // Forkable sandboxes keep their RAM in a file of their own.
+  `ALTER TABLE sandboxes ADD COLUMN forkable INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -44,6 +44,8 @@ export interface SandboxRow {
   /** Pause or stop it (`idle_action`) after this long with nothing in flight (core/idle.ts). */
   idle_ms: number | null;
   idle_action: "pause" | "stop" | null;
+  /** 1: its RAM is a file of its own (forks copy it, pauses hand it over); it is restored so again. */
+  forkable: number;
   /** Why it is paused: `request`, `timeout` or `idle` (null unless paused). */
   paused_reason: "request" | "timeout" | "idle" | null;
   /** What a paused one kept: "memory" (resumed as it was) or "disk" (resumed by a cold boot over its disk). */
@@ -141,8 +143,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, forkable, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @forkable, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key)`,
       )
       .run({
         ...row,

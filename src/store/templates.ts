@@ -19,6 +19,8 @@ export interface TemplateBody {
   pool_size?: number;
   /** What its sandboxes do once idle (`after` a duration). */
   idle?: { after: string; action: "pause" | "stop" | "none" };
+  /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses; see SpawnOptions.forkable). */
+  forkable?: boolean;
   /** The provider its sandboxes run on (absent: the server's default). */
   provider?: string;
   /** Copied into the metadata of every sandbox spawned from it. */

@@ -135,8 +135,8 @@ class AsyncSandbox:
         await _run(self._sb.extend_ttl, ttl)
         return self
 
-    async def fork(self, count: int = 1, ttl: Optional[str] = None) -> List["AsyncSandbox"]:
-        return [AsyncSandbox(s) for s in await _run(self._sb.fork, count, ttl)]
+    async def fork(self, count: int = 1, ttl: Optional[str] = None, forkable: Optional[bool] = None) -> List["AsyncSandbox"]:
+        return [AsyncSandbox(s) for s in await _run(self._sb.fork, count, ttl, forkable)]
 
     async def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
         return await _run(self._sb.snapshot, name)
@@ -358,8 +358,8 @@ class AsyncClient:
         """Pushes a local image to a registry."""
         return await _run(self._c.push_image, name, reference)
 
-    async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None) -> List[AsyncSandbox]:
-        return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl)]
+    async def restore(self, snapshot: str, count: int = 1, ttl: Optional[str] = None, forkable: Optional[bool] = None) -> List[AsyncSandbox]:
+        return [AsyncSandbox(s) for s in await _run(self._c.restore, snapshot, count, ttl, forkable)]
 
     async def export_snapshot(self, snapshot: str, path: str) -> str:
         return await _run(self._c.export_snapshot, snapshot, path)

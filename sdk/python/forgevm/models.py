@@ -53,6 +53,8 @@ class SandboxInfo:
     idle: Optional[Dict[str, str]] = None
     #: Why it is paused (state "paused"): "request", "timeout" or "idle".
     paused_reason: Optional[str] = None
+    #: Its RAM is a file of its own: forks stop it only to copy that file, pauses copy nothing.
+    forkable: Optional[bool] = None
     volumes: Optional[List[Dict[str, Any]]] = None
     host_dirs: Optional[List[Dict[str, Any]]] = None
     #: Said by sandboxes whose provider is no security boundary (local).
@@ -111,6 +113,8 @@ class Template(TypedDict, total=False):
     pool_size: int
     #: What its sandboxes do once idle: {"after": "30s", "action": "pause" | "stop" | "none"}.
     idle: Dict[str, str]
+    #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
+    forkable: bool
     provider: str
     metadata: Dict[str, str]
     created_at: str

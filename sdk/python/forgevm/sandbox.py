@@ -238,9 +238,9 @@ class Sandbox:
     def unpublish_port(self, host_port: int) -> None:
         self._http.json("DELETE", self._path(f"/ports/{int(host_port)}"), sandbox_id=self.id)
 
-    def fork(self, count: int = 1, ttl: Optional[str] = None) -> List["Sandbox"]:
-        """Running copies of this sandbox as it is now, each with its own identity."""
-        r = self._http.json("POST", self._path("/fork"), body={"count": count, "ttl": ttl}, timeout=None, sandbox_id=self.id)
+    def fork(self, count: int = 1, ttl: Optional[str] = None, forkable: Optional[bool] = None) -> List["Sandbox"]:
+        """Running copies of this sandbox as it is now, each with its own identity; ``forkable`` copies keep RAM files of their own."""
+        r = self._http.json("POST", self._path("/fork"), body={"count": count, "ttl": ttl, "forkable": forkable}, timeout=None, sandbox_id=self.id)
         return [Sandbox(self._http, s) for s in r["sandboxes"]]
 
     def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:

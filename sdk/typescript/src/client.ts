@@ -243,7 +243,7 @@ export class Client {
   }
 
   /** Running copies of a sandbox as it is now, and how long its parent was paused for it. */
-  fork(id: string, opts: { count?: number; ttl?: string } = {}): Promise<{ sandboxes: SandboxInfo[]; pause_ms: number; duration_ms: number }> {
+  fork(id: string, opts: { count?: number; ttl?: string; forkable?: boolean } = {}): Promise<{ sandboxes: SandboxInfo[]; pause_ms: number; duration_ms: number }> {
     return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/fork`, { body: opts, sandboxId: id, timeoutMs: null });
   }
 
@@ -253,7 +253,7 @@ export class Client {
   }
 
   /** Starts sandboxes from a snapshot (by id or name), each as the sandbox was when it was taken. */
-  async restore(snapshot: string, opts: { count?: number; ttl?: string } = {}): Promise<Sandbox[]> {
+  async restore(snapshot: string, opts: { count?: number; ttl?: string; forkable?: boolean } = {}): Promise<Sandbox[]> {
     const r = await this.http.json<{ sandboxes: SandboxInfo[] }>("POST", `/snapshots/${encodeURIComponent(snapshot)}/spawn`, { body: opts, timeoutMs: null });
     return r.sandboxes.map((s) => new Sandbox(this.http, s));
   }

@@ -238,7 +238,7 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** Running copies of this sandbox as it is now (memory, processes, disk), each with its own identity. */
-  async fork(opts: { count?: number; ttl?: string } = {}): Promise<Sandbox[]> {
+  async fork(opts: { count?: number; ttl?: string; forkable?: boolean } = {}): Promise<Sandbox[]> {
     const r = await this.http.json<{ sandboxes: SandboxInfo[] }>("POST", this.path("/fork"), { body: opts, sandboxId: this.id, timeoutMs: null });
     return r.sandboxes.map((s) => new Sandbox(this.http, s));
   }

@@ -31,6 +31,8 @@ export interface SandboxInfo {
   idle?: IdleSpec;
   /** Why it is paused (state "paused"): "request", "timeout" or "idle". */
   paused_reason?: string;
+  /** Its RAM is a file of its own: forks stop it only to copy that file, pauses copy nothing. */
+  forkable?: boolean;
   /** Named volumes it mounts. */
   volumes?: VolumeMount[];
   /** Host directories it mounts (live). */
@@ -171,6 +173,8 @@ export interface SpawnOptions {
   volumes?: string[];
   /** Allowlist network: package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
+  /** Keep its RAM in a file of its own: forks stop it only to copy that file (copies share its pages), pauses copy nothing. */
+  forkable?: boolean;
 }
 
 /** What a sandbox does once idle: after `after` ("30s") with nothing in flight, "pause" (resumed by the next call, the default), "stop" or "none". */
@@ -341,6 +345,8 @@ export interface Template {
   pool_size?: number;
   /** What its sandboxes do once idle. */
   idle?: IdleSpec;
+  /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
+  forkable?: boolean;
   provider?: string;
   metadata?: Record<string, string>;
   created_at?: string;

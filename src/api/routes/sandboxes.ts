@@ -35,6 +35,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       idle: b.idle !== undefined ? parseIdle(b.idle, "idle") : undefined,
       volumes: b.volumes,
       cache: b.cache,
+      forkable: b.forkable,
     };
     const make = async () => (b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id);
     const key = req.headers["idempotency-key"];

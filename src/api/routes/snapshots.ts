@@ -18,6 +18,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     metadata: b?.metadata,
     network: b?.network,
     allow: b?.allow,
+    forkable: b?.forkable,
   });
 
   app.post(

@@ -28,6 +28,7 @@ function view(forge: Forge, t: TemplateRow) {
     secrets: t.secrets ?? [],
     pool_size: t.pool_size ?? 0,
     ...(t.idle ? { idle: t.idle } : {}),
+    ...(t.forkable ? { forkable: true } : {}),
     provider: t.provider ?? forge.providerName,
     metadata: t.metadata ?? {},
     created_at: t.created_at,

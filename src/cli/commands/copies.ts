@@ -75,11 +75,12 @@ export function copyCommands(program: Command, cli: Cli): void {
       .argument("<id>", name === "fork" ? "sandbox id" : "snapshot id or name")
       .option("-n, --count <n>", "how many copies", intOption("--count", 1, 32), 1)
       .option("--ttl <duration>", "lifetime of each copy, e.g. 30m", ttlOption("--ttl"))
+      .option("--forkable", "each copy keeps its RAM in a file of its own, to be forked fast in turn (copies otherwise share their pages)")
       .option("--json", "print JSON")
-      .action(async (id: string, o: { count: number; ttl?: string; json?: boolean }) => {
+      .action(async (id: string, o: { count: number; ttl?: string; forkable?: boolean; json?: boolean }) => {
         const client = await cli.client();
-        const copies =
-          name === "fork" ? await client.fork(id, { count: o.count, ttl: o.ttl }) : { sandboxes: (await client.restore(id, { count: o.count, ttl: o.ttl })).map((s) => s.info) };
+        const opts = { count: o.count, ttl: o.ttl, forkable: o.forkable };
+        const copies = name === "fork" ? await client.fork(id, opts) : { sandboxes: (await client.restore(id, opts)).map((s) => s.info) };
         emit(o.json, copies, () => {
           for (const s of copies.sandboxes) console.log(s.id);
           if ("pause_ms" in copies) console.error(`parent paused ${copies.pause_ms} ms`);

@@ -26,7 +26,8 @@ export function sandboxOptions(c: Command): Command {
     .option("--provider <name>", "the provider to run it on (forgevm doctor lists them; default: the server's)")
     .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"))
     .option("--idle-pause <duration>", "pause it after this long with nothing in flight; any later call or connection resumes it", durationOption("--idle-pause"))
-    .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)");
+    .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)")
+    .option("--forkable", "keep its RAM in a file of its own: forks stop it only to copy that file, pauses copy nothing");
 }
 
 /** The spawn request those options stand for. */
@@ -52,6 +53,7 @@ export function spawnRequest(o: Record<string, any>) {
     // A relative host directory is relative to here, as Docker's -v $PWD/x is.
     volumes: (o.volume as string[] | undefined)?.map((v) => (v.startsWith("./") || v.startsWith("../") ? `${resolvePath(v.split(":")[0])}:${v.split(":").slice(1).join(":")}` : v)),
     cache: o.cache,
+    forkable: o.forkable,
   };
 }
 

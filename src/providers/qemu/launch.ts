@@ -18,6 +18,7 @@ import { awaitHello, configure, HelloError } from "../handshake.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
 import { Qmp } from "./qmp.js";
 import { QemuVm, setAutogroupNice } from "./qemu-vm.js";
+import { prepareRam } from "./ram-file.js";
 import { limitFields, type QemuRuntime } from "./runtime.js";
 import { connectQemuSocket } from "./unix-socket.js";
 
@@ -92,14 +93,17 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       const diskBytes = Math.max(imageBytes, (spec.diskMb ?? 0) * 1024 * 1024);
       await run("qemu-img", ["create", "-q", "-f", "qcow2", "-b", spec.rootfs, "-F", "raw", files.disk, String(diskBytes)]);
     }
-    if (restore) {
-      files.incoming = { ignoreShared: !!restore.files.memory };
-      if (restore.files.memory) files.memory = { file: restore.files.memory, share: false };
-    } else if (spec.memoryFile) {
-      files.memory = { file: spec.memoryFile, share: true };
-      // QEMU (as the VM's uid) sizes and fills it; it becomes read-only once frozen.
-      await writeFile(spec.memoryFile, "", { mode: 0o600 });
-      if (uid !== null) await chown(spec.memoryFile, uid, uid);
+    // A RAM file the VM maps shared: a base snapshot's in the making, or a forkable VM's own.
+    const ownRam = spec.memoryFile ?? (spec.forkable ? join(dir, "memory") : undefined);
+    if (restore) files.incoming = { ignoreShared: !!restore.files.memory };
+    if (restore?.files.memory && !spec.forkable) {
+      // Mapped privately: copy-on-write, so every VM restored from it shares its untouched pages.
+      files.memory = { file: restore.files.memory, share: false };
+    } else if (ownRam) {
+      // QEMU (as the VM's uid) sizes and fills an empty one; a base's becomes read-only once frozen.
+      const from = restore?.files.memory ? { file: restore.files.memory, take: !!restore.adoptMemory } : undefined;
+      await prepareRam(ownRam, uid, from);
+      files.memory = { file: ownRam, share: true };
     }
     if (files.disk && uid !== null) await chown(files.disk, uid, uid);
     // A confined VMM writes a volume as its own uid; the file goes back to the server when it is done.
@@ -197,8 +201,9 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       agentVersion: hello.agent,
       bootMs: Math.round(performance.now() - started),
       restored: !!restore,
+      ...(spec.forkable ? { forkable: true } : {}),
     };
-    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), spec.memoryFile);
+    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), ownRam);
     rt.live.add(vm);
     return vm;
   } catch (e) {

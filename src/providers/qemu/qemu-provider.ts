@@ -22,7 +22,7 @@ import {
   type VmSpec,
 } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
-import { hostTscKhz } from "./args.js";
+import { hostTscKhz, MACHINE_LAYOUT, TCG_TB_MIB } from "./args.js";
 import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
@@ -134,7 +134,7 @@ export class QemuProvider implements Provider {
 
   async machineKey(): Promise<string> {
     const v = await this.accel();
-    return `${v.key}/${v.accel}`;
+    return `${v.key}/${v.accel}/m${MACHINE_LAYOUT}`;
   }
 
   maxVcpus(): number {
@@ -182,6 +182,8 @@ export class QemuProvider implements Provider {
         : "off (the server is not root)";
     details.vmm_cgroups = this.rt.cgroups ?? "none (rlimits only)";
     details.network_full = (await this.nicProblem()) ?? "available";
+    details.memory_free_page_reporting = "on (virtio-balloon: blocks the guest keeps free go back to the host; the same under KVM)";
+    if (accel) details.memory_translation_cache = accel === "tcg" ? `${TCG_TB_MIB} MiB at most per VM (TCG translates guest code into it)` : "none (KVM runs guest code natively)";
     return { name: this.name, healthy: problems.length === 0, accel, problems, details };
   }
 

@@ -6,11 +6,12 @@ import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import type { AgentChannel } from "../../agent-client/index.js";
-import { HostDiskFullError, type CaptureResult, type Vm, type VmInfo, type VmUsage } from "../provider.js";
+import { HostDiskFullError, type CaptureResult, type SnapshotMemory, type Vm, type VmInfo, type VmUsage } from "../provider.js";
 import { processUsage } from "../process-usage.js";
 import type { ConsoleLog } from "../console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
+import { copyRam, giveRam } from "./ram-file.js";
 import { run } from "../../util/process.js";
 
 export class QemuVm implements Vm {
@@ -23,7 +24,7 @@ export class QemuVm implements Vm {
     readonly exited: Promise<void>,
     private readonly cleanup: () => Promise<void>,
     private readonly forget: () => void,
-    /** Shared RAM file, for VMs spawned to be frozen into a snapshot. */
+    /** Its shared RAM file: a base snapshot's being made (see freeze), or a forkable VM's own. */
     private readonly memoryFile?: string,
   ) {}
 
@@ -52,7 +53,10 @@ export class QemuVm implements Vm {
     }
   }
 
-  snapshot(dir: string, opts: { tees?: Writable[]; disk?: string } = {}): Promise<CaptureResult> {
+  snapshot(dir: string, opts: { tees?: Writable[]; disk?: string; memory?: SnapshotMemory } = {}): Promise<CaptureResult> {
+    const byFile = opts.memory === "copy" || opts.memory === "give";
+    if (byFile && !this.memoryFile) throw new Error(`VM ${this.info.id} has no RAM file of its own: its snapshot streams its RAM`);
+    if (byFile && opts.tees?.length) throw new Error("a snapshot that copies the RAM file has no stream of RAM to tee");
     return this.serial(async () => {
       const qmp = await Qmp.connect(this.qmpSocket);
       await requireRunning(qmp, this.info.id).catch((e) => {
@@ -69,7 +73,10 @@ export class QemuVm implements Vm {
         const disk = opts.disk ?? prepared?.disk;
         const diskBytes = prepared?.diskBytes ?? (disk ? (await activeDisk(qmp))?.bytes : undefined);
         await qmp.execute("migrate-set-parameters", MIGRATION_PARAMETERS);
-        await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: false }] });
+        // By file: the stream carries the devices only, and RAM is the file, copied while the
+        // guest is stopped. Under KVM as under TCG the stop is what makes the copy consistent
+        // (no dirty-page tracking is involved), so the pause is the time to copy the touched RAM.
+        await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: byFile }] });
         // The guest is stopped for the whole copy. Live pre-copy would pause it only for the last
         // round, but on QEMU 7.2 under TCG it lost guest writes: half the snapshots taken soon
         // after a restore from a mapped snapshot crashed their guests (0 of 18 when stopped).
@@ -78,17 +85,26 @@ export class QemuVm implements Vm {
         stopped = true;
         // From here on the guest writes to a new overlay; the old one, consistent with the RAM
         // being sent, belongs to the snapshot (and its children).
-        if (disk) await switchDisk(qmp, this.info.dir);
+        if (disk) await switchDisk(qmp, this.info.dir, disk);
         await qmp.execute("migrate", { uri: sink.uri });
         await waitMigration(qmp, ["completed"], 120_000);
         const bytes = await sink.done;
         // The frozen disk belongs to the snapshot now: not even this VM's QEMU may change it.
         if (disk) await sealFile(disk);
+        let memory: string | undefined;
+        if (byFile) {
+          memory = join(dir, "memory");
+          if (opts.memory === "give") await giveRam(this.memoryFile!, memory);
+          else await copyRam(this.memoryFile!, memory);
+          await sealFile(memory);
+        }
+        // Given away: the guest must never run again (its RAM is the snapshot's now).
+        if (opts.memory === "give") return { files: { state, memory, disk, diskBytes }, pauseMs: 0, bytes };
         const resumed = qmp.waitEvent((e) => e.event === "RESUME", 10_000);
         await qmp.execute("cont");
         stopped = false;
         const pauseMs = eventGapMs(await stopEvent, await resumed);
-        return { files: { state, disk, diskBytes }, pauseMs, bytes };
+        return { files: { state, memory, disk, diskBytes }, pauseMs, bytes };
       } catch (e) {
         await qmp.execute("migrate_cancel").catch(() => {});
         if (stopped) await qmp.execute("cont").catch(() => {});
@@ -249,15 +265,32 @@ async function requireRunning(qmp: Qmp, id: string): Promise<void> {
 async function activeDisk(qmp: Qmp): Promise<{ file: string; bytes: number } | null> {
   const blocks = await qmp.execute<Array<{ device: string; inserted?: { file: string; image: { "virtual-size": number } } }>>("query-block");
   const root = blocks.find((b) => b.device === "root")?.inserted;
-  return root ? { file: root.file, bytes: root.image["virtual-size"] } : null;
+  return root ? { file: topFile(root.file), bytes: root.image["virtual-size"] } : null;
 }
 
-/** Moves the VM onto a new overlay on top of its current disk, which is frozen from then on. */
-async function switchDisk(qmp: Qmp, vmDir: string): Promise<void> {
+/**
+ * The top image's own file. Once an overlay's backing is named by another path than the one it
+ * was opened by (switchDisk), QEMU describes the disk as `json:{…}`; the top file is in it.
+ */
+export function topFile(described: string): string {
+  if (!described.startsWith("json:")) return described;
+  const d = JSON.parse(described.slice(5)) as { file?: { filename?: string } };
+  if (typeof d.file?.filename !== "string") throw new Error(`cannot tell the disk's file from ${described}`);
+  return d.file.filename;
+}
+
+/**
+ * Moves the VM onto a new overlay on top of its current disk, which is frozen from then on. The
+ * new overlay names its backing file by the snapshot's link (`frozen`), not by its name in the VM's
+ * directory: that directory goes with the VM, the snapshot's files stay while anything is backed by them.
+ */
+async function switchDisk(qmp: Qmp, vmDir: string, frozen: string): Promise<void> {
   const names = await readdir(vmDir);
   let n = 1;
   while (names.includes(`disk.${n}.qcow2`)) n++;
-  await qmp.execute("blockdev-snapshot-sync", { device: "root", "snapshot-file": join(vmDir, `disk.${n}.qcow2`), format: "qcow2" });
+  const node = `root-${n}`;
+  await qmp.execute("blockdev-snapshot-sync", { device: "root", "snapshot-file": join(vmDir, `disk.${n}.qcow2`), "snapshot-node-name": node, format: "qcow2" });
+  await qmp.execute("change-backing-file", { device: "root", "image-node-name": node, "backing-file": frozen });
 }
 
 /** Makes a snapshot file root's and read-only for everyone. */

@@ -69,7 +69,14 @@ export async function attach(rt: QemuRuntime, a: AttachSpec, accel: Accel): Prom
       bootMs: Math.round(performance.now() - started),
       restored: false,
     };
-    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm));
+    // A forkable VM's RAM file is in its directory, and it goes on being that VM's.
+    const ram = join(a.dir, "memory");
+    const forkable = await stat(ram).then(
+      (s) => s.isFile(),
+      () => false,
+    );
+    if (forkable) info.forkable = true;
+    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), forkable ? ram : undefined);
     rt.live.add(vm);
     return vm;
   } catch (e) {

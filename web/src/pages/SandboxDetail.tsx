@@ -117,6 +117,12 @@ function Overview({ s }: { s: any }) {
               </dd>
             </>
           )}
+          {s.forkable && (
+            <>
+              <dt>Memory</dt>
+              <dd data-testid="forkable">its own RAM file (forks copy it; pauses hand it over)</dd>
+            </>
+          )}
           {s.paused_reason && (
             <>
               <dt>Paused</dt>

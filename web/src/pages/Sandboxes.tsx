@@ -118,6 +118,7 @@ export function LaunchForm() {
         disk_mb: n("disk_mb"),
         volumes: s("volumes") ? s("volumes").split(/\s+/).filter(Boolean) : undefined,
         idle: s("idle_pause") ? { after: s("idle_pause"), action: "pause" } : undefined,
+        forkable: form.get("forkable") === "on" ? true : undefined,
       };
       // A command, or a restart policy, makes it a service: its main process (the image's own command when none is given).
       const command = shellWords(s("command"));
@@ -217,6 +218,9 @@ export function LaunchForm() {
           <label>
             Disk (MiB)
             <input name="disk_mb" type="number" min={64} placeholder="2048" />
+          </label>
+          <label title="its RAM in a file of its own: a fork stops it only to copy that file, however many copies, and pauses copy no RAM">
+            <input name="forkable" type="checkbox" /> Forkable (fast forks)
           </label>
         </div>
         <fieldset>
