@@ -433,7 +433,7 @@ describe("lifecycle: pause at the timeout, and auto-resume", () => {
 });
 
 describe("a pause that keeps the disk only", () => {
-  it("pause({keepMemory: false}) keeps the files, not the processes; connect boots it cold over its disk; autoPauseMemory: false pauses so at the timeout", async () => {
+  it("pause({keepMemory: false}) keeps the files, not the processes; connect boots it cold over its disk, as connect({onResume: 'reboot'}) does a memory pause; autoPauseMemory: false pauses so at the timeout", async () => {
     const s = await Sandbox.create({ timeoutMs: 300_000 });
     await s.files.write("disk.txt", "on the disk");
     const bg = await s.commands.run("sleep 600", { background: true, timeoutMs: 0 });
@@ -448,6 +448,19 @@ describe("a pause that keeps the disk only", () => {
     const resumed = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
     assert.equal(resumed.at(-1)?.data?.cold_boot, true);
     await back.kill();
+
+    // connect({onResume: "reboot"}) boots a memory pause cold over its disk, too.
+    const r = await Sandbox.create({ timeoutMs: 300_000 });
+    await r.files.write("disk.txt", "rebooted over it");
+    const held = await r.commands.run("sleep 600", { background: true, timeoutMs: 0 });
+    await held.disconnect();
+    assert.equal(await r.pause(), true);
+    const rebooted = await Sandbox.connect(r.sandboxId, { onResume: "reboot" });
+    assert.equal(await rebooted.files.read("disk.txt"), "rebooted over it");
+    assert.equal((await rebooted.commands.run(`kill -0 ${held.pid} 2>/dev/null && echo alive || echo gone`)).stdout, "gone\n");
+    const woke = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === r.sandboxId && e.type === "sandbox.resumed");
+    assert.equal(woke.at(-1)?.data?.cold_boot, true);
+    await rebooted.kill();
 
     const t = await Sandbox.create({ timeoutMs: 3000, lifecycle: { onTimeout: { action: "pause", keepMemory: false } } });
     await t.files.write("t.txt", "kept at the timeout");

@@ -50,6 +50,15 @@ it("draws the dashboard in a terminal, spawns from a key, shows the sandbox, des
   await waitFor(() => new RegExp(`${id}\\s+-\\s+running\\s+forgevm/debian`).test(text()), 30_000, "its row in the table");
   await waitFor(() => text().includes(`sandbox.running ${id}`), 30_000, "its event");
 
+  // p pauses the selected sandbox (its row says so), and p again resumes it.
+  key("p");
+  await waitFor(() => text().includes(`paused ${id}`), 60_000, `the pause, got: ${text().slice(-500)}`);
+  assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${id}`)).body.state, "paused");
+  await waitFor(() => new RegExp(`${id}\\s+-\\s+paused`).test(text()), 30_000, "its row says paused");
+  key("p");
+  await waitFor(() => text().includes(`resumed ${id}`), 60_000, `the resume, got: ${text().slice(-500)}`);
+  assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${id}`)).body.state, "running");
+
   key("d");
   await waitFor(() => text().includes(`destroy ${id}? y to confirm`), 10_000, "the confirmation");
   key("y");

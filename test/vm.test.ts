@@ -266,7 +266,9 @@ describe("TCP tunnels", () => {
       "/root/upper.py",
       "import socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1', 7001))\ns.listen()\nc, _ = s.accept()\nd = b''\nwhile True:\n    b = c.recv(65536)\n    if not b:\n        break\n    d += b\nc.sendall(d.upper())\nc.close()\n",
     );
-    await sb.exec("nohup python3 /root/upper.py >/dev/null 2>&1 & sleep 1");
+    // Waits for the listening socket itself (port 7001 is 1B59 in /proc/net/tcp, state 0A): a
+    // loaded emulated guest can take more than a second to start Python.
+    await sb.exec("nohup python3 /root/upper.py >/dev/null 2>&1 & for i in $(seq 300); do grep -q ':1B59 00000000:0000 0A' /proc/net/tcp && break; sleep 0.1; done");
     const t = ch.connect({ port: 7001 });
     await t.connected;
     const payload = randomBytes(3 * 1024 * 1024)

@@ -550,11 +550,11 @@ export class Forge {
   }
 
   /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now (default: what it had left). */
-  async resume(id: string, ttlMs?: number): Promise<Sandbox> {
+  async resume(id: string, ttlMs?: number, opts: { reboot?: boolean } = {}): Promise<Sandbox> {
     const row = this.get(id);
     if (this.core.waking.has(row.id)) await this.core.waking.get(row.id);
     if (this.core.live.has(row.id) && ttlMs === undefined) return this.sandbox(row.id);
-    return resume(this.core, row.id, ttlMs ?? lifeAfterWake(this.core, row));
+    return resume(this.core, row.id, ttlMs ?? lifeAfterWake(this.core, row), "paused", "request", opts);
   }
 
   /** Resumes a sandbox paused with auto-resume (its lifecycle) before a call `by` is served; nothing for any other. */

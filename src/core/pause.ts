@@ -96,8 +96,12 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
   await core.snaps.collect().catch(() => {});
 }
 
-/** Restores a paused (or stopped) sandbox under its own id, memory and files as they were; its life starts again at `ttlMs`. */
-export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused", by = "request"): Promise<Sandbox> {
+/**
+ * Restores a paused (or stopped) sandbox under its own id, memory and files as they were; its
+ * life starts again at `ttlMs`. With `reboot`, a paused one boots cold over its disk instead
+ * (E2B's connect({onResume: "reboot"})): files kept, processes gone, the memory image ignored.
+ */
+export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused", by = "request", opts: { reboot?: boolean } = {}): Promise<Sandbox> {
   // A pause still taking its VM down (its row says paused already) is waited for.
   await core.pausing.get(id)?.catch(() => {});
   const t0 = performance.now();
@@ -111,10 +115,15 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     const files = Snapshots.files(snap);
     const forkable = !!row.forkable;
     const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes), forkable };
-    const asleep = from === "paused" ? core.sleeping.get(id) : undefined;
-    let vm: Vm;
     // A pause that kept the disk only: a cold boot over it, as after a crash (the disk was synced first).
-    const cold = from === "paused" && row.paused_keep === "disk";
+    const cold = from === "paused" && (row.paused_keep === "disk" || !!opts.reboot);
+    let asleep = from === "paused" ? core.sleeping.get(id) : undefined;
+    if (cold && asleep) {
+      // Its streams cannot go on in a machine that boots afresh: they end here.
+      await letSleeperGo(core, id, asleep);
+      asleep = undefined;
+    }
+    let vm: Vm;
     if (cold && (!files.disk || !files.diskBytes)) throw new ForgevmError("UNAVAILABLE", `the disk of paused sandbox ${id} is missing`);
     try {
       vm = cold
@@ -160,6 +169,16 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     await recordFailure(core, id, e);
     throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `${from} sandbox ${id} could not be brought back: ${e.message.split("\n")[0]}`) : e;
   }
+}
+
+/** Ends what a sandbox held asleep in this process (its channel, main process, network and host directories), as a pause that kept no streams would have. */
+async function letSleeperGo(core: Core, id: string, sb: Sandbox): Promise<void> {
+  core.sleeping.delete(id);
+  sb.vm.channel.close();
+  core.mains.get(id)?.dispose();
+  core.mains.delete(id);
+  await core.networks.detach(id);
+  core.hostDirs.forget(id);
 }
 
 /** The sandbox that slept in this process, running again on its restored VM with every stream it had. */

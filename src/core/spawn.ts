@@ -124,9 +124,8 @@ export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> 
 /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */
 async function claimPooled(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<Sandbox | null> {
   // Without pools there is nothing to claim: no need to compute the key (file stats) per spawn.
-  // Warm VMs map the base snapshot's RAM: a forkable sandbox needs its own file, so it restores anew.
-  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || p.forkable || !useBaseSnapshots(core, p.provider)) return null;
-  const got = core.warm.claim(await core.snaps.baseKey(p));
+  if (core.warm.empty || opts.coldBoot || opts.hostname || p.volumes.length || !useBaseSnapshots(core, p.provider)) return null;
+  const got = core.warm.claim(await poolKey(core, p));
   if (!got) return null;
   const row = { ...newRow(core, p, opts, got.vm.info.id), snapshot_id: got.snapshotId };
   core.sandboxes.insert(row);
@@ -153,7 +152,7 @@ export async function configurePools(core: Core, pull: Pull): Promise<void> {
   for (const w of wanted) {
     try {
       const p = await plan(core, w.opts, pull);
-      targets.push({ key: await core.snaps.baseKey(p), label: w.label, size: w.size, memoryMb: p.memoryMb, make: () => makePooled(core, p) });
+      targets.push({ key: await poolKey(core, p), label: w.label, size: w.size, memoryMb: p.memoryMb, make: () => makePooled(core, p) });
     } catch (e) {
       core.events.emit("pool.error", null, { pool: w.label, error: (e as Error).message.split("\n")[0] });
     }
@@ -162,12 +161,26 @@ export async function configurePools(core: Core, pull: Pull): Promise<void> {
   await core.snaps.collect();
 }
 
+/** Which warm pool serves a plan: its base snapshot's, apart for forkable VMs (their RAM is a file of their own, not the base's mapped). */
+async function poolKey(core: Core, p: SpawnPlan): Promise<string> {
+  return `${await core.snaps.baseKey(p)}${p.forkable ? ":forkable" : ""}`;
+}
+
 /** Restores one VM for a warm pool, at low priority, under the sandbox id it will have. */
 async function makePooled(core: Core, p: SpawnPlan): Promise<{ vm: Vm; snapshotId: string }> {
   const base = await core.snaps.base(p, (vm) => prepareBase(core, vm, p));
   if (!base) throw new Error(`no base snapshot for ${p.image.name}`);
   const id = newSandboxId();
-  const vm = await core.provider.spawn({ id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: id, restore: { files: Snapshots.files(base) }, nice: POOL_NICE, nic: p.nic });
+  const vm = await core.provider.spawn({
+    id,
+    memoryMb: p.memoryMb,
+    vcpus: p.vcpus,
+    hostname: id,
+    restore: { files: Snapshots.files(base) },
+    nice: POOL_NICE,
+    nic: p.nic,
+    forkable: p.forkable,
+  });
   // A first exec in a restored VM costs ~5× a later one (under TCG the code it runs is
   // translated afresh in every QEMU); pay it here, not in the claimer's first command.
   try {

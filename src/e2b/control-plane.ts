@@ -42,7 +42,11 @@ const NewSandbox = Type.Object(
   { additionalProperties: true },
 );
 const PauseBody = Type.Object({ memory: Type.Optional(Type.Boolean()) }, { additionalProperties: true });
-const ConnectBody = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })) }, { additionalProperties: true });
+/** `memory: false` is connect({onResume: "reboot"}): a paused sandbox boots cold over its disk, its memory image ignored. */
+const ConnectBody = Type.Object(
+  { timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })), memory: Type.Optional(Type.Boolean()) },
+  { additionalProperties: true },
+);
 const ForkBody = Type.Object(
   { timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })), count: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_FORK })) },
   { additionalProperties: true },
@@ -154,8 +158,8 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     const row = running(forge, id, true);
     const timeout = req.body?.timeout;
     if (row.state === "paused") {
-      // Resuming restores the machine as it was paused, processes included.
-      await forge.resume(id, (timeout ?? DEFAULT_TIMEOUT_S) * 1000);
+      // Resuming restores the machine as it was paused, processes included; a reboot boots it cold over its disk.
+      await forge.resume(id, (timeout ?? DEFAULT_TIMEOUT_S) * 1000, { reboot: req.body?.memory === false });
       return reply.status(201).send(sandboxView(forge, forge.get(id)));
     }
     // Connecting never shortens a sandbox's life.

@@ -104,7 +104,9 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     })
     .option("--json", "print JSON")
     .action(async (o: { all?: boolean; state?: string[]; json?: boolean }) => {
-      const list = await (await cli.client()).list({ all: o.all, state: o.state as never });
+      // Live means paused too, as docker ps lists paused containers.
+      const state = o.state ?? (o.all ? undefined : ["creating", "running", "paused"]);
+      const list = await (await cli.client()).list({ all: o.all, state: state as never });
       emit(o.json, list, () => table([...HEADER, o.all || o.state ? "EXPIRES / ERROR" : "EXPIRES"], list.map(row), "no sandboxes"));
     });
 

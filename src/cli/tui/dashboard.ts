@@ -16,7 +16,7 @@ interface Row {
   memTotal?: number | null;
 }
 
-const KEYS = "↑/↓ select · s spawn · enter shell · l logs · f fork · d destroy · ? help · q quit";
+const KEYS = "↑/↓ select · s spawn · enter shell · l logs · f fork · p pause/resume · d destroy · ? help · q quit";
 
 /** What `?` shows: every key, with what it does. */
 const HELP = [
@@ -26,6 +26,7 @@ const HELP = [
   "s          spawn a sandbox of the server's default image",
   "l          show the selected sandbox's console log (l or esc closes it)",
   "f          fork the selected sandbox",
+  "p          pause the selected sandbox (no VM held; any use resumes it), or resume a paused one",
   "d          destroy the selected sandbox (y confirms)",
   "r          refresh now (it refreshes every 2 s)",
   "?          this help (any key closes it)",
@@ -53,7 +54,8 @@ export function Dashboard(props: { client: Client; url: string; done: (next: Nex
 
   const refresh = useCallback(async () => {
     try {
-      const [list, stats] = await Promise.all([client.list(), client.stats()]);
+      // Paused sandboxes are listed too (p resumes them), as docker ps lists paused containers.
+      const [list, stats] = await Promise.all([client.list({ state: ["creating", "running", "paused"] }), client.stats()]);
       const by = new Map(stats.sandboxes.map((s) => [s.id, s.sample]));
       const next = list.map((info) => ({ info, cpu: by.get(info.id)?.cpu_pct, mem: by.get(info.id)?.mem_used_bytes, memTotal: by.get(info.id)?.mem_total_bytes }));
       rowsRef.current = next;
@@ -161,6 +163,8 @@ export function Dashboard(props: { client: Client; url: string; done: (next: Nex
         setStatus(e.message);
       });
     } else if (input === "f") act(`forking ${cur.info.id}`, async () => `forked into ${(await client.fork(cur.info.id)).sandboxes[0].id}`);
+    else if (input === "p" && cur.info.state === "paused") act(`resuming ${cur.info.id}`, async () => `resumed ${(await client.resume(cur.info.id)).id}`);
+    else if (input === "p") act(`pausing ${cur.info.id}`, async () => `paused ${(await client.pause(cur.info.id)).id}`);
     else if (input === "d") {
       confirm.current = cur.info.id;
       setStatus(`destroy ${cur.info.id}? y to confirm, any other key to keep it`);
