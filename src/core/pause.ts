@@ -161,11 +161,11 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
   } catch (e) {
     // What waited asleep cannot go on: its streams end with the failure.
     const asleep = core.sleeping.get(id);
-    core.sleeping.delete(id);
-    asleep?.vm.channel.close();
-    core.mains.get(id)?.dispose();
-    core.mains.delete(id);
-    if (asleep) await core.networks.detach(id);
+    if (asleep) await letSleeperGo(core, id, asleep);
+    else {
+      core.mains.get(id)?.dispose();
+      core.mains.delete(id);
+    }
     await recordFailure(core, id, e);
     throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `${from} sandbox ${id} could not be brought back: ${e.message.split("\n")[0]}`) : e;
   }

@@ -23,8 +23,3 @@ export function reclaimIdle(core: Core, afterMs: number): void {
       .catch(() => {});
   }
 }
-
-/** Whether a sandbox was asked to give its memory back since it was last used (the console and metrics show it). */
-export function isReclaimed(sb: Sandbox): boolean {
-  return (reclaimed.get(sb) ?? 0) >= sb.lastActive;
-}
