@@ -1,5 +1,6 @@
 // Benchmark of time to a first command, through the REST API, in one run on one machine:
-//   cold boot, restore from the base snapshot, warm-pool claim — each as POST /sandboxes followed
+//   cold boot, restore from the base snapshot, the same into a prestarted VMM, warm-pool claim
+//   (against one exec on a running sandbox) — each as POST /sandboxes followed
 //   by an exec of `true`, timed to the exec's answer (p50/p95/p99 over --runs spawns, one at a
 //   time), and the same for a burst of --burst concurrent spawns with the success count; fork of
 //   one sandbox into 1 and into 10 children with the parent's pause and the children's memory,
@@ -8,7 +9,7 @@
 //   10 that did some work before and after idle memory reclaim.
 // Prints one JSON document. Cold boot is the baseline: the ratios are what carries across machines.
 // Usage: node dist/bench/spawn.js [--runs 20] [--burst 20]
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import type { Config } from "../src/config/config.js";
@@ -91,6 +92,22 @@ async function memory(server: Server, ids: string[]) {
   return { pss_mib: Math.round(pss / 1024), rss_mib: Math.round(rss / 1024), per_vm_pss_mib: Math.round(pss / 1024 / ids.length) };
 }
 
+/** The memory of the data directory's QEMU processes that run no sandbox: prestarted VMMs, guest held. */
+async function heldVmmMemory(server: Server) {
+  const live = new Set(server.forge.list().map((r) => r.id));
+  const out: { pss_mib: number; rss_mib: number; anonymous_mib: number }[] = [];
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    const cmd = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+    const dir = /\/vms\/(sb-[0-9a-f]+)\//.exec(cmd);
+    if (!cmd.includes("qemu-system") || !cmd.includes(server.forge.paths.dataDir) || !dir || live.has(dir[1])) continue;
+    const text = await readFile(`/proc/${pid}/smaps_rollup`, "utf8").catch(() => "");
+    const kib = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(text)?.[1] ?? 0);
+    if (text) out.push({ pss_mib: round(kib("Pss") / 1024), rss_mib: round(kib("Rss") / 1024), anonymous_mib: round(kib("Anonymous") / 1024) });
+  }
+  return out;
+}
+
 async function idleMemory(server: Server, api: Awaited<ReturnType<typeof open>>["api"]) {
   const ids: string[] = [];
   for (let i = 0; i < IDLE; i++) ids.push((await spawnToExec(api)).id);
@@ -153,8 +170,8 @@ async function main() {
   const coldMemory = await idleMemory(server, api);
   await server.close();
 
-  // 2. Restore from the base snapshot (made by the first spawn, not timed).
-  ({ server, api } = await open());
+  // 2. Restore from the base snapshot (made by the first spawn, not timed), QEMU started by the spawn.
+  ({ server, api } = await open((c) => (c.snapshots.prestart = 0)));
   await api("DELETE", `/sandboxes/${(await spawnToExec(api)).id}`);
   const restore = await sequential(api);
   const restoreBurst = await burst(api);
@@ -177,6 +194,24 @@ async function main() {
   }
   await api("DELETE", `/snapshots/${snap.id}`);
   const restoreStream = { ...summary(streamMs), snapshot_bytes: snap.size_bytes };
+
+  // 2c. Restore into a prestarted VMM (QEMU started ahead, state loaded, guest held): each spawn
+  // waits until one is ready, as a spawn that follows another by a moment finds one. Also the
+  // memory a held VMM costs before any guest runs in it.
+  await server.close();
+  ({ server, api } = await open((c) => (c.snapshots.prestart = 1)));
+  await api("DELETE", `/sandboxes/${(await spawnToExec(api)).id}`);
+  const prestartedReady = async () => {
+    const end = Date.now() + 60_000;
+    while ((await api("GET", "/pool/status")).prestarted.ready < 1) {
+      if (Date.now() > end) throw new Error("no VMM was prestarted");
+      await sleep(20);
+    }
+  };
+  const prestarted = await sequential(api, prestartedReady);
+  await prestartedReady();
+  await sleep(1000);
+  const held = await heldVmmMemory(server);
 
   // 3. Fork a running sandbox into 1 and into 10 children, for a parent whose RAM goes through
   // the migration stream and a forkable one whose RAM file is copied while it stops; time until
@@ -240,6 +275,15 @@ async function main() {
   const pool = await sequential(api, full);
   await full();
   const poolBurst = await burst(api);
+  // The baseline of a claim: one exec on a sandbox that is already running (and has run one).
+  const running = (await spawnToExec(api)).id;
+  const execMs: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const t0 = performance.now();
+    await api("POST", `/sandboxes/${running}/exec`, { command: "true" });
+    execMs.push(performance.now() - t0);
+  }
+  const oneExec = summary(execMs);
   await server.close();
 
   const ratio = (x: number) => round(cold.p50 / x);
@@ -253,7 +297,15 @@ async function main() {
         cold_boot: { sequential: cold, burst: coldBurst },
         restore_base_snapshot: { mechanism: "RAM file mapped copy-on-write (x-ignore-shared)", sequential: restore, burst: restoreBurst, speedup_p50_vs_cold: ratio(restore.p50) },
         restore_stream_snapshot: { mechanism: "RAM in the migration stream", sequential: restoreStream, speedup_p50_vs_cold: ratio(restoreStream.p50) },
-        warm_pool_claim: { sequential: pool, burst: poolBurst, speedup_p50_vs_cold: ratio(pool.p50) },
+        restore_prestarted_vmm: {
+          mechanism: "QEMU started ahead, state loaded, guest held until the spawn",
+          sequential: prestarted,
+          speedup_p50_vs_cold: ratio(prestarted.p50),
+          vs_restore_p50: round(prestarted.p50 / restore.p50),
+          held_vmm: held,
+        },
+        warm_pool_claim: { sequential: pool, burst: poolBurst, speedup_p50_vs_cold: ratio(pool.p50), vs_one_exec_p50: round(pool.p50 / oneExec.p50) },
+        one_exec_on_running_sandbox: oneExec,
         fork: forks,
         idle_memory: { cold_booted: coldMemory, restored: restoreMemory, count: IDLE, pss_ratio: round(coldMemory.pss_mib / restoreMemory.pss_mib) },
         idle_reclaim: reclaim,

@@ -44,6 +44,8 @@ describe("config", () => {
     await writeFile(join(dir, "bad2.yaml"), "defaults:\n  memory_mb: lots\n");
     assert.throws(() => loadConfig({ file: join(dir, "bad2.yaml"), env: {} }), /config key "defaults.memory_mb"/);
     assert.throws(() => loadConfig({ env: { FORGEVM_SERVER_PORT: "99999" }, cwd: dir, home: dir }), /config key "server.port"/);
+    assert.throws(() => loadConfig({ env: { FORGEVM_SNAPSHOTS_PRESTART: "9" }, cwd: dir, home: dir }), /config key "snapshots.prestart" must be <= 8/);
+    assert.equal(loadConfig({ env: { FORGEVM_SNAPSHOTS_PRESTART: "0" }, cwd: dir, home: dir }).snapshots.prestart, 0);
     await writeFile(join(dir, "bad3.yaml"), "server: [\n");
     assert.throws(() => loadConfig({ file: join(dir, "bad3.yaml"), env: {} }), /not valid YAML/);
   });

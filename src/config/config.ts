@@ -57,7 +57,8 @@ export const ConfigSchema = Type.Object(
     registries: Type.Record(Type.String({ minLength: 1 }), Type.Object({ username: Type.String(), password: Type.String() }, strict)),
     /** Templates the server keeps as written here (created, or replaced when they change), by name. */
     templates: Type.Record(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$" }), Type.Object(ConfigTemplateFields, strict)),
-    snapshots: Type.Object({ base: Type.Boolean() }, strict),
+    /** Base snapshots for spawns (`base`), and VMMs kept started ahead for each base in use (`prestart`). */
+    snapshots: Type.Object({ base: Type.Boolean(), prestart: Type.Integer({ minimum: 0, maximum: 8 }) }, strict),
     warm_pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 64 }), memory_budget_mb: Type.Integer({ minimum: 0 }) }, strict),
     /** Idle memory reclaim (`reclaim_after`: "0" never) and the host's same-page merging (`ksm`, host-wide). */
     memory: Type.Object({ reclaim_after: Type.String({ minLength: 1 }), ksm: Type.Boolean() }, strict),
@@ -211,7 +212,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     store: { history_retention: "168h" },
     registries: {},
     templates: {},
-    snapshots: { base: true },
+    snapshots: { base: true, prestart: 1 },
     warm_pool: { size: 0, memory_budget_mb: 2048 },
     memory: { reclaim_after: "10m", ksm: false },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },

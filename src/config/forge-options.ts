@@ -51,6 +51,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
       secretKeyFile: cfg.environments.secret_key_file || undefined,
     },
     baseSnapshots: cfg.snapshots.base,
+    prestart: cfg.snapshots.prestart,
     warmPool: { size: cfg.warm_pool.size, memoryBudgetMb: cfg.warm_pool.memory_budget_mb },
     memory: { reclaimAfterMs: cfg.memory.reclaim_after === "0" ? 0 : parseDuration(cfg.memory.reclaim_after, "memory.reclaim_after"), ksm: cfg.memory.ksm },
     guestLimits: { pidsMax: cfg.limits.pids_max, memoryReserveMb: cfg.limits.memory_reserve_mb },

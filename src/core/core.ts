@@ -21,6 +21,7 @@ import type { Snapshots } from "./snapshots.js";
 import type { TenantPool } from "./tenant-pool.js";
 import type { Volumes } from "./volumes.js";
 import type { HostDirs } from "./host-dirs/host-dirs.js";
+import type { Prestarts } from "./prestart.js";
 import type { WarmPools } from "./warm-pool.js";
 import type { MetricStore } from "../store/metrics.js";
 import type { MetricsSampler } from "./metrics/sampler.js";
@@ -43,6 +44,8 @@ export interface Core {
   readonly events: EventBus;
   readonly snaps: Snapshots;
   readonly warm: WarmPools;
+  /** VMMs started ahead for restores of the base snapshots in use. */
+  readonly prestarts: Prestarts;
   readonly images: Images;
   readonly tenants: TenantPool | null;
   readonly networks: Networks;

@@ -72,6 +72,7 @@ import * as templateOps from "./template-ops.js";
 import { TenantPool } from "./tenant-pool.js";
 import { Tokens } from "./tokens.js";
 import { WarmPools } from "./warm-pool.js";
+import { PRESTART_BASES, Prestarts, prestartState } from "./prestart.js";
 import { Volumes, type VolumeInfo } from "./volumes.js";
 import { HostDirs } from "./host-dirs/host-dirs.js";
 import { VolumeStore } from "../store/volumes.js";
@@ -211,6 +212,7 @@ export class Forge {
       volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
       hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
       warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
+      prestarts: new Prestarts(opts.baseSnapshots === false ? 0 : (opts.prestart ?? 0), PRESTART_BASES, events.emit),
       snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
       images: new Images({
         paths,
@@ -922,7 +924,11 @@ export class Forge {
   /** Every enabled provider: its health, whether it is the default, what isolates its sandboxes, how many run on it. */
   async providers(): Promise<ProviderStatus[]> {
     const running = this.core.sandboxes.list(["creating", "running", "paused"]);
-    const reclaim = { memory_idle_reclaim: idleReclaimState(this.core.opts.memory?.reclaimAfterMs ?? DEFAULT_RECLAIM_AFTER_MS), memory_ksm: await ksmState() };
+    const reclaim = {
+      memory_idle_reclaim: idleReclaimState(this.core.opts.memory?.reclaimAfterMs ?? DEFAULT_RECLAIM_AFTER_MS),
+      memory_ksm: await ksmState(),
+      prestarted_vmms: prestartState(this.core.prestarts.status()),
+    };
     return Promise.all(
       this.core.providers.all().map(async (p) => ({
         ...(await p.health().then((h) => (p.features.isolation === "vm" && p.features.snapshots ? { ...h, details: { ...h.details, ...reclaim } } : h))),
@@ -948,9 +954,9 @@ export class Forge {
     return out;
   }
 
-  /** Pool mode's shared VMs and warm pools, in the shape of the REST contract. */
+  /** Pool mode's shared VMs, warm pools and prestarted VMMs, in the shape of the REST contract. */
   poolStatus(): Record<string, unknown> {
-    return { ...(this.core.tenants?.status() ?? { enabled: false }), warm: this.warmPools() };
+    return { ...(this.core.tenants?.status() ?? { enabled: false }), warm: this.warmPools(), prestarted: this.core.prestarts.status() };
   }
 
   /** The warm pools: which image or template each is for, how many VMs it keeps and has ready. */
@@ -1031,6 +1037,7 @@ export class Forge {
     await this.environments.close();
     await this.buildJobs.closeAll();
     await this.core.warm.close();
+    await this.core.prestarts.close();
     await this.core.tenants?.close();
     await Promise.all([...this.core.live.keys()].map((id) => this.closeOne(id)));
     for (const p of this.core.providers.all()) await p.destroyAll();

@@ -34,6 +34,11 @@ export interface ForgeOptions {
   /** Restore spawns from base snapshots made at each image's first boot (default true). */
   baseSnapshots?: boolean;
   /**
+   * VMMs kept started ahead, state loaded and guest held, for each of the base snapshots spawns
+   * restored last (default 0 here; the server's config defaults to 1).
+   */
+  prestart?: number;
+  /**
    * Warm pool for spawns with default settings (`size` VMs kept restored and ready), and the
    * memory all warm pools together may hold. Templates set their own size with `pool_size`.
    */

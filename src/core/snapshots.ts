@@ -89,6 +89,12 @@ export class Snapshots {
    * null when no snapshot can be had (the caller boots cold); a ForgevmError from `prepare`
    * (a failing setup command) is passed on.
    */
+  /** The ready base snapshot for this spec and its key, without making one. */
+  async readyBase(spec: BaseSpec): Promise<{ key: string; row: SnapshotRow | null }> {
+    const key = await this.baseKey(spec);
+    return { key, row: this.d.store.base(key) ?? null };
+  }
+
   async base(spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
     const key = await this.baseKey(spec);
     const ready = this.d.store.base(key);

@@ -1,9 +1,11 @@
-// Spawning a sandbox: claim a warm VM, or restore from the base snapshot (made on first use,
-// template setup included), or boot cold; then admit it as running. Warm pools are filled here too.
-import type { Vm } from "../providers/provider.js";
+// Spawning a sandbox: claim a warm VM, or let a prestarted VMM run, or restore from the base
+// snapshot (made on first use, template setup included), or boot cold; then admit it as running.
+// Warm pools are filled here, and prestarted VMMs asked for.
+import type { PrestartedVm, Vm } from "../providers/provider.js";
 import { BootError } from "../providers/provider.js";
 import type { LocalImage } from "../images/store.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
+import type { SnapshotRow } from "../store/snapshots.js";
 import { NO_NETWORK, type Core } from "./core.js";
 import { badRequest, ForgevmError } from "./errors.js";
 import { execDefaults } from "./exec-defaults.js";
@@ -30,12 +32,18 @@ export async function spawn(core: Core, opts: SpawnOptions, pull: Pull): Promise
   const p = await plan(core, opts, pull);
   const pooled = await claimPooled(core, p, opts);
   if (pooled) return pooled;
-  const row = newRow(core, p, opts);
-  for (const m of p.volumes) core.volumes.checkFree(m); // again: another spawn may have taken one meanwhile
-  core.sandboxes.insert(row);
+  const pre = await takePrestarted(core, p, opts);
+  const row = newRow(core, p, opts, pre?.vm.id);
+  try {
+    for (const m of p.volumes) core.volumes.checkFree(m); // again: another spawn may have taken one meanwhile
+    core.sandboxes.insert(row);
+  } catch (e) {
+    await pre?.vm.discard(); // taken, so nobody else will
+    throw e;
+  }
   core.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
   try {
-    const { vm, origin } = await startVm(core, row.id, p, opts);
+    const { vm, origin } = (pre && (await startPrestarted(core, row.id, p, pre, opts))) ?? (await startVm(core, row.id, p, opts));
     return await admit(core, row, vm, p.image, origin, p.secrets);
   } catch (e) {
     await recordFailure(core, row.id, e);
@@ -56,7 +64,9 @@ export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnO
     if (base) {
       core.sandboxes.update(id, { snapshot_id: base.id });
       try {
-        return { vm: await p.provider.spawn({ ...spec, restore: { files: Snapshots.files(base) } }), origin: "snapshot" };
+        const vm = await p.provider.spawn({ ...spec, restore: { files: Snapshots.files(base) } });
+        wantPrestarted(core, p, base);
+        return { vm, origin: "snapshot" };
       } catch (e) {
         if (!(e instanceof BootError)) throw e;
         // An unusable snapshot costs this spawn a cold boot, and no later spawn uses it.
@@ -73,6 +83,47 @@ export async function startVm(core: Core, id: string, p: SpawnPlan, opts: SpawnO
     throw e;
   }
   return { vm, origin: "boot" };
+}
+
+/** Whether spawns of this plan can take a prestarted VMM: restores of the default provider's base snapshot, with no devices of their own. */
+function prestartable(core: Core, p: SpawnPlan, opts: SpawnOptions): boolean {
+  return core.prestarts.enabled && !!p.provider.prestart && !opts.coldBoot && !p.volumes.length && !p.forkable && useBaseSnapshots(core, p.provider);
+}
+
+/** A prestarted VMM that has this plan's base snapshot loaded, or null. */
+async function takePrestarted(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: PrestartedVm; base: SnapshotRow } | null> {
+  if (!prestartable(core, p, opts)) return null;
+  const { key, row } = await core.snaps.readyBase(p);
+  const vm = row ? core.prestarts.take(key, row.id) : null;
+  return vm && row ? { vm, base: row } : null;
+}
+
+/** Lets a prestarted VMM run as sandbox `id`; null when it fails to (the spawn then restores as usual, under the same id). */
+async function startPrestarted(core: Core, id: string, p: SpawnPlan, pre: { vm: PrestartedVm; base: SnapshotRow }, opts: SpawnOptions): Promise<{ vm: Vm; origin: string } | null> {
+  core.sandboxes.update(id, { snapshot_id: pre.base.id });
+  try {
+    const vm = await pre.vm.start({ hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs });
+    wantPrestarted(core, p, pre.base);
+    return { vm, origin: "prestarted" };
+  } catch (e) {
+    if (!(e instanceof BootError)) throw e;
+    core.sandboxes.update(id, { snapshot_id: null });
+    return null;
+  }
+}
+
+/** Asks for prestarted VMMs of this plan's shape, now that a spawn restored its base. */
+function wantPrestarted(core: Core, p: SpawnPlan, base: SnapshotRow): void {
+  if (!core.prestarts.enabled || !p.provider.prestart || p.forkable || base.base_key === null) return;
+  const provider = p.provider;
+  core.prestarts.want({
+    key: base.base_key,
+    snapshotId: base.id,
+    make: () => {
+      const id = newSandboxId();
+      return provider.prestart!({ id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: id, nic: p.nic, restore: { files: Snapshots.files(base) }, nice: POOL_NICE });
+    },
+  });
 }
 
 /** Base snapshots are used unless the config turned them off or the provider (the default one: base snapshots are its) cannot take them. */
@@ -197,6 +248,7 @@ export function snapshotsInUse(core: Core): Set<string> {
   const ids = new Set<string>();
   for (const r of core.sandboxes.list(["created", "creating", "running", "paused", "stopped"])) if (r.snapshot_id) ids.add(r.snapshot_id);
   for (const id of core.warm.snapshotIds()) ids.add(id);
+  for (const id of core.prestarts.snapshotIds()) ids.add(id);
   for (const id of core.tenants?.snapshotIds() ?? []) ids.add(id);
   return ids;
 }

@@ -252,6 +252,11 @@ export interface Provider {
   maxMemoryMb(): number;
   /** Boots a VM, or restores one when `spec.restore` is set. */
   spawn(spec: VmSpec): Promise<Vm>;
+  /**
+   * Starts the VMM of a restore from snapshot files ahead of demand (its devices made, the
+   * state loaded, the guest held): a spawn then pays only for letting it run. Optional.
+   */
+  prestart?(spec: VmSpec): Promise<PrestartedVm>;
   /** What a snapshot's guest memory depends on (VMM build, accelerator): part of every base snapshot's key. */
   machineKey(): Promise<string>;
   /** Why VMs with a network device (VmSpec.nic) cannot run here, or null when they can. */
@@ -265,6 +270,18 @@ export interface Provider {
   sweepOrphans(keep: Set<string>, isLiveServer: (pid: number) => Promise<boolean>): Promise<string[]>;
   /** Destroys every VM this provider started and still tracks. */
   destroyAll(): Promise<void>;
+}
+
+/** A VMM started ahead for one restore (Provider.prestart); it holds no guest memory of its own until started. */
+export interface PrestartedVm {
+  /** The VM id it was started under (its directory's name): the sandbox it becomes keeps it. */
+  readonly id: string;
+  /** False once its VMM has exited or it was taken. */
+  readonly alive: boolean;
+  /** Lets the guest run as a new VM, with these spec fields changed (niceness 0 unless given), and returns it once configured. */
+  start(change?: Pick<VmSpec, "hostname" | "bootTimeoutMs" | "nice">): Promise<Vm>;
+  /** Stops the VMM and removes its files. */
+  discard(): Promise<void>;
 }
 
 /** The guest did not come up; message carries the reason and the console tail. */

@@ -1,6 +1,7 @@
 // Starting one QEMU: its directory and disk overlay, the confined command line, the process
 // (detached, so a later server can take it over), a restore's incoming state, the agent's hello
-// and configure. Whatever fails on the way is undone.
+// and configure. Whatever fails on the way is undone. A prestarted VMM stops halfway, before the
+// guest's first instruction, and goes on when a spawn takes it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, openSync } from "node:fs";
@@ -10,14 +11,15 @@ import type { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
 import { run } from "../../util/process.js";
-import { BootError, type Accel, type VmInfo, type VmSpec } from "../provider.js";
+import { BootError, type Accel, type PrestartedVm, type VmInfo, type VmSpec } from "../provider.js";
 import { qemuArgs, type VmFiles } from "./args.js";
 import { createVmCgroup, removeVmCgroup } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure, HelloError } from "../handshake.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
+import { loadState, letRun } from "./migration.js";
 import { Qmp } from "./qmp.js";
-import { QemuVm, setAutogroupNice } from "./qemu-vm.js";
+import { QemuVm, setAutogroupNice, setVmmNice } from "./qemu-vm.js";
 import { prepareRam } from "./ram-file.js";
 import { limitFields, type QemuRuntime } from "./runtime.js";
 import { connectQemuSocket } from "./unix-socket.js";
@@ -36,6 +38,77 @@ const VMM_ADDRESS_SPACE_OVERHEAD_MIB = 2048;
 
 /** Boots (or restores) one VM and returns it once its agent has said hello and been configured. */
 export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<QemuVm> {
+  const vmm = await startVmm(rt, spec, accel);
+  try {
+    return await runGuest(rt, vmm, spec, accel);
+  } catch (e) {
+    await vmm.cleanup();
+    throw e;
+  } finally {
+    rt.launching.delete(vmm.proc.pid!);
+  }
+}
+
+/**
+ * Starts a VMM for a restore of `spec.restore` ahead of demand: its files and devices made and
+ * the snapshot's state loaded, the guest held before its first instruction (no guest RAM is
+ * touched yet: the snapshot's is mapped, copy-on-write). `start` then only lets it run. Under
+ * KVM the VM and its vCPUs are created at QEMU's start too, so that is saved as well; under TCG
+ * what `start` still pays is mostly the guest's code translated afresh in this new process.
+ */
+export async function prestart(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<PrestartedVm> {
+  if (!spec.restore || spec.restore.feed || spec.restore.channel || spec.restore.adoptMemory) throw new Error("only a restore from snapshot files can be prestarted");
+  const vmm = await startVmm(rt, spec, accel);
+  let taken = false;
+  let alive = true;
+  void vmm.exited.then(() => (alive = false));
+  const release = () => rt.launching.delete(vmm.proc.pid!);
+  return {
+    id: spec.id,
+    get alive() {
+      return alive && !taken;
+    },
+    async start(opts = {}) {
+      if (taken) throw new Error(`prestarted VM ${spec.id} was already taken`);
+      taken = true;
+      // It waited at the spec's niceness; it runs at the one asked now (default 0).
+      const run = { ...spec, nice: undefined, ...opts };
+      try {
+        if ((run.nice ?? 0) !== (spec.nice ?? 0)) await setVmmNice(vmm.proc.pid!, run.nice ?? 0);
+        return await runGuest(rt, vmm, run, accel, performance.now());
+      } catch (e) {
+        await vmm.cleanup();
+        throw e;
+      } finally {
+        release();
+      }
+    },
+    async discard() {
+      if (taken) return;
+      taken = true;
+      await vmm.cleanup();
+      release();
+    },
+  };
+}
+
+/** A QEMU that has started, its console and agent sockets connected and a restore's state loaded; its guest does not run yet. */
+interface Vmm {
+  dir: string;
+  files: VmFiles;
+  proc: ChildProcess;
+  exited: Promise<void>;
+  consoleLog: ConsoleLog;
+  channel: AgentChannel;
+  ownRam: string | undefined;
+  started: number;
+  qemuLog: () => Promise<string>;
+  /** Kills the QEMU and removes everything it had; safe to call twice. */
+  cleanup: () => Promise<void>;
+}
+
+/** Everything up to the guest's first instruction: directory, disk, RAM file, the confined QEMU, its sockets, a restore's state. */
+async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vmm> {
   const dir = join(rt.paths.vmsDir, spec.id);
   const files: VmFiles = {
     kernel: rt.paths.kernel,
@@ -64,7 +137,9 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     rt.uids.add(uid);
     await chown(dir, uid, uid);
   }
-  const cleanup = async () => {
+  let cleaned: Promise<void> | null = null;
+  const cleanup = () => (cleaned ??= removeAll());
+  const removeAll = async () => {
     consoleLog?.close();
     if (child && child.exitCode === null && child.signalCode === null) {
       child.kill("SIGKILL");
@@ -161,10 +236,29 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
     if (carried) carried.continueOn(agentSocket);
     const channel = carried ?? new AgentChannel(agentSocket, { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
     if (restore) {
-      await startIncoming(files, exited).catch(async (e: Error) => {
+      await loadState(files, exited, !!restore.files.memory).catch(async (e: Error) => {
         channel.close();
         await Promise.race([exited, sleep(500)]);
-        throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog?.getTail() ?? "");
+        throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog!.getTail());
+      });
+    }
+    return { dir, files, proc, exited, consoleLog, channel, ownRam, started, qemuLog, cleanup };
+  } catch (e) {
+    await cleanup();
+    if (child?.pid) rt.launching.delete(child.pid);
+    throw e;
+  }
+}
+
+/** Lets the guest run: a restore's `cont`, the agent's hello, and `configure` with its new identity. */
+async function runGuest(rt: QemuRuntime, vmm: Vmm, spec: VmSpec, accel: Accel, started = vmm.started): Promise<QemuVm> {
+  const { files, proc, exited, consoleLog, channel, qemuLog, dir } = vmm;
+  const restore = spec.restore;
+  {
+    if (restore) {
+      await letRun(files).catch(async (e: Error) => {
+        channel.close();
+        throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog.getTail());
       });
     }
     // A restored guest answers within a second or two even under emulation: it waits less long.
@@ -203,14 +297,9 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
       restored: !!restore,
       ...(spec.forkable ? { forkable: true } : {}),
     };
-    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), ownRam);
+    const vm = new QemuVm(info, channel, consoleLog, exited, vmm.cleanup, () => rt.live.delete(vm), vmm.ownRam);
     rt.live.add(vm);
     return vm;
-  } catch (e) {
-    await cleanup();
-    throw e;
-  } finally {
-    if (child?.pid) rt.launching.delete(child.pid);
   }
 }
 
@@ -247,34 +336,6 @@ async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, dir: st
     env,
   });
   return [jail.helper, ...args, "--"];
-}
-
-/**
- * Starts loading a restore's state and lets the guest run once it is loaded. `cont` waits for
- * the load to finish: sent during it, QEMU only notes to start afterwards, and then obeys the
- * run state saved in the stream instead, which is "paused" (snapshots stop the guest for the
- * copy), so the guest would never run. It must wait anyway while the parent still writes the
- * backing file (a fork fed live): `cont` takes the disk's locks.
- */
-async function startIncoming(files: VmFiles, exited: Promise<void>): Promise<void> {
-  const qmp = await Qmp.connect(files.qmpSocket);
-  try {
-    if (files.incoming?.ignoreShared) {
-      await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: true }] });
-      await qmp.execute("migrate-incoming", { uri: "fd:3" });
-    }
-    let gone = false;
-    void exited.then(() => (gone = true));
-    for (let delay = 2; ; delay = Math.min(delay * 2, 20)) {
-      const { status } = await qmp.execute<{ status: string }>("query-status");
-      if (status !== "inmigrate") break;
-      if (gone) throw new Error("QEMU exited while loading the snapshot");
-      await sleep(delay);
-    }
-    await qmp.execute("cont");
-  } finally {
-    qmp.close();
-  }
 }
 
 /** What QEMU says of a VM whose agent is silent (" (QEMU: status running)"), or nothing when it cannot say. */

@@ -6,7 +6,8 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Writable } from "node:stream";
-import type { Qmp, QmpEvent } from "./qmp.js";
+import type { VmFiles } from "./args.js";
+import { Qmp, type QmpEvent } from "./qmp.js";
 
 /** Tuning every outgoing migration gets: never throttled (it is a local copy), short downtime. */
 export const MIGRATION_PARAMETERS = { "max-bandwidth": 64 * 1024 * 1024 * 1024, "downtime-limit": 50 };
@@ -106,4 +107,45 @@ export async function waitMigration(qmp: Qmp, want: string[], timeoutMs: number)
 export function eventGapMs(from: QmpEvent, to: QmpEvent): number {
   const t = (e: QmpEvent) => e.timestamp.seconds * 1000 + e.timestamp.microseconds / 1000;
   return Math.round((t(to) - t(from)) * 10) / 10;
+}
+
+/**
+ * Loads a restore's state and returns once it is loaded; the guest stays stopped. With RAM in
+ * its own file the stream leaves RAM out (x-ignore-shared, which only QMP can set), so the load
+ * is started here; otherwise QEMU reads fd 3 from its start.
+ */
+export async function loadState(files: VmFiles, exited: Promise<void>, ignoreShared: boolean): Promise<void> {
+  const qmp = await Qmp.connect(files.qmpSocket);
+  try {
+    if (ignoreShared) {
+      await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: true }] });
+      await qmp.execute("migrate-incoming", { uri: "fd:3" });
+    }
+    let gone = false;
+    void exited.then(() => (gone = true));
+    for (let delay = 2; ; delay = Math.min(delay * 2, 20)) {
+      const { status } = await qmp.execute<{ status: string }>("query-status");
+      if (status !== "inmigrate") break;
+      if (gone) throw new Error("QEMU exited while loading the snapshot");
+      await sleep(delay);
+    }
+  } finally {
+    qmp.close();
+  }
+}
+
+/**
+ * Lets a restored guest run. `cont` must wait for the load to finish: sent during it, QEMU only
+ * notes to start afterwards, and then obeys the run state saved in the stream instead, which is
+ * "paused" (snapshots stop the guest for the copy), so the guest would never run. It must wait
+ * anyway while the parent still writes the backing file (a fork fed live): `cont` takes the
+ * disk's locks.
+ */
+export async function letRun(files: VmFiles): Promise<void> {
+  const qmp = await Qmp.connect(files.qmpSocket);
+  try {
+    await qmp.execute("cont");
+  } finally {
+    qmp.close();
+  }
 }

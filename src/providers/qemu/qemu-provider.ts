@@ -15,6 +15,7 @@ import {
   type Accel,
   type AttachSpec,
   type GuestLimits,
+  type PrestartedVm,
   type Provider,
   type ProviderFeatures,
   type ProviderHealth,
@@ -27,7 +28,7 @@ import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
 import { hostMemoryCapMb, validateSpec } from "../spec.js";
-import { launch } from "./launch.js";
+import { launch, prestart } from "./launch.js";
 import { attach, sweepOrphans } from "./reattach.js";
 import type { QemuRuntime } from "./runtime.js";
 
@@ -204,6 +205,12 @@ export class QemuProvider implements Provider {
     validateSpec(spec);
     const { accel } = await this.accel();
     return launch(this.rt, spec, accel);
+  }
+
+  async prestart(spec: VmSpec): Promise<PrestartedVm> {
+    validateSpec(spec);
+    const { accel } = await this.accel();
+    return prestart(this.rt, spec, accel);
   }
 
   async destroyAll(): Promise<void> {

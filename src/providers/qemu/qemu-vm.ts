@@ -208,15 +208,8 @@ export class QemuVm implements Vm {
     });
   }
 
-  async setNice(nice: number): Promise<void> {
-    await setAutogroupNice(this.info.pid, nice);
-    for (const tid of await readdir(`/proc/${this.info.pid}/task`).catch(() => [] as string[])) {
-      try {
-        setPriority(Number(tid), nice);
-      } catch {
-        // thread gone meanwhile
-      }
-    }
+  setNice(nice: number): Promise<void> {
+    return setVmmNice(this.info.pid, nice);
   }
 
   usage(): Promise<VmUsage | null> {
@@ -246,6 +239,18 @@ export class QemuVm implements Vm {
  * QEMU runs in its own session, and with autogroup scheduling (the Linux default) a session's
  * threads compete with others as one group whose weight is the group's nice, not the threads'.
  */
+/** Changes a VMM's niceness: its autogroup's and each of its threads'. */
+export async function setVmmNice(pid: number, nice: number): Promise<void> {
+  await setAutogroupNice(pid, nice);
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    try {
+      setPriority(Number(tid), nice);
+    } catch {
+      // thread gone meanwhile
+    }
+  }
+}
+
 export async function setAutogroupNice(pid: number, nice: number): Promise<void> {
   await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(() => {});
 }
