@@ -261,7 +261,11 @@ describe("server", () => {
   it("serves health, metrics, providers, pool status and the OpenAPI document", async () => {
     assert.equal((await api("GET", "/health")).body.status, "ok");
     assert.ok((await api("GET", "/metrics")).body.active_sandboxes >= 1);
-    assert.deepEqual((await api("GET", "/pool/status")).body, { enabled: false, warm: [] });
+    const pool = (await api("GET", "/pool/status")).body;
+    assert.deepEqual({ ...pool, prestarted: undefined }, { enabled: false, warm: [], prestarted: undefined });
+    // One VMM per base kept started ahead by default; how many are ready depends on the spawns so far.
+    assert.equal(pool.prestarted.per_base, 1);
+    assert.ok(Number.isInteger(pool.prestarted.ready) && Number.isInteger(pool.prestarted.bases), JSON.stringify(pool));
     const providers = await api("GET", "/providers");
     assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true, isolation: "vm" }]);
     assert.equal((await api("GET", "/providers/qemu")).body.config.accel, (await server.forge.providerHealth()).accel);

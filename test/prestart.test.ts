@@ -63,6 +63,9 @@ describe("prestarted VMMs", () => {
     await sleep(1000);
     assert.ok((await cpuTicks(pid)) - before <= 5, "a held VMM uses (almost) no CPU");
     assert.equal(Number((await stat(pid))[16]), 10, "it waits at low priority");
+    // doctor says so.
+    const qemu = (await forge.providers()).find((p) => p.name === "qemu")!;
+    assert.match(qemu.details.prestarted_vmms, /^1 per base snapshot .*: 1 ready for 1 base$/);
   });
 
   it("the next spawn lets it run as a sandbox of its own: its id, hostname and machine id, normal priority", async () => {

@@ -202,6 +202,40 @@ describe("standby on idle", () => {
     await api("DELETE", `/sandboxes/${sb}`);
   });
 
+  for (const forkable of [false, true])
+    it(`a pause whose snapshot cannot be recorded leaves the sandbox running, in the same VM, its process going on, and it pauses later${forkable ? " (forkable: its RAM file given back)" : ""}`, async () => {
+      const sb = (await api("POST", "/sandboxes", { forkable })).body;
+      const run = async (command: string) => (await api("POST", `/sandboxes/${sb.id}/exec`, { command })).body.stdout.trim();
+      await run("nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /root/n; sleep 0.2; done' >/dev/null 2>&1 &");
+      const pid = server.forge.get(sb.id).vm_pid;
+      // The store refusing the finished snapshot (a full disk under the database). The disk had
+      // switched onto an overlay backed by the snapshot's link, which must stay; a forkable VM's
+      // RAM file had been handed over too, and the VM stopped for good unless it is given back.
+      const snaps = (server.forge as unknown as { core: { snaps: { finish: (...a: unknown[]) => Promise<unknown> } } }).core.snaps;
+      const finish = snaps.finish;
+      snaps.finish = async () => {
+        throw new Error("injected: the store refused the snapshot");
+      };
+      try {
+        const r = await api("POST", `/sandboxes/${sb.id}/pause`);
+        assert.ok(r.status >= 500, JSON.stringify(r.body));
+      } finally {
+        snaps.finish = finish;
+      }
+      assert.equal((await state(sb.id)).state, "running");
+      assert.equal(server.forge.get(sb.id).vm_pid, pid, "the same VMM runs on");
+      assert.equal(server.forge.listSnapshots(["ready", "creating"]).filter((x) => x.source_id === sb.id).length, 0, "the abandoned snapshot is gone");
+      const n = Number(await run("cat /root/n"));
+      await waitFor(async () => Number(await run("cat /root/n")) > n + 2, 10_000, "the counter to go on");
+      // And a pause that can be recorded works afterwards.
+      const again = await api("POST", `/sandboxes/${sb.id}/pause`);
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      const back = await api("POST", `/sandboxes/${sb.id}/resume`);
+      assert.equal(back.status, 200, JSON.stringify(back.body));
+      assert.ok(Number(await run("cat /root/n")) > n);
+      await api("DELETE", `/sandboxes/${sb.id}`);
+    });
+
   it("bad input: an invalid idle is a 400 naming the field; resume of a destroyed sandbox is a 404; secrets keep their refusal", async () => {
     for (const idle of [{ after: "soon" }, { after: "10ms" }, { after: "5s", action: "sleep" }, "5s"]) {
       const r = await api("POST", "/sandboxes", { idle });

@@ -26,9 +26,14 @@ export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<
     disksBackedBy(core, sb.id, done);
     return done;
   } catch (e) {
-    await core.snaps.abort(row);
+    await abandon(core, row, sb.id);
     throw e;
   }
+}
+
+/** Forgets a snapshot of a sandbox that runs on; its disk link stays if its overlay may be backed by it (Snapshots.abort). */
+export async function abandon(core: Core, snap: SnapshotRow, sandboxId: string): Promise<void> {
+  if (await core.snaps.abort(snap, true)) core.sandboxes.update(sandboxId, { snapshot_id: snap.id });
 }
 
 /** A snapshot by id or name. */
@@ -86,7 +91,7 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
     return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: capture.bytes };
   } catch (e) {
     for (const r of rows) await recordFailure(core, r.id, e);
-    if (core.snapshotRows.get(snap.id)?.state === "creating") await core.snaps.abort(snap);
+    if (core.snapshotRows.get(snap.id)?.state === "creating") await abandon(core, snap, id);
     else await core.snaps.collect();
     throw e;
   }

@@ -15,6 +15,7 @@ import type { Core } from "./core.js";
 import { conflict, ForgevmError, sandboxGone } from "./errors.js";
 import { admit, keepConsoleLog, recordFailure, watch } from "./lifecycle.js";
 import type { Sandbox } from "./sandbox.js";
+import { abandon } from "./copies.js";
 import { Snapshots } from "./snapshots.js";
 import { requireState } from "./states.js";
 import { expiryAfter, NO_EXPIRY, NO_TTL } from "./durations.js";
@@ -58,12 +59,19 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
   const snap = await core.snaps.beginOf(row, "pause");
   // A stop ends the processes; a pause keeps them, and here their streams too.
   const carry = as === "paused" && keepMemory && sb.vm.channel.supports("continue-sessions");
+  let given = false;
   try {
     if (carry) await sb.vm.channel.hold();
     // A forkable VM hands its RAM file over (a link, no copy): the save is its devices only.
-    await core.snaps.finish(snap, await sb.vm.snapshot(snap.dir, sb.vm.info.forkable ? { memory: "give" } : {}));
+    const saved = await sb.vm.snapshot(snap.dir, sb.vm.info.forkable ? { memory: "give" } : {});
+    given = !!sb.vm.info.forkable;
+    await core.snaps.finish(snap, saved);
   } catch (e) {
-    await core.snaps.abort(snap);
+    // Its RAM went to a snapshot that goes now (the link removed): the file is its own again. It
+    // runs first: QEMU leaves a migrated VM's disks inactive until `cont`, and the abort renames
+    // the disk's backing file.
+    if (given) await sb.vm.continueAfterGive?.().catch(() => {});
+    await abandon(core, snap, sb.id);
     // Not saved (a full disk): the sandbox runs on as it was, its held frames sent.
     if (carry) await sb.vm.channel.unhold().catch(() => {});
     throw e;

@@ -216,10 +216,22 @@ export class Snapshots {
     return this.d.store.get(row.id)!;
   }
 
-  /** Forgets a snapshot that could not be taken. */
-  async abort(row: SnapshotRow): Promise<void> {
+  /**
+   * Forgets a snapshot that could not be taken. With `runsOn`, the VM it was taken from goes on
+   * and may already be on a new overlay backed by the snapshot's disk link (the disk switches
+   * before the copy): that link then stays, in a row that only holds it (state `deleted`, kept
+   * while its chain is in use), and true says the sandbox's snapshot_id must name it.
+   */
+  async abort(row: SnapshotRow, runsOn = false): Promise<boolean> {
+    const disk = join(row.dir, "disk.qcow2");
+    if (runsOn && (await stat(disk).catch(() => null))) {
+      for (const f of await readdir(row.dir)) if (f !== "disk.qcow2") await rm(join(row.dir, f), { recursive: true, force: true });
+      this.d.store.update(row.id, { state: "deleted", name: null, error: "not taken: kept only as a disk its sandbox's overlay is backed by" });
+      return true;
+    }
     await rm(row.dir, { recursive: true, force: true });
     this.d.store.remove(row.id);
+    return false;
   }
 
   /** A snapshot failed to restore: no spawn uses it again. */

@@ -182,6 +182,11 @@ export interface Vm {
    * full (QEMU's werror=enospc: the write is retried, and nothing is lost, once it goes on).
    */
   waitingForDisk(): Promise<boolean>;
+  /**
+   * Lets the guest of a snapshot taken with `memory: "give"` run on, once that snapshot was
+   * abandoned before anything used it (its RAM file is its own again). Only VMs that give.
+   */
+  continueAfterGive?(): Promise<void>;
   /** Lets a guest paused on a full disk go on (its failed write is retried); nothing for one that runs. */
   continueAfterDisk(): Promise<void>;
   /** What the VM costs the host right now (counters since it started); null once it is gone. */

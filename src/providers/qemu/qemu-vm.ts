@@ -208,6 +208,18 @@ export class QemuVm implements Vm {
     });
   }
 
+  continueAfterGive(): Promise<void> {
+    return this.serial(async () => {
+      const qmp = await Qmp.connect(this.qmpSocket, 5000);
+      try {
+        // After its migration completed QEMU says "postmigrate"; `cont` takes it from there too.
+        if (["paused", "postmigrate"].includes(await runState(qmp))) await qmp.execute("cont");
+      } finally {
+        qmp.close();
+      }
+    });
+  }
+
   setNice(nice: number): Promise<void> {
     return setVmmNice(this.info.pid, nice);
   }
