@@ -67,9 +67,7 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
     given = !!sb.vm.info.forkable;
     await core.snaps.finish(snap, saved);
   } catch (e) {
-    // Its RAM went to a snapshot that goes now (the link removed): the file is its own again. It
-    // runs first: QEMU leaves a migrated VM's disks inactive until `cont`, and the abort renames
-    // the disk's backing file.
+    // Its RAM went to a snapshot that goes now (the link removed): the file is its own again.
     if (given) await sb.vm.continueAfterGive?.().catch(() => {});
     await abandon(core, snap, sb.id);
     // Not saved (a full disk): the sandbox runs on as it was, its held frames sent.

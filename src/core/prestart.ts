@@ -70,6 +70,12 @@ export class Prestarts {
     return null;
   }
 
+  /** Whether any VMM is held (a dead one too: `take` discards it). */
+  holds(): boolean {
+    for (const e of this.entries.values()) if (e.ready.length) return true;
+    return false;
+  }
+
   /** Notes that a spawn restored this base: its VMMs are (re)made soon after. */
   want(target: PrestartTarget): void {
     if (!this.enabled) return;

@@ -83,21 +83,20 @@ export class Snapshots {
     return createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 32);
   }
 
-  /**
-   * The base snapshot for `spec`, built on first use: a VM boots with its RAM in a file, `prepare`
-   * runs (template setup), and the VM is frozen. Concurrent callers share one build. Resolves
-   * null when no snapshot can be had (the caller boots cold); a ForgevmError from `prepare`
-   * (a failing setup command) is passed on.
-   */
   /** The ready base snapshot for this spec and its key, without making one. */
   async readyBase(spec: BaseSpec): Promise<{ key: string; row: SnapshotRow | null }> {
     const key = await this.baseKey(spec);
     return { key, row: this.d.store.base(key) ?? null };
   }
 
+  /**
+   * The base snapshot for `spec`, built on first use: a VM boots with its RAM in a file, `prepare`
+   * runs (template setup), and the VM is frozen. Concurrent callers share one build. Resolves
+   * null when no snapshot can be had (the caller boots cold); a ForgevmError from `prepare`
+   * (a failing setup command) is passed on.
+   */
   async base(spec: BaseSpec, prepare: (vm: Vm) => Promise<void>): Promise<SnapshotRow | null> {
-    const key = await this.baseKey(spec);
-    const ready = this.d.store.base(key);
+    const { key, row: ready } = await this.readyBase(spec);
     if (ready) {
       this.d.store.update(ready.id, { last_used_at: new Date().toISOString() });
       return ready;

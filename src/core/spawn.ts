@@ -92,7 +92,8 @@ function prestartable(core: Core, p: SpawnPlan, opts: SpawnOptions): boolean {
 
 /** A prestarted VMM that has this plan's base snapshot loaded, or null. */
 async function takePrestarted(core: Core, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: PrestartedVm; base: SnapshotRow } | null> {
-  if (!prestartable(core, p, opts)) return null;
+  // The key costs file stats: only worth it when some VMM is held.
+  if (!prestartable(core, p, opts) || !core.prestarts.holds()) return null;
   const { key, row } = await core.snaps.readyBase(p);
   const vm = row ? core.prestarts.take(key, row.id) : null;
   return vm && row ? { vm, base: row } : null;

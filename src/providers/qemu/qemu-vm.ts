@@ -247,10 +247,6 @@ export class QemuVm implements Vm {
   }
 }
 
-/**
- * QEMU runs in its own session, and with autogroup scheduling (the Linux default) a session's
- * threads compete with others as one group whose weight is the group's nice, not the threads'.
- */
 /** Changes a VMM's niceness: its autogroup's and each of its threads'. */
 export async function setVmmNice(pid: number, nice: number): Promise<void> {
   await setAutogroupNice(pid, nice);
@@ -263,6 +259,10 @@ export async function setVmmNice(pid: number, nice: number): Promise<void> {
   }
 }
 
+/**
+ * QEMU runs in its own session, and with autogroup scheduling (the Linux default) a session's
+ * threads compete with others as one group whose weight is the group's nice, not the threads'.
+ */
 export async function setAutogroupNice(pid: number, nice: number): Promise<void> {
   await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(() => {});
 }
