@@ -213,7 +213,16 @@ async function main(): Promise<number> {
     const files = process.argv.slice(2);
     const suite = spawn(
       process.execPath,
-      ["--test", "--test-concurrency=1", `--test-timeout=${FILE_LIMIT_MS}`, "--test-reporter=spec", ...(files.length ? files : [join(repo, "dist", "test")])],
+      [
+        "--test",
+        "--test-concurrency=1",
+        `--test-timeout=${FILE_LIMIT_MS}`,
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        `--test-reporter=${join(repo, "dist", "scripts", "test-times.js")}`,
+        "--test-reporter-destination=stdout",
+        ...(files.length ? files : [join(repo, "dist", "test")]),
+      ],
       {
         cwd: repo,
         env,
