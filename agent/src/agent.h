@@ -50,19 +50,39 @@ typedef struct sess {
   int connecting, rd_eof, wr_shut, closing;
   /* watch: the watched directories (watch.c) */
   void *watch;
+  /* what only the session's owner can release, called by sess_free */
+  void (*on_free)(struct sess *s);
 } sess;
 
-/* main.c: output queue, framing, sessions */
+/* util.c */
 uint64_t now_ms(void);
 /* Reads a small file (/proc, /sys) into buf as a string; its length, or -1. */
 ssize_t read_small(const char *path, char *buf, size_t size);
+void alog(const char *fmt, ...);
+
+/* wire.c: frames, the output queue and its hold, replies, request fields */
+void put_le32(uint8_t *p, uint32_t v);
+uint32_t get_le32(const uint8_t *p);
 void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const void *p, size_t n);
 void send_json(uint32_t id, uint8_t kind, jbuf *b);
 void send_error(uint32_t id, const char *code, const char *fmt, ...);
 void send_errno(uint32_t id, int err, const char *what);
 void send_ok(uint32_t id);
 void send_window(uint32_t id, uint8_t chan, uint32_t n);
+const char *errno_code(int err);
 size_t outq_bytes(void);
+int outq_waiting(void); /* frames wait and no hold stops them */
+int outq_held(void);
+void outq_release(void);
+void outq_hold_last(void);
+void outq_flush(int fd);
+void outq_clear(void);
+void outq_tail_to_front(void); /* the frame queued last (a HELLO) goes out first */
+char *req_str(const jdoc *d, const char *key);
+int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
+int req_bool(const jdoc *d, const char *key, int def);
+
+/* sessions.c: streams in flight and the epoll set */
 void watch_fd(int fd, uint32_t events, void *ptr);
 void unwatch_fd(int fd);
 sess *sess_find(uint32_t id);
@@ -119,7 +139,6 @@ void pids_guard_check(void);
 void op_watch(uint32_t id, const jdoc *d);
 void watch_on_fd(sess *s);
 void watch_tick(sess *s);
-void watch_free(sess *s);
 
 /* share.c: host directories as FUSE mounts served over a stream */
 void op_share(uint32_t id, const jdoc *d);
@@ -127,7 +146,6 @@ void share_on_fd(sess *s);
 void share_on_data(sess *s, const uint8_t *p, size_t n, int eof);
 void share_on_window(sess *s, uint32_t n);
 void share_tick(sess *s);
-void share_free(sess *s);
 
 /* system.c */
 void op_metrics(uint32_t id, const jdoc *d);
@@ -139,7 +157,6 @@ void power_off(void);
 extern int shutdown_requested;
 /* Set by "--fd N": the host channel is an inherited socket and there is no VM (local provider). */
 extern int host_fd_mode;
-const char *errno_code(int err);
 
 /* dispatch.c: requests, the operation table, HELLO */
 void dispatch(uint32_t id, const uint8_t *p, size_t n);
@@ -149,8 +166,4 @@ void op_hold(uint32_t id, const jdoc *d);
 /* reclaim.c */
 void op_reclaim(uint32_t id, const jdoc *d);
 void reclaim_end(void);
-char *req_str(const jdoc *d, const char *key);
-int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
-int req_bool(const jdoc *d, const char *key, int def);
-void alog(const char *fmt, ...);
 #endif

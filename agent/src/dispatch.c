@@ -1,4 +1,4 @@
-/* Requests: reading their fields, the table of operations, HELLO (which advertises the table's
+/* Requests: the table of operations, HELLO (which advertises the table's
  * features), and dispatch of one request to its handler under the identity it asks for. */
 #define _GNU_SOURCE
 #include "agent.h"
@@ -9,17 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-char *req_str(const jdoc *d, const char *key) { return json_strdup(d, json_get(d, 0, key), NULL); }
-int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out) {
-  int t = json_get(d, 0, key);
-  *out = def;
-  if (t < 0) return 0;
-  if (d->toks[t].type == J_PRIM && d->src[d->toks[t].start] == 'n') return 0; /* null */
-  return json_int(d, t, out);
-}
-int req_bool(const jdoc *d, const char *key, int def) {
-  int v = json_bool(d, json_get(d, 0, key));
-  return v < 0 ? def : v;
+/* hold {on}: with on (the default) the reply is the last frame written until the hold ends, so
+ * once the host has it, it has everything this agent sent; on:false ends a hold (a save that
+ * failed). Feature continue-sessions. */
+void op_hold(uint32_t id, const jdoc *d) {
+  int on = req_bool(d, "on", 1);
+  if (!on) outq_release();
+  send_ok(id);
+  if (on) outq_hold_last();
 }
 
 static void op_hello_req(uint32_t id, const jdoc *d) { (void)d; op_hello(id, NULL); }

@@ -1,16 +1,14 @@
-/* Past 400 lines because the event loop, the frame queue and the host handshake share its state.
- * ForgeVM guest agent: PID 1 of every VM. Boots the guest (system.c), then serves the host over
+/* ForgeVM guest agent: PID 1 of every VM. Boots the guest (system.c), then serves the host over
  * one virtio-serial port with a framed, multiplexed protocol. Single-threaded: every source of
- * work is a file descriptor in one epoll set, so a long exec never blocks a file read. Requests
- * reach their handlers through dispatch.c. */
+ * work is a file descriptor in one epoll set, so a long exec never blocks a file read. This file
+ * is the top of the agent: the loop, the port and the host's HELLO. Requests reach their
+ * handlers through dispatch.c; frames go out through wire.c's queue. Nothing calls into it. */
 #define _GNU_SOURCE
 #include "agent.h"
-
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,189 +16,16 @@
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 #include <dirent.h>
 
-int epfd = -1;
 static int port_fd = -1;
 static int out_fd = -1; /* where frames are written: port_fd, except with --stdio (fd 1) */
 static int port_connected = 0; /* host side of the port is open */
 static int sig_fd = -1;
-sess *sessions = NULL;
-int shutdown_requested = 0;
-int host_fd_mode = 0;
 
 /* Tags for epoll data that are not sessions. */
 static int tag_port, tag_port_out, tag_sig, tag_pids;
-
-typedef struct frame {
-  struct frame *next;
-  size_t len, off;
-  int hold; /* once this frame is out, send nothing more until the host continues (op hold) */
-  uint8_t data[];
-} frame;
-static frame *outq_head, *outq_tail;
-static size_t outq_total;
-/* A host about to save this VM holds the channel: nothing is written to the port, so no frame
- * can be half-sent or lost when the VMM goes away; requests are still read and answered into
- * the queue, which goes out once a host continues (hello "continue") or releases the hold. */
-static int held = 0;
-
-void alog(const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (n > (int)sizeof buf - 2) n = sizeof buf - 2;
-  buf[n++] = '\n';
-  dprintf(2, "forgevm-agent: %.*s", n, buf);
-}
-
-ssize_t read_small(const char *path, char *buf, size_t size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, size - 1);
-  close(fd);
-  if (n < 0) return -1;
-  buf[n] = 0;
-  return n;
-}
-
-uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-size_t outq_bytes(void) { return outq_total; }
-
-static void put32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
-}
-static uint32_t get32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void port_watch_update(void);
-
-void send_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, const void *p, size_t n) {
-  if (n > MAX_PAYLOAD) {
-    /* Never emit a frame the host would reject; report the failure instead. */
-    if (kind == K_RES) send_error(id, "E2BIG", "response too large (%zu bytes)", n);
-    return;
-  }
-  frame *f = malloc(sizeof(frame) + HDR_SIZE + n);
-  if (!f) { alog("out of memory queueing frame"); return; }
-  f->next = NULL;
-  f->len = HDR_SIZE + n;
-  f->off = 0;
-  f->hold = 0;
-  put32(f->data, (uint32_t)n);
-  put32(f->data + 4, id);
-  f->data[8] = kind;
-  f->data[9] = chan;
-  f->data[10] = flags;
-  f->data[11] = 0;
-  if (n) memcpy(f->data + HDR_SIZE, p, n);
-  if (outq_tail) outq_tail->next = f; else outq_head = f;
-  outq_tail = f;
-  outq_total += f->len;
-  port_watch_update();
-}
-
-void send_json(uint32_t id, uint8_t kind, jbuf *b) {
-  if (b->oom) { send_error(id, "ENOMEM", "agent out of memory"); return; }
-  send_frame(id, kind, 0, 0, b->buf, b->len);
-}
-
-void send_error(uint32_t id, const char *code, const char *fmt, ...) {
-  char msg[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  jbuf b;
-  jb_init(&b);
-  jb_cstr(&b, "{\"ok\":false,\"error\":{\"code\":");
-  jb_str(&b, code, strlen(code));
-  jb_cstr(&b, ",\"message\":");
-  jb_str(&b, msg, strlen(msg));
-  jb_cstr(&b, "}}");
-  send_frame(id, K_RES, 0, 0, b.buf, b.len);
-  jb_free(&b);
-}
-
-void send_errno(uint32_t id, int err, const char *what) {
-  send_error(id, errno_code(err), "%s: %s", what, strerror(err));
-}
-
-void send_ok(uint32_t id) { send_frame(id, K_RES, 0, 0, "{\"ok\":true}", 11); }
-
-void send_window(uint32_t id, uint8_t chan, uint32_t n) {
-  uint8_t p[4];
-  put32(p, n);
-  send_frame(id, K_WINDOW, chan, 0, p, 4);
-}
-
-void watch_fd(int fd, uint32_t events, void *ptr) {
-  struct epoll_event ev = {.events = events, .data.ptr = ptr};
-  if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno == ENOENT) epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-void unwatch_fd(int fd) { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL); }
-
-sess *sess_find(uint32_t id) {
-  for (sess *s = sessions; s; s = s->next)
-    if (s->id == id) return s;
-  return NULL;
-}
-
-sess *sess_new(uint32_t id, enum sess_type t) {
-  sess *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
-  s->id = id;
-  s->type = t;
-  s->in_fd = s->out_fd = s->err_fd = s->fd = -1;
-  s->as_uid = s->as_gid = -1;
-  s->credit[CH_OUT] = s->credit[CH_ERR] = INITIAL_WINDOW;
-  s->next = sessions;
-  sessions = s;
-  return s;
-}
-
-void sess_free(sess *s) {
-  for (sess **pp = &sessions; *pp; pp = &(*pp)->next) {
-    if (*pp == s) { *pp = s->next; break; }
-  }
-  int fds[] = {s->in_fd, s->out_fd, s->err_fd, s->fd};
-  for (int i = 0; i < 4; i++) {
-    if (fds[i] < 0) continue;
-    int dup = 0;
-    for (int j = 0; j < i; j++) dup |= fds[j] == fds[i];
-    if (!dup) { unwatch_fd(fds[i]); close(fds[i]); }
-  }
-  if (s->type == S_WATCH) watch_free(s);
-  if (s->type == S_SHARE) share_free(s);
-  if (s->tmp_path) unlink(s->tmp_path);
-  free(s->tmp_path);
-  free(s->final_path);
-  free(s->inbuf);
-  free(s);
-}
-
-/* Queues bytes the host sent on a stream's input channel; -1 (dropped) when the host broke its
- * window or memory ran out. */
-int sess_buffer_input(sess *s, const uint8_t *p, size_t n) {
-  if (s->inlen + n > 2 * INITIAL_WINDOW + MAX_PAYLOAD) return -1;
-  char *nb = realloc(s->inbuf, s->inlen + n);
-  if (!nb) return -1;
-  s->inbuf = nb;
-  memcpy(s->inbuf + s->inlen, p, n);
-  s->inlen += n;
-  return 0;
-}
 
 static void drop_sessions(int keep_processes);
 static void on_host_hello(const uint8_t *p, size_t n);
@@ -226,11 +51,11 @@ static void on_frame(uint32_t id, uint8_t kind, uint8_t chan, uint8_t flags, con
       if (n != 4 || chan > CH_ERR) break;
       s = sess_find(id);
       if (!s) break;
-      if (s->type == S_EXEC) exec_on_window(s, chan, get32(p));
-      else if (s->type == S_TCP && chan == CH_OUT) net_on_window(s, get32(p));
-      else if (s->type == S_SHARE && chan == CH_OUT) share_on_window(s, get32(p));
+      if (s->type == S_EXEC) exec_on_window(s, chan, get_le32(p));
+      else if (s->type == S_TCP && chan == CH_OUT) net_on_window(s, get_le32(p));
+      else if (s->type == S_SHARE && chan == CH_OUT) share_on_window(s, get_le32(p));
       else if (s->type == S_READ && chan == CH_OUT) {
-        s->credit[CH_OUT] += get32(p);
+        s->credit[CH_OUT] += get_le32(p);
         if (s->credit[CH_OUT] > (int64_t)MAX_PAYLOAD * 64) s->credit[CH_OUT] = (int64_t)MAX_PAYLOAD * 64;
       }
       break;
@@ -260,8 +85,8 @@ static void port_read(void) {
         if (skip_left) break;
       }
       if (inlen - off < HDR_SIZE) break;
-      uint32_t n = get32(inbuf + off);
-      uint32_t id = get32(inbuf + off + 4);
+      uint32_t n = get_le32(inbuf + off);
+      uint32_t id = get_le32(inbuf + off + 4);
       if (n > MAX_PAYLOAD) {
         /* The header is still self-consistent, so resynchronise by discarding the payload. */
         send_error(id, "E2BIG", "frame of %u bytes exceeds the %u byte limit", n, MAX_PAYLOAD);
@@ -278,24 +103,11 @@ static void port_read(void) {
   }
 }
 
-static void port_flush(void) {
-  while (outq_head && !held) {
-    frame *f = outq_head;
-    ssize_t w = write(out_fd, f->data + f->off, f->len - f->off);
-    if (w <= 0) break;
-    f->off += (size_t)w;
-    outq_total -= (size_t)w;
-    if (f->off < f->len) break;
-    outq_head = f->next;
-    if (!outq_head) outq_tail = NULL;
-    if (f->hold) held = 1;
-    free(f);
-  }
-}
+static void port_flush(void) { outq_flush(out_fd); }
 
 static void port_watch_update(void) {
   if (port_fd < 0 || !port_connected) return;
-  int out = outq_head && !held;
+  int out = outq_waiting();
   if (out_fd == port_fd) {
     watch_fd(port_fd, EPOLLIN | (out ? EPOLLOUT : 0), &tag_port);
   } else {
@@ -304,36 +116,12 @@ static void port_watch_update(void) {
   }
 }
 
-/* hold {on}: with on (the default) the reply is the last frame written until the hold ends, so
- * once the host has it, it has everything this agent sent; on:false ends a hold (a save that
- * failed). Feature continue-sessions. */
-void op_hold(uint32_t id, const jdoc *d) {
-  int on = req_bool(d, "on", 1);
-  if (!on) held = 0;
-  send_ok(id);
-  if (on && outq_tail) outq_tail->hold = 1;
-  port_watch_update();
-}
-
-/* Puts the frame just queued (a HELLO) before everything else waiting to go. */
-static void outq_tail_to_front(void) {
-  if (!outq_head || outq_head == outq_tail) return;
-  frame *prev = outq_head;
-  while (prev->next != outq_tail) prev = prev->next;
-  frame *t = outq_tail;
-  prev->next = NULL;
-  outq_tail = prev;
-  t->next = outq_head;
-  outq_head = t;
-}
-
 /* Streams and queued output of a host that is gone: nobody will read the output or answer for
  * the requests, so processes in flight are killed, transfers dropped, and queued output —
  * possibly a half-written frame — discarded. Processes that execs left in the background live on. */
 static int sessions_dropped; /* sessions were freed during the current epoll batch */
 static void drop_sessions(int keep_processes) {
   sessions_dropped = 1;
-  held = 0;
   for (sess *s = sessions, *next; s; s = next) {
     next = s->next;
     if (s->type == S_EXEC && keep_processes) { exec_detach(s); continue; }
@@ -341,13 +129,7 @@ static void drop_sessions(int keep_processes) {
     sess_free(s);
   }
   net_drop_pending();
-  while (outq_head) {
-    frame *f = outq_head;
-    outq_head = f->next;
-    free(f);
-  }
-  outq_tail = NULL;
-  outq_total = 0;
+  outq_clear();
 }
 
 /* The host went away (server crash or restart): its streams go, and so does any half-read
@@ -381,14 +163,13 @@ static void on_host_hello(const uint8_t *p, size_t n) {
     json_free(&d);
   }
   /* Only a channel that was held can go on: otherwise a frame may have been half-written. */
-  if (cont && held) {
-    held = 0;
+  if (cont && outq_held()) {
+    outq_release();
     op_hello_as(0, nonce[0] ? nonce : NULL, 1);
     outq_tail_to_front();
     port_watch_update();
     return;
   }
-  held = 0;
   drop_sessions(keep);
   op_hello(0, nonce[0] ? nonce : NULL);
 }
@@ -519,7 +300,7 @@ int main(int argc, char **argv) {
     }
     if (busy) timeout = 0;
     port_flush();
-    if (shutdown_requested && !outq_head) power_off();
+    if (shutdown_requested && !outq_bytes()) power_off();
     port_watch_update();
     int n = epoll_wait(epfd, evs, 64, timeout);
     sessions_dropped = 0;

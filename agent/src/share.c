@@ -28,6 +28,8 @@ static void share_rearm(sess *s) {
   watch_fd(s->fd, s->credit[CH_OUT] >= FUSE_BUF && outq_bytes() < OUTQ_HIGH ? EPOLLIN : 0, s);
 }
 
+static void share_free(sess *s);
+
 void op_share(uint32_t id, const jdoc *d) {
   char *path = req_str(d, "path");
   int ro = req_bool(d, "readonly", 0);
@@ -47,6 +49,7 @@ void op_share(uint32_t id, const jdoc *d) {
   }
   sess *s = sess_new(id, S_SHARE);
   if (!s) { umount2(path, MNT_DETACH); close(fd); free(path); send_errno(id, ENOMEM, "share"); return; }
+  s->on_free = share_free;
   s->fd = fd;
   s->final_path = path;
   s->credit[CH_OUT] = INITIAL_WINDOW;
@@ -108,6 +111,6 @@ void share_tick(sess *s) {
 
 /* The mount goes with its stream (the host closed it, or is gone): detached, so a process still
  * inside it does not keep it. */
-void share_free(sess *s) {
+static void share_free(sess *s) {
   if (s->final_path) umount2(s->final_path, MNT_DETACH);
 }

@@ -33,21 +33,8 @@
 #endif
 #define EXT4_IOC_RESIZE_FS 0x40086610
 
-static const struct { int e; const char *n; } errnames[] = {
-  {ENOENT, "ENOENT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"}, {EEXIST, "EEXIST"}, {ENOTDIR, "ENOTDIR"},
-  {EISDIR, "EISDIR"}, {ENOTEMPTY, "ENOTEMPTY"}, {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"}, {EDQUOT, "EDQUOT"},
-  {EROFS, "EROFS"}, {ELOOP, "ELOOP"}, {ENAMETOOLONG, "ENAMETOOLONG"}, {EBUSY, "EBUSY"}, {EXDEV, "EXDEV"},
-  {ENOMEM, "ENOMEM"}, {EMFILE, "EMFILE"}, {ENFILE, "ENFILE"}, {ETXTBSY, "ETXTBSY"}, {EFBIG, "EFBIG"},
-  {ESRCH, "ESRCH"}, {EAGAIN, "EAGAIN"}, {EIO, "EIO"}, {ECONNREFUSED, "ECONNREFUSED"},
-  {ECONNRESET, "ECONNRESET"}, {ETIMEDOUT, "ETIMEDOUT"}, {EADDRINUSE, "EADDRINUSE"},
-  {EADDRNOTAVAIL, "EADDRNOTAVAIL"}, {ENETUNREACH, "ENETUNREACH"}, {EHOSTUNREACH, "EHOSTUNREACH"},
-};
-
-const char *errno_code(int err) {
-  for (size_t i = 0; i < sizeof errnames / sizeof *errnames; i++)
-    if (errnames[i].e == err) return errnames[i].n;
-  return "EIO";
-}
+int shutdown_requested = 0;
+int host_fd_mode = 0;
 
 static char cmdline[4096];
 static int set_hostname(const char *name);

@@ -77,6 +77,8 @@ static void add_tree(sess *s, const char *rel) {
   closedir(d);
 }
 
+static void watch_free(sess *s);
+
 void op_watch(uint32_t id, const jdoc *d) {
   char *path = req_str(d, "path");
   if (!path || path[0] != '/') {
@@ -92,6 +94,7 @@ void op_watch(uint32_t id, const jdoc *d) {
   struct watches *w = calloc(1, sizeof *w);
   sess *s = w ? sess_new(id, S_WATCH) : NULL;
   if (!s) { close(fd); free(w); free(path); send_error(id, "ENOMEM", "agent out of memory"); return; }
+  s->on_free = watch_free;
   s->fd = fd;
   s->watch = w;
   w->root = path;
@@ -172,7 +175,7 @@ void watch_tick(sess *s) {
   }
 }
 
-void watch_free(sess *s) {
+static void watch_free(sess *s) {
   struct watches *w = W(s);
   if (!w) return;
   for (int i = 0; i < w->n; i++) free(w->rel[i]);
