@@ -1,12 +1,12 @@
 // Writes the documents generated from the code's one definition of each wire message:
-// docs/openapi.json (from the route schemas) and the error table in docs/errors.md (from core's
-// ERRORS). `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
+// docs/openapi.json (from the route schemas) and the error table in docs/errors.md (from
+// http/errors.ts's ERRORS). `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/core/forge.js";
-import { ERRORS } from "../src/core/errors.js";
+import { ERRORS } from "../src/http/errors.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
 export const OPENAPI_FILE = join(repo, "docs", "openapi.json");

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { DEFAULT_PORT, loadConfig } from "../src/config/config.js";
-import { formatDuration, parseDuration } from "../src/core/durations.js";
+import { formatDuration, parseDuration } from "../src/schemas/durations.js";
 
 let dir: string;
 before(async () => {

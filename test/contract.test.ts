@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 import { ERROR_CLASSES as TS_ERROR_CLASSES } from "forgevm";
-import { ERROR_CODES } from "../src/core/errors.js";
+import { ERROR_CODES } from "../src/http/errors.js";
 import { ERRORS_FILE, errorsDoc, OPENAPI_FILE, openapiDocument } from "../scripts/contract-docs.js";
 import { tsInterfaces } from "./ts-interfaces.js";
 
@@ -78,7 +78,7 @@ describe("the OpenAPI document and the error table", () => {
 
   it("docs/errors.md lists exactly core's codes with their statuses (npm run docs rewrites it)", () => {
     const text = readFileSync(ERRORS_FILE, "utf8");
-    assert.equal(text, errorsDoc(text), "the table in docs/errors.md has drifted from src/core/errors.ts: run npm run docs");
+    assert.equal(text, errorsDoc(text), "the table in docs/errors.md has drifted from src/http/errors.ts: run npm run docs");
   });
 });
 

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { ForgevmError } from "../src/core/errors.js";
+import { ForgevmError } from "../src/http/errors.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
 import { fileURLToPath } from "node:url";

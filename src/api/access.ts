@@ -6,10 +6,10 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { isConsoleFile } from "./console.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ForgevmError } from "../core/errors.js";
+import { ForgevmError } from "../http/errors.js";
 import { isSandboxCall } from "../e2b/index.js";
 import { MCP_PATH } from "../mcp/http.js";
-import { errorBody } from "./errors.js";
+import { errorBody } from "../http/error-body.js";
 
 export interface AccessOptions {
   apiKey?: string;

@@ -2,13 +2,13 @@
 import type { FastifyInstance } from "fastify";
 import { ConfigError, type Config } from "../config/config.js";
 import { templateBody } from "../core/template-ops.js";
-import { forgeOptions } from "../config/forge-options.js";
+import { forgeOptions } from "../core/forge-options.js";
 import { Forge } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { policyFromConfig } from "../mcp/policy.js";
 import { buildApp } from "./app.js";
 import { startFront } from "./front/front.js";
-import { parseDuration } from "../core/durations.js";
+import { parseDuration } from "../schemas/durations.js";
 import { hostname } from "node:os";
 
 /** How long a graceful shutdown waits for requests in flight before stopping the VMs. */

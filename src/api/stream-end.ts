@@ -4,8 +4,9 @@
 // code, message and whether to retry, as in every error response.
 import type { ServerResponse } from "node:http";
 import type { ExecResult } from "../core/types.js";
-import { formatDuration } from "../core/durations.js";
-import { errorBody, toApiError, type ErrorBody } from "./errors.js";
+import { formatDuration } from "../schemas/durations.js";
+import { toApiError } from "../core/error-map.js";
+import { errorBody, type ErrorBody } from "../http/error-body.js";
 
 export interface ExitFields {
   exit_code: number;

@@ -4,7 +4,7 @@
 // parsed object.
 import { Readable } from "node:stream";
 import type { FastifyRequest } from "fastify";
-import { badRequest } from "../core/errors.js";
+import { badRequest } from "../http/errors.js";
 import { detachable } from "../util/detachable.js";
 
 /** The content types whose bodies reach a route unread. */

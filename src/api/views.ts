@@ -1,11 +1,11 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
-import { formatDuration, NO_EXPIRY } from "../core/durations.js";
+import { formatDuration, NO_EXPIRY } from "../schemas/durations.js";
 import { familiarName } from "../core/image-reference.js";
 import { providerWarning } from "../core/providers.js";
-import { badRequest } from "../core/errors.js";
+import { badRequest } from "../http/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";
-import type { SandboxT, SnapshotT } from "./schemas.js";
+import type { SandboxT, SnapshotT } from "../schemas/rest.js";
 import { shellQuote } from "../util/shell-quote.js";
 
 export function sandboxView(r: SandboxRow): SandboxT {

@@ -5,7 +5,7 @@
 import type { Command } from "commander";
 import { Client } from "forgevm";
 import type { loadConfig } from "../config/config.js";
-import { forgeOptions } from "../config/forge-options.js";
+import { forgeOptions } from "../core/forge-options.js";
 import type { Forge } from "../core/forge.js";
 import { currentOwner, DataDirInUseError } from "../core/owner.js";
 

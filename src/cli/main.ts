@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { ForgevmError } from "forgevm";
-import { ForgevmError as CoreError } from "../core/errors.js";
+import { ForgevmError as CoreError } from "../http/errors.js";
 import { Cli } from "./context.js";
 import { copyCommands } from "./commands/copies.js";
 import { cpCommand } from "./commands/cp.js";

@@ -1,7 +1,7 @@
 // Option parsers shared by every command, so that one flag means one thing everywhere: sizes in
 // MiB, durations as "30s" / "5m" / "1h30m" (a bare number is seconds), NAME=VALUE pairs.
 import { InvalidArgumentError } from "commander";
-import { parseDuration } from "../core/durations.js";
+import { parseDuration } from "../schemas/durations.js";
 
 export function intOption(name: string, min: number, max: number) {
   return (v: string) => {

@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
-import { TemplateFields } from "../api/schemas.js";
+import { TemplateFields } from "../schemas/rest.js";
 import { defaultDataDir } from "./paths.js";
 import { seedCompat } from "./seed-config.js";
 

@@ -8,7 +8,7 @@ import { Readable } from "node:stream";
 import type { DirEntry } from "../agent-client/messages.js";
 import { readTar, safeEntryPath, TarError } from "../util/tar-read.js";
 import { TAR_END, tarHeader, tarPadding } from "../util/tar-write.js";
-import { badRequest, ForgevmError } from "./errors.js";
+import { badRequest, ForgevmError } from "../http/errors.js";
 import type { Sandbox } from "./sandbox.js";
 
 export interface ArchiveSummary {

@@ -15,7 +15,7 @@ import { parseImageConfig } from "../images/oci.js";
 import { canonicalName, resolveImage, type LocalImage } from "../images/store.js";
 import { parseImageReference } from "./images.js";
 import type { Core } from "./core.js";
-import { badRequest, conflict, sandboxGone } from "./errors.js";
+import { badRequest, conflict, sandboxGone } from "../http/errors.js";
 import { layerTar, type LayerCounts } from "./guest-layer.js";
 import { scanGuest } from "./guest-scan.js";
 import { baseConfigDoc, imageLayers, type ImageWork } from "./image-layers.js";

@@ -7,13 +7,13 @@ import { BootError, type RestoreSource, type Vm, type VmSpec } from "../provider
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { SnapshotRow } from "../store/snapshots.js";
 import { MAX_FORK, type Core } from "./core.js";
-import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
+import { badRequest, conflict, ForgevmError, notFound } from "../http/errors.js";
 import { admit, recordFailure } from "./lifecycle.js";
 import type { ForkOptions, ForkResult } from "./options.js";
 import { copyNames, rowOf } from "./plan.js";
 import type { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
-import { ttlLeft } from "./durations.js";
+import { ttlLeft } from "../schemas/durations.js";
 
 /** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
 export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<SnapshotRow> {

@@ -1,7 +1,7 @@
 // `create`, as Docker's: a sandbox defined (checked, its image pulled, its name taken) but not
 // started, costing nothing until `start` boots it with the options it was created with.
 import type { Core } from "./core.js";
-import { badRequest, ForgevmError, sandboxGone } from "./errors.js";
+import { badRequest, ForgevmError, sandboxGone } from "../http/errors.js";
 import { admit, recordFailure } from "./lifecycle.js";
 import type { SpawnOptions } from "./options.js";
 import { newRow, plan } from "./plan.js";
@@ -9,7 +9,7 @@ import type { Sandbox } from "./sandbox.js";
 import { startVm, type Pull } from "./spawn.js";
 import { requireState } from "./states.js";
 import type { SandboxRow } from "../store/sandboxes.js";
-import { expiryAfter, NO_TTL } from "./durations.js";
+import { expiryAfter, NO_TTL } from "../schemas/durations.js";
 
 /** Defines a sandbox without starting it; `startCreated` boots it. */
 export async function create(core: Core, opts: SpawnOptions, pull: Pull): Promise<SandboxRow> {

@@ -13,7 +13,7 @@
 // touched needs a block, so a full disk kills that VMM too (docs/architecture.md says why it is opt-in).
 import { statfs } from "node:fs/promises";
 import { hostDiskFull, isHostDiskFull } from "./error-map.js";
-import type { ForgevmError } from "./errors.js";
+import type { ForgevmError } from "../http/errors.js";
 
 /** Below this much free space the disk counts as full. */
 export const LOW_FREE_BYTES = 32 * 1048576;

@@ -6,7 +6,8 @@ import { DigestMismatchError } from "../images/blobs.js";
 import { LayerError } from "../images/flatten.js";
 import { ImageReferenceError } from "../images/reference.js";
 import { BodyError } from "../util/detachable.js";
-import { ForgevmError, type ErrorCode } from "./errors.js";
+import { requestError } from "../http/error-body.js";
+import { ForgevmError, type ErrorCode } from "../http/errors.js";
 
 // A guest errno is about the caller's request inside the sandbox (a missing file, a full disk,
 // a read the kernel refuses), so it is a 4xx unless it says the thing is not there or is in use.
@@ -49,4 +50,9 @@ export function toForgevmError(err: unknown): ForgevmError {
   // An image whose content does not match its digest, or whose layer cannot be unpacked, is the sender's.
   if (err instanceof DigestMismatchError || err instanceof LayerError || err instanceof ImageReferenceError) return new ForgevmError("BAD_REQUEST", err.message);
   return new ForgevmError("INTERNAL_ERROR", (err as Error)?.message ?? String(err));
+}
+
+/** The error to answer with for anything thrown while an HTTP interface handled a request. */
+export function toApiError(err: unknown): ForgevmError {
+  return requestError(err) ?? toForgevmError(err);
 }

@@ -1,8 +1,8 @@
 // A loaded configuration as the options of a Forge: what `forgevm serve` and the CLI's local
 // commands (run, images, pull… without a server) open the core with.
-import type { ForgeOptions } from "../core/options.js";
-import { parseDuration, parseIdle, parseTtl } from "../core/durations.js";
-import type { Config } from "./config.js";
+import type { ForgeOptions } from "./options.js";
+import { parseDuration, parseIdle, parseTtl } from "../schemas/durations.js";
+import type { Config } from "../config/config.js";
 
 /** Template secret values the server holds: its FORGEVM_SECRET_<NAME> variables. */
 export function hostSecrets(env: NodeJS.ProcessEnv): Record<string, string> {

@@ -5,7 +5,7 @@
 // spawn.ts, create.ts, lifecycle.ts, copies.ts, stop-start.ts, template-ops.ts, recovery.ts,
 // reaper.ts, pool-mode.ts, guest-processes.ts. It is past 500 lines because it is the whole surface every interface sees: each
 // method is a one-line doc and a call into those modules, and splitting it would split that list.
-import { expiryAfter } from "./durations.js";
+import { expiryAfter } from "../schemas/durations.js";
 import { randomBytes } from "node:crypto";
 import { mkdir, stat } from "node:fs/promises";
 import type { Readable } from "node:stream";
@@ -47,7 +47,7 @@ import { BuildJobs, removeDir, type BuildJob } from "./build/jobs.js";
 import { exportSnapshot, importSnapshot } from "./snapshot-transfer.js";
 import { exportImage, pushImage, type PushedBlob, type PushResult } from "./image-transfer.js";
 import type { Core } from "./core.js";
-import { ForgevmError, notFound, sandboxGone } from "./errors.js";
+import { ForgevmError, notFound, sandboxGone } from "../http/errors.js";
 import { EventBus } from "./events.js";
 import { Images, parseImageReference, type ImportOptions } from "./images.js";
 import { PullJobs, type PullJob } from "./pull-jobs.js";

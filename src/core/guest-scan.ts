@@ -5,7 +5,7 @@
 import { posix } from "node:path";
 import type { DirEntry } from "../agent-client/messages.js";
 import type { FileKind, FileRecord } from "../images/file-index.js";
-import { ForgevmError } from "./errors.js";
+import { ForgevmError } from "../http/errors.js";
 import type { Sandbox } from "./sandbox.js";
 
 const KINDS = new Set<string>(["file", "dir", "symlink", "fifo", "chardev", "blockdev"]);

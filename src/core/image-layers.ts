@@ -8,7 +8,7 @@ import { diffFiles, indexOf, loadIndex, saveIndex, type FileIndex } from "../ima
 import { layerStream, updateImageMeta } from "../images/install.js";
 import { childConfig, diffIdOf, readStoredImage, storeImage, storeLayer, type StoredImage } from "../images/oci-build.js";
 import type { LocalImage } from "../images/store.js";
-import { conflict } from "./errors.js";
+import { conflict } from "../http/errors.js";
 import { layerTar, type LayerCounts } from "./guest-layer.js";
 import { scanGuest } from "./guest-scan.js";
 import type { Sandbox } from "./sandbox.js";

@@ -4,7 +4,7 @@
 import { parseReference, type ImageReference } from "../images/reference.js";
 
 export { familiarName } from "../images/reference.js";
-import { badRequest } from "./errors.js";
+import { badRequest } from "../http/errors.js";
 
 /** A registry reference parsed, or a 400 naming the image field. */
 export function parseImageReference(reference: string): ImageReference {

@@ -9,7 +9,7 @@ import type { Credentials } from "../images/registry.js";
 import { pushImage as pushToRegistry, type PushedBlob, type PushResult } from "../images/registry-push.js";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../images/store.js";
 import type { Core } from "./core.js";
-import { notFound } from "./errors.js";
+import { notFound } from "../http/errors.js";
 import { updateImageMeta } from "../images/install.js";
 import { imageLayers, metaOf, type ImageWork } from "./image-layers.js";
 import { parseImageReference, pullFailure } from "./images.js";

@@ -18,7 +18,7 @@ import { parseImageReference } from "./image-reference.js";
 import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, type RegistryOptions } from "../images/registry.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../images/store.js";
 import { TarError } from "../util/tar-read.js";
-import { badRequest, conflict, ForgevmError, notFound } from "./errors.js";
+import { badRequest, conflict, ForgevmError, notFound } from "../http/errors.js";
 import type { EventBus } from "./events.js";
 
 export interface ImageDeps {

@@ -7,7 +7,7 @@ import type { LocalImage } from "../images/store.js";
 import { BootError, volumeSerial, type Vm } from "../providers/provider.js";
 import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";
 import { NO_NETWORK, type Core } from "./core.js";
-import { badRequest, ForgevmError, sandboxGone } from "./errors.js";
+import { badRequest, ForgevmError, sandboxGone } from "../http/errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { Sandbox } from "./sandbox.js";
 import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";

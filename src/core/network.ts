@@ -12,7 +12,7 @@ import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
 import { tunnelDuplex } from "../net/tunnel.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
-import { badRequest, conflict, notFound, sandboxGone } from "./errors.js";
+import { badRequest, conflict, notFound, sandboxGone } from "../http/errors.js";
 
 export type NetworkMode = NetworkRecord["mode"];
 export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];

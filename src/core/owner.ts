@@ -5,7 +5,7 @@
 import { readFileSync, rmSync } from "node:fs";
 import { link, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ForgevmError } from "./errors.js";
+import { ForgevmError } from "../http/errors.js";
 
 /** Who has a data directory open. */
 export interface Owner {

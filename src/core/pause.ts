@@ -12,13 +12,13 @@
 import { resolveImage } from "../images/store.js";
 import { BootError, type Vm } from "../providers/provider.js";
 import type { Core } from "./core.js";
-import { conflict, ForgevmError, sandboxGone } from "./errors.js";
+import { conflict, ForgevmError, sandboxGone } from "../http/errors.js";
 import { admit, keepConsoleLog, recordFailure, watch } from "./lifecycle.js";
 import type { Sandbox } from "./sandbox.js";
 import { abandon } from "./copies.js";
 import { Snapshots } from "./snapshots.js";
 import { requireState } from "./states.js";
-import { expiryAfter, NO_EXPIRY, NO_TTL } from "./durations.js";
+import { expiryAfter, NO_EXPIRY, NO_TTL } from "../schemas/durations.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 
 /** Checks that a running sandbox can be saved whole (`verb`: paused or stopped). */

@@ -8,11 +8,11 @@ import type { HostDirMount, LifecycleRecord, MainRecord, NetworkRecord, RestartP
 import { isHostDirSpec } from "./host-dirs/host-dirs.js";
 import type { TemplateRow } from "../store/templates.js";
 import type { Core } from "./core.js";
-import { badRequest, conflict, notFound } from "./errors.js";
+import { badRequest, conflict, notFound } from "../http/errors.js";
 import type { IdlePolicy, SpawnOptions } from "./options.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
 import { checkEnv, checkFullNetwork, checkMemory, checkProvider, checkVcpus } from "./validate.js";
-import { expiryAfter, NO_TTL, parseIdle } from "./durations.js";
+import { expiryAfter, NO_TTL, parseIdle } from "../schemas/durations.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */
 export interface SpawnPlan {

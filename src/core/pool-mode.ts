@@ -5,7 +5,7 @@ import type { Vm } from "../providers/provider.js";
 import { BootError } from "../providers/provider.js";
 import { canonicalName } from "../images/store.js";
 import type { Core } from "./core.js";
-import { badRequest, ForgevmError } from "./errors.js";
+import { badRequest, ForgevmError } from "../http/errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { destroy, recordFailure, watch } from "./lifecycle.js";
 import type { SpawnOptions } from "./options.js";

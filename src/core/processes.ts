@@ -4,7 +4,7 @@
 // needs a process to outlive its request uses it too.
 import type { Readable } from "node:stream";
 import type { ExecSession } from "../agent-client/index.js";
-import { badRequest, conflict, notFound } from "./errors.js";
+import { badRequest, conflict, notFound } from "../http/errors.js";
 
 /** What a tracked process was started with (as the caller gave it). */
 export interface ProcessSpec {

@@ -4,7 +4,7 @@
 import type { Provider, ProviderFeatures } from "../providers/provider.js";
 import { LOCAL_WARNING } from "../providers/local/local-provider.js";
 import { SEED_PROVIDERS } from "../config/seed-config.js";
-import { badRequest } from "./errors.js";
+import { badRequest } from "../http/errors.js";
 
 /** What a sandbox on the provider called `name` must say about itself, if anything (shown in its JSON). */
 export function providerWarning(name: string): string | undefined {

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { LocalImage } from "../images/store.js";
 import { toForgevmError } from "./error-map.js";
-import { notFound } from "./errors.js";
+import { notFound } from "../http/errors.js";
 
 export interface PullJob {
   id: string;

@@ -3,7 +3,7 @@
 import type { Readable } from "node:stream";
 import type { DirChange, DirEntry, DirWatch, ExecSession, FileStat, Metrics, SimpleOps } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
-import { badRequest } from "./errors.js";
+import { badRequest } from "../http/errors.js";
 import { checkEnv } from "./validate.js";
 import type { Emit } from "./events.js";
 import { CodeContexts } from "./code/contexts.js";

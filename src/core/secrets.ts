@@ -4,7 +4,7 @@
 // event, a log, an image, an overlay or a snapshot (a sandbox holding secrets cannot be
 // snapshotted or forked: its RAM holds them).
 import type { Vm } from "../providers/provider.js";
-import { badRequest } from "./errors.js";
+import { badRequest } from "../http/errors.js";
 
 export const SECRETS_DIR = "/run/secrets";
 const NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;

@@ -15,7 +15,7 @@ import { readTar, safeEntryPath, TarError } from "../util/tar-read.js";
 import { TAR_END, tarFileBody, tarHeader, tarPadding } from "../util/tar-write.js";
 import { run } from "../util/process.js";
 import type { Core } from "./core.js";
-import { badRequest, conflict } from "./errors.js";
+import { badRequest, conflict } from "../http/errors.js";
 import { Snapshots } from "./snapshots.js";
 
 const FORMAT = "forgevm-snapshot/1";

@@ -9,7 +9,7 @@ import type { CaptureResult, Provider, SnapshotFiles, Vm } from "../providers/pr
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { SnapshotKind, SnapshotRow, SnapshotStore } from "../store/snapshots.js";
 import type { TemplateRow } from "../store/templates.js";
-import { ForgevmError } from "./errors.js";
+import { ForgevmError } from "../http/errors.js";
 import type { EventBus } from "./events.js";
 
 /** What a base snapshot is a snapshot of; every field is part of its key. */

@@ -7,7 +7,7 @@ import type { LocalImage } from "../images/store.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
 import type { SnapshotRow } from "../store/snapshots.js";
 import { NO_NETWORK, type Core } from "./core.js";
-import { badRequest, ForgevmError } from "./errors.js";
+import { badRequest, ForgevmError } from "../http/errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { admit, recordFailure } from "./lifecycle.js";
 import type { SpawnOptions } from "./options.js";

@@ -6,7 +6,7 @@
 //                  │  ╰─pause─▶ paused ─resume─▶ running
 //                  ╰─ destroy (from any live state) ─▶ destroyed;   failures ─▶ error
 import type { SandboxRow, SandboxState } from "../store/sandboxes.js";
-import { conflict, sandboxGone } from "./errors.js";
+import { conflict, sandboxGone } from "../http/errors.js";
 
 export type Operation = "exec" | "stop" | "start" | "restart" | "kill" | "pause" | "resume" | "fork" | "snapshot" | "extend" | "destroy";
 

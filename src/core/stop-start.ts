@@ -4,8 +4,8 @@
 // restart, and signals to the main process. The restart policies live in main-process.ts.
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { Core } from "./core.js";
-import { NO_TTL } from "./durations.js";
-import { conflict, sandboxGone } from "./errors.js";
+import { NO_TTL } from "../schemas/durations.js";
+import { conflict, sandboxGone } from "../http/errors.js";
 import { MainRunner } from "./main-process.js";
 import { checkSavable, pause, resume } from "./pause.js";
 import type { Sandbox } from "./sandbox.js";

@@ -1,10 +1,10 @@
 // Templates: named spawn settings. Creating, changing or deleting one also remakes its base
 // snapshots and warm pool.
 import type { TemplateBody, TemplateRow } from "../store/templates.js";
-import { NO_TTL, parseIdle, parseTtl, ttlSeconds as checkTtlSeconds } from "./durations.js";
+import { NO_TTL, parseIdle, parseTtl, ttlSeconds as checkTtlSeconds } from "../schemas/durations.js";
 import type { Core } from "./core.js";
 import { toForgevmError } from "./error-map.js";
-import { badRequest, ForgevmError, notFound } from "./errors.js";
+import { badRequest, ForgevmError, notFound } from "../http/errors.js";
 import { parseImageReference } from "./images.js";
 import { checkEnv, checkMemory, checkProvider, checkVcpus } from "./validate.js";
 import { checkDecls } from "./secrets.js";

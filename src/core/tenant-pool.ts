@@ -3,7 +3,7 @@
 // processes, and the kernel refuses signals across users. At most `maxUsersPerVm` tenants per
 // host VM and `maxVms` host VMs; beyond that a spawn is refused (503) or waits for a seat.
 import type { Vm } from "../providers/provider.js";
-import { ForgevmError } from "./errors.js";
+import { ForgevmError } from "../http/errors.js";
 import type { Emit } from "./events.js";
 import type { Tenant } from "./sandbox.js";
 

@@ -2,7 +2,7 @@
 import { totalmem } from "node:os";
 import type { Provider } from "../providers/provider.js";
 import type { Core } from "./core.js";
-import { badRequest } from "./errors.js";
+import { badRequest } from "../http/errors.js";
 
 /** Names the agent can set: not empty, no "=", no NUL (values may hold anything but NUL). */
 export function checkEnv(env: Record<string, string> | undefined | null, field: string): void {

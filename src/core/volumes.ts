@@ -9,7 +9,7 @@ import type { SandboxStore, VolumeMount } from "../store/sandboxes.js";
 import type { VolumeRow, VolumeStore } from "../store/volumes.js";
 import { repairExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
-import { badRequest, conflict, notFound } from "./errors.js";
+import { badRequest, conflict, notFound } from "../http/errors.js";
 
 /** A volume as every interface shows it. */
 export interface VolumeInfo extends VolumeRow {

@@ -3,7 +3,7 @@
 // the sandbox's `user` in /home/user unless a context says otherwise.
 import { PassThrough } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ForgevmError, badRequest } from "../core/errors.js";
+import { ForgevmError, badRequest } from "../http/errors.js";
 import type { Forge } from "../core/forge.js";
 import type { Sandbox } from "../core/sandbox.js";
 import type { CodeEvent } from "../core/types.js";

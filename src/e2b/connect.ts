@@ -4,8 +4,8 @@
 // Envelope: 1 flag byte (0 = message, 2 = end of stream), 4-byte big-endian length, JSON.
 import { PassThrough } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { toApiError } from "../api/errors.js";
-import type { ErrorCode } from "../core/errors.js";
+import { toApiError } from "../core/error-map.js";
+import type { ErrorCode } from "../http/errors.js";
 
 export const STREAM_TYPE = "application/connect+json";
 /** The largest request message we take (requests are small: paths, commands, input chunks). */

@@ -3,8 +3,8 @@
 // the same handlers. Errors are E2B's {code, message} with the HTTP status as the code.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
-import { toApiError } from "../api/errors.js";
-import { ForgevmError, badRequest, sandboxGone } from "../core/errors.js";
+import { toApiError } from "../core/error-map.js";
+import { ForgevmError, badRequest, sandboxGone } from "../http/errors.js";
 import { MAX_FORK, type Forge, type SpawnOptions } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { CODE_INTERPRETER_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";

@@ -1,7 +1,7 @@
 // E2B template IDs and what they mean here: `base` is the default image, `code-interpreter-v1`
 // the built-in code-interpreter image (matplotlib, pandas, Node.js; a ForgeVM template of that
 // name wins), anything else a ForgeVM template by name or an image reference.
-import { ForgevmError } from "../core/errors.js";
+import { ForgevmError } from "../http/errors.js";
 import type { Forge } from "../core/forge.js";
 import { CODE_IMAGE } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";

@@ -1,5 +1,5 @@
 // One error hierarchy for every interface. Each error has a code; ERRORS gives each code its
-// HTTP status and whether trying again later can help. The REST layer (api/errors.ts), the SDKs
+// HTTP status and whether trying again later can help. The HTTP interfaces (http/error-body.ts), the SDKs
 // (which map codes back to their error classes) and docs/errors.md all follow this table, and a
 // test fails when one of them drifts from it. Messages say what happened and what to do.
 

@@ -5,8 +5,8 @@
 import { realpath } from "node:fs/promises";
 import { dirname, basename, join, resolve, sep } from "node:path";
 import { ConfigError, type Config } from "../config/config.js";
-import { parseDuration } from "../core/durations.js";
-import { ForgevmError } from "../core/errors.js";
+import { parseDuration } from "../schemas/durations.js";
+import { ForgevmError } from "../http/errors.js";
 
 export type NetworkMode = "none" | "allowlist" | "full";
 const RANK: Record<NetworkMode, number> = { none: 0, allowlist: 1, full: 2 };

@@ -3,7 +3,7 @@
 // them, and a session that ends takes its sandboxes with it unless they were marked `keep`.
 import { randomUUID } from "node:crypto";
 import type { Forge } from "../core/forge.js";
-import { sandboxGone } from "../core/errors.js";
+import { sandboxGone } from "../http/errors.js";
 import type { SandboxRow } from "../core/types.js";
 import { PolicyError, type McpPolicy } from "./policy.js";
 

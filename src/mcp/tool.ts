@@ -4,7 +4,7 @@
 import type { Static, TSchema } from "typebox";
 import { Value } from "typebox/value";
 import type { Forge } from "../core/forge.js";
-import { ForgevmError } from "../core/errors.js";
+import { ForgevmError } from "../http/errors.js";
 import type { McpPolicy } from "./policy.js";
 import type { Agents, McpSession } from "./sessions.js";
 

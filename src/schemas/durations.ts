@@ -1,5 +1,5 @@
 // Go-style durations ("90s", "30m", "1h30m", "250ms"), as the ForgeVM API uses them.
-import { badRequest } from "./errors.js";
+import { badRequest } from "../http/errors.js";
 
 const UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 const TERM = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/y;

@@ -1,7 +1,7 @@
 // The Environments API's shapes (the original's, plus `steps` and the connection's `registry`),
 // validated on the way in and serialized on the way out from these definitions.
 import { Type } from "typebox";
-import { BuildStep } from "./image-schemas.js";
+import { BuildStep } from "./images.js";
 
 const Packages = Type.Array(Type.String({ maxLength: 256 }), { maxItems: 500 });
 const Status = Type.Union([Type.Literal("queued"), Type.Literal("building"), Type.Literal("ready"), Type.Literal("failed"), Type.Literal("canceled")]);

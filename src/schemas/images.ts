@@ -2,7 +2,7 @@
 // mounts, commit, Dockerfile builds, push. Kept beside schemas.ts (which holds the sandbox, exec,
 // file and snapshot messages) so that neither file is a wall of definitions.
 import { Type } from "typebox";
-import { Body, Image, StringMap } from "./schemas.js";
+import { Body, Image, StringMap } from "./rest.js";
 
 const Argv = Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 });
 

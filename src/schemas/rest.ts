@@ -4,7 +4,7 @@
 // (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields
 // they do not define, so a typo is a 400 that names it rather than a default taking its place.
 import { Type, type Static, type TProperties } from "typebox";
-import { MAX_TTL_MS } from "../core/durations.js";
+import { MAX_TTL_MS } from "./durations.js";
 
 /** A request body: unknown fields are refused. */
 export const Body = <T extends TProperties>(props: T, opts: { $id?: string; description?: string } = {}) => Type.Object(props, { ...opts, additionalProperties: false });

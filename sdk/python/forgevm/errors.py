@@ -68,7 +68,7 @@ class ConnectionError(ForgevmError, builtins.ConnectionError):
 
 ForgevmConnectionError = ConnectionError
 
-#: Every code the server sends, and the class it becomes (the server's table: core/errors.ts).
+#: Every code the server sends, and the class it becomes (the server's table: src/http/errors.ts).
 ERROR_CLASSES: Dict[str, Type[ForgevmError]] = {
     "BAD_REQUEST": BadRequestError,
     "UNAUTHORIZED": AuthenticationError,

@@ -72,7 +72,7 @@ export class ConnectionError extends ForgevmError {
 
 type ErrorClass = new (message: string, code?: string, statusCode?: number, retryable?: boolean) => ForgevmError;
 
-/** Every code the server sends, and the class it becomes (the server's table: core/errors.ts). */
+/** Every code the server sends, and the class it becomes (the server's table: src/http/errors.ts). */
 export const ERROR_CLASSES: Record<string, ErrorClass> = {
   BAD_REQUEST: BadRequestError,
   UNAUTHORIZED: AuthenticationError,

@@ -11,8 +11,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { Duplex } from "node:stream";
 import type { Config } from "../../config/config.js";
 import { ClusterDirectory, type NodeRow } from "../../core/cluster/directory.js";
-import { parseDuration } from "../../core/durations.js";
-import { ERRORS, type ErrorCode } from "../../core/errors.js";
+import { parseDuration } from "../../schemas/durations.js";
+import { ERRORS, type ErrorCode } from "../../http/errors.js";
 import { streamClusterEvents } from "./events.js";
 import { MCP_PATH } from "../../mcp/http.js";
 import { asOperator, type Caller, callerOf, handleKeys, KeyedConnections } from "./keys.js";

@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { ClusterKeys } from "../../core/cluster/api-keys.js";
-import type { ErrorCode } from "../../core/errors.js";
+import type { ErrorCode } from "../../http/errors.js";
 import { browserStreamKeys, keyMatches } from "../access.js";
 import { readBody } from "./proxy.js";
 

@@ -4,7 +4,7 @@
 // keeping anything. The session's tools work on that node: the sandboxes it makes land there.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClusterDirectory } from "../../core/cluster/directory.js";
-import type { ErrorCode } from "../../core/errors.js";
+import type { ErrorCode } from "../../http/errors.js";
 import { notDelivered, readBody, relay } from "./proxy.js";
 
 const SEP = "~";

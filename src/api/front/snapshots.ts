@@ -4,7 +4,7 @@
 // by asking the up nodes. Importing one goes to the node named in X-ForgeVM-Node.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClusterDirectory } from "../../core/cluster/directory.js";
-import type { ErrorCode } from "../../core/errors.js";
+import type { ErrorCode } from "../../http/errors.js";
 import { nodeAuth, relay } from "./proxy.js";
 
 const ONE = /^\/api\/v1\/snapshots\/([^/]+)(?:\/(spawn|export))?$/;

@@ -5,7 +5,7 @@
 // like any new sandbox, by the template's memory and image.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClusterDirectory } from "../../core/cluster/directory.js";
-import type { ErrorCode } from "../../core/errors.js";
+import type { ErrorCode } from "../../http/errors.js";
 import { ask, notDelivered, readBody, relay } from "./proxy.js";
 
 const TEMPLATES = /^\/api\/v1\/templates(?:\/([^/]+))?(\/spawn)?$/;

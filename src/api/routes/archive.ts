@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { packArchive, unpackArchive } from "../../core/archive.js";
 import type { Forge } from "../../core/forge.js";
-import { IdParams, PathQuery, RawBody } from "../schemas.js";
+import { IdParams, PathQuery, RawBody } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { absPath } from "./files.js";
 

@@ -3,10 +3,10 @@
 // DELETE cancels it (core/build/).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { badRequest } from "../../core/errors.js";
+import { badRequest } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { BuildJob } from "../image-schemas.js";
-import { RawBody } from "../schemas.js";
+import { BuildJob } from "../../schemas/images.js";
+import { RawBody } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { followNdjson } from "../stream-end.js";
 

@@ -4,11 +4,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { OutgoingHttpHeaders } from "node:http";
-import { formatDuration, parseDuration } from "../../core/durations.js";
+import { formatDuration, parseDuration } from "../../schemas/durations.js";
 import type { Forge } from "../../core/forge.js";
 import type { CodeContextInfo, CodeEvent, Execution as CoreExecution } from "../../core/types.js";
 import { errorFields } from "../stream-end.js";
-import { CodeContext, CodeContextRequest, CodeRequest, Execution, IdParams, Status } from "../schemas.js";
+import { CodeContext, CodeContextRequest, CodeRequest, Execution, IdParams, Status } from "../../schemas/rest.js";
 
 const ContextParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }), ctx: Type.String({ minLength: 1, maxLength: 64 }) });
 

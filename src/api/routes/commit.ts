@@ -2,8 +2,8 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Forge } from "../../core/forge.js";
 import { imageInfo } from "../../core/forge.js";
-import { CommitRequest, CommitResult } from "../image-schemas.js";
-import { IdParams } from "../schemas.js";
+import { CommitRequest, CommitResult } from "../../schemas/images.js";
+import { IdParams } from "../../schemas/rest.js";
 import { imageView } from "./images.js";
 
 export const commitRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {

@@ -5,7 +5,7 @@ import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { EnvSpec as Spec } from "../../core/environments/index.js";
 import type { Forge } from "../../core/forge.js";
-import { Connection, ConnectionRequest, EnvBuild, EnvBuildRequest, EnvSpec, EnvSpecRequest, SpawnConfig } from "../environment-schemas.js";
+import { Connection, ConnectionRequest, EnvBuild, EnvBuildRequest, EnvSpec, EnvSpecRequest, SpawnConfig } from "../../schemas/environments.js";
 import { followNdjson } from "../stream-end.js";
 
 const IdParam = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });

@@ -6,10 +6,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { WebSocket } from "ws";
 import { Value } from "typebox/value";
-import { parseDuration } from "../../core/durations.js";
+import { parseDuration } from "../../schemas/durations.js";
 import type { Forge } from "../../core/forge.js";
-import { errorBody, toApiError } from "../errors.js";
-import { IdParams, WsExecRequest } from "../schemas.js";
+import { toApiError } from "../../core/error-map.js";
+import { errorBody } from "../../http/error-body.js";
+import { IdParams, WsExecRequest } from "../../schemas/rest.js";
 import { relayChunks } from "../chunks.js";
 import { exitFields, wsEnd } from "../stream-end.js";
 import { commandLine } from "../views.js";

@@ -1,9 +1,9 @@
 // POST /sandboxes/{id}/exec: buffered, or NDJSON streamed when `stream` is true.
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { formatDuration, parseDuration } from "../../core/durations.js";
+import { formatDuration, parseDuration } from "../../schemas/durations.js";
 import type { Forge } from "../../core/forge.js";
-import { ExecRequest, ExecResult, IdParams } from "../schemas.js";
+import { ExecRequest, ExecResult, IdParams } from "../../schemas/rest.js";
 import { relayChunks } from "../chunks.js";
 import { errorFields, exitFields, ndjsonEnd } from "../stream-end.js";
 import { commandLine, decodeBase64 } from "../views.js";

@@ -5,12 +5,12 @@ import { once } from "node:events";
 import type { Readable } from "node:stream";
 import { posix } from "node:path";
 import { Type } from "typebox";
-import { badRequest } from "../../core/errors.js";
+import { badRequest } from "../../http/errors.js";
 import { readLength } from "../../core/sandbox.js";
 import type { Forge } from "../../core/forge.js";
-import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, RAW_BODY, Status } from "../schemas.js";
+import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, RAW_BODY, Status } from "../../schemas/rest.js";
 import { decodeBase64, fileInfoView } from "../views.js";
-import { suggest } from "../errors.js";
+import { suggest } from "../../http/error-body.js";
 import { detachable } from "../../util/detachable.js";
 
 /** An absolute guest path from a request field, or a 400 naming the field. */

@@ -4,8 +4,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
 import { familiarName } from "../../core/image-reference.js";
-import { PushRequest, PushResult } from "../image-schemas.js";
-import { Image as ImageView, PullJob as Job, PullRequest, RawBody } from "../schemas.js";
+import { PushRequest, PushResult } from "../../schemas/images.js";
+import { Image as ImageView, PullJob as Job, PullRequest, RawBody } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
 
 /** An image as the API shows it. */

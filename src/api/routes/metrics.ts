@@ -2,10 +2,10 @@
 // minute averages), the newest sample of everything (`forgevm stats`), and the Prometheus text.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Forge } from "../../core/forge.js";
-import { parseDuration } from "../../core/durations.js";
-import { badRequest } from "../../core/errors.js";
-import { LiveStats, MetricHistory, MetricsQuery } from "../metric-schemas.js";
-import { IdParams } from "../schemas.js";
+import { parseDuration } from "../../schemas/durations.js";
+import { badRequest } from "../../http/errors.js";
+import { LiveStats, MetricHistory, MetricsQuery } from "../../schemas/metrics.js";
+import { IdParams } from "../../schemas/rest.js";
 
 /** Most buckets one answer holds; a finer step over a long range is refused. */
 const MAX_BUCKETS = 5000;

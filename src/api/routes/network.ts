@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
-import { AllowRequest, EgressEntry, IdParams, Network, PortMapping, PortRequest, Status } from "../schemas.js";
+import { AllowRequest, EgressEntry, IdParams, Network, PortMapping, PortRequest, Status } from "../../schemas/rest.js";
 import { networkView } from "../views.js";
 
 export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {

@@ -1,12 +1,12 @@
 // Sandbox lifecycle routes: spawn, list, get, extend, destroy, prune, logs.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { parseDuration, parseIdle, parseTtl } from "../../core/durations.js";
-import { badRequest, sandboxGone } from "../../core/errors.js";
+import { parseDuration, parseIdle, parseTtl } from "../../schemas/durations.js";
+import { badRequest, sandboxGone } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { SpawnOptions } from "../../core/options.js";
 import type { SandboxState } from "../../core/types.js";
-import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../schemas.js";
+import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
 
 export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {

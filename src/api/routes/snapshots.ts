@@ -2,9 +2,9 @@
 // move one to another host (export as an archive, import one).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
-import { parseTtl } from "../../core/durations.js";
+import { parseTtl } from "../../schemas/durations.js";
 import type { Forge } from "../../core/forge.js";
-import { CopiesRequest, IdParams, RawBody, Sandbox, Snapshot, SnapshotRequest, Status } from "../schemas.js";
+import { CopiesRequest, IdParams, RawBody, Sandbox, Snapshot, SnapshotRequest, Status } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { sandboxView, snapshotView } from "../views.js";
 

@@ -1,7 +1,7 @@
 // Server-level routes: health, metrics, providers, pool status.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { notFound } from "../../core/errors.js";
+import { notFound } from "../../http/errors.js";
 import type { Forge, ProviderStatus } from "../../core/forge.js";
 
 export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: string; startedAt: number }> = async (app, { forge, version, startedAt }) => {

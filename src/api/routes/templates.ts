@@ -1,12 +1,12 @@
 // Template routes: CRUD and spawn. Every accepted field takes effect.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { formatDuration, NO_TTL, parseTtl } from "../../core/durations.js";
-import { badRequest, conflict, notFound } from "../../core/errors.js";
+import { formatDuration, NO_TTL, parseTtl } from "../../schemas/durations.js";
+import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { TemplateRow } from "../../core/types.js";
 import { templateBody } from "../../core/template-ops.js";
-import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../schemas.js";
+import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
 
 function view(forge: Forge, t: TemplateRow) {

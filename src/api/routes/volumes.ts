@@ -3,8 +3,8 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge, VolumeInfo } from "../../core/forge.js";
-import { MountRequest, Volume, VolumeRequest } from "../image-schemas.js";
-import { HostDirMount, IdParams } from "../schemas.js";
+import { MountRequest, Volume, VolumeRequest } from "../../schemas/images.js";
+import { HostDirMount, IdParams } from "../../schemas/rest.js";
 
 const NameParam = Type.Object({ name: Type.String({ minLength: 1, maxLength: 64 }) });
 const view = (v: VolumeInfo) => ({ ...v, labels: v.labels ?? undefined });

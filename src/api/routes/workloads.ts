@@ -3,10 +3,10 @@
 import { constants } from "node:os";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { badRequest } from "../../core/errors.js";
-import { parseDuration, parseTtl } from "../../core/durations.js";
+import { badRequest } from "../../http/errors.js";
+import { parseDuration, parseTtl } from "../../schemas/durations.js";
 import type { Forge } from "../../core/forge.js";
-import { IdParams, Sandbox } from "../schemas.js";
+import { IdParams, Sandbox } from "../../schemas/rest.js";
 import { followNdjson } from "../stream-end.js";
 import { sandboxView } from "../views.js";
 

@@ -21,7 +21,7 @@ import { DockerfileError, parseDockerfile, type Dockerfile, type Instruction, ty
 import { listImages, resolveImage, type LocalImage } from "../../images/store.js";
 import type { Core } from "../core.js";
 import { packArchive, unpackArchive } from "../archive.js";
-import { badRequest, conflict, ForgevmError } from "../errors.js";
+import { badRequest, conflict, ForgevmError } from "../../http/errors.js";
 import { layerTar } from "../guest-layer.js";
 import { scanGuest } from "../guest-scan.js";
 import { baseConfigDoc, imageLayers, type ImageWork } from "../image-layers.js";

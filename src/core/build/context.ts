@@ -11,7 +11,7 @@ import { Readable } from "node:stream";
 import { DockerIgnore } from "../../util/dockerignore.js";
 import { readTar, safeEntryPath, TarError } from "../../util/tar-read.js";
 import { TAR_END, tarFileBody, tarHeader } from "../../util/tar-write.js";
-import { badRequest } from "../errors.js";
+import { badRequest } from "../../http/errors.js";
 
 /** One file, directory or link of the context, and the name it gets under the destination. */
 export interface ContextEntry {

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { toForgevmError } from "../error-map.js";
-import { conflict, notFound } from "../errors.js";
+import { conflict, notFound } from "../../http/errors.js";
 import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "./builder.js";
 
 export interface BuildJob {

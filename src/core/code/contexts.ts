@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { badRequest, ForgevmError, notFound } from "../errors.js";
+import { badRequest, ForgevmError, notFound } from "../../http/errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { Kernel } from "./kernel.js";
 import { LANGUAGE_NAMES, parseLanguage, RUNTIME_DIR, type CodeContextInfo, type CodeEvent, type CodeLanguage, type Execution } from "./types.js";

@@ -4,7 +4,7 @@
 // start with a marker chosen here, so nothing the code prints can pass for one (markers.ts).
 import { randomBytes } from "node:crypto";
 import type { ExecSession } from "../../agent-client/index.js";
-import { badRequest, ForgevmError } from "../errors.js";
+import { badRequest, ForgevmError } from "../../http/errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { MarkedStream } from "./markers.js";
 import { type CodeEvent, type CodeLanguage, RUNTIME_DIR } from "./types.js";

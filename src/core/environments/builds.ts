@@ -12,7 +12,7 @@ import type { ArtifactStatus, EnvArtifactRow, EnvBuildRow, EnvBuildStatus, Envir
 import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "../build/builder.js";
 import { toForgevmError } from "../error-map.js";
 import { explainPackageFailure } from "./failures.js";
-import { badRequest, conflict, ForgevmError, notFound } from "../errors.js";
+import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
 import type { RegistryConnections } from "./connections.js";
 import { cleanSpec, type CleanSpec } from "./spec.js";
 import { environmentDockerfile, type PackageSources } from "./steps.js";

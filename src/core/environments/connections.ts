@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { Credentials } from "../../images/registry.js";
 import { DOCKER_HUB } from "../../images/reference.js";
 import type { EnvironmentStore, RegistryConnectionRow } from "../../store/environments.js";
-import { badRequest, conflict, notFound } from "../errors.js";
+import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { SecretBox } from "./secret-box.js";
 
 export interface ConnectionInput {

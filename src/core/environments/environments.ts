@@ -3,7 +3,7 @@
 // interface (REST, CLI through REST, SDKs) goes through this one class.
 import { randomUUID } from "node:crypto";
 import type { EnvBuildStatus, EnvironmentStore, EnvSpecRow } from "../../store/environments.js";
-import { badRequest, conflict, notFound } from "../errors.js";
+import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { EnvironmentBuilds, EnvBuildView } from "./builds.js";
 import type { RegistryConnections } from "./connections.js";
 import { cleanSpec, type SpecInput } from "./spec.js";

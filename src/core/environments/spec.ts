@@ -3,7 +3,7 @@
 // package[=version]) and anything else is a 400 that names it; lists are trimmed and de-duplicated.
 import { parseReference } from "../../images/reference.js";
 import type { EnvSpecRow } from "../../store/environments.js";
-import { badRequest } from "../errors.js";
+import { badRequest } from "../../http/errors.js";
 
 export interface SpecInput {
   owner_id: string;

@@ -8,7 +8,7 @@ import { realpath, stat } from "node:fs/promises";
 import { posix, sep } from "node:path";
 import type { Share } from "../../agent-client/index.js";
 import type { HostDirMount, SandboxStore } from "../../store/sandboxes.js";
-import { badRequest, conflict, ForgevmError, notFound } from "../errors.js";
+import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { serveShare } from "./fuse-server.js";
 

@@ -4,7 +4,7 @@
 // user's home.
 import { posix } from "node:path";
 import type { FastifyRequest } from "fastify";
-import { ForgevmError } from "../../core/errors.js";
+import { ForgevmError } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { FileIdentity, GuestUser, Sandbox } from "../../core/sandbox.js";
 import { ENVD_TOKEN } from "../views.js";

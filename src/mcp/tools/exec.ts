@@ -1,7 +1,7 @@
 // Running things in a sandbox: commands (exec) and stateful code (run_code). Both report
 // progress while they run and stop what they started when the client cancels the call.
 import { Type } from "typebox";
-import { ForgevmError } from "../../core/errors.js";
+import { ForgevmError } from "../../http/errors.js";
 import { HeadTail } from "../head-tail.js";
 import { tool } from "../tool.js";
 import { Duration, Env, SandboxId, ms } from "./common.js";

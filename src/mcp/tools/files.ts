@@ -5,7 +5,7 @@ import { constants, createReadStream, createWriteStream } from "node:fs";
 import { open, rm } from "node:fs/promises";
 import { pipeline } from "node:stream/promises";
 import { Type } from "typebox";
-import { ForgevmError } from "../../core/errors.js";
+import { ForgevmError } from "../../http/errors.js";
 import { hostPath } from "../policy.js";
 import { tool } from "../tool.js";
 import { SandboxId } from "./common.js";

@@ -1,6 +1,6 @@
 // Sandboxes: create, list, destroy, and what can be read of one (console log, egress log).
 import { Type } from "typebox";
-import { ForgevmError } from "../../core/errors.js";
+import { ForgevmError } from "../../http/errors.js";
 import { checkImage, checkSize, narrowNetwork } from "../policy.js";
 import { tool } from "../tool.js";
 import { Duration, Env, Keep, Lines, SandboxId, SandboxSummary, ms, summary } from "./common.js";
