@@ -3,7 +3,7 @@
 // protocol ("custom"); its `auth.enabled: false` turns the key off. A user's existing file loads
 // unchanged: each name becomes the provider that does that job here, and a note says so at start.
 import { existsSync } from "node:fs";
-import type { Config } from "./config.js";
+import type { Config } from "./schema.js";
 
 /** The seed's provider names and the providers that serve them here. */
 export const SEED_PROVIDERS: Record<string, string> = { firecracker: "qemu", mock: "local" };

@@ -12,7 +12,7 @@ import type { SpawnOptions } from "./options.js";
 import { newRow, plan } from "./plan.js";
 import { Sandbox } from "./sandbox.js";
 import { Snapshots } from "./snapshots.js";
-import { prepareBase, useBaseSnapshots, type Pull } from "./spawn.js";
+import { prepareBase, useBaseSnapshots, type Pull } from "./spawn-setup.js";
 
 /** Pool mode: a sandbox that is a user of its own in a shared VM. */
 export async function spawnTenant(core: Core, opts: SpawnOptions, pull: Pull): Promise<Sandbox> {

@@ -3,22 +3,17 @@
 // Warm pools are filled here, and prestarted VMMs asked for.
 import type { PrestartedVm, Vm } from "../providers/provider.js";
 import { BootError } from "../providers/provider.js";
-import type { LocalImage } from "../images/store.js";
-import type { NetworkRecord } from "../store/sandboxes.js";
 import type { SnapshotRow } from "../store/snapshots.js";
-import { NO_NETWORK, type Core } from "./core.js";
-import { badRequest, ForgevmError } from "../http/errors.js";
-import { execDefaults } from "./exec-defaults.js";
+import type { Core } from "./core.js";
+import { ForgevmError } from "../http/errors.js";
 import { admit, recordFailure } from "./lifecycle.js";
 import type { SpawnOptions } from "./options.js";
 import { newRow, newSandboxId, plan, type SpawnPlan } from "./plan.js";
 import { spawnTenant } from "./pool-mode.js";
-import { Sandbox } from "./sandbox.js";
+import type { Sandbox } from "./sandbox.js";
+import { prepareBase, runSetup, useBaseSnapshots, type Pull } from "./spawn-setup.js";
 import { Snapshots } from "./snapshots.js";
 import { POOL_NICE, type PoolTarget } from "./warm-pool.js";
-
-/** Pulls an image that a spawn names but that is not local. */
-export type Pull = (ref: string) => Promise<LocalImage>;
 
 /**
  * Starts a sandbox and returns once its agent answers: restored from its image's (or
@@ -125,52 +120,6 @@ function wantPrestarted(core: Core, p: SpawnPlan, base: SnapshotRow): void {
       return provider.prestart!({ id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: id, nic: p.nic, restore: { files: Snapshots.files(base) }, nice: POOL_NICE });
     },
   });
-}
-
-/** Base snapshots are used unless the config turned them off or the provider (the default one: base snapshots are its) cannot take them. */
-export function useBaseSnapshots(core: Core, provider = core.provider): boolean {
-  return core.opts.baseSnapshots !== false && provider === core.provider && provider.features.snapshots;
-}
-
-/** Runs a template's setup commands; the first that fails fails the spawn. */
-/**
- * Readies a VM whose snapshot becomes an image's (or template's) base: the template's setup, then
- * Python's start-up files read into the guest's page cache, which the snapshot keeps — a code
- * context in any sandbox restored from it then starts without waiting on the disk (1.4 s → 0.8 s
- * under emulation). An image without Python fails that step at once, which is fine.
- */
-export async function prepareBase(core: Core, vm: Vm, p: SpawnPlan): Promise<void> {
-  await runSetup(core, vm, p);
-  await vm.channel.execBuffered({ argv: ["python3", "-c", "import ast, base64, io, json, signal, traceback"], timeout_ms: 60_000 }, { maxOutputBytes: 4096 }).catch(() => {});
-}
-
-export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> {
-  const setup = p.template?.setup ?? [];
-  if (!setup.length) return;
-  // Setup commands get the template's allowlist (e.g. `pip install` through @pypi), logged
-  // under the setup VM's id; the network is taken down before the VM is frozen.
-  const allow = p.template?.allowed_hosts ?? [];
-  const network: NetworkRecord = allow.length ? { mode: "allowlist", allow, ports: [] } : NO_NETWORK;
-  await core.networks.attach(vm.info.id, vm, network);
-  try {
-    const sb = new Sandbox(
-      vm.info.id,
-      p.image.name,
-      vm,
-      async () => {},
-      () => {},
-      execDefaults(p.image, p.env, p.execUser, network),
-    );
-    for (const [i, cmd] of setup.entries()) {
-      const r = await sb.exec(cmd, { timeoutMs: 10 * 60_000 }).catch((e: Error) => ({ exitCode: -1, stderr: e.message }));
-      if (r.exitCode !== 0) {
-        throw badRequest(`template setup command ${i + 1} (${cmd}) failed with exit code ${r.exitCode}: ${r.stderr.trim().split("\n").slice(-3).join(" / ")}`);
-      }
-    }
-  } finally {
-    await core.networks.detach(vm.info.id);
-    await core.egress.removeLog(vm.info.id); // the setup VM has no row whose history would keep it
-  }
 }
 
 /** A warm VM for this plan, made into a running sandbox; null when its pool is empty. */

@@ -8,7 +8,8 @@ import { badRequest, ForgevmError, notFound } from "../http/errors.js";
 import { parseImageReference } from "./images.js";
 import { checkEnv, checkMemory, checkProvider, checkVcpus } from "./validate.js";
 import { checkDecls } from "./secrets.js";
-import { configurePools, type Pull } from "./spawn.js";
+import type { Pull } from "./spawn-setup.js";
+import { configurePools } from "./spawn.js";
 
 /** A template as a client or the config file writes it, with the original SDKs' aliases. */
 export interface TemplateInput extends Omit<TemplateBody, "cpu_cores" | "ttl_seconds"> {

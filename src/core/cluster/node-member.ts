@@ -5,9 +5,11 @@
 // cluster's templates into its own store.
 import { availableParallelism, totalmem } from "node:os";
 import type { Catalogue } from "../../store/catalogue.js";
+import type { EventRow } from "../../store/events.js";
+import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
+import type { TemplateBody } from "../../store/templates.js";
 import type { TemplateInput } from "../template-ops.js";
 import { templateBody } from "../template-ops.js";
-import type { Forge } from "../forge.js";
 
 /** How long a node waits to ship an event, gathering those that follow it. */
 const SHIP_DELAY_MS = 50;
@@ -18,6 +20,18 @@ export interface NodeMemberOptions {
   url: string;
   heartbeatMs: number;
   version: string;
+}
+
+/** What a member needs of its node's Forge (which has these, and more). */
+export interface MemberForge {
+  lastEventSeq(): number;
+  subscribe(fn: (e: EventRow) => void): () => void;
+  replayEvents(afterSeq: number, limit?: number): EventRow[];
+  deleteTemplate(name: string): Promise<boolean>;
+  applyTemplates(templates: TemplateBody[]): Promise<string[]>;
+  list(ownerId?: string, states?: SandboxState[]): SandboxRow[];
+  listImages(): Promise<{ name: string }[]>;
+  warmPools(): { pool: string; ready: number }[];
 }
 
 export class NodeMember {
@@ -40,7 +54,7 @@ export class NodeMember {
   }
 
   constructor(
-    private readonly forge: Forge,
+    private readonly forge: MemberForge,
     private readonly catalogue: Catalogue,
     private readonly o: NodeMemberOptions,
   ) {}
