@@ -103,3 +103,14 @@ it("no import circle between files of src/ beyond those left to break", () => {
   const gone = CIRCLES_LEFT.filter((known) => !found.some((c) => c.some((f) => known.includes(f))));
   assert.deepEqual(gone, [], "these circles are broken: remove them from CIRCLES_LEFT");
 });
+
+it("every error dropped in src/ says why (ignore(reason)), none silently", () => {
+  const silent: string[] = [];
+  for (const file of files(src)) {
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(/\.catch\(\s*\(\s*\w*\s*\)\s*=>\s*\{\s*\}\s*\)|\bignore\(\s*""\s*\)/g)) {
+      silent.push(`${relative(src, file)}:${text.slice(0, m.index).split("\n").length}`);
+    }
+  }
+  assert.deepEqual(silent, []);
+});

@@ -15,6 +15,7 @@ import { connect, listen, type GuestListener, type Tunnel } from "./ops/tcp.js";
 import { watch, type DirWatch } from "./ops/watch.js";
 import { share, type Share } from "./ops/share.js";
 import { OutgoingStream } from "./streams.js";
+import { ignore } from "../util/ignore.js";
 
 export type { BufferedExecResult, DirWatch, ExecSession, GuestListener, ReadFileStream, RequestOptions, Share, Tunnel };
 
@@ -71,7 +72,7 @@ export class AgentChannel extends EventEmitter implements Mux {
       this.helloResolve = res;
       this.helloReject = rej;
     });
-    this.helloPromise.catch(() => {});
+    this.helloPromise.catch(ignore("the caller awaits it; this only keeps it from going unhandled"));
   }
 
   private bind(socket: Duplex): void {
@@ -202,7 +203,7 @@ export class AgentChannel extends EventEmitter implements Mux {
 
   closeStream(id: number, transfer = false): void {
     if (!this.isOpen || !this.pending.has(id)) return;
-    this.request<"close">({ op: "close", target: id, ...(transfer ? { transfer: true as const } : {}) }).catch(() => {});
+    this.request<"close">({ op: "close", target: id, ...(transfer ? { transfer: true as const } : {}) }).catch(ignore("the stream may be closed on the guest's side already"));
   }
 
   /** Closes the channel; every request in flight fails with the reason. */

@@ -8,6 +8,7 @@ import { chmod, lstat, lutimes, mkdir, open, readdir, readlink, stat, symlink, u
 import { join } from "node:path";
 import { readTar, safeEntryPath, TarError } from "../util/tar-read.js";
 import { TAR_END, tarHeader, tarPadding } from "../util/tar-write.js";
+import { ignore } from "../util/ignore.js";
 
 export interface TreeSummary {
   files: number;
@@ -95,7 +96,7 @@ export async function unpackLocal(source: AsyncIterable<Buffer> | Iterable<Buffe
           if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
         });
         await symlink(entry.linkname, dest);
-        await lutimes(dest, entry.mtime, entry.mtime).catch(() => {});
+        await lutimes(dest, entry.mtime, entry.mtime).catch(ignore("times are cosmetic; the content is what counts"));
         links.add(rel);
         summary.links++;
       } else {

@@ -19,6 +19,7 @@ import { badRequest, conflict, sandboxGone } from "../http/errors.js";
 import { layerTar, type LayerCounts } from "./guest-layer.js";
 import { scanGuest } from "./guest-scan.js";
 import { baseConfigDoc, imageLayers, type ImageWork } from "./image-layers.js";
+import { ignore } from "../util/ignore.js";
 
 export interface CommitOptions {
   /** NAME[:TAG] of the new image. */
@@ -82,7 +83,7 @@ export async function commit(core: Core, deps: ImageWork, id: string, o: CommitO
       if (!copied) throw conflict(`sandbox ${id} has no disk to commit`);
       diskPauseMs = copied.pauseMs;
     } finally {
-      if (pause) await sb.freeze(false).catch(() => {});
+      if (pause) await sb.freeze(false).catch(ignore("the commit's own error is the one reported"));
       frozenMs = Math.round(performance.now() - tf);
     }
     log(`layer ${layer.descriptor.digest.slice(7, 19)}: ${counts.entries} entries, ${counts.whiteouts} whiteouts, ${layer.descriptor.size} bytes`);

@@ -81,6 +81,7 @@ import { MetricsSampler } from "./metrics/sampler.js";
 import { ServerMetrics } from "./metrics/prometheus.js";
 import { enableKsm, idleReclaimState, ksmState } from "./host-memory.js";
 import { DEFAULT_RECLAIM_AFTER_MS } from "./reaper.js";
+import { ignore } from "../util/ignore.js";
 
 /** How long a main process gets after SIGTERM when the server shuts down. */
 const SHUTDOWN_STOP_GRACE_MS = 5000;
@@ -204,7 +205,7 @@ export class Forge {
         // first bytes wait in the held channel until the guest runs again.
         (id) => {
           const end = (core.live.get(id) ?? core.sleeping.get(id))?.busy() ?? (() => {});
-          if (core.sleeping.has(id)) void wake(core, id, "port", true).catch(() => {});
+          if (core.sleeping.has(id)) void wake(core, id, "port", true).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
           return end;
         },
         !!net.cache,

@@ -2,6 +2,7 @@
 // while it runs (config memory.ksm; host-wide, so off unless asked, and put back as it was when
 // the server stops), and the lines `doctor` shows about memory reclaim.
 import { readFile, writeFile } from "node:fs/promises";
+import { ignore } from "../util/ignore.js";
 
 const KSM_RUN = "/sys/kernel/mm/ksm/run";
 
@@ -11,7 +12,7 @@ export async function enableKsm(): Promise<(() => Promise<void>) | null> {
   if (was === undefined || was === "1") return null;
   await writeFile(KSM_RUN, "1");
   return async () => {
-    await writeFile(KSM_RUN, was).catch(() => {});
+    await writeFile(KSM_RUN, was).catch(ignore("KSM stays as the sandbox left it: a tuning, not a state"));
   };
 }
 

@@ -12,6 +12,7 @@ import { conflict } from "../http/errors.js";
 import { layerTar, type LayerCounts } from "./guest-layer.js";
 import { scanGuest } from "./guest-scan.js";
 import type { Sandbox } from "./sandbox.js";
+import { ignore } from "../util/ignore.js";
 
 /** What image operations need beyond the image store: throwaway sandboxes, and who uses an image. */
 export interface ImageWork {
@@ -62,7 +63,7 @@ async function learnImage(deps: ImageWork, image: LocalImage, log: (m: string) =
     }
     await saveIndex(image.dir, index);
   } finally {
-    await deps.destroyHelper(helper.id).catch(() => {});
+    await deps.destroyHelper(helper.id).catch(ignore("the helper may be gone already"));
   }
   return { parent, index };
 }

@@ -12,6 +12,7 @@ import { execDefaults } from "./exec-defaults.js";
 import { Sandbox } from "./sandbox.js";
 import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";
 import { startMain } from "./stop-start.js";
+import { ignore } from "../util/ignore.js";
 
 /** Hands a started VM out as a running sandbox, unless it was destroyed meanwhile. */
 export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalImage | null, origin: string, secrets: PlannedSecrets | null = null): Promise<Sandbox> {
@@ -42,7 +43,7 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
   try {
     // As Docker's runtime does: an image's working directory that is not there is made.
     const workdir = image?.config?.WorkingDir;
-    if (workdir?.startsWith("/") && workdir !== "/" && !row.vm_id) await sb.mkdir(workdir).catch(() => {});
+    if (workdir?.startsWith("/") && workdir !== "/" && !row.vm_id) await sb.mkdir(workdir).catch(ignore("the work directory may exist; exec reports a missing one"));
     for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m);
   } catch (e) {
     core.hostDirs.forget(row.id);
@@ -79,13 +80,14 @@ export function watch(core: Core, sb: Sandbox): void {
   const vm = sb.vm;
   const fail = (reason: string) => {
     if (core.live.get(sb.id) !== sb || core.closed || sb.vm !== vm) return;
-    void teardown(core, sb.id, { state: "error", error: reason }).catch(() => {});
+    void teardown(core, sb.id, { state: "error", error: reason }).catch(ignore("teardown records its own failure on the row"));
   };
   // A channel outlives its VM across pauses: watched once, whichever VM it then serves.
   if (!watchedChannels.has(vm.channel)) {
     watchedChannels.add(vm.channel);
     vm.channel.once("close", (e: Error) => {
-      if (core.live.get(sb.id) === sb && !core.closed) void teardown(core, sb.id, { state: "error", error: `the sandbox's agent channel closed: ${e.message}` }).catch(() => {});
+      if (core.live.get(sb.id) === sb && !core.closed)
+        void teardown(core, sb.id, { state: "error", error: `the sandbox's agent channel closed: ${e.message}` }).catch(ignore("teardown records its own failure on the row"));
     });
   }
   void vm.exited.then(() => fail("the VM stopped: its VMM exited"));
@@ -142,14 +144,15 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
     if (row.vm_id) await core.tenants?.leave(id);
     else if (sb) {
       // What it wrote to its volumes must reach their files before the VM goes (a hung guest gets 5 s).
-      if (row.volumes?.length && end.state === "destroyed" && !asleep) await Promise.race([sb.sync().catch(() => {}), sleep(5000)]);
+      if (row.volumes?.length && end.state === "destroyed" && !asleep)
+        await Promise.race([sb.sync().catch(ignore("the guest may be gone; the volume's journal covers it")), sleep(5000)]);
       await sb.vm.destroy();
       // A paused sandbox's channel waited for a resume that will not come: its streams end.
       sb.vm.channel.close();
     }
     if (end.state === "error") core.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
     else core.events.emit(end.event, id);
-    if (row.snapshot_id) await core.snaps.collect().catch(() => {});
+    if (row.snapshot_id) await core.snaps.collect().catch(ignore("collection runs again at the next end"));
   })().finally(() => core.destroying.delete(id));
   core.destroying.set(id, p);
   return p;
@@ -174,10 +177,10 @@ export function keptLogPath(core: Core, id: string): string {
 /** Copies a VM's console log to where it outlives the VM directory. */
 export async function keepConsoleLog(core: Core, id: string, vmDir: string): Promise<void> {
   await mkdir(join(core.paths.dataDir, "logs"), { recursive: true });
-  await copyFile(join(vmDir, "console.log"), keptLogPath(core, id)).catch(() => {});
+  await copyFile(join(vmDir, "console.log"), keptLogPath(core, id)).catch(ignore("a sandbox without a console log still ends"));
 }
 
 async function keepText(core: Core, id: string, text: string): Promise<void> {
   await mkdir(join(core.paths.dataDir, "logs"), { recursive: true });
-  await writeFile(keptLogPath(core, id), text, { mode: 0o600 }).catch(() => {});
+  await writeFile(keptLogPath(core, id), text, { mode: 0o600 }).catch(ignore("a sandbox without a console log still ends"));
 }

@@ -11,6 +11,7 @@ import type { MainRecord } from "../store/sandboxes.js";
 import type { Core } from "./core.js";
 import type { ProcessEnd, TrackedProcess } from "./processes.js";
 import type { Sandbox } from "./sandbox.js";
+import { ignore } from "../util/ignore.js";
 
 /** First back-off before a restart; it doubles per quick failure up to MAX_BACKOFF_MS. */
 const FIRST_BACKOFF_MS = 100;
@@ -68,8 +69,8 @@ export class MainRunner {
     for (const l of out) this.lines.emit("line", l);
     const file = mainLogPath(this.core, this.sb.id);
     this.writes = this.writes.then(async () => {
-      await appendFile(file, out.map((l) => `${JSON.stringify(l)}\n`).join("")).catch(() => {});
-      await capLog(file, MAX_MAIN_LOG_BYTES).catch(() => {});
+      await appendFile(file, out.map((l) => `${JSON.stringify(l)}\n`).join("")).catch(ignore("a full disk: the log loses these lines, the process goes on"));
+      await capLog(file, MAX_MAIN_LOG_BYTES).catch(ignore("a full disk: the log stays longer than its cap until the next write"));
     });
   }
 
@@ -150,10 +151,10 @@ export class MainRunner {
     const p = this.proc;
     if (!p?.running) return;
     const exited = new Promise<void>((r) => this.lines.once("exit", () => r()));
-    await p.signal(15).catch(() => {});
+    await p.signal(15).catch(ignore("the process may have exited"));
     const killed = await Promise.race([exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), graceMs).unref())]);
     if (killed && p.running) {
-      await p.signal(9).catch(() => {});
+      await p.signal(9).catch(ignore("the process may have exited"));
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
     }
   }

@@ -20,6 +20,7 @@ import { Snapshots } from "./snapshots.js";
 import { requireState } from "./states.js";
 import { expiryAfter, NO_EXPIRY, NO_TTL } from "../schemas/durations.js";
 import type { SandboxRow } from "../store/sandboxes.js";
+import { ignore } from "../util/ignore.js";
 
 /** Checks that a running sandbox can be saved whole (`verb`: paused or stopped). */
 export function checkSavable(core: Core, id: string, verb: "paused" | "stopped"): void {
@@ -46,7 +47,7 @@ export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "pause
       .then(async () => {
         if (sb.working && core.sleeping.get(sb.id) === sb) await wake(core, sb.id, "a call during the pause", true);
       })
-      .catch(() => {});
+      .catch(ignore("a failed wake leaves the sandbox paused, and the call wakes it again"));
   return p;
 }
 
@@ -55,7 +56,7 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
   checkSavable(core, sb.id, as);
   if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
   // The disk alone must hold what the guest wrote: a stopped sandbox may later boot cold from it.
-  await sb.sync().catch(() => {});
+  await sb.sync().catch(ignore("a guest that cannot sync is saved as it is"));
   const snap = await core.snaps.beginOf(row, "pause");
   // A stop ends the processes; a pause keeps them, and here their streams too.
   const carry = as === "paused" && keepMemory && sb.vm.channel.supports("continue-sessions");
@@ -68,10 +69,10 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
     await core.snaps.finish(snap, saved);
   } catch (e) {
     // Its RAM went to a snapshot that goes now (the link removed): the file is its own again.
-    if (given) await sb.vm.continueAfterGive?.().catch(() => {});
+    if (given) await sb.vm.continueAfterGive?.().catch(ignore("the VM is being given up already; the pause's error is the one reported"));
     await abandon(core, snap, sb.id);
     // Not saved (a full disk): the sandbox runs on as it was, its held frames sent.
-    if (carry) await sb.vm.channel.unhold().catch(() => {});
+    if (carry) await sb.vm.channel.unhold().catch(ignore("the VM is being given up already; the pause's error is the one reported"));
     throw e;
   }
   // From here the snapshot is the sandbox: the VM goes, the record stays.
@@ -99,7 +100,7 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
     snapshot_id: snap.id,
     ...(as === "paused" ? { reason, streams_kept: carry, memory: keepMemory } : {}),
   });
-  await core.snaps.collect().catch(() => {});
+  await core.snaps.collect().catch(ignore("collection runs again at the next end"));
 }
 
 /**
@@ -109,7 +110,7 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
  */
 export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused", by = "request", opts: { reboot?: boolean } = {}): Promise<Sandbox> {
   // A pause still taking its VM down (its row says paused already) is waited for.
-  await core.pausing.get(id)?.catch(() => {});
+  await core.pausing.get(id)?.catch(ignore("a failed pause is reported to its own caller"));
   const t0 = performance.now();
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
@@ -213,7 +214,7 @@ async function rejoin(core: Core, sb: Sandbox, vm: Vm, by: string, t0: number): 
  */
 export async function wake(core: Core, id: string, by: string, always = false): Promise<void> {
   // A pause still under way is waited for: the call then finds the sandbox paused and wakes it.
-  await core.pausing.get(id)?.catch(() => {});
+  await core.pausing.get(id)?.catch(ignore("a failed pause is reported to its own caller"));
   const row = core.sandboxes.get(id);
   if (row?.state !== "paused" && !core.waking.has(id)) return;
   // An idle pause is the server's own doing, so it is undone for any caller; a pause someone asked

@@ -6,6 +6,7 @@
 // the sandbox id it will have (its directory's name), so it is taken before the row is made.
 import type { PrestartedVm } from "../providers/provider.js";
 import type { Emit } from "./events.js";
+import { ignore } from "../util/ignore.js";
 
 export interface PrestartTarget {
   /** The base snapshot key spawns of this shape restore (as the warm pool's). */
@@ -137,7 +138,7 @@ export class Prestarts {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
-    await this.refilling?.catch(() => {});
+    await this.refilling?.catch(ignore("a failed refill is logged where it fails"));
     const all = [...this.entries.values()].flatMap((e) => e.ready.splice(0));
     this.entries.clear();
     await Promise.all(all.map((vm) => vm.discard()));

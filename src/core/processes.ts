@@ -5,6 +5,7 @@
 import type { Readable } from "node:stream";
 import type { ExecSession } from "../agent-client/index.js";
 import { badRequest, conflict, notFound } from "../http/errors.js";
+import { ignore } from "../util/ignore.js";
 
 /** What a tracked process was started with (as the caller gave it). */
 export interface ProcessSpec {
@@ -150,7 +151,7 @@ export class ProcessTable {
    */
   async track(spec: ProcessSpec, session: ExecSession, first?: ProcessListener): Promise<TrackedProcess> {
     if (spec.tag !== undefined && this.list().some((p) => p.spec.tag === spec.tag)) {
-      void session.signal(9).catch(() => {});
+      void session.signal(9).catch(ignore("the process may have exited"));
       throw conflict(`a running process already has the tag "${spec.tag}"`);
     }
     const { pid } = await session.started;

@@ -5,6 +5,7 @@
 // initramfs) are skipped.
 import type { Core } from "./core.js";
 import type { Sandbox } from "./sandbox.js";
+import { ignore } from "../util/ignore.js";
 
 /** Sandboxes asked since their last activity, with when; a later activity makes them eligible again. */
 const reclaimed = new WeakMap<Sandbox, number>();
@@ -20,6 +21,6 @@ export function reclaimIdle(core: Core, afterMs: number): void {
     void sb.vm.channel
       .request<"reclaim">({ op: "reclaim" }, { timeoutMs: 30_000 })
       .then((r) => core.events.emit("sandbox.reclaimed", id, { free_kib: r.free_kib }))
-      .catch(() => {});
+      .catch(ignore("reclaim is a hint; the next idle check tries again"));
   }
 }

@@ -12,6 +12,7 @@ import { execDefaults } from "./exec-defaults.js";
 import { destroy, watch } from "./lifecycle.js";
 import { isNodeProcess } from "./owner.js";
 import { Sandbox } from "./sandbox.js";
+import { ignore } from "../util/ignore.js";
 
 /** Re-attaches or cleans up the sandboxes a dead server left, and sweeps VMs without a row. */
 export async function reconcile(core: Core): Promise<void> {
@@ -28,7 +29,7 @@ export async function reconcile(core: Core): Promise<void> {
         core.live.set(row.id, sb);
         watch(core, sb);
         // The guest dropped its host directories with the old server's streams: mounted again.
-        for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m).catch(() => {});
+        for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m).catch(ignore("a host directory gone since the crash: the sandbox runs without it"));
         core.sandboxes.update(row.id, { manager_pid: process.pid });
         core.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid });
         // The main process ended with the server that ran it: its restart policy says whether it comes back.

@@ -17,6 +17,7 @@ import { run } from "../util/process.js";
 import type { Core } from "./core.js";
 import { badRequest, conflict } from "../http/errors.js";
 import { Snapshots } from "./snapshots.js";
+import { ignore } from "../util/ignore.js";
 
 const FORMAT = "forgevm-snapshot/1";
 
@@ -162,7 +163,8 @@ export async function importSnapshot(core: Core, source: AsyncIterable<Buffer>, 
       exec_user: desc.exec_user,
     });
     try {
-      for (const f of ["state", "disk.qcow2", "console.log"]) await rename(join(work, f), join(row.dir, f)).catch(() => {});
+      for (const f of ["state", "disk.qcow2", "console.log"])
+        await rename(join(work, f), join(row.dir, f)).catch(ignore("a file the archive did not hold; the check below names what is missing"));
       const info = JSON.parse((await run("qemu-img", ["info", "--output=json", join(row.dir, "disk.qcow2")])).stdout) as {
         format?: string;
         "backing-filename"?: string;

@@ -9,6 +9,7 @@ import { badRequest } from "../http/errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import type { SpawnPlan } from "./plan.js";
 import { Sandbox } from "./sandbox.js";
+import { ignore } from "../util/ignore.js";
 
 /** Pulls an image that a spawn names but that is not local. */
 export type Pull = (ref: string) => Promise<LocalImage>;
@@ -26,7 +27,9 @@ export function useBaseSnapshots(core: Core, provider = core.provider): boolean 
  */
 export async function prepareBase(core: Core, vm: Vm, p: SpawnPlan): Promise<void> {
   await runSetup(core, vm, p);
-  await vm.channel.execBuffered({ argv: ["python3", "-c", "import ast, base64, io, json, signal, traceback"], timeout_ms: 60_000 }, { maxOutputBytes: 4096 }).catch(() => {});
+  await vm.channel
+    .execBuffered({ argv: ["python3", "-c", "import ast, base64, io, json, signal, traceback"], timeout_ms: 60_000 }, { maxOutputBytes: 4096 })
+    .catch(ignore("an image without Python: nothing to warm"));
 }
 
 /** Runs a template's setup commands; the first that fails fails the spawn. */

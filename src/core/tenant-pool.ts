@@ -6,6 +6,7 @@ import type { Vm } from "../providers/provider.js";
 import { ForgevmError } from "../http/errors.js";
 import type { Emit } from "./events.js";
 import type { Tenant } from "./sandbox.js";
+import { ignore } from "../util/ignore.js";
 
 export interface TenantPoolOptions {
   maxVms: number;
@@ -76,7 +77,7 @@ export class TenantPool {
     const host = [...this.hosts.values()].find((h) => h.tenants.has(sandboxId));
     if (!host) return;
     const tenant = host.tenants.get(sandboxId);
-    if (tenant && host.vm?.channel.isOpen) await this.locked(host, () => removeTenant(host.vm!, tenant)).catch(() => {});
+    if (tenant && host.vm?.channel.isOpen) await this.locked(host, () => removeTenant(host.vm!, tenant)).catch(ignore("the host may be gone; its tenants go with it"));
     host.tenants.delete(sandboxId);
     // One empty host stays warm for the next tenant; more than one empty host is waste.
     const empty = [...this.hosts.values()].filter((h) => h.tenants.size === 0 && h.vm);
@@ -89,7 +90,7 @@ export class TenantPool {
 
   /** Starts the first host VM ahead of demand. */
   prewarm(): void {
-    if (this.hosts.size === 0) this.startHost().ready.catch(() => {});
+    if (this.hosts.size === 0) this.startHost().ready.catch(ignore("a host's failure to start is reported to the spawn waiting on it"));
   }
 
   status(): Record<string, unknown> {
@@ -119,7 +120,7 @@ export class TenantPool {
     this.hosts.clear();
     await Promise.all(
       hosts.map(async (h) => {
-        await h.ready.catch(() => {});
+        await h.ready.catch(ignore("a host's failure to start is reported to the spawn waiting on it"));
         await h.vm?.destroy();
       }),
     );
@@ -154,14 +155,14 @@ export class TenantPool {
         throw new ForgevmError("UNAVAILABLE", `cannot start a pool VM: ${(e as Error).message.split("\n")[0]}`);
       }
     })();
-    host.ready.catch(() => {});
+    host.ready.catch(ignore("a host's failure to start is reported to the spawn waiting on it"));
     this.hosts.set(key, host);
     return host;
   }
 
   private locked<T>(host: Host, fn: () => Promise<T>): Promise<T> {
     const p = host.lock.then(fn, fn);
-    host.lock = p.catch(() => {});
+    host.lock = p.catch(ignore("the failure is the call's own; the lock goes on"));
     return p;
   }
 
@@ -209,7 +210,7 @@ async function addTenant(host: Host, sandboxId: string): Promise<Tenant> {
 /** Kills every process of the tenant's uid, then removes its workspace, its files elsewhere and its user. */
 async function removeTenant(vm: Vm, t: Tenant): Promise<void> {
   // kill -1 as that user reaches every process it owns (and nothing else); repeat for forks in flight.
-  for (let i = 0; i < 3; i++) await vm.channel.execBuffered({ argv: ["/bin/sh", "-c", "kill -KILL -1"], uid: t.uid, timeout_ms: 10_000 }).catch(() => {});
+  for (let i = 0; i < 3; i++) await vm.channel.execBuffered({ argv: ["/bin/sh", "-c", "kill -KILL -1"], uid: t.uid, timeout_ms: 10_000 }).catch(ignore("no process left to kill"));
   await rootSh(
     vm,
     `rm -rf '${t.home}'

@@ -4,6 +4,7 @@
 // did can reach the next. Refills run one VM at a time at low CPU priority, within a memory budget.
 import type { Vm } from "../providers/provider.js";
 import type { Emit } from "./events.js";
+import { ignore } from "../util/ignore.js";
 
 export interface PoolTarget {
   /** Base snapshot key the pool's VMs are restored from. */
@@ -145,7 +146,7 @@ export class WarmPools {
   async close(): Promise<void> {
     this.closed = true;
     if (this.refillTimer) clearTimeout(this.refillTimer);
-    await this.refilling?.catch(() => {});
+    await this.refilling?.catch(ignore("a failed refill is logged where it fails"));
     const vms = [...this.pools.values()].flatMap((p) => p.ready.splice(0).map((r) => r.vm));
     this.pools.clear();
     await Promise.all(vms.map((vm) => vm.destroy()));

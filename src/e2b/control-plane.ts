@@ -10,6 +10,7 @@ import type { SandboxRow } from "../core/types.js";
 import { CODE_INTERPRETER_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
+import { ignore } from "../util/ignore.js";
 
 /** E2B's default sandbox lifetime when create leaves `timeout` out, in seconds. */
 const DEFAULT_TIMEOUT_S = 300;
@@ -141,12 +142,12 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
       await sb.ensureUser(DEFAULT_USER, DEFAULT_HOME);
     } catch (e) {
-      await forge.destroy(sb.id).catch(() => {});
+      await forge.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
       throw new ForgevmError("BAD_REQUEST", `template "${b.templateID}": ${(e as Error).message}`);
     }
     if (b.templateID === CODE_INTERPRETER_TEMPLATE) {
       // As E2B's does, the sandbox answers create with its Python context ready for runCode.
-      await sb.code.prepare("python", DEFAULT_USER, DEFAULT_HOME).catch(() => {});
+      await sb.code.prepare("python", DEFAULT_USER, DEFAULT_HOME).catch(ignore("a warm-up: the first run starts the kernel itself if this failed"));
     }
     return reply.status(201).send(sandboxView(forge, forge.get(sb.id)));
   };

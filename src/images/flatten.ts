@@ -9,6 +9,7 @@ import { pipeline } from "node:stream/promises";
 import { Readable } from "node:stream";
 import { run } from "../util/process.js";
 import { readTar, type TarEntry } from "../util/tar-read.js";
+import { ignore } from "../util/ignore.js";
 
 export class LayerError extends Error {
   override name = "LayerError";
@@ -67,7 +68,7 @@ async function setAttrs(host: string, e: TarEntry, isLink: boolean): Promise<voi
   for (const [name, value] of Object.entries(e.xattrs)) {
     await run("setfattr", ["-h", "-n", name, "-v", `0s${value.toString("base64")}`, host]);
   }
-  if (!isLink) await utimes(host, e.mtime, e.mtime).catch(() => {});
+  if (!isLink) await utimes(host, e.mtime, e.mtime).catch(ignore("times are cosmetic; the content is what counts"));
 }
 
 /** Applies one uncompressed layer (a tar stream) onto `root`. */

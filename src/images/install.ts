@@ -15,6 +15,7 @@ import { applyLayer } from "./flatten.js";
 import { layerCompression, type ImageConfig, type Manifest } from "./oci.js";
 import { imageDir, storedImageDir, type ImageMeta } from "./store.js";
 import { parseReference } from "./reference.js";
+import { ignore } from "../util/ignore.js";
 
 export interface InstallRequest {
   name: string;
@@ -146,7 +147,7 @@ async function publish(paths: Paths, staging: string, meta: ImageMeta): Promise<
   // The old image of this name goes aside, whether in its own directory or an earlier release's.
   const previous = await storedImageDir(paths, meta.name);
   const old = `${dir}.old-${randomBytes(4).toString("hex")}`;
-  await rename(previous, old).catch(() => {});
+  await rename(previous, old).catch(ignore("no earlier image of this name"));
   await rename(staging, dir);
   await rm(old, { recursive: true, force: true });
 }

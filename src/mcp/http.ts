@@ -11,6 +11,7 @@ import { SessionEventStore } from "./event-store.js";
 import type { McpPolicy } from "./policy.js";
 import { mcpServer } from "./server.js";
 import { Agents, type McpSession } from "./sessions.js";
+import { ignore } from "../util/ignore.js";
 
 export const MCP_PATH = "/mcp";
 /** Largest JSON-RPC message accepted (write_file's content is capped below it). */
@@ -34,7 +35,7 @@ export const mcpRoutes: FastifyPluginAsync<{ forge: Forge; policy: McpPolicy; ve
     if (!l) return;
     live.delete(id);
     await l.session.end();
-    await l.transport.close().catch(() => {});
+    await l.transport.close().catch(ignore("the transport may be closed already"));
   };
 
   // A client that vanished without DELETE leaves a session nobody uses: it ends after the idle time.

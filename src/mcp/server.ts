@@ -23,6 +23,7 @@ import { listResources, readResource, RESOURCE_TEMPLATES } from "./resources.js"
 import type { McpSession } from "./sessions.js";
 import { checkArguments, type ToolContext } from "./tool.js";
 import { TOOLS, TOOLS_BY_NAME } from "./tools/index.js";
+import { ignore } from "../util/ignore.js";
 
 export const SERVER_NAME = "forgevm";
 
@@ -83,7 +84,7 @@ export function mcpServer(session: McpSession, version: string): Server {
             method: "notifications/progress",
             params: { progressToken: token, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
           })
-          .catch(() => {});
+          .catch(ignore("progress is a hint; the client may have gone"));
       },
     };
     let sandboxId = typeof args?.sandbox_id === "string" ? args.sandbox_id.slice(0, 128) : null;
@@ -124,7 +125,7 @@ export function mcpServer(session: McpSession, version: string): Server {
         _meta: { "forgevm/error": { code: err.code, status: err.status, ...err.detail } },
       };
     } finally {
-      if (t.changesSandboxes) void server.sendResourceListChanged().catch(() => {});
+      if (t.changesSandboxes) void server.sendResourceListChanged().catch(ignore("the client may have gone"));
     }
   });
 

@@ -6,6 +6,7 @@ import type { Forge } from "../core/forge.js";
 import { sandboxGone } from "../http/errors.js";
 import type { SandboxRow } from "../core/types.js";
 import { PolicyError, type McpPolicy } from "./policy.js";
+import { ignore } from "../util/ignore.js";
 
 export const SESSION_KEY = "forgevm.mcp.session";
 export const KEEP_KEY = "forgevm.mcp.keep";
@@ -102,7 +103,7 @@ export class McpSession {
   end(): Promise<void> {
     this.ended ??= (async () => {
       const doomed = this.own().filter((r) => r.metadata?.[KEEP_KEY] !== "true");
-      await Promise.all(doomed.map((r) => this.agents.forge.destroy(r.id).catch(() => {})));
+      await Promise.all(doomed.map((r) => this.agents.forge.destroy(r.id).catch(ignore("the sandbox may be gone already"))));
     })();
     return this.ended;
   }

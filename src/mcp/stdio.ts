@@ -9,6 +9,7 @@ import { MCP_PATH } from "./http.js";
 import type { McpPolicy } from "./policy.js";
 import { mcpServer } from "./server.js";
 import { Agents } from "./sessions.js";
+import { ignore } from "../util/ignore.js";
 
 /** The largest message read from stdin (a larger one is an error, not a crash). */
 const MAX_MESSAGE = 64 * 1024 * 1024;
@@ -55,6 +56,6 @@ export async function relayStdio(serverUrl: string, apiKey: string | undefined):
   await local.start();
   await done;
   // Ends the server's session (DELETE), which destroys what it made unless kept.
-  await remote.terminateSession().catch(() => {});
-  await remote.close().catch(() => {});
+  await remote.terminateSession().catch(ignore("the remote server may have ended the session already"));
+  await remote.close().catch(ignore("the remote server may be gone"));
 }

@@ -6,6 +6,7 @@
 import { existsSync, statfsSync } from "node:fs";
 import { mkdir, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { ignore } from "../util/ignore.js";
 
 const ROOT = "/sys/fs/cgroup";
 const CGROUP2_MAGIC = 0x63677270;
@@ -44,12 +45,12 @@ export async function createVmCgroup(version: CgroupVersion, id: string, l: VmCg
     const base = join(ROOT, GROUP);
     await mkdir(base, { recursive: true });
     // Controllers must be enabled on every level above a cgroup that uses them.
-    await writeFile(join(ROOT, "cgroup.subtree_control"), "+memory +cpu +pids").catch(() => {});
+    await writeFile(join(ROOT, "cgroup.subtree_control"), "+memory +cpu +pids").catch(ignore("controllers already enabled, or not delegable here"));
     await writeFile(join(base, "cgroup.subtree_control"), "+memory +cpu +pids");
     const dir = join(base, id);
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, "memory.max"), String(l.memoryBytes));
-    await writeFile(join(dir, "memory.swap.max"), "0").catch(() => {}); // no swap accounting: nothing to cap
+    await writeFile(join(dir, "memory.swap.max"), "0").catch(ignore("no swap accounting: nothing to cap"));
     await writeFile(join(dir, "cpu.max"), `${quota} ${period}`);
     await writeFile(join(dir, "pids.max"), String(l.pidsMax));
     return [join(dir, "cgroup.procs")];
@@ -65,7 +66,7 @@ export async function createVmCgroup(version: CgroupVersion, id: string, l: VmCg
 
 /** Removes a VM's cgroup once its QEMU is gone (a cgroup with a live task cannot be removed). */
 export async function removeVmCgroup(version: CgroupVersion, id: string): Promise<void> {
-  for (const d of vmCgroupDirs(version, id)) await rmdir(d).catch(() => {});
+  for (const d of vmCgroupDirs(version, id)) await rmdir(d).catch(ignore("already gone"));
 }
 
 /** Kills whatever still runs in a sandbox's cgroup, then removes it (its processes take a moment to go). */
@@ -92,7 +93,7 @@ export async function sweepVmCgroups(version: CgroupVersion): Promise<void> {
   const bases = version === "v2" ? [join(ROOT, GROUP)] : ["memory", "cpu", "pids"].map((c) => join(ROOT, c, GROUP));
   for (const base of bases) {
     for (const name of await readdir(base).catch(() => [] as string[])) {
-      if (/^[a-z0-9-]{1,63}$/.test(name)) await rmdir(join(base, name)).catch(() => {}); // busy: a VM still runs
+      if (/^[a-z0-9-]{1,63}$/.test(name)) await rmdir(join(base, name)).catch(ignore("busy: a VM still runs in it"));
     }
   }
 }

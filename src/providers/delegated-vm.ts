@@ -7,6 +7,7 @@ import type { AgentChannel } from "../agent-client/index.js";
 import type { ConsoleLog } from "./console-log.js";
 import type { Vm, VmInfo, VmUsage } from "./provider.js";
 import { Vmless } from "./vmless.js";
+import { ignore } from "../util/ignore.js";
 
 /** How long a destroyed sandbox's relay may take to end by itself. */
 const ABORT_AFTER_MS = 10_000;
@@ -38,7 +39,7 @@ export class DelegatedVm extends Vmless implements Vm {
     private readonly far: FarSandbox,
   ) {
     super();
-    this.keepalive = setInterval(() => void far.keep().catch(() => {}), far.keepaliveMs);
+    this.keepalive = setInterval(() => void far.keep().catch(ignore("a missed keepalive is retried at the next tick")), far.keepaliveMs);
     this.keepalive.unref();
     void exited.then(() => {
       clearInterval(this.keepalive);
@@ -54,7 +55,7 @@ export class DelegatedVm extends Vmless implements Vm {
     this.destroying ??= (async () => {
       clearInterval(this.keepalive);
       this.channel.close();
-      await this.far.kill().catch(() => {});
+      await this.far.kill().catch(ignore("the far sandbox may be gone already"));
       // The relay ends when the far agent does; a service that keeps it open is cut off.
       const late = setTimeout(() => this.far.abort(), ABORT_AFTER_MS);
       await this.exited;

@@ -14,6 +14,7 @@ import { awaitHello, configure, HelloError } from "./handshake.js";
 import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmSpec } from "./provider.js";
 import { RemoteError, type RelayedStream } from "./relayed-agent.js";
 import { probeBySpawn, validateSpec } from "./spec.js";
+import { ignore } from "../util/ignore.js";
 
 /** A far sandbox as a delegating provider holds it. */
 export interface Far {
@@ -93,7 +94,7 @@ export abstract class DelegatingProvider implements Provider {
     } catch (e) {
       const tail = console.getTail();
       console.close();
-      await far?.kill().catch(() => {});
+      await far?.kill().catch(ignore("the far sandbox may be gone already; the spawn's error is the one reported"));
       relay?.abort();
       await rm(dir, { recursive: true, force: true });
       if (e instanceof HelloError || e instanceof RemoteError) throw new BootError(`${this.name} sandbox ${spec.id} did not start: ${e.message}`, tail);
@@ -122,7 +123,7 @@ export abstract class DelegatingProvider implements Provider {
       const rec = await readFile(join(this.dir, id, "far.json"), "utf8")
         .then((t) => JSON.parse(t) as Record<string, unknown>)
         .catch(() => null);
-      if (rec && rec.where === this.where) await this.killRecord(rec).catch(() => {});
+      if (rec && rec.where === this.where) await this.killRecord(rec).catch(ignore("the sweep is retried at the next start"));
       await rm(join(this.dir, id), { recursive: true, force: true });
       gone.push(id);
     }

@@ -6,6 +6,7 @@
 // nodes may use it at once; a front keeps nothing else, and may die at any moment.
 import pg from "pg";
 import type { EventRow } from "./events.js";
+import { ignore } from "../util/ignore.js";
 
 // Append only: a released migration is never edited, a new one is added.
 const MIGRATIONS: string[] = [
@@ -185,7 +186,7 @@ export class Catalogue {
       await client.query("UPDATE forgevm_schema SET version = $1", [version]);
       await client.query("COMMIT");
     } catch (e) {
-      await client.query("ROLLBACK").catch(() => {});
+      await client.query("ROLLBACK").catch(ignore("the connection failed: the query's error is the one reported"));
       throw e;
     } finally {
       client.release();
@@ -257,7 +258,7 @@ export class Catalogue {
       await client.query("COMMIT");
       return { node, reservation: Number(res.rows[0].id) };
     } catch (e) {
-      await client.query("ROLLBACK").catch(() => {});
+      await client.query("ROLLBACK").catch(ignore("the connection failed: the query's error is the one reported"));
       throw e;
     } finally {
       client.release();

@@ -7,6 +7,7 @@ import type { ExecRequest, ExecResult, ExecStarted } from "../messages.js";
 import type { OutgoingStream } from "../streams.js";
 import { IncomingStream } from "../streams.js";
 import type { Mux } from "../mux.js";
+import { ignore } from "../../util/ignore.js";
 
 /** A running process in the guest. Consume stdout and stderr, or the process stalls on credit. */
 export interface ExecSession {
@@ -41,7 +42,7 @@ export function exec(mux: Mux, req: Omit<ExecRequest, "op">): ExecSession {
     onStarted = res;
     notStarted = rej;
   });
-  started.catch(() => {});
+  started.catch(ignore("its failure reaches the caller through the stream"));
   const { id, result }: { id: number; result: Promise<ExecResult> } = mux.start(
     { ...req, op: "exec" as const },
     {
@@ -95,7 +96,7 @@ export async function execBuffered(
     }
     return Buffer.concat(parts);
   };
-  const feeding = s.stdin ? pipeline(Readable.from([Buffer.from(opts.stdin!)]), s.stdin).catch(() => {}) : null;
+  const feeding = s.stdin ? pipeline(Readable.from([Buffer.from(opts.stdin!)]), s.stdin).catch(ignore("a process that exits before reading its stdin is not an error")) : null;
   const [stdout, stderr, res] = await Promise.all([collect(s.stdout), collect(s.stderr), s.result]);
   await feeding;
   return { ...res, stdout, stderr, truncated };

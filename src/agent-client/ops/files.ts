@@ -7,6 +7,7 @@ import { Channel } from "../frame.js";
 import type { FileStat, ReadRequest, WriteRequest } from "../messages.js";
 import { IncomingStream } from "../streams.js";
 import type { Mux } from "../mux.js";
+import { ignore } from "../../util/ignore.js";
 
 export interface ReadFileStream {
   readonly stream: Readable;
@@ -24,7 +25,7 @@ export async function writeFile(
 ): Promise<{ size: number }> {
   const out = mux.outgoing(() => id);
   const { id, result } = mux.start({ ...opts, op: "write", path }, { outgoing: out });
-  result.catch(() => {});
+  result.catch(ignore("its failure reaches the caller through the stream"));
   const source = typeof data === "string" || data instanceof Uint8Array ? Readable.from([Buffer.from(data)]) : Readable.from(data);
   // If the guest refuses (e.g. ENOENT), the result rejects first; stop feeding then. If the
   // source fails (a body that broke off), the guest drops its temporary file and the file
@@ -36,7 +37,7 @@ export async function writeFile(
       throw e;
     },
   );
-  feeding.catch(() => {});
+  feeding.catch(ignore("its failure reaches the caller through the stream"));
   const res = (await Promise.race([result, feeding])) as { size: number };
   await feeding;
   return { size: res.size };
@@ -54,8 +55,8 @@ export function readFile(mux: Mux, path: string, opts: Omit<ReadRequest, "op" | 
       onEvent: (ev) => ev?.event === "stat" && onStat(ev),
     },
   );
-  result.catch(() => {});
-  stat.catch(() => {});
+  result.catch(ignore("its failure reaches the caller through the stream"));
+  stat.catch(ignore("its failure reaches the caller through the stream"));
   // A reader that goes (a client that hung up) ends the read in the guest, which would otherwise
   // read an endless file (/dev/zero) on, its bytes dropped, until the VM is destroyed.
   let ended = false;

@@ -6,6 +6,7 @@ import type { ShareRequest } from "../messages.js";
 import type { Mux } from "../mux.js";
 import type { OutgoingStream } from "../streams.js";
 import { IncomingStream } from "../streams.js";
+import { ignore } from "../../util/ignore.js";
 
 /** A FUSE mount in the guest whose requests the host answers. */
 export interface Share {
@@ -36,8 +37,8 @@ export function share(mux: Mux, req: Omit<ShareRequest, "op">): Share {
       onEvent: (ev: { event?: string }) => ev?.event === "mounted" && onMounted(),
     },
   );
-  result.catch(() => {});
+  result.catch(ignore("its failure reaches the caller through the stream"));
   const mounted = Promise.race([mountedP, result]);
-  mounted.catch(() => {});
+  mounted.catch(ignore("its failure reaches the caller through the stream"));
   return { id, requests, replies, mounted: mounted.then(() => undefined), done: result, close: () => mux.closeStream(id) };
 }

@@ -6,6 +6,7 @@ import type { ConnectRequest, ListenRequest, TcpEvent } from "../messages.js";
 import type { OutgoingStream } from "../streams.js";
 import { IncomingStream } from "../streams.js";
 import type { Mux } from "../mux.js";
+import { ignore } from "../../util/ignore.js";
 
 /** A TCP connection inside the guest, carried over the channel. */
 export interface Tunnel {
@@ -44,9 +45,9 @@ export function connect(mux: Mux, req: Omit<ConnectRequest, "op">): Tunnel {
       onEvent: (ev: TcpEvent) => ev?.event === "connected" && onConnected(),
     },
   );
-  result.catch(() => {});
+  result.catch(ignore("its failure reaches the caller through the stream"));
   const settled = Promise.race([connected, result]);
-  settled.catch(() => {});
+  settled.catch(ignore("its failure reaches the caller through the stream"));
   return { id, incoming, outgoing, connected: settled.then(() => undefined), done: result, close: () => mux.closeStream(id) };
 }
 
@@ -63,8 +64,8 @@ export function listen(mux: Mux, req: Omit<ListenRequest, "op">, onAccept: (conn
       },
     },
   );
-  result.catch(() => {});
+  result.catch(ignore("its failure reaches the caller through the stream"));
   const settled = Promise.race([listening, result]);
-  settled.catch(() => {});
+  settled.catch(ignore("its failure reaches the caller through the stream"));
   return { id, listening: settled.then(() => undefined), done: result, close: () => mux.closeStream(id) };
 }

@@ -1,6 +1,7 @@
 // watch: changes under a guest directory, streamed as they happen until the host closes it.
 import type { DirChange, WatchEvent, WatchRequest } from "../messages.js";
 import type { Mux } from "../mux.js";
+import { ignore } from "../../util/ignore.js";
 
 const OPS = new Set(["create", "write", "remove", "rename", "chmod"]);
 
@@ -28,8 +29,8 @@ export function watch(mux: Mux, req: Omit<WatchRequest, "op">, onChange: (c: Dir
       },
     },
   );
-  result.catch(() => {});
+  result.catch(ignore("its failure reaches the caller through the stream"));
   const settled = Promise.race([ready, result]);
-  settled.catch(() => {});
+  settled.catch(ignore("its failure reaches the caller through the stream"));
   return { id, ready: settled.then(() => undefined), done: result, close: () => mux.closeStream(id) };
 }

@@ -20,6 +20,7 @@ import { relayMcp } from "./mcp.js";
 import { nodeAuth, notDelivered, readBody, relay, relayUpgrade } from "./proxy.js";
 import { handleSnapshots } from "./snapshots.js";
 import { handleTemplates } from "./templates.js";
+import { ignore } from "../../util/ignore.js";
 
 export interface RunningFront {
   url: string;
@@ -121,7 +122,7 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       if (!placed) return problem(res, "UNAVAILABLE", tried.length ? `no node could be reached (tried ${tried.join(", ")})` : `no node has ${memory} MiB free`);
       const { node, reservation } = placed;
       // The room stays reserved until a heartbeat of the node taken after its answer counts the sandbox itself.
-      res.once("close", () => void dir.release(reservation).catch(() => {}));
+      res.once("close", () => void dir.release(reservation).catch(ignore("an unreleased reservation expires on its own")));
       if (key) {
         const holder = await dir.bindKey(key, node.id);
         if (holder !== node.id) return toKeyNode(holder); // a try through another front got there first
@@ -131,8 +132,8 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
       } catch (e) {
         // Only a request the node never got may go to another: one it got may have made a sandbox.
         if (!notDelivered(e)) return problem(res, "UNAVAILABLE", `node ${node.id} did not answer the create: ${(e as Error).message}`, 502);
-        await dir.release(reservation, true).catch(() => {});
-        if (key) await dir.unbindKey(key, node.id).catch(() => {});
+        await dir.release(reservation, true).catch(ignore("an unreleased reservation expires on its own"));
+        if (key) await dir.unbindKey(key, node.id).catch(ignore("the key binding is rewritten by the next request"));
         tried.push(node.id);
       }
     }

@@ -14,6 +14,7 @@ import { IdParams, WsExecRequest } from "../../schemas/rest.js";
 import { relayChunks } from "../chunks.js";
 import { exitFields, wsEnd } from "../stream-end.js";
 import { commandLine } from "../views.js";
+import { ignore } from "../../util/ignore.js";
 
 const MAX_MESSAGE = 1024 * 1024;
 
@@ -34,7 +35,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
     // that follows it must reach the process it starts, in order.
     let queue = Promise.resolve();
     ws.on("message", (raw, isBinary) => {
-      queue = queue.then(() => onMessage(raw as Buffer, isBinary)).catch(() => {});
+      queue = queue.then(() => onMessage(raw as Buffer, isBinary)).catch(ignore("a message's failure is answered on the socket by onMessage"));
     });
     const onMessage = async (raw: Buffer, isBinary: boolean) => {
       const text = isBinary ? null : raw.toString();
@@ -66,7 +67,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
             stdin: true,
             pty: msg.tty ? { rows: msg.rows ?? 24, cols: msg.cols ?? 80 } : undefined,
           });
-          if (closed) void session.signal(9).catch(() => {});
+          if (closed) void session.signal(9).catch(ignore("the process may have exited"));
           run(ws, session);
         } catch (e) {
           sendError(ws, e);
@@ -78,13 +79,13 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
       if (msg.stdin_eof === true) session.stdin?.end();
       if (Array.isArray(msg.resize) && msg.resize.length === 2) {
         const [rows, cols] = msg.resize.map(Number);
-        session.resize(rows, cols).catch(() => {});
+        session.resize(rows, cols).catch(ignore("the process may have exited"));
       }
     };
     ws.on("close", () => {
       closed = true;
       // The client left: stop what it started.
-      if (session && !finished) void session.signal(9).catch(() => {});
+      if (session && !finished) void session.signal(9).catch(ignore("the process may have exited"));
     });
     const run = async (socket: WebSocket, s: NonNullable<typeof session>) => {
       const t0 = performance.now();

@@ -7,6 +7,7 @@ import { ExecRequest, ExecResult, IdParams } from "../../schemas/rest.js";
 import { relayChunks } from "../chunks.js";
 import { errorFields, exitFields, ndjsonEnd } from "../stream-end.js";
 import { commandLine, decodeBase64 } from "../views.js";
+import { ignore } from "../../util/ignore.js";
 
 export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputBytes: number }> = async (app, { forge, maxOutputBytes }) => {
   app.post("/sandboxes/:id/exec", { schema: { tags: ["exec"], params: IdParams, body: ExecRequest, response: { 200: ExecResult } } }, async (req, reply) => {
@@ -45,7 +46,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
       );
     // A client that goes away stops the process, so nothing runs on unobserved.
     const onClose = () => {
-      if (!out.writableEnded) void s.signal(9).catch(() => {});
+      if (!out.writableEnded) void s.signal(9).catch(ignore("the process may have exited"));
     };
     out.once("close", onClose);
     const [r] = await Promise.all([s.result.catch((e: Error) => e), forward("stdout", s.stdout), forward("stderr", s.stderr)]);

@@ -11,6 +11,7 @@ import { sandboxOptions, spawnRequest } from "./sandboxes.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 import { interactive } from "../terminal.js";
 import { LOGIN_SHELL } from "../../util/login-shell.js";
+import { ignore } from "../../util/ignore.js";
 
 /** Largest standard input forwarded to a command (it travels in the exec request). */
 const MAX_STDIN = 64 * 1024 * 1024;
@@ -124,7 +125,7 @@ export function execCommands(program: Command, cli: Cli): void {
         const what = command.length ? { command: command[0], args: command.slice(1) } : LOGIN_SHELL;
         process.exitCode = await interactive(url, apiKey, sb.id, { ...what, user: o.user, workdir: o.workdir, env: nonEmpty(o.env) });
       } finally {
-        if (!o.keep) await sb.destroy().catch(() => {});
+        if (!o.keep) await sb.destroy().catch(ignore("the sandbox may be gone already"));
       }
       return;
     }
@@ -201,7 +202,7 @@ async function runImageCommand(client: Client, command: string[], o: Record<stri
   let interrupted = false;
   const onSigint = () => {
     interrupted = true;
-    void client.kill(sb.id, "SIGTERM").catch(() => {});
+    void client.kill(sb.id, "SIGTERM").catch(ignore("the process may have exited"));
   };
   process.on("SIGINT", onSigint);
   try {
@@ -211,7 +212,7 @@ async function runImageCommand(client: Client, command: string[], o: Record<stri
     return info.main?.exit_code ?? (interrupted ? 130 : 1);
   } finally {
     process.off("SIGINT", onSigint);
-    if (!o.keep) await sb.destroy().catch(() => {});
+    if (!o.keep) await sb.destroy().catch(ignore("the sandbox may be gone already"));
   }
 }
 
@@ -223,7 +224,7 @@ async function runOnServer(client: Client, command: string[], o: Record<string, 
     return await runIn(client, sb.id, command, o);
   } finally {
     process.off("SIGINT", stop);
-    await sb.destroy().catch(() => {});
+    await sb.destroy().catch(ignore("the sandbox may be gone already"));
   }
 }
 

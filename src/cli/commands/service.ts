@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import type { Command } from "commander";
 import type { Cli } from "../context.js";
+import { ignore } from "../../util/ignore.js";
 
 const run = promisify(execFile);
 
@@ -106,7 +107,7 @@ export function serviceCommands(program: Command, cli: Cli): void {
       await systemctl(o, "disable", "--now", `${o.name}.service`).catch((e) => console.error(`systemctl: ${(e as { stderr?: string }).stderr?.trim() ?? e}`));
     }
     await rm(file, { force: true });
-    if (hasSystemd()) await systemctl(o, "daemon-reload").catch(() => {});
+    if (hasSystemd()) await systemctl(o, "daemon-reload").catch(ignore("systemd reloads on its own at the next boot"));
     console.log(`removed ${file}`);
   });
 

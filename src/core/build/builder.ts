@@ -30,6 +30,7 @@ import type { BuildCache } from "./cache.js";
 import type { BuildContext } from "./context.js";
 import { chown, destPath, envOf, retarget, substituteEnv } from "./step-helpers.js";
 import { imageName } from "../commit.js";
+import { ignore } from "../../util/ignore.js";
 
 export interface BuildOptions {
   /** NAME[:TAG] of the result. */
@@ -154,7 +155,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
   // A sandbox holding `st`'s image so far: the one it has, or a new one of the layers flattened.
   const sandboxOf = async (st: StageState): Promise<Sandbox> => {
     if (st.sb && st.synced) return st.sb;
-    if (st.sb) await work.destroyHelper(st.sb.id).catch(() => {});
+    if (st.sb) await work.destroyHelper(st.sb.id).catch(ignore("the helper may be gone already"));
     st.sb = null;
     let image: string;
     if (st.base && st.layers.length === st.baseLayers) image = st.base.name;
@@ -233,9 +234,9 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
     if (e instanceof DockerfileError) throw badRequest(e.message);
     throw e;
   } finally {
-    for (const s of states) if (s.sb) await work.destroyHelper(s.sb.id).catch(() => {});
-    for (const h of helpers) await work.destroyHelper(h.id).catch(() => {});
-    for (const t of tempImages) await work.removeImage(t).catch(() => {});
+    for (const s of states) if (s.sb) await work.destroyHelper(s.sb.id).catch(ignore("the helper may be gone already"));
+    for (const h of helpers) await work.destroyHelper(h.id).catch(ignore("the helper may be gone already"));
+    for (const t of tempImages) await work.removeImage(t).catch(ignore("the temporary image may be gone already"));
   }
 
   // Runs one instruction: "cached" when the cache had its result, else "done" (a config step a
@@ -435,7 +436,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
 
   async function runLogged(sb: Sandbox, argv: string[], env: Record<string, string>, cwd: string, user?: string): Promise<number> {
     const s = sb.execStream(argv, { env, cwd, user, timeoutMs: RUN_TIMEOUT_MS });
-    const onAbort = () => void s.signal(9, true).catch(() => {});
+    const onAbort = () => void s.signal(9, true).catch(ignore("the process may have exited"));
     signal.addEventListener("abort", onAbort);
     const pump = async (r: Readable) => {
       let rest = "";

@@ -6,6 +6,7 @@ import { rm } from "node:fs/promises";
 import { toForgevmError } from "../error-map.js";
 import { conflict, notFound } from "../../http/errors.js";
 import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "./builder.js";
+import { ignore } from "../../util/ignore.js";
 
 export interface BuildJob {
   id: string;
@@ -62,7 +63,7 @@ export class BuildJobs {
       )
       .finally(async () => {
         job.finished_at = new Date().toISOString();
-        await cleanup().catch(() => {});
+        await cleanup().catch(ignore("the build's own result is what the job reports"));
         for (const l of entry.listeners) l(null);
         entry.listeners.clear();
       });

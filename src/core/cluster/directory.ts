@@ -5,6 +5,7 @@
 import { Catalogue, type CatalogueTemplate, type NodeRow } from "../../store/catalogue.js";
 import { ClusterKeys } from "./api-keys.js";
 import { ClusterEventFeed } from "./event-feed.js";
+import { ignore } from "../../util/ignore.js";
 
 export type { ClusterEvent } from "../../store/catalogue.js";
 export type { NodeRow };
@@ -31,9 +32,9 @@ export class ClusterDirectory {
   /** Connects to the catalogue and starts marking silent nodes down. */
   static async open(database: string, nodeTimeoutMs: number): Promise<ClusterDirectory> {
     const d = new ClusterDirectory(await Catalogue.open(database), nodeTimeoutMs);
-    d.watch = setInterval(() => void d.catalogue.markDown(nodeTimeoutMs).catch(() => {}), Math.max(250, nodeTimeoutMs / 4));
+    d.watch = setInterval(() => void d.catalogue.markDown(nodeTimeoutMs).catch(ignore("retried at the next tick")), Math.max(250, nodeTimeoutMs / 4));
     d.watch.unref();
-    d.trim = setInterval(() => void d.catalogue.trimEvents(EVENTS_KEPT_MS).catch(() => {}), 60_000);
+    d.trim = setInterval(() => void d.catalogue.trimEvents(EVENTS_KEPT_MS).catch(ignore("retried at the next tick")), 60_000);
     d.trim.unref();
     return d;
   }

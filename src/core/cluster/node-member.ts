@@ -10,6 +10,7 @@ import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { TemplateBody } from "../../store/templates.js";
 import type { TemplateInput } from "../template-ops.js";
 import { templateBody } from "../template-ops.js";
+import { ignore } from "../../util/ignore.js";
 
 /** How long a node waits to ship an event, gathering those that follow it. */
 const SHIP_DELAY_MS = 50;
@@ -79,7 +80,7 @@ export class NodeMember {
       if (e.type === "sandbox.created") this.sync(e.sandbox_id, "place");
       else if (e.type === "sandbox.destroyed") this.sync(e.sandbox_id, "unplace");
     });
-    this.timer = setInterval(() => void this.beat().catch(() => {}), this.o.heartbeatMs);
+    this.timer = setInterval(() => void this.beat().catch(ignore("a missed heartbeat is retried at the next tick")), this.o.heartbeatMs);
     this.timer.unref();
   }
 

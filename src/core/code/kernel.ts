@@ -8,6 +8,7 @@ import { badRequest, ForgevmError } from "../../http/errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { MarkedStream } from "./markers.js";
 import { type CodeEvent, type CodeLanguage, RUNTIME_DIR } from "./types.js";
+import { ignore } from "../../util/ignore.js";
 
 /** How long a runtime may take to say it is ready (a cold Python under emulation takes ~1 s). */
 const READY_TIMEOUT_MS = 30_000;
@@ -122,7 +123,7 @@ export class Kernel {
     ]);
     clearTimeout(timer);
     if (outcome !== null) {
-      void s.signal(9).catch(() => {});
+      void s.signal(9).catch(ignore("the process may have exited"));
       const missing = /not found|No such file|ENOENT|exited with code 127/.test(outcome);
       throw new ForgevmError("BAD_REQUEST", missing ? `this sandbox's image cannot run ${language} code (${argvOf(language)[0]} is not installed): ${outcome}` : outcome);
     }
@@ -149,7 +150,7 @@ export class Kernel {
   run(code: string, env: Record<string, string> | undefined, onEvent: (e: CodeEvent) => void, signal?: AbortSignal): Promise<void> {
     const end = this.sandbox.busy();
     const turn = this.queue.then(() => this.runNow(code, env, onEvent, signal)).finally(end);
-    this.queue = turn.catch(() => {});
+    this.queue = turn.catch(ignore("the run's failure is its caller's; the queue goes on"));
     return turn;
   }
 
@@ -176,11 +177,11 @@ export class Kernel {
     const s = this.session;
     if (!s) return;
     // The whole group: a bash context's running command gets it too (bash itself traps it).
-    await s.signal(2, true).catch(() => {});
+    await s.signal(2, true).catch(ignore("the process may have exited"));
     let timer: NodeJS.Timeout | undefined;
     const stopped = await Promise.race([finished.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), INTERRUPT_GRACE_MS)))]);
     clearTimeout(timer);
-    if (!stopped) await s.signal(9).catch(() => {});
+    if (!stopped) await s.signal(9).catch(ignore("the process may have exited"));
   }
 
   /** One execution for bash: the code evaluated as written, then the messages a runtime would send. */
@@ -216,7 +217,7 @@ export class Kernel {
     const s = this.session;
     this.session = null;
     this.ready = null;
-    if (s) await s.signal(9).catch(() => {});
+    if (s) await s.signal(9).catch(ignore("the process may have exited"));
   }
 }
 

@@ -13,6 +13,7 @@ import { chmod, chown, lchown, link, lstat, mkdir, open, readdir, readlink, rena
 import type { Stats } from "node:fs";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
+import { ignore } from "../../util/ignore.js";
 
 const OP = {
   LOOKUP: 1,
@@ -136,7 +137,7 @@ class FuseServer {
         }
       }
     } finally {
-      for (const h of this.handles.values()) await h.fh?.close().catch(() => {});
+      for (const h of this.handles.values()) await h.fh?.close().catch(ignore("closing: a handle already closed"));
       this.handles.clear();
     }
   }
@@ -281,10 +282,7 @@ class FuseServer {
       case OP.RELEASEDIR: {
         need(arg, 8);
         const id = arg.readBigUInt64LE(0);
-        await this.handles
-          .get(id)
-          ?.fh?.close()
-          .catch(() => {});
+        await this.handles.get(id)?.fh?.close().catch(ignore("a handle already closed"));
         this.handles.delete(id);
         return Buffer.alloc(0);
       }
@@ -409,7 +407,7 @@ class FuseServer {
   private async own(rel: string, isLink = false): Promise<void> {
     if (!this.o.owner) return;
     const p = await this.host(rel);
-    await (isLink ? lchown : chown)(p, this.o.owner.uid, this.o.owner.gid).catch(() => {});
+    await (isLink ? lchown : chown)(p, this.o.owner.uid, this.o.owner.gid).catch(ignore("not root: the file is the server's own already"));
   }
 
   private async setattr(nodeid: bigint, arg: Buffer): Promise<Buffer> {

@@ -11,6 +11,7 @@ import type { HostDirMount, SandboxStore } from "../../store/sandboxes.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { serveShare } from "./fuse-server.js";
+import { ignore } from "../../util/ignore.js";
 
 const MAX_MOUNTS = 16;
 
@@ -70,13 +71,11 @@ export class HostDirs {
     this.live.set(sb.id, mine);
     const owner = process.getuid?.() === 0 ? { uid: st.uid, gid: st.gid } : undefined;
     void serveShare(s.requests, s.replies, { root: m.host, readOnly: m.read_only, owner })
-      .catch(() => {})
+      .catch(ignore("the share's end is reported by its stream"))
       .finally(() => s.close());
-    void s.done
-      .catch(() => {})
-      .finally(() => {
-        if (this.live.get(sb.id)?.get(m.path) === s) this.live.get(sb.id)!.delete(m.path);
-      });
+    void s.done.catch(ignore("the share's end is reported by its stream")).finally(() => {
+      if (this.live.get(sb.id)?.get(m.path) === s) this.live.get(sb.id)!.delete(m.path);
+    });
   }
 
   /** Mounts a host directory into a running sandbox and records it, as `forgevm mount` does. */
@@ -99,7 +98,7 @@ export class HostDirs {
     if (!current.some((m) => m.path === norm)) throw notFound(`no host directory is mounted at ${norm} in sandbox ${sb.id}`);
     const s = this.live.get(sb.id)?.get(norm);
     s?.close();
-    await s?.done.catch(() => {});
+    await s?.done.catch(ignore("the share's end is reported by its stream"));
     this.live.get(sb.id)?.delete(norm);
     const next = current.filter((m) => m.path !== norm);
     this.rows.setHostDirs(sb.id, next);

@@ -9,6 +9,7 @@ import type { Forge } from "../../core/forge.js";
 import { ConnectError, deadlineMs, serverStreaming, unary } from "../connect.js";
 import { keepaliveMs, quietTicker } from "../keepalive.js";
 import { envdContext, resolvePath, type EnvdContext } from "./context.js";
+import { ignore } from "../../util/ignore.js";
 
 const SERVICE = "filesystem.Filesystem";
 /** Most entries one ListDir answers (a deep listing of a big tree stops there). */
@@ -105,7 +106,7 @@ export async function filesystemService(app: FastifyInstance, { forge }: { forge
     const from = resolvePath(ctx, msg.source, "source");
     const to = resolvePath(ctx, msg.destination, "destination");
     await statOf(ctx, from);
-    await ctx.sandbox.mkdir(posix.dirname(to), 0o755, ctx.as).catch(() => {});
+    await ctx.sandbox.mkdir(posix.dirname(to), 0o755, ctx.as).catch(ignore("the parent may exist; the move reports what matters"));
     await ctx.sandbox.move(from, to, true, ctx.as);
     return { entry: await entryInfo(ctx, to, await statOf(ctx, to)) };
   });

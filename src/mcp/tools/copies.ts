@@ -6,6 +6,7 @@ import { checkImage, checkSize, narrowNetwork } from "../policy.js";
 import { SESSION_KEY } from "../sessions.js";
 import { tool, type ToolContext } from "../tool.js";
 import { Duration, Keep, SandboxId, ms } from "./common.js";
+import { ignore } from "../../util/ignore.js";
 
 const Count = Type.Integer({ minimum: 1, maximum: 32, description: "How many copies (default 1)" });
 const Copies = Type.Object({ sandbox_ids: Type.Array(Type.String()), duration_ms: Type.Integer() });
@@ -13,7 +14,7 @@ const Copies = Type.Object({ sandbox_ids: Type.Array(Type.String()), duration_ms
 /** Copies made while the call was cancelled are destroyed: a cancelled call leaves nothing. */
 async function unlessCancelled(ctx: ToolContext, what: string, made: Sandbox[]): Promise<Sandbox[]> {
   if (!ctx.signal.aborted) return made;
-  await Promise.all(made.map((s) => ctx.forge.destroy(s.id).catch(() => {})));
+  await Promise.all(made.map((s) => ctx.forge.destroy(s.id).catch(ignore("the sandbox may be gone already; the copy's error is the one reported"))));
   throw new ForgevmError("BAD_REQUEST", `${what} was cancelled`);
 }
 

@@ -5,6 +5,7 @@ import { ForgevmError } from "../../http/errors.js";
 import { HeadTail } from "../head-tail.js";
 import { tool } from "../tool.js";
 import { Duration, Env, SandboxId, ms } from "./common.js";
+import { ignore } from "../../util/ignore.js";
 
 /** How often a running call reports progress. */
 const PROGRESS_EVERY_MS = 1000;
@@ -57,7 +58,7 @@ export const exec = tool({
     const out = new HeadTail(ctx.policy.maxOutputBytes);
     const err = new HeadTail(ctx.policy.maxOutputBytes);
     // A cancelled call kills the whole process group: nothing it started runs on unobserved.
-    const kill = () => void s.signal(9, true).catch(() => {});
+    const kill = () => void s.signal(9, true).catch(ignore("the process may have exited"));
     ctx.signal.addEventListener("abort", kill, { once: true });
     const ticker = setInterval(() => {
       const secs = Math.round((performance.now() - t0) / 1000);

@@ -9,6 +9,7 @@ import { ForgevmError } from "../../http/errors.js";
 import { hostPath } from "../policy.js";
 import { tool } from "../tool.js";
 import { SandboxId } from "./common.js";
+import { ignore } from "../../util/ignore.js";
 
 const GuestPath = Type.String({ minLength: 1, maxLength: 4096, description: "Absolute path in the sandbox" });
 const HostPath = Type.String({
@@ -186,7 +187,7 @@ export const download = tool({
       await pipeline(r.stream, createWriteStream("", { fd: fh.fd, autoClose: false }));
       size = (await r.done).size;
     } catch (e) {
-      await rm(real, { force: true }).catch(() => {});
+      await rm(real, { force: true }).catch(ignore("already gone"));
       throw e;
     } finally {
       await fh.close();

@@ -23,6 +23,7 @@ import { QemuVm, setAutogroupNice, setVmmNice } from "./qemu-vm.js";
 import { prepareRam } from "./ram-file.js";
 import { limitFields, type QemuRuntime } from "./runtime.js";
 import { connectQemuSocket } from "./unix-socket.js";
+import { ignore } from "../../util/ignore.js";
 
 const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
 
@@ -148,7 +149,8 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
     await rm(dir, { recursive: true, force: true });
     if (rt.cgroups) await removeVmCgroup(rt.cgroups, spec.id);
     if (uid !== null) {
-      for (const v of spec.volumes ?? []) if (!v.readOnly) await chown(v.file, process.getuid?.() ?? 0, process.getgid?.() ?? 0).catch(() => {});
+      for (const v of spec.volumes ?? [])
+        if (!v.readOnly) await chown(v.file, process.getuid?.() ?? 0, process.getgid?.() ?? 0).catch(ignore("not root: the file is the server's own already"));
       rt.uids.delete(uid);
     }
   };

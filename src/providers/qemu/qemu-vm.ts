@@ -13,6 +13,7 @@ import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "
 import { Qmp } from "./qmp.js";
 import { copyRam, giveRam } from "./ram-file.js";
 import { run } from "../../util/process.js";
+import { ignore } from "../../util/ignore.js";
 
 export class QemuVm implements Vm {
   private destroying: Promise<void> | null = null;
@@ -40,7 +41,7 @@ export class QemuVm implements Vm {
   private busy: Promise<unknown> = Promise.resolve();
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const p = this.busy.then(fn, fn);
-    this.busy = p.catch(() => {});
+    this.busy = p.catch(ignore("the failure is the call's own; the queue goes on"));
     return p;
   }
 
@@ -66,7 +67,7 @@ export class QemuVm implements Vm {
       const state = join(dir, "state");
       // In the VM's own directory: the only place a confined QEMU can reach.
       const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, opts.tees);
-      await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
+      await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(ignore("a snapshot without the console log still restores"));
       let stopped = false;
       try {
         const prepared = opts.disk ? null : await this.prepareSnapshotWith(qmp, dir);
@@ -106,8 +107,8 @@ export class QemuVm implements Vm {
         const pauseMs = eventGapMs(await stopEvent, await resumed);
         return { files: { state, memory, disk, diskBytes }, pauseMs, bytes };
       } catch (e) {
-        await qmp.execute("migrate_cancel").catch(() => {});
-        if (stopped) await qmp.execute("cont").catch(() => {});
+        await qmp.execute("migrate_cancel").catch(ignore("no migration may be running any more"));
+        if (stopped) await qmp.execute("cont").catch(ignore("the VM is being given up already; the save's error is the one reported"));
         // A stream that could not be written (a full disk) is why the migration failed.
         throw sink.failure() ?? e;
       } finally {
@@ -132,7 +133,7 @@ export class QemuVm implements Vm {
       const qmp = await Qmp.connect(this.qmpSocket);
       const state = join(dir, "state");
       const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state);
-      await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(() => {});
+      await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(ignore("a snapshot without the console log still restores"));
       try {
         await requireRunning(qmp, this.info.id);
         const active = await activeDisk(qmp);
@@ -178,7 +179,7 @@ export class QemuVm implements Vm {
         stopped = false;
         return { pauseMs: Math.round(performance.now() - t0) };
       } finally {
-        if (stopped) await qmp.execute("cont").catch(() => {});
+        if (stopped) await qmp.execute("cont").catch(ignore("the VM is being given up already; the save's error is the one reported"));
         qmp.close();
       }
     });
@@ -264,7 +265,7 @@ export async function setVmmNice(pid: number, nice: number): Promise<void> {
  * threads compete with others as one group whose weight is the group's nice, not the threads'.
  */
 export async function setAutogroupNice(pid: number, nice: number): Promise<void> {
-  await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(() => {});
+  await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(ignore("no autogroup support: niceness is a hint"));
 }
 
 /** What QEMU says of a VM's run state: "running", "paused", "io-error" (a disk write failed and it waits), … */
@@ -312,6 +313,6 @@ async function switchDisk(qmp: Qmp, vmDir: string, frozen: string): Promise<void
 
 /** Makes a snapshot file root's and read-only for everyone. */
 async function sealFile(file: string): Promise<void> {
-  await chown(file, 0, 0).catch(() => {}); // not root: the file is the server's own already
+  await chown(file, 0, 0).catch(ignore("not root: the file is the server's own already"));
   await chmod(file, 0o444);
 }

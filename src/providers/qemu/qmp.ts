@@ -3,6 +3,7 @@
 // can influence: QMP talks to QEMU itself, never to the guest.
 import type { Socket } from "node:net";
 import { connectQemuSocket } from "./unix-socket.js";
+import { ignore } from "../../util/ignore.js";
 
 export class QmpError extends Error {
   override name = "QmpError";
@@ -80,7 +81,7 @@ export class Qmp {
       }, timeoutMs);
       this.waiters.add(w);
     });
-    wait.catch(() => {});
+    wait.catch(ignore("the caller awaits it; this only keeps it from going unhandled"));
     return wait;
   }
 

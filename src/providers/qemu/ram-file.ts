@@ -3,6 +3,7 @@
 // (a 512 MiB guest that touched 70 MiB holds 70 MiB), and every copy keeps them so.
 import { chmod, chown, link, rename, rm, writeFile } from "node:fs/promises";
 import { run } from "../../util/process.js";
+import { ignore } from "../../util/ignore.js";
 
 /**
  * Copies a RAM file keeping its holes: coreutils' cp walks the data extents (SEEK_DATA) and
@@ -20,7 +21,7 @@ export async function prepareRam(file: string, uid: number | null, from?: { file
   else if (from.take) await rename(from.file, file);
   else await copyRam(from.file, file);
   if (uid !== null) await chown(file, uid, uid);
-  else await chown(file, process.getuid?.() ?? 0, process.getgid?.() ?? 0).catch(() => {});
+  else await chown(file, process.getuid?.() ?? 0, process.getgid?.() ?? 0).catch(ignore("not root: the file is the server's own already"));
   // A taken file was sealed read-only for everyone; the VM maps it shared and writes to it.
   await chmod(file, 0o600);
 }
