@@ -114,3 +114,10 @@ it("every error dropped in src/ says why (ignore(reason)), none silently", () =>
   }
   assert.deepEqual(silent, []);
 });
+
+it("ownership (the X-User-ID header) is read in one place, api/owner.ts", () => {
+  const readers = files(src)
+    .filter((f) => /headers\[\s*["']x-user-id["']\s*\]/i.test(readFileSync(f, "utf8")))
+    .map((f) => relative(src, f));
+  assert.deepEqual(readers, ["api/owner.ts"]);
+});

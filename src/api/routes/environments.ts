@@ -1,32 +1,30 @@
 // The Environments API over REST (core/environments/): specs, builds of them into images (with
 // the log as NDJSON while it runs), what to spawn from a build, and registry connections.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { EnvSpec as Spec } from "../../core/environments/index.js";
 import type { Forge } from "../../core/forge.js";
 import { Connection, ConnectionRequest, EnvBuild, EnvBuildRequest, EnvSpec, EnvSpecRequest, SpawnConfig } from "../../schemas/environments.js";
 import { followNdjson } from "../stream-end.js";
+import { ownerOf } from "../owner.js";
 
 const IdParam = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 const OwnerQuery = Type.Object({ owner_id: Type.Optional(Type.String({ maxLength: 128 })) });
 const tags = ["environments"];
 
-/** The owner a request names: the body's or query's `owner_id`, else the X-User-ID header. */
-const ownerOf = (req: FastifyRequest, given: string | undefined) => given || (req.headers["x-user-id"] as string | undefined) || "";
 const specView = (s: Spec) => ({ ...s, python_version: s.python_version ?? undefined });
 
 export const environmentRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   const env = forge.environments;
 
   app.post("/environments/specs", { schema: { tags, body: EnvSpecRequest, response: { 201: EnvSpec } } }, async (req, reply) => {
-    const spec = env.createSpec({ ...req.body, owner_id: ownerOf(req, req.body.owner_id) });
+    const spec = env.createSpec({ ...req.body, owner_id: ownerOf(req, req.body.owner_id) ?? "" });
     reply.status(201);
     return specView(spec);
   });
 
   app.get("/environments/specs", { schema: { tags, querystring: OwnerQuery, response: { 200: Type.Array(EnvSpec) } } }, async (req) =>
-    env.listSpecs(ownerOf(req, req.query.owner_id)).map(specView),
+    env.listSpecs(ownerOf(req, req.query.owner_id) ?? "").map(specView),
   );
 
   app.get("/environments/specs/:id", { schema: { tags, params: IdParam, response: { 200: EnvSpec } } }, async (req) => specView(env.spec(req.params.id)));
@@ -68,7 +66,7 @@ export const environmentRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = as
     },
     async (req) =>
       env.builds
-        .list(ownerOf(req, req.query.owner_id) || undefined, req.query.limit === undefined ? 30 : Number(req.query.limit))
+        .list(ownerOf(req, req.query.owner_id), req.query.limit === undefined ? 30 : Number(req.query.limit))
         .map((build) => ({ build, spec: specView(env.spec(build.spec_id)) })),
   );
 
@@ -105,13 +103,13 @@ export const environmentRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = as
   );
 
   app.post("/environments/registry-connections", { schema: { tags, body: ConnectionRequest, response: { 201: Connection } } }, async (req, reply) => {
-    const { view } = await env.connections.put({ ...req.body, owner_id: ownerOf(req, req.body.owner_id) });
+    const { view } = await env.connections.put({ ...req.body, owner_id: ownerOf(req, req.body.owner_id) ?? "" });
     reply.status(201);
     return view;
   });
 
   app.get("/environments/registry-connections", { schema: { tags, querystring: OwnerQuery, response: { 200: Type.Array(Connection) } } }, async (req) =>
-    env.connections.list(ownerOf(req, req.query.owner_id)),
+    env.connections.list(ownerOf(req, req.query.owner_id) ?? ""),
   );
 
   app.delete("/environments/registry-connections/:id", { schema: { tags, params: IdParam, response: { 200: Type.Object({ status: Type.Literal("deleted") }) } } }, async (req) => {

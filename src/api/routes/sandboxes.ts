@@ -8,11 +8,12 @@ import type { SpawnOptions } from "../../core/options.js";
 import type { SandboxState } from "../../core/types.js";
 import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
+import { ownerOf } from "../owner.js";
 
 export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
     const b = req.body ?? {};
-    const owner = (req.headers["x-user-id"] as string | undefined) || b.owner_id;
+    const owner = ownerOf(req, b.owner_id);
     const opts: SpawnOptions = {
       image: b.image,
       provider: b.provider,
@@ -79,7 +80,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         : all
           ? (["created", "creating", "running", "paused", "stopped", "error", "destroyed"] as SandboxState[])
           : undefined;
-      return forge.list((req.headers["x-user-id"] as string | undefined) || req.query.owner_id, states).map(sandboxView);
+      return forge.list(ownerOf(req, req.query.owner_id), states).map(sandboxView);
     },
   );
 

@@ -7,14 +7,15 @@ import type { Forge } from "../../core/forge.js";
 import { CopiesRequest, IdParams, RawBody, Sandbox, Snapshot, SnapshotRequest, Status } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";
 import { sandboxView, snapshotView } from "../views.js";
+import { ownerOf } from "../owner.js";
 
 const Copies = Type.Object({ sandboxes: Type.Array(Sandbox) });
 
 export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
-  const copyOptions = (b: Static<typeof CopiesRequest> | undefined, owner?: string) => ({
+  const copyOptions = (b: Static<typeof CopiesRequest> | undefined, owner: string | undefined) => ({
     count: b?.count,
     ttlMs: b?.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
-    ownerId: owner || b?.owner_id,
+    ownerId: owner,
     metadata: b?.metadata,
     network: b?.network,
     allow: b?.allow,
@@ -49,7 +50,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       },
     },
     async (req, reply) => {
-      const r = await forge.fork(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
+      const r = await forge.fork(req.params.id, copyOptions(req.body, ownerOf(req, req.body?.owner_id)));
       reply.status(201);
       return { sandboxes: r.sandboxes.map((s) => sandboxView(forge.get(s.id))), pause_ms: r.pauseMs, duration_ms: r.totalMs };
     },
@@ -90,7 +91,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
   });
 
   app.post("/snapshots/:id/spawn", { schema: { tags: ["snapshots"], params: IdParams, body: Type.Optional(CopiesRequest), response: { 201: Copies } } }, async (req, reply) => {
-    const sbs = await forge.restore(req.params.id, copyOptions(req.body, req.headers["x-user-id"] as string | undefined));
+    const sbs = await forge.restore(req.params.id, copyOptions(req.body, ownerOf(req, req.body?.owner_id)));
     reply.status(201);
     return { sandboxes: sbs.map((s) => sandboxView(forge.get(s.id))) };
   });

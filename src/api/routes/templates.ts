@@ -8,6 +8,7 @@ import type { TemplateRow } from "../../core/types.js";
 import { templateBody } from "../../core/template-ops.js";
 import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
+import { ownerOf } from "../owner.js";
 
 function view(forge: Forge, t: TemplateRow) {
   const d = forge.defaults;
@@ -78,7 +79,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
         template: req.params.name,
         provider: b.provider,
         ttlMs: b.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
-        ownerId: (req.headers["x-user-id"] as string | undefined) || b.owner_id,
+        ownerId: ownerOf(req, b.owner_id),
         metadata: b.metadata,
         secrets: b.secrets,
       });
