@@ -121,3 +121,22 @@ it("ownership (the X-User-ID header) is read in one place, api/owner.ts", () => 
     .map((f) => relative(src, f));
   assert.deepEqual(readers, ["api/owner.ts"]);
 });
+
+it("every file docs/architecture.md names exists", () => {
+  const repo = join(src, "..");
+  const tracked: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (e.name.startsWith(".") || e.name === "node_modules" || e.name === "dist") continue;
+      if (e.isDirectory()) walk(join(dir, e.name));
+      else tracked.push(relative(repo, join(dir, e.name)));
+    }
+  };
+  walk(repo);
+  const doc = readFileSync(join(repo, "docs", "architecture.md"), "utf8");
+  // A name may be given from any folder down (`launch.ts` in a row about providers/qemu/).
+  const named = [...new Set([...doc.matchAll(/`([\w.\-/]+\.(?:ts|tsx|c|h|py|md|sh|js|mjs))`/g)].map((m) => m[1]))];
+  assert.ok(named.length > 100, `names were read (${named.length})`);
+  const missing = named.filter((n) => !tracked.some((f) => f === n || f.endsWith(`/${n}`)));
+  assert.deepEqual(missing, []);
+});
