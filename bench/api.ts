@@ -20,7 +20,7 @@ async function main() {
   const base = `${server.url}/api/v1`;
   const post = (path: string, body: unknown) => fetch(base + path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
   const sb = (await (await post("/sandboxes", { ttl: "1h" })).json()) as { id: string };
-  const core = server.forge.sandbox(sb.id);
+  const core = server.forge.sandboxes.running(sb.id);
 
   const health = await timed(RUNS, async () => (await fetch(`${base}/health`)).arrayBuffer());
   const get = await timed(RUNS, async () => {
@@ -54,7 +54,7 @@ async function main() {
     }),
   );
   const elapsed = (performance.now() - t0) / 1000;
-  const verdict = { accel: (await server.forge.providerHealth()).accel };
+  const verdict = { accel: (await server.forge.providers.health()).accel };
   await server.close();
 
   console.log(

@@ -94,7 +94,7 @@ async function main() {
     await vm.destroy();
   }
 
-  const sb = await forge.spawn({ memoryMb: 512 });
+  const sb = await forge.sandboxes.spawn({ memoryMb: 512 });
   await new Promise((r) => setTimeout(r, 2000));
   const rssIdleKb = await rssKb(sb.vm.info.pid);
   const execs: number[] = [];

@@ -22,7 +22,7 @@ async function main() {
   const cfg = await benchConfig();
   const server = await startServer(cfg, "bench");
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cfg.data_dir };
-  const sb = await server.forge.spawn();
+  const sb = await server.forge.sandboxes.spawn();
   const cases: Record<string, string[]> = {
     node: ["-e", "0"],
     version: [CLI, "version"],

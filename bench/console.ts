@@ -27,11 +27,11 @@ async function main() {
   });
   const server = await startServer(cfg, "bench");
   const forge = server.forge;
-  await (await forge.spawn({})).destroy(); // the base snapshot exists before anything is timed
-  const boxes: Awaited<ReturnType<typeof forge.spawn>>[] = [];
-  for (let i = 0; i < SANDBOXES; i++) boxes.push(await forge.spawn({ memoryMb: 256 }));
+  await (await forge.sandboxes.spawn({})).destroy(); // the base snapshot exists before anything is timed
+  const boxes: Awaited<ReturnType<typeof forge.sandboxes.spawn>>[] = [];
+  for (let i = 0; i < SANDBOXES; i++) boxes.push(await forge.sandboxes.spawn({ memoryMb: 256 }));
   await sleep(5000);
-  const intervalMs = forge.metricsIntervalMs;
+  const intervalMs = forge.metrics.intervalMs;
 
   const vmmCpuMs = async () => {
     let ms = 0;
@@ -44,7 +44,7 @@ async function main() {
     const v0 = await vmmCpuMs();
     const t0 = performance.now();
     while (performance.now() - t0 < WINDOW_MS) {
-      if (sampling) await forge.sampleMetrics();
+      if (sampling) await forge.metrics.sample();
       await sleep(Math.max(0, Math.min(intervalMs, WINDOW_MS - (performance.now() - t0))));
     }
     const wall = (performance.now() - t0) / 1000;
@@ -61,7 +61,7 @@ async function main() {
     on.server.push(Math.round(b.server * 10) / 10);
     on.vmm.push(Math.round(b.vmm * 10) / 10);
   }
-  const samples = forge.metricsHistory(boxes[0].id, Date.now() - 3600_000, intervalMs).samples.length;
+  const samples = forge.metrics.history(boxes[0].id, Date.now() - 3600_000, intervalMs).samples.length;
 
   // Time to interactive: from navigation to the dashboard showing the host's numbers and the sandboxes.
   const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox", "--disable-gpu"] });
@@ -69,7 +69,7 @@ async function main() {
   await context.addInitScript(`localStorage.setItem("forgevm_api_key", ${JSON.stringify(KEY)})`);
   const ttiMs: number[] = [];
   const baselineMs: number[] = [];
-  await forge.sampleMetrics();
+  await forge.metrics.sample();
   for (let i = 0; i < ROUNDS + 1; i++) {
     const page = await context.newPage();
     let t = performance.now();
@@ -87,7 +87,7 @@ async function main() {
     baselineMs.push(Math.round(base));
   }
   await browser.close();
-  const accel = (await forge.providerHealth()).accel;
+  const accel = (await forge.providers.health()).accel;
   for (const sb of boxes) await sb.destroy();
   await server.close();
 

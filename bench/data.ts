@@ -29,10 +29,10 @@ async function main() {
   const cfg = await benchConfig();
   const server = await startServer(cfg, "bench");
   const forge = server.forge;
-  await (await forge.spawn({})).destroy(); // the base snapshot exists before anything is timed
+  await (await forge.sandboxes.spawn({})).destroy(); // the base snapshot exists before anything is timed
 
   // Throughput: MiB/s of dd with the guest's caches dropped, the volume against the root disk.
-  const sb = await forge.spawn({ volumes: ["bench-vol:/vol"], diskMb: 2048 });
+  const sb = await forge.sandboxes.spawn({ volumes: ["bench-vol:/vol"], diskMb: 2048 });
   const mibps: Record<"volume" | "root", { write: number[]; read: number[] }> = { volume: { write: [], read: [] }, root: { write: [], read: [] } };
   for (let i = 0; i < ROUNDS; i++) {
     for (const [where, dir] of [
@@ -49,7 +49,7 @@ async function main() {
     }
   }
   await sb.destroy();
-  await forge.removeVolume("bench-vol");
+  await forge.volumes.remove("bench-vol");
 
   // Builds: a small Dockerfile (a file copied in, two RUN steps) cold, then from the cache.
   const ctx = await mkdtemp(join(tmpdir(), "fvm-bench-build-"));
@@ -60,12 +60,12 @@ async function main() {
   );
   await writeFile(join(ctx, "app.py"), "print('hello')\n");
   // The built-in image's own layer is made once, before anything is timed.
-  await forge.build(ctx, { tag: "bench/warm:v1" }, quiet);
+  await forge.builds.run(ctx, { tag: "bench/warm:v1" }, quiet);
   const coldMs: number[] = [];
   const cachedMs: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    coldMs.push(await time(() => forge.build(ctx, { tag: "bench/app:v1", noCache: true }, quiet)));
-    cachedMs.push(await time(() => forge.build(ctx, { tag: "bench/app:v1" }, quiet)));
+    coldMs.push(await time(() => forge.builds.run(ctx, { tag: "bench/app:v1", noCache: true }, quiet)));
+    cachedMs.push(await time(() => forge.builds.run(ctx, { tag: "bench/app:v1" }, quiet)));
   }
 
   // Commit of a sandbox with one file changed, against a spawn of the same image.
@@ -73,17 +73,17 @@ async function main() {
   const commitMs: number[] = [];
   const frozenMs: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    let s: Awaited<ReturnType<typeof forge.spawn>> | null = null;
-    spawnMs.push(await time(async () => (s = await forge.spawn({ image: "bench/app:v1" }))));
+    let s: Awaited<ReturnType<typeof forge.sandboxes.spawn>> | null = null;
+    spawnMs.push(await time(async () => (s = await forge.sandboxes.spawn({ image: "bench/app:v1" }))));
     await s!.exec("echo changed > /app/new");
-    const r = await forge.commit(s!.id, { image: `bench/commit:${i}` });
+    const r = await forge.images.commit(s!.id, { image: `bench/commit:${i}` });
     commitMs.push(r.durationMs);
     frozenMs.push(r.frozenMs);
     await s!.destroy();
-    await forge.removeImage(`bench/commit:${i}`);
+    await forge.images.remove(`bench/commit:${i}`);
   }
-  const accel = (await forge.providerHealth()).accel;
-  for (const n of ["bench/app:v1", "bench/warm:v1"]) await forge.removeImage(n).catch(() => {});
+  const accel = (await forge.providers.health()).accel;
+  for (const n of ["bench/app:v1", "bench/warm:v1"]) await forge.images.remove(n).catch(() => {});
   await server.close();
 
   const ratio = (xs: number[], base: number[]) => Math.round((pct(xs, 50) / pct(base, 50)) * 100) / 100;

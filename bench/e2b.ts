@@ -71,7 +71,7 @@ async function main() {
     if (r.text !== "2") throw new Error(`1+1 gave ${r.text}`);
   });
   await sb.destroy();
-  const accel = (await server.forge.providerHealth()).accel;
+  const accel = (await server.forge.providers.health()).accel;
   await server.close();
 
   console.log(

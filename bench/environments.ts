@@ -50,11 +50,11 @@ async function main() {
         await new Promise((r) => setTimeout(r, 50));
       }
     };
-    await (await forge.spawn({})).destroy(); // the base snapshot exists before anything is timed
+    await (await forge.sandboxes.spawn({})).destroy(); // the base snapshot exists before anything is timed
     // ... and so does the built-in image's own layer, which the first build of it makes once.
     const warm = await mkdtemp(join(work, "warm-"));
     await writeFile(join(warm, "Dockerfile"), "FROM forgevm/debian:bookworm\nRUN true\n");
-    await forge.build(warm, { tag: "bench/warm:v1" }, quiet);
+    await forge.builds.run(warm, { tag: "bench/warm:v1" }, quiet);
     const spec = env.createSpec({ ...input, name: "demo" });
     const t0 = performance.now();
     const b = await until(env.builds.create(spec.id, undefined, undefined).id);
@@ -65,14 +65,14 @@ async function main() {
     envCached.push(Math.round(performance.now() - t1));
     if (again.steps.some((s) => s.status === "done" && !s.instruction.startsWith("FROM"))) throw new Error("the rebuild ran a step");
     // The baseline: the same Dockerfile through the builder, nothing read from the cache.
-    direct.push(await time(() => forge.build(ctx, { tag: "bench/env-direct:v1", noCache: true, network: "allowlist", allow, memoryMb: 512 }, quiet)));
+    direct.push(await time(() => forge.builds.run(ctx, { tag: "bench/env-direct:v1", noCache: true, network: "allowlist", allow, memoryMb: 512 }, quiet)));
     // Cancel: a build waiting on a package index that never answers.
     const slow = env.createSpec({ ...input, name: "slow", apt_packages: [], python_packages: ["slow-pkg"] });
     const before = index.hits.slow;
     const s = env.builds.create(slow.id, undefined, undefined);
     while (index.hits.slow === before) await new Promise((r) => setTimeout(r, 50));
     cancelMs.push(await time(() => env.builds.cancel(s.id)));
-    accel = (await forge.providerHealth()).accel ?? "";
+    accel = (await forge.providers.health()).accel ?? "";
     await forge.close();
   }
   index.close();

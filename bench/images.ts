@@ -45,22 +45,22 @@ async function main() {
     await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
     await run("skopeo", ["copy", "--quiet", "--dest-tls-verify=false", `oci:${layout}:t`, `docker://${host}/bench/big:v1`]);
     const ref = `${host}/bench/big:v1`;
-    await forge.removeImage(ref).catch(() => {});
-    await forge.pruneBlobs();
+    await forge.images.remove(ref).catch(() => {});
+    await forge.images.pruneBlobs();
 
     let t0 = performance.now();
-    const img = await forge.pullImage(ref);
+    const img = await forge.images.pull(ref);
     const pullMs = performance.now() - t0;
 
     t0 = performance.now();
-    const first = await forge.spawn({ image: ref, memoryMb: 256 });
+    const first = await forge.sandboxes.spawn({ image: ref, memoryMb: 256 });
     const firstSpawnMs = performance.now() - t0;
     const check = await first.exec(["sh", "-c", "wc -c < /data/blob.bin"]);
     await first.destroy();
     if (check.stdout.trim() !== String(big.length)) throw new Error(`content check failed: ${check.stdout}`);
 
     t0 = performance.now();
-    const baseline = await forge.spawn({ memoryMb: 256 });
+    const baseline = await forge.sandboxes.spawn({ memoryMb: 256 });
     const baselineMs = performance.now() - t0;
     await baseline.destroy();
 
@@ -70,7 +70,7 @@ async function main() {
           benchmark: "images",
           date: new Date().toISOString(),
           machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
-          accel: (await forge.providerHealth()).accel,
+          accel: (await forge.providers.health()).accel,
           image: { layers_mb: Math.round((busybox.length + big.length) / 1e6), rootfs_mib: Math.round(img.size / 1048576) },
           pull_and_install_ms: Math.round(pullMs),
           pull_mb_per_s: Math.round(((busybox.length + big.length) / 1e6 / (pullMs / 1000)) * 10) / 10,
@@ -82,8 +82,8 @@ async function main() {
         2,
       ),
     );
-    await forge.removeImage(ref);
-    await forge.pruneBlobs();
+    await forge.images.remove(ref);
+    await forge.images.pruneBlobs();
   } finally {
     await forge.close();
     registry.kill("SIGTERM");

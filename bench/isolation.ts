@@ -26,13 +26,13 @@ let accel = "";
 
 async function spawnTimes(jail: boolean): Promise<number[]> {
   const forge = await benchForge({ jail, reapIntervalMs: 0 });
-  accel = (await forge.providerHealth()).accel ?? "";
+  accel = (await forge.providers.health()).accel ?? "";
   try {
-    await (await forge.spawn()).destroy(); // makes sure the base snapshot exists
+    await (await forge.sandboxes.spawn()).destroy(); // makes sure the base snapshot exists
     const ms: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       const t0 = performance.now();
-      const sb = await forge.spawn();
+      const sb = await forge.sandboxes.spawn();
       await sb.exec("true");
       ms.push(performance.now() - t0);
       await sb.destroy();
@@ -50,7 +50,7 @@ async function network() {
   const port = (host.address() as { port: number }).port;
   const forge = await benchForge({ reapIntervalMs: 0, network: { hostsOverride: { "bench.forgevm.test": "127.0.0.1" } } });
   try {
-    const sb = await forge.spawn({ allow: [`bench.forgevm.test:${port}`], ports: ["0:8000"] });
+    const sb = await forge.sandboxes.spawn({ allow: [`bench.forgevm.test:${port}`], ports: ["0:8000"] });
     const url = `http://bench.forgevm.test:${port}`;
     const firstByte: number[] = [];
     for (let i = 0; i < RUNS; i++) {
@@ -71,7 +71,7 @@ async function network() {
     if (file.length !== body.length) throw new Error("file read short");
     // published port: the guest serves /root/big, the host downloads it
     await sb.exec("cd /root && (nohup python3 -m http.server 8000 >/dev/null 2>&1 &); sleep 1.5");
-    const hp = forge.network(sb.id).ports[0].host_port;
+    const hp = forge.network.get(sb.id).ports[0].host_port;
     const small: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       t0 = performance.now();

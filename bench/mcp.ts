@@ -57,7 +57,7 @@ async function main() {
   await stdio.close();
   await httpTransport.terminateSession();
   await http.close();
-  const accel = (await server.forge.providerHealth()).accel;
+  const accel = (await server.forge.providers.health()).accel;
   await server.close();
 
   const ratio = (xs: number[]) => Math.round((pct(xs, 50) / pct(restMs, 50)) * 100) / 100;

@@ -84,7 +84,7 @@ async function memory(server: Server, ids: string[]) {
   let pss = 0;
   let rss = 0;
   for (const id of ids) {
-    const pid = server.forge.sandbox(id).vm.info.pid;
+    const pid = server.forge.sandboxes.running(id).vm.info.pid;
     const text = await readFile(`/proc/${pid}/smaps_rollup`, "utf8");
     pss += Number(/^Pss:\s+(\d+)/m.exec(text)![1]);
     rss += Number(/^Rss:\s+(\d+)/m.exec(text)![1]);
@@ -94,7 +94,7 @@ async function memory(server: Server, ids: string[]) {
 
 /** The memory of the data directory's QEMU processes that run no sandbox: prestarted VMMs, guest held. */
 async function heldVmmMemory(server: Server) {
-  const live = new Set(server.forge.list().map((r) => r.id));
+  const live = new Set(server.forge.sandboxes.list().map((r) => r.id));
   const out: { pss_mib: number; rss_mib: number; anonymous_mib: number }[] = [];
   for (const pid of await readdir("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
@@ -141,7 +141,7 @@ async function idleReclaim(server: Server, api: Awaited<ReturnType<typeof open>>
   const before = await memory(server, ids);
   const execBefore = await timed();
   await sleep(3000);
-  await Promise.all(ids.map((id) => server.forge.sandbox(id).vm.channel.request<"reclaim">({ op: "reclaim" })));
+  await Promise.all(ids.map((id) => server.forge.sandboxes.running(id).vm.channel.request<"reclaim">({ op: "reclaim" })));
   // The guest reports blocks once they stayed free for ~2 s.
   await sleep(6000);
   const after = await memory(server, ids);
@@ -160,7 +160,7 @@ async function idleReclaim(server: Server, api: Awaited<ReturnType<typeof open>>
 
 async function main() {
   const started = Date.now();
-  const accel = async (s: Server) => (await s.forge.providerHealth()).accel;
+  const accel = async (s: Server) => (await s.forge.providers.health()).accel;
 
   // 1. Cold boot: base snapshots off.
   let { server, api } = await open((c) => (c.snapshots.base = false));
@@ -229,7 +229,7 @@ async function main() {
       await sleep(2000);
       const mem = await memory(server, ids);
       // What the fork saved: the stream (devices and, without a RAM file, all of RAM) and the RAM file's data.
-      const snap = server.forge.listSnapshots(["ready", "deleted"]).find((x) => x.id === server.forge.get(ids[0]).snapshot_id);
+      const snap = server.forge.snapshots.list(["ready", "deleted"]).find((x) => x.id === server.forge.sandboxes.get(ids[0]).snapshot_id);
       await Promise.all(ids.map((id: string) => api("DELETE", `/sandboxes/${id}`)));
       return {
         children: count,
@@ -267,7 +267,7 @@ async function main() {
   ({ server, api } = await open((c) => (c.warm_pool = { size: BURST, memory_budget_mb: BURST * 512 + 512 })));
   const full = async () => {
     const end = Date.now() + 180_000;
-    while (server.forge.warmPools().reduce((n, p) => n + p.ready, 0) < BURST) {
+    while (server.forge.pools.warm().reduce((n, p) => n + p.ready, 0) < BURST) {
       if (Date.now() > end) throw new Error("the warm pool did not fill");
       await sleep(50);
     }

@@ -41,7 +41,7 @@ async function main() {
     if (r.exit_code !== 0) throw new Error(`exec failed: ${JSON.stringify(r)}`);
     return r;
   };
-  const accel = (await server.forge.providerHealth()).accel;
+  const accel = (await server.forge.providers.health()).accel;
 
   // Baseline: spawn restored from the base snapshot (made by the first spawn, not timed) → first exec.
   await api("DELETE", `/sandboxes/${(await api("POST", "/sandboxes", {})).id}`);
@@ -59,7 +59,7 @@ async function main() {
   const cycles = async (forkable: boolean) => {
     const sb = (await api("POST", "/sandboxes", { ttl: "1h", forkable })).id;
     await exec(sb, "nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &");
-    const runningPss = await pssMib(server.forge.get(sb).vm_pid!);
+    const runningPss = await pssMib(server.forge.sandboxes.get(sb).vm_pid!);
     const pauseMs: number[] = [];
     const resumeMs: number[] = [];
     const wakeMs: number[] = [];
@@ -68,8 +68,8 @@ async function main() {
       let t0 = performance.now();
       await api("POST", `/sandboxes/${sb}/pause`);
       pauseMs.push(performance.now() - t0);
-      if (server.forge.get(sb).vm_pid !== null) throw new Error("a paused sandbox still has a VMM");
-      pauseBytes = server.forge.listSnapshots(["ready"]).find((x) => x.id === server.forge.get(sb).snapshot_id)?.size_bytes ?? 0;
+      if (server.forge.sandboxes.get(sb).vm_pid !== null) throw new Error("a paused sandbox still has a VMM");
+      pauseBytes = server.forge.snapshots.list(["ready"]).find((x) => x.id === server.forge.sandboxes.get(sb).snapshot_id)?.size_bytes ?? 0;
       t0 = performance.now();
       if (i % 2 === 0) {
         await api("POST", `/sandboxes/${sb}/resume`, {});

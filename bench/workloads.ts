@@ -64,7 +64,7 @@ async function main() {
     filesDownMs.push(await time(async () => Promise.all(files.map((f) => sb.readFile(`/tmp/f${i}/${f.name}`, { binary: true })))));
   }
   await sb.destroy();
-  const accel = (await server.forge.providerHealth()).accel;
+  const accel = (await server.forge.providers.health()).accel;
   await server.close();
 
   const ratio = (xs: number[], base: number[]) => Math.round((pct(xs, 50) / pct(base, 50)) * 100) / 100;

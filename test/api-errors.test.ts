@@ -19,7 +19,7 @@ before(async () => {
   app = await buildApp({ forge, version: "test", apiKey: "k" });
   base = await app.listen({ host: "127.0.0.1", port: 0 });
   port = Number(new URL(base).port);
-  sb = await forge.spawn();
+  sb = await forge.sandboxes.spawn();
 });
 
 after(async () => {
@@ -138,7 +138,7 @@ describe("optional bodies", () => {
     const made = await api("POST", "/sandboxes", "", json);
     assert.equal(made.status, 201, JSON.stringify(made.body));
     assert.equal((await api("POST", `/sandboxes/${made.body.id}/snapshot`, "", json)).status, 201);
-    assert.equal((await api("POST", `/snapshots/${(await forge.listSnapshots()).find((s) => s.source_id === made.body.id)!.id}/spawn`, "", json)).status, 201);
+    assert.equal((await api("POST", `/snapshots/${(await forge.snapshots.list()).find((s) => s.source_id === made.body.id)!.id}/spawn`, "", json)).status, 201);
     assert.equal((await api("DELETE", `/sandboxes/${made.body.id}`, "", json)).status, 200);
     assert.equal((await api("DELETE", "/sandboxes", "", json)).status, 200);
     // and a route that needs fields names the first one missing

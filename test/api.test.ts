@@ -268,7 +268,7 @@ describe("server", () => {
     assert.ok(Number.isInteger(pool.prestarted.ready) && Number.isInteger(pool.prestarted.bases), JSON.stringify(pool));
     const providers = await api("GET", "/providers");
     assert.deepEqual(providers.body, [{ name: "qemu", healthy: true, default: true, isolation: "vm" }]);
-    assert.equal((await api("GET", "/providers/qemu")).body.config.accel, (await server.forge.providerHealth()).accel);
+    assert.equal((await api("GET", "/providers/qemu")).body.config.accel, (await server.forge.providers.health()).accel);
     assertError(await api("GET", "/providers/nope"), 404, "NOT_FOUND");
     const prom = await fetch(`${base}/metrics`);
     assert.match(prom.headers.get("content-type") ?? "", /^text\/plain/);
@@ -292,13 +292,13 @@ describe("server", () => {
     assert.equal(r.status, 201);
     await waitFor(async () => (await api("GET", `/sandboxes/${r.body.id}`)).status === 404, 30_000, "expiry");
     const events = () =>
-      server.forge
-        .replayEvents(0, 100000)
+      server.forge.events
+        .replay(0, 100000)
         .filter((e) => e.sandbox_id === r.body.id)
         .map((e) => e.type);
     await waitFor(() => events().includes("sandbox.expired"), 10_000, "the expiry event");
     assert.deepEqual(events(), ["sandbox.created", "sandbox.running", "sandbox.expired"]);
-    assert.ok(!server.forge.list().some((s) => s.id === r.body.id));
+    assert.ok(!server.forge.sandboxes.list().some((s) => s.id === r.body.id));
   });
 
   it("prunes expired sandboxes on DELETE /sandboxes", async () => {
@@ -408,9 +408,9 @@ describe("templates", () => {
 
   it("fails a spawn whose setup command fails, leaving nothing running", async () => {
     assert.equal((await api("POST", "/templates", { name: "broken", setup: ["echo boom >&2; exit 3"] })).status, 201);
-    const before = server.forge.list().length;
+    const before = server.forge.sandboxes.list().length;
     assertError(await api("POST", "/sandboxes", { template: "broken" }), 400, "BAD_REQUEST", /setup command 1 .* exit code 3: boom/);
-    assert.equal(server.forge.list().length, before);
+    assert.equal(server.forge.sandboxes.list().length, before);
     assert.equal((await api("DELETE", "/templates/broken")).status, 200);
   });
 
@@ -587,7 +587,7 @@ describe("the forgevm CLI against the server", () => {
     const run = await forgevm("run", "--json", "-m", "256", "--", "sh", "-c", "echo hi; exit 3");
     assert.equal(run.status, 3, run.stderr);
     assert.equal(JSON.parse(run.stdout).stdout, "hi\n");
-    assert.ok(!server.forge.list().some((s) => s.memory_mb === 256 && s.state === "running"), "run destroyed its sandbox");
+    assert.ok(!server.forge.sandboxes.list().some((s) => s.memory_mb === 256 && s.state === "running"), "run destroyed its sandbox");
     const made = await forgevm("template", "create", "cli-tpl", "-m", "256", "--ttl", "10m", "-e", "WHO=cli", "--setup", "echo set > /etc/cli-setup", "--json");
     assert.equal(made.status, 0, made.stderr);
     assert.equal(JSON.parse(made.stdout).ttl_seconds, 600);

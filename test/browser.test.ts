@@ -65,7 +65,7 @@ describe("origins", () => {
       assert.equal(JSON.parse(r.text).code, "FORBIDDEN");
       assert.equal(r.headers["access-control-allow-origin"], undefined);
     }
-    assert.equal(forge.list().length, 0, "nothing was spawned");
+    assert.equal(forge.sandboxes.list().length, 0, "nothing was spawned");
   });
 
   it("lets the server's own origin in, and a configured origin with CORS headers", async () => {

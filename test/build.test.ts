@@ -94,7 +94,7 @@ before(async () => {
 after(async () => {
   registry?.stop();
   if (server) {
-    const images = (await server.forge.listImages()).map((i) => i.name);
+    const images = (await server.forge.images.list()).map((i) => i.name);
     assert.deepEqual(
       images.filter((n) => n.includes("build-")),
       [],
@@ -146,7 +146,7 @@ describe("Dockerfile builds", () => {
     const seen = await api("POST", `/sandboxes/${sb.body.id}/exec`, { command: "cat out.txt; ls src; id -u; pwd; echo $MODE; echo x > /data/w && echo writable" });
     assert.equal(seen.body.stdout, "hi from the builder\nmain\nmain.txt\n1000\n/app\nprod\nwritable\n", seen.body.stderr);
     await api("DELETE", `/sandboxes/${sb.body.id}`);
-    const info = (await server.forge.listImages()).find((i) => i.name.endsWith("local/demo:v1"));
+    const info = (await server.forge.images.list()).find((i) => i.name.endsWith("local/demo:v1"));
     assert.equal(info?.layers?.length, 1 + 3, "the base's layer and one per COPY or RUN of the last stage");
   });
 

@@ -48,7 +48,7 @@ before(async () => {
   removeAtExit(work);
   registry = await startRegistry(work);
   const layout = await writeBusyboxImage(await mkdtemp(join(work, "bb-")), ["sh", "cat", "echo", "ls", "mkdir", "rm", "stat", "sleep"], [], { Env: ["PATH=/bin"] });
-  await server.forge.importImage(layout, { name: BUSYBOX });
+  await server.forge.images.import(layout, { name: BUSYBOX });
 });
 
 after(async () => {
@@ -234,7 +234,7 @@ describe("export and push", () => {
     // Another client sees the same manifest; our own pull verifies every byte and gets the same digest.
     const remote = JSON.parse((await run("skopeo", ["inspect", "--tls-verify=false", `docker://${registry.host}/team/app:v1`])).stdout);
     assert.equal(remote.Digest, want);
-    const pull = await server.forge.pullImage(`${registry.host}/team/app:v1`);
+    const pull = await server.forge.images.pull(`${registry.host}/team/app:v1`);
     assert.equal(pull.digest, want);
     const child = await spawn(`${registry.host}/team/app:v1`);
     assert.equal((await exec(child, "cat /opt/app/greeting")).stdout, "hello\n");

@@ -111,11 +111,11 @@ describe("the README", () => {
     const file = join(repo, `.readme-e2b-${process.pid}.mjs`);
     await writeFile(file, m[1]);
     try {
-      const before = new Set(forge.list().map((s) => s.id));
+      const before = new Set(forge.sandboxes.list().map((s) => s.id));
       const { stdout } = await run(process.execPath, [file], { cwd: repo, env: childEnv(env) });
       assert.equal(stdout, "42\nhello from user\n");
       assert.deepEqual(
-        forge.list().filter((s) => !before.has(s.id)),
+        forge.sandboxes.list().filter((s) => !before.has(s.id)),
         [],
         "the snippet's sandbox is gone",
       );

@@ -406,9 +406,9 @@ describe("lifecycle: pause at the timeout, and auto-resume", () => {
     // The same object as before the pause: its next call wakes the sandbox and is served.
     assert.equal(await s.files.read("kept.txt"), "kept across the pause");
     assert.equal((await Sandbox.getInfo(s.sandboxId)).state, "running");
-    const resumed = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
+    const resumed = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
     assert.equal(resumed.at(-1)?.data?.by, "envd");
-    const paused = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
+    const paused = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
     assert.equal(paused.at(-1)?.data?.reason, "timeout");
     await s.kill();
   });
@@ -439,13 +439,13 @@ describe("a pause that keeps the disk only", () => {
     const bg = await s.commands.run("sleep 600", { background: true, timeoutMs: 0 });
     await bg.disconnect();
     assert.equal(await s.pause({ keepMemory: false }), true);
-    const paused = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
+    const paused = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
     assert.equal(paused.at(-1)?.data?.memory, false);
     assert.equal(await s.isRunning(), false, "a disk-only pause is not resumed behind the caller's back");
     const back = await Sandbox.connect(s.sandboxId);
     assert.equal(await back.files.read("disk.txt"), "on the disk");
     assert.equal((await back.commands.run(`kill -0 ${bg.pid} 2>/dev/null && echo alive || echo gone`)).stdout, "gone\n", "a cold boot: the processes are gone");
-    const resumed = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
+    const resumed = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
     assert.equal(resumed.at(-1)?.data?.cold_boot, true);
     await back.kill();
 
@@ -458,7 +458,7 @@ describe("a pause that keeps the disk only", () => {
     const rebooted = await Sandbox.connect(r.sandboxId, { onResume: "reboot" });
     assert.equal(await rebooted.files.read("disk.txt"), "rebooted over it");
     assert.equal((await rebooted.commands.run(`kill -0 ${held.pid} 2>/dev/null && echo alive || echo gone`)).stdout, "gone\n");
-    const woke = forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === r.sandboxId && e.type === "sandbox.resumed");
+    const woke = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === r.sandboxId && e.type === "sandbox.resumed");
     assert.equal(woke.at(-1)?.data?.cold_boot, true);
     await rebooted.kill();
 
@@ -476,7 +476,7 @@ describe("an image without bash or the user", () => {
     const dir = await mkdtemp(join(tmpdir(), "fvm-e2b-img-"));
     try {
       const layout = await writeBusyboxImage(dir, ["sh", "chown", "id", "cat", "pwd", "readlink", "ls"], [{ path: "home/", type: "dir" }]);
-      await forge.importImage(layout, { name: "local/busybox-e2b:v1" });
+      await forge.images.import(layout, { name: "local/busybox-e2b:v1" });
       const s = await Sandbox.create("local/busybox-e2b:v1", { timeoutMs: 120_000 });
       try {
         const r = await s.commands.run("id -un; id -u; pwd; readlink /proc/$$/exe");

@@ -333,7 +333,7 @@ describe("Environments API", () => {
 
     const live = await apiRequest(http.url, "GET", "/sandboxes");
     assert.deepEqual(live.body, [], "no build sandbox is left");
-    const images = (await forge.listImages()).map((i) => i.name);
+    const images = (await forge.images.list()).map((i) => i.name);
     assert.deepEqual(
       images.filter((n) => n.includes("build-") || n.includes("env-alice-slow")),
       [],

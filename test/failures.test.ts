@@ -29,7 +29,7 @@ const api = async (method: "GET" | "POST", url: string, body?: object) => {
 };
 
 /** Events recorded for a sandbox, in order. */
-const eventsOf = (id: string) => forge.replayEvents(0, 100_000).filter((e) => e.sandbox_id === id);
+const eventsOf = (id: string) => forge.events.replay(0, 100_000).filter((e) => e.sandbox_id === id);
 
 async function assertCleanedUp(id: string, vmDir: string, pid: number) {
   await waitFor(() => !alive(pid), 10_000, "the VMM to be gone");
@@ -43,7 +43,7 @@ async function assertCleanedUp(id: string, vmDir: string, pid: number) {
     "the VM directory to be gone",
   );
   assert.deepEqual(
-    forge
+    forge.sandboxes
       .list()
       .map((s) => s.id)
       .filter((s) => s === id),
@@ -54,14 +54,14 @@ async function assertCleanedUp(id: string, vmDir: string, pid: number) {
 
 describe("a sandbox whose VM stops answering", () => {
   it("becomes error with the reason when the guest breaks its agent channel, and is cleaned up", async () => {
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     const { dir, pid } = sb.vm.info;
     // Root in the guest rebinds the console driver and writes a raw frame no agent would send.
     await sb.exec(
       `nohup sh -c 'sleep 1; echo virtio0 > /sys/bus/virtio/drivers/virtio_console/unbind; echo virtio0 > /sys/bus/virtio/drivers/virtio_console/bind; sleep 1; printf "\\377\\377\\377\\377 a frame header no agent sends" > /dev/vport0p1' >/dev/null 2>&1 &`,
     );
-    await waitFor(() => forge.get(sb.id).state === "error", 20_000, "the sandbox to become error");
-    const row = forge.get(sb.id);
+    await waitFor(() => forge.sandboxes.get(sb.id).state === "error", 20_000, "the sandbox to become error");
+    const row = forge.sandboxes.get(sb.id);
     assert.match(row.error ?? "", /agent channel/);
     assert.ok(row.destroyed_at);
     await waitFor(() => eventsOf(sb.id).some((e) => e.type === "sandbox.error"), 10_000, "the sandbox.error event");
@@ -81,19 +81,19 @@ describe("a sandbox whose VM stops answering", () => {
   });
 
   it("becomes error when its VMM is killed from outside", async () => {
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     const { dir, pid } = sb.vm.info;
     process.kill(pid, "SIGKILL");
-    await waitFor(() => forge.get(sb.id).state === "error", 20_000, "the sandbox to become error");
-    assert.match(forge.get(sb.id).error ?? "", /VM (stopped|exited)|agent channel/);
+    await waitFor(() => forge.sandboxes.get(sb.id).state === "error", 20_000, "the sandbox to become error");
+    assert.match(forge.sandboxes.get(sb.id).error ?? "", /VM (stopped|exited)|agent channel/);
     await assertCleanedUp(sb.id, dir, pid);
   });
 
   it("a sandbox destroyed on purpose is not an error", async () => {
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     await sb.destroy();
     await new Promise((r) => setTimeout(r, 300));
-    assert.equal(forge.get(sb.id).state, "destroyed");
+    assert.equal(forge.sandboxes.get(sb.id).state, "destroyed");
     assert.ok(!eventsOf(sb.id).some((e) => e.type === "sandbox.error"));
   });
 });
@@ -107,7 +107,7 @@ describe("failures stay visible", () => {
     await writeFile(join(dir, "image.json"), JSON.stringify({ name: "forgevm/broken", source: "test", createdAt: new Date().toISOString(), size: 8 * 1024 * 1024 }));
     const made = await api("POST", "/sandboxes", { image: "forgevm/broken", memory_mb: 256 });
     assert.ok(made.status >= 500, JSON.stringify(made.body));
-    const failed = forge.list(undefined, ["error"]).find((s) => s.image === "forgevm/broken");
+    const failed = forge.sandboxes.list(undefined, ["error"]).find((s) => s.image === "forgevm/broken");
     assert.ok(failed, "the failed sandbox has a row");
     const got = await api("GET", `/sandboxes/${failed.id}`);
     assert.equal(got.status, 200, JSON.stringify(got.body));
@@ -122,7 +122,7 @@ describe("failures stay visible", () => {
       logs.body.join("\n"),
     );
     // Destroyed ones are history too, but GET keeps answering 404 for them, as the contract says.
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     await sb.destroy();
     assert.equal((await api("GET", `/sandboxes/${sb.id}`)).status, 404);
     assert.ok((await api("GET", "/sandboxes?all=true")).body.some((s: { id: string; state: string }) => s.id === sb.id && s.state === "destroyed"));

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
-import { serveShare } from "../src/core/host-dirs/fuse-server.js";
+import { serveShare } from "../src/fuse/server.js";
 import { apiRequest, assertNoVmLeft, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 
 let server: RunningServer;

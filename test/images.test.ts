@@ -26,8 +26,8 @@ before(async () => {
 });
 after(async () => {
   await rm(work, { recursive: true, force: true });
-  for (const name of ["local/test-full:v1", "local/test-multi"]) await forge.removeImage(name);
-  await forge.pruneBlobs();
+  for (const name of ["local/test-full:v1", "local/test-multi"]) await forge.images.remove(name);
+  await forge.images.pruneBlobs();
   assert.deepEqual(await readdir(join(forge.paths.blobsDir, "sha256")), []);
 });
 
@@ -79,11 +79,11 @@ describe("importing OCI layouts", () => {
       config: { Env: ["PATH=/bin:/usr/bin", "GREETING=from-image"], WorkingDir: "/work", User: "app" },
     });
     await writeIndex(layout, [{ tag: "v1", descriptor: desc }]);
-    const img = await forge.importImage(layout, { name: "local/test-full:v1", ref: "v1" });
+    const img = await forge.images.import(layout, { name: "local/test-full:v1", ref: "v1" });
     assert.equal(img.name, "registry-1.docker.io/local/test-full:v1");
     assert.equal(img.digest, desc.digest);
     assert.deepEqual(img.config?.Env, ["PATH=/bin:/usr/bin", "GREETING=from-image"]);
-    const sb = await forge.spawn({ image: "local/test-full:v1", memoryMb: 256 });
+    const sb = await forge.sandboxes.spawn({ image: "local/test-full:v1", memoryMb: 256 });
     try {
       const r = await sb.exec([
         "sh",
@@ -93,12 +93,12 @@ describe("importing OCI layouts", () => {
       assert.equal(r.stderr, "");
       assert.equal(r.stdout, "/work\nfrom-image\nhello from the image\nc\nold-gone\nplain layer\n4755\nsame-inode\n1000\n");
       assert.equal((await sb.exec(["sh", "-c", "id -u"], { user: "app" })).stdout, "1000\n");
-      await assert.rejects(forge.removeImage("local/test-full:v1"), /in use by/);
+      await assert.rejects(forge.images.remove("local/test-full:v1"), /in use by/);
     } finally {
       await sb.destroy();
     }
     // Asked for, execs run as the image's USER; an exec can still say otherwise.
-    const asImage = await forge.spawn({ image: "local/test-full:v1", memoryMb: 256, user: "image" });
+    const asImage = await forge.sandboxes.spawn({ image: "local/test-full:v1", memoryMb: 256, user: "image" });
     try {
       assert.equal((await asImage.exec(["sh", "-c", "id -u"])).stdout, "1000\n");
       assert.equal((await asImage.exec(["sh", "-c", "id -u"], { user: "root" })).stdout, "0\n");
@@ -112,9 +112,9 @@ describe("importing OCI layouts", () => {
     const arm = await writeImage(layout, { layers: [baseLayer("arm64")], architecture: "arm64" });
     const amd = await writeImage(layout, { layers: [baseLayer("amd64")] });
     await writeIndex(layout, [{ tag: "latest", descriptor: await writeMultiArch(layout, [arm, amd]) }]);
-    const img = await forge.importImage(layout, { name: "local/test-multi" });
+    const img = await forge.images.import(layout, { name: "local/test-multi" });
     assert.equal(img.digest, amd.digest);
-    const sb = await forge.spawn({ image: "local/test-multi", memoryMb: 256 });
+    const sb = await forge.sandboxes.spawn({ image: "local/test-multi", memoryMb: 256 });
     try {
       assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker"])).stdout, "amd64");
     } finally {
@@ -131,7 +131,7 @@ describe("importing OCI layouts", () => {
     const bytes = await readFile(victim);
     bytes[bytes.length - 5] ^= 0xff;
     await writeFile(victim, bytes);
-    await assert.rejects(forge.importImage(layout, { name: "local/test-tampered", ref: "t" }), DigestMismatchError);
+    await assert.rejects(forge.images.import(layout, { name: "local/test-tampered", ref: "t" }), DigestMismatchError);
     await assert.rejects(resolveImage(forge.paths, "local/test-tampered:t"), ImageNotFoundError);
     assert.deepEqual(await imageLeftovers(forge), []);
     assert.equal(existsSync(join(forge.paths.blobsDir, "sha256", manifest.layers[1].digest.slice(7))), false);
@@ -141,19 +141,19 @@ describe("importing OCI layouts", () => {
     const layout = await layoutDir("evil");
     const desc = await writeImage(layout, { layers: [{ entries: [{ path: "../../escape", data: "x" }] }] });
     await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
-    await assert.rejects(forge.importImage(layout, { name: "local/test-evil", ref: "t" }), LayerError);
+    await assert.rejects(forge.images.import(layout, { name: "local/test-evil", ref: "t" }), LayerError);
     assert.deepEqual(await imageLeftovers(forge), []);
     const armOnly = await layoutDir("arm");
     const arm = await writeImage(armOnly, { layers: [baseLayer("arm")], architecture: "arm64" });
     await writeIndex(armOnly, [{ tag: "t", descriptor: await writeMultiArch(armOnly, [arm]) }]);
     await assert.rejects(
-      forge.importImage(armOnly, { name: "local/test-arm", ref: "t" }),
+      forge.images.import(armOnly, { name: "local/test-arm", ref: "t" }),
       (e: any) => e.code === "BAD_REQUEST" && /no linux\/amd64 variant \(it offers linux\/arm64\)/.test(e.message),
     );
-    await assert.rejects(forge.importImage(join(work, "nope"), { name: "x" }), /does not exist/);
+    await assert.rejects(forge.images.import(join(work, "nope"), { name: "x" }), /does not exist/);
     const notLayout = await layoutDir("not-a-layout");
     await mkdir(notLayout, { recursive: true });
-    await assert.rejects(forge.importImage(notLayout, { name: "x" }), /not an OCI image layout/);
+    await assert.rejects(forge.images.import(notLayout, { name: "x" }), /not an OCI image layout/);
   });
 });
 
@@ -205,15 +205,15 @@ describe("importing archives", () => {
         { path: "repositories", data: "{}" },
       ]),
     );
-    const img = await forge.importImage(saved);
+    const img = await forge.images.import(saved);
     assert.equal(img.name, "registry-1.docker.io/local/saved:v2");
-    const sb = await forge.spawn({ image: "local/saved:v2", memoryMb: 256 });
+    const sb = await forge.sandboxes.spawn({ image: "local/saved:v2", memoryMb: 256 });
     try {
       assert.equal((await sb.exec(["sh", "-c", "pwd; cat app.txt /etc/marker"])).stdout, "/srv\nsaved\ndocker-save");
     } finally {
       await sb.destroy();
     }
-    await forge.removeImage("local/saved:v2");
+    await forge.images.remove("local/saved:v2");
 
     const layout = await layoutDir("for-archive");
     const desc = await writeImage(layout, { layers: [baseLayer("oci-archive")] });
@@ -221,10 +221,10 @@ describe("importing archives", () => {
     const files = (await run("find", [layout, "-type", "f"])).stdout.trim().split("\n");
     const archive = join(work, "oci.tar");
     await writeFile(archive, tarOf(await Promise.all(files.map(async (f) => ({ path: f.slice(layout.length + 1), data: await readFile(f) })))));
-    await assert.rejects(forge.importImage(archive), /carries no name of its own; give it one \(--name\)/);
-    const oci = await forge.importImage(archive, { name: "local/oci-archive", ref: "v3" });
+    await assert.rejects(forge.images.import(archive), /carries no name of its own; give it one \(--name\)/);
+    const oci = await forge.images.import(archive, { name: "local/oci-archive", ref: "v3" });
     assert.equal(oci.digest, desc.digest);
-    await forge.removeImage("local/oci-archive");
+    await forge.images.remove("local/oci-archive");
   });
 
   it("imports a docker-archive written by skopeo (layers behind links), and --tag names the result", async () => {
@@ -233,29 +233,29 @@ describe("importing archives", () => {
     await writeIndex(layout, [{ tag: "t", descriptor: desc }]);
     const archive = join(work, "skopeo.tar");
     await run("skopeo", ["copy", "--quiet", `oci:${layout}:t`, `docker-archive:${archive}:local/skopeo:v1`]);
-    const img = await forge.importImage(archive);
+    const img = await forge.images.import(archive);
     assert.equal(img.name, "registry-1.docker.io/local/skopeo:v1");
-    const renamed = await forge.importImage(archive, { name: "local/renamed", tag: "v9" });
+    const renamed = await forge.images.import(archive, { name: "local/renamed", tag: "v9" });
     assert.equal(renamed.name, "registry-1.docker.io/local/renamed:v9");
-    const sb = await forge.spawn({ image: "local/renamed:v9", memoryMb: 256 });
+    const sb = await forge.sandboxes.spawn({ image: "local/renamed:v9", memoryMb: 256 });
     try {
       assert.equal((await sb.exec(["sh", "-c", "cat /etc/marker /etc/second"])).stdout, "skopeotwo\n");
     } finally {
       await sb.destroy();
     }
-    await forge.removeImage("local/skopeo:v1");
-    await forge.removeImage("local/renamed:v9");
+    await forge.images.remove("local/skopeo:v1");
+    await forge.images.remove("local/renamed:v9");
   });
 
   it("refuses archives with links or without image metadata", async () => {
     const { tarOf } = await import("./tar-writer.js");
     const linky = join(work, "linky.tar");
     await writeFile(linky, tarOf([{ path: "manifest.json", type: "symlink", linkname: "/etc/passwd" }]));
-    await assert.rejects(forge.importImage(linky, { name: "x" }), /is a link/);
+    await assert.rejects(forge.images.import(linky, { name: "x" }), /is a link/);
     const empty = join(work, "empty.tar");
     await writeFile(empty, tarOf([{ path: "hello.txt", data: "hi" }]));
-    await assert.rejects(forge.importImage(empty, { name: "x" }), /neither a docker save tarball/);
-    await assert.rejects(forge.importImage(join(work, "missing.tar"), { name: "x" }), /does not exist/);
+    await assert.rejects(forge.images.import(empty, { name: "x" }), /neither a docker save tarball/);
+    await assert.rejects(forge.images.import(join(work, "missing.tar"), { name: "x" }), /does not exist/);
     assert.deepEqual(await imageLeftovers(forge), []);
   });
 });

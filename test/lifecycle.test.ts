@@ -11,7 +11,7 @@ after(async () => {
 describe("lifecycle", () => {
   it("destroy stops QEMU and removes every file of the VM", async () => {
     const forge = await testForge();
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     const { pid, dir } = sb.vm.info;
     assert.ok(alive(pid));
     assert.equal((await sb.exec("hostname")).stdout, `${sb.id}\n`);
@@ -23,7 +23,7 @@ describe("lifecycle", () => {
 
   it("shuts the guest down on request: QEMU exits and destroy cleans up", async () => {
     const forge = await testForge();
-    const sb = await forge.spawn({ memoryMb: 256 });
+    const sb = await forge.sandboxes.spawn({ memoryMb: 256 });
     const { pid, dir } = sb.vm.info;
     await sb.exec("echo persisted > /root/f && sync");
     assert.deepEqual(await sb.vm.channel.request<"shutdown">({ op: "shutdown" }), { ok: true });
@@ -35,6 +35,6 @@ describe("lifecycle", () => {
 
   it("refuses an image that is not there before launching anything", async () => {
     const forge = await testForge();
-    await assert.rejects(forge.spawn({ image: "forgevm/no-such" }), /image "forgevm\/no-such" is not in/);
+    await assert.rejects(forge.sandboxes.spawn({ image: "forgevm/no-such" }), /image "forgevm\/no-such" is not in/);
   });
 });

@@ -13,7 +13,7 @@ describe("disk quota", () => {
   it("a guest filling its disk gets ENOSPC; the overlay stays within the quota and the host keeps its space", async () => {
     const forge = await testForge();
     const DISK_MB = 600;
-    const sb = await forge.spawn({ diskMb: DISK_MB });
+    const sb = await forge.sandboxes.spawn({ diskMb: DISK_MB });
     const dir = sb.vm.info.dir;
     const hostFree = async () => {
       const s = await statfs(dir);
@@ -42,7 +42,7 @@ describe("disk quota", () => {
 describe("process and memory limits in the guest", () => {
   it("puts every exec in a cgroup with a pids limit and memory kept back for the agent", async () => {
     const forge = await testForge();
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     try {
       const r = await sb.exec("cat /proc/self/cgroup /sys/fs/cgroup/sandbox/pids.max /sys/fs/cgroup/sandbox/memory.max /proc/meminfo");
       const [cg, pids, memMax] = r.stdout.split("\n");
@@ -59,7 +59,7 @@ describe("process and memory limits in the guest", () => {
 
   it("a fork bomb hits the pids limit; the server, another sandbox and its own agent stay responsive", async () => {
     const forge = await testForge();
-    const [bomber, other] = await Promise.all([forge.spawn(), forge.spawn()]);
+    const [bomber, other] = await Promise.all([forge.sandboxes.spawn(), forge.sandboxes.spawn()]);
     try {
       const bomb = bomber.execStream("bash -c ':(){ :|:& };:'; sleep 60", { timeoutMs: 60_000 });
       let stderr = "";
@@ -107,7 +107,7 @@ describe("process and memory limits in the guest", () => {
 
   it("a fork bomb that outlives its exec is ended by the agent, and commands that fork run again", async () => {
     const forge = await testForge();
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     try {
       // bash returns at once; the bomb goes on in the background, holding every task the limit allows.
       await sb.exec("bash -c ':(){ :|:& };:' >/dev/null 2>&1", { timeoutMs: 30_000 });
@@ -125,7 +125,7 @@ describe("process and memory limits in the guest", () => {
 describe("output caps", () => {
   it("a buffered exec keeps at most maxOutputBytes of each stream and says it truncated", async () => {
     const forge = await testForge();
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     try {
       const r = await sb.exec("head -c 3000000 /dev/zero | tr '\\0' a; head -c 5000 /dev/zero | tr '\\0' b >&2", { maxOutputBytes: 1000 });
       assert.equal(r.exitCode, 0);

@@ -336,7 +336,7 @@ describe("streamable HTTP at /mcp", () => {
 
   it("snapshots a sandbox and restores copies of it, but never a person's snapshot", async () => {
     const { sandbox_id } = await ok(client, "create_sandbox", {});
-    const theirs = await server.forge.spawn({});
+    const theirs = await server.forge.sandboxes.spawn({});
     try {
       await ok(client, "write_file", { sandbox_id, path: "/root/state.txt", content: "saved" });
       const snap = await ok(client, "snapshot", { sandbox_id, name: "mcp-saved" });
@@ -348,23 +348,23 @@ describe("streamable HTTP at /mcp", () => {
       assert.equal((await ok(client, "read_file", { sandbox_id: copy, path: "/root/state.txt" })).content, "saved");
       assert.equal((await ok(client, "list_sandboxes", {})).sandboxes.length, 2, "the copy is this session's");
       await ok(client, "destroy_sandbox", { sandbox_id: copy });
-      await server.forge.snapshot(theirs.id, "persons-own");
+      await server.forge.snapshots.take(theirs.id, "persons-own");
       assert.match(await refused(client, "restore", { snapshot: "persons-own" }), /not taken by an agent/);
     } finally {
       await ok(client, "destroy_sandbox", { sandbox_id });
-      await server.forge.destroy(theirs.id);
-      for (const s of ["mcp-saved", "persons-own"]) await server.forge.deleteSnapshot(s).catch(() => {});
+      await server.forge.sandboxes.destroy(theirs.id);
+      for (const s of ["mcp-saved", "persons-own"]) await server.forge.snapshots.remove(s).catch(() => {});
     }
   });
 
   it("reaches only sandboxes agents made", async () => {
-    const own = await server.forge.spawn({});
+    const own = await server.forge.sandboxes.spawn({});
     try {
       assert.match(await refused(client, "exec", { sandbox_id: own.id, command: "true" }), /not made through MCP/);
       assert.match(await refused(client, "destroy_sandbox", { sandbox_id: own.id }), /not made through MCP/);
-      assert.equal(server.forge.get(own.id).state, "running");
+      assert.equal(server.forge.sandboxes.get(own.id).state, "running");
     } finally {
-      await server.forge.destroy(own.id);
+      await server.forge.sandboxes.destroy(own.id);
     }
   });
 
@@ -445,8 +445,8 @@ describe("streamable HTTP at /mcp", () => {
     const kept = await ok(s2.client, "create_sandbox", { keep: true });
     await s2.transport.terminateSession();
     await s2.client.close();
-    await waitFor(() => server.forge.get(gone.sandbox_id).state === "destroyed", 20_000, "the session's sandbox to go");
-    assert.equal(server.forge.get(kept.sandbox_id).state, "running");
+    await waitFor(() => server.forge.sandboxes.get(gone.sandbox_id).state === "destroyed", 20_000, "the session's sandbox to go");
+    assert.equal(server.forge.sandboxes.get(kept.sandbox_id).state, "running");
     // A later session finds and can use the kept one.
     const listed = (await ok(client, "list_sandboxes", {})).sandboxes;
     assert.deepEqual(
@@ -556,11 +556,11 @@ describe("forgevm mcp on stdio", () => {
     await client.connect(transport);
     assert.match(client.getInstructions() ?? "", /example\.com/, "the server's policy");
     const { sandbox_id } = await ok(client, "create_sandbox", {});
-    assert.equal(server.forge.get(sandbox_id).state, "running");
+    assert.equal(server.forge.sandboxes.get(sandbox_id).state, "running");
     assert.equal((await ok(client, "exec", { sandbox_id, command: "echo relayed" })).stdout, "relayed\n");
     assert.match(await refused(client, "create_sandbox", { network: "full" }), /mcp\.network/);
     await client.close();
-    await waitFor(() => server.forge.get(sandbox_id).state === "destroyed", 20_000, "the relayed session's sandbox to go");
+    await waitFor(() => server.forge.sandboxes.get(sandbox_id).state === "destroyed", 20_000, "the relayed session's sandbox to go");
   });
 
   it("refuses policy flags when a server decides, and prints client configs", async () => {

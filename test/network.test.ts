@@ -51,7 +51,7 @@ before(async () => {
   app = await buildApp({ forge, version: "test" });
   api = await app.listen({ host: "127.0.0.1", port: 0 });
   apiPort = Number(new URL(api).port);
-  [a, n] = await Promise.all([forge.spawn({ allow: [`${TEST_NAME}:${webPort}`] }), forge.spawn({ network: "none" })]);
+  [a, n] = await Promise.all([forge.sandboxes.spawn({ allow: [`${TEST_NAME}:${webPort}`] }), forge.sandboxes.spawn({ network: "none" })]);
 });
 
 after(async () => {
@@ -65,7 +65,7 @@ describe("network: none", () => {
   it("has no network interface besides lo, and no proxy", async () => {
     assert.equal((await sh(n, "ls /sys/class/net")).stdout.trim(), "lo");
     assert.equal((await sh(n, "env | grep -ci proxy")).stdout.trim(), "0");
-    assert.equal(forge.network(n.id).mode, "none");
+    assert.equal(forge.network.get(n.id).mode, "none");
     // control: loopback inside the guest works
     await sh(n, `cd /tmp && (nohup python3 -m http.server 8000 >/dev/null 2>&1 &) ; ${UNTIL_LISTENING(8000)}`);
     assert.equal(await curl(n, "http://127.0.0.1:8000/"), "200");
@@ -100,7 +100,7 @@ describe("network: allowlist", () => {
     assert.match(refused, /not on this sandbox's allowlist/);
     // the port is part of the rule: the allowlisted name on another port is refused
     assert.match(await curlBody(a, `http://${TEST_NAME}:${apiPort}/api/v1/health`), /not on this sandbox's allowlist/);
-    const log = await forge.egressLog(a.id);
+    const log = await forge.network.egressLog(a.id);
     const allowed = log.find((e) => e.host === TEST_NAME && e.decision === "allow");
     assert.ok(allowed, JSON.stringify(log));
     assert.equal(allowed.address, "127.0.0.1");
@@ -122,20 +122,20 @@ describe("network: allowlist", () => {
     assert.equal((await sh(a, `curl -sS -m 8 https://${TEST_NAME}.evil.example/`)).stderr.includes("403"), true);
     // An allowlisted name whose address is private (here localhost) is refused after resolution,
     // so neither DNS rebinding nor a hostile record can point the proxy at the host.
-    forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `localhost:${webPort}`]);
+    forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `localhost:${webPort}`]);
     assert.match(await rawProxy(a, `GET http://localhost:${webPort}/ HTTP/1.1`), /403 Forbidden[\s\S]*resolves to a private, local or reserved address/);
     assert.match(await rawProxy(a, `CONNECT localhost:${webPort} HTTP/1.1`), /403 Forbidden[\s\S]*resolves to a private, local or reserved address/);
     // Even a listed IP literal of the host is refused: only the operator can open private ranges.
-    forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `127.0.0.1:${webPort}`]);
+    forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `127.0.0.1:${webPort}`]);
     await deny(`${VIA_PROXY} http://127.0.0.1:${webPort}/`, /private, local or reserved address/);
-    const log = await forge.egressLog(a.id, 50);
+    const log = await forge.network.egressLog(a.id, 50);
     for (const host of [`${TEST_NAME}.evil.example`, "93.184.216.34", "169.254.169.254", "localhost"]) {
       assert.ok(
         log.some((e) => e.host === host && e.decision === "deny"),
         `${host} refusal logged`,
       );
     }
-    forge.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`]);
+    forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`]);
   });
 
   it("cannot reach host services directly either (no route out but the proxy)", async () => {
@@ -182,35 +182,35 @@ describe("network: allowlist", () => {
 
 describe("network: copies and templates", () => {
   it("a fork keeps its parent's allowlist (not its host ports), and its proxy works at once", async () => {
-    const { sandboxes } = await forge.fork(a.id, { count: 1 });
+    const { sandboxes } = await forge.snapshots.fork(a.id, { count: 1 });
     const child = sandboxes[0];
     try {
-      assert.deepEqual(forge.network(child.id), { ...forge.network(a.id), ports: [] });
+      assert.deepEqual(forge.network.get(child.id), { ...forge.network.get(a.id), ports: [] });
       assert.equal(await curlBody(child, `http://${TEST_NAME}:${webPort}/child`), "host service /child\n");
       assert.match(await curlBody(child, `http://not-listed.example:${webPort}/`), /not on this sandbox.s allowlist/);
-      assert.ok((await forge.egressLog(child.id)).some((e) => e.host === TEST_NAME && e.decision === "allow"));
+      assert.ok((await forge.network.egressLog(child.id)).some((e) => e.host === TEST_NAME && e.decision === "allow"));
     } finally {
       await child.destroy();
     }
   });
 
   it("a template's setup commands get its allowlist, and so do its sandboxes", async () => {
-    await forge.createTemplate({
+    await forge.templates.create({
       name: "net-tpl",
       allowed_hosts: [`${TEST_NAME}:${webPort}`],
       setup: [`curl -sS -m 10 http://${TEST_NAME}:${webPort}/from-setup > /root/setup.txt`],
     });
     try {
-      const sb = await forge.spawn({ template: "net-tpl" });
+      const sb = await forge.sandboxes.spawn({ template: "net-tpl" });
       try {
         assert.equal((await sh(sb, "cat /root/setup.txt")).stdout, "host service /from-setup\n");
-        assert.equal(forge.network(sb.id).mode, "allowlist");
+        assert.equal(forge.network.get(sb.id).mode, "allowlist");
         assert.equal(await curlBody(sb, `http://${TEST_NAME}:${webPort}/tpl`), "host service /tpl\n");
       } finally {
         await sb.destroy();
       }
     } finally {
-      await forge.deleteTemplate("net-tpl");
+      await forge.templates.remove("net-tpl");
     }
   });
 });
@@ -264,7 +264,7 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
       if (Date.now() > deadline) throw new Error("the stand-in public server did not start");
       await new Promise((r) => setTimeout(r, 100));
     }
-    full = await forge.spawn({ network: "full" });
+    full = await forge.sandboxes.spawn({ network: "full" });
   });
 
   after(async () => {
@@ -277,7 +277,7 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
   it("has a network device onto the internet, with DNS, and no proxy", async () => {
     assert.equal((await sh(full, "ls /sys/class/net")).stdout, "eth0\nlo\n");
     assert.equal((await sh(full, "env | grep -ci proxy")).stdout.trim(), "0");
-    assert.equal(forge.network(full.id).mode, "full");
+    assert.equal(forge.network.get(full.id).mode, "full");
     // control: a public address is reached, directly, by any TCP client
     assert.equal(await curlBody(full, `--noproxy '*' http://${PUBLIC}:8080/`), "public service\n");
     assert.equal(
@@ -317,21 +317,21 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
     try {
       assert.equal(await curlBody(full, `-m 5 ${url}`), "host service /\n", "without the chain, slirp's 10.0.2.2 is the host's loopback");
     } finally {
-      const next = await forge.spawn({ network: "full" }); // checks the chain and restores it
+      const next = await forge.sandboxes.spawn({ network: "full" }); // checks the chain and restores it
       await next.destroy();
     }
     assert.equal(await curl(full, `-m 3 ${url}`), "000");
   });
 
   it("keeps its device across restores and forks; an allowlist does not apply to it", async () => {
-    const { sandboxes } = await forge.fork(full.id, { count: 1 });
+    const { sandboxes } = await forge.snapshots.fork(full.id, { count: 1 });
     try {
       assert.equal(await curlBody(sandboxes[0], `--noproxy '*' http://${PUBLIC}:8080/`), "public service\n");
-      assert.equal(forge.network(sandboxes[0].id).mode, "full");
+      assert.equal(forge.network.get(sandboxes[0].id).mode, "full");
     } finally {
       await sandboxes[0].destroy();
     }
-    assert.throws(() => forge.setAllowlist(full.id, ["pypi.org"]), /applies only to network "allowlist"/);
+    assert.throws(() => forge.network.setAllowlist(full.id, ["pypi.org"]), /applies only to network "allowlist"/);
   });
 });
 
@@ -345,7 +345,7 @@ describe("published ports", () => {
     assert.equal(await (await fetch(`http://127.0.0.1:${m.host_port}/page.txt`)).text(), "guest-web\n");
     if (lanAddress) await assert.rejects(fetch(`http://${lanAddress}:${m.host_port}/page.txt`), "not on the host's other addresses");
     // a port nobody listens on in the guest: the connection is dropped, the server stays fine
-    const dead = await forge.publishPort(n.id, "0:8009");
+    const dead = await forge.network.publishPort(n.id, "0:8009");
     await assert.rejects(fetch(`http://127.0.0.1:${dead.host_port}/`));
     // a taken host port
     const taken = createTcpServer();
@@ -370,20 +370,20 @@ describe("published ports", () => {
     assert.equal(del.status, 200);
     await assert.rejects(new Promise((resolve, reject) => connect(m.host_port, "127.0.0.1").once("connect", resolve).once("error", reject)), /ECONNREFUSED/);
     assert.deepEqual(
-      forge.network(n.id).ports.map((p) => p.guest_port),
+      forge.network.get(n.id).ports.map((p) => p.guest_port),
       [8009],
     );
   });
 
   it("a second sandbox cannot reach the first one's services, published or not", async () => {
-    const pub = await forge.publishPort(n.id, "0:8001");
+    const pub = await forge.network.publishPort(n.id, "0:8001");
     // control: the host reaches n's service through the published port
     assert.equal((await fetch(`http://127.0.0.1:${pub.host_port}/page.txt`)).status, 200);
     // a's loopback is its own: n's guest port is not there, nor is the host's published port
     assert.equal(await curl(a, `--noproxy '*' http://127.0.0.1:8001/page.txt`), "000");
     assert.equal(await curl(a, `--noproxy '*' http://127.0.0.1:${pub.host_port}/page.txt`), "000");
     assert.match(await curlBody(a, `${VIA_PROXY} http://127.0.0.1:${pub.host_port}/page.txt`), /not on this sandbox's allowlist/);
-    await forge.unpublishPort(n.id, pub.host_port);
+    await forge.network.unpublishPort(n.id, pub.host_port);
   });
 });
 

@@ -72,7 +72,7 @@ after(async () => {
 
 /** pip download of demo-pkg in a new sandbox; returns the sandbox's egress log. */
 async function pipDownload(cache: boolean) {
-  const sb = await forge.spawn({ network: "allowlist", allow: [`${INDEX}:${port}`], cache });
+  const sb = await forge.sandboxes.spawn({ network: "allowlist", allow: [`${INDEX}:${port}`], cache });
   try {
     await sb.writeFile("/tmp/pip.whl", pipWheel);
     const r = await sb.exec(
@@ -81,7 +81,7 @@ async function pipDownload(cache: boolean) {
     );
     assert.equal(r.exitCode, 0, r.stderr);
     assert.equal(r.stdout.trim().split("\n").at(-1)?.split(" ")[0], createHash("sha256").update(wheel).digest("hex"));
-    return await forge.egressLog(sb.id, 50);
+    return await forge.network.egressLog(sb.id, 50);
   } finally {
     await sb.destroy();
   }
@@ -102,7 +102,7 @@ describe("the package cache", () => {
     assert.equal(hit.decision, "allow");
     assert.equal(hit.host, INDEX);
     // Without the cache the sandbox fetches for itself (plain urllib through the same proxy).
-    const sb = await forge.spawn({ network: "allowlist", allow: [`${INDEX}:${port}`], cache: false });
+    const sb = await forge.sandboxes.spawn({ network: "allowlist", allow: [`${INDEX}:${port}`], cache: false });
     try {
       const r = await sb.exec(`python3 -c "import urllib.request; print(len(urllib.request.urlopen('http://${INDEX}:${port}/packages/${WHEEL}').read()))"`);
       assert.equal(r.stdout.trim(), String(wheel.length), r.stderr);
@@ -113,7 +113,7 @@ describe("the package cache", () => {
   });
 
   it("refuses the cache for a sandbox without an allowlist", async () => {
-    await assert.rejects(forge.spawn({ network: "none", cache: true }), /cache needs network "allowlist"/);
+    await assert.rejects(forge.sandboxes.spawn({ network: "none", cache: true }), /cache needs network "allowlist"/);
   });
 });
 

@@ -36,18 +36,18 @@ describe("pool mode: two tenants in one VM", () => {
 
   it("seats both sandboxes in one shared VM that is not listed itself", async () => {
     forge = await openForge({ dataDir: await dataDir, pool: pool({}) });
-    [a, b] = await Promise.all([forge.spawn(), forge.spawn()]);
-    const ra = forge.get(a.id);
+    [a, b] = await Promise.all([forge.sandboxes.spawn(), forge.sandboxes.spawn()]);
+    const ra = forge.sandboxes.get(a.id);
     assert.ok(ra.vm_id);
-    assert.equal(forge.get(b.id).vm_id, ra.vm_id);
+    assert.equal(forge.sandboxes.get(b.id).vm_id, ra.vm_id);
     assert.deepEqual(
-      forge
+      forge.sandboxes
         .list()
         .map((r) => r.id)
         .sort(),
       [a.id, b.id].sort(),
     );
-    const st = forge.poolStatus() as Record<string, unknown>;
+    const st = forge.pools.status() as Record<string, unknown>;
     assert.equal(st.enabled, true);
     assert.equal(st.vms, 1);
     assert.equal(st.total_users, 2);
@@ -89,14 +89,14 @@ describe("pool mode: two tenants in one VM", () => {
 
   it("a full pool with overflow reject answers 503 at once", async () => {
     const t0 = Date.now();
-    await assert.rejects(forge!.spawn(), { code: "UNAVAILABLE", message: /pool is full/ });
+    await assert.rejects(forge!.sandboxes.spawn(), { code: "UNAVAILABLE", message: /pool is full/ });
     assert.ok(Date.now() - t0 < 2000);
   });
 
   it("refuses a different image, fork and snapshot of a shared VM", async () => {
-    await assert.rejects(forge!.spawn({ image: "alpine:latest" }), { code: "BAD_REQUEST", message: /image/ });
-    await assert.rejects(forge!.fork(a.id), { code: "BAD_REQUEST" });
-    await assert.rejects(forge!.snapshot(a.id), { code: "BAD_REQUEST" });
+    await assert.rejects(forge!.sandboxes.spawn({ image: "alpine:latest" }), { code: "BAD_REQUEST", message: /image/ });
+    await assert.rejects(forge!.snapshots.fork(a.id), { code: "BAD_REQUEST" });
+    await assert.rejects(forge!.snapshots.take(a.id), { code: "BAD_REQUEST" });
   });
 
   it("a leaving tenant takes its processes, files and user with it; the VM stays for the other", async () => {
@@ -112,17 +112,17 @@ describe("pool mode: two tenants in one VM", () => {
     assert.ok(alive(hostPid));
     assert.equal(await out(b, "cat mine.txt"), "b");
     // the freed seat is usable, by a fresh user that finds nothing of the old one
-    const c = await forge!.spawn();
+    const c = await forge!.sandboxes.spawn();
     assert.notEqual(Number(await out(c, "id -u")), uid);
-    assert.equal(forge!.get(c.id).vm_id, forge!.get(b.id).vm_id);
+    assert.equal(forge!.sandboxes.get(c.id).vm_id, forge!.sandboxes.get(b.id).vm_id);
     assert.notEqual((await run(c, `ls /workspace/${a.id}`)).exitCode, 0);
     await c.destroy();
   });
 
   it("the shared VM is not reaped while a tenant is attached, though another one expires", async () => {
-    const short = await forge!.spawn({ ttlMs: 500 });
+    const short = await forge!.sandboxes.spawn({ ttlMs: 500 });
     const hostPid = b.vm.info.pid;
-    await waitFor(() => forge!.get(short.id).state === "destroyed", 10_000, "the short sandbox to expire");
+    await waitFor(() => forge!.sandboxes.get(short.id).state === "destroyed", 10_000, "the short sandbox to expire");
     assert.ok(alive(hostPid));
     assert.equal(await out(b, "echo alive"), "alive");
     await b.destroy();
@@ -136,14 +136,14 @@ describe("pool mode: overflow queue", () => {
   it("a spawn waits for a seat, and gives up with 503 after the queue timeout", async () => {
     // The timeout leaves a loaded machine seconds to free a seat in the second half.
     forge = await openForge({ dataDir: await dataDir, pool: pool({ maxUsersPerVm: 1, overflow: "queue", queueTimeoutMs: 4000 }) });
-    const first = await forge.spawn();
+    const first = await forge.sandboxes.spawn();
     // Waits the whole timeout, then 503.
     const t0 = Date.now();
-    await assert.rejects(forge.spawn(), { code: "UNAVAILABLE", message: /waited 4000 ms/ });
+    await assert.rejects(forge.sandboxes.spawn(), { code: "UNAVAILABLE", message: /waited 4000 ms/ });
     assert.ok(Date.now() - t0 >= 3900);
     // A waiting spawn gets the seat once the first sandbox leaves.
     const t1 = Date.now();
-    const waiting = forge.spawn();
+    const waiting = forge.sandboxes.spawn();
     setTimeout(() => void first.destroy(), 500);
     const second = await waiting;
     assert.ok(Date.now() - t1 >= 450);

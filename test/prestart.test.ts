@@ -28,11 +28,11 @@ after(async () => {
   await assertNoVmLeft(forge);
 });
 
-const ready = () => (forge.poolStatus().prestarted as { ready: number }).ready;
+const ready = () => (forge.pools.status().prestarted as { ready: number }).ready;
 
 /** The VM directories no sandbox owns: the prestarted VMMs'. */
 async function heldDirs(): Promise<string[]> {
-  const live = new Set(forge.list().map((r) => r.id));
+  const live = new Set(forge.sandboxes.list().map((r) => r.id));
   return (await readdir(forge.paths.vmsDir)).filter((d) => d.startsWith("sb-") && !live.has(d));
 }
 
@@ -41,11 +41,11 @@ describe("prestarted VMMs", () => {
   let held: string;
 
   it("a spawn that restored a base snapshot leaves a VMM started for the next: state loaded, guest held, invisible", async () => {
-    first = await forge.spawn();
-    assert.equal(forge.get(first.id).origin, "snapshot");
+    first = await forge.sandboxes.spawn();
+    assert.equal(forge.sandboxes.get(first.id).origin, "snapshot");
     await waitFor(() => ready() === 1, 60_000, "a prestarted VMM");
     assert.deepEqual(
-      forge.list().map((r) => r.id),
+      forge.sandboxes.list().map((r) => r.id),
       [first.id],
     );
     const dirs = await heldDirs();
@@ -64,16 +64,16 @@ describe("prestarted VMMs", () => {
     assert.ok((await cpuTicks(pid)) - before <= 5, "a held VMM uses (almost) no CPU");
     assert.equal(Number((await stat(pid))[16]), 10, "it waits at low priority");
     // doctor says so.
-    const qemu = (await forge.providers()).find((p) => p.name === "qemu")!;
+    const qemu = (await forge.providers.list()).find((p) => p.name === "qemu")!;
     assert.match(qemu.details.prestarted_vmms, /^1 per base snapshot .*: 1 ready for 1 base$/);
   });
 
   it("the next spawn lets it run as a sandbox of its own: its id, hostname and machine id, normal priority", async () => {
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     try {
-      assert.equal(forge.get(sb.id).origin, "prestarted");
+      assert.equal(forge.sandboxes.get(sb.id).origin, "prestarted");
       assert.equal(sb.id, held);
-      assert.equal(forge.get(sb.id).state, "running");
+      assert.equal(forge.sandboxes.get(sb.id).state, "running");
       assert.equal(await out(sb, "hostname"), sb.id);
       assert.notEqual(await out(sb, "cat /etc/machine-id"), await out(first, "cat /etc/machine-id"));
       assert.equal(Number((await stat(sb.vm.info.pid))[16]), 0);
@@ -91,9 +91,9 @@ describe("prestarted VMMs", () => {
 
   it("a hostname asked for is the one the guest gets", async () => {
     await waitFor(() => ready() === 1, 60_000, "a prestarted VMM");
-    const sb = await forge.spawn({ hostname: "box-one" });
+    const sb = await forge.sandboxes.spawn({ hostname: "box-one" });
     try {
-      assert.equal(forge.get(sb.id).origin, "prestarted");
+      assert.equal(forge.sandboxes.get(sb.id).origin, "prestarted");
       assert.equal(await out(sb, "hostname"), "box-one");
     } finally {
       await sb.destroy();
@@ -106,9 +106,9 @@ describe("prestarted VMMs", () => {
     const pid = Number((await readFile(join(forge.paths.vmsDir, dir, "qemu.pid"), "utf8")).trim());
     process.kill(pid, "SIGKILL");
     await waitFor(() => ready() === 0, 10_000, "the dead VMM to count as gone");
-    const sb = await forge.spawn();
+    const sb = await forge.sandboxes.spawn();
     try {
-      assert.equal(forge.get(sb.id).origin, "snapshot");
+      assert.equal(forge.sandboxes.get(sb.id).origin, "snapshot");
       assert.notEqual(sb.id, dir);
       assert.equal(await out(sb, "echo alive"), "alive");
       await waitFor(async () => !(await readdir(forge.paths.vmsDir)).includes(dir), 10_000, "the dead VMM's directory to go");

@@ -10,7 +10,7 @@ import { apiRequest, assertNoVmLeft, startTestServer, waitFor } from "./helpers.
 
 let server: RunningServer;
 const api = (method: string, path: string, body?: unknown) => apiRequest(server.url, method, path, body);
-const reclaimed = (id: string) => server.forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === id && e.type === "sandbox.reclaimed");
+const reclaimed = (id: string) => server.forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === id && e.type === "sandbox.reclaimed");
 
 /** Resident MiB of the VMM's guest RAM that is this VM's own (its copy-on-write copies, or its own RAM file). */
 async function guestMib(pid: number, memoryMb: number): Promise<number> {
@@ -37,7 +37,7 @@ describe("idle memory reclaim", () => {
   for (const forkable of [false, true]) {
     it(`gives an unused sandbox's page cache back to the host, and it reads its files as before${forkable ? " (forkable: its own RAM file)" : ""}`, async () => {
       const sb = (await api("POST", "/sandboxes", { forkable })).body;
-      const row = () => server.forge.get(sb.id);
+      const row = () => server.forge.sandboxes.get(sb.id);
       // ~150 MiB of page cache: every file under /usr read once.
       const read = await api("POST", `/sandboxes/${sb.id}/exec`, {
         command: "find /usr -type f -exec cat {} + >/dev/null 2>&1; md5sum /usr/bin/* 2>/dev/null | md5sum; nohup sleep 600 >/dev/null 2>&1 & echo $!",

@@ -55,8 +55,8 @@ before(async () => {
 
 after(async () => {
   registry?.stop();
-  for (const n of pulled) await forge.removeImage(n).catch(() => {});
-  await forge.pruneBlobs();
+  for (const n of pulled) await forge.images.remove(n).catch(() => {});
+  await forge.images.pruneBlobs();
   await rm(work, { recursive: true, force: true });
 });
 
@@ -88,11 +88,11 @@ describe("pulling from a registry", () => {
       ],
       { config: { Env: ["PATH=/bin"], WorkingDir: "/work", User: "app" } },
     );
-    const img = await forge.pullImage(`${host}/test/app:v1`);
+    const img = await forge.images.pull(`${host}/test/app:v1`);
     pulled.push(img.name);
     assert.equal(img.name, `${host}/test/app:v1`);
     assert.equal(img.digest, digest);
-    const sb = await forge.spawn({ image: `${host}/test/app:v1`, memoryMb: 256, user: "image" });
+    const sb = await forge.sandboxes.spawn({ image: `${host}/test/app:v1`, memoryMb: 256, user: "image" });
     try {
       const check =
         "cat /etc/marker; pwd; cat hello.txt; ls /opt/d; test -e /etc/old || echo old-gone; stat -c %a /usr/bin/tool; [ $(stat -c %i hello.txt) = $(stat -c %i link.txt) ] && echo same-inode; id -u";
@@ -100,12 +100,12 @@ describe("pulling from a registry", () => {
     } finally {
       await sb.destroy();
     }
-    const pinned = await forge.pullImage(`${host}/test/app@${digest}`);
+    const pinned = await forge.images.pull(`${host}/test/app@${digest}`);
     pulled.push(pinned.name);
     assert.equal(pinned.digest, digest);
     // The same through the CLI, as a user would: per-layer progress, then a summary.
     const cli = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-    await forge.removeImage(`${host}/test/app:v1`);
+    await forge.images.remove(`${host}/test/app:v1`);
     const server = await serveForge(forge);
     try {
       // Through the server that owns the data directory, with its progress lines.
@@ -120,8 +120,8 @@ describe("pulling from a registry", () => {
   it("picks linux/amd64 from a multi-arch index, and spawn pulls what is not local", async () => {
     await push("test/multi:v1", [base("amd64")], { multiArch: true });
     const events: string[] = [];
-    const off = forge.subscribe((e) => e.type.startsWith("image.") && events.push(e.type));
-    const sb = await forge.spawn({ image: `${host}/test/multi:v1`, memoryMb: 256 });
+    const off = forge.events.subscribe((e) => e.type.startsWith("image.") && events.push(e.type));
+    const sb = await forge.sandboxes.spawn({ image: `${host}/test/multi:v1`, memoryMb: 256 });
     off();
     pulled.push(`${host}/test/multi:v1`);
     try {
@@ -142,7 +142,7 @@ describe("pulling from a registry", () => {
     bytes[bytes.length - 3] ^= 0xff;
     await writeFile(layerFile, bytes);
     await assert.rejects(
-      forge.pullImage(`${host}/test/tampered:v1`),
+      forge.images.pull(`${host}/test/tampered:v1`),
       (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /does not match its digest/.test(e.message),
     );
     assert.equal(existsSync(join(forge.paths.blobsDir, "sha256", manifest.layers[1].digest.slice(7))), false);
@@ -152,18 +152,18 @@ describe("pulling from a registry", () => {
     const m = JSON.parse(await readFile(mfile, "utf8"));
     m.annotations = { evil: "yes" };
     await writeFile(mfile, JSON.stringify(m));
-    await assert.rejects(forge.pullImage(`${host}/test/pinned@${d2}`), /does not match the pinned digest/);
-    await assert.rejects(forge.spawn({ image: `${host}/test/tampered:v1` }), /does not match/);
+    await assert.rejects(forge.images.pull(`${host}/test/pinned@${d2}`), /does not match the pinned digest/);
+    await assert.rejects(forge.sandboxes.spawn({ image: `${host}/test/tampered:v1` }), /does not match/);
     assert.deepEqual(await imageLeftovers(forge), []);
   });
 
   it("says plainly when a registry cannot be reached or an image does not exist", async () => {
     await assert.rejects(
-      forge.pullImage("127.0.0.1:1/library/alpine:latest"),
+      forge.images.pull("127.0.0.1:1/library/alpine:latest"),
       (e: Error) => e instanceof ForgevmError && e.code === "UNAVAILABLE" && /cannot reach registry 127.0.0.1:1/.test(e.message),
     );
-    await assert.rejects(forge.spawn({ image: "127.0.0.1:1/library/alpine:latest" }), /cannot reach registry 127.0.0.1:1/);
-    await assert.rejects(forge.pullImage(`${host}/test/none:v1`), (e: Error) => e instanceof ForgevmError && e.code === "NOT_FOUND" && /not found in registry/.test(e.message));
+    await assert.rejects(forge.sandboxes.spawn({ image: "127.0.0.1:1/library/alpine:latest" }), /cannot reach registry 127.0.0.1:1/);
+    await assert.rejects(forge.images.pull(`${host}/test/none:v1`), (e: Error) => e instanceof ForgevmError && e.code === "NOT_FOUND" && /not found in registry/.test(e.message));
     assert.deepEqual(await imageLeftovers(forge), []);
   });
 
@@ -181,7 +181,7 @@ describe("pulling from a registry", () => {
     const port = (srv.address() as AddressInfo).port;
     try {
       await assert.rejects(
-        forge.pullImage(`127.0.0.1:${port}/private/app:v1`),
+        forge.images.pull(`127.0.0.1:${port}/private/app:v1`),
         (e: Error) => e instanceof ForgevmError && e.code === "BAD_REQUEST" && /refused access.*~\/\.docker\/config\.json/.test(e.message),
       );
       assert.equal(tokenAsked, 1);
@@ -222,9 +222,9 @@ describe("registry logins and redirects", () => {
     const regHost = `127.0.0.1:${(reg.address() as AddressInfo).port}`;
     const f = await openForge({ reapIntervalMs: 0, registryAuth: { [regHost]: { username: "alice", password: "s3cret" } } });
     try {
-      const img = await f.pullImage(`${regHost}/private/app:v1`);
+      const img = await f.images.pull(`${regHost}/private/app:v1`);
       assert.equal(img.digest, desc.digest);
-      await f.removeImage(img.name);
+      await f.images.remove(img.name);
       assert.equal(seen.registry[0], "none", "first try is anonymous");
       assert.ok(seen.registry.slice(1).every((a) => a.startsWith("Basic ")));
       assert.equal(seen.storage.length, 1 + manifest.layers.length, "config and layers came from the storage origin");

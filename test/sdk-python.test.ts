@@ -46,7 +46,7 @@ it("the Python SDK's suite passes against the server (every method, errors, file
   assert.doesNotMatch(report, /skipped/);
   // Nothing the suite started is left running.
   assert.deepEqual(
-    server.forge.list().map((s) => s.id),
+    server.forge.sandboxes.list().map((s) => s.id),
     [],
   );
 });

@@ -43,7 +43,7 @@ describe("secrets", () => {
     const forge = await testForge();
     const value = `s3cret-${randomBytes(12).toString("hex")}`;
     const marker = `marker-${randomBytes(12).toString("hex")}`;
-    const sb: Sandbox = await forge.spawn({ secrets: { API_TOKEN: value } });
+    const sb: Sandbox = await forge.sandboxes.spawn({ secrets: { API_TOKEN: value } });
     try {
       assert.equal((await sb.exec('printf %s "$API_TOKEN"')).stdout, value);
       assert.equal((await sb.exec("cat /run/secrets/API_TOKEN")).stdout, value);
@@ -62,8 +62,8 @@ describe("secrets", () => {
       assert.deepEqual(await filesContaining(sb.vm.info.dir, value), [], "not in the overlay, console log or QEMU log");
       assert.deepEqual(await filesContaining(forge.paths.dataDir, value), [], "not in the store, events, logs or snapshots");
       // snapshots and forks would write its RAM (holding the secret) to disk: refused
-      await assert.rejects(forge.snapshot(sb.id), /holds secrets/);
-      await assert.rejects(forge.fork(sb.id), /holds secrets/);
+      await assert.rejects(forge.snapshots.take(sb.id), /holds secrets/);
+      await assert.rejects(forge.snapshots.fork(sb.id), /holds secrets/);
     } finally {
       await sb.destroy();
     }
@@ -96,7 +96,7 @@ describe("secrets", () => {
       hostSecrets.CERT = "cert-from-server-env";
       const r = await api("POST", "/templates/with-secrets/spawn", { secrets: { DB_PASS: "pw-from-request" } });
       assert.equal(r.status, 201, JSON.stringify(r.body));
-      const sb = forge.sandbox(r.body.id);
+      const sb = forge.sandboxes.running(r.body.id);
       assert.equal((await sb.exec('printf \'%s|%s\' "$DB_PASS" "$CERT"')).stdout, "pw-from-request|");
       assert.equal((await sb.exec("cat /run/secrets/CERT; echo; ls /run/secrets")).stdout, "cert-from-server-env\nCERT\n");
       await sb.destroy();

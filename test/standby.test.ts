@@ -27,7 +27,7 @@ let server: RunningServer;
 let base: string;
 const api = (method: string, path: string, body?: unknown) => apiRequest(base, method, path, body);
 const state = async (id: string) => (await api("GET", `/sandboxes/${id}`)).body;
-const events = (id: string, type: string) => server.forge.replayEvents(0, 1_000_000).filter((e) => e.sandbox_id === id && e.type === type);
+const events = (id: string, type: string) => server.forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === id && e.type === type);
 
 before(async () => {
   server = await startTestServer();
@@ -38,7 +38,7 @@ before(async () => {
     Env: ["PATH=/bin"],
     Cmd: ["httpd", "-f", "-p", "80", "-h", "/www"],
   });
-  await server.forge.importImage(layout, { name: IMAGE });
+  await server.forge.images.import(layout, { name: IMAGE });
 });
 
 after(async () => {
@@ -50,7 +50,7 @@ after(async () => {
 async function untilPaused(id: string, ms = 30_000): Promise<Record<string, any>> {
   const before = events(id, "sandbox.paused").length;
   await waitFor(async () => (await state(id)).state === "paused" && events(id, "sandbox.paused").length > before, ms, `sandbox ${id} to pause`);
-  const row = server.forge.get(id);
+  const row = server.forge.sandboxes.get(id);
   assert.equal(row.vm_pid, null, "a paused sandbox has no VMM process");
   return state(id);
 }
@@ -61,7 +61,7 @@ describe("standby on idle", () => {
     assert.equal(r.status, 201, JSON.stringify(r.body));
     assert.deepEqual(r.body.idle, { after: "2s", action: "pause" });
     const id = r.body.id;
-    const pid = server.forge.get(id).vm_pid!;
+    const pid = server.forge.sandboxes.get(id).vm_pid!;
     assert.equal((await api("POST", `/sandboxes/${id}/exec`, { command: "echo kept > /root/kept.txt" })).body.exit_code, 0);
     const paused = await untilPaused(id);
     assert.equal(paused.paused_reason, "idle");
@@ -207,7 +207,7 @@ describe("standby on idle", () => {
       const sb = (await api("POST", "/sandboxes", { forkable })).body;
       const run = async (command: string) => (await api("POST", `/sandboxes/${sb.id}/exec`, { command })).body.stdout.trim();
       await run("nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /root/n; sleep 0.2; done' >/dev/null 2>&1 &");
-      const pid = server.forge.get(sb.id).vm_pid;
+      const pid = server.forge.sandboxes.get(sb.id).vm_pid;
       // The store refusing the finished snapshot (a full disk under the database). The disk had
       // switched onto an overlay backed by the snapshot's link, which must stay; a forkable VM's
       // RAM file had been handed over too, and the VM stopped for good unless it is given back.
@@ -223,8 +223,8 @@ describe("standby on idle", () => {
         snaps.finish = finish;
       }
       assert.equal((await state(sb.id)).state, "running");
-      assert.equal(server.forge.get(sb.id).vm_pid, pid, "the same VMM runs on");
-      assert.equal(server.forge.listSnapshots(["ready", "creating"]).filter((x) => x.source_id === sb.id).length, 0, "the abandoned snapshot is gone");
+      assert.equal(server.forge.sandboxes.get(sb.id).vm_pid, pid, "the same VMM runs on");
+      assert.equal(server.forge.snapshots.list(["ready", "creating"]).filter((x) => x.source_id === sb.id).length, 0, "the abandoned snapshot is gone");
       const n = Number(await run("cat /root/n"));
       await waitFor(async () => Number(await run("cat /root/n")) > n + 2, 10_000, "the counter to go on");
       // And a pause that can be recorded works afterwards.

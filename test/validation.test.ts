@@ -15,7 +15,7 @@ let sb: Sandbox;
 before(async () => {
   forge = await openForge({ reapIntervalMs: 0 });
   app = await buildApp({ forge, version: "test" });
-  sb = await forge.spawn();
+  sb = await forge.sandboxes.spawn();
 });
 
 after(async () => {

@@ -12,7 +12,7 @@ let sb: Sandbox;
 
 before(async () => {
   const forge = await testForge();
-  sb = await forge.spawn({ memoryMb: 512 });
+  sb = await forge.sandboxes.spawn({ memoryMb: 512 });
 });
 
 after(async () => {
@@ -32,7 +32,7 @@ describe("the VMM", () => {
 describe("the guest", () => {
   it("boots without frightening console lines (no PCI on this machine type)", async () => {
     const forge = await testForge();
-    const console = (await forge.logs(sb.id, 10_000)).join("\n");
+    const console = (await forge.sandboxes.logs(sb.id, 10_000)).join("\n");
     assert.doesNotMatch(console, /PCI: Fatal/);
   });
 

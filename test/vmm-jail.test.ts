@@ -34,7 +34,7 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
 
   before(async () => {
     const forge = await testForge();
-    [a, b] = await Promise.all([forge.spawn(), forge.spawn()]);
+    [a, b] = await Promise.all([forge.sandboxes.spawn(), forge.sandboxes.spawn()]);
   });
   after(async () => {
     await Promise.all([a?.destroy(), b?.destroy()]);
@@ -116,7 +116,7 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
   it("runs in a host cgroup of its own with memory, CPU and task limits, removed with the VM", { skip: cgroupVersion() ? false : "no usable cgroups on this host" }, async () => {
     const version = cgroupVersion()!;
     const forge = await testForge();
-    const sb = await forge.spawn({ memoryMb: 384, vcpus: 1 });
+    const sb = await forge.sandboxes.spawn({ memoryMb: 384, vcpus: 1 });
     const id = sb.vm.info.id;
     const dirs = vmCgroupDirs(version, id);
     const own = readFileSync(`/proc/${sb.vm.info.pid}/cgroup`, "utf8");

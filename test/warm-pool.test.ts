@@ -20,21 +20,21 @@ after(async () => {
   await assertNoVmLeft(forge);
 });
 
-const ready = () => forge.warmPools().reduce((n, p) => n + p.ready, 0);
+const ready = () => forge.pools.warm().reduce((n, p) => n + p.ready, 0);
 
 describe("warm pool", () => {
   it("fills in the background with VMs nobody can see", async () => {
     await waitFor(() => ready() === 2, 120_000, "the pool to fill");
-    assert.deepEqual(forge.list(), []);
-    assert.equal(forge.warmPools()[0].size, 2);
+    assert.deepEqual(forge.sandboxes.list(), []);
+    assert.equal(forge.pools.warm()[0].size, 2);
   });
 
   it("a spawn claims a warm VM: running at once, normal priority, its own hostname", async () => {
-    const sb = await forge.spawn();
-    assert.equal(forge.get(sb.id).origin, "pool");
-    assert.equal(forge.get(sb.id).state, "running");
+    const sb = await forge.sandboxes.spawn();
+    assert.equal(forge.sandboxes.get(sb.id).origin, "pool");
+    assert.equal(forge.sandboxes.get(sb.id).state, "running");
     assert.deepEqual(
-      forge.list().map((r) => r.id),
+      forge.sandboxes.list().map((r) => r.id),
       [sb.id],
     );
     assert.equal(await out(sb, "hostname"), sb.id);
@@ -44,15 +44,15 @@ describe("warm pool", () => {
   });
 
   it("a claimed VM carries nothing from an earlier user", async () => {
-    const first = await forge.spawn();
+    const first = await forge.sandboxes.spawn();
     await out(first, "echo secret > /root/secret.txt; echo secret > /tmp/secret.txt");
     await out(first, "nohup sleep 1000 >/dev/null 2>&1 & echo");
     const firstMachine = await out(first, "cat /etc/machine-id");
     await first.destroy();
     for (let i = 0; i < 3; i++) {
       await waitFor(() => ready() >= 1, 60_000, "a warm VM");
-      const next = await forge.spawn();
-      assert.equal(forge.get(next.id).origin, "pool");
+      const next = await forge.sandboxes.spawn();
+      assert.equal(forge.sandboxes.get(next.id).origin, "pool");
       assert.notEqual(next.id, first.id);
       assert.notEqual((await next.exec("cat /root/secret.txt /tmp/secret.txt")).exitCode, 0);
       assert.notEqual((await next.exec("pgrep -x sleep")).exitCode, 0);
@@ -62,18 +62,18 @@ describe("warm pool", () => {
   });
 
   it("a template's pool_size keeps its own pool, made after its setup commands", async () => {
-    assert.ok(await forge.createTemplate({ name: "test-warm-tpl", setup: ["echo prepared > /root/setup.txt"], pool_size: 1, memory_mb: 384 }));
+    assert.ok(await forge.templates.create({ name: "test-warm-tpl", setup: ["echo prepared > /root/setup.txt"], pool_size: 1, memory_mb: 384 }));
     try {
-      await waitFor(() => forge.warmPools().some((p) => p.pool === "template:test-warm-tpl" && p.ready === 1), 120_000, "the template pool");
-      const sb = await forge.spawn({ template: "test-warm-tpl" });
-      assert.equal(forge.get(sb.id).origin, "pool");
+      await waitFor(() => forge.pools.warm().some((p) => p.pool === "template:test-warm-tpl" && p.ready === 1), 120_000, "the template pool");
+      const sb = await forge.sandboxes.spawn({ template: "test-warm-tpl" });
+      assert.equal(forge.sandboxes.get(sb.id).origin, "pool");
       assert.equal(await out(sb, "cat /root/setup.txt"), "prepared");
       assert.equal(sb.vm.info.memoryMb, 384);
       await sb.destroy();
     } finally {
-      await forge.deleteTemplate("test-warm-tpl");
+      await forge.templates.remove("test-warm-tpl");
     }
-    assert.ok(!forge.warmPools().some((p) => p.pool === "template:test-warm-tpl"));
+    assert.ok(!forge.pools.warm().some((p) => p.pool === "template:test-warm-tpl"));
   });
 });
 

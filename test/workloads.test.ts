@@ -41,8 +41,8 @@ before(async () => {
       Cmd: ["httpd", "-f", "-v", "-p", "80", "-h", "/www"],
     },
   );
-  await server.forge.importImage(layout, { name: IMAGE });
-  await server.forge.importImage(layout, { name: PORT_IMAGE });
+  await server.forge.images.import(layout, { name: IMAGE });
+  await server.forge.images.import(layout, { name: PORT_IMAGE });
 });
 
 after(async () => {

@@ -175,7 +175,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 
-  installErrorHandling(app, routePatterns, (code) => opts.forge.countError?.(code));
+  installErrorHandling(app, routePatterns, (code) => opts.forge.metrics.countError?.(code));
   await app.register(websocket, { options: { maxPayload: 2 * 1024 * 1024 } });
 
   await app.register(
@@ -215,7 +215,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // Prometheus text format, for scrapers (behind the API key like the rest); the JSON form is /api/v1/metrics.
   app.get("/metrics", { schema: { tags: ["metrics"], produces: ["text/plain"] } }, async (_req, reply) => {
-    const { text, contentType } = await opts.forge.prometheus();
+    const { text, contentType } = await opts.forge.metrics.prometheus();
     reply.type(contentType);
     return text;
   });

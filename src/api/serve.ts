@@ -30,7 +30,7 @@ export async function startServer(
   const mcp = cfg.mcp.enabled ? policyFromConfig(cfg.mcp) : undefined;
   const forge = await Forge.open(forgeOptions(cfg, opts.env));
   try {
-    await forge.applyTemplates(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));
+    await forge.templates.apply(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));
   } catch (e) {
     await forge.close();
     throw new ConfigError(`templates in the config: ${(e as Error).message}`);
@@ -148,7 +148,7 @@ export async function serveForever(version: string, cfg: Config, notes: string[]
     process.once("SIGTERM", () => stop("SIGTERM"));
   });
   // (A stop during this read may close what it reads: then there is nothing to announce.)
-  const providers = await server.forge.providers().catch(() => null);
+  const providers = await server.forge.providers.list().catch(() => null);
   if (providers) {
     const vm = providers.find((p) => p.default) ?? providers[0];
     const names = providers.map((p) => (p.default ? `${p.name} (default)` : p.name)).join(", ");

@@ -1,7 +1,7 @@
 // The guest's user accounts as its /etc/passwd says (read once per VM), and accounts added when
 // an interface needs one the image lacks (E2B's `user`): /etc/passwd and /etc/group are edited
 // through the agent, so no image needs useradd.
-import type { Sandbox } from "./sandbox.js";
+import type { Guest as GuestOps } from "./guest.js";
 
 /** A user of the guest as its /etc/passwd names it. */
 export interface GuestUser {
@@ -16,7 +16,7 @@ const MAX_FILE = 4 * 1024 * 1024;
 /** The first uid (and gid) given to an account we add. */
 const FIRST_ID = 1000;
 
-type Guest = Pick<Sandbox, "readFile" | "writeFile" | "stat" | "mkdir" | "exec">;
+type Guest = Pick<GuestOps, "readFile" | "writeFile" | "stat" | "mkdir" | "exec">;
 
 /** Appends a line to a file's contents, with the newline the last line may lack. */
 const appendLine = (b: Buffer, l: string) => Buffer.concat([b, Buffer.from(b.length && b[b.length - 1] !== 10 ? `\n${l}\n` : `${l}\n`)]);

@@ -11,7 +11,7 @@ import { badRequest, ForgevmError, sandboxGone } from "../http/errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import { Sandbox } from "./sandbox.js";
 import { injectSecretFiles, type PlannedSecrets } from "./secrets.js";
-import { startMain } from "./stop-start.js";
+import { startMain } from "./main-process.js";
 import { ignore } from "../util/ignore.js";
 
 /** Hands a started VM out as a running sandbox, unless it was destroyed meanwhile. */

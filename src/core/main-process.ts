@@ -7,8 +7,9 @@
 import { EventEmitter } from "node:events";
 import { appendFile, mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { MainRecord } from "../store/sandboxes.js";
-import type { Core } from "./core.js";
+import type { MainRecord, SandboxStore } from "../store/sandboxes.js";
+import type { Paths } from "../config/paths.js";
+import type { EventBus } from "./events.js";
 import type { ProcessEnd, TrackedProcess } from "./processes.js";
 import type { Sandbox } from "./sandbox.js";
 import { ignore } from "../util/ignore.js";
@@ -28,9 +29,27 @@ export interface LogLine {
   line: string;
 }
 
+/** What a main process needs of the core context (which has these, and more). */
+export interface MainHost {
+  readonly paths: Paths;
+  readonly sandboxes: SandboxStore;
+  readonly events: EventBus;
+  readonly live: Map<string, Sandbox>;
+  readonly closed: boolean;
+}
+
 /** Where a sandbox's main process log lives (kept with its history, like the console log). */
-export function mainLogPath(core: Core, id: string): string {
+export function mainLogPath(core: { paths: Paths }, id: string): string {
   return join(core.paths.dataDir, "logs", `${id}.main.log`);
+}
+
+/** Starts the main process of a sandbox just admitted (resolving once it runs), when it has one a person has not stopped. */
+export async function startMain(core: MainHost & { readonly mains: Map<string, MainRunner> }, sb: Sandbox): Promise<void> {
+  const main = core.sandboxes.get(sb.id)?.main;
+  if (!main || main.stopped_by_user) return;
+  const runner = new MainRunner(core, sb);
+  core.mains.set(sb.id, runner);
+  await runner.start();
 }
 
 export class MainRunner {
@@ -43,7 +62,7 @@ export class MainRunner {
   private writes: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly core: Core,
+    private readonly core: MainHost,
     private readonly sb: Sandbox,
   ) {
     this.lines.setMaxListeners(0);
@@ -193,7 +212,7 @@ export async function capLog(file: string, max: number): Promise<void> {
 }
 
 /** A sandbox's main process log: the last `tail` lines, or those since `sinceMs`. */
-export async function readMainLog(core: Core, id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
+export async function readMainLog(core: { paths: Paths }, id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
   const text = await readFile(mainLogPath(core, id), "utf8").catch(() => "");
   let lines = text
     .split("\n")

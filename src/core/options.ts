@@ -2,6 +2,7 @@
 // interface (library, CLI, REST) fills in.
 import type { MetricsOptions } from "./metrics/sampler.js";
 import type { Credentials } from "../images/registry.js";
+import { DEFAULT_IMAGE } from "../images/store.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import type { GuestLimits, Provider } from "../providers/provider.js";
 import type { NetworkMode } from "./network.js";
@@ -105,6 +106,9 @@ export interface SpawnDefaults {
   /** What a sandbox that names no idle policy does once idle (config `defaults.idle`). */
   idle?: IdlePolicy;
 }
+
+/** What a spawn gets for what it does not name (the config's `defaults` override them). */
+export const SPAWN_DEFAULTS: SpawnDefaults = { image: DEFAULT_IMAGE, memoryMb: 512, vcpus: 1, diskMb: 2048, ttlMs: 30 * 60_000 };
 
 /** What an idle sandbox does: `pause` (memory kept on disk, resumed by the next call), `stop` (disk kept), or `none`. */
 export type IdleAction = "pause" | "stop" | "none";

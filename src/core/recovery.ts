@@ -3,7 +3,7 @@
 // (QEMU gone, agent silent) is stopped — only a VMM whose command line names the VM's own
 // directory, so an unrelated process that reused the pid is never touched — and marked `error`.
 import { readFile, rm } from "node:fs/promises";
-import { startMain } from "./stop-start.js";
+import { startMain } from "./main-process.js";
 import { resolveImage } from "../images/store.js";
 import type { Vm } from "../providers/provider.js";
 import type { NetworkRecord, SandboxRow } from "../store/sandboxes.js";

@@ -9,55 +9,12 @@ import type { Emit } from "./events.js";
 import { CodeContexts } from "./code/contexts.js";
 import { GuestUsers, type GuestUser } from "./guest-users.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
+import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
 
-export interface ExecOptions {
-  env?: Record<string, string>;
-  cwd?: string;
-  /** User name or numeric uid to run as (default root). */
-  user?: string;
-  /** Kill the whole process group after this many ms; the exit code is then 124. */
-  timeoutMs?: number;
-  stdin?: string | Uint8Array;
-  /** Keep at most this many bytes of each of stdout and stderr. */
-  maxOutputBytes?: number;
-}
-
-export interface ExecOutput {
-  exitCode: number;
-  stdout: string;
-  stderr: string;
-  timedOut: boolean;
-  /** Output beyond maxOutputBytes was dropped. */
-  truncated: boolean;
-  durationMs: number;
-}
-
-export interface ExecDefaults {
-  env?: Record<string, string>;
-  cwd?: string;
-  user?: string;
-  /** Pool mode: the sandbox is this user in a shared VM; every exec and file operation runs as it. */
-  tenant?: Tenant;
-  /** Secret values every exec gets in its environment (held in memory only). */
-  secrets?: Record<string, string>;
-}
-
-export interface Tenant {
-  uid: number;
-  gid: number;
-  user: string;
-  home: string;
-}
-
-/** The filesystem identity a file operation runs with (default: root, or the tenant's own). */
-export interface FileIdentity {
-  uid: number;
-  gid: number;
-}
-
+export type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Tenant } from "./guest.js";
 export type { GuestUser };
 
-export class Sandbox {
+export class Sandbox implements Guest {
   /** The guest's user accounts (guest-users.ts). */
   private readonly users = new GuestUsers(this);
   /** Processes that outlive the call that started them (see processes.ts); someone attached to one is work in flight. */
@@ -194,10 +151,7 @@ export class Sandbox {
    * work in flight until it ends, unless `background` (a process nobody waits on: a main
    * process, a runtime, a tracked process, whose attached clients count instead).
    */
-  execStream(
-    command: string | string[],
-    opts: Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number }; background?: boolean } = {},
-  ): ExecSession {
+  execStream(command: string | string[], opts: StreamExecOptions = {}): ExecSession {
     const { background, ...rest } = opts;
     const req = { ...this.execRequest(command, rest), stdin: rest.stdin, pty: rest.pty };
     this.emit("exec.started", this.id, { command, stream: true });

@@ -6,22 +6,12 @@ import type { SandboxRow } from "../store/sandboxes.js";
 import type { Core } from "./core.js";
 import { NO_TTL } from "../schemas/durations.js";
 import { conflict, sandboxGone } from "../http/errors.js";
-import { MainRunner } from "./main-process.js";
 import { checkSavable, pause, resume } from "./pause.js";
 import type { Sandbox } from "./sandbox.js";
 import { requireState } from "./states.js";
 
 /** How long `stop` waits for the main process after SIGTERM, unless told otherwise. */
 export const DEFAULT_STOP_GRACE_MS = 10_000;
-
-/** Starts the main process of a sandbox just admitted (resolving once it runs), when it has one a person has not stopped. */
-export async function startMain(core: Core, sb: Sandbox): Promise<void> {
-  const main = core.sandboxes.get(sb.id)?.main;
-  if (!main || main.stopped_by_user) return;
-  const runner = new MainRunner(core, sb);
-  core.mains.set(sb.id, runner);
-  await runner.start();
-}
 
 /** Stops a running sandbox, keeping its disk (and memory image); a person's stop (`byUser`) wins over any restart policy. */
 export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_MS, byUser = true): Promise<void> {

@@ -1,7 +1,7 @@
 // Checks every interface shares, so that what one path accepts another does not refuse later.
 import { totalmem } from "node:os";
 import type { Provider } from "../providers/provider.js";
-import type { Core } from "./core.js";
+import type { Providers } from "./providers.js";
 import { badRequest } from "../http/errors.js";
 
 /** Names the agent can set: not empty, no "=", no NUL (values may hold anything but NUL). */
@@ -16,13 +16,13 @@ export function checkEnv(env: Record<string, string> | undefined | null, field: 
 }
 
 /** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
-export function checkVcpus(core: Core, vcpus: number, field: string, provider: Provider = core.provider): void {
+export function checkVcpus(core: { provider: Provider }, vcpus: number, field: string, provider: Provider = core.provider): void {
   const max = provider.maxVcpus();
   if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
 }
 
 /** More memory than the host has fails only after QEMU has tried for a while: refused at once, with the figures. */
-export function checkMemory(core: Core, memoryMb: number, field: string, provider: Provider = core.provider): void {
+export function checkMemory(core: { provider: Provider }, memoryMb: number, field: string, provider: Provider = core.provider): void {
   const max = provider.maxMemoryMb();
   if (memoryMb > max)
     throw badRequest(`${field}: ${memoryMb} MiB asked for, but one VM on this host can have at most ${max} MiB (it has ${Math.floor(totalmem() / 1048576)} MiB of RAM)`);
@@ -35,6 +35,6 @@ export async function checkFullNetwork(provider: Provider): Promise<void> {
 }
 
 /** The provider a request names: an enabled one, or the default for none ("" means none, as the original SDKs send it). */
-export function checkProvider(core: Core, name: string | undefined, field: string): Provider {
+export function checkProvider(core: { providers: Providers }, name: string | undefined, field: string): Provider {
   return core.providers.pick(name, field);
 }

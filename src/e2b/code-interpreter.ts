@@ -21,9 +21,11 @@ async function sandboxFor(forge: Forge, req: FastifyRequest): Promise<Sandbox> {
   const id = sandboxIdOf(req);
   const envd = req.headers["x-access-token"];
   const traffic = req.headers["e2b-traffic-access-token"];
-  const ok = (typeof envd === "string" && forge.checkAccessToken(id, ENVD_TOKEN, envd)) || (typeof traffic === "string" && forge.checkAccessToken(id, TRAFFIC_TOKEN, traffic));
+  const ok =
+    (typeof envd === "string" && forge.sandboxes.checkAccessToken(id, ENVD_TOKEN, envd)) ||
+    (typeof traffic === "string" && forge.sandboxes.checkAccessToken(id, TRAFFIC_TOKEN, traffic));
   if (!ok) throw new ForgevmError("UNAUTHORIZED", "missing or wrong access token: use the envdAccessToken or trafficAccessToken that create or connect returned");
-  await forge.wake(id, "code-interpreter");
+  await forge.sandboxes.wake(id, "code-interpreter");
   return sandboxOf(forge, req);
 }
 

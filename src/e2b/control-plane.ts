@@ -104,7 +104,7 @@ function e2bError(reply: FastifyReply, err: unknown): FastifyReply {
 
 /** A sandbox that is running, or paused when `paused` allows it (404 otherwise, which the SDKs read as "not found"). */
 function running(forge: Forge, id: string, paused = false): SandboxRow {
-  const row = forge.get(id);
+  const row = forge.sandboxes.get(id);
   if (row.state !== "running" && row.state !== "creating" && !(paused && row.state === "paused")) throw sandboxGone(id, `sandbox ${id} is ${row.state}`);
   return row;
 }
@@ -130,7 +130,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       if ((b as Record<string, unknown>)[field] !== undefined) throw badRequest(`${field} is not supported by this server`);
     }
     const target = await spawnTarget(forge, b.templateID);
-    const sb = await forge.spawn({
+    const sb = await forge.sandboxes.spawn({
       ...target,
       env: b.envVars,
       metadata: b.metadata,
@@ -142,14 +142,14 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
       await sb.ensureUser(DEFAULT_USER, DEFAULT_HOME);
     } catch (e) {
-      await forge.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
+      await forge.sandboxes.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
       throw new ForgevmError("BAD_REQUEST", `template "${b.templateID}": ${(e as Error).message}`);
     }
     if (b.templateID === CODE_INTERPRETER_TEMPLATE) {
       // As E2B's does, the sandbox answers create with its Python context ready for runCode.
       await sb.code.prepare("python", DEFAULT_USER, DEFAULT_HOME).catch(ignore("a warm-up: the first run starts the kernel itself if this failed"));
     }
-    return reply.status(201).send(sandboxView(forge, forge.get(sb.id)));
+    return reply.status(201).send(sandboxView(forge, forge.sandboxes.get(sb.id)));
   };
   app.post("/v2/sandboxes", { schema: { body: NewSandbox, hide: true } }, create);
   app.post("/sandboxes", { schema: { body: NewSandbox, hide: true } }, create);
@@ -160,12 +160,12 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     const timeout = req.body?.timeout;
     if (row.state === "paused") {
       // Resuming restores the machine as it was paused, processes included; a reboot boots it cold over its disk.
-      await forge.resume(id, (timeout ?? DEFAULT_TIMEOUT_S) * 1000, { reboot: req.body?.memory === false });
-      return reply.status(201).send(sandboxView(forge, forge.get(id)));
+      await forge.sandboxes.resume(id, (timeout ?? DEFAULT_TIMEOUT_S) * 1000, { reboot: req.body?.memory === false });
+      return reply.status(201).send(sandboxView(forge, forge.sandboxes.get(id)));
     }
     // Connecting never shortens a sandbox's life.
-    if (timeout !== undefined && Date.parse(row.expires_at) < Date.now() + timeout * 1000) forge.extend(id, timeout * 1000);
-    return reply.status(200).send(sandboxView(forge, forge.get(id)));
+    if (timeout !== undefined && Date.parse(row.expires_at) < Date.now() + timeout * 1000) forge.sandboxes.extend(id, timeout * 1000);
+    return reply.status(200).send(sandboxView(forge, forge.sandboxes.get(id)));
   };
   app.post("/v2/sandboxes/:sandboxID/connect", { schema: { params: Id, body: ConnectBody, hide: true } }, connect);
   app.post("/sandboxes/:sandboxID/connect", { schema: { params: Id, body: ConnectBody, hide: true } }, connect);
@@ -178,7 +178,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     const limit = Math.min(Math.max(Number(q.limit ?? 100), 1), 1000);
     const after = q.startedAfter === undefined ? null : Date.parse(q.startedAfter);
     if (after !== null && Number.isNaN(after)) throw badRequest(`startedAfter: "${q.startedAfter}" is not a date and time (RFC 3339)`);
-    let rows = forge
+    let rows = forge.sandboxes
       .list(undefined, ["creating", "running", "paused"])
       .filter((r) => states.includes(e2bState(r)))
       .filter((r) => meta.every(([k, v]) => r.metadata?.[k] === v))
@@ -204,7 +204,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
 
   app.delete("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
     running(forge, req.params.sandboxID, true);
-    await forge.destroy(req.params.sandboxID);
+    await forge.sandboxes.destroy(req.params.sandboxID);
     return reply.status(204).send();
   });
 
@@ -213,7 +213,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     { schema: { params: Id, body: TimeoutBody, hide: true } },
     async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof TimeoutBody> }>, reply) => {
       running(forge, req.params.sandboxID);
-      forge.extend(req.params.sandboxID, req.body.timeout * 1000);
+      forge.sandboxes.extend(req.params.sandboxID, req.body.timeout * 1000);
       return reply.status(204).send();
     },
   );
@@ -226,7 +226,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       // E2B's answer for a sandbox that is paused already: the SDK's pause() returns false.
       if (row.state === "paused") throw new ForgevmError("CONFLICT", `sandbox ${row.id} is already paused`);
       // pause({keepMemory: false}) sends memory: false: the disk only, resumed (by connect) with a cold boot.
-      await forge.pause(row.id, { memory: req.body?.memory });
+      await forge.sandboxes.pause(row.id, { memory: req.body?.memory });
       return reply.status(204).send();
     },
   );
@@ -238,14 +238,14 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       running(forge, req.params.sandboxID);
       const timeout = req.body?.timeout;
       // One snapshot, all copies at once: they start together or not at all, so no entry carries an error.
-      const r = await forge.fork(req.params.sandboxID, { count: req.body?.count ?? 1, ttlMs: timeout !== undefined ? timeout * 1000 : undefined });
-      return reply.status(201).send(r.sandboxes.map((sb) => ({ sandbox: sandboxView(forge, forge.get(sb.id)) })));
+      const r = await forge.snapshots.fork(req.params.sandboxID, { count: req.body?.count ?? 1, ttlMs: timeout !== undefined ? timeout * 1000 : undefined });
+      return reply.status(201).send(r.sandboxes.map((sb) => ({ sandbox: sandboxView(forge, forge.sandboxes.get(sb.id)) })));
     },
   );
 
   app.get("/sandboxes/:sandboxID/metrics", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
     const row = running(forge, req.params.sandboxID);
-    const m = await forge.sandbox(row.id).metrics();
+    const m = await forge.sandboxes.running(row.id).metrics();
     const c = m.cpu;
     const busy = c.user + c.nice + c.system + c.irq + c.softirq + c.steal;
     const now = new Date();
@@ -272,7 +272,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       const deny = req.body.denyOut ?? [];
       if (deny.length && !deny.some((d) => DENY_ALL.has(d)))
         throw badRequest("denyOut: only a deny-all entry (0.0.0.0/0) is supported; list what the sandbox may reach in allowOut");
-      forge.setAllowlist(req.params.sandboxID, req.body.allowOut ?? []);
+      forge.network.setAllowlist(req.params.sandboxID, req.body.allowOut ?? []);
       return reply.status(204).send();
     },
   );

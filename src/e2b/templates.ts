@@ -13,14 +13,14 @@ export const CODE_INTERPRETER_TEMPLATE = "code-interpreter-v1";
 export async function spawnTarget(forge: Forge, templateID: string): Promise<{ image?: string; template?: string }> {
   if (templateID === BASE_TEMPLATE) return { image: forge.defaults.image };
   if (templateID === CODE_INTERPRETER_TEMPLATE) {
-    if (forge.listTemplates().some((t) => t.name === templateID)) return { template: templateID };
-    if (!(await forge.listImages()).some((i) => i.name === CODE_IMAGE)) {
+    if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
+    if (!(await forge.images.list()).some((i) => i.name === CODE_IMAGE)) {
       throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${CODE_IMAGE}, which this server does not have: run ./setup.sh`);
     }
     return { image: CODE_IMAGE };
   }
-  if (forge.listTemplates().some((t) => t.name === templateID)) return { template: templateID };
-  if ((await forge.listImages()).some((i) => i.name === templateID)) return { image: templateID };
+  if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
+  if ((await forge.images.list()).some((i) => i.name === templateID)) return { image: templateID };
   // A reference that names a registry or a tag is pulled; a bare word is a template that is not there.
   if (/[/:.@]/.test(templateID)) return { image: templateID };
   throw new ForgevmError("NOT_FOUND", `template "${templateID}" not found: use "base", "${CODE_INTERPRETER_TEMPLATE}", a ForgeVM template name or an image reference`);

@@ -26,8 +26,8 @@ export function sandboxView(forge: Forge, row: SandboxRow) {
     templateID: templateIdOf(forge, row),
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
-    envdAccessToken: forge.accessToken(row.id, ENVD_TOKEN),
-    trafficAccessToken: forge.accessToken(row.id, TRAFFIC_TOKEN),
+    envdAccessToken: forge.sandboxes.accessToken(row.id, ENVD_TOKEN),
+    trafficAccessToken: forge.sandboxes.accessToken(row.id, TRAFFIC_TOKEN),
     domain: null,
   };
 }
@@ -55,7 +55,7 @@ export function detailView(forge: Forge, row: SandboxRow) {
   return {
     ...listedView(forge, row),
     domain: null,
-    envdAccessToken: forge.accessToken(row.id, ENVD_TOKEN),
+    envdAccessToken: forge.sandboxes.accessToken(row.id, ENVD_TOKEN),
     allowInternetAccess: net ? net.mode !== "none" : false,
     ...(net?.mode === "allowlist" ? { network: { allowOut: net.allow, denyOut: ["0.0.0.0/0"] } } : {}),
     lifecycle: { onTimeout: row.lifecycle?.on_expiry === "pause" ? "pause" : "kill", autoResume: !!row.lifecycle?.auto_resume },

@@ -36,7 +36,7 @@ export async function readResource(agents: Agents, uri: string) {
   if (!m) throw new McpError(ErrorCode.InvalidParams, `unknown resource "${uri.slice(0, 200)}": resources look like forgevm://sandboxes/ID/console or …/egress`);
   const [, id, kind] = m;
   agents.row(id);
-  if (kind === "console") return [{ uri, mimeType: "text/plain", text: (await agents.forge.logs(id, LINES)).join("\n") }];
-  const entries = await agents.forge.egressLog(id, LINES);
+  if (kind === "console") return [{ uri, mimeType: "text/plain", text: (await agents.forge.sandboxes.logs(id, LINES)).join("\n") }];
+  const entries = await agents.forge.network.egressLog(id, LINES);
   return [{ uri, mimeType: "application/x-ndjson", text: entries.map((e) => JSON.stringify(e)).join("\n") }];
 }

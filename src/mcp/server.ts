@@ -58,7 +58,7 @@ export function mcpServer(session: McpSession, version: string): Server {
     const t = TOOLS_BY_NAME.get(name);
     const t0 = performance.now();
     if (!t) {
-      agents.forge.recordAudit({
+      agents.forge.audit.record({
         interface: "mcp",
         session: session.id,
         tool: name.slice(0, 64),
@@ -92,7 +92,7 @@ export function mcpServer(session: McpSession, version: string): Server {
       checkArguments(t, args);
       const out = await t.run(ctx, (args ?? {}) as never);
       sandboxId = out.sandboxId ?? sandboxId;
-      agents.forge.recordAudit({
+      agents.forge.audit.record({
         interface: "mcp",
         session: session.id,
         tool: name,
@@ -109,7 +109,7 @@ export function mcpServer(session: McpSession, version: string): Server {
     } catch (e) {
       const err = toForgevmError(e);
       const outcome = extra.signal.aborted ? "cancelled" : e instanceof PolicyError ? "refused" : "error";
-      agents.forge.recordAudit({
+      agents.forge.audit.record({
         interface: "mcp",
         session: session.id,
         tool: name,

@@ -25,13 +25,13 @@ export class Agents {
 
   /** Live sandboxes agents made, newest first. */
   sandboxes(): SandboxRow[] {
-    return this.forge.list(undefined, [...LIVE]).filter((r) => r.metadata?.[SESSION_KEY]);
+    return this.forge.sandboxes.list(undefined, [...LIVE]).filter((r) => r.metadata?.[SESSION_KEY]);
   }
 
   /** The stored record of a sandbox agents may use; a clear error for any other. */
   row(id: string): SandboxRow {
     if (typeof id !== "string" || id === "") throw sandboxGone(String(id), "sandbox_id is required");
-    const row = this.forge.get(id);
+    const row = this.forge.sandboxes.get(id);
     if (!row.metadata?.[SESSION_KEY]) throw sandboxGone(id, `sandbox ${id} was not made through MCP; agents may use only the sandboxes agents made`);
     return row;
   }
@@ -103,7 +103,7 @@ export class McpSession {
   end(): Promise<void> {
     this.ended ??= (async () => {
       const doomed = this.own().filter((r) => r.metadata?.[KEEP_KEY] !== "true");
-      await Promise.all(doomed.map((r) => this.agents.forge.destroy(r.id).catch(ignore("the sandbox may be gone already"))));
+      await Promise.all(doomed.map((r) => this.agents.forge.sandboxes.destroy(r.id).catch(ignore("the sandbox may be gone already"))));
     })();
     return this.ended;
   }

@@ -30,7 +30,7 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       },
     },
     async (req, reply) => {
-      const tar = await packArchive(await forge.use(req.params.id, "rest"), absPath(req.query.path));
+      const tar = await packArchive(await forge.sandboxes.use(req.params.id, "rest"), absPath(req.query.path));
       reply.header("Content-Type", "application/x-tar");
       return reply.send(tar);
     },
@@ -50,7 +50,7 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     },
     async (req) => {
       const dir = absPath(req.query.path, "path (query)");
-      const sb = await forge.use(req.params.id, "rest");
+      const sb = await forge.sandboxes.use(req.params.id, "rest");
       const fed = uploadStream(req, "a tar archive");
       try {
         return { status: "extracted" as const, ...(await unpackArchive(sb, dir, fed.stream)) };

@@ -41,7 +41,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     async (req) => {
       const q = req.query;
       const limit = Math.min(Number(q.limit ?? 100), 10_000);
-      return { entries: forge.auditLog({ session: q.session, tool: q.tool, after: q.after ? Number(q.after) : undefined, limit }) };
+      return { entries: forge.audit.list({ session: q.session, tool: q.tool, after: q.after ? Number(q.after) : undefined, limit }) };
     },
   );
 };

@@ -70,7 +70,7 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       };
       if (!q.tag) throw badRequest("tag: the name of the image to build is required");
       const body = uploadStream(req, "the build context as a tar");
-      const job = await forge.startBuild(body.stream, {
+      const job = await forge.builds.start(body.stream, {
         tag: q.tag,
         dockerfile: q.dockerfile,
         buildArgs: buildArgs(list(q.build_arg)),
@@ -85,9 +85,9 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     },
   );
 
-  app.get("/builds/:id", { schema: { tags: ["images"], params: IdParam, response: { 200: BuildJob } } }, async (req) => forge.buildJob(req.params.id));
+  app.get("/builds/:id", { schema: { tags: ["images"], params: IdParam, response: { 200: BuildJob } } }, async (req) => forge.builds.job(req.params.id));
 
-  app.delete("/builds/:id", { schema: { tags: ["images"], params: IdParam, response: { 200: BuildJob } } }, async (req) => forge.cancelBuild(req.params.id));
+  app.delete("/builds/:id", { schema: { tags: ["images"], params: IdParam, response: { 200: BuildJob } } }, async (req) => forge.builds.cancel(req.params.id));
 
   app.get(
     "/builds/:id/log",
@@ -99,15 +99,15 @@ export const buildRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       },
     },
     async (req, reply) => {
-      const job = forge.buildJob(req.params.id);
+      const job = forge.builds.job(req.params.id);
       reply.hijack();
       await followNdjson<{ line: string }>(
         reply.raw,
         req.id,
         job.log.map((line) => ({ line })),
-        (write, end) => forge.followBuild(job.id, (line) => (line === null ? end() : write({ line }))),
+        (write, end) => forge.builds.follow(job.id, (line) => (line === null ? end() : write({ line }))),
         () => {
-          const now = forge.buildJob(job.id);
+          const now = forge.builds.job(job.id);
           return { done: true, state: now.state, ...(now.digest ? { digest: now.digest } : {}), ...(now.error ? { error: now.error } : {}) };
         },
       );

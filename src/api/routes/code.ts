@@ -29,7 +29,7 @@ function executionView(ex: CoreExecution, context: string, ms: number) {
 export const codeRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes/:id/code", { schema: { tags: ["code"], params: IdParams, body: CodeRequest, response: { 200: Execution } } }, async (req, reply) => {
     const b = req.body;
-    const sb = await forge.use(req.params.id, "rest");
+    const sb = await forge.sandboxes.use(req.params.id, "rest");
     const timeoutMs = b.timeout !== undefined ? parseDuration(b.timeout, "timeout") : undefined;
     // The context is resolved first, so a bad one is a 4xx before anything streams.
     const context = b.context ?? (await sb.code.prepare(b.language ?? "python")).id;
@@ -56,7 +56,7 @@ export const codeRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
   });
 
   app.get("/sandboxes/:id/code/contexts", { schema: { tags: ["code"], params: IdParams, response: { 200: Type.Array(CodeContext) } } }, async (req) =>
-    (await forge.use(req.params.id, "rest")).code.list().map(contextView),
+    (await forge.sandboxes.use(req.params.id, "rest")).code.list().map(contextView),
   );
 
   app.post(
@@ -64,18 +64,18 @@ export const codeRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
     { schema: { tags: ["code"], params: IdParams, body: Type.Optional(CodeContextRequest), response: { 201: CodeContext } } },
     async (req, reply) => {
       const b = req.body ?? {};
-      const info = await (await forge.use(req.params.id, "rest")).code.create({ language: b.language, cwd: b.cwd, user: b.user });
+      const info = await (await forge.sandboxes.use(req.params.id, "rest")).code.create({ language: b.language, cwd: b.cwd, user: b.user });
       reply.status(201);
       return contextView(info);
     },
   );
 
   app.post("/sandboxes/:id/code/contexts/:ctx/restart", { schema: { tags: ["code"], params: ContextParams, response: { 200: CodeContext } } }, async (req) =>
-    contextView(await (await forge.use(req.params.id, "rest")).code.restart(req.params.ctx)),
+    contextView(await (await forge.sandboxes.use(req.params.id, "rest")).code.restart(req.params.ctx)),
   );
 
   app.delete("/sandboxes/:id/code/contexts/:ctx", { schema: { tags: ["code"], params: ContextParams, response: { 200: Status("deleted") } } }, async (req) => {
-    await (await forge.use(req.params.id, "rest")).code.remove(req.params.ctx);
+    await (await forge.sandboxes.use(req.params.id, "rest")).code.remove(req.params.ctx);
     return { status: "deleted" as const };
   });
 };

@@ -9,7 +9,7 @@ import { imageView } from "./images.js";
 export const commitRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes/:id/commit", { schema: { tags: ["images"], params: IdParams, body: CommitRequest, response: { 201: CommitResult } } }, async (req, reply) => {
     const { image, changes, squash, comment, pause } = req.body;
-    const r = await forge.commit(req.params.id, {
+    const r = await forge.images.commit(req.params.id, {
       image,
       squash,
       comment,

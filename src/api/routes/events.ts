@@ -31,7 +31,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     },
     async (req, reply) => {
       const resume = req.headers["last-event-id"] ?? req.query.last_event_id;
-      const after = resume !== undefined ? Number(resume) : req.query.tail ? Math.max(0, forge.lastEventSeq() - Number(req.query.tail)) : Number.NaN;
+      const after = resume !== undefined ? Number(resume) : req.query.tail ? Math.max(0, forge.events.lastSeq() - Number(req.query.tail)) : Number.NaN;
       reply.hijack();
       const out = reply.raw;
       // The headers set so far (request id, CORS for an allowed origin) go out with the stream's own.
@@ -46,9 +46,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
         lastSent = e.seq;
         out.write(eventFrame(e));
       };
-      const unsubscribe = forge.subscribe((e) => (replaying ? held.push(e) : send(e)));
+      const unsubscribe = forge.events.subscribe((e) => (replaying ? held.push(e) : send(e)));
       if (Number.isFinite(after)) {
-        for (let batch = forge.replayEvents(after); batch.length; batch = forge.replayEvents(lastSent)) batch.forEach(send);
+        for (let batch = forge.events.replay(after); batch.length; batch = forge.events.replay(lastSent)) batch.forEach(send);
       }
       replaying = false;
       held.forEach(send);

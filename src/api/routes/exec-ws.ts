@@ -28,7 +28,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
   app.get("/sandboxes/:id/exec/ws", { websocket: true, schema: { tags: ["exec"], params: IdParams } }, (ws, req) => {
     let started = false;
     let finished = false;
-    let session: ReturnType<Awaited<ReturnType<Forge["use"]>>["execStream"]> | null = null;
+    let session: ReturnType<Awaited<ReturnType<Forge["sandboxes"]["use"]>>["execStream"]> | null = null;
     let encoding: "utf8" | "base64" = "utf8";
     let closed = false;
     // One message at a time: the first may wait for a paused sandbox to resume, and the stdin
@@ -56,7 +56,7 @@ export const execWsRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (
             throw new RangeError(`${field} ${err?.message ?? "is invalid"}`);
           }
           const timeoutMs = msg.timeout !== undefined ? parseDuration(msg.timeout, "timeout") : undefined;
-          const sb = await forge.use((req.params as { id: string }).id, "websocket");
+          const sb = await forge.sandboxes.use((req.params as { id: string }).id, "websocket");
           const command = commandLine(msg.command, msg.args);
           encoding = msg.encoding ?? "utf8";
           session = sb.execStream(command, {

@@ -13,7 +13,7 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
   app.post("/sandboxes/:id/exec", { schema: { tags: ["exec"], params: IdParams, body: ExecRequest, response: { 200: ExecResult } } }, async (req, reply) => {
     const b = req.body;
     const timeoutMs = b.timeout !== undefined ? parseDuration(b.timeout, "timeout") : undefined;
-    const sb = await forge.use(req.params.id, "rest");
+    const sb = await forge.sandboxes.use(req.params.id, "rest");
     const stdin = b.stdin !== undefined && b.stdin_encoding === "base64" ? decodeBase64(b.stdin, "stdin") : b.stdin;
     const command = commandLine(b.command, b.args);
     const opts = { env: b.env, cwd: b.workdir, user: b.user, timeoutMs };

@@ -44,7 +44,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
       },
     },
     async (req) => {
-      const sb = await forge.use(req.params.id, "rest");
+      const sb = await forge.sandboxes.use(req.params.id, "rest");
       const ct = String(req.headers["content-type"] ?? "");
       if (ct.startsWith("application/octet-stream")) {
         const path = absPath(req.query.path ?? "", "path (query)");
@@ -73,7 +73,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
   );
 
   app.get("/sandboxes/:id/files", { schema: { tags: ["files"], params: IdParams, querystring: PathQuery } }, async (req, reply) => {
-    const sb = await forge.use(req.params.id, "rest");
+    const sb = await forge.sandboxes.use(req.params.id, "rest");
     const r = sb.readFileStream(absPath(req.query.path));
     // Wait for the guest to open the file, so a missing path is a JSON 404 rather than a
     // broken download.
@@ -102,7 +102,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
     async (req) => {
       const path = absPath(req.query.path);
       if (posix.normalize(path) === "/") throw badRequest("path must not be /");
-      await (await forge.use(req.params.id, "rest")).remove(path, req.query.recursive === "true" || req.query.recursive === "1");
+      await (await forge.sandboxes.use(req.params.id, "rest")).remove(path, req.query.recursive === "true" || req.query.recursive === "1");
       return { status: "deleted" as const };
     },
   );
@@ -112,30 +112,30 @@ export const fileRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (ap
     { schema: { tags: ["files"], params: IdParams, querystring: Type.Object({ path: Type.Optional(Type.String()) }), response: { 200: Type.Array(FileInfo) } } },
     async (req) => {
       const dir = absPath(req.query.path ?? "/");
-      const entries = await (await forge.use(req.params.id, "rest")).listFiles(dir);
+      const entries = await (await forge.sandboxes.use(req.params.id, "rest")).listFiles(dir);
       return entries.sort((a, b) => a.name.localeCompare(b.name)).map((e) => fileInfoView(posix.join(dir, e.name), e.name, e));
     },
   );
 
   app.get("/sandboxes/:id/files/stat", { schema: { tags: ["files"], params: IdParams, querystring: PathQuery, response: { 200: FileInfo } } }, async (req) => {
     const path = absPath(req.query.path);
-    const st = await (await forge.use(req.params.id, "rest")).stat(path);
+    const st = await (await forge.sandboxes.use(req.params.id, "rest")).stat(path);
     return fileInfoView(path, posix.basename(path) || "/", st);
   });
 
   app.get(
     "/sandboxes/:id/files/glob",
     { schema: { tags: ["files"], params: IdParams, querystring: Type.Object({ pattern: Type.String() }), response: { 200: Type.Array(Type.String()) } } },
-    async (req) => (await forge.use(req.params.id, "rest")).glob(absPath(req.query.pattern, "pattern")),
+    async (req) => (await forge.sandboxes.use(req.params.id, "rest")).glob(absPath(req.query.pattern, "pattern")),
   );
 
   app.post("/sandboxes/:id/files/move", { schema: { tags: ["files"], params: IdParams, body: MoveRequest, response: { 200: Status("moved") } } }, async (req) => {
-    await (await forge.use(req.params.id, "rest")).move(absPath(req.body.old_path, "old_path"), absPath(req.body.new_path, "new_path"));
+    await (await forge.sandboxes.use(req.params.id, "rest")).move(absPath(req.body.old_path, "old_path"), absPath(req.body.new_path, "new_path"));
     return { status: "moved" as const };
   });
 
   app.post("/sandboxes/:id/files/chmod", { schema: { tags: ["files"], params: IdParams, body: ChmodRequest, response: { 200: Status("chmod applied") } } }, async (req) => {
-    await (await forge.use(req.params.id, "rest")).chmod(absPath(req.body.path), parseMode(req.body.mode));
+    await (await forge.sandboxes.use(req.params.id, "rest")).chmod(absPath(req.body.path), parseMode(req.body.mode));
     return { status: "chmod applied" as const };
   });
 };

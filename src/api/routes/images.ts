@@ -26,15 +26,15 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
   // Uploaded archives stream to disk rather than being buffered.
   app.addContentTypeParser(STREAM_TYPES, (_req, payload, done) => done(null, payload));
 
-  app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () => (await forge.listImages()).map(view));
+  app.get("/images", { schema: { tags: ["images"], response: { 200: Type.Array(ImageView) } } }, async () => (await forge.images.list()).map(view));
 
   app.post("/images/pull", { schema: { tags: ["images"], body: PullRequest, response: { 202: Job } } }, async (req, reply) => {
     reply.status(202);
-    return forge.startPull(req.body.image);
+    return forge.images.startPull(req.body.image);
   });
 
   app.get("/images/pulls/:id", { schema: { tags: ["images"], params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }), response: { 200: Job } } }, async (req) =>
-    forge.pullJob(req.params.id),
+    forge.images.pullJob(req.params.id),
   );
 
   app.post(
@@ -54,10 +54,10 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
     },
     async (req, reply) => {
       const q = req.query as { name?: string; tag?: string; ref?: string };
-      const img = await forge.importImageStream(uploadStream(req, "an image archive (docker save, OCI)").stream, { name: q.name, tag: q.tag, ref: q.ref });
+      const img = await forge.images.importStream(uploadStream(req, "an image archive (docker save, OCI)").stream, { name: q.name, tag: q.tag, ref: q.ref });
       reply.status(201);
       return view(
-        (await forge.listImages()).find((i) => i.name === img.name) ?? {
+        (await forge.images.list()).find((i) => i.name === img.name) ?? {
           name: img.name,
           size: img.size,
           createdAt: img.createdAt,
@@ -70,7 +70,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
   );
 
   app.get("/images/:name/export", { schema: { tags: ["images"], params: NameParam, produces: ["application/x-tar"] } }, async (req, reply) => {
-    const { stream, filename, digest } = await forge.exportImage(req.params.name);
+    const { stream, filename, digest } = await forge.images.export(req.params.name);
     reply.header("content-type", "application/x-tar");
     reply.header("content-disposition", `attachment; filename="${filename}"`);
     reply.header("docker-content-digest", digest);
@@ -78,7 +78,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
   });
 
   app.post("/images/:name/push", { schema: { tags: ["images"], params: NameParam, body: Type.Optional(PushRequest), response: { 200: PushResult } } }, async (req) => {
-    const r = await forge.pushImage(req.params.name, req.body?.reference);
+    const r = await forge.images.push(req.params.name, req.body?.reference);
     return { reference: r.reference, digest: r.digest, uploaded_bytes: r.uploaded, blobs: r.blobs };
   });
 
@@ -92,8 +92,8 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (a
       },
     },
     async (req) => {
-      await forge.removeImage(req.params.name);
-      return { status: "deleted" as const, pruned_blobs: await forge.pruneBlobs() };
+      await forge.images.remove(req.params.name);
+      return { status: "deleted" as const, pruned_blobs: await forge.images.pruneBlobs() };
     },
   );
 };

@@ -29,17 +29,17 @@ export function metricsRange(q: { since?: string; step?: string }, intervalMs: n
 
 export const metricRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.get("/sandboxes/:id/metrics", { schema: { tags: ["metrics"], params: IdParams, querystring: MetricsQuery, response: { 200: MetricHistory } } }, async (req) => {
-    const interval = forge.metricsIntervalMs;
+    const interval = forge.metrics.intervalMs;
     const { sinceMs, stepMs } = metricsRange(req.query, interval);
-    const h = forge.metricsHistory(req.params.id, sinceMs, stepMs);
+    const h = forge.metrics.history(req.params.id, sinceMs, stepMs);
     return { sandbox: h.sandbox, since: new Date(sinceMs).toISOString(), step_ms: stepMs, interval_ms: interval, samples: h.samples };
   });
 
   app.get("/host/metrics", { schema: { tags: ["metrics"], querystring: MetricsQuery, response: { 200: MetricHistory } } }, async (req) => {
-    const interval = forge.metricsIntervalMs;
+    const interval = forge.metrics.intervalMs;
     const { sinceMs, stepMs } = metricsRange(req.query, interval);
-    return { since: new Date(sinceMs).toISOString(), step_ms: stepMs, interval_ms: interval, samples: forge.hostMetricsHistory(sinceMs, stepMs) };
+    return { since: new Date(sinceMs).toISOString(), step_ms: stepMs, interval_ms: interval, samples: forge.metrics.hostHistory(sinceMs, stepMs) };
   });
 
-  app.get("/stats", { schema: { tags: ["metrics"], response: { 200: LiveStats } } }, async () => forge.latestMetrics());
+  app.get("/stats", { schema: { tags: ["metrics"], response: { 200: LiveStats } } }, async () => forge.metrics.latest());
 };

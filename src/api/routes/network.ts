@@ -7,7 +7,7 @@ import { AllowRequest, EgressEntry, IdParams, Network, PortMapping, PortRequest,
 import { networkView } from "../views.js";
 
 export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
-  app.get("/sandboxes/:id/network", { schema: { tags: ["network"], params: IdParams, response: { 200: Network } } }, async (req) => networkView(forge.network(req.params.id)));
+  app.get("/sandboxes/:id/network", { schema: { tags: ["network"], params: IdParams, response: { 200: Network } } }, async (req) => networkView(forge.network.get(req.params.id)));
 
   app.put(
     "/sandboxes/:id/network/allow",
@@ -19,7 +19,7 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         response: { 200: Network },
       },
     },
-    async (req) => networkView(forge.setAllowlist(req.params.id, req.body.allow)),
+    async (req) => networkView(forge.network.setAllowlist(req.params.id, req.body.allow)),
   );
 
   app.get(
@@ -32,11 +32,11 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         response: { 200: Type.Array(EgressEntry) },
       },
     },
-    async (req) => forge.egressLog(req.params.id, req.query.lines ? Math.max(1, Number(req.query.lines)) : 100),
+    async (req) => forge.network.egressLog(req.params.id, req.query.lines ? Math.max(1, Number(req.query.lines)) : 100),
   );
 
   app.post("/sandboxes/:id/ports", { schema: { tags: ["network"], params: IdParams, body: PortRequest, response: { 201: PortMapping } } }, async (req, reply) => {
-    const m = await forge.publishPort(req.params.id, req.body.port);
+    const m = await forge.network.publishPort(req.params.id, req.body.port);
     reply.status(201);
     return m;
   });
@@ -51,7 +51,7 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       },
     },
     async (req) => {
-      await forge.unpublishPort(req.params.id, Number(req.params.host_port));
+      await forge.network.unpublishPort(req.params.id, Number(req.params.host_port));
       return { status: "unpublished" as const };
     },
   );

@@ -38,20 +38,20 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       cache: b.cache,
       forkable: b.forkable,
     };
-    const make = async () => (b.start === false ? (await forge.create(opts)).id : (await forge.spawn(opts)).id);
+    const make = async () => (b.start === false ? (await forge.sandboxes.create(opts)).id : (await forge.sandboxes.spawn(opts)).id);
     const key = req.headers["idempotency-key"];
     if (key === undefined) {
       reply.status(201);
-      return sandboxView(forge.get(await make()));
+      return sandboxView(forge.sandboxes.get(await make()));
     }
     if (typeof key !== "string" || !/^[\x21-\x7e]{1,255}$/.test(key))
       throw badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters, the same on every try of one create");
     // A retry of a create that went through (its answer lost) gets that sandbox, not a second one.
     opts.idempotencyKey = key;
-    const { id, replayed } = await forge.once(key, make);
+    const { id, replayed } = await forge.sandboxes.once(key, make);
     if (replayed) reply.header("Idempotent-Replayed", "true");
     reply.status(201);
-    return sandboxView(forge.get(id));
+    return sandboxView(forge.sandboxes.get(id));
   });
 
   app.get(
@@ -80,26 +80,28 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         : all
           ? (["created", "creating", "running", "paused", "stopped", "error", "destroyed"] as SandboxState[])
           : undefined;
-      return forge.list(ownerOf(req, req.query.owner_id), states).map(sandboxView);
+      return forge.sandboxes.list(ownerOf(req, req.query.owner_id), states).map(sandboxView);
     },
   );
 
-  app.delete("/sandboxes", { schema: { tags: ["sandboxes"], response: { 200: Type.Object({ pruned: Type.Integer() }) } } }, async () => ({ pruned: await forge.prune() }));
+  app.delete("/sandboxes", { schema: { tags: ["sandboxes"], response: { 200: Type.Object({ pruned: Type.Integer() }) } } }, async () => ({
+    pruned: await forge.sandboxes.prune(),
+  }));
 
   app.get("/sandboxes/:id", { schema: { tags: ["sandboxes"], params: IdParams, response: { 200: Sandbox } } }, async (req) => {
-    const row = forge.get(req.params.id);
+    const row = forge.sandboxes.get(req.params.id);
     // A failed sandbox stays visible with its reason; a destroyed one is gone (the contract's 404).
     if (row.state === "destroyed") throw sandboxGone(row.id, `sandbox ${row.id} is destroyed`);
     return sandboxView(row);
   });
 
   app.delete("/sandboxes/:id", { schema: { tags: ["sandboxes"], params: IdParams, response: { 200: Status("destroyed") } } }, async (req) => {
-    await forge.destroy(req.params.id);
+    await forge.sandboxes.destroy(req.params.id);
     return { status: "destroyed" as const };
   });
 
   app.post("/sandboxes/:id/extend", { schema: { tags: ["sandboxes"], params: IdParams, body: ExtendRequest, response: { 200: Sandbox } } }, async (req) =>
-    sandboxView(forge.extend(req.params.id, parseTtl(req.body.ttl, "ttl"))),
+    sandboxView(forge.sandboxes.extend(req.params.id, parseTtl(req.body.ttl, "ttl"))),
   );
 
   app.get(
@@ -112,6 +114,6 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         response: { 200: Type.Array(Type.String()) },
       },
     },
-    async (req) => forge.logs(req.params.id, req.query.lines ? Math.max(1, Number(req.query.lines)) : 100),
+    async (req) => forge.sandboxes.logs(req.params.id, req.query.lines ? Math.max(1, Number(req.query.lines)) : 100),
   );
 };

@@ -33,7 +33,7 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       },
     },
     async (req, reply) => {
-      const row = await forge.snapshot(req.params.id, req.body?.name);
+      const row = await forge.snapshots.take(req.params.id, req.body?.name);
       reply.status(201);
       return snapshotView(row);
     },
@@ -50,14 +50,14 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       },
     },
     async (req, reply) => {
-      const r = await forge.fork(req.params.id, copyOptions(req.body, ownerOf(req, req.body?.owner_id)));
+      const r = await forge.snapshots.fork(req.params.id, copyOptions(req.body, ownerOf(req, req.body?.owner_id)));
       reply.status(201);
-      return { sandboxes: r.sandboxes.map((s) => sandboxView(forge.get(s.id))), pause_ms: r.pauseMs, duration_ms: r.totalMs };
+      return { sandboxes: r.sandboxes.map((s) => sandboxView(forge.sandboxes.get(s.id))), pause_ms: r.pauseMs, duration_ms: r.totalMs };
     },
   );
 
   app.get("/snapshots/:id/export", { schema: { tags: ["snapshots"], params: IdParams, produces: ["application/x-tar"] } }, async (req, reply) => {
-    const { stream, filename } = await forge.exportSnapshot(req.params.id);
+    const { stream, filename } = await forge.snapshots.export(req.params.id);
     reply.header("content-type", "application/x-tar");
     reply.header("content-disposition", `attachment; filename="${filename}"`);
     return reply.send(stream);
@@ -75,24 +75,24 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
       },
     },
     async (req, reply) => {
-      const row = await forge.importSnapshot(uploadStream(req, "a snapshot archive from GET /snapshots/{id}/export").stream, req.query.name);
+      const row = await forge.snapshots.import(uploadStream(req, "a snapshot archive from GET /snapshots/{id}/export").stream, req.query.name);
       reply.status(201);
       return snapshotView(row);
     },
   );
 
-  app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Snapshot) } } }, async () => forge.listSnapshots().map(snapshotView));
+  app.get("/snapshots", { schema: { tags: ["snapshots"], response: { 200: Type.Array(Snapshot) } } }, async () => forge.snapshots.list().map(snapshotView));
 
-  app.get("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Snapshot } } }, async (req) => snapshotView(forge.getSnapshot(req.params.id)));
+  app.get("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Snapshot } } }, async (req) => snapshotView(forge.snapshots.get(req.params.id)));
 
   app.delete("/snapshots/:id", { schema: { tags: ["snapshots"], params: IdParams, response: { 200: Status("deleted") } } }, async (req) => {
-    await forge.deleteSnapshot(req.params.id);
+    await forge.snapshots.remove(req.params.id);
     return { status: "deleted" as const };
   });
 
   app.post("/snapshots/:id/spawn", { schema: { tags: ["snapshots"], params: IdParams, body: Type.Optional(CopiesRequest), response: { 201: Copies } } }, async (req, reply) => {
-    const sbs = await forge.restore(req.params.id, copyOptions(req.body, ownerOf(req, req.body?.owner_id)));
+    const sbs = await forge.snapshots.restore(req.params.id, copyOptions(req.body, ownerOf(req, req.body?.owner_id)));
     reply.status(201);
-    return { sandboxes: sbs.map((s) => sandboxView(forge.get(s.id))) };
+    return { sandboxes: sbs.map((s) => sandboxView(forge.sandboxes.get(s.id))) };
   });
 };

@@ -21,15 +21,15 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
     status: "ok" as const,
     version,
     uptime: `${Math.round((Date.now() - startedAt) / 1000)}s`,
-    storage: forge.storage(),
+    storage: forge.sandboxes.storage(),
   }));
 
   app.get("/metrics", { schema: { tags: ["system"] } }, async () => {
-    const c = forge.counts();
+    const c = forge.sandboxes.counts();
     return { active_sandboxes: c.live, total_sandboxes: c.total, uptime_seconds: Math.round((Date.now() - startedAt) / 1000) };
   });
 
-  app.get("/pool/status", { schema: { tags: ["system"] } }, async () => forge.poolStatus());
+  app.get("/pool/status", { schema: { tags: ["system"] } }, async () => forge.pools.status());
 
   const ProviderView = Type.Object({
     name: Type.String(),
@@ -45,11 +45,11 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
     isolation: p.isolation,
     ...(p.details.warning ? { warning: p.details.warning } : {}),
   });
-  app.get("/providers", { schema: { tags: ["providers"], response: { 200: Type.Array(ProviderView) } } }, async () => (await forge.providers()).map(view));
+  app.get("/providers", { schema: { tags: ["providers"], response: { 200: Type.Array(ProviderView) } } }, async () => (await forge.providers.list()).map(view));
 
   app.get("/providers/:name", { schema: { tags: ["providers"], params: Type.Object({ name: Type.String({ maxLength: 64 }) }) } }, async (req) => {
-    const p = (await forge.providers()).find((x) => x.name === req.params.name);
-    if (!p) throw notFound(`provider ${req.params.name} not found (enabled: ${forge.providerNames().join(", ")})`);
+    const p = (await forge.providers.list()).find((x) => x.name === req.params.name);
+    if (!p) throw notFound(`provider ${req.params.name} not found (enabled: ${forge.providers.names().join(", ")})`);
     return {
       ...view(p),
       sandbox_count: p.sandbox_count,
@@ -60,5 +60,5 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; version: st
   });
 
   // A real probe of each provider: start a throwaway sandbox (no disk) and ping its agent.
-  app.post("/providers/test", { schema: { tags: ["providers"] } }, async () => forge.testProviders());
+  app.post("/providers/test", { schema: { tags: ["providers"] } }, async () => forge.providers.test());
 };

@@ -30,7 +30,7 @@ function view(forge: Forge, t: TemplateRow) {
     pool_size: t.pool_size ?? 0,
     ...(t.idle ? { idle: t.idle } : {}),
     ...(t.forkable ? { forkable: true } : {}),
-    provider: t.provider ?? forge.providerName,
+    provider: t.provider ?? forge.providers.defaultName,
     metadata: t.metadata ?? {},
     created_at: t.created_at,
     updated_at: t.updated_at,
@@ -39,26 +39,26 @@ function view(forge: Forge, t: TemplateRow) {
 
 export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   const Params = Type.Object({ name: Type.String({ minLength: 1 }) });
-  const get = (name: string) => forge.getTemplate(name);
+  const get = (name: string) => forge.templates.get(name);
 
   app.post("/templates", { schema: { tags: ["templates"], body: TemplateInput, response: { 201: Template } } }, async (req, reply) => {
-    if (!(await forge.createTemplate(templateBody(req.body)))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
+    if (!(await forge.templates.create(templateBody(req.body)))) throw conflict(`template "${req.body.name}" already exists (use PUT /templates/${req.body.name} to change it)`);
     reply.status(201);
     return view(forge, get(req.body.name));
   });
 
-  app.get("/templates", { schema: { tags: ["templates"], response: { 200: Type.Array(Template) } } }, async () => forge.listTemplates().map((t) => view(forge, t)));
+  app.get("/templates", { schema: { tags: ["templates"], response: { 200: Type.Array(Template) } } }, async () => forge.templates.list().map((t) => view(forge, t)));
 
   app.get("/templates/:name", { schema: { tags: ["templates"], params: Params, response: { 200: Template } } }, async (req) => view(forge, get(req.params.name)));
 
   app.put("/templates/:name", { schema: { tags: ["templates"], params: Params, body: TemplateUpdate, response: { 200: Template } } }, async (req) => {
     if (req.body.name !== undefined && req.body.name !== req.params.name) throw badRequest(`name in the body ("${req.body.name}") differs from the URL ("${req.params.name}")`);
-    if (!(await forge.replaceTemplate(templateBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
+    if (!(await forge.templates.replace(templateBody({ ...req.body, name: req.params.name })))) throw notFound(`template "${req.params.name}" not found`);
     return view(forge, get(req.params.name));
   });
 
   app.delete("/templates/:name", { schema: { tags: ["templates"], params: Params, response: { 200: Type.Object({ status: Type.Literal("deleted") }) } } }, async (req) => {
-    if (!(await forge.deleteTemplate(req.params.name))) throw notFound(`template "${req.params.name}" not found`);
+    if (!(await forge.templates.remove(req.params.name))) throw notFound(`template "${req.params.name}" not found`);
     return { status: "deleted" as const };
   });
 
@@ -75,7 +75,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     async (req, reply) => {
       const b = req.body ?? {};
       get(req.params.name);
-      const sb = await forge.spawn({
+      const sb = await forge.sandboxes.spawn({
         template: req.params.name,
         provider: b.provider,
         ttlMs: b.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
@@ -84,7 +84,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
         secrets: b.secrets,
       });
       reply.status(201);
-      return sandboxView(forge.get(sb.id));
+      return sandboxView(forge.sandboxes.get(sb.id));
     },
   );
 };

@@ -45,34 +45,34 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
   app.get(
     "/sandboxes/:id/top",
     { schema: { tags: ["sandboxes"], summary: "The processes running in a sandbox", params: IdParams, response: { 200: Type.Array(GuestProcess) } } },
-    async (req) => forge.processes(req.params.id),
+    async (req) => forge.sandboxes.processes(req.params.id),
   );
 
-  const view = (id: string) => sandboxView(forge.get(id));
+  const view = (id: string) => sandboxView(forge.sandboxes.get(id));
 
   app.post("/sandboxes/:id/stop", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StopBody), response: { 200: Sandbox } } }, async (req) => {
     const grace = req.body?.timeout !== undefined ? parseDuration(req.body.timeout, "timeout") : undefined;
-    return sandboxView(await forge.stop(req.params.id, grace));
+    return sandboxView(await forge.sandboxes.stop(req.params.id, grace));
   });
 
   app.post("/sandboxes/:id/start", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StartBody), response: { 200: Sandbox } } }, async (req) => {
-    const sb = await forge.start(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
+    const sb = await forge.sandboxes.start(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
     return view(sb.id);
   });
 
   app.post("/sandboxes/:id/pause", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(PauseBody), response: { 200: Sandbox } } }, async (req) => {
-    await forge.pause(req.params.id, { memory: req.body?.memory });
+    await forge.sandboxes.pause(req.params.id, { memory: req.body?.memory });
     return view(req.params.id);
   });
 
   app.post("/sandboxes/:id/resume", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StartBody), response: { 200: Sandbox } } }, async (req) => {
-    const sb = await forge.resume(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
+    const sb = await forge.sandboxes.resume(req.params.id, req.body?.ttl !== undefined ? parseTtl(req.body.ttl, "ttl") : undefined);
     return view(sb.id);
   });
 
   app.post("/sandboxes/:id/restart", { schema: { tags: ["sandboxes"], params: IdParams, body: Type.Optional(StopBody), response: { 200: Sandbox } } }, async (req) => {
     const grace = req.body?.timeout !== undefined ? parseDuration(req.body.timeout, "timeout") : undefined;
-    const sb = await forge.restart(req.params.id, undefined, grace);
+    const sb = await forge.sandboxes.restart(req.params.id, undefined, grace);
     return view(sb.id);
   });
 
@@ -88,7 +88,7 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     },
     async (req) => {
       const signal = signalNumber(req.body?.signal ?? "SIGKILL");
-      await forge.kill(req.params.id, signal);
+      await forge.sandboxes.kill(req.params.id, signal);
       return { signal };
     },
   );
@@ -117,11 +117,11 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
         sinceMs = /^\d{4}-\d\d-\d\d/.test(q.since) ? Date.parse(q.since) : Date.now() - parseDuration(q.since, "since");
         if (Number.isNaN(sinceMs)) throw badRequest(`since must be an RFC 3339 time or a duration, got "${q.since}"`);
       }
-      const row = forge.get(req.params.id);
-      const past = await forge.mainLogs(row.id, { tail: q.tail !== undefined ? Number(q.tail) : undefined, sinceMs });
+      const row = forge.sandboxes.get(req.params.id);
+      const past = await forge.sandboxes.mainLogs(row.id, { tail: q.tail !== undefined ? Number(q.tail) : undefined, sinceMs });
       if (q.follow !== "true") return { lines: past };
       reply.hijack();
-      await followNdjson(reply.raw, req.id, past, (write, end) => forge.followMain(row.id, write, end));
+      await followNdjson(reply.raw, req.id, past, (write, end) => forge.sandboxes.followMain(row.id, write, end));
     },
   );
 };

@@ -72,7 +72,7 @@ export function buildCommands(program: Command, cli: Cli): void {
         }
         result = { image: job.image!, digest: job.digest!, steps: job.steps, state: job.state };
       } else {
-        const r = await cli.withLocalForge((forge) => forge.build(context, opts, { steps: () => {}, step: () => {}, log: say }));
+        const r = await cli.withLocalForge((forge) => forge.builds.run(context, opts, { steps: () => {}, step: () => {}, log: say }));
         result = { image: r.image.name, digest: r.digest, steps: r.steps, state: "done" };
       }
       const cached = result.steps.filter((s) => s.status === "cached").length;

@@ -242,7 +242,7 @@ async function runHere(cli: Cli, command: string[], o: Record<string, any>): Pro
   process.once("SIGTERM", () => void stop(143));
   try {
     const req = spawnRequest(o);
-    const sb = await forge.spawn({
+    const sb = await forge.sandboxes.spawn({
       image: req.image,
       template: req.template,
       memoryMb: req.memory_mb,

@@ -60,7 +60,7 @@ export function imageOutCommands(program: Command, cli: Cli): void {
         }
       };
       if (server) await write(Readable.fromWeb((await server.images.export(image)) as import("node:stream/web").ReadableStream));
-      else await cli.withLocalForge(async (forge) => write((await forge.exportImage(image, progress)).stream));
+      else await cli.withLocalForge(async (forge) => write((await forge.images.export(image, progress)).stream));
       if (o.output) console.error(`wrote ${o.output}`);
     });
 
@@ -75,7 +75,7 @@ export function imageOutCommands(program: Command, cli: Cli): void {
       const r = server
         ? await server.images.push(image, reference)
         : await cli.withLocalForge(async (forge) => {
-            const p = await forge.pushImage(image, reference, progress);
+            const p = await forge.images.push(image, reference, progress);
             return { reference: p.reference, digest: p.digest, uploaded_bytes: p.uploaded, blobs: p.blobs };
           });
       emit(o.json, r, () => {

@@ -58,7 +58,7 @@ export function imageCommands(program: Command, cli: Cli): void {
           const info = (await server.images.list()).find((i) => i.name === job.image);
           img = { name: job.image, digest: job.digest, size: info?.size ?? 0 };
         } else {
-          img = localSummary(await cli.withLocalForge((forge) => forge.pullImage(ref, progress, layerBar)));
+          img = localSummary(await cli.withLocalForge((forge) => forge.images.pull(ref, progress, layerBar)));
         }
         emit(o.json, img, () => console.log(summary(img, performance.now() - t0)));
       });
@@ -82,7 +82,7 @@ export function imageCommands(program: Command, cli: Cli): void {
         const info = await server.images.import(Readable.toWeb(archiveStream(path)) as ReadableStream<Uint8Array>, opts);
         img = { name: info.name, digest: info.digest, size: info.size };
       } else {
-        img = localSummary(await cli.withLocalForge((forge) => forge.importImage(path, { ...opts, log: progress })));
+        img = localSummary(await cli.withLocalForge((forge) => forge.images.import(path, { ...opts, log: progress })));
       }
       emit(o.json, img, () => console.log(summary(img, performance.now() - t0)));
     });
@@ -105,10 +105,10 @@ export function imageCommands(program: Command, cli: Cli): void {
       else {
         await cli.withLocalForge(async (forge) => {
           await remove(async (n) => {
-            await forge.removeImage(n);
+            await forge.images.remove(n);
             return 0; // blobs are pruned once, below
           });
-          pruned = await forge.pruneBlobs();
+          pruned = await forge.images.pruneBlobs();
         });
       }
       emit(o.json, { removed: names, pruned_blobs: pruned }, () => pruned && console.log(`pruned ${pruned} unused blobs`));
@@ -122,7 +122,7 @@ export function imageCommands(program: Command, cli: Cli): void {
       const server = await cli.serverIfAny();
       const rows = server
         ? await server.images.list()
-        : (await cli.withLocalForge((forge) => forge.listImages())).map(({ inUse, createdAt, layers: _l, ...m }) => ({ ...m, created_at: createdAt, in_use: inUse }));
+        : (await cli.withLocalForge((forge) => forge.images.list())).map(({ inUse, createdAt, layers: _l, ...m }) => ({ ...m, created_at: createdAt, in_use: inUse }));
       emit(o.json, rows, () =>
         table(
           ["NAME", "DIGEST", "SIZE", "CREATED", "IN USE"],

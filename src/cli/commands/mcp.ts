@@ -117,7 +117,7 @@ export function mcpCommands(program: Command, cli: Cli, version: string): void {
     .action(async (o: { session?: string; tool?: string; limit?: number; json?: boolean }) => {
       const q = { session: o.session, tool: o.tool, limit: o.limit ?? 100 };
       const server = await cli.serverIfAny();
-      const entries = server ? await server.mcpAudit(q) : await cli.withLocalForge(async (f) => f.auditLog(q));
+      const entries = server ? await server.mcpAudit(q) : await cli.withLocalForge(async (f) => f.audit.list(q));
       emit(o.json, entries, () =>
         table(
           ["TIME", "SESSION", "TOOL", "OUTCOME", "SANDBOX", "MS", "ARGUMENTS / ERROR"],

@@ -59,7 +59,14 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
             }),
           )
         : await cli.withLocalForge(async (forge) =>
-            (await forge.providers()).map(({ name, healthy, default: isDefault, accel, problems, details }) => ({ name, healthy, default: isDefault, accel, problems, details })),
+            (await forge.providers.list()).map(({ name, healthy, default: isDefault, accel, problems, details }) => ({
+              name,
+              healthy,
+              default: isDefault,
+              accel,
+              problems,
+              details,
+            })),
           );
       // The default provider's health at the top (as before there were several), every provider under "providers".
       const h = all.find((p) => p.default) ?? all[0];

@@ -31,7 +31,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
       const size = o.size ? sizeMb(o.size) : undefined;
       const v = await through<VolumeInfo>(
         (c) => c.volumes.create(name, { size_mb: size }),
-        async (f) => (await f.createVolume(name, size)) as VolumeInfo,
+        async (f) => (await f.volumes.create(name, size)) as VolumeInfo,
       );
       emit(o.json, v, () => console.log(v.name));
     });
@@ -44,7 +44,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
     .action(async (o: { json?: boolean }) => {
       const list = await through<VolumeInfo[]>(
         (c) => c.volumes.list(),
-        async (f) => (await f.listVolumes()) as VolumeInfo[],
+        async (f) => (await f.volumes.list()) as VolumeInfo[],
       );
       emit(o.json, list, () =>
         table(
@@ -62,7 +62,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
     .action(async (name: string) => {
       const v = await through<VolumeInfo>(
         (c) => c.volumes.get(name),
-        async (f) => (await f.volume(name)) as VolumeInfo,
+        async (f) => (await f.volumes.get(name)) as VolumeInfo,
       );
       console.log(JSON.stringify(v, null, 2));
     });
@@ -98,7 +98,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
       for (const n of names) {
         await through(
           (c) => c.volumes.remove(n),
-          (f) => f.removeVolume(n),
+          (f) => f.volumes.remove(n),
         );
         console.log(n);
       }

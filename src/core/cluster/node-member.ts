@@ -23,16 +23,13 @@ export interface NodeMemberOptions {
   version: string;
 }
 
-/** What a member needs of its node's Forge (which has these, and more). */
+/** What a member needs of its node's facades (which have these, and more). */
 export interface MemberForge {
-  lastEventSeq(): number;
-  subscribe(fn: (e: EventRow) => void): () => void;
-  replayEvents(afterSeq: number, limit?: number): EventRow[];
-  deleteTemplate(name: string): Promise<boolean>;
-  applyTemplates(templates: TemplateBody[]): Promise<string[]>;
-  list(ownerId?: string, states?: SandboxState[]): SandboxRow[];
-  listImages(): Promise<{ name: string }[]>;
-  warmPools(): { pool: string; ready: number }[];
+  events: { lastSeq(): number; subscribe(fn: (e: EventRow) => void): () => void; replay(afterSeq: number, limit?: number): EventRow[] };
+  templates: { remove(name: string): Promise<boolean>; apply(templates: TemplateBody[]): Promise<string[]> };
+  sandboxes: { list(ownerId?: string, states?: SandboxState[]): SandboxRow[] };
+  images: { list(): Promise<{ name: string }[]> };
+  pools: { warm(): { pool: string; ready: number }[] };
 }
 
 export class NodeMember {
@@ -65,7 +62,7 @@ export class NodeMember {
     await this.report();
     await this.catalogue.reconcile(this.o.id, this.running());
     for (const id of this.running()) await this.catalogue.place(id, this.o.id);
-    const local = this.forge.lastEventSeq();
+    const local = this.forge.events.lastSeq();
     this.shipped = await this.catalogue.lastNodeEvent(this.o.id);
     if (local < this.shipped) {
       // A new data directory numbers its events from 1 again: the catalogue's later ones were another log's.
@@ -74,7 +71,7 @@ export class NodeMember {
     }
     await this.shipEvents();
     await this.mirrorTemplates();
-    this.off = this.forge.subscribe((e) => {
+    this.off = this.forge.events.subscribe((e) => {
       this.shipSoon();
       if (!e.sandbox_id) return;
       if (e.type === "sandbox.created") this.sync(e.sandbox_id, "place");
@@ -112,7 +109,7 @@ export class NodeMember {
 
   private async shipAll(): Promise<void> {
     try {
-      for (let batch = this.forge.replayEvents(this.shipped, 500); batch.length; batch = this.forge.replayEvents(this.shipped, 500)) {
+      for (let batch = this.forge.events.replay(this.shipped, 500); batch.length; batch = this.forge.events.replay(this.shipped, 500)) {
         await this.catalogue.appendEvents(this.o.id, batch);
         this.shipped = batch[batch.length - 1].seq;
       }
@@ -132,9 +129,9 @@ export class NodeMember {
   private async mirrorAll(): Promise<void> {
     for (const t of await this.catalogue.templatesSince(this.templatesAt)) {
       try {
-        if (t.deleted || !t.body) await this.forge.deleteTemplate(t.name);
+        if (t.deleted || !t.body) await this.forge.templates.remove(t.name);
         // (The node that took the write has it already: an unchanged template is left alone.)
-        else await this.forge.applyTemplates([templateBody({ ...(t.body as unknown as TemplateInput), name: t.name })]);
+        else await this.forge.templates.apply([templateBody({ ...(t.body as unknown as TemplateInput), name: t.name })]);
       } catch {
         // one this node cannot take (its image cannot be pulled here) stays as it was; spawns of it fail here with that error
       }
@@ -143,7 +140,7 @@ export class NodeMember {
   }
 
   private running(): string[] {
-    return this.forge.list(undefined, ["creating", "running", "paused", "stopped"]).map((r) => r.id);
+    return this.forge.sandboxes.list(undefined, ["creating", "running", "paused", "stopped"]).map((r) => r.id);
   }
 
   private sync(id: string, what: "place" | "unplace"): void {
@@ -163,9 +160,9 @@ export class NodeMember {
 
   /** The heartbeat itself: this node's capacity and load. */
   private async report(): Promise<void> {
-    const active = this.forge.list(undefined, ["creating", "running"]);
+    const active = this.forge.sandboxes.list(undefined, ["creating", "running"]);
     const totalMb = Math.floor(totalmem() / 1048576);
-    const images = (await this.forge.listImages()).map((i) => i.name);
+    const images = (await this.forge.images.list()).map((i) => i.name);
     await this.catalogue.heartbeat(
       {
         id: this.o.id,
@@ -176,8 +173,8 @@ export class NodeMember {
         running: active.length,
         used_vcpus: active.reduce((n, r) => n + r.vcpus, 0),
         images,
-        warm: this.forge
-          .warmPools()
+        warm: this.forge.pools
+          .warm()
           .filter((p) => p.ready > 0)
           .map((p) => p.pool),
         version: this.o.version,

@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { badRequest, ForgevmError, notFound } from "../../http/errors.js";
-import type { Sandbox } from "../sandbox.js";
+import type { Guest } from "../guest.js";
 import { Kernel } from "./kernel.js";
 import { LANGUAGE_NAMES, parseLanguage, RUNTIME_DIR, type CodeContextInfo, type CodeEvent, type CodeLanguage, type Execution } from "./types.js";
 
@@ -41,7 +41,7 @@ export class CodeContexts {
   private installed: Promise<void> | null = null;
 
   constructor(
-    private readonly sandbox: Sandbox,
+    private readonly sandbox: Guest,
     /** Where contexts start when the caller names no directory. */
     private readonly homeOf: (user: string | undefined) => Promise<string>,
   ) {}

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import type { ExecSession } from "../../agent-client/index.js";
 import { badRequest, ForgevmError } from "../../http/errors.js";
-import type { Sandbox } from "../sandbox.js";
+import type { Guest } from "../guest.js";
 import { MarkedStream } from "./markers.js";
 import { type CodeEvent, type CodeLanguage, RUNTIME_DIR } from "./types.js";
 import { ignore } from "../../util/ignore.js";
@@ -49,7 +49,7 @@ export class Kernel {
   private exitReason: string | null = null;
 
   constructor(
-    private readonly sandbox: Sandbox,
+    private readonly sandbox: Guest,
     readonly spec: KernelSpec,
   ) {}
 

@@ -1,7 +1,7 @@
 // Live host directories in sandboxes: a directory of this host mounted at a path in the guest,
 // at spawn (`-v /host/dir:/path[:ro]`) or into a running sandbox (`forgevm mount`). Only inside
 // the directories the operator allows (`mounts.host_dirs`, none by default), resolved with their
-// links first. The guest mounts FUSE and the host answers its requests (fuse-server.ts), so
+// links first. The guest mounts FUSE and the host answers its requests (fuse/server.ts), so
 // changes on either side show on the other at once, and nothing the guest asks can reach past
 // the directory. A sandbox's host directories are in its row: a start or resume mounts them again.
 import { realpath, stat } from "node:fs/promises";
@@ -10,7 +10,7 @@ import type { Share } from "../../agent-client/index.js";
 import type { HostDirMount, SandboxStore } from "../../store/sandboxes.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
 import type { Sandbox } from "../sandbox.js";
-import { serveShare } from "./fuse-server.js";
+import { serveShare } from "../../fuse/server.js";
 import { ignore } from "../../util/ignore.js";
 
 const MAX_MOUNTS = 16;

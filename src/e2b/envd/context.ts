@@ -42,7 +42,7 @@ export function sandboxIdOf(req: FastifyRequest): string {
 export function sandboxOf(forge: Forge, req: FastifyRequest): Sandbox {
   const id = sandboxIdOf(req);
   try {
-    return forge.sandbox(id);
+    return forge.sandboxes.running(id);
   } catch (e) {
     throw new SandboxUnavailable(`sandbox ${id} is not running: ${(e as Error).message}`);
   }
@@ -62,7 +62,7 @@ export function checkToken(forge: Forge, id: string, req: FastifyRequest): void 
 /** Whether the request carries the envd access token of sandbox `id`. */
 export function hasToken(forge: Forge, id: string, req: FastifyRequest): boolean {
   const token = req.headers["x-access-token"];
-  return typeof token === "string" && forge.checkAccessToken(id, ENVD_TOKEN, token);
+  return typeof token === "string" && forge.sandboxes.checkAccessToken(id, ENVD_TOKEN, token);
 }
 
 /** The user a request names: `username` (files), else the Basic header (RPCs), else `user`. */
@@ -82,7 +82,7 @@ export async function envdContext(forge: Forge, req: FastifyRequest, username?: 
   const id = sandboxIdOf(req);
   checkToken(forge, id, req);
   // A sandbox paused with auto-resume wakes for the call, which is then served as usual.
-  await forge.wake(id, "envd");
+  await forge.sandboxes.wake(id, "envd");
   const sandbox = sandboxOf(forge, req);
   const name = userNameOf(req, username);
   const user = name === DEFAULT_USER ? await sandbox.ensureUser(DEFAULT_USER, DEFAULT_HOME) : await sandbox.guestUser(name);

@@ -51,9 +51,9 @@ async function filesContext(forge: Forge, req: FastifyRequest<{ Querystring: Fil
   if (q.signature && typeof req.headers["x-access-token"] !== "string") {
     const id = sandboxIdOf(req);
     if (q.signature_expiration && Number(q.signature_expiration) * 1000 < Date.now()) throw new ForgevmError("UNAUTHORIZED", "the signed URL has expired");
-    const expected = signature(q.path ?? "", operation, q.username ?? "", forge.accessToken(id, ENVD_TOKEN), q.signature_expiration);
+    const expected = signature(q.path ?? "", operation, q.username ?? "", forge.sandboxes.accessToken(id, ENVD_TOKEN), q.signature_expiration);
     if (expected !== q.signature) throw new ForgevmError("UNAUTHORIZED", "the URL's signature does not match its path, user and expiry");
-    req.headers["x-access-token"] = forge.accessToken(id, ENVD_TOKEN);
+    req.headers["x-access-token"] = forge.sandboxes.accessToken(id, ENVD_TOKEN);
   }
   return envdContext(forge, req, q.username);
 }
@@ -70,7 +70,7 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
     try {
       // With its token, a health check wakes a sandbox paused with auto-resume, as E2B's does.
       const id = sandboxIdOf(req);
-      if (hasToken(forge, id, req)) await forge.wake(id, "envd");
+      if (hasToken(forge, id, req)) await forge.sandboxes.wake(id, "envd");
       sandboxOf(forge, req);
       return reply.status(204).send();
     } catch (e) {
@@ -81,7 +81,7 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
   app.get("/envs", { schema: { hide: true } }, async (req, reply) => {
     try {
       const ctx = await envdContext(forge, req);
-      const row = forge.get(ctx.sandbox.id);
+      const row = forge.sandboxes.get(ctx.sandbox.id);
       return reply.send({ ...row.env, E2B_SANDBOX: "true", E2B_SANDBOX_ID: row.id });
     } catch (e) {
       return envdError(reply, e);

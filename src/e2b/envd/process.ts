@@ -115,7 +115,7 @@ export async function processService(app: FastifyInstance, { forge }: { forge: F
     if (!Array.isArray(args) || args.some((a) => typeof a !== "string")) throw new ConnectError("invalid_argument", "process.args must be a list of strings");
     const cwd = await workdir(ctx, cfg.cwd);
     const size = msg.pty?.size as { cols?: number; rows?: number } | undefined;
-    const row = forge.get(ctx.sandbox.id);
+    const row = forge.sandboxes.get(ctx.sandbox.id);
     const spec: ProcessSpec = {
       cmd: await shell(ctx.sandbox, cfg.cmd),
       args: args as string[],

@@ -14,7 +14,7 @@ const Copies = Type.Object({ sandbox_ids: Type.Array(Type.String()), duration_ms
 /** Copies made while the call was cancelled are destroyed: a cancelled call leaves nothing. */
 async function unlessCancelled(ctx: ToolContext, what: string, made: Sandbox[]): Promise<Sandbox[]> {
   if (!ctx.signal.aborted) return made;
-  await Promise.all(made.map((s) => ctx.forge.destroy(s.id).catch(ignore("the sandbox may be gone already; the copy's error is the one reported"))));
+  await Promise.all(made.map((s) => ctx.forge.sandboxes.destroy(s.id).catch(ignore("the sandbox may be gone already; the copy's error is the one reported"))));
   throw new ForgevmError("BAD_REQUEST", `${what} was cancelled`);
 }
 
@@ -31,7 +31,7 @@ export const fork = tool({
     const t0 = performance.now();
     const made = await ctx.agents.withSlots(ctx.session, count, async () => {
       ctx.progress(0, count, `forking ${a.sandbox_id}`);
-      const r = await ctx.forge.fork(a.sandbox_id, { count, metadata: ctx.session.metadata(a.keep) });
+      const r = await ctx.forge.snapshots.fork(a.sandbox_id, { count, metadata: ctx.session.metadata(a.keep) });
       return unlessCancelled(ctx, "fork", r.sandboxes);
     });
     ctx.progress(count, count, "copies running");
@@ -51,7 +51,7 @@ export const snapshot = tool({
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
     ctx.progress(0, 1, `saving ${a.sandbox_id}`);
-    const s = await ctx.forge.snapshot(a.sandbox_id, a.name);
+    const s = await ctx.forge.snapshots.take(a.sandbox_id, a.name);
     ctx.progress(1, 1, "saved");
     return { result: { snapshot_id: s.id, name: s.name, sandbox_id: a.sandbox_id, size_bytes: s.size_bytes }, sandboxId: a.sandbox_id };
   },
@@ -74,20 +74,22 @@ export const restore = tool({
   output: Copies,
   async run(ctx, a) {
     const { forge, policy } = ctx;
-    const snap = forge.getSnapshot(a.snapshot);
+    const snap = forge.snapshots.get(a.snapshot);
     // Only what agents saved: a person's snapshot may hold what agents must not see.
-    const source = snap.source_id ? forge.find(snap.source_id) : null;
+    const source = snap.source_id ? forge.sandboxes.find(snap.source_id) : null;
     if (!source?.metadata?.[SESSION_KEY]) throw new ForgevmError("NOT_FOUND", `snapshot ${a.snapshot} was not taken by an agent; agents may restore only their own snapshots`);
     checkImage(policy, snap.image);
     const ttlMs = ms(a.ttl, "ttl") ?? Math.min(forge.defaults.ttlMs, policy.maxTtlMs);
     checkSize(policy, { memoryMb: snap.memory_mb, vcpus: snap.vcpus, ttlMs });
     // The copies' network is their source's, if the policy still allows it.
-    const net = narrowNetwork(policy, { network: source.network?.mode ?? "none", allow: source.network?.allow }, forge.defaultNetwork, (x, p) => forge.allowlistOutside(x, p));
+    const net = narrowNetwork(policy, { network: source.network?.mode ?? "none", allow: source.network?.allow }, forge.network.defaultMode, (x, p) =>
+      forge.network.allowlistOutside(x, p),
+    );
     const count = a.count ?? 1;
     const t0 = performance.now();
     const made = await ctx.agents.withSlots(ctx.session, count, async () => {
       ctx.progress(0, count, `restoring ${a.snapshot}`);
-      const r = await forge.restore(a.snapshot, { count, ttlMs, network: net.network, allow: net.allow, metadata: ctx.session.metadata(a.keep) });
+      const r = await forge.snapshots.restore(a.snapshot, { count, ttlMs, network: net.network, allow: net.allow, metadata: ctx.session.metadata(a.keep) });
       return unlessCancelled(ctx, "restore", r);
     });
     ctx.progress(count, count, "copies running");

@@ -45,7 +45,7 @@ export const exec = tool({
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
     if ((a.command === undefined) === (a.argv === undefined)) throw new ForgevmError("BAD_REQUEST", "exec: give exactly one of command and argv");
-    const sb = await ctx.forge.use(a.sandbox_id, "mcp");
+    const sb = await ctx.forge.sandboxes.use(a.sandbox_id, "mcp");
     const t0 = performance.now();
     const s = sb.execStream(a.command ?? (a.argv as string[]), {
       env: a.env,
@@ -122,7 +122,7 @@ export const runCode = tool({
   bulky: ["code"],
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
-    const sb = await ctx.forge.use(a.sandbox_id, "mcp");
+    const sb = await ctx.forge.sandboxes.use(a.sandbox_id, "mcp");
     if (a.new_context && a.context_id) throw new ForgevmError("BAD_REQUEST", "run_code: give context_id or new_context, not both");
     const info = a.context_id ? sb.code.get(a.context_id) : a.new_context ? await sb.code.create({ language: a.language }) : await sb.code.prepare(a.language);
     let events = 0;

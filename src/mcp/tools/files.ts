@@ -61,7 +61,7 @@ export const writeFile = tool({
     if (a.encoding === "base64" && data.toString("base64").replace(/=+$/, "") !== a.content.replace(/\s/g, "").replace(/=+$/, "")) {
       throw new ForgevmError("BAD_REQUEST", "write_file: content is not valid base64");
     }
-    await (await ctx.forge.use(a.sandbox_id, "mcp")).writeFile(absolute(a.path), data, { mode: a.mode ? Number.parseInt(a.mode, 8) : undefined });
+    await (await ctx.forge.sandboxes.use(a.sandbox_id, "mcp")).writeFile(absolute(a.path), data, { mode: a.mode ? Number.parseInt(a.mode, 8) : undefined });
     return { result: { path: a.path, size: data.length }, text: `wrote ${data.length} bytes to ${a.path}`, sandboxId: a.sandbox_id };
   },
 });
@@ -93,7 +93,7 @@ export const readFile = tool({
     ctx.agents.row(a.sandbox_id);
     const limit = Math.min(a.max_bytes ?? ctx.policy.maxReadBytes, ctx.policy.maxReadBytes);
     const offset = a.offset ?? 0;
-    const { data, stat } = await (await ctx.forge.use(a.sandbox_id, "mcp")).readFileRange(absolute(a.path), offset, limit);
+    const { data, stat } = await (await ctx.forge.sandboxes.use(a.sandbox_id, "mcp")).readFileRange(absolute(a.path), offset, limit);
     if (stat.type === "dir") throw new ForgevmError("BAD_REQUEST", `${a.path} is a directory: use list_files`);
     const asText = a.encoding !== "base64" && !data.includes(0) && Buffer.from(data.toString("utf8"), "utf8").equals(data);
     const truncated = offset + data.length < stat.size;
@@ -125,7 +125,7 @@ export const listFiles = tool({
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
     const path = absolute(a.path ?? "/");
-    const list = await (await ctx.forge.use(a.sandbox_id, "mcp")).listFiles(path);
+    const list = await (await ctx.forge.sandboxes.use(a.sandbox_id, "mcp")).listFiles(path);
     const entries = list
       .sort((x, y) => x.name.localeCompare(y.name))
       .map((e) => ({
@@ -159,7 +159,7 @@ export const upload = tool({
     try {
       const st = await fh.stat();
       ctx.progress(0, st.size, `uploading ${st.size} bytes`);
-      const r = await (await ctx.forge.use(a.sandbox_id, "mcp")).writeFile(absolute(a.path), createReadStream("", { fd: fh.fd, autoClose: false }));
+      const r = await (await ctx.forge.sandboxes.use(a.sandbox_id, "mcp")).writeFile(absolute(a.path), createReadStream("", { fd: fh.fd, autoClose: false }));
       ctx.progress(st.size, st.size, "uploaded");
       return { result: { host_path: real, path: a.path, size: r.size }, text: `copied ${real} (${r.size} bytes) to ${a.path}`, sandboxId: a.sandbox_id };
     } finally {
@@ -181,7 +181,7 @@ export const download = tool({
     let size = 0;
     try {
       await fh.truncate(0);
-      const r = (await ctx.forge.use(a.sandbox_id, "mcp")).readFileStream(absolute(a.path));
+      const r = (await ctx.forge.sandboxes.use(a.sandbox_id, "mcp")).readFileStream(absolute(a.path));
       const st = await Promise.race([r.stat, r.done.then(() => null)]);
       if (st && st.type !== "file") throw new ForgevmError("BAD_REQUEST", `${a.path} is not a regular file`);
       await pipeline(r.stream, createWriteStream("", { fd: fh.fd, autoClose: false }));

@@ -16,7 +16,7 @@ export const images = tool({
   output: Type.Object({ images: Type.Array(Type.Object({ name: Type.String(), size: Type.Integer(), created_at: Type.String(), in_use: Type.Boolean() })) }),
   annotations: { readOnlyHint: true },
   async run(ctx) {
-    const list = (await ctx.forge.listImages()).filter((i) => imageAllowed(ctx.policy, i.name));
+    const list = (await ctx.forge.images.list()).filter((i) => imageAllowed(ctx.policy, i.name));
     const result = { images: list.map((i) => ({ name: familiarName(i.name), size: i.size, created_at: i.createdAt, in_use: i.inUse })) };
     return { result, text: list.map((i) => `${i.name} (${(i.size / 1048576).toFixed(0)} MiB)`).join("\n") || "(no images)" };
   },
@@ -33,7 +33,7 @@ export const pullImage = tool({
   output: Type.Object({ name: Type.String(), digest: Type.Union([Type.String(), Type.Null()]), size: Type.Integer(), duration_ms: Type.Integer() }),
   annotations: { openWorldHint: true, idempotentHint: true },
   async run(ctx, a) {
-    const name = ctx.forge.imageName(a.reference);
+    const name = ctx.forge.images.canonicalName(a.reference);
     checkImage(ctx.policy, a.reference, "image", name);
     const t0 = performance.now();
     const sizes = new Map<number, number>();
@@ -56,7 +56,7 @@ export const pullImage = tool({
       if (ctx.signal.aborted) fail();
       ctx.signal.addEventListener("abort", fail, { once: true });
     });
-    const img = await Promise.race([ctx.forge.pullImage(a.reference, undefined, onLayerBytes), cancelled]);
+    const img = await Promise.race([ctx.forge.images.pull(a.reference, undefined, onLayerBytes), cancelled]);
     const result = { name: img.name, digest: img.digest ?? null, size: img.size, duration_ms: Math.round(performance.now() - t0) };
     return { result, text: `pulled ${img.name} (${(img.size / 1048576).toFixed(1)} MiB) in ${result.duration_ms} ms` };
   },
@@ -80,7 +80,7 @@ export const templates = tool({
   }),
   annotations: { readOnlyHint: true },
   async run(ctx) {
-    const list = ctx.forge.listTemplates().filter((t) => imageAllowed(ctx.policy, t.name));
+    const list = ctx.forge.templates.list().filter((t) => imageAllowed(ctx.policy, t.name));
     const result = {
       templates: list.map((t) => ({ name: t.name, description: t.description ?? null, image: t.image ?? null, memory_mb: t.memory_mb ?? null, vcpus: t.cpu_cores ?? null })),
     };

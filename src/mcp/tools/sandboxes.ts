@@ -57,20 +57,20 @@ export const createSandbox = tool({
     const { forge, policy, session } = ctx;
     if (a.template) {
       checkImage(policy, a.template, "template");
-      const t = forge.getTemplate(a.template);
+      const t = forge.templates.get(a.template);
       checkSize(policy, { memoryMb: a.memory_mb ?? t.memory_mb, vcpus: a.vcpus ?? t.cpu_cores, ttlMs: ms(a.ttl, "ttl") ?? (t.ttl_seconds ? t.ttl_seconds * 1000 : undefined) });
     } else {
       const image = a.image ?? forge.defaults.image;
-      checkImage(policy, image, "image", forge.imageName(image));
+      checkImage(policy, image, "image", forge.images.canonicalName(image));
     }
     const ttlMs = ms(a.ttl, "ttl") ?? Math.min(forge.defaults.ttlMs, policy.maxTtlMs);
     const memoryMb = a.memory_mb ?? (a.template ? undefined : Math.min(forge.defaults.memoryMb, policy.maxMemoryMb));
     const vcpus = a.vcpus ?? (a.template ? undefined : Math.min(forge.defaults.vcpus, policy.maxVcpus));
     checkSize(policy, { memoryMb, vcpus, ttlMs });
-    const net = narrowNetwork(policy, a, forge.defaultNetwork, (x, p) => forge.allowlistOutside(x, p));
+    const net = narrowNetwork(policy, a, forge.network.defaultMode, (x, p) => forge.network.allowlistOutside(x, p));
     const sb = await ctx.agents.withSlots(session, 1, async () => {
       ctx.progress(0, 1, "starting the VM");
-      const sb = await forge.spawn({
+      const sb = await forge.sandboxes.spawn({
         image: a.template ? a.image : (a.image ?? forge.defaults.image),
         template: a.template,
         memoryMb,
@@ -87,14 +87,14 @@ export const createSandbox = tool({
       });
       // A call cancelled while the VM started leaves nothing behind.
       if (ctx.signal.aborted) {
-        await forge.destroy(sb.id);
+        await forge.sandboxes.destroy(sb.id);
         throw new ForgevmError("BAD_REQUEST", "create_sandbox was cancelled");
       }
       return sb;
     });
     ctx.progress(1, 1, "running");
-    const row = forge.get(sb.id);
-    const netRec = forge.network(sb.id);
+    const row = forge.sandboxes.get(sb.id);
+    const netRec = forge.network.get(sb.id);
     return {
       result: { ...summary(row, session), allow: netRec.allow, ports: netRec.ports.map((p) => ({ host_port: p.host_port, guest_port: p.guest_port })) },
       sandboxId: sb.id,
@@ -124,7 +124,7 @@ export const destroySandbox = tool({
   annotations: { destructiveHint: true, idempotentHint: true },
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
-    await ctx.forge.destroy(a.sandbox_id);
+    await ctx.forge.sandboxes.destroy(a.sandbox_id);
     return { result: { sandbox_id: a.sandbox_id, destroyed: true }, sandboxId: a.sandbox_id };
   },
 });
@@ -138,7 +138,7 @@ export const logs = tool({
   annotations: { readOnlyHint: true },
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
-    const lines = await ctx.forge.logs(a.sandbox_id, a.lines ?? 100);
+    const lines = await ctx.forge.sandboxes.logs(a.sandbox_id, a.lines ?? 100);
     return { result: { sandbox_id: a.sandbox_id, lines }, text: lines.join("\n") || "(the console log is empty)", sandboxId: a.sandbox_id };
   },
 });
@@ -160,7 +160,7 @@ export const egressLog = tool({
   annotations: { readOnlyHint: true },
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
-    const entries = await ctx.forge.egressLog(a.sandbox_id, a.lines ?? 100);
+    const entries = await ctx.forge.network.egressLog(a.sandbox_id, a.lines ?? 100);
     const text = entries.map((e) => `${e.ts} ${e.decision.toUpperCase()} ${e.method} ${e.host}:${e.port} (${e.reason})`).join("\n");
     return { result: { sandbox_id: a.sandbox_id, entries: entries as never }, text: text || "(no outgoing connections yet)", sandboxId: a.sandbox_id };
   },
@@ -181,7 +181,7 @@ export const publishPort = tool({
   output: Type.Object({ sandbox_id: Type.String(), host: Type.String(), host_port: Type.Integer(), guest_port: Type.Integer(), url: Type.String() }),
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
-    const m = await ctx.forge.publishPort(a.sandbox_id, `${a.host_port ?? 0}:${a.guest_port}`);
+    const m = await ctx.forge.network.publishPort(a.sandbox_id, `${a.host_port ?? 0}:${a.guest_port}`);
     return {
       result: { sandbox_id: a.sandbox_id, host: m.host_ip, host_port: m.host_port, guest_port: m.guest_port, url: `http://${m.host_ip}:${m.host_port}/` },
       sandboxId: a.sandbox_id,

@@ -13,7 +13,7 @@ import { chmod, chown, lchown, link, lstat, mkdir, open, readdir, readlink, rena
 import type { Stats } from "node:fs";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { ignore } from "../../util/ignore.js";
+import { ignore } from "../util/ignore.js";
 
 const OP = {
   LOOKUP: 1,

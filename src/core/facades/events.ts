@@ -1,0 +1,38 @@
+// The event feed (every sandbox, snapshot and image change, stored and numbered) and the audit
+// log of calls made through the agent interfaces.
+import type { AuditEntry, AuditQuery } from "../../store/audit.js";
+import type { EventRow } from "../../store/events.js";
+import type { Core } from "../core.js";
+
+export class EventsFacade {
+  constructor(private readonly core: Core) {}
+
+  /** Calls `fn` for every event from now on; returns the unsubscribe function. */
+  subscribe(fn: (e: EventRow) => void): () => void {
+    return this.core.events.subscribe(fn);
+  }
+
+  /** The newest stored event's number (0 when there is none). */
+  lastSeq(): number {
+    return this.core.events.lastSeq();
+  }
+
+  /** Stored events after `seq`, oldest first. */
+  replay(afterSeq: number, limit?: number): EventRow[] {
+    return this.core.events.replay(afterSeq, limit);
+  }
+}
+
+export class AuditFacade {
+  constructor(private readonly core: Core) {}
+
+  /** Records one call an agent made through an agent interface (arguments already redacted). */
+  record(e: Omit<AuditEntry, "seq" | "time">): AuditEntry {
+    return this.core.audit.append(e);
+  }
+
+  /** Audit entries, oldest first: the newest `limit` matching the query. */
+  list(q: AuditQuery = {}): AuditEntry[] {
+    return this.core.audit.list(q);
+  }
+}

@@ -1,0 +1,48 @@
+// A running sandbox's network: its mode, egress allowlist, published ports and egress log.
+import type { EgressEntry } from "../../net/egress-log.js";
+import type { PortMapping } from "../../net/ports.js";
+import type { NetworkRecord } from "../../store/sandboxes.js";
+import type { Core } from "../core.js";
+import type { SandboxLookup } from "./lookup.js";
+
+export class NetworkFacade {
+  constructor(
+    private readonly core: Core,
+    private readonly sandboxes: SandboxLookup,
+  ) {}
+
+  /** A running sandbox's network mode, allowlist and published ports. */
+  get(id: string): NetworkRecord {
+    return this.core.networks.get(this.sandboxes.running(id).id);
+  }
+
+  /** Replaces a running sandbox's egress allowlist; effective on its next request. */
+  setAllowlist(id: string, allow: string[]): NetworkRecord {
+    return this.core.networks.setAllow(this.sandboxes.running(id).id, allow);
+  }
+
+  /** The entries of allowlist `asked` that reach beyond allowlist `pinned` (presets expanded); a bad entry is a 400. */
+  allowlistOutside(asked: string[], pinned: string[]): string[] {
+    return this.core.networks.outside(asked, pinned);
+  }
+
+  /** The network mode spawns get when they name none and have no allowlist. */
+  get defaultMode(): string {
+    return this.core.networks.defaultNetwork;
+  }
+
+  /** Publishes a port of a running sandbox ("8080:80"); 409 if the host port is taken. */
+  async publishPort(id: string, spec: string): Promise<PortMapping> {
+    return this.core.networks.addPort(this.sandboxes.running(id).id, spec);
+  }
+
+  /** Stops publishing a host port of a running sandbox. */
+  async unpublishPort(id: string, hostPort: number): Promise<void> {
+    await this.core.networks.removePort(this.sandboxes.running(id).id, hostPort);
+  }
+
+  /** The last `lines` egress decisions of a sandbox (kept with its history after it is destroyed). */
+  async egressLog(id: string, lines = 100): Promise<EgressEntry[]> {
+    return this.core.networks.egressLog(this.sandboxes.get(id).id, lines);
+  }
+}

@@ -1,0 +1,276 @@
+// The sandbox operations every interface calls: spawn and create, the stored records, the
+// lifecycle (stop, start, pause, resume, destroy), the main process and the access tokens. Each
+// method checks what the call needs (room on disk, the sandbox's state) and hands the work to the
+// operation modules (spawn.ts, create.ts, lifecycle.ts, stop-start.ts, pause.ts, reaper.ts).
+import { expiryAfter } from "../../schemas/durations.js";
+import { ForgevmError, sandboxGone } from "../../http/errors.js";
+import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
+import type { Core } from "../core.js";
+import { create, startCreated } from "../create.js";
+import { guestProcesses, type GuestProcess } from "../guest-processes.js";
+import { destroy, logs } from "../lifecycle.js";
+import { readMainLog, type LogLine } from "../main-process.js";
+import type { SpawnOptions } from "../options.js";
+import { lifeAfterWake, pause, resume, wake } from "../pause.js";
+import { prune } from "../reaper.js";
+import type { Sandbox } from "../sandbox.js";
+import { spawn } from "../spawn.js";
+import { requireState } from "../states.js";
+import * as stopStart from "../stop-start.js";
+import type { Tokens } from "../tokens.js";
+import type { Pull } from "../spawn-setup.js";
+
+/** The cluster node this server is, once it joined one: it names itself in every sandbox's JSON. */
+export interface ClusterLink {
+  member: { readonly id: string; mirrorTemplates(): Promise<void> } | null;
+}
+
+/** What the sandbox operations need from outside the core context. */
+export interface SandboxHooks {
+  pull: Pull;
+  tokens: Tokens;
+  cluster: ClusterLink;
+}
+
+export class SandboxesFacade {
+  // Creates in progress by idempotency key: a retry that comes meanwhile waits for the same one.
+  private readonly creatingByKey = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly core: Core,
+    private readonly hooks: SandboxHooks,
+  ) {}
+
+  /**
+   * Starts a sandbox and returns once its agent answers: restored from its image's (or
+   * template's) base snapshot when one exists or can be made, else booted. A failed start is
+   * recorded as `error`.
+   */
+  async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
+    this.core.disk.require("a spawn");
+    const started = performance.now();
+    try {
+      // A template made through another front may not have reached this node's mirror yet.
+      const member = this.hooks.cluster.member;
+      if (member && opts.template && !this.core.templates.get(opts.template)) await member.mirrorTemplates();
+      const sb = await spawn(this.core, opts, this.hooks.pull);
+      this.core.prom.spawned((performance.now() - started) / 1000, this.core.sandboxes.get(sb.id)?.origin ?? "boot");
+      return sb;
+    } catch (e) {
+      this.core.prom.spawnFailed();
+      throw e;
+    }
+  }
+
+  /**
+   * Runs `make` (a spawn or create given `key`) once per idempotency key: a retry gets the
+   * sandbox the first try made (waiting for it while it starts); a sandbox that ended since is a
+   * 409 naming it. Resolves with its id and whether it was made before.
+   */
+  async once(key: string, make: () => Promise<string>): Promise<{ id: string; replayed: boolean }> {
+    const pending = this.creatingByKey.get(key);
+    if (pending) return { id: await pending, replayed: true };
+    const made = this.core.sandboxes.byIdempotencyKey(key);
+    if (made) {
+      if (made.state === "destroyed" || made.state === "error")
+        throw new ForgevmError(
+          "CONFLICT",
+          `Idempotency-Key: the sandbox this key made (${made.id}) is ${made.state}${made.error ? `: ${made.error.split("\n")[0]}` : ""}; send another key to make another`,
+        );
+      return { id: made.id, replayed: true };
+    }
+    const p = make().then((id) => {
+      // A sandbox claimed from a warm pool was made before the key came: it takes it now.
+      if (!this.core.sandboxes.get(id)?.idempotency_key) this.core.sandboxes.update(id, { idempotency_key: key });
+      return id;
+    });
+    this.creatingByKey.set(key, p);
+    try {
+      return { id: await p, replayed: false };
+    } finally {
+      this.creatingByKey.delete(key);
+    }
+  }
+
+  /** The id of a sandbox named by its id or its name. */
+  idOf(idOrName: string): string {
+    if (this.core.sandboxes.get(idOrName)) return idOrName;
+    return this.core.sandboxes.byName(idOrName)?.id ?? idOrName;
+  }
+
+  /** The stored record of any sandbox ever seen (history included), by id or name. */
+  get(idOrName: string): SandboxRow {
+    const id = this.idOf(idOrName);
+    const row = this.core.sandboxes.get(id);
+    if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
+    return this.onNode(row);
+  }
+
+  /** The stored record of a sandbox, or null when there is none. */
+  find(id: string): SandboxRow | null {
+    return this.core.sandboxes.get(id) ?? null;
+  }
+
+  /** Live sandboxes (creating or running), newest first. */
+  list(ownerId?: string, states: SandboxState[] = ["creating", "running"]): SandboxRow[] {
+    return this.core.sandboxes.list(states, ownerId).map((r) => this.onNode(r));
+  }
+
+  private onNode(row: SandboxRow): SandboxRow {
+    const member = this.hooks.cluster.member;
+    return member ? { ...row, node: member.id } : row;
+  }
+
+  /** How many sandboxes are live, and how many rows the store holds. */
+  counts(): { live: number; total: number } {
+    return this.core.sandboxes.count();
+  }
+
+  /** Whether the data directory's disk is full, and which sandboxes wait for room. */
+  storage(): { full: boolean; waiting_sandboxes: string[] } {
+    return { full: this.core.disk.full, waiting_sandboxes: [...this.core.disk.waiting] };
+  }
+
+  /** The running sandbox with this id (or name), ready for exec and file operations. */
+  running(idOrName: string): Sandbox {
+    const id = this.idOf(idOrName);
+    const sb = this.core.live.get(id);
+    if (sb) {
+      this.core.disk.requireAnswering(id);
+      return sb;
+    }
+    const row = this.core.sandboxes.get(id);
+    if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
+    requireState(row, "exec");
+    throw new ForgevmError("CONFLICT", `sandbox ${id} is run by another ForgeVM process`);
+  }
+
+  /** The running sandbox with this id (or name), resumed first when it is paused (`by` names the call in its sandbox.resumed event). */
+  async use(idOrName: string, by: string): Promise<Sandbox> {
+    const id = this.idOf(idOrName);
+    await wake(this.core, id, by, true);
+    return this.running(id);
+  }
+
+  /** Sets a new expiry `ttlMs` from now. */
+  extend(id: string, ttlMs: number): SandboxRow {
+    const row = this.get(id);
+    requireState(row, "extend");
+    this.core.sandboxes.update(row.id, { expires_at: expiryAfter(ttlMs) });
+    return this.get(row.id);
+  }
+
+  /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
+  async destroy(id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
+    return destroy(this.core, this.idOf(id), reason);
+  }
+
+  /** Stops a running sandbox: its main process gets SIGTERM, then SIGKILL after `graceMs`; its disk is kept and it costs no memory. */
+  async stop(id: string, graceMs?: number): Promise<SandboxRow> {
+    this.core.disk.require("a stop (its memory is saved)");
+    await stopStart.stop(this.core, this.idOf(id), graceMs);
+    return this.get(id);
+  }
+
+  /** Defines a sandbox without starting it (Docker's create): checked, its image pulled, its name taken; `start` boots it. */
+  async create(opts: SpawnOptions = {}): Promise<SandboxRow> {
+    this.core.disk.require("a create");
+    return create(this.core, opts, this.hooks.pull);
+  }
+
+  /** Starts a created sandbox, or a stopped one again (files as they were, its main process run anew); it lives `ttlMs` from now. */
+  async start(id: string, ttlMs?: number): Promise<Sandbox> {
+    const row = this.get(id);
+    if (row.state === "created") return startCreated(this.core, row.id, ttlMs, this.hooks.pull);
+    return stopStart.start(this.core, row.id, stopStart.lifeOf(this.core, row, ttlMs));
+  }
+
+  /** Stops (when running) and starts a sandbox. */
+  async restart(id: string, ttlMs?: number, graceMs?: number): Promise<Sandbox> {
+    const row = this.get(id);
+    if (row.state === "created") return this.start(id, ttlMs);
+    return stopStart.restart(this.core, row.id, stopStart.lifeOf(this.core, row, ttlMs), graceMs);
+  }
+
+  /** Sends a signal (a number) to a sandbox's main process. */
+  async kill(id: string, signal: number): Promise<void> {
+    return stopStart.kill(this.core, this.idOf(id), signal);
+  }
+
+  /** A sandbox's main process output: the last `tail` lines, or those since `sinceMs` (kept after it is gone). */
+  async mainLogs(id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
+    const row = this.get(id);
+    await this.core.mains.get(row.id)?.flushed();
+    return readMainLog(this.core, row.id, opts);
+  }
+
+  /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when it has ended for good or the sandbox stops running; returns the unsubscribe function. */
+  followMain(id: string, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
+    const row = this.get(id);
+    const runner = this.core.mains.get(row.id);
+    if (!runner || runner.finished) {
+      onEnd();
+      return () => {};
+    }
+    // A pause that carried the sandbox's streams over (pause.ts) leaves the main process running.
+    const off = this.core.events.subscribe((e) => {
+      if (e.sandbox_id !== row.id) return;
+      if (["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error"].includes(e.type) || (e.type === "sandbox.paused" && !e.data?.streams_kept)) onEnd();
+    });
+    const done = () => onEnd();
+    // A client following the logs is waiting on the sandbox: it does not idle meanwhile.
+    const end = (this.core.live.get(row.id) ?? this.core.sleeping.get(row.id))?.busy() ?? (() => {});
+    runner.lines.on("line", onLine);
+    runner.lines.once("done", done);
+    return () => {
+      end();
+      off();
+      runner.lines.off("line", onLine);
+      runner.lines.off("done", done);
+    };
+  }
+
+  /** The processes running in a sandbox (its cgroup), read from the guest's /proc. */
+  async processes(id: string): Promise<GuestProcess[]> {
+    return guestProcesses(await this.use(id, "processes"));
+  }
+
+  /** Saves a running sandbox's whole state (with `memory: false`, its disk only) and stops its VM (no memory or CPU while paused). */
+  async pause(id: string, opts: { memory?: boolean } = {}): Promise<void> {
+    this.core.disk.require("a pause (its memory is saved)");
+    return pause(this.core, this.running(id), "paused", "request", opts.memory !== false);
+  }
+
+  /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now (default: what it had left). */
+  async resume(id: string, ttlMs?: number, opts: { reboot?: boolean } = {}): Promise<Sandbox> {
+    const row = this.get(id);
+    if (this.core.waking.has(row.id)) await this.core.waking.get(row.id);
+    if (this.core.live.has(row.id) && ttlMs === undefined) return this.running(row.id);
+    return resume(this.core, row.id, ttlMs ?? lifeAfterWake(this.core, row), "paused", "request", opts);
+  }
+
+  /** Resumes a sandbox paused with auto-resume (its lifecycle) before a call `by` is served; nothing for any other. */
+  wake(id: string, by: string): Promise<void> {
+    return wake(this.core, this.idOf(id), by);
+  }
+
+  /** Destroys every live sandbox whose expiry has passed; returns how many. */
+  async prune(): Promise<number> {
+    return prune(this.core);
+  }
+
+  /** The last `lines` lines of a sandbox's serial console (kept after destroy, with its history). */
+  async logs(id: string, lines = 100): Promise<string[]> {
+    return logs(this.core, this.get(id), lines);
+  }
+
+  /** The access token for `purpose` on a sandbox (derived from this data directory's secret). */
+  accessToken(id: string, purpose: string): string {
+    return this.hooks.tokens.token(id, purpose);
+  }
+
+  /** Whether `given` is the access token for `purpose` on a sandbox. */
+  checkAccessToken(id: string, purpose: string, given: string): boolean {
+    return this.hooks.tokens.check(id, purpose, given);
+  }
+}

@@ -1,0 +1,46 @@
+// Named volumes (volumes.ts) and host directories mounted live into running sandboxes (host-dirs/).
+import type { HostDirMount } from "../../store/sandboxes.js";
+import type { Core } from "../core.js";
+import type { VolumeInfo } from "../volumes.js";
+import type { SandboxLookup } from "./lookup.js";
+
+export class VolumesFacade {
+  constructor(
+    private readonly core: Core,
+    private readonly sandboxes: SandboxLookup,
+  ) {}
+
+  /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host). */
+  async create(name: string, sizeMb?: number, labels?: Record<string, string>): Promise<VolumeInfo> {
+    this.core.disk.require("a volume");
+    return this.core.volumes.create(name, sizeMb, labels);
+  }
+
+  /** Named volumes, with the sandboxes that mount each. */
+  async list(): Promise<VolumeInfo[]> {
+    return this.core.volumes.list();
+  }
+
+  /** One volume by name. */
+  async get(name: string): Promise<VolumeInfo> {
+    return this.core.volumes.info(name);
+  }
+
+  /** Deletes a volume and its data; refused while a sandbox mounts it. */
+  async remove(name: string): Promise<void> {
+    return this.core.volumes.remove(name);
+  }
+
+  /** Mounts a host directory (inside the config's mounts.host_dirs) into a running sandbox, live. */
+  async mountHostDir(id: string, host: string, path: string, readOnly = false): Promise<HostDirMount[]> {
+    const sb = this.sandboxes.running(id);
+    const row = this.core.sandboxes.get(sb.id);
+    if (row) this.core.providers.require(this.core.providers.of(row), "volumes", `sandbox ${sb.id}`);
+    return this.core.hostDirs.mount(sb, host, path, readOnly);
+  }
+
+  /** Unmounts a host directory from a running sandbox. */
+  async unmountHostDir(id: string, path: string): Promise<HostDirMount[]> {
+    return this.core.hostDirs.unmount(this.sandboxes.running(id), path);
+  }
+}

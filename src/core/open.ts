@@ -1,0 +1,394 @@
+// The composition root: claims a data directory, builds the providers, the stores and the
+// services of the core context, the facades over it, and what runs in the background of a
+// serving core (the reaper, the sampler, the disk watch); and takes all of it down again. The
+// rest of core receives what it needs from here and builds nothing of its own.
+import { mkdir, stat } from "node:fs/promises";
+import { isIP } from "node:net";
+import { join } from "node:path";
+import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
+import { BlobStore } from "../images/blobs.js";
+import { ext4Has } from "../images/ext4.js";
+import { resolveImage } from "../images/store.js";
+import { BLOCKED_V4 } from "../net/addresses.js";
+import { loadPresets } from "../net/allowlist.js";
+import { EgressProxy } from "../net/egress-proxy.js";
+import { PackageCache } from "../net/package-cache.js";
+import { E2bProvider } from "../providers/e2b/e2b-provider.js";
+import { LocalProvider } from "../providers/local/local-provider.js";
+import { QemuProvider } from "../providers/qemu/qemu-provider.js";
+import { RemoteProvider } from "../providers/remote/remote-provider.js";
+import { AuditStore } from "../store/audit.js";
+import { Catalogue } from "../store/catalogue.js";
+import { openDb, type Db } from "../store/db.js";
+import { EventStore } from "../store/events.js";
+import { MetricStore } from "../store/metrics.js";
+import { SandboxStore } from "../store/sandboxes.js";
+import { SnapshotStore } from "../store/snapshots.js";
+import { TemplateStore } from "../store/templates.js";
+import { VolumeStore } from "../store/volumes.js";
+import { ignore } from "../util/ignore.js";
+import { BuildCache } from "./build/cache.js";
+import { NodeMember, type NodeMemberOptions } from "./cluster/node-member.js";
+import type { Core } from "./core.js";
+import { DiskSpace } from "./disk-space.js";
+import { openEnvironments, type Environments } from "./environments/index.js";
+import { EventBus } from "./events.js";
+import { BuildsFacade } from "./facades/builds.js";
+import { AuditFacade, EventsFacade } from "./facades/events.js";
+import { ImagesFacade } from "./facades/images.js";
+import { MetricsFacade } from "./facades/metrics.js";
+import { NetworkFacade } from "./facades/network.js";
+import { PoolsFacade, ProvidersFacade } from "./facades/providers.js";
+import { SandboxesFacade, type ClusterLink } from "./facades/sandboxes.js";
+import { SnapshotsFacade } from "./facades/snapshots.js";
+import { TemplatesFacade } from "./facades/templates.js";
+import { VolumesFacade } from "./facades/volumes.js";
+import { HostDirs } from "./host-dirs/host-dirs.js";
+import { enableKsm } from "./host-memory.js";
+import { Images } from "./images.js";
+import { markLost } from "./lifecycle.js";
+import { ServerMetrics } from "./metrics/prometheus.js";
+import { MetricsSampler } from "./metrics/sampler.js";
+import { Networks } from "./network.js";
+import { SPAWN_DEFAULTS, type ForgeOptions } from "./options.js";
+import { claimDataDir, type Ownership } from "./owner.js";
+import { wake } from "./pause.js";
+import { makePoolHost } from "./pool-mode.js";
+import { PRESTART_BASES, Prestarts } from "./prestart.js";
+import { Providers } from "./providers.js";
+import { reap } from "./reaper.js";
+import { reconcile } from "./recovery.js";
+import { Snapshots } from "./snapshots.js";
+import type { Pull } from "./spawn-setup.js";
+import { snapshotsInUse } from "./spawn.js";
+import * as stopStart from "./stop-start.js";
+import { TenantPool } from "./tenant-pool.js";
+import { Tokens } from "./tokens.js";
+import { Volumes } from "./volumes.js";
+import { WarmPools } from "./warm-pool.js";
+
+/** How long a main process gets after SIGTERM when the server shuts down. */
+const SHUTDOWN_STOP_GRACE_MS = 5000;
+
+/** The operations every interface calls, by responsibility. */
+export interface Facades {
+  readonly sandboxes: SandboxesFacade;
+  readonly network: NetworkFacade;
+  readonly snapshots: SnapshotsFacade;
+  readonly templates: TemplatesFacade;
+  readonly images: ImagesFacade;
+  readonly builds: BuildsFacade;
+  readonly volumes: VolumesFacade;
+  readonly events: EventsFacade;
+  readonly audit: AuditFacade;
+  readonly providers: ProvidersFacade;
+  readonly pools: PoolsFacade;
+  readonly metrics: MetricsFacade;
+}
+
+/** An opened core: its facades, and what the hub does beyond them. */
+export interface OpenedCore {
+  readonly paths: Paths;
+  readonly defaults: Core["defaults"];
+  readonly environments: Environments;
+  readonly facades: Facades;
+  joinCluster(o: { database: string } & NodeMemberOptions): Promise<void>;
+  announce(url: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens ForgeVM on a data directory that ./setup.sh has prepared. One process at a time may
+ * have it open: another one is refused with a DataDirInUseError naming the owner.
+ */
+export async function openCore(opts: ForgeOptions = {}): Promise<OpenedCore> {
+  const paths = pathsFor(opts.dataDir ?? defaultDataDir());
+  await mkdir(paths.dataDir, { recursive: true });
+  const ownership = await claimDataDir(paths.dataDir);
+  try {
+    return await openOwned(paths, opts, ownership);
+  } catch (e) {
+    await ownership.release();
+    throw e;
+  }
+}
+
+/** The providers the options enable: QEMU (or the one given) first and default unless named. */
+function makeProviders(paths: Paths, opts: ForgeOptions): Providers {
+  const vms =
+    opts.provider ??
+    new QemuProvider({
+      paths,
+      accel: opts.accel,
+      guestLimits: opts.guestLimits,
+      jail: opts.jail,
+      firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
+    });
+  return new Providers(
+    [
+      vms,
+      ...(opts.localProvider ? [new LocalProvider({ paths })] : []),
+      ...(opts.remoteProvider ? [new RemoteProvider({ paths, url: opts.remoteProvider.url, apiKey: opts.remoteProvider.apiKey })] : []),
+      ...(opts.e2bProvider ? [new E2bProvider({ paths, ...opts.e2bProvider })] : []),
+    ],
+    opts.defaultProvider ?? vms.name,
+  );
+}
+
+async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership): Promise<OpenedCore> {
+  const db = openDb(opts.dbPath ?? join(paths.dataDir, "forgevm.db"));
+  const blobs = new BlobStore(paths.blobsDir);
+  const buildCache = new BuildCache(join(paths.dataDir, "build-cache"), blobs);
+  const cluster: ClusterLink = { member: null };
+  // The core's services call back into operations (a pull, the list of sandboxes) through these, once the facades exist.
+  let facades: Facades | undefined;
+  const f = () => facades as Facades;
+  const pull: Pull = (ref) => f().images.pull(ref);
+  const core = makeCore(paths, makeProviders(paths, opts), db, opts, {
+    pull,
+    sandboxesUsing: (image) =>
+      f()
+        .sandboxes.list()
+        .filter((r) => r.image === image)
+        .map((r) => r.id),
+    keepBlobs: () => buildCache.layers(),
+    blobs,
+    warmPools: () => f().pools.warm(),
+  });
+  facades = makeFacades(core, { pull, blobs, buildCache, tokens: new Tokens(paths.dataDir), cluster });
+  const environments = openEnvironments({
+    db,
+    dataDir: paths.dataDir,
+    options: opts.environments ?? {},
+    operatorSecrets: opts.hostSecrets ?? {},
+    provider: () => core.providers.default.name,
+    scratchDir: paths.dataDir,
+    build: (dir, o, report, signal) => f().builds.run(dir, o, report, signal),
+    push: (image, reference, login, log) => f().images.push(image, reference, log, undefined, login),
+    imageHas: async (image, files) => {
+      const found = await resolveImage(paths, image).catch(() => null);
+      return found ? ext4Has(found.rootfs, files) : null;
+    },
+    imageBytes: async (image) => {
+      const st = await stat((await resolveImage(paths, image)).rootfs);
+      return st.blocks * 512;
+    },
+  });
+
+  let reaper: NodeJS.Timeout | null = null;
+  // Puts the host's KSM back as it was before this server turned it on (config memory.ksm).
+  let restoreKsm: (() => Promise<void>) | null = null;
+  let leaveCluster = async () => {};
+  const opened: OpenedCore = {
+    paths,
+    defaults: core.defaults,
+    environments,
+    facades,
+    async joinCluster(o) {
+      const catalogue = await Catalogue.open(o.database);
+      const member = new NodeMember(f(), catalogue, o);
+      try {
+        await member.start();
+      } catch (e) {
+        member.stop();
+        await catalogue.close();
+        throw e;
+      }
+      cluster.member = member;
+      leaveCluster = async () => {
+        member.stop();
+        await catalogue.close();
+      };
+    },
+    announce: (url) => ownership.announce(url),
+    async close() {
+      if (core.closed) return;
+      core.closed = true;
+      if (reaper) clearInterval(reaper);
+      await core.sampler.stop();
+      await core.disk.stop();
+      await environments.close();
+      await f().builds.closeAll();
+      await core.warm.close();
+      await core.prestarts.close();
+      await core.tenants?.close();
+      await Promise.all([...core.live.keys()].map((id) => closeOne(core, f(), id, reaper !== null)));
+      for (const p of core.providers.all()) await p.destroyAll();
+      await leaveCluster();
+      core.egress.close();
+      await restoreKsm?.();
+      db.close();
+      await ownership.release();
+    },
+  };
+
+  await reconcile(core);
+  await core.snaps.collect(true);
+  await facades.pools.configure();
+  core.tenants?.prewarm();
+  const every = opts.reapIntervalMs ?? 1000;
+  if (every > 0) {
+    reaper = setInterval(() => void reap(core), every);
+    reaper.unref();
+    // Host-wide, so only a serving core turns it on, and puts it back as it was when it closes.
+    if (opts.memory?.ksm) restoreKsm = await enableKsm().catch(() => null);
+    // A serving core (it reaps) applies the restart policies of stopped sandboxes; a command's short-lived core does not.
+    void stopStart.applyRestartPolicies(core);
+    if (opts.metrics?.enabled !== false) {
+      facades.metrics.dropStaleSeries();
+      core.sampler.start();
+    }
+    core.disk.start();
+  }
+  return opened;
+}
+
+/** What the core's services call back into before the facades exist. */
+interface CoreHooks {
+  pull: Pull;
+  sandboxesUsing: (image: string) => string[];
+  keepBlobs: () => Promise<string[]>;
+  blobs: BlobStore;
+  warmPools: () => { pool: string; size: number; ready: number; memory_mb: number }[];
+}
+
+/** The stores and services of one core context, wired to each other. */
+function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions, hooks: CoreHooks): Core {
+  const sandboxes = new SandboxStore(db);
+  const snapshotRows = new SnapshotStore(db);
+  const eventStore = new EventStore(db);
+  const events = new EventBus(eventStore);
+  const net = opts.network ?? {};
+  const metricStore = new MetricStore(db);
+  const sampler = new MetricsSampler(metricStore, () => core.live.values(), paths.dataDir, opts.metrics);
+  const prom = new ServerMetrics({
+    sampler,
+    states: () => sandboxes.countByState(),
+    imageOf: (id) => core.live.get(id)?.image,
+    pools: hooks.warmPools,
+  });
+  events.subscribe(prom.onEvent);
+  const egress = new EgressProxy({
+    onDecision: (d) => prom.egressDecision(d),
+    logDir: join(paths.dataDir, "egress"),
+    allowPrivate: net.allowPrivate,
+    hostsOverride: net.hostsOverride,
+    cache: new PackageCache(join(paths.dataDir, "package-cache"), (net.cacheMaxMb ?? 2048) * 1048576),
+  });
+  const core: Core = {
+    paths,
+    opts,
+    provider: providers.default,
+    providers,
+    defaults: { ...SPAWN_DEFAULTS, ...opts.defaults },
+    sandboxes,
+    templates: new TemplateStore(db),
+    snapshotRows,
+    eventStore,
+    audit: new AuditStore(db),
+    events,
+    egress,
+    metricStore,
+    sampler,
+    prom,
+    networks: new Networks(
+      egress,
+      loadPresets(net.presetsFile),
+      net.default ?? "none",
+      (id, r) => sandboxes.setNetwork(id, r),
+      // A connection to a published port is work in flight, and wakes a paused sandbox: its
+      // first bytes wait in the held channel until the guest runs again.
+      (id) => {
+        const end = (core.live.get(id) ?? core.sleeping.get(id))?.busy() ?? (() => {});
+        if (core.sleeping.has(id)) void wake(core, id, "port", true).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
+        return end;
+      },
+      !!net.cache,
+    ),
+    volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
+    hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
+    warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
+    prestarts: new Prestarts(opts.baseSnapshots === false ? 0 : (opts.prestart ?? 0), PRESTART_BASES, events.emit),
+    snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
+    images: new Images({
+      paths,
+      blobs: hooks.blobs,
+      events,
+      registryAuth: opts.registryAuth,
+      sandboxesUsing: hooks.sandboxesUsing,
+      snapshotsUsing: (image) =>
+        snapshotRows
+          .list(["ready"])
+          .filter((r) => r.image === image && r.kind !== "base")
+          .map((r) => r.name ?? r.id),
+      dropBases: (image) => core.snaps.dropBases((r) => r.image === image),
+      keepBlobs: hooks.keepBlobs,
+    }),
+    tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, hooks.pull), events.emit) : null,
+    live: new Map(),
+    mains: new Map(),
+    secrets: new Map(),
+    destroying: new Map(),
+    waking: new Map(),
+    sleeping: new Map(),
+    pausing: new Map(),
+    disk: new DiskSpace(paths.dataDir, {
+      vms: () => [...core.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
+      onRoom: async () => {
+        events.flush();
+        await markLost(core, "its VM went away while the server's disk was full");
+      },
+      log: (line) => console.error(`forgevm: ${line}`),
+    }),
+    closed: false,
+  };
+  return core;
+}
+
+/** What the facades need beyond the core context. */
+interface FacadeParts {
+  pull: Pull;
+  blobs: BlobStore;
+  buildCache: BuildCache;
+  tokens: Tokens;
+  cluster: ClusterLink;
+}
+
+/** The facades over one core context, each given the others' operations it calls as narrow hooks. */
+function makeFacades(core: Core, p: FacadeParts): Facades {
+  const sandboxes = new SandboxesFacade(core, { pull: p.pull, tokens: p.tokens, cluster: p.cluster });
+  const images = new ImagesFacade(core, {
+    blobs: p.blobs,
+    sandboxes,
+    spawnHelper: (image) => sandboxes.spawn({ image, network: "none", ttlMs: 15 * 60_000, metadata: { "forgevm.helper": "image-files" } }),
+    destroy: (id) => sandboxes.destroy(id),
+  });
+  return {
+    sandboxes,
+    network: new NetworkFacade(core, sandboxes),
+    snapshots: new SnapshotsFacade(core, sandboxes),
+    templates: new TemplatesFacade(core, p.pull),
+    images,
+    builds: new BuildsFacade(core, { cache: p.buildCache, images, spawn: (o) => sandboxes.spawn(o) }),
+    volumes: new VolumesFacade(core, sandboxes),
+    events: new EventsFacade(core),
+    audit: new AuditFacade(core),
+    providers: new ProvidersFacade(core),
+    pools: new PoolsFacade(core, p.pull),
+    metrics: new MetricsFacade(core, sandboxes),
+  };
+}
+
+// A sandbox whose main process has a restart policy is stopped (saved, disk kept) and the next
+// server start brings it back, so a service restart or a host reboot keeps it; the rest end here.
+async function closeOne(core: Core, facades: Facades, id: string, serving: boolean): Promise<void> {
+  const m = core.sandboxes.get(id)?.main;
+  if (m && m.restart !== "no" && !m.stopped_by_user && serving) {
+    try {
+      return await stopStart.stop(core, id, SHUTDOWN_STOP_GRACE_MS, false);
+    } catch {
+      // cannot be saved (secrets, a shared VM): it ends as any other
+    }
+  }
+  await facades.sandboxes.destroy(id);
+}
