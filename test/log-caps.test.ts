@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { EgressLog, MAX_LOG_BYTES } from "../src/net/egress-log.js";
 import { ConsoleLog } from "../src/providers/console-log.js";
-import { capLog } from "../src/core/main-process.js";
+import { capLog } from "../src/core/sandboxes/main-process.js";
 
 const dirs: string[] = [];
 after(async () => {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import { WarmPools, type PoolTarget } from "../src/core/warm-pool.js";
+import { WarmPools, type PoolTarget } from "../src/core/pools/warm-pool.js";
 import type { Forge, Sandbox } from "../src/index.js";
 import type { Vm } from "../src/providers/provider.js";
 import { assertNoVmLeft, openForge, waitFor } from "./helpers.js";

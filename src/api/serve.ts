@@ -1,7 +1,7 @@
 // `forgevm serve`: load config, open the core, listen, and shut down gracefully on a signal.
 import type { FastifyInstance } from "fastify";
 import { ConfigError, type Config } from "../config/config.js";
-import { templateBody } from "../core/template-ops.js";
+import { templateBody } from "../core/sandboxes/template-ops.js";
 import { forgeOptions } from "../core/forge-options.js";
 import { Forge } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";

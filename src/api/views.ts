@@ -1,7 +1,7 @@
 // Store rows and guest replies → the JSON shapes of the REST contract.
 import type { DirEntry, FileStat, MainRecord, NetworkRecord, SandboxRow, SnapshotRow } from "../core/types.js";
 import { formatDuration, NO_EXPIRY } from "../schemas/durations.js";
-import { familiarName } from "../core/image-reference.js";
+import { familiarName } from "../core/images/image-reference.js";
 import { providerWarning } from "../core/providers.js";
 import { badRequest } from "../http/errors.js";
 import { PROXY_ADDR, PROXY_PORT } from "../core/network.js";

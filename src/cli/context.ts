@@ -7,7 +7,7 @@ import { Client } from "forgevm";
 import type { loadConfig } from "../config/config.js";
 import { forgeOptions } from "../core/forge-options.js";
 import type { Forge } from "../core/forge.js";
-import { currentOwner, DataDirInUseError } from "../core/owner.js";
+import { currentOwner, DataDirInUseError } from "../core/host/owner.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:7423";
 

@@ -19,7 +19,7 @@ import { openCore, type OpenedCore } from "./open.js";
 import type { ForgeOptions, SpawnDefaults } from "./options.js";
 
 export { MAX_FORK } from "./core.js";
-export type { LogLine } from "./main-process.js";
+export type { LogLine } from "./sandboxes/main-process.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
 export type { VolumeInfo } from "./volumes.js";
 export type { MetricSample } from "../store/metrics.js";

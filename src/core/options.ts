@@ -6,7 +6,7 @@ import { DEFAULT_IMAGE } from "../images/store.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
 import type { GuestLimits, Provider } from "../providers/provider.js";
 import type { NetworkMode } from "./network.js";
-import type { Sandbox } from "./sandbox.js";
+import type { Sandbox } from "./guest/sandbox.js";
 
 export interface ForgeOptions {
   /** Host directories (and what is below them) sandboxes may mount; none unless listed. */

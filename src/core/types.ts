@@ -7,4 +7,4 @@ export type { EventRow } from "../store/events.js";
 export type { MainRecord, NetworkRecord, SandboxRow, SandboxState } from "../store/sandboxes.js";
 export type { SnapshotRow } from "../store/snapshots.js";
 export type { TemplateBody, TemplateRow } from "../store/templates.js";
-export type { CodeContextInfo, CodeError, CodeEvent, CodeLanguage, CodeResult, Execution } from "./code/types.js";
+export type { CodeContextInfo, CodeError, CodeEvent, CodeLanguage, CodeResult, Execution } from "./guest/code/types.js";

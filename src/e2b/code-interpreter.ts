@@ -5,7 +5,7 @@ import { PassThrough } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ForgevmError, badRequest } from "../http/errors.js";
 import type { Forge } from "../core/forge.js";
-import type { Sandbox } from "../core/sandbox.js";
+import type { Sandbox } from "../core/guest/sandbox.js";
 import type { CodeEvent } from "../core/types.js";
 import { DEFAULT_HOME, DEFAULT_USER, sandboxIdOf, sandboxOf } from "./envd/context.js";
 import { envdError } from "./envd/files.js";

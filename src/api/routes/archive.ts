@@ -2,7 +2,7 @@
 // an uploaded tar into a guest directory. `cp` and the SDKs' archive methods use these.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { packArchive, unpackArchive } from "../../core/archive.js";
+import { packArchive, unpackArchive } from "../../core/guest/archive.js";
 import type { Forge } from "../../core/forge.js";
 import { IdParams, PathQuery, RawBody } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";

@@ -1,4 +1,4 @@
-// Commit over REST: a running sandbox's disk becomes a new image (core/commit.ts).
+// Commit over REST: a running sandbox's disk becomes a new image (core/images/commit.ts).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Forge } from "../../core/forge.js";
 import { imageInfo } from "../../core/forge.js";

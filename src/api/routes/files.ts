@@ -6,7 +6,7 @@ import type { Readable } from "node:stream";
 import { posix } from "node:path";
 import { Type } from "typebox";
 import { badRequest } from "../../http/errors.js";
-import { readLength } from "../../core/sandbox.js";
+import { readLength } from "../../core/guest/sandbox.js";
 import type { Forge } from "../../core/forge.js";
 import { ChmodRequest, FileInfo, FileWrite, IdParams, MoveRequest, PathQuery, RAW_BODY, Status } from "../../schemas/rest.js";
 import { decodeBase64, fileInfoView } from "../views.js";

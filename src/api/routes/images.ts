@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge, ImageInfo } from "../../core/forge.js";
-import { familiarName } from "../../core/image-reference.js";
+import { familiarName } from "../../core/images/image-reference.js";
 import { PushRequest, PushResult } from "../../schemas/images.js";
 import { Image as ImageView, PullJob as Job, PullRequest, RawBody } from "../../schemas/rest.js";
 import { STREAM_TYPES, uploadStream } from "../uploads.js";

@@ -5,7 +5,7 @@ import { formatDuration, NO_TTL, parseTtl } from "../../schemas/durations.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { TemplateRow } from "../../core/types.js";
-import { templateBody } from "../../core/template-ops.js";
+import { templateBody } from "../../core/sandboxes/template-ops.js";
 import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
 import { ownerOf } from "../owner.js";

@@ -4,7 +4,7 @@ import { fstatSync, type Stats } from "node:fs";
 import { InvalidArgumentError, Option, type Command } from "commander";
 import type { Client } from "forgevm";
 import { parseDuration } from "../../schemas/durations.js";
-import { parseImageReference } from "../../core/image-reference.js";
+import { parseImageReference } from "../../core/images/image-reference.js";
 import type { Cli } from "../context.js";
 import { durationOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { sandboxOptions, spawnRequest } from "./sandboxes.js";

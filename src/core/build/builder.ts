@@ -19,14 +19,14 @@ import { parseImageConfig } from "../../images/oci.js";
 import { DockerfileError, type Instruction } from "../../images/dockerfile.js";
 import { listImages, resolveImage, type LocalImage } from "../../images/store.js";
 import type { Core } from "../core.js";
-import { packArchive, unpackArchive } from "../archive.js";
+import { packArchive, unpackArchive } from "../guest/archive.js";
 import { badRequest, conflict, ForgevmError } from "../../http/errors.js";
-import { layerTar } from "../guest-layer.js";
-import { scanGuest } from "../guest-scan.js";
-import type { Sandbox } from "../sandbox.js";
+import { layerTar } from "../guest/guest-layer.js";
+import { scanGuest } from "../guest/guest-scan.js";
+import type { Sandbox } from "../guest/sandbox.js";
 import type { BuildContext } from "./context.js";
 import { chown, destPath, envOf, retarget, substituteEnv } from "./step-helpers.js";
-import { imageName } from "../commit.js";
+import { imageName } from "../images/commit.js";
 import { ignore } from "../../util/ignore.js";
 import {
   checkDockerfile,

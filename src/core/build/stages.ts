@@ -11,11 +11,11 @@ import { DockerfileError, parseDockerfile, type Dockerfile, type Stage } from ".
 import { resolveImage, type LocalImage } from "../../images/store.js";
 import type { Core } from "../core.js";
 import { badRequest } from "../../http/errors.js";
-import { baseConfigDoc, imageLayers, type ImageWork } from "../image-layers.js";
-import type { Sandbox } from "../sandbox.js";
+import { baseConfigDoc, imageLayers, type ImageWork } from "../images/image-layers.js";
+import type { Sandbox } from "../guest/sandbox.js";
 import type { BuildCache } from "./cache.js";
 import type { BuildContext } from "./context.js";
-import { imageName } from "../commit.js";
+import { imageName } from "../images/commit.js";
 
 export interface BuildOptions {
   /** NAME[:TAG] of the result. */

@@ -6,7 +6,7 @@ import { DockerfileError } from "../../images/dockerfile.js";
 import { archiveComponents } from "../../images/flatten.js";
 import { readTar } from "../../util/tar-read.js";
 import { TAR_END, tarHeader, tarPadding } from "../../util/tar-write.js";
-import type { Sandbox } from "../sandbox.js";
+import type { Sandbox } from "../guest/sandbox.js";
 
 /** A COPY destination made absolute; "dir/", "." and "dir/." name a directory (kept as a trailing "/"). */
 export function destPath(workdir: string, dest: string): string {

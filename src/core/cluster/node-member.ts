@@ -8,8 +8,8 @@ import type { Catalogue } from "../../store/catalogue.js";
 import type { EventRow } from "../../store/events.js";
 import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { TemplateBody } from "../../store/templates.js";
-import type { TemplateInput } from "../template-ops.js";
-import { templateBody } from "../template-ops.js";
+import type { TemplateInput } from "../sandboxes/template-ops.js";
+import { templateBody } from "../sandboxes/template-ops.js";
 import { ignore } from "../../util/ignore.js";
 
 /** How long a node waits to ship an event, gathering those that follow it. */

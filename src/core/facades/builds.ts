@@ -8,7 +8,7 @@ import type { BuildCache } from "../build/cache.js";
 import { BuildContext, unpackContext } from "../build/context.js";
 import { BuildJobs, removeDir, type BuildJob } from "../build/jobs.js";
 import type { Core } from "../core.js";
-import type { Sandbox } from "../sandbox.js";
+import type { Sandbox } from "../guest/sandbox.js";
 import type { SpawnOptions } from "../options.js";
 import type { ImagesFacade } from "./images.js";
 

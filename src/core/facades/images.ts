@@ -4,13 +4,13 @@ import type { Readable } from "node:stream";
 import type { BlobStore } from "../../images/blobs.js";
 import type { Credentials, RegistryOptions } from "../../images/registry.js";
 import { canonicalName, listImages, type LocalImage } from "../../images/store.js";
-import { commit, type CommitOptions, type CommitResult } from "../commit.js";
+import { commit, type CommitOptions, type CommitResult } from "../images/commit.js";
 import type { Core } from "../core.js";
-import type { ImageWork } from "../image-layers.js";
-import { exportImage, pushImage, type PushedBlob, type PushResult } from "../image-transfer.js";
-import { parseImageReference, type ImportOptions } from "../images.js";
-import { PullJobs, type PullJob } from "../pull-jobs.js";
-import type { Sandbox } from "../sandbox.js";
+import type { ImageWork } from "../images/image-layers.js";
+import { exportImage, pushImage, type PushedBlob, type PushResult } from "../images/image-transfer.js";
+import { parseImageReference, type ImportOptions } from "../images/images.js";
+import { PullJobs, type PullJob } from "../images/pull-jobs.js";
+import type { Sandbox } from "../guest/sandbox.js";
 import type { SandboxLookup } from "./lookup.js";
 
 /** A local image as every interface lists it. */

@@ -3,11 +3,11 @@
 import { notFound } from "../../http/errors.js";
 import type { ProviderFeatures, ProviderHealth } from "../../providers/provider.js";
 import type { Core } from "../core.js";
-import { idleReclaimState, ksmState } from "../host-memory.js";
-import { prestartState } from "../prestart.js";
-import { DEFAULT_RECLAIM_AFTER_MS } from "../reaper.js";
-import type { Pull } from "../spawn-setup.js";
-import { configurePools } from "../spawn.js";
+import { idleReclaimState, ksmState } from "../host/host-memory.js";
+import { prestartState } from "../pools/prestart.js";
+import { DEFAULT_RECLAIM_AFTER_MS } from "../sandboxes/reaper.js";
+import type { Pull } from "../sandboxes/spawn-setup.js";
+import { configurePools } from "../sandboxes/spawn.js";
 
 /** One provider as /providers shows it. */
 export interface ProviderStatus extends ProviderHealth {

@@ -6,19 +6,19 @@ import { expiryAfter } from "../../schemas/durations.js";
 import { ForgevmError, sandboxGone } from "../../http/errors.js";
 import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
-import { create, startCreated } from "../create.js";
-import { guestProcesses, type GuestProcess } from "../guest-processes.js";
-import { destroy, logs } from "../lifecycle.js";
-import { readMainLog, type LogLine } from "../main-process.js";
+import { create, startCreated } from "../sandboxes/create.js";
+import { guestProcesses, type GuestProcess } from "../guest/guest-processes.js";
+import { destroy, logs } from "../sandboxes/lifecycle.js";
+import { readMainLog, type LogLine } from "../sandboxes/main-process.js";
 import type { SpawnOptions } from "../options.js";
-import { lifeAfterWake, pause, resume, wake } from "../pause.js";
-import { prune } from "../reaper.js";
-import type { Sandbox } from "../sandbox.js";
-import { spawn } from "../spawn.js";
-import { requireState } from "../states.js";
-import * as stopStart from "../stop-start.js";
-import type { Tokens } from "../tokens.js";
-import type { Pull } from "../spawn-setup.js";
+import { lifeAfterWake, pause, resume, wake } from "../sandboxes/pause.js";
+import { prune } from "../sandboxes/reaper.js";
+import type { Sandbox } from "../guest/sandbox.js";
+import { spawn } from "../sandboxes/spawn.js";
+import { requireState } from "../sandboxes/states.js";
+import * as stopStart from "../sandboxes/stop-start.js";
+import type { Tokens } from "../sandboxes/tokens.js";
+import type { Pull } from "../sandboxes/spawn-setup.js";
 
 /** The cluster node this server is, once it joined one: it names itself in every sandbox's JSON. */
 export interface ClusterLink {

@@ -2,11 +2,11 @@
 // (copies.ts), and snapshots moved between hosts as archives (snapshot-transfer.ts).
 import type { Readable } from "node:stream";
 import type { SnapshotRow, SnapshotState } from "../../store/snapshots.js";
-import * as copies from "../copies.js";
+import * as copies from "../snapshots/copies.js";
 import type { Core } from "../core.js";
 import type { ForkOptions, ForkResult } from "../options.js";
-import type { Sandbox } from "../sandbox.js";
-import { exportSnapshot, importSnapshot } from "../snapshot-transfer.js";
+import type { Sandbox } from "../guest/sandbox.js";
+import { exportSnapshot, importSnapshot } from "../snapshots/snapshot-transfer.js";
 import type { SandboxLookup } from "./lookup.js";
 
 export class SnapshotsFacade {

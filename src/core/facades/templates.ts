@@ -1,8 +1,8 @@
 // Templates: named spawn definitions with their base snapshots and warm pools (template-ops.ts).
 import type { TemplateBody, TemplateRow } from "../../store/templates.js";
 import type { Core } from "../core.js";
-import type { Pull } from "../spawn-setup.js";
-import * as templateOps from "../template-ops.js";
+import type { Pull } from "../sandboxes/spawn-setup.js";
+import * as templateOps from "../sandboxes/template-ops.js";
 
 export class TemplatesFacade {
   constructor(

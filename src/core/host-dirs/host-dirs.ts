@@ -9,7 +9,7 @@ import { posix, sep } from "node:path";
 import type { Share } from "../../agent-client/index.js";
 import type { HostDirMount, SandboxStore } from "../../store/sandboxes.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
-import type { Sandbox } from "../sandbox.js";
+import type { Sandbox } from "../guest/sandbox.js";
 import { serveShare } from "../../fuse/server.js";
 import { ignore } from "../../util/ignore.js";
 

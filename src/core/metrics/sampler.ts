@@ -7,7 +7,7 @@ import { freemem, loadavg, totalmem } from "node:os";
 import type { Metrics } from "../../agent-client/index.js";
 import type { VmUsage } from "../../providers/provider.js";
 import { HOST_SERIES, type MetricSample, type MetricStore } from "../../store/metrics.js";
-import type { Sandbox } from "../sandbox.js";
+import type { Sandbox } from "../guest/sandbox.js";
 
 export interface MetricsOptions {
   /** Sample at all (default true). */

@@ -6,7 +6,7 @@ import { posix } from "node:path";
 import type { FastifyRequest } from "fastify";
 import { ForgevmError } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
-import type { FileIdentity, GuestUser, Sandbox } from "../../core/sandbox.js";
+import type { FileIdentity, GuestUser, Sandbox } from "../../core/guest/sandbox.js";
 import { ENVD_TOKEN } from "../views.js";
 import { ConnectError } from "../connect.js";
 

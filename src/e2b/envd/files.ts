@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { toApiError } from "../../core/error-map.js";
 import { ForgevmError, badRequest } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { readLength } from "../../core/sandbox.js";
+import { readLength } from "../../core/guest/sandbox.js";
 import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
 import { detachable } from "../../util/detachable.js";

@@ -1,10 +1,10 @@
 // envd's process.Process service: Start and Connect stream a process's events; List, SendInput,
 // SendSignal, CloseStdin and Update act on it by pid or tag. Processes live in the sandbox's
-// process table (core/processes.ts), so they outlive the stream that started them.
+// process table (core/guest/processes.ts), so they outlive the stream that started them.
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Forge } from "../../core/forge.js";
-import type { ProcessEnd, ProcessListener, ProcessSpec, TrackedProcess } from "../../core/processes.js";
-import type { Sandbox } from "../../core/sandbox.js";
+import type { ProcessEnd, ProcessListener, ProcessSpec, TrackedProcess } from "../../core/guest/processes.js";
+import type { Sandbox } from "../../core/guest/sandbox.js";
 import { ConnectError, deadlineMs, serverStreaming, unary, type ServerStream } from "../connect.js";
 import { keepaliveMs, quietTicker } from "../keepalive.js";
 import { templateIdOf } from "../templates.js";

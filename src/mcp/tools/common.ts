@@ -1,7 +1,7 @@
 // Argument shapes several tools share.
 import { Type } from "typebox";
 import { NO_EXPIRY, parseDuration } from "../../schemas/durations.js";
-import { familiarName } from "../../core/image-reference.js";
+import { familiarName } from "../../core/images/image-reference.js";
 import type { SandboxRow } from "../../core/types.js";
 import { KEEP_KEY, SESSION_KEY, type McpSession } from "../sessions.js";
 

@@ -1,7 +1,7 @@
 // Copies of sandboxes: fork (running copies now), snapshot (a saved state), restore (copies of one).
 import { Type } from "typebox";
 import { ForgevmError } from "../../http/errors.js";
-import type { Sandbox } from "../../core/sandbox.js";
+import type { Sandbox } from "../../core/guest/sandbox.js";
 import { checkImage, checkSize, narrowNetwork } from "../policy.js";
 import { SESSION_KEY } from "../sessions.js";
 import { tool, type ToolContext } from "../tool.js";

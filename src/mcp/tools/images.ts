@@ -1,6 +1,6 @@
 // What sandboxes can be made from: local images, pulls from registries, templates.
 import { Type } from "typebox";
-import { familiarName } from "../../core/image-reference.js";
+import { familiarName } from "../../core/images/image-reference.js";
 import { ForgevmError } from "../../http/errors.js";
 import { checkImage, imageAllowed } from "../policy.js";
 import { tool } from "../tool.js";

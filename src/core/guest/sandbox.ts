@@ -1,0 +1,337 @@
+// A running sandbox: one VM plus the operations every interface offers on it. The REST API,
+// CLI and SDKs all call these, so behaviour is the same everywhere.
+import type { Readable } from "node:stream";
+import type { DirChange, DirEntry, DirWatch, ExecSession, FileStat, Metrics, SimpleOps } from "../../agent-client/index.js";
+import type { Vm } from "../../providers/provider.js";
+import { badRequest } from "../../http/errors.js";
+import { checkEnv } from "../sandboxes/validate.js";
+import type { Emit } from "../events.js";
+import { CodeContexts } from "./code/contexts.js";
+import { GuestUsers, type GuestUser } from "./guest-users.js";
+import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
+import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
+
+export type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Tenant } from "./guest.js";
+export type { GuestUser };
+
+export class Sandbox implements Guest {
+  /** The guest's user accounts (guest-users.ts). */
+  private readonly users = new GuestUsers(this);
+  /** Processes that outlive the call that started them (see processes.ts); someone attached to one is work in flight. */
+  readonly processes = new ProcessTable(() => this.busy());
+  /** When the sandbox was last used: an exec, a file call, published-port traffic (for its idle policy). */
+  lastActive = Date.now();
+  /** Work in flight: calls, streams, attached clients, open port connections (`busy`). */
+  private inFlight = 0;
+  /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
+  readonly code = new CodeContexts(this, async (user) => {
+    if (user) return (await this.guestUser(user))?.home ?? "/";
+    return this.defaults.cwd ?? (await this.guestUser(this.defaults.tenant?.user ?? this.defaults.user ?? "root"))?.home ?? "/";
+  });
+
+  constructor(
+    readonly id: string,
+    readonly image: string,
+    /** Its VM: another one after a resume (`rebind`), with the same agent channel. */
+    public vm: Vm,
+    private readonly onDestroy: (sb: Sandbox) => Promise<void>,
+    private readonly emit: Emit = () => {},
+    /** What every exec gets unless it says otherwise: the image's and sandbox's env, the image's working directory. */
+    private readonly defaults: ExecDefaults = {},
+  ) {}
+
+  private envFor(env?: Record<string, string>): Record<string, string> | undefined {
+    const t = this.defaults.tenant;
+    const own = t ? { HOME: t.home, USER: t.user, LOGNAME: t.user } : undefined;
+    const secrets = this.defaults.secrets;
+    return this.defaults.env || env || own || secrets ? { ...this.defaults.env, ...secrets, ...own, ...env } : undefined;
+  }
+
+  /** Who an exec runs as: a tenant only ever as itself (and with a private umask). */
+  private runAs(user?: string): { user?: string; umask?: number } {
+    const t = this.defaults.tenant;
+    if (!t) return { user: user ?? this.defaults.user };
+    if (user !== undefined && user !== t.user && user !== String(t.uid)) throw badRequest(`user: sandbox ${this.id} shares its VM and runs only as its own user ${t.user}`);
+    return { user: t.user, umask: 0o077 };
+  }
+
+  /** Runs on the VM restored from this sandbox's pause, which carried its channel over. */
+  rebind(vm: Vm): void {
+    if (vm.channel !== this.vm.channel) throw new Error(`sandbox ${this.id}: a resumed VM must carry the channel over`);
+    this.vm = vm;
+    this.touch();
+  }
+
+  /** Marks the sandbox as in use now. */
+  touch(): void {
+    this.lastActive = Date.now();
+  }
+
+  /**
+   * Marks work in flight until the returned function is called (once; later calls do nothing):
+   * a sandbox is idle only when nothing is, so an idle pause never lands in the middle of work.
+   */
+  busy(): () => void {
+    this.inFlight++;
+    this.touch();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.inFlight--;
+      this.touch();
+    };
+  }
+
+  /** Whether any work is in flight. */
+  get working(): boolean {
+    return this.inFlight > 0;
+  }
+
+  /** How long nothing has been in flight and nothing has touched it (0 while something is in flight). */
+  idleMs(now = Date.now()): number {
+    return this.inFlight > 0 ? 0 : Math.max(0, now - this.lastActive);
+  }
+
+  /** Runs `work` counted as work in flight. */
+  private async during<T>(work: () => Promise<T>): Promise<T> {
+    const end = this.busy();
+    try {
+      return await work();
+    } finally {
+      end();
+    }
+  }
+
+  /** A file operation's request, counted as work in flight. */
+  private fileOp<K extends keyof SimpleOps>(req: SimpleOps[K]["req"]): Promise<SimpleOps[K]["res"]> {
+    return this.during(() => this.vm.channel.request<K>(req));
+  }
+
+  /** The filesystem identity of file operations (every file call goes through it, so it marks use too). */
+  private fsId(as?: FileIdentity): { as_uid?: number; as_gid?: number } {
+    this.touch();
+    const t = this.defaults.tenant ?? as;
+    return t ? { as_uid: t.uid, as_gid: t.gid } : {};
+  }
+
+  /** The agent's exec request (the channel refuses one too large for a message to the guest). */
+  private execRequest(command: string | string[], opts: Omit<ExecOptions, "stdin">) {
+    this.touch();
+    checkEnv(opts.env, "env");
+    const req = {
+      ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
+      env: this.envFor(opts.env),
+      cwd: opts.cwd ?? this.defaults.cwd,
+      ...this.runAs(opts.user),
+      timeout_ms: opts.timeoutMs,
+    };
+    return req;
+  }
+
+  /** Runs a command (a shell string, or argv without a shell) and waits for it. */
+  async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecOutput> {
+    const t0 = performance.now();
+    const req = this.execRequest(command, opts);
+    this.emit("exec.started", this.id, { command });
+    const r = await this.during(() => this.vm.channel.execBuffered(req, { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }));
+    this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
+    return {
+      exitCode: r.exit_code,
+      stdout: r.stdout.toString("utf8"),
+      stderr: r.stderr.toString("utf8"),
+      timedOut: r.timed_out,
+      truncated: r.truncated,
+      durationMs: Math.round(performance.now() - t0),
+    };
+  }
+
+  /**
+   * Starts a command whose output streams as it is produced (consume stdout and stderr). It is
+   * work in flight until it ends, unless `background` (a process nobody waits on: a main
+   * process, a runtime, a tracked process, whose attached clients count instead).
+   */
+  execStream(command: string | string[], opts: StreamExecOptions = {}): ExecSession {
+    const { background, ...rest } = opts;
+    const req = { ...this.execRequest(command, rest), stdin: rest.stdin, pty: rest.pty };
+    this.emit("exec.started", this.id, { command, stream: true });
+    const end = background ? () => {} : this.busy();
+    const s = this.vm.channel.exec(req);
+    s.result.then(
+      (r) => {
+        end();
+        this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
+      },
+      () => end(),
+    );
+    return s;
+  }
+
+  /** Writes a file atomically, creating parent directories. */
+  async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number; as?: FileIdentity } = {}) {
+    const { as, ...rest } = opts;
+    const r = await this.during(() => this.vm.channel.writeFile(path, data, { ...rest, ...this.fsId(as) }));
+    this.emit("file.written", this.id, { path, size: r.size });
+    return r;
+  }
+
+  /** Reads a whole file (refusing files larger than maxBytes). */
+  readFile(path: string, maxBytes?: number, as?: FileIdentity): Promise<Buffer> {
+    return this.during(() => this.vm.channel.readFileBuffer(path, maxBytes, this.fsId(as)));
+  }
+
+  /** Reads at most `length` bytes from `offset`, with the file's metadata (its whole size included). */
+  async readFileRange(path: string, offset: number, length: number, as?: FileIdentity): Promise<{ data: Buffer; stat: FileStat }> {
+    return this.during(async () => {
+      const r = this.vm.channel.readFile(path, { offset, length, ...this.fsId(as) });
+      await Promise.race([r.stat, r.done]); // a refused read fails here, before any byte
+      const parts: Buffer[] = [];
+      for await (const c of r.stream as AsyncIterable<Buffer>) parts.push(c);
+      await r.done;
+      return { data: Buffer.concat(parts), stat: await r.stat };
+    });
+  }
+
+  /** Streams a file out of the guest (work in flight until it ends); destroying the stream ends the read in the guest. */
+  readFileStream(path: string, as?: FileIdentity) {
+    const end = this.busy();
+    const r = this.vm.channel.readFile(path, this.fsId(as));
+    r.done.then(end, end);
+    r.stream.once("close", end);
+    return r;
+  }
+
+  async listFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
+    return (await this.fileOp<"list">({ op: "list", path, ...this.fsId(as) })).entries;
+  }
+
+  /** Lists every entry of a directory, page by page past the agent's limit per reply. */
+  async listAllFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
+    const all: DirEntry[] = [];
+    for (;;) {
+      const r = await this.fileOp<"list">({ op: "list", path, offset: all.length || undefined, ...this.fsId(as) });
+      all.push(...r.entries);
+      if (!r.truncated || !r.entries.length) return all;
+    }
+  }
+
+  /** The pool-mode user this sandbox is, when it shares a VM with others. */
+  get tenant(): Tenant | undefined {
+    return this.defaults.tenant;
+  }
+
+  /** Stops (true) or resumes (false) every process in the guest but its agent; stopping also flushes the filesystems. */
+  async freeze(on: boolean): Promise<void> {
+    await this.vm.channel.request<"freeze">({ op: "freeze", on });
+  }
+
+  /** Copies the root disk as it is now into `dest` (raw); null when the VM has none. */
+  copyDisk(dest: string): Promise<{ pauseMs: number } | null> {
+    return this.vm.copyDisk(dest);
+  }
+
+  /** Flushes the guest's filesystems to its disk. */
+  async sync(): Promise<void> {
+    await this.vm.channel.request<"sync">({ op: "sync" });
+  }
+
+  /** Creates a symbolic link at `path` pointing to `target`. */
+  async symlink(path: string, target: string, as?: FileIdentity): Promise<void> {
+    await this.fileOp<"symlink">({ op: "symlink", path, target, ...this.fsId(as) });
+  }
+
+  async stat(path: string, as?: FileIdentity): Promise<FileStat> {
+    const { ok: _ok, ...st } = await this.fileOp<"stat">({ op: "stat", path, ...this.fsId(as) });
+    return st;
+  }
+
+  async mkdir(path: string, mode?: number, as?: FileIdentity): Promise<void> {
+    await this.fileOp<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId(as) });
+  }
+
+  async remove(path: string, recursive = false, as?: FileIdentity): Promise<void> {
+    await this.fileOp<"remove">({ op: "remove", path, recursive, ...this.fsId(as) });
+  }
+
+  async move(from: string, to: string, overwrite = true, as?: FileIdentity): Promise<void> {
+    await this.fileOp<"move">({ op: "move", from, to, overwrite, ...this.fsId(as) });
+  }
+
+  async chmod(path: string, mode: number, as?: FileIdentity): Promise<void> {
+    await this.fileOp<"chmod">({ op: "chmod", path, mode, ...this.fsId(as) });
+  }
+
+  async glob(pattern: string, as?: FileIdentity): Promise<string[]> {
+    return (await this.fileOp<"glob">({ op: "glob", pattern, ...this.fsId(as) })).matches;
+  }
+
+  /** Starts a process that outlives this call (see processes.ts); `first` hears all of its output. */
+  async startProcess(spec: ProcessSpec, first?: ProcessListener): Promise<TrackedProcess> {
+    const session = this.execStream([spec.cmd, ...spec.args], {
+      background: true,
+      env: spec.env,
+      cwd: spec.cwd,
+      user: spec.user,
+      timeoutMs: spec.timeoutMs,
+      stdin: spec.stdin || !!spec.pty,
+      pty: spec.pty,
+    });
+    return this.processes.track(spec, session, first);
+  }
+
+  /** A guest user by name or uid, or null when /etc/passwd has none. */
+  guestUser(nameOrUid: string): Promise<GuestUser | null> {
+    return this.users.find(nameOrUid);
+  }
+
+  /** A guest group's name by gid, or null when /etc/group has none. */
+  guestGroupName(gid: number): Promise<string | null> {
+    return this.users.groupName(gid);
+  }
+
+  /** Makes sure the guest has this user with this home directory (guest-users.ts); a pool tenant is only ever itself. */
+  ensureUser(name: string, home: string): Promise<GuestUser> {
+    const t = this.defaults.tenant;
+    if (t) return Promise.resolve({ name: t.user, uid: t.uid, gid: t.gid, home: t.home });
+    return this.users.ensure(name, home);
+  }
+
+  /** Watches a directory (recursively if asked); onChange gets each change, named relative to it. Close the watch when done. */
+  async watchDir(path: string, opts: { recursive?: boolean; as?: FileIdentity }, onChange: (c: DirChange) => void): Promise<DirWatch> {
+    // An open watch is a client waiting on the sandbox: work in flight until it closes.
+    const end = this.busy();
+    const w = this.vm.channel.watch({ path, recursive: opts.recursive, ...this.fsId(opts.as) }, onChange);
+    w.done.then(end, end);
+    try {
+      await w.ready;
+    } catch (e) {
+      end();
+      throw e;
+    }
+    return w;
+  }
+
+  async metrics(): Promise<Metrics> {
+    const { ok: _ok, ...m } = await this.vm.channel.request<"metrics">({ op: "metrics" });
+    return m;
+  }
+
+  /** Stops the VM and removes all of its files. */
+  async destroy(): Promise<void> {
+    await this.onDestroy(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.destroy();
+  }
+}
+
+/**
+ * How many bytes a read of `path` will give, when its stat says so truly: procfs and sysfs files
+ * report 0 or a page whatever they hold, devices 0 (and /dev/zero never ends), so none of those
+ * gets a Content-Length and each is streamed to its end, or until its client goes.
+ */
+export function readLength(path: string, st: Pick<FileStat, "type" | "size">): number | undefined {
+  if (st.type !== "file" || st.size === 0 || /^\/(proc|sys)(\/|$)/.test(path)) return undefined;
+  return st.size;
+}

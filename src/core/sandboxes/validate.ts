@@ -1,0 +1,40 @@
+// Checks every interface shares, so that what one path accepts another does not refuse later.
+import { totalmem } from "node:os";
+import type { Provider } from "../../providers/provider.js";
+import type { Providers } from "../providers.js";
+import { badRequest } from "../../http/errors.js";
+
+/** Names the agent can set: not empty, no "=", no NUL (values may hold anything but NUL). */
+export function checkEnv(env: Record<string, string> | undefined | null, field: string): void {
+  if (!env) return;
+  const names = Object.keys(env);
+  if (names.length > 4096) throw badRequest(`${field}: at most 4096 variables`);
+  for (const [k, v] of Object.entries(env)) {
+    if (!k || k.includes("=") || k.includes("\0")) throw badRequest(`${field}: "${k}" is not a valid variable name (it must not be empty or contain "=" or NUL)`);
+    if (typeof v !== "string" || v.includes("\0")) throw badRequest(`${field}: the value of ${k} must be a string without NUL bytes`);
+  }
+}
+
+/** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
+export function checkVcpus(core: { provider: Provider }, vcpus: number, field: string, provider: Provider = core.provider): void {
+  const max = provider.maxVcpus();
+  if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
+}
+
+/** More memory than the host has fails only after QEMU has tried for a while: refused at once, with the figures. */
+export function checkMemory(core: { provider: Provider }, memoryMb: number, field: string, provider: Provider = core.provider): void {
+  const max = provider.maxMemoryMb();
+  if (memoryMb > max)
+    throw badRequest(`${field}: ${memoryMb} MiB asked for, but one VM on this host can have at most ${max} MiB (it has ${Math.floor(totalmem() / 1048576)} MiB of RAM)`);
+}
+
+/** Network "full" needs the host firewall (a root server with iptables): a 400 that says why not. */
+export async function checkFullNetwork(provider: Provider): Promise<void> {
+  const problem = await provider.nicProblem();
+  if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
+}
+
+/** The provider a request names: an enabled one, or the default for none ("" means none, as the original SDKs send it). */
+export function checkProvider(core: { providers: Providers }, name: string | undefined, field: string): Provider {
+  return core.providers.pick(name, field);
+}

@@ -1,0 +1,239 @@
+// Copies of running sandboxes: named snapshots, forks (running copies made while the parent is
+// paused once), and restores of a snapshot into new sandboxes.
+import { join } from "node:path";
+import type { Writable } from "node:stream";
+import { resolveImage, type LocalImage } from "../../images/store.js";
+import { BootError, type RestoreSource, type Vm, type VmSpec } from "../../providers/provider.js";
+import type { SandboxRow } from "../../store/sandboxes.js";
+import type { SnapshotRow } from "../../store/snapshots.js";
+import { MAX_FORK, type Core } from "../core.js";
+import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
+import { admit, recordFailure } from "../sandboxes/lifecycle.js";
+import type { ForkOptions, ForkResult } from "../options.js";
+import { copyNames, rowOf } from "../sandboxes/plan.js";
+import type { Sandbox } from "../guest/sandbox.js";
+import { Snapshots } from "./snapshots.js";
+import { ttlLeft } from "../../schemas/durations.js";
+
+/** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
+export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<SnapshotRow> {
+  const src = core.sandboxes.get(sb.id)!;
+  refuseCopy(core, src, "snapshotted");
+  if (name !== undefined && core.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
+  const row = await core.snaps.beginOf(src, "sandbox", name);
+  try {
+    const done = await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
+    disksBackedBy(core, sb.id, done);
+    return done;
+  } catch (e) {
+    await abandon(core, row, sb.id);
+    throw e;
+  }
+}
+
+/** Forgets a snapshot of a sandbox that runs on; its disk link stays if its overlay may be backed by it (Snapshots.abort). */
+export async function abandon(core: Core, snap: SnapshotRow, sandboxId: string): Promise<void> {
+  if (await core.snaps.abort(snap, true)) core.sandboxes.update(sandboxId, { snapshot_id: snap.id });
+}
+
+/** A snapshot by id or name. */
+export function getSnapshot(core: Core, idOrName: string): SnapshotRow {
+  const row = core.snapshotRows.find(idOrName);
+  if (!row) throw notFound(`snapshot ${idOrName} not found`);
+  return row;
+}
+
+/**
+ * Makes `count` running copies of a sandbox as it is now, processes and memory included. The
+ * children load while the parent is being copied; each gets its own disk overlay and a new
+ * identity (hostname, machine id, entropy, clock). The parent pauses for the copy only.
+ */
+export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}): Promise<ForkResult> {
+  const count = opts.count ?? 1;
+  if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
+  const id = parent.id;
+  const src = core.sandboxes.get(id)!;
+  refuseCopy(core, src, "forked");
+  if (opts.network !== undefined || opts.allow !== undefined)
+    throw badRequest(`${opts.network !== undefined ? "network" : "allow"}: a fork keeps its parent's network; change the copies' allowlist after the fork`);
+  const image = await resolveImage(core.paths, src.image).catch(() => null);
+  const snap = await core.snaps.beginOf(src, "fork");
+  const started = performance.now();
+  const rows: SandboxRow[] = [];
+  try {
+    if (parent.vm.info.forkable) return await forkByFile(core, parent, src, snap, count, opts, image, started);
+    const disk = await parent.vm.prepareSnapshot(snap.dir);
+    const files = { state: join(snap.dir, "state"), disk: disk?.disk, diskBytes: disk?.diskBytes };
+    const tees: Writable[] = [];
+    let fed!: () => void;
+    const allFed = new Promise<void>((r) => (fed = r));
+    rows.push(...childRows(core, src, snap, count, opts));
+    const children = rows.map((row) =>
+      core.providers.of(src).spawn(
+        childSpec(src, row, opts, {
+          files,
+          diskInUse: true,
+          feed: (w) => {
+            tees.push(w);
+            if (tees.length === count) fed();
+          },
+        }),
+      ),
+    );
+    // A child that fails before QEMU runs would never take its pipe: stop waiting then.
+    const settled = Promise.allSettled(children);
+    await Promise.race([allFed, settled]);
+    if (tees.length < count) throw (await settled).find((r) => r.status === "rejected")!.reason;
+    const capture = await parent.vm.snapshot(snap.dir, { tees, disk: disk?.disk });
+    disksBackedBy(core, id, await core.snaps.finish(snap, capture));
+    const sandboxes = await admitChildren(core, rows, await settled, image);
+    core.events.emit("sandbox.forked", id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs });
+    return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: capture.bytes };
+  } catch (e) {
+    for (const r of rows) await recordFailure(core, r.id, e);
+    if (core.snapshotRows.get(snap.id)?.state === "creating") await abandon(core, snap, id);
+    else await core.snaps.collect();
+    throw e;
+  }
+}
+
+/**
+ * A fork of a forkable sandbox: the parent stops only while its devices are saved and its RAM
+ * file copied (sparse: the pages it touched), however many children there are; the children
+ * are then restored from that copy, mapped copy-on-write, so they share its pages.
+ */
+async function forkByFile(
+  core: Core,
+  parent: Sandbox,
+  src: SandboxRow,
+  snap: SnapshotRow,
+  count: number,
+  opts: ForkOptions,
+  image: LocalImage | null,
+  started: number,
+): Promise<ForkResult> {
+  const capture = await parent.vm.snapshot(snap.dir, { memory: "copy" });
+  const ready = await core.snaps.finish(snap, capture);
+  disksBackedBy(core, src.id, ready);
+  const rows = childRows(core, src, snap, count, opts);
+  try {
+    const results = await Promise.allSettled(rows.map((row) => core.providers.of(src).spawn(childSpec(src, row, opts, { files: Snapshots.files(ready) }))));
+    const sandboxes = await admitChildren(core, rows, results, image);
+    core.events.emit("sandbox.forked", src.id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs, by_file: true });
+    return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: ready.size_bytes };
+  } catch (e) {
+    for (const r of rows) await recordFailure(core, r.id, e);
+    await core.snaps.collect();
+    throw e;
+  }
+}
+
+/** What a fork's child VM is: its parent's machine, its own id and hostname, restored from `restore`. */
+function childSpec(src: SandboxRow, row: SandboxRow, opts: ForkOptions, restore: RestoreSource): VmSpec {
+  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: src.network?.mode === "full", forkable: !!opts.forkable, restore };
+}
+
+/** A fork's children admitted as running sandboxes; when one failed to start, every one that did is destroyed and the failure thrown. */
+async function admitChildren(core: Core, rows: SandboxRow[], results: PromiseSettledResult<Vm>[], image: LocalImage | null): Promise<Sandbox[]> {
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) {
+    await Promise.all(results.map((r) => (r.status === "fulfilled" ? r.value.destroy() : null)));
+    throw failed.reason;
+  }
+  const sandboxes: Sandbox[] = [];
+  for (const [i, r] of results.entries()) sandboxes.push(await admit(core, rows[i], (r as PromiseFulfilledResult<Vm>).value, image, "fork"));
+  return sandboxes;
+}
+
+/** The `creating` rows of a fork's children, inserted: the parent's settings, unique names, no host ports. */
+function childRows(core: Core, src: SandboxRow, snap: SnapshotRow, count: number, opts: ForkOptions): SandboxRow[] {
+  const ttlMs = opts.ttlMs ?? Math.max(1000, ttlLeft(src.expires_at));
+  // Names stay unique: the copies of "web" are web-1, web-2, … (and the name kept in the metadata follows).
+  const parentName = src.name ?? src.metadata?.name ?? null;
+  return copyNames(core, parentName, count).map((name) => {
+    // A copy keeps its parent's network and allowlist; host ports stay with the parent.
+    const network = src.network ? { ...src.network, ports: [] } : null;
+    const inherited = opts.metadata ?? src.metadata;
+    const metadata = inherited && name && "name" in inherited ? { ...inherited, name } : inherited;
+    const row = { ...rowOf(core, { ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata, snapshotId: snap.id }), name, forkable: opts.forkable ? 1 : 0 };
+    core.sandboxes.insert(row);
+    core.events.emit("sandbox.created", row.id, { image: row.image, forked_from: src.id });
+    return row;
+  });
+}
+
+/** Starts `count` sandboxes from a snapshot, each as the sandbox was when it was taken. */
+export async function restore(core: Core, idOrName: string, opts: ForkOptions = {}): Promise<Sandbox[]> {
+  if (!core.provider.features.snapshots) throw badRequest(`provider ${core.provider.name} cannot restore snapshots`);
+  const snap = getSnapshot(core, idOrName);
+  if (snap.state !== "ready") throw conflict(`snapshot ${snap.id} is ${snap.state}`);
+  const count = opts.count ?? 1;
+  if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
+  const image = await resolveImage(core.paths, snap.image).catch(() => null);
+  const source = snap.source_id ? core.sandboxes.get(snap.source_id)?.network : null;
+  const network =
+    opts.network !== undefined || opts.allow !== undefined
+      ? core.networks.plan({ mode: opts.network, allow: opts.allow })
+      : source
+        ? { ...source, ports: [] }
+        : core.networks.plan({ mode: snap.nic ? "full" : undefined });
+  // The network device is part of the saved machine: a copy has one exactly when the snapshot did.
+  if ((network.mode === "full") !== !!snap.nic) {
+    throw badRequest(
+      `network: snapshot ${snap.id} was taken ${snap.nic ? "with" : "without"} a network device; its copies must use network ${snap.nic ? '"full"' : '"none" or "allowlist"'}`,
+    );
+  }
+  return Promise.all(
+    Array.from({ length: count }, async () => {
+      const row = {
+        ...rowOf(core, { ...snap, network }, { ttlMs: opts.ttlMs ?? core.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id }),
+        forkable: opts.forkable ? 1 : 0,
+      };
+      core.sandboxes.insert(row);
+      core.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
+      try {
+        const spec = {
+          id: row.id,
+          memoryMb: snap.memory_mb,
+          vcpus: snap.vcpus,
+          hostname: row.id,
+          restore: { files: Snapshots.files(snap) },
+          nic: !!snap.nic,
+          forkable: !!opts.forkable,
+        };
+        // Under emulation a restored guest has (rarely: twice in the test suite's history) never
+        // answered; a restore is cheap, so one more is tried before the caller hears of it.
+        const vm = await core.provider.spawn(spec).catch(async (e) => {
+          if (!(e instanceof BootError)) throw e;
+          core.events.emit("sandbox.restore_retry", row.id, { snapshot_id: snap.id, reason: e.message.split("\n")[0] });
+          return core.provider.spawn(spec);
+        });
+        return await admit(core, row, vm, image, "snapshot");
+      } catch (e) {
+        await recordFailure(core, row.id, e);
+        throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `snapshot ${snap.id} could not be restored: ${e.message.split("\n")[0]}`) : e;
+      }
+    }),
+  );
+}
+
+/**
+ * After a snapshot the sandbox's disk is an overlay on the snapshot's frozen one: it now counts as
+ * restored from it, so the snapshot (and, through its parent, the whole chain) stays while it lives.
+ */
+function disksBackedBy(core: Core, id: string, snap: SnapshotRow): void {
+  if (snap.disk_bytes) core.sandboxes.update(id, { snapshot_id: snap.id });
+}
+
+/** What no copy may be made of: a pool VM's tenant, a sandbox holding secrets, a provider without snapshots. */
+function refuseCopy(core: Core, src: SandboxRow, what: "snapshotted" | "forked"): void {
+  core.providers.require(core.providers.of(src), "snapshots", `sandbox ${src.id} cannot be ${what}`);
+  if (src.vm_id) throw badRequest(`sandbox ${src.id} shares a pool VM with other sandboxes and cannot be ${what}`);
+  // A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk.
+  if (core.secrets.has(src.id)) throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what}`);
+  // A copy would share the volume's one filesystem with its parent: two writers corrupt it.
+  if (src.volumes?.length)
+    throw conflict(
+      `sandbox ${src.id} mounts volume ${src.volumes.map((v) => `${v.name} at ${v.path}`).join(", ")}; a copy cannot share it, so it cannot be ${what} (copy the data into the sandbox's own disk first)`,
+    );
+}
