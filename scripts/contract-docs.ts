@@ -1,12 +1,14 @@
 // Writes the documents generated from the code's one definition of each wire message:
-// docs/openapi.json (from the route schemas) and the error table in docs/errors.md (from
-// http/errors.ts's ERRORS). `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
+// docs/openapi.json (from the route schemas), the SDKs' wire types made from it
+// (scripts/sdk-types.ts) and the error table in docs/errors.md (from http/errors.ts's ERRORS).
+// `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/core/forge.js";
 import { ERRORS } from "../src/http/errors.js";
+import { PY_WIRE_FILE, pyWire, TS_WIRE_FILE, tsWire } from "./sdk-types.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
 export const OPENAPI_FILE = join(repo, "docs", "openapi.json");
@@ -39,7 +41,10 @@ export function errorsDoc(current: string): string {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  writeFileSync(OPENAPI_FILE, `${JSON.stringify(await openapiDocument(), null, 2)}\n`);
+  const doc = await openapiDocument();
+  writeFileSync(OPENAPI_FILE, `${JSON.stringify(doc, null, 2)}\n`);
+  writeFileSync(TS_WIRE_FILE, tsWire(doc));
+  writeFileSync(PY_WIRE_FILE, pyWire(doc));
   writeFileSync(ERRORS_FILE, errorsDoc(readFileSync(ERRORS_FILE, "utf8")));
-  console.log(`wrote ${OPENAPI_FILE} and the table in ${ERRORS_FILE}`);
+  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE} and the table in ${ERRORS_FILE}`);
 }

@@ -10,6 +10,7 @@ import { describe, it } from "node:test";
 import { ERROR_CLASSES as TS_ERROR_CLASSES } from "forgevm";
 import { ERROR_CODES } from "../src/http/errors.js";
 import { ERRORS_FILE, errorsDoc, OPENAPI_FILE, openapiDocument } from "../scripts/contract-docs.js";
+import { PY_WIRE_FILE, pyWire, TS_WIRE_FILE, tsWire } from "../scripts/sdk-types.js";
 import { tsInterfaces } from "./ts-interfaces.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -83,8 +84,25 @@ describe("the OpenAPI document and the error table", () => {
 });
 
 describe("the SDKs' copies", () => {
-  const types = tsInterfaces(join(repo, "sdk", "typescript", "src", "types.ts"));
+  // The SDK's own types and the generated ones, as one table.
+  const types = new Map([...tsInterfaces(join(repo, "sdk", "typescript", "src", "types.ts")), ...tsInterfaces(TS_WIRE_FILE)]);
   const same = (what: string, got: string[] | undefined, want: string[]) => assert.deepEqual(got, want, `${what} drifted from the server's schema`);
+
+  it("the SDKs' wire types are what npm run docs writes from the schemas, byte for byte", async () => {
+    const d = await current();
+    assert.equal(readFileSync(TS_WIRE_FILE, "utf8"), tsWire(d), "sdk/typescript/src/wire.ts has drifted from the schemas: run npm run docs");
+    assert.equal(readFileSync(PY_WIRE_FILE, "utf8"), pyWire(d), "sdk/python/forgevm/wire.py has drifted from the schemas: run npm run docs");
+    // Every generated interface has the fields of the schema it came from; the SDK's own file defines none of them again.
+    const own = tsInterfaces(join(repo, "sdk", "typescript", "src", "types.ts"));
+    const generated = tsInterfaces(TS_WIRE_FILE);
+    assert.ok(generated.size >= 35, `wire.ts has the wire types (${generated.size})`);
+    assert.deepEqual(
+      [...own.keys()].filter((n) => generated.has(n)),
+      [],
+      "types.ts defines a wire type again",
+    );
+    assert.deepEqual(generated.get("SandboxInfo"), props(d, "get", "/sandboxes/{id}", 200));
+  });
 
   it("the TypeScript SDK's response types have the fields the server sends", async () => {
     const d = await current();

@@ -59,8 +59,7 @@ export const BuildJob = Type.Object(
     tag: Type.String(),
     state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error"), Type.Literal("cancelled")]),
     steps: Type.Array(BuildStep),
-    /** The latest log lines. */
-    log: Type.Array(Type.String()),
+    log: Type.Array(Type.String(), { description: "The latest log lines." }),
     log_total: Type.Integer(),
     image: Type.Optional(Type.String()),
     digest: Type.Optional(Type.String()),
@@ -104,8 +103,7 @@ export const Volume = Type.Object(
     size_mb: Type.Integer(),
     created_at: Type.String(),
     labels: Type.Optional(StringMap),
-    /** Bytes its file holds on the host (it is sparse). */
-    used_bytes: Type.Integer(),
+    used_bytes: Type.Integer({ description: "Bytes its file holds on the host (it is sparse)." }),
     mounted_by: Type.Array(Type.Object({ sandbox: Type.String(), path: Type.String(), read_only: Type.Boolean() })),
   },
   { $id: "Volume" },

@@ -47,14 +47,14 @@ export const PortMapping = Type.Object({ host_ip: Type.String(), host_port: Type
 
 export const Network = Type.Object(
   {
-    /** "none": loopback only; "allowlist": the listed hosts through the host's egress proxy; "full": a network device onto the internet (never the host or private networks). */
-    mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")]),
+    mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")], {
+      description:
+        '"none": loopback only; "allowlist": the listed hosts through the host\'s egress proxy; "full": a network device onto the internet (never the host or private networks).',
+    }),
     allow: Type.Array(Type.String()),
     ports: Type.Array(PortMapping),
-    /** The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode). */
-    proxy: Type.Optional(Type.String()),
-    /** Package files fetched over HTTP go through the host's package cache. */
-    cache: Type.Optional(Type.Boolean()),
+    proxy: Type.Optional(Type.String({ description: "The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode)." })),
+    cache: Type.Optional(Type.Boolean({ description: "Package files fetched over HTTP go through the host's package cache." })),
   },
   { $id: "Network" },
 );
@@ -98,12 +98,10 @@ export const Sandbox = Type.Object(
       Type.Literal("destroyed"),
       Type.Literal("error"),
     ]),
-    name: Type.Optional(Type.String()),
+    name: Type.Optional(Type.String({ description: "Its name, when it was given one (usable wherever an id is)." })),
     provider: Type.String(),
-    /** In a cluster: the node it lives on. */
-    node: Type.Optional(Type.String()),
-    /** Said by sandboxes whose provider is no security boundary (local). */
-    warning: Type.Optional(Type.String()),
+    node: Type.Optional(Type.String({ description: "In a cluster: the node it lives on." })),
+    warning: Type.Optional(Type.String({ description: "Said by sandboxes whose provider is no security boundary (local)." })),
     image: Type.String(),
     memory_mb: Type.Integer(),
     vcpus: Type.Integer(),
@@ -111,24 +109,17 @@ export const Sandbox = Type.Object(
     created_at: Type.String(),
     expires_at: Type.Union([Type.String(), Type.Null()], { description: "null: it lives until it is destroyed (ttl 0, or a service with a restart policy)" }),
     metadata: Type.Optional(StringMap),
-    /** Why it failed (state "error"). */
-    error: Type.Optional(Type.String()),
-    /** Pool mode: the shared VM this sandbox lives in. */
-    vm_id: Type.Optional(Type.String()),
+    error: Type.Optional(Type.String({ description: 'Why it failed (state "error").' })),
+    vm_id: Type.Optional(Type.String({ description: "Pool mode: the shared VM this sandbox lives in." })),
     network: Type.Optional(Network),
     main: Type.Optional(MainInfo),
-    /** Its idle stop, as a duration (when its idle action is `stop`; the older name of `idle`). */
-    idle_stop: Type.Optional(Type.String()),
+    idle_stop: Type.Optional(Type.String({ description: "Its idle stop, as a duration (when its idle action is `stop`; the older name of `idle`)." })),
     /** What it does once idle. */
     idle: Type.Optional(IdleSpec),
-    /** Why it is paused (state "paused"): "request", "timeout" or "idle". */
-    paused_reason: Type.Optional(Type.String()),
-    /** Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over. */
-    forkable: Type.Optional(Type.Boolean()),
-    /** Named volumes it mounts. */
-    volumes: Type.Optional(Type.Array(VolumeMount)),
-    /** Host directories it mounts (live). */
-    host_dirs: Type.Optional(Type.Array(HostDirMount)),
+    paused_reason: Type.Optional(Type.String({ description: 'Why it is paused (state "paused"): "request", "timeout" or "idle".' })),
+    forkable: Type.Optional(Type.Boolean({ description: "Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over." })),
+    volumes: Type.Optional(Type.Array(VolumeMount, { description: "Named volumes it mounts." })),
+    host_dirs: Type.Optional(Type.Array(HostDirMount, { description: "Host directories it mounts (live)." })),
   },
   { $id: "Sandbox" },
 );
@@ -136,49 +127,69 @@ export type SandboxT = Static<typeof Sandbox>;
 
 /** Network fields of spawn and restore requests. */
 const NetworkFields = {
-  network: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-  allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
+  network: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 32,
+      description: '"none" (loopback only, the default), "allowlist" (listed hosts through the egress proxy) or "full" (a network device onto the internet, never the host).',
+    }),
+  ),
+  allow: Type.Optional(
+    Type.Array(Type.String({ minLength: 1, maxLength: 300 }), {
+      maxItems: 500,
+      description: 'Egress allowlist: hosts, *.domains, IPs/CIDRs, with :port, and @presets such as "@pypi".',
+    }),
+  ),
 };
 
 export const SpawnRequest = Body(
   {
-    image: Type.Optional(Type.String({ minLength: 1 })),
+    image: Type.Optional(Type.String({ minLength: 1, description: "Image name; the server's default when left out." })),
     provider: Type.Optional(Type.String()),
     memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
     vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
     disk_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
-    ttl: Type.Optional(Type.String()),
+    ttl: Type.Optional(Type.String({ description: 'Lifetime as a duration string, e.g. "30m" ("0": until destroyed).' })),
     template: Type.Optional(Type.String({ minLength: 1 })),
     owner_id: Type.Optional(Type.String({ maxLength: 256 })),
     metadata: Type.Optional(StringMap),
     env: Type.Optional(StringMap),
-    user: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    user: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Who commands run as by default ("image" for the image\'s USER).' })),
     /** Secret values: exec environment and /run/secrets/NAME in the guest; never stored. */
     secrets: Type.Optional(StringMap),
     ...NetworkFields,
-    ports: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64 })),
-    /** Allowlist mode: package files fetched over HTTP go through the host's package cache (default: network.cache). */
-    cache: Type.Optional(Type.Boolean()),
-    /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro"; a missing volume is created. */
-    volumes: Type.Optional(Type.Array(Type.String({ minLength: 3, maxLength: 4200 }), { maxItems: 16 })),
-    /** Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"): `idle` with action "stop". */
-    idle_stop: Type.Optional(Type.String({ minLength: 1 })),
+    ports: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 64, description: 'Published ports, "[ADDRESS:]HOST:GUEST" (127.0.0.1 unless an address is given).' }),
+    ),
+    cache: Type.Optional(Type.Boolean({ description: "Allowlist mode: package files fetched over HTTP go through the host's package cache (default: network.cache)." })),
+    volumes: Type.Optional(
+      Type.Array(Type.String({ minLength: 3, maxLength: 4200 }), {
+        maxItems: 16,
+        description: 'Named volumes to mount: "NAME:/path" or "NAME:/path:ro"; a missing volume is created.',
+      }),
+    ),
+    idle_stop: Type.Optional(
+      Type.String({ minLength: 1, description: 'Stop it (disk kept) after this long without exec, file calls or published-port traffic ("30m"): `idle` with action "stop".' }),
+    ),
     /** Pause (or stop) it once idle; any call for a paused sandbox resumes it first. Default: the server's `defaults.idle`. */
     idle: Type.Optional(IdleSpec),
-    /** Keep its RAM in a file of its own: forks stop it only to copy that file (children share the copy's pages), pauses and resumes copy nothing. Default: its template's, else false. */
-    forkable: Type.Optional(Type.Boolean()),
-    /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
-    name: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$" })),
-    /** false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it). */
-    start: Type.Optional(Type.Boolean()),
-    /** Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy. */
+    forkable: Type.Optional(
+      Type.Boolean({
+        description:
+          "Keep its RAM in a file of its own: forks stop it only to copy that file (children share the copy's pages), pauses and resumes copy nothing. Default: its template's, else false.",
+      }),
+    ),
+    name: Type.Optional(
+      Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", description: "A name to use instead of the id anywhere (unique among sandboxes not yet gone)." }),
+    ),
+    start: Type.Optional(Type.Boolean({ description: "false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it)." })),
     main: Type.Optional(
       Type.Object(
         {
           command: Type.Optional(Type.Array(Type.String(), { maxItems: 4096 })),
           restart: Type.Optional(Type.String({ pattern: "^(no|always|unless-stopped|on-failure(:[0-9]{1,4})?)$" })),
         },
-        { additionalProperties: false },
+        { additionalProperties: false, description: "Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy." },
       ),
     ),
   },
@@ -202,8 +213,7 @@ export const ExecRequest = Body(
     ...ExecFields,
     stream: Type.Optional(Type.Boolean()),
     stdin: Type.Optional(Type.String()),
-    /** "base64" when `stdin` carries bytes that are not text. */
-    stdin_encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
+    stdin_encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")], { description: '"base64" when `stdin` carries bytes that are not text.' })),
   },
   { $id: "ExecRequest" },
 );
@@ -216,8 +226,9 @@ export const WsExecRequest = Body(
     tty: Type.Optional(Type.Boolean()),
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
     cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 9999 })),
-    /** "base64": stdin messages and output chunks carry bytes as base64 (binary-safe); default text. */
-    encoding: Type.Optional(Type.Union([Type.Literal("utf8"), Type.Literal("base64")])),
+    encoding: Type.Optional(
+      Type.Union([Type.Literal("utf8"), Type.Literal("base64")], { description: '"base64": stdin messages and output chunks carry bytes as base64 (binary-safe); default text.' }),
+    ),
   },
   { $id: "WsExecRequest" },
 );
@@ -227,7 +238,7 @@ export const ExecResult = Type.Object(
     exit_code: Type.Integer(),
     stdout: Type.String(),
     stderr: Type.String(),
-    duration: Type.String(),
+    duration: Type.String({ description: 'Duration string, e.g. "107ms".' }),
     timed_out: Type.Boolean(),
     truncated: Type.Boolean(),
   },
@@ -252,7 +263,7 @@ export const FileInfo = Type.Object(
     path: Type.String(),
     name: Type.String(),
     size: Type.Integer(),
-    mode: Type.String(),
+    mode: Type.String({ description: 'Permission bits in octal, e.g. "644".' }),
     is_dir: Type.Boolean(),
     mod_time: Type.String(),
   },
@@ -294,8 +305,9 @@ export const CopiesRequest = Body(
     ttl: Type.Optional(Type.String()),
     owner_id: Type.Optional(Type.String({ maxLength: 256 })),
     metadata: Type.Optional(StringMap),
-    /** Each copy keeps its RAM in a file of its own, so it can be forked fast in turn (default false: copies share the snapshot's pages). */
-    forkable: Type.Optional(Type.Boolean()),
+    forkable: Type.Optional(
+      Type.Boolean({ description: "Each copy keeps its RAM in a file of its own, so it can be forked fast in turn (default false: copies share the snapshot's pages)." }),
+    ),
     /** Restores only (forks keep the parent's network). */
     ...NetworkFields,
   },
@@ -328,14 +340,11 @@ export const TemplateFields = {
   pool_size: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
   /** What its sandboxes do once idle. */
   idle: Type.Optional(IdleSpec),
-  /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
-  forkable: Type.Optional(Type.Boolean()),
-  /** The provider its sandboxes run on ("" or absent: the server's default). */
-  provider: Type.Optional(Type.String()),
+  forkable: Type.Optional(Type.Boolean({ description: "Its sandboxes keep their RAM in a file of their own (fast forks and pauses)." })),
+  provider: Type.Optional(Type.String({ description: 'The provider its sandboxes run on ("" or absent: the server\'s default).' })),
   /** Copied into the metadata of every sandbox spawned from it. */
   metadata: Type.Optional(StringMap),
-  /** Set by the server; a value sent (an SDK echoing a template it read) is ignored. */
-  created_at: Type.Optional(Type.String()),
+  created_at: Type.Optional(Type.String({ description: "Set by the server; a value sent (an SDK echoing a template it read) is ignored." })),
   updated_at: Type.Optional(Type.String()),
 };
 
@@ -349,18 +358,18 @@ export const Template = Type.Object(
     version: Type.String(),
     image: Type.String(),
     description: Type.String(),
-    setup: Type.Array(Type.String()),
-    allowed_hosts: Type.Array(Type.String()),
+    setup: Type.Array(Type.String(), { description: "Commands run once, before the template's base snapshot." }),
+    allowed_hosts: Type.Array(Type.String(), { description: "Egress allowlist of its sandboxes (and of its setup commands)." }),
     memory_mb: Type.Integer(),
     cpu_cores: Type.Integer(),
-    /** The same as cpu_cores (the name the original SDKs read). */
-    vcpus: Type.Integer(),
+    vcpus: Type.Integer({ description: "The same as cpu_cores (the name the original SDKs read)." }),
     ttl_seconds: Type.Integer(),
-    /** The same as ttl_seconds, as a duration string (the name the original SDKs read). */
-    ttl: Type.String(),
+    ttl: Type.String({ description: "The same as ttl_seconds, as a duration string (the name the original SDKs read)." }),
     env: StringMap,
-    secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) })),
-    pool_size: Type.Integer(),
+    secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) }), {
+      description: "Secrets its sandboxes need; the values come with each spawn (or from the server's FORGEVM_SECRET_<NAME>).",
+    }),
+    pool_size: Type.Integer({ description: "Warm sandboxes kept ready." }),
     idle: Type.Optional(IdleSpec),
     forkable: Type.Optional(Type.Boolean()),
     provider: Type.String(),
@@ -390,10 +399,8 @@ export const Image = Type.Object(
     created_at: Type.String(),
     source: Type.String(),
     in_use: Type.Boolean(),
-    /** How many layers its manifest lists (absent until the image has a manifest). */
-    layers: Type.Optional(Type.Integer()),
-    /** The image a commit made it from. */
-    parent: Type.Optional(Type.String()),
+    layers: Type.Optional(Type.Integer({ description: "How many layers its manifest lists (absent until the image has a manifest)." })),
+    parent: Type.Optional(Type.String({ description: "The image a commit made it from." })),
   },
   { $id: "Image" },
 );
@@ -403,8 +410,8 @@ export const PullJob = Type.Object(
     id: Type.String(),
     image: Type.String(),
     state: Type.Union([Type.Literal("running"), Type.Literal("done"), Type.Literal("error")]),
-    progress: Type.Array(Type.String()),
-    progress_total: Type.Integer(),
+    progress: Type.Array(Type.String(), { description: "The latest progress lines." }),
+    progress_total: Type.Integer({ description: "How many progress lines there have been in all." }),
     error: Type.Optional(Type.String()),
     error_code: Type.Optional(Type.String()),
     digest: Type.Optional(Type.String()),
@@ -418,15 +425,12 @@ export const PullJob = Type.Object(
 export const CodeRequest = Body(
   {
     code: Type.String({ maxLength: 16 * 1024 * 1024 }),
-    /** python (default), javascript (typescript, js, ts) or bash (sh). */
-    language: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    language: Type.Optional(Type.String({ minLength: 1, maxLength: 32, description: "python (default), javascript (typescript, js, ts) or bash (sh)." })),
     context: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     /** Environment of this execution only. */
     env: Type.Optional(StringMap),
-    /** Interrupt the code after this long ("30s"); the context keeps its state. */
-    timeout: Type.Optional(Type.String()),
-    /** Answer with NDJSON events as they happen instead of one JSON body at the end. */
-    stream: Type.Optional(Type.Boolean()),
+    timeout: Type.Optional(Type.String({ description: 'Interrupt the code after this long ("30s"); the context keeps its state.' })),
+    stream: Type.Optional(Type.Boolean({ description: "Answer with NDJSON events as they happen instead of one JSON body at the end." })),
   },
   { $id: "CodeRequest" },
 );
@@ -455,11 +459,9 @@ export const Execution = Type.Object(
     results: Type.Array(CodeResult),
     stdout: Type.String(),
     stderr: Type.String(),
-    /** The exception the code raised (null when it ran to its end). */
-    error: Type.Union([CodeError, Type.Null()]),
+    error: Type.Union([CodeError, Type.Null()], { description: "The exception the code raised (null when it ran to its end)." }),
     execution_count: Type.Integer(),
-    /** The context it ran in. */
-    context: Type.String(),
+    context: Type.String({ description: "The context it ran in." }),
     duration: Type.String(),
   },
   { $id: "Execution" },
@@ -470,8 +472,7 @@ export const CodeContext = Type.Object(
     id: Type.String(),
     language: Type.String(),
     cwd: Type.String(),
-    /** Who its code runs as (null: the sandbox's default user). */
-    user: Type.Union([Type.String(), Type.Null()]),
+    user: Type.Union([Type.String(), Type.Null()], { description: "Who its code runs as (null: the sandbox's default user)." }),
   },
   { $id: "CodeContext" },
 );

@@ -1,10 +1,15 @@
-"""Wire shapes of the ForgeVM REST API: dataclasses for what the SDK wraps, TypedDicts for the
-dicts it hands back as they came. A test compares each with the server's OpenAPI document."""
+"""Wire shapes of the ForgeVM REST API: dataclasses for what the SDK wraps and fills in as output
+streams (a test compares their fields with the server's OpenAPI document), and the TypedDicts of
+the dicts it hands back as they came, generated from the server's schemas into wire.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, Optional
+
+from .wire import ImageInfo, NetworkInfo, PortMapping, SnapshotInfo, Template
+
+__all__ = ["CodeContext", "CodeError", "Execution", "ExecResult", "FileInfo", "ImageInfo", "NetworkInfo", "PortMapping", "SandboxInfo", "SnapshotInfo", "StreamChunk", "Template"]
 
 
 def _pick(cls: Any, data: Dict[str, Any]) -> Any:
@@ -71,81 +76,6 @@ class FileInfo:
     mode: str
     is_dir: bool
     mod_time: str
-
-
-class PortMapping(TypedDict):
-    host_ip: str
-    host_port: int
-    guest_port: int
-
-
-class NetworkInfo(TypedDict, total=False):
-    """A sandbox's network: mode ("none", "allowlist", "full"), egress allowlist, published ports."""
-
-    mode: str
-    allow: List[str]
-    ports: List[PortMapping]
-    proxy: str
-    cache: bool
-
-
-class SecretDecl(TypedDict, total=False):
-    name: str
-    inject_at: str
-
-
-class Template(TypedDict, total=False):
-    """A template as the server returns it (``vcpus``/``ttl`` are other names of ``cpu_cores``/``ttl_seconds``)."""
-
-    name: str
-    version: str
-    image: str
-    description: str
-    setup: List[str]
-    allowed_hosts: List[str]
-    memory_mb: int
-    cpu_cores: int
-    vcpus: int
-    ttl_seconds: int
-    ttl: str
-    env: Dict[str, str]
-    secrets: List[SecretDecl]
-    pool_size: int
-    #: What its sandboxes do once idle: {"after": "30s", "action": "pause" | "stop" | "none"}.
-    idle: Dict[str, str]
-    #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
-    forkable: bool
-    provider: str
-    metadata: Dict[str, str]
-    created_at: str
-    updated_at: str
-
-
-class SnapshotInfo(TypedDict, total=False):
-    id: str
-    name: str
-    kind: str
-    state: str
-    source_id: str
-    image: str
-    template: str
-    memory_mb: int
-    vcpus: int
-    disk_mb: int
-    format: str
-    size_bytes: int
-    created_at: str
-
-
-class ImageInfo(TypedDict, total=False):
-    name: str
-    digest: str
-    size: int
-    created_at: str
-    source: str
-    in_use: bool
-    layers: int
-    parent: str
 
 
 @dataclass

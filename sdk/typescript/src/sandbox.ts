@@ -169,14 +169,13 @@ export class Sandbox implements AsyncDisposable {
 
   /** Extracts a tar archive (bytes or a stream) into a directory, creating it if missing. */
   async uploadArchive(path: string, tar: Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>): Promise<ArchiveResult> {
-    const r = await this.http.json<ArchiveResult & { status: string }>("PUT", this.path("/archive"), {
+    return this.http.json<ArchiveResult>("PUT", this.path("/archive"), {
       raw: tar,
       contentType: "application/x-tar",
       query: { path },
       sandboxId: this.id,
       timeoutMs: null,
     });
-    return { entries: r.entries, bytes: r.bytes };
   }
 
   async listFiles(path = "/"): Promise<FileInfo[]> {

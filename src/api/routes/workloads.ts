@@ -32,7 +32,7 @@ const GuestProcess = Type.Object(
   {
     pid: Type.Integer(),
     ppid: Type.Integer(),
-    user: Type.String(),
+    user: Type.String({ description: "User name from the guest's /etc/passwd, else the uid." }),
     state: Type.String({ description: "R running, S sleeping, D disk wait, Z zombie, T stopped" }),
     rss_bytes: Type.Integer(),
     cpu_seconds: Type.Number(),
