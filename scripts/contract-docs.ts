@@ -1,6 +1,7 @@
 // Writes the documents generated from the code's one definition of each wire message:
 // docs/openapi.json (from the route schemas), the SDKs' wire types made from it
-// (scripts/sdk-types.ts) and the error table in docs/errors.md (from http/errors.ts's ERRORS).
+// (scripts/sdk-types.ts), the error table in docs/errors.md (from http/errors.ts's ERRORS) and the
+// generated parts of docs/architecture.md (scripts/architecture-doc.ts).
 // `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -8,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/core/forge.js";
 import { ERRORS } from "../src/http/errors.js";
+import { ARCHITECTURE_FILE, architectureDoc } from "./architecture-doc.js";
 import { PY_WIRE_FILE, pyWire, TS_WIRE_FILE, tsWire } from "./sdk-types.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -46,5 +48,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   writeFileSync(TS_WIRE_FILE, tsWire(doc));
   writeFileSync(PY_WIRE_FILE, pyWire(doc));
   writeFileSync(ERRORS_FILE, errorsDoc(readFileSync(ERRORS_FILE, "utf8")));
-  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE} and the table in ${ERRORS_FILE}`);
+  writeFileSync(ARCHITECTURE_FILE, architectureDoc(readFileSync(ARCHITECTURE_FILE, "utf8")));
+  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE} and the generated parts of ${ARCHITECTURE_FILE}`);
 }

@@ -38,6 +38,8 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ["ArchiveResult", { response: ["put", "/sandboxes/{id}/archive", 200] }, "What an archive upload wrote."],
   ["SnapshotInfo", { schema: "Snapshot" }, "A snapshot: a sandbox's memory, devices and disk at one moment."],
   ["Template", { schema: "Template" }, "A template as the server stores it; `vcpus`/`cpu_cores` and `ttl`/`ttl_seconds` are the same fields by two names."],
+  ["TemplateInput", { body: ["post", "/templates"] }, "What `templates.create` sends: a name and any of a template's fields."],
+  ["TemplateUpdate", { body: ["put", "/templates/{name}"] }, "What `templates.update` sends: the template's fields (its name comes from the path)."],
   ["ImageInfo", { schema: "Image" }, "A local image on the server."],
   ["ImageChanges", { schema: "ImageChanges" }, "What a commit changes in the new image's config (Docker's commit --change subset)."],
   ["CommitResult", { response: ["post", "/sandboxes/{id}/commit", 201] }, "A commit's new image and what it took."],

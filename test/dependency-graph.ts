@@ -1,6 +1,23 @@
 // Dependency graphs of source files, for the tests that keep them free of circles: which files
 // depend on which, and the groups of files that depend on each other round a loop.
 
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+
+/** Every TypeScript file under `dir`. */
+export function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sourceFiles(join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [join(dir, e.name)] : []));
+}
+
+/** The relative modules a file imports, as paths under `root` (static, re-exports, dynamic, `import("…")` types). */
+export function importsOf(root: string, file: string): string[] {
+  const text = readFileSync(file, "utf8");
+  const specs = [...text.matchAll(/^(?:import|export)[^;]*?from "(\.[^"]+)"/gm), ...text.matchAll(/^import "(\.[^"]+)"/gm), ...text.matchAll(/\bimport\(\s*"(\.[^"]+)"\s*\)/g)].map(
+    (m) => m[1],
+  );
+  return specs.map((s) => relative(root, resolve(dirname(file), s)).replace(/\.js$/, ".ts"));
+}
+
 /** From each file to the files it depends on. */
 export type Graph = Map<string, Set<string>>;
 

@@ -7,10 +7,11 @@
 // still being broken, listed below).
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { it } from "node:test";
-import { circles, type Graph } from "./dependency-graph.js";
+import { ARCHITECTURE_FILE, architectureDoc } from "../scripts/architecture-doc.js";
+import { circles, importsOf, sourceFiles, type Graph } from "./dependency-graph.js";
 
 const src = join(fileURLToPath(new URL("../..", import.meta.url)), "src");
 
@@ -40,18 +41,8 @@ const ROOT_FILES: Record<string, string[]> = {
   "index.ts": [...GROUND, "core", "providers", "agent-client", "images", "store"],
 };
 
-function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [join(dir, e.name)] : []));
-}
-
-/** The relative modules a file imports, as files of src/ (static, re-exports, dynamic, `import("…")` types). */
-function imports(file: string): string[] {
-  const text = readFileSync(file, "utf8");
-  const specs = [...text.matchAll(/^(?:import|export)[^;]*?from "(\.[^"]+)"/gm), ...text.matchAll(/^import "(\.[^"]+)"/gm), ...text.matchAll(/\bimport\(\s*"(\.[^"]+)"\s*\)/g)].map(
-    (m) => m[1],
-  );
-  return specs.map((s) => relative(src, resolve(dirname(file), s)).replace(/\.js$/, ".ts"));
-}
+const files = sourceFiles;
+const imports = (file: string) => importsOf(src, file);
 
 it("no import points against the direction of the layers, and every folder of src/ has a row", () => {
   const top = readdirSync(src, { withFileTypes: true });
@@ -99,6 +90,12 @@ it(`no file in core/ is longer than ${CORE_FILE_MAX_LINES} lines`, () => {
     .map((f) => ({ file: relative(src, f), lines: readFileSync(f, "utf8").split("\n").length - 1 }))
     .filter((f) => f.lines > CORE_FILE_MAX_LINES);
   assert.deepEqual(long, []);
+});
+
+it("docs/architecture.md's import table, states table and database tables are what the code says (npm run docs writes them)", () => {
+  const text = readFileSync(ARCHITECTURE_FILE, "utf8");
+  assert.equal(text, architectureDoc(text), "a generated part of docs/architecture.md has drifted: run npm run docs");
+  for (const part of ["imports", "states", "tables"]) assert.match(text, new RegExp(`<!-- ${part}:start -->\\n\\|`), `the ${part} section is filled in`);
 });
 
 it("every error dropped in src/ says why (ignore(reason)), none silently", () => {

@@ -366,7 +366,7 @@ export const Template = Type.Object(
     ttl_seconds: Type.Integer(),
     ttl: Type.String({ description: "The same as ttl_seconds, as a duration string (the name the original SDKs read)." }),
     env: StringMap,
-    secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.String()) }), {
+    secrets: Type.Array(Type.Object({ name: Type.String(), inject_at: Type.Optional(Type.Union([Type.Literal("env"), Type.Literal("file"), Type.Literal("both")])) }), {
       description: "Secrets its sandboxes need; the values come with each spawn (or from the server's FORGEVM_SECRET_<NAME>).",
     }),
     pool_size: Type.Integer({ description: "Warm sandboxes kept ready." }),

@@ -9,7 +9,7 @@ import type { EventRow } from "./events.js";
 import { ignore } from "../util/ignore.js";
 
 // Append only: a released migration is never edited, a new one is added.
-const MIGRATIONS: string[] = [
+export const CATALOGUE_MIGRATIONS: string[] = [
   `CREATE TABLE nodes (
      id TEXT PRIMARY KEY,
      url TEXT NOT NULL,
@@ -182,7 +182,7 @@ export class Catalogue {
       const r = await client.query<{ version: number }>("SELECT version FROM forgevm_schema");
       let version = r.rows[0]?.version ?? 0;
       if (!r.rows.length) await client.query("INSERT INTO forgevm_schema (version) VALUES (0)");
-      for (; version < MIGRATIONS.length; version++) await client.query(MIGRATIONS[version]);
+      for (; version < CATALOGUE_MIGRATIONS.length; version++) await client.query(CATALOGUE_MIGRATIONS[version]);
       await client.query("UPDATE forgevm_schema SET version = $1", [version]);
       await client.query("COMMIT");
     } catch (e) {

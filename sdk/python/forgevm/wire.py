@@ -287,6 +287,67 @@ class Template(_TemplateRequired, total=False):
     forkable: bool
 
 
+class _TemplateInputRequired(TypedDict):
+    name: str
+
+
+class TemplateInput(_TemplateInputRequired, total=False):
+    """What ``templates.create`` sends: a name and any of a template's fields."""
+
+    version: str
+    image: str
+    description: str
+    setup: List[str]
+    allowed_hosts: List[str]
+    memory_mb: int
+    cpu_cores: int
+    vcpus: int
+    #: 0: its sandboxes live until destroyed
+    ttl_seconds: int
+    ttl: Union[str, int]
+    env: Dict[str, str]
+    secrets: List[Dict[str, Any]]
+    pool_size: int
+    idle: IdleSpec
+    #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
+    forkable: bool
+    #: The provider its sandboxes run on ("" or absent: the server's default).
+    provider: str
+    metadata: Dict[str, str]
+    #: Set by the server; a value sent (an SDK echoing a template it read) is ignored.
+    created_at: str
+    updated_at: str
+
+
+class TemplateUpdate(TypedDict, total=False):
+    """What ``templates.update`` sends: the template's fields (its name comes from the path)."""
+
+    name: str
+    version: str
+    image: str
+    description: str
+    setup: List[str]
+    allowed_hosts: List[str]
+    memory_mb: int
+    cpu_cores: int
+    vcpus: int
+    #: 0: its sandboxes live until destroyed
+    ttl_seconds: int
+    ttl: Union[str, int]
+    env: Dict[str, str]
+    secrets: List[Dict[str, Any]]
+    pool_size: int
+    idle: IdleSpec
+    #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
+    forkable: bool
+    #: The provider its sandboxes run on ("" or absent: the server's default).
+    provider: str
+    metadata: Dict[str, str]
+    #: Set by the server; a value sent (an SDK echoing a template it read) is ignored.
+    created_at: str
+    updated_at: str
+
+
 class _ImageInfoRequired(TypedDict):
     name: str
     size: int

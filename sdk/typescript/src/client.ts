@@ -24,6 +24,8 @@ import type {
   SnapshotInfo,
   SpawnOptions,
   Template,
+  TemplateInput,
+  TemplateUpdate,
   VMPoolStatus,
   LiveStats,
   MetricHistory,
@@ -40,10 +42,10 @@ export class Templates {
   get(name: string): Promise<Template> {
     return this.http.json("GET", `/templates/${encodeURIComponent(name)}`);
   }
-  create(t: Template): Promise<Template> {
+  create(t: TemplateInput): Promise<Template> {
     return this.http.json("POST", "/templates", { body: t });
   }
-  update(name: string, t: Omit<Template, "name">): Promise<Template> {
+  update(name: string, t: Omit<TemplateUpdate, "name">): Promise<Template> {
     return this.http.json("PUT", `/templates/${encodeURIComponent(name)}`, { body: t });
   }
   async delete(name: string): Promise<void> {

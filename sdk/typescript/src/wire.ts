@@ -229,7 +229,7 @@ export interface Template {
   /** Secrets its sandboxes need; the values come with each spawn (or from the server's FORGEVM_SECRET_<NAME>). */
   secrets: {
     name: string;
-    inject_at?: string;
+    inject_at?: "env" | "file" | "both";
   }[];
   /** Warm sandboxes kept ready. */
   pool_size: number;
@@ -239,6 +239,68 @@ export interface Template {
   metadata: Record<string, string>;
   created_at: string;
   updated_at: string;
+}
+
+/** What `templates.create` sends: a name and any of a template's fields. */
+export interface TemplateInput {
+  name: string;
+  version?: string;
+  image?: string;
+  description?: string;
+  setup?: string[];
+  allowed_hosts?: string[];
+  memory_mb?: number;
+  cpu_cores?: number;
+  vcpus?: number;
+  /** 0: its sandboxes live until destroyed */
+  ttl_seconds?: number;
+  ttl?: string | number;
+  env?: Record<string, string>;
+  secrets?: {
+    name: string;
+    inject_at?: "env" | "file" | "both";
+  }[];
+  pool_size?: number;
+  idle?: IdleSpec;
+  /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
+  forkable?: boolean;
+  /** The provider its sandboxes run on ("" or absent: the server's default). */
+  provider?: string;
+  metadata?: Record<string, string>;
+  /** Set by the server; a value sent (an SDK echoing a template it read) is ignored. */
+  created_at?: string;
+  updated_at?: string;
+}
+
+/** What `templates.update` sends: the template's fields (its name comes from the path). */
+export interface TemplateUpdate {
+  name?: string;
+  version?: string;
+  image?: string;
+  description?: string;
+  setup?: string[];
+  allowed_hosts?: string[];
+  memory_mb?: number;
+  cpu_cores?: number;
+  vcpus?: number;
+  /** 0: its sandboxes live until destroyed */
+  ttl_seconds?: number;
+  ttl?: string | number;
+  env?: Record<string, string>;
+  secrets?: {
+    name: string;
+    inject_at?: "env" | "file" | "both";
+  }[];
+  pool_size?: number;
+  idle?: IdleSpec;
+  /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
+  forkable?: boolean;
+  /** The provider its sandboxes run on ("" or absent: the server's default). */
+  provider?: string;
+  metadata?: Record<string, string>;
+  /** Set by the server; a value sent (an SDK echoing a template it read) is ignored. */
+  created_at?: string;
+  updated_at?: string;
 }
 
 /** A local image on the server. */

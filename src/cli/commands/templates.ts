@@ -1,7 +1,7 @@
 // Templates: named spawn settings with setup commands and warm pools.
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
-import type { Template } from "forgevm";
+import type { Template, TemplateInput } from "forgevm";
 import type { Cli } from "../context.js";
 import { intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
@@ -23,7 +23,7 @@ function templateFlags(c: Command): Command {
     .option("--json", "print JSON");
 }
 
-async function templateBody(name: string, o: Record<string, any>): Promise<Template> {
+async function templateBody(name: string, o: Record<string, any>): Promise<TemplateInput> {
   const fromFile = o.file ? ((await import("yaml")).parse(readFileSync(o.file, "utf8")) as Record<string, unknown>) : {};
   const t: Record<string, unknown> = { ...fromFile, name };
   const set = (k: string, v: unknown) => v !== undefined && (t[k] = v);
@@ -40,7 +40,7 @@ async function templateBody(name: string, o: Record<string, any>): Promise<Templ
   );
   set("pool_size", o.poolSize);
   set("description", o.description);
-  return t as unknown as Template;
+  return t as unknown as TemplateInput;
 }
 
 const row = (t: Template) => [t.name, t.image ?? "-", `${t.memory_mb}M`, t.cpu_cores ?? "-", (t.setup ?? []).length, t.pool_size ?? 0, t.description || "-"];
