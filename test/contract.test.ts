@@ -171,6 +171,14 @@ describe("the SDKs' copies", () => {
     same("Client.spawn (Python)", py.spawn, props(d, "post", "/sandboxes", "body"));
   });
 
+  it("the CLI's spawn verbs send every field the API takes (start and main come from the verb: create, run -d)", async () => {
+    const { spawnRequest } = await import("../src/cli/commands/sandboxes.js");
+    const d = await current();
+    same("the CLI's spawn request", [...Object.keys(spawnRequest({})), "main", "start"].sort(), props(d, "post", "/sandboxes", "body"));
+    const asked = spawnRequest({ label: { team: "a" }, name: "x", owner: "alice", user: "nobody" });
+    assert.deepEqual([asked.metadata, asked.owner_id, asked.user], [{ team: "a", name: "x" }, "alice", "nobody"]);
+  });
+
   it("both SDKs map exactly the server's error codes", () => {
     const codes = [...ERROR_CODES].sort();
     assert.deepEqual(Object.keys(TS_ERROR_CLASSES).sort(), codes, "TypeScript SDK ERROR_CLASSES");

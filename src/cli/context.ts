@@ -1,13 +1,14 @@
-// Where a command goes. Commands that talk to a server use the TypeScript SDK, at --server, else
+// Where a command goes. Commands talk to a server through the TypeScript SDK, at --server, else
 // FORGEVM_URL, else the server that owns this data directory, else 127.0.0.1:7423. Commands that
-// work on a data directory (run, images, pull, import, rmi, doctor) go through the server that
-// owns it when one does, and otherwise open the core here, under the same config as a server.
+// work on a data directory (run, images, pull, import, rmi, doctor, build, volumes, mcp) go through
+// the server that owns it when one does, and otherwise through a server this process starts on
+// it (local-server.ts), under the same config: the same requests either way.
 import type { Command } from "commander";
 import { Client } from "forgevm";
 import type { loadConfig } from "../config/config.js";
-import { forgeOptions } from "../core/forge-options.js";
-import type { Forge } from "../core/forge.js";
 import { currentOwner, DataDirInUseError } from "../core/host/owner.js";
+import type { McpPolicy } from "../mcp/policy.js";
+import type { LocalServer } from "./local-server.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:7423";
 
@@ -21,8 +22,12 @@ interface GlobalOptions {
 export class Cli {
   private cfg: ReturnType<typeof loadConfig> | null = null;
   private load: typeof loadConfig | null = null;
+  private local: LocalServer | null = null;
 
-  constructor(private readonly program: Command) {}
+  constructor(
+    private readonly program: Command,
+    private readonly version: string,
+  ) {}
 
   /**
    * Loads the config reader before a command's action runs (main.ts): it brings the schema
@@ -79,29 +84,42 @@ export class Cli {
     return new Client({ baseUrl: s.url, apiKey: s.apiKey, timeout: 60_000 });
   }
 
-  /** For data-directory commands: the owning (or named) server's client, or null to run the core here. */
-  async serverIfAny(): Promise<Client | null> {
+  /**
+   * For data-directory commands: the client of the owning (or named) server, else of a server this
+   * process starts on the data directory (local-server.ts), which `close` stops. One path either way.
+   */
+  async dataDirClient(opts: { reaper?: boolean; mcp?: McpPolicy } = {}): Promise<Client> {
+    return (await this.dataDirServer(opts)).client;
+  }
+
+  /** As dataDirClient, with the server's address and key (for the commands that open WebSockets or relay). */
+  async dataDirServer(opts: { reaper?: boolean; mcp?: McpPolicy } = {}): Promise<{ client: Client; url: string; apiKey?: string }> {
     const s = await this.serverUrl();
-    if (s) return new Client({ baseUrl: s.url, apiKey: s.apiKey, timeout: 60_000 });
+    if (s) return { client: new Client({ baseUrl: s.url, apiKey: s.apiKey, timeout: 60_000 }), ...s };
+    if (this.local) return this.local;
     const owner = await currentOwner(this.dataDir);
     if (owner) throw new DataDirInUseError(this.dataDir, owner);
-    return null;
+    const { startLocalServer } = await import("./local-server.js");
+    this.local = await startLocalServer(this.config(), this.version, opts);
+    // Ctrl-C or a kill ends the command's sandboxes with the core, as a stopping server does.
+    for (const [signal, code] of [
+      ["SIGINT", 130],
+      ["SIGTERM", 143],
+    ] as const)
+      process.once(signal, () => void this.exit(code));
+    return this.local;
   }
 
-  /** Opens the core on this data directory (no server owns it), runs `fn`, closes it. */
-  async withLocalForge<T>(fn: (forge: Forge) => Promise<T>, opts: { reaper?: boolean } = {}): Promise<T> {
-    const forge = await this.openLocal(opts);
-    try {
-      return await fn(forge);
-    } finally {
-      await forge.close();
-    }
+  /** Stops this process's own server, if it started one (main.ts, once a command is done). */
+  async close(): Promise<void> {
+    const local = this.local;
+    this.local = null;
+    await local?.close();
   }
 
-  /** The core on this data directory, with the config's settings (no reaper unless asked). */
-  async openLocal(opts: { reaper?: boolean } = {}): Promise<Forge> {
-    // Loaded here, not at start: most commands talk to a server and never open the core.
-    const { Forge } = await import("../core/forge.js");
-    return Forge.open({ ...forgeOptions(this.config(), process.env), reapIntervalMs: opts.reaper ? 1000 : 0 });
+  /** Ends the process with `code`, after this process's own server (and its sandboxes) are gone. */
+  async exit(code: number): Promise<never> {
+    await this.close().catch((e: Error) => console.error(`forgevm: ${e.message}`));
+    process.exit(code);
   }
 }

@@ -5,6 +5,7 @@ import { Command } from "commander";
 import { ForgevmError } from "forgevm";
 import { ForgevmError as CoreError } from "../http/errors.js";
 import { Cli } from "./context.js";
+import { ignore } from "../util/ignore.js";
 import { copyCommands } from "./commands/copies.js";
 import { cpCommand } from "./commands/cp.js";
 import { interactiveCommands } from "./commands/interactive.js";
@@ -35,7 +36,7 @@ const program = new Command("forgevm")
   .option("--data-dir <dir>", "data directory (default: $FORGEVM_DATA_DIR or ~/.local/share/forgevm)")
   .option("--config <file>", "config file (default: ./forgevm.yaml, then ~/.forgevm/config.yaml)");
 
-const cli = new Cli(program);
+const cli = new Cli(program, pkg.version);
 sandboxCommands(program, cli);
 execCommands(program, cli);
 codeCommands(program, cli);
@@ -54,7 +55,7 @@ environmentCommands(program, cli);
 serverCommands(program, cli, pkg.version);
 clusterCommands(program, cli);
 serviceCommands(program, cli);
-mcpCommands(program, cli, pkg.version);
+mcpCommands(program, cli);
 
 // Every command but `version` reads the config; its reader is loaded just before the action runs.
 program.hook("preAction", async (_program, action) => {
@@ -95,12 +96,17 @@ function commandAfterImage(argv: string[]): string[] {
   return argv;
 }
 
-program.parseAsync(commandAfterImage(dockerTty(process.argv))).catch(async (e: Error) => {
-  // Loaded only when it is needed: it knows every layer's errors.
-  const { toForgevmError } = await import("../core/error-map.js");
-  // One way to say what went wrong, whichever side found it: the message, and the code.
-  const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" ? e : toForgevmError(e);
-  const code = err instanceof ForgevmError || err instanceof CoreError ? err.code : "";
-  console.error(`forgevm: ${err.message}${code && code !== "CONNECTION_ERROR" && !err.message.includes(code) ? ` (${code})` : ""}`);
-  process.exit(1);
-});
+program
+  .parseAsync(commandAfterImage(dockerTty(process.argv)))
+  // A server the command started for itself stops with it (its sandboxes end).
+  .then(() => cli.close())
+  .catch(async (e: Error) => {
+    await cli.close().catch(ignore("the command's error is the one to report"));
+    // Loaded only when it is needed: it knows every layer's errors.
+    const { toForgevmError } = await import("../core/error-map.js");
+    // One way to say what went wrong, whichever side found it: the message, and the code.
+    const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" ? e : toForgevmError(e);
+    const code = err instanceof ForgevmError || err instanceof CoreError ? err.code : "";
+    console.error(`forgevm: ${err.message}${code && code !== "CONNECTION_ERROR" && !err.message.includes(code) ? ` (${code})` : ""}`);
+    process.exit(1);
+  });

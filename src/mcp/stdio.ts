@@ -1,14 +1,10 @@
-// `forgevm mcp` on stdio. With a server (--server, FORGEVM_URL, or the one that owns the data
-// directory) it relays every message to that server's /mcp, so the server's policy and audit log
-// apply; without one it runs the same MCP server over a core of its own in this process.
+// `forgevm mcp` on stdio: every message is relayed to a server's /mcp (--server, FORGEVM_URL, the
+// one that owns the data directory, or one the command starts for itself under the policy its
+// flags give), so that server's policy, session end and audit log apply.
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { Forge } from "../core/forge.js";
 import { MCP_PATH } from "./http.js";
-import type { McpPolicy } from "./policy.js";
-import { mcpServer } from "./server.js";
-import { Agents } from "./sessions.js";
 import { ignore } from "../util/ignore.js";
 
 /** The largest message read from stdin (a larger one is an error, not a crash). */
@@ -25,17 +21,6 @@ function closed(transport: Transport): Promise<void> {
     process.stdin.once("end", () => void transport.close());
     process.stdin.once("close", () => void transport.close());
   });
-}
-
-/** Serves one MCP session on stdio over this process's core until the client goes away. */
-export async function serveStdio(forge: Forge, policy: McpPolicy, version: string): Promise<void> {
-  const agents = new Agents(forge, policy);
-  const session = agents.open();
-  const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MAX_MESSAGE });
-  const done = closed(transport);
-  await mcpServer(session, version).connect(transport);
-  await done;
-  await session.end();
 }
 
 /** Relays stdio to a server's /mcp until either side closes. */

@@ -1,43 +1,20 @@
 // Sandbox lifecycle routes: spawn, list, get, extend, destroy, prune, logs.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { parseDuration, parseIdle, parseTtl } from "../../schemas/durations.js";
+import { parseTtl } from "../../schemas/durations.js";
 import { badRequest, sandboxGone } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
-import type { SpawnOptions } from "../../core/options.js";
 import type { SandboxState } from "../../core/types.js";
 import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
 import { ownerOf } from "../owner.js";
+import { spawnOptionsOf } from "../spawn-options.js";
 
 export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
     const b = req.body ?? {};
     const owner = ownerOf(req, b.owner_id);
-    const opts: SpawnOptions = {
-      image: b.image,
-      provider: b.provider,
-      memoryMb: b.memory_mb,
-      vcpus: b.vcpus,
-      diskMb: b.disk_mb,
-      ttlMs: b.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
-      ownerId: owner,
-      metadata: b.metadata,
-      env: b.env,
-      template: b.template,
-      user: b.user,
-      network: b.network,
-      allow: b.allow,
-      ports: b.ports,
-      secrets: b.secrets,
-      name: b.name,
-      main: b.main,
-      idleStopMs: b.idle_stop !== undefined ? parseDuration(b.idle_stop, "idle_stop") : undefined,
-      idle: b.idle !== undefined ? parseIdle(b.idle, "idle") : undefined,
-      volumes: b.volumes,
-      cache: b.cache,
-      forkable: b.forkable,
-    };
+    const opts = spawnOptionsOf(b, owner);
     const make = async () => (b.start === false ? (await forge.sandboxes.create(opts)).id : (await forge.sandboxes.spawn(opts)).id);
     const key = req.headers["idempotency-key"];
     if (key === undefined) {

@@ -1,7 +1,7 @@
 // Template routes: CRUD and spawn. Every accepted field takes effect.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { formatDuration, NO_TTL, parseTtl } from "../../schemas/durations.js";
+import { formatDuration, NO_TTL } from "../../schemas/durations.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
 import type { TemplateRow } from "../../core/types.js";
@@ -9,6 +9,7 @@ import { templateBody } from "../../core/sandboxes/template-ops.js";
 import { Sandbox, Template, TemplateInput, TemplateSpawnRequest, TemplateUpdate } from "../../schemas/rest.js";
 import { sandboxView } from "../views.js";
 import { ownerOf } from "../owner.js";
+import { spawnOptionsOf } from "../spawn-options.js";
 
 function view(forge: Forge, t: TemplateRow) {
   const d = forge.defaults;
@@ -75,14 +76,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
     async (req, reply) => {
       const b = req.body ?? {};
       get(req.params.name);
-      const sb = await forge.sandboxes.spawn({
-        template: req.params.name,
-        provider: b.provider,
-        ttlMs: b.ttl !== undefined ? parseTtl(b.ttl, "ttl") : undefined,
-        ownerId: ownerOf(req, b.owner_id),
-        metadata: b.metadata,
-        secrets: b.secrets,
-      });
+      const sb = await forge.sandboxes.spawn(spawnOptionsOf({ ...b, template: req.params.name }, ownerOf(req, b.owner_id)));
       reply.status(201);
       return sandboxView(forge.sandboxes.get(sb.id));
     },

@@ -1,11 +1,11 @@
 // `forgevm build`: a Dockerfile build, as `docker build` runs one. The context directory is sent
 // as a tar (what .dockerignore leaves out stays here), the server builds it in VMs, and the log
-// is followed here with each step's outcome; without a server, the core builds it in this process.
+// is followed here with each step's outcome (the data directory's server, or one of the command's own).
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import type { Command } from "commander";
-import { type BuildJob, ForgevmError } from "forgevm";
+import { ForgevmError } from "forgevm";
 import { DockerIgnore } from "../../util/dockerignore.js";
 import type { Cli } from "../context.js";
 import { packLocal } from "../host-tree.js";
@@ -44,37 +44,31 @@ export function buildCommands(program: Command, cli: Cli): void {
       const say = (line: string) => {
         if (!o.quiet && !o.json) console.error(line);
       };
-      const client = await cli.serverIfAny();
-      let result: { image: string; digest: string; steps: BuildJob["steps"]; state: string };
-      if (client) {
-        // The Dockerfile and .dockerignore always go; the rest unless .dockerignore says not to.
-        let ignoreText = "";
-        try {
-          ignoreText = readFileSync(join(context, ".dockerignore"), "utf8");
-        } catch {
-          // no .dockerignore
-        }
-        const ignore = new DockerIgnore(ignoreText);
-        const always = new Set([o.file ?? "Dockerfile", ".dockerignore"]);
-        const tar = Readable.from(
-          packLocal(
-            context,
-            "",
-            (m) => say(m),
-            (name) => !always.has(name) && ignore.ignores(name),
-          ),
-        );
-        const job = await client.images.build(Readable.toWeb(tar) as ReadableStream<Uint8Array>, opts, say);
-        if (job.state !== "done") {
-          // The log above ends with the error already: said again only when no log was shown.
-          const why = job.error ?? `the build ended ${job.state}`;
-          throw new ForgevmError(o.quiet || o.json ? why : `the build ${job.state === "cancelled" ? "was cancelled" : "failed (its log above says why)"}`, job.error_code ?? "");
-        }
-        result = { image: job.image!, digest: job.digest!, steps: job.steps, state: job.state };
-      } else {
-        const r = await cli.withLocalForge((forge) => forge.builds.run(context, opts, { steps: () => {}, step: () => {}, log: say }));
-        result = { image: r.image.name, digest: r.digest, steps: r.steps, state: "done" };
+      const client = await cli.dataDirClient();
+      // The Dockerfile and .dockerignore always go; the rest unless .dockerignore says not to.
+      let ignoreText = "";
+      try {
+        ignoreText = readFileSync(join(context, ".dockerignore"), "utf8");
+      } catch {
+        // no .dockerignore
       }
+      const ignore = new DockerIgnore(ignoreText);
+      const always = new Set([o.file ?? "Dockerfile", ".dockerignore"]);
+      const tar = Readable.from(
+        packLocal(
+          context,
+          "",
+          (m) => say(m),
+          (name) => !always.has(name) && ignore.ignores(name),
+        ),
+      );
+      const job = await client.images.build(Readable.toWeb(tar) as ReadableStream<Uint8Array>, opts, say);
+      if (job.state !== "done") {
+        // The log above ends with the error already: said again only when no log was shown.
+        const why = job.error ?? `the build ended ${job.state}`;
+        throw new ForgevmError(o.quiet || o.json ? why : `the build ${job.state === "cancelled" ? "was cancelled" : "failed (its log above says why)"}`, job.error_code ?? "");
+      }
+      const result = { image: job.image!, digest: job.digest!, steps: job.steps, state: job.state };
       const cached = result.steps.filter((s) => s.status === "cached").length;
       emit(o.json, result, () => {
         if (o.quiet) console.log(result.digest);

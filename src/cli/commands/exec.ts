@@ -1,9 +1,8 @@
 // Running commands: `exec` in a sandbox on a server, and `run`, which makes a throwaway sandbox
-// for one command (through the server that owns the data directory, or the core here).
+// for one command (through the server that owns the data directory, or one of its own: context.ts).
 import { fstatSync, type Stats } from "node:fs";
 import { InvalidArgumentError, Option, type Command } from "commander";
 import type { Client } from "forgevm";
-import { parseDuration } from "../../schemas/durations.js";
 import { parseImageReference } from "../../core/images/image-reference.js";
 import type { Cli } from "../context.js";
 import { durationOption, nonEmpty, pairOption, ttlOption } from "../options.js";
@@ -105,21 +104,21 @@ export function execCommands(program: Command, cli: Cli): void {
   ).action(async (args: string[], o) => {
     let command = args;
     let ownCommand = !args.length;
-    if (!o.image && !o.commandOnly && args.length && (await namesImage(cli, args[0]))) {
+    if (!o.image && !o.commandOnly && args.length && (await namesImage(() => cli.dataDirClient(), args[0]))) {
       o.image = args[0];
       command = args.slice(1);
       ownCommand = true; // as docker run: ENTRYPOINT runs, with these arguments as its CMD
     }
     if (o.detach) {
       const client = await cli.client();
-      const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), main: { ...(command.length ? { command } : {}), restart: o.restart } } as never));
+      const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), main: { ...(command.length ? { command } : {}), restart: o.restart } }));
       console.log(sb.id);
       return;
     }
     if (o.restart) throw new InvalidArgumentError("--restart needs -d (a policy keeps a main process running)");
     if (o.tty) {
       const client = await cli.client();
-      const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: o.ttl ?? "1h" } as never));
+      const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: o.ttl ?? "1h" }));
       const { url, apiKey } = await cli.endpoint();
       try {
         const what = command.length ? { command: command[0], args: command.slice(1) } : LOGIN_SHELL;
@@ -129,13 +128,9 @@ export function execCommands(program: Command, cli: Cli): void {
       }
       return;
     }
-    const server = await cli.serverIfAny();
-    if (ownCommand) {
-      if (!server) throw new InvalidArgumentError("running an image's own command in the foreground needs a server: start one with `forgevm serve`");
-      process.exitCode = await runImageCommand(server, command, o);
-      return;
-    }
-    process.exitCode = server ? await runOnServer(server, command, o) : await runHere(cli, command, o);
+    // The data directory's server, or one of this command's own: the sandbox ends with the command either way.
+    const server = await cli.dataDirClient();
+    process.exitCode = ownCommand ? await runImageCommand(server, command, o) : await runOnServer(cli, server, command, o);
   });
 }
 
@@ -148,6 +143,7 @@ function createCommand(program: Command, cli: Cli): void {
       .argument("[args...]", "[IMAGE] and the command with its arguments (put -- before it)")
       .option("--restart <policy>", "no, on-failure[:MAX], always or unless-stopped")
       .option("--ttl <duration>", "lifetime once started, e.g. 30m or 1h (0: until removed)", ttlOption("--ttl"))
+      .option("-u, --user <user>", "who its commands run as by default (image: the image's USER)")
       .option("--json", "print the sandbox as JSON")
       .addOption(new Option(COMMAND_ONLY).hideHelp()),
   ).action(async (args: string[], o) => {
@@ -155,7 +151,7 @@ function createCommand(program: Command, cli: Cli): void {
     let positional = false;
     if (!o.image && !o.commandOnly && args.length) {
       // As docker create: the first word is the image. A command for the default image comes after --.
-      if (!(await namesImage(cli, args[0]))) {
+      if (!(await namesImage(() => cli.client(), args[0]))) {
         throw new InvalidArgumentError(
           `"${args[0]}" is no image this server has: name one (forgevm images, forgevm pull), or put -- before a command for the default image (forgevm create -- ${args.join(" ")})`,
         );
@@ -166,7 +162,7 @@ function createCommand(program: Command, cli: Cli): void {
     }
     const withMain = command.length > 0 || positional || o.restart !== undefined;
     const client = await cli.client();
-    const info = await client.create({ ...spawnRequest(o), ...(withMain ? { main: { ...(command.length ? { command } : {}), restart: o.restart } } : {}) } as never);
+    const info = await client.create({ ...spawnRequest(o), ...(withMain ? { main: { ...(command.length ? { command } : {}), restart: o.restart } } : {}) });
     console.log(o.json ? JSON.stringify(info, null, 2) : info.id);
   });
 }
@@ -179,7 +175,7 @@ export const COMMAND_ONLY = "--command-only";
  * registry path (`127.0.0.1:5000/app:1` too), or an image the server has. A word that looks like
  * a reference (a `:`, `/` or `@` in it) but is none is refused with what is wrong with it.
  */
-export async function namesImage(cli: Cli, word: string): Promise<boolean> {
+export async function namesImage(server: () => Promise<Client>, word: string): Promise<boolean> {
   if (word.startsWith("/") || word.startsWith(".") || word.startsWith("-")) return false;
   if (/[:/@]/.test(word)) {
     try {
@@ -189,16 +185,16 @@ export async function namesImage(cli: Cli, word: string): Promise<boolean> {
       throw new InvalidArgumentError(`"${word}" is not an image reference (${(e as Error).message.replace(/^image: /, "")}); to run it as a command, put -- before it`);
     }
   }
-  const server = await cli.serverIfAny().catch(() => null);
-  const names = server ? (await server.images.list()).map((i) => i.name) : [];
+  const names = await server()
+    .then((c) => c.images.list())
+    .then((list) => list.map((i) => i.name))
+    .catch(() => [] as string[]);
   return names.some((n) => n === word || n === `${word}:latest` || n.endsWith(`/${word}:latest`));
 }
 
 /** The image's own command as a throwaway sandbox's main process, its output followed; resolves with its exit code. */
 async function runImageCommand(client: Client, command: string[], o: Record<string, any>): Promise<number> {
-  const sb = await withSpawnProgress(client, () =>
-    client.spawn({ ...spawnRequest(o), ttl: o.ttl ?? "1h", main: { ...(command.length ? { command } : {}), restart: "no" } } as never),
-  );
+  const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: o.ttl ?? "1h", main: { ...(command.length ? { command } : {}), restart: "no" } }));
   let interrupted = false;
   const onSigint = () => {
     interrupted = true;
@@ -216,62 +212,14 @@ async function runImageCommand(client: Client, command: string[], o: Record<stri
   }
 }
 
-async function runOnServer(client: Client, command: string[], o: Record<string, any>): Promise<number> {
-  const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: "1h" } as never));
-  const stop = () => void sb.destroy().finally(() => process.exit(130));
+async function runOnServer(cli: Cli, client: Client, command: string[], o: Record<string, any>): Promise<number> {
+  const sb = await withSpawnProgress(client, () => client.spawn({ ...spawnRequest(o), ttl: "1h" }));
+  const stop = () => void sb.destroy().finally(() => cli.exit(130));
   process.once("SIGINT", stop);
   try {
     return await runIn(client, sb.id, command, o);
   } finally {
     process.off("SIGINT", stop);
     await sb.destroy().catch(ignore("the sandbox may be gone already"));
-  }
-}
-
-// No server: the core runs in this process for the one sandbox, and closes with it.
-async function runHere(cli: Cli, command: string[], o: Record<string, any>): Promise<number> {
-  const forge = await cli.openLocal();
-  let stopping = false;
-  const stop = async (code: number) => {
-    if (stopping) return;
-    stopping = true;
-    await forge.close();
-    process.exit(code);
-  };
-  process.once("SIGINT", () => void stop(130));
-  process.once("SIGTERM", () => void stop(143));
-  try {
-    const req = spawnRequest(o);
-    const sb = await forge.sandboxes.spawn({
-      image: req.image,
-      template: req.template,
-      memoryMb: req.memory_mb,
-      vcpus: req.vcpus,
-      diskMb: req.disk_mb,
-      env: req.env,
-      secrets: req.secrets,
-      network: req.network,
-      allow: req.allow,
-      ports: req.ports,
-      metadata: req.metadata,
-      volumes: req.volumes,
-      cache: req.cache,
-    });
-    const stdin = await pipedStdin();
-    const timeoutMs = o.timeout ? parseDuration(o.timeout, "--timeout") : undefined;
-    if (o.json) {
-      const r = await sb.exec(command.length === 1 ? command[0] : command, { env: nonEmpty(o.env), cwd: o.workdir, user: o.user, timeoutMs, stdin });
-      console.log(JSON.stringify({ exit_code: r.exitCode, stdout: r.stdout, stderr: r.stderr, timed_out: r.timedOut, truncated: r.truncated, duration_ms: r.durationMs }, null, 2));
-      return r.exitCode;
-    }
-    const s = sb.execStream(command.length === 1 ? command[0] : command, { env: nonEmpty(o.env), cwd: o.workdir, user: o.user, timeoutMs, stdin: stdin !== undefined });
-    if (s.stdin) s.stdin.end(stdin);
-    s.stdout.pipe(process.stdout, { end: false });
-    s.stderr.pipe(process.stderr, { end: false });
-    const r = await s.result;
-    if (r.timed_out) console.error(`forgevm: command timed out after ${o.timeout}`);
-    return r.exit_code;
-  } finally {
-    await forge.close();
   }
 }

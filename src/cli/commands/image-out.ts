@@ -1,6 +1,6 @@
 // Images made and sent elsewhere: commit (a sandbox's disk as a new image), export (an OCI
 // archive) and push (to a registry). Commit needs the server that runs the sandbox; export and
-// push go through the server when one owns the data directory, else the core does the work here.
+// push go through the server of the data directory (its owner's, or one of the command's own).
 import { createWriteStream } from "node:fs";
 import { rename, rm } from "node:fs/promises";
 import { Readable } from "node:stream";
@@ -10,7 +10,7 @@ import type { ImageChanges } from "forgevm";
 import { applyChange } from "../changes.js";
 import type { Cli } from "../context.js";
 import { listOption } from "../options.js";
-import { emit, mib, progress } from "../output.js";
+import { emit, mib } from "../output.js";
 
 export function imageOutCommands(program: Command, cli: Cli): void {
   program
@@ -47,7 +47,7 @@ export function imageOutCommands(program: Command, cli: Cli): void {
     .option("-o, --output <file>", "the archive to write (default: standard output, when it is not a terminal)")
     .action(async (image: string, o: { output?: string }) => {
       if (!o.output && process.stdout.isTTY) throw new Error("the archive would go to your terminal: give a file with -o FILE, or redirect the output");
-      const server = await cli.serverIfAny();
+      const server = await cli.dataDirClient();
       const write = async (source: Readable) => {
         if (!o.output) return pipeline(source, process.stdout);
         const tmp = `${o.output}.part`;
@@ -59,8 +59,7 @@ export function imageOutCommands(program: Command, cli: Cli): void {
           throw e;
         }
       };
-      if (server) await write(Readable.fromWeb((await server.images.export(image)) as import("node:stream/web").ReadableStream));
-      else await cli.withLocalForge(async (forge) => write((await forge.images.export(image, progress)).stream));
+      await write(Readable.fromWeb((await server.images.export(image)) as import("node:stream/web").ReadableStream));
       if (o.output) console.error(`wrote ${o.output}`);
     });
 
@@ -71,13 +70,7 @@ export function imageOutCommands(program: Command, cli: Cli): void {
     .argument("[reference]", "where to push, e.g. registry.example.com/team/app:v1 (default: the image's own name)")
     .option("--json", "print JSON")
     .action(async (image: string, reference: string | undefined, o: { json?: boolean }) => {
-      const server = await cli.serverIfAny();
-      const r = server
-        ? await server.images.push(image, reference)
-        : await cli.withLocalForge(async (forge) => {
-            const p = await forge.images.push(image, reference, progress);
-            return { reference: p.reference, digest: p.digest, uploaded_bytes: p.uploaded, blobs: p.blobs };
-          });
+      const r = await (await cli.dataDirClient()).images.push(image, reference);
       emit(o.json, r, () => {
         for (const b of r.blobs) console.log(`${b.digest.slice(7, 19)}: ${b.status} ${mib(b.size)}`);
         console.log(`${r.reference}@${r.digest}`);

@@ -49,7 +49,7 @@ function clientConfig(kind: "stdio" | "http", t: Target) {
   return { mcpServers: { forgevm: { type: "stdio", command: bin, args: [...where, "mcp"], ...(t.apiKey ? { env: { FORGEVM_API_KEY: t.apiKey } } : {}) } } };
 }
 
-export function mcpCommands(program: Command, cli: Cli, version: string): void {
+export function mcpCommands(program: Command, cli: Cli): void {
   const mcp = program
     .command("mcp")
     .description("serve MCP on stdio for coding agents (through the running server when there is one, else on a core of its own)")
@@ -95,16 +95,12 @@ export function mcpCommands(program: Command, cli: Cli, version: string): void {
       if (o.maxTtl) m.max_ttl = o.maxTtl;
       if (o.image) m.images = o.image;
       if (o.hostDir) m.host_dirs = o.hostDir;
-      const [{ policyFromConfig }, { serveStdio }] = await Promise.all([import("../../mcp/policy.js"), import("../../mcp/stdio.js")]);
-      const policy = policyFromConfig(m);
-      const forge = await cli.openLocal({ reaper: true });
-      try {
-        await serveStdio(forge, policy, version);
-      } finally {
-        await forge.close();
-      }
-      // stdin is gone; nothing else is left to wait for.
-      process.exit(0);
+      const [{ policyFromConfig }, { relayStdio }] = await Promise.all([import("../../mcp/policy.js"), import("../../mcp/stdio.js")]);
+      // No server: one of this process's own serves /mcp under the policy, and the session relays to it.
+      const own = await cli.dataDirServer({ reaper: true, mcp: policyFromConfig(m) });
+      await relayStdio(own.url, own.apiKey);
+      // stdin is gone: the session ended, and the server goes with its sandboxes.
+      await cli.exit(0);
     });
 
   mcp
@@ -116,8 +112,7 @@ export function mcpCommands(program: Command, cli: Cli, version: string): void {
     .option("--json", "print JSON")
     .action(async (o: { session?: string; tool?: string; limit?: number; json?: boolean }) => {
       const q = { session: o.session, tool: o.tool, limit: o.limit ?? 100 };
-      const server = await cli.serverIfAny();
-      const entries = server ? await server.mcpAudit(q) : await cli.withLocalForge(async (f) => f.audit.list(q));
+      const entries = await (await cli.dataDirClient()).mcpAudit(q);
       emit(o.json, entries, () =>
         table(
           ["TIME", "SESSION", "TOOL", "OUTCOME", "SANDBOX", "MS", "ARGUMENTS / ERROR"],

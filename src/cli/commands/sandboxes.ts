@@ -1,7 +1,7 @@
 // Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, pause, resume, logs.
 import { resolve as resolvePath } from "node:path";
 import { InvalidArgumentError, type Command } from "commander";
-import type { LogLine, SandboxInfo } from "forgevm";
+import type { LogLine, SandboxInfo, SpawnOptions } from "forgevm";
 import type { Cli } from "../context.js";
 import { durationOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
@@ -27,11 +27,13 @@ export function sandboxOptions(c: Command): Command {
     .option("--idle-stop <duration>", "stop it (disk kept) after this long without exec, file calls or port traffic", durationOption("--idle-stop"))
     .option("--idle-pause <duration>", "pause it after this long with nothing in flight; any later call or connection resumes it", durationOption("--idle-pause"))
     .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)")
-    .option("--forkable", "keep its RAM in a file of its own: forks stop it only to copy that file, pauses copy nothing");
+    .option("--forkable", "keep its RAM in a file of its own: forks stop it only to copy that file, pauses copy nothing")
+    .option("-l, --label <KEY=VALUE>", "a label in its metadata (repeatable; `Sandbox.list` and E2B's filters match them)", pairOption("--label"))
+    .option("--owner <id>", "whose sandbox it is (as the X-User-ID header: lists filtered by owner show it)");
 }
 
-/** The spawn request those options stand for. */
-export function spawnRequest(o: Record<string, any>) {
+/** The spawn request those options stand for (every field the API takes but `start` and `main`, which the verb decides). */
+export function spawnRequest(o: Record<string, any>): SpawnOptions {
   return {
     image: o.image,
     template: o.template,
@@ -46,7 +48,10 @@ export function spawnRequest(o: Record<string, any>) {
     allow: o.allow,
     ports: o.publish,
     // The name goes in the metadata too, where earlier releases kept it.
-    metadata: o.name ? { name: o.name } : undefined,
+    metadata: o.name || o.label ? { ...(o.label ?? {}), ...(o.name ? { name: o.name } : {}) } : undefined,
+    owner_id: o.owner,
+    // Who commands run as by default (run's -u is also its command's user, as docker run -u).
+    user: o.user,
     name: o.name,
     idle_stop: o.idleStop,
     idle: idleRequest(o),
@@ -83,11 +88,12 @@ const STATES = ["created", "creating", "running", "paused", "stopped", "destroye
 
 export function sandboxCommands(program: Command, cli: Cli): void {
   sandboxOptions(program.command("spawn").description("create a sandbox on the server and print its id"))
+    .option("-u, --user <user>", "who its commands run as by default (image: the image's USER)")
     .option("--ttl <duration>", "lifetime, e.g. 30m or 1h (0: until removed)", ttlOption("--ttl"))
     .option("--json", "print the sandbox as JSON")
     .action(async (o) => {
       const client = await cli.client();
-      const sb = await withSpawnProgress(client, () => client.spawn(spawnRequest(o) as never));
+      const sb = await withSpawnProgress(client, () => client.spawn(spawnRequest(o)));
       if (sb.info.warning && !o.json) console.error(`warning: ${sb.id} runs on provider ${sb.info.provider}, ${sb.info.warning}`);
       emit(o.json, sb.info, () => console.log(sb.id));
     });

@@ -38,36 +38,25 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
     .description("check every provider: QEMU, the kernel, the initramfs and the accelerator; bubblewrap for local (of the running server, if one owns the data directory)")
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
-      const server = await cli.serverIfAny();
+      const server = await cli.dataDirClient();
       type Health = { name: string; healthy: boolean; default: boolean; accel: string | null; problems: string[]; details: Record<string, string> };
-      const all: Health[] = server
-        ? await Promise.all(
-            (await server.providers()).map(async (p) => {
-              const d = await server.provider(p.name);
-              return {
-                name: d.name,
-                healthy: d.healthy,
-                default: d.default,
-                accel: (d.config.accel as string | null) ?? null,
-                problems: d.problems,
-                details: Object.fromEntries(
-                  Object.entries(d.config)
-                    .filter(([k]) => k !== "accel")
-                    .map(([k, v]) => [k, String(v)]),
-                ),
-              };
-            }),
-          )
-        : await cli.withLocalForge(async (forge) =>
-            (await forge.providers.list()).map(({ name, healthy, default: isDefault, accel, problems, details }) => ({
-              name,
-              healthy,
-              default: isDefault,
-              accel,
-              problems,
-              details,
-            })),
-          );
+      const all: Health[] = await Promise.all(
+        (await server.providers()).map(async (p) => {
+          const d = await server.provider(p.name);
+          return {
+            name: d.name,
+            healthy: d.healthy,
+            default: d.default,
+            accel: (d.config.accel as string | null) ?? null,
+            problems: d.problems,
+            details: Object.fromEntries(
+              Object.entries(d.config)
+                .filter(([k]) => k !== "accel")
+                .map(([k, v]) => [k, String(v)]),
+            ),
+          };
+        }),
+      );
       // The default provider's health at the top (as before there were several), every provider under "providers".
       const h = all.find((p) => p.default) ?? all[0];
       emit(o.json, { ...h, providers: all }, () => {

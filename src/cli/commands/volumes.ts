@@ -1,5 +1,5 @@
-// `forgevm volume create|ls|inspect|rm`: named volumes, through the server when one owns the
-// data directory, else on the data directory here.
+// `forgevm volume create|ls|inspect|rm`: named volumes, through the server of the data directory
+// (its owner's, or one this command starts: context.ts).
 import { resolve } from "node:path";
 import type { Command } from "commander";
 import type { VolumeInfo } from "forgevm";
@@ -16,10 +16,7 @@ export function sizeMb(text: string): number {
 
 export function volumeCommands(program: Command, cli: Cli): void {
   const volume = program.command("volume").description("named volumes: data that outlives sandboxes (mount with -v NAME:/path[:ro])");
-  const through = async <T>(server: (c: import("forgevm").Client) => Promise<T>, local: (f: import("../../core/forge.js").Forge) => Promise<T>) => {
-    const client = await cli.serverIfAny();
-    return client ? server(client) : cli.withLocalForge(local);
-  };
+  const through = async <T>(call: (c: import("forgevm").Client) => Promise<T>) => call(await cli.dataDirClient());
 
   volume
     .command("create")
@@ -29,10 +26,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
     .option("--json", "print JSON")
     .action(async (name: string, o: { size?: string; json?: boolean }) => {
       const size = o.size ? sizeMb(o.size) : undefined;
-      const v = await through<VolumeInfo>(
-        (c) => c.volumes.create(name, { size_mb: size }),
-        async (f) => (await f.volumes.create(name, size)) as VolumeInfo,
-      );
+      const v = await through<VolumeInfo>((c) => c.volumes.create(name, { size_mb: size }));
       emit(o.json, v, () => console.log(v.name));
     });
 
@@ -42,10 +36,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
     .description("list volumes and the sandboxes that mount them")
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
-      const list = await through<VolumeInfo[]>(
-        (c) => c.volumes.list(),
-        async (f) => (await f.volumes.list()) as VolumeInfo[],
-      );
+      const list = await through<VolumeInfo[]>((c) => c.volumes.list());
       emit(o.json, list, () =>
         table(
           ["NAME", "SIZE", "USED", "MOUNTED BY"],
@@ -60,10 +51,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
     .description("everything about a volume")
     .argument("<name>", "volume name")
     .action(async (name: string) => {
-      const v = await through<VolumeInfo>(
-        (c) => c.volumes.get(name),
-        async (f) => (await f.volumes.get(name)) as VolumeInfo,
-      );
+      const v = await through<VolumeInfo>((c) => c.volumes.get(name));
       console.log(JSON.stringify(v, null, 2));
     });
 
@@ -96,10 +84,7 @@ export function volumeCommands(program: Command, cli: Cli): void {
     .argument("<name...>", "volume names")
     .action(async (names: string[]) => {
       for (const n of names) {
-        await through(
-          (c) => c.volumes.remove(n),
-          (f) => f.volumes.remove(n),
-        );
+        await through((c) => c.volumes.remove(n));
         console.log(n);
       }
     });
