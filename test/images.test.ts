@@ -12,7 +12,7 @@ import { ImageNotFoundError, resolveImage } from "../src/images/store.js";
 import type { Forge } from "../src/index.js";
 import { fileURLToPath } from "node:url";
 import { run } from "../src/util/process.js";
-import { childEnv, imageLeftovers, serveForge, testForge } from "./helpers.js";
+import { childEnv, imageLeftovers, openForge, removeAtExit, runCli, serveForge, testDataDir, testForge } from "./helpers.js";
 import { writeImage, writeIndex, writeMultiArch } from "./oci-writer.js";
 
 let forge: Forge;
@@ -179,6 +179,38 @@ describe("image commands", () => {
       assert.equal(doctor.healthy, true);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe("commands on a data directory no server owns", () => {
+  it("go through a server of the command's own, which ends with the command and leaves nothing behind", async () => {
+    const dataDir = await testDataDir();
+    removeAtExit(dataDir);
+    const forgevm = (...args: string[]) => runCli(["--data-dir", dataDir, ...args], childEnv());
+    const list = await forgevm("images", "--json");
+    assert.equal(list.status, 0, list.stderr);
+    assert.ok((JSON.parse(list.stdout) as { name: string }[]).some((i) => i.name === "forgevm/debian:bookworm"));
+    // A throwaway sandbox's command, its exit code passed on, with the spawn fields the API has.
+    const ran = await forgevm("run", "-l", "team=images", "-m", "256", "--", "sh", "-c", "echo $((6*7)); exit 3");
+    assert.deepEqual([ran.status, ran.stdout], [3, "42\n"], ran.stderr);
+    const vol = await forgevm("volume", "create", "cli-own", "--size", "64m");
+    assert.equal(vol.status, 0, vol.stderr);
+    assert.match((await forgevm("volume", "ls")).stdout, /^cli-own\s+64 MiB/m);
+    assert.equal((await forgevm("volume", "rm", "cli-own")).status, 0);
+    const missing = await forgevm("rmi", "nosuch/image:1");
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /^forgevm: image "nosuch\/image:1" is not in .*\(NOT_FOUND\)$/m);
+    // Each command's server and sandboxes ended with it: no VM, no owner, the sandbox's history kept.
+    assert.deepEqual(await readdir(join(dataDir, "vms")).catch(() => []), []);
+    assert.equal(existsSync(join(dataDir, "owner.json")), false);
+    const forge = await openForge({ dataDir, reapIntervalMs: 0 });
+    try {
+      const gone = forge.sandboxes.list(undefined, ["destroyed"]);
+      assert.equal(gone.length, 1);
+      assert.deepEqual([gone[0].memory_mb, gone[0].metadata?.team], [256, "images"]);
+    } finally {
+      await forge.close();
     }
   });
 });
