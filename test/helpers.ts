@@ -14,7 +14,8 @@ import { preparedDataDir } from "../src/setup/index.js";
 import { buildApp } from "../src/api/app.js";
 import { startServer, type RunningServer } from "../src/api/serve.js";
 import { seedDataDir } from "../src/setup/seed.js";
-import { Forge, type ForgeOptions } from "../src/index.js";
+import { DEFAULT_IMAGE, Forge, type ForgeOptions } from "../src/index.js";
+import { adoptSharedBases } from "./shared-bases.js";
 
 // The suite runner (scripts/test-suite.ts) names a directory for this run and a seed prepared in
 // it; a test file run on its own makes its own, seeding from the data directory ./setup.sh
@@ -24,10 +25,18 @@ const runDir = process.env.TEST_RUN_DIR || mkdtempSync(join(tmpdir(), "fvt-"));
 const seed = process.env.TEST_SEED_DATA_DIR || preparedDataDir();
 if (ownRunDir) process.once("exit", () => rmSync(runDir, { recursive: true, force: true }));
 
+/** What a fresh data directory starts with besides its images. */
+export interface DataDirOptions {
+  /** The run's shared base snapshots of the default image (test/shared-bases.ts), when the suite built them; default true. */
+  sharedBases?: boolean;
+}
+
 /** A fresh data directory for this test file, ready to boot VMs (with these built-in images); see removeAtExit. */
-export async function testDataDir(images?: string[]): Promise<string> {
+export async function testDataDir(images?: string[], o: DataDirOptions = {}): Promise<string> {
   const dir = await mkdtemp(join(runDir, "d-"));
   await seedDataDir(seed, dir, images);
+  // Only from the suite's own seed: a file run alone seeds from the prepared data directory, whose store is not the tests'.
+  if (process.env.TEST_SEED_DATA_DIR && o.sharedBases !== false && (images ?? [DEFAULT_IMAGE]).includes(DEFAULT_IMAGE)) await adoptSharedBases(seed, dir);
   return dir;
 }
 
@@ -56,17 +65,17 @@ export function testForge(): Promise<Forge> {
 }
 
 /** An explicit server configuration: defaults, a data directory of its own (with these built-in images), a free port. */
-export async function testConfig(change: (c: Config) => void = () => {}, images?: string[]): Promise<Config> {
+export async function testConfig(change: (c: Config) => void = () => {}, images?: string[], o: DataDirOptions = {}): Promise<Config> {
   const c = defaultConfig({});
-  c.data_dir = await testDataDir(images);
+  c.data_dir = await testDataDir(images, o);
   c.server.port = 0;
   change(c);
   return c;
 }
 
 /** Starts a server on its own data directory (with these built-in images) and a free port; `url` is its base URL. */
-export async function startTestServer(change?: (c: Config) => void, images?: string[]): Promise<RunningServer> {
-  const cfg = await testConfig(change, images);
+export async function startTestServer(change?: (c: Config) => void, images?: string[], o: DataDirOptions = {}): Promise<RunningServer> {
+  const cfg = await testConfig(change, images, o);
   const server = await startServer(cfg, "test");
   removeAtExit(cfg.data_dir);
   return server;

@@ -11,6 +11,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../scripts/architecture-doc.js";
+import { ALONE, TIERS } from "../scripts/test-tiers.js";
 import { circles, importsOf, sourceFiles, type Graph } from "./dependency-graph.js";
 
 const src = join(fileURLToPath(new URL("../..", import.meta.url)), "src");
@@ -96,6 +97,16 @@ it("docs/architecture.md's import table, states table and database tables are wh
   const text = readFileSync(ARCHITECTURE_FILE, "utf8");
   assert.equal(text, architectureDoc(text), "a generated part of docs/architecture.md has drifted: run npm run docs");
   for (const part of ["imports", "states", "tables"]) assert.match(text, new RegExp(`<!-- ${part}:start -->\\n\\|`), `the ${part} section is filled in`);
+});
+
+it("every test file is in exactly one tier of scripts/test-tiers.ts, and each file that runs alone says why", () => {
+  const onDisk = readdirSync(join(src, "..", "test"))
+    .filter((f) => f.endsWith(".test.ts"))
+    .map((f) => f.replace(/\.test\.ts$/, ""))
+    .sort();
+  const listed = Object.values(TIERS).flat() as string[];
+  assert.deepEqual([...listed].sort(), onDisk, "a test file in no tier, or in two, or a tier naming a file that is gone");
+  assert.ok(Object.entries(ALONE).every(([f, why]) => listed.includes(f) && why.length > 10));
 });
 
 it("every error dropped in src/ says why (ignore(reason)), none silently", () => {

@@ -21,7 +21,8 @@ let b: RunningServer;
 let work: string;
 
 before(async () => {
-  [a, b] = await Promise.all([startTestServer(), startTestServer()]);
+  // b lists exactly what was imported into it: no base snapshot of its own.
+  [a, b] = await Promise.all([startTestServer(), startTestServer(undefined, undefined, { sharedBases: false })]);
   work = await mkdtemp(join(tmpdir(), "fvt-snapmove-"));
   removeAtExit(work);
 });
