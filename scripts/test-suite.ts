@@ -292,13 +292,18 @@ async function main(): Promise<number> {
     const files = process.argv.slice(2);
     const deadline = Date.now() + SUITE_LIMIT_MIN * 60_000;
     let code = 0;
-    if (files.length) code = await runFiles("the files named", files, 1, env, deadline);
-    else {
+    const sharedBases = async () => {
+      const t0 = performance.now();
+      console.log(`# shared base snapshots: ${await buildSharedBases(seed)} built in the seed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    };
+    if (files.length) {
+      await sharedBases();
+      code = await runFiles("the files named", files, 1, env, deadline);
+    } else {
       // Unit first: a broken build fails in seconds, before any VM boots.
       code = await runFiles("tier unit", tierPaths("unit"), 2, env, deadline);
       if (code === 0) {
-        const t0 = performance.now();
-        console.log(`# shared base snapshots: ${await buildSharedBases(seed)} built in the seed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+        await sharedBases();
         const rest = (["api", "vm", "cluster"] as const).flatMap((t) => tierPaths(t));
         const together = rest.filter((f) => !(testName(f) in ALONE));
         const alone = rest.filter((f) => testName(f) in ALONE);

@@ -438,13 +438,17 @@ describe("a pause that keeps the disk only", () => {
     await s.files.write("disk.txt", "on the disk");
     const bg = await s.commands.run("sleep 600", { background: true, timeoutMs: 0 });
     await bg.disconnect();
+    // By its name, not its pid: a cold boot numbers its processes anew, and may give that pid to another
+    // (the checking shell itself, even). Nothing else in the guest runs sleep.
+    const sleeping = "pgrep -x sleep >/dev/null && echo alive || echo gone";
+    assert.equal((await s.commands.run(sleeping)).stdout, "alive\n");
     assert.equal(await s.pause({ keepMemory: false }), true);
     const paused = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
     assert.equal(paused.at(-1)?.data?.memory, false);
     assert.equal(await s.isRunning(), false, "a disk-only pause is not resumed behind the caller's back");
     const back = await Sandbox.connect(s.sandboxId);
     assert.equal(await back.files.read("disk.txt"), "on the disk");
-    assert.equal((await back.commands.run(`kill -0 ${bg.pid} 2>/dev/null && echo alive || echo gone`)).stdout, "gone\n", "a cold boot: the processes are gone");
+    assert.equal((await back.commands.run(sleeping)).stdout, "gone\n", "a cold boot: the processes are gone");
     const resumed = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
     assert.equal(resumed.at(-1)?.data?.cold_boot, true);
     await back.kill();
@@ -454,10 +458,11 @@ describe("a pause that keeps the disk only", () => {
     await r.files.write("disk.txt", "rebooted over it");
     const held = await r.commands.run("sleep 600", { background: true, timeoutMs: 0 });
     await held.disconnect();
+    assert.equal((await r.commands.run(sleeping)).stdout, "alive\n");
     assert.equal(await r.pause(), true);
     const rebooted = await Sandbox.connect(r.sandboxId, { onResume: "reboot" });
     assert.equal(await rebooted.files.read("disk.txt"), "rebooted over it");
-    assert.equal((await rebooted.commands.run(`kill -0 ${held.pid} 2>/dev/null && echo alive || echo gone`)).stdout, "gone\n");
+    assert.equal((await rebooted.commands.run(sleeping)).stdout, "gone\n");
     const woke = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === r.sandboxId && e.type === "sandbox.resumed");
     assert.equal(woke.at(-1)?.data?.cold_boot, true);
     await rebooted.kill();
