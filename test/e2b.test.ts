@@ -263,6 +263,41 @@ describe("bad input gets E2B-shaped errors", () => {
     assert.deepEqual(Object.keys((await r.json()) as object).sort(), ["code", "message"]);
   });
 
+  it("network fields and identity this server does not implement are refused by name, never ignored", async () => {
+    const create = (body: object) =>
+      fetch(`${base}/v2/sandboxes`, {
+        method: "POST",
+        headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+        body: JSON.stringify({ templateID: "base", ...body }),
+      });
+    const refused: [object, RegExp][] = [
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
+      [{ network: { rules: { "api.example.com": [{ transform: { headers: { "X-Key": "${e2b.secrets.k}" } } }] } } }, /^network\.rules is not supported/],
+      [{ network: { egressProxy: { address: "proxy.example.com:1080" } } }, /^network\.egressProxy is not supported/],
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
+      [{ network: { maskRequestHost: "localhost:${PORT}" } }, /^network\.maskRequestHost is not supported/],
+      [{ network: { httpsPorts: [8443] } }, /^network\.httpsPorts is not supported/],
+      [{ network: { allowPublicTraffic: false } }, /^network\.allowPublicTraffic: false/],
+      [{ iam: { tokens: { aws: { audience: "sts.amazonaws.com", tokenType: "JWT-SVID" } } } }, /^iam: /],
+    ];
+    for (const [body, why] of refused) {
+      const r = await create(body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.match(((await r.json()) as { message: string }).message, why);
+    }
+    const update = await fetch(`${base}/sandboxes/${sbx.sandboxId}/network`, {
+      method: "PUT",
+      headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+      body: JSON.stringify({ rules: { "example.com": [{}] } }),
+    });
+    assert.equal(update.status, 400);
+    assert.match(((await update.json()) as { message: string }).message, /^rules is not supported/);
+    // What every server does anyway is taken: ports are public without a token.
+    const open = await Sandbox.create({ network: { allowPublicTraffic: true } });
+    assert.equal(await open.isRunning(), true);
+    await open.kill();
+  });
+
   it("the API key on the control plane and the access token on the sandbox", async () => {
     const r = await fetch(`${base}/v2/sandboxes`, { headers: { "x-api-key": "wrong" } });
     assert.equal(r.status, 401);

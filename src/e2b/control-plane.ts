@@ -68,6 +68,20 @@ const ListQuery = Type.Object(
 );
 const NetworkBody = Type.Object({ allowOut: Type.Optional(Type.Array(Type.String())), denyOut: Type.Optional(Type.Array(Type.String())) }, { additionalProperties: true });
 
+/**
+ * E2B's network and identity fields this server does not implement yet, each refused by name with
+ * a 400 (never ignored: a caller who asked for a header rule or a tunnel must not get traffic
+ * without it). `allowPublicTraffic: true` is what a server without a port proxy does anyway.
+ */
+function refuseUnsupported(b: Record<string, unknown>, network: Record<string, unknown> | undefined, where: string): void {
+  if (b.iam !== undefined) throw badRequest("iam: workload identity tokens are not supported by this server");
+  if (!network) return;
+  for (const field of ["rules", "egressProxy", "maskRequestHost", "httpsPorts"]) {
+    if (network[field] !== undefined) throw badRequest(`${where}${field} is not supported by this server yet`);
+  }
+  if (network.allowPublicTraffic === false) throw badRequest(`${where}allowPublicTraffic: false (a traffic access token on sandbox ports) is not supported by this server yet`);
+}
+
 /** Everything-denied as E2B writes it (denyOut entries that close all egress). */
 const DENY_ALL = new Set(["0.0.0.0/0", "::/0", "*"]);
 
@@ -129,6 +143,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     for (const field of ["mcp", "volumeMounts"] as const) {
       if ((b as Record<string, unknown>)[field] !== undefined) throw badRequest(`${field} is not supported by this server`);
     }
+    refuseUnsupported(b, b.network, "network.");
     const target = await spawnTarget(forge, b.templateID);
     const sb = await forge.sandboxes.spawn({
       ...target,
@@ -268,6 +283,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     "/sandboxes/:sandboxID/network",
     { schema: { params: Id, body: NetworkBody, hide: true } },
     async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof NetworkBody> }>, reply) => {
+      refuseUnsupported(req.body, req.body, "");
       running(forge, req.params.sandboxID);
       const deny = req.body.denyOut ?? [];
       if (deny.length && !deny.some((d) => DENY_ALL.has(d)))
