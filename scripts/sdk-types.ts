@@ -70,6 +70,13 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ],
 ];
 
+/**
+ * Types the Python SDK defines as dataclasses of its own in models.py (it fills them in as output
+ * streams, and gives them methods), so wire.py does not define them a second time;
+ * test/contract.test.ts checks their fields against the schemas instead.
+ */
+const PY_DATACLASSES = new Set(["SandboxInfo", "ExecResult", "FileInfo", "CodeError", "Execution", "CodeContext"]);
+
 const REF = "#/components/schemas/";
 
 /** The top-level schema of an SDK type, arrays unwrapped (a list route's items). */
@@ -209,12 +216,17 @@ function pyType(s: Schema, names: Names): string {
     return names.refs.get(ref) ?? ref;
   }
   const t = names.shapes.get(shapeKey({ ...s, nullable: undefined })) ?? pyBare(s, names);
-  return s.nullable === true && t !== "Any" && !t.startsWith("Optional[") ? `Optional[${t}]` : t;
+  return s.nullable === true && t !== "Any" && t !== "None" && !t.startsWith("Optional[") ? `Optional[${t}]` : t;
 }
 
 function pyBare(s: Schema, names: Names): string {
   const values = enumValues(s);
-  if (values) return `Literal[${values.map(literal).join(", ")}]`;
+  if (values) {
+    // null is Python's None, which a Literal need not carry.
+    const some = values.filter((v) => v !== null);
+    const lit = some.length ? `Literal[${some.map(literal).join(", ")}]` : "None";
+    return some.length < values.length && some.length ? `Optional[${lit}]` : lit;
+  }
   const parts = s.anyOf ?? s.oneOf;
   if (Array.isArray(parts)) {
     const all = [...new Set(parts.map((p: Schema) => pyType(p, names)))];
@@ -269,6 +281,7 @@ export function pyWire(d: Doc): string {
     "from __future__ import annotations\n\n" +
     "from typing import Any, Dict, List, Literal, Optional, TypedDict, Union\n";
   for (const [name, from, doc] of TYPES) {
+    if (PY_DATACLASSES.has(name)) continue;
     const s = sourceSchema(d, from);
     if (s.type === "object" && s.properties) out += `\n\n${pyClass(name, s, doc, names)}`;
     else out += `\n\n#: ${doc}\n${name} = ${pyType(s, names)}\n`;

@@ -100,8 +100,3 @@ export const ALONE: Record<string, string> = {
   cluster: "starts a PostgreSQL and several servers that place sandboxes by the host's free memory",
   deploy: "starts a PostgreSQL of its own",
 };
-
-/** Every test file's name (without .test.ts), tier by tier. */
-export function tierFiles(tier: Tier): string[] {
-  return [...TIERS[tier]];
-}

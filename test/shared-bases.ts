@@ -5,6 +5,7 @@
 // file and the disk, sealed read-only) are hard-linked, so nothing is copied; the device state and
 // the console log, small, are copied, so a test that damages a base damages only its own. A base's
 // disk is an overlay on the seed's image, which lives as long as the run.
+import { existsSync } from "node:fs";
 import { copyFile, link, mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -32,19 +33,17 @@ export async function buildSharedBases(seed: string): Promise<number> {
 
 /** Gives the data directory `to` (seeded, never opened) the ready base snapshots of `seed`. */
 export async function adoptSharedBases(seed: string, to: string): Promise<void> {
+  const seedDb = join(seed, "forgevm.db");
+  if (!existsSync(seedDb)) return; // a seed no core has opened has no bases
+  const from = new Database(seedDb, { fileMustExist: true });
   let rows: SnapshotRow[];
   try {
-    const from = new Database(join(seed, "forgevm.db"), { fileMustExist: true });
-    try {
-      rows = (from.prepare("SELECT * FROM snapshots WHERE kind = 'base' AND state = 'ready'").all() as (Omit<SnapshotRow, "env"> & { env: string | null })[]).map((r) => ({
-        ...r,
-        env: r.env ? JSON.parse(r.env) : null,
-      }));
-    } finally {
-      from.close();
-    }
-  } catch {
-    return; // a seed without a store has no bases
+    rows = (from.prepare("SELECT * FROM snapshots WHERE kind = 'base' AND state = 'ready'").all() as (Omit<SnapshotRow, "env"> & { env: string | null })[]).map((r) => ({
+      ...r,
+      env: r.env ? JSON.parse(r.env) : null,
+    }));
+  } finally {
+    from.close();
   }
   if (!rows.length) return;
   const db = openDb(join(to, "forgevm.db"));

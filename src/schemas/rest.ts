@@ -1,4 +1,5 @@
-// Past 400 lines because it is the whole REST contract in one place (issue 29 splits it by resource).
+// Past 400 lines because it is the whole REST contract in one place: every shape a route takes or
+// gives, beside the shapes it is built from.
 // TypeBox schemas of the REST contract: one definition per
 // wire message. They validate requests, shape responses and generate the OpenAPI document
 // (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields

@@ -6,48 +6,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 
-class _SandboxInfoRequired(TypedDict):
-    id: str
-    state: Literal["created", "creating", "running", "paused", "stopped", "destroyed", "error"]
-    provider: str
-    image: str
-    memory_mb: int
-    vcpus: int
-    created_at: str
-    #: null: it lives until it is destroyed (ttl 0, or a service with a restart policy)
-    expires_at: Optional[str]
-
-
-class SandboxInfo(_SandboxInfoRequired, total=False):
-    """A sandbox as the server describes it."""
-
-    #: Its name, when it was given one (usable wherever an id is).
-    name: str
-    #: In a cluster: the node it lives on.
-    node: str
-    #: Said by sandboxes whose provider is no security boundary (local).
-    warning: str
-    owner_id: str
-    metadata: Dict[str, str]
-    #: Why it failed (state "error").
-    error: str
-    #: Pool mode: the shared VM this sandbox lives in.
-    vm_id: str
-    network: NetworkInfo
-    main: MainInfo
-    #: Its idle stop, as a duration (when its idle action is `stop`; the older name of `idle`).
-    idle_stop: str
-    idle: IdleSpec
-    #: Why it is paused (state "paused"): "request", "timeout" or "idle".
-    paused_reason: str
-    #: Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over.
-    forkable: bool
-    #: Named volumes it mounts.
-    volumes: List[VolumeMount]
-    #: Host directories it mounts (live).
-    host_dirs: List[HostDirMount]
-
-
 class SpawnOptions(TypedDict, total=False):
     """What a spawn (or create) may ask for."""
 
@@ -190,34 +148,6 @@ class _GuestProcessRequired(TypedDict):
 
 class GuestProcess(_GuestProcessRequired):
     """A process running in a sandbox."""
-
-
-class _ExecResultRequired(TypedDict):
-    exit_code: int
-    stdout: str
-    stderr: str
-    #: Duration string, e.g. "107ms".
-    duration: str
-    timed_out: bool
-    truncated: bool
-
-
-class ExecResult(_ExecResultRequired):
-    """What a command did: a non-zero exit code is a result, not an error."""
-
-
-class _FileInfoRequired(TypedDict):
-    path: str
-    name: str
-    size: int
-    #: Permission bits in octal, e.g. "644".
-    mode: str
-    is_dir: bool
-    mod_time: str
-
-
-class FileInfo(_FileInfoRequired):
-    """A file or directory in a sandbox."""
 
 
 class _ArchiveResultRequired(TypedDict):
@@ -566,44 +496,6 @@ class CodeResult(_CodeResultRequired, total=False):
     latex: str
     json: Any
     javascript: str
-
-
-class _CodeErrorRequired(TypedDict):
-    name: str
-    value: str
-    traceback: str
-
-
-class CodeError(_CodeErrorRequired):
-    """The exception code raised."""
-
-
-class _ExecutionRequired(TypedDict):
-    results: List[CodeResult]
-    stdout: str
-    stderr: str
-    #: The exception the code raised (null when it ran to its end).
-    error: Union[CodeError, Optional[Literal[null]]]
-    execution_count: int
-    #: The context it ran in.
-    context: str
-    duration: str
-
-
-class Execution(_ExecutionRequired):
-    """What running code produced."""
-
-
-class _CodeContextRequired(TypedDict):
-    id: str
-    language: str
-    cwd: str
-    #: Who its code runs as (null: the sandbox's default user).
-    user: Optional[str]
-
-
-class CodeContext(_CodeContextRequired):
-    """A stateful code context: its variables, imports and working directory persist between runs."""
 
 
 class _EnvironmentSpecRequired(TypedDict):
