@@ -18,7 +18,7 @@ import { seedDataDir } from "../src/setup/seed.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
-import { ALONE, TIERS, type Tier } from "./test-tiers.js";
+import { ALONE, LONGEST, TIERS, type Tier } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -190,6 +190,18 @@ function tierPaths(tier: Tier): string[] {
 /** A test file's name as the tiers list it. */
 const testName = (path: string) => path.slice(path.lastIndexOf("/") + 1).replace(/\.test\.js$/, "");
 
+/** The files in LONGEST's order first, then the rest as they came. */
+function longestFirst(files: string[]): string[] {
+  const rank = (f: string) => {
+    const i = LONGEST.indexOf(testName(f));
+    return i < 0 ? LONGEST.length : i;
+  };
+  return files
+    .map((f, i) => ({ f, i }))
+    .sort((a, b) => rank(a.f) - rank(b.f) || a.i - b.i)
+    .map((x) => x.f);
+}
+
 /**
  * Runs test files under node's runner, `concurrency` at a time, with the spec reporter and the
  * times per file; resolves with its exit code. A phase still running at the suite's deadline is
@@ -305,7 +317,7 @@ async function main(): Promise<number> {
       if (code === 0) {
         await sharedBases();
         const rest = (["api", "vm", "cluster"] as const).flatMap((t) => tierPaths(t));
-        const together = rest.filter((f) => !(testName(f) in ALONE));
+        const together = longestFirst(rest.filter((f) => !(testName(f) in ALONE)));
         const alone = rest.filter((f) => testName(f) in ALONE);
         code = (await runFiles("tiers api, vm and cluster, two files at a time", together, 2, env, deadline)) || code;
         code = (await runFiles("the files that run alone", alone, 1, env, deadline)) || code;

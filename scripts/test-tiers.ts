@@ -82,6 +82,13 @@ export const TIERS = {
 export type Tier = keyof typeof TIERS;
 
 /**
+ * The files that take longest (over a minute of test time each under TCG), longest first. The
+ * runner starts them before the others, so that the two lanes of a phase end close together
+ * instead of one long file running alone at the end. Only the order depends on this list.
+ */
+export const LONGEST = ["environments", "commit", "sdk-python", "api", "workloads", "snapshots", "e2b"];
+
+/**
  * Files that run alone, each for a reason another file running beside it would break: host state
  * they change or read whole, or timings they measure.
  */

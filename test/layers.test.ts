@@ -11,7 +11,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../scripts/architecture-doc.js";
-import { ALONE, TIERS } from "../scripts/test-tiers.js";
+import { ALONE, LONGEST, TIERS } from "../scripts/test-tiers.js";
 import { circles, importsOf, sourceFiles, type Graph } from "./dependency-graph.js";
 
 const src = join(fileURLToPath(new URL("../..", import.meta.url)), "src");
@@ -107,6 +107,11 @@ it("every test file is in exactly one tier of scripts/test-tiers.ts, and each fi
   const listed = Object.values(TIERS).flat() as string[];
   assert.deepEqual([...listed].sort(), onDisk, "a test file in no tier, or in two, or a tier naming a file that is gone");
   assert.ok(Object.entries(ALONE).every(([f, why]) => listed.includes(f) && why.length > 10));
+  assert.deepEqual(
+    LONGEST.filter((f) => !listed.includes(f) || f in ALONE),
+    [],
+    "LONGEST names a file that is gone or runs alone",
+  );
 });
 
 it("every error dropped in src/ says why (ignore(reason)), none silently", () => {
