@@ -13,6 +13,7 @@ export const TIERS = {
     "config",
     "contract",
     "dockerfile",
+    "egress-inject",
     "egress-proxy",
     "flatten",
     "frame",

@@ -23,6 +23,10 @@ export interface EgressEntry {
   error?: string;
   /** A package file answered from the package cache (hit) or fetched and kept (miss). */
   cache?: "hit" | "miss";
+  /** The egress rule (its destination key) whose headers were added; never a header's value. */
+  injected?: string;
+  /** Its headers' names, as added. */
+  headers?: string[];
 }
 
 export class EgressLog {

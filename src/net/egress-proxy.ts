@@ -13,10 +13,12 @@ import type { Duplex } from "node:stream";
 import { AddressSet, blockedAddresses } from "./addresses.js";
 import { matchAddress, matchHost, normalHost, type Rule } from "./allowlist.js";
 import { EgressLog, type EgressEntry } from "./egress-log.js";
+import type { EgressCa } from "./egress-ca.js";
+import { type EgressRules, render, ruleFor } from "./egress-rules.js";
+import { readHead, reply } from "./http-head.js";
+import { hostHeaderIs, interceptTls, rewriteHead, trustStore } from "./intercept.js";
 import { cacheable, storable, type PackageCache } from "./package-cache.js";
 
-const MAX_HEAD = 64 * 1024;
-const HEAD_TIMEOUT_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 
 export interface EgressProxyOptions {
@@ -35,6 +37,12 @@ export interface EgressProxyOptions {
   resolve?: (host: string) => Promise<string[]>;
   /** The package cache, for sandboxes whose policy asks for it. */
   cache?: PackageCache;
+  /** The egress CA, for HTTPS destinations with egress rules. */
+  ca?: EgressCa;
+  /** The value of a secret a rule names (undefined: there is none). */
+  secret?: (name: string) => Promise<string | undefined>;
+  /** Extra CAs (PEM) the proxy trusts for upstreams it reads requests to: the operator's private ones. */
+  upstreamCa?: string;
 }
 
 interface Target {
@@ -46,6 +54,8 @@ interface Target {
   /** Forward requests: the URL and the headers (lower-case names) sent on. */
   url?: URL;
   headers?: Map<string, string>;
+  /** Forward requests: the header lines as they came (hop headers dropped). */
+  lines?: string[];
 }
 
 /** Refused before any upstream connection: `status` goes back to the client. */
@@ -66,8 +76,12 @@ export class EgressProxy {
   private readonly resolve: (host: string) => Promise<string[]>;
   private readonly clients = new Set<Duplex>();
   private readonly caching = new Set<string>();
+  private readonly rules = new Map<string, EgressRules>();
+
+  private readonly trust: string[];
 
   constructor(private readonly opts: EgressProxyOptions) {
+    this.trust = trustStore(opts.upstreamCa);
     for (const cidr of opts.allowPrivate ?? []) this.operatorAllowed.add(cidr);
     this.log = new EgressLog(opts.logDir);
     this.resolve = opts.resolve ?? (async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address));
@@ -82,9 +96,16 @@ export class EgressProxy {
     }
   }
 
+  /** Sets (or with none, clears) a sandbox's egress rules, effective on its next connection. */
+  setRules(sandboxId: string, rules: EgressRules | undefined): void {
+    if (rules && Object.keys(rules).length) this.rules.set(sandboxId, rules);
+    else this.rules.delete(sandboxId);
+  }
+
   /** Forgets a sandbox: later connections from it are refused. Its log stays until removeLog. */
   forget(sandboxId: string): void {
     this.policies.delete(sandboxId);
+    this.rules.delete(sandboxId);
     this.caching.delete(sandboxId);
   }
 
@@ -134,6 +155,8 @@ export class EgressProxy {
       return reply(client, e.status, e.message);
     }
     const base = { method: target.method, host: target.host, port: target.port, address, rule: rule.entry };
+    const injecting = isIP(target.host) ? null : ruleFor(this.rules.get(sandboxId), target.host);
+    if (injecting) return this.serveInjected(sandboxId, client, target, address, rest, injecting, base);
     if (this.opts.cache && this.caching.has(sandboxId) && target.url && target.headers && cacheable(target.method, target.url, target.headers)) {
       return this.serveCached(sandboxId, client, target, address, base);
     }
@@ -148,6 +171,61 @@ export class EgressProxy {
     if (client.destroyed) return void upstream.destroy();
     if (target.method === "CONNECT") client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
     else upstream.write(target.head!);
+    if (rest.length) upstream.write(rest);
+    splice(client, upstream);
+  }
+
+  // A destination with egress rules: the request is read and the rule's headers added, over plain
+  // HTTP as it came, over HTTPS by terminating the guest's TLS (intercept.ts). Never cached.
+  private async serveInjected(
+    sandboxId: string,
+    client: Duplex,
+    t: Target,
+    address: string,
+    rest: Buffer,
+    match: { key: string; headers: Record<string, string> },
+    base: Omit<EgressEntry, "ts" | "decision" | "reason">,
+  ): Promise<void> {
+    const headers = async () => {
+      const out: Record<string, string> = {};
+      for (const [k, v] of Object.entries(match.headers)) out[k] = await render(v, this.opts.secret ?? (async () => undefined));
+      return out;
+    };
+    const done = (r: { added?: string[]; refused?: string; error?: string }) => {
+      if (r.refused) this.record(sandboxId, { ...base, decision: "deny", reason: r.refused });
+      else this.record(sandboxId, { ...base, decision: "allow", reason: "allowed", injected: match.key, headers: r.added, ...(r.error ? { error: r.error } : {}) });
+    };
+    if (t.method === "CONNECT") {
+      if (!this.opts.ca) {
+        done({ refused: "this server has no egress CA to read HTTPS requests with" });
+        return reply(client, 502, "this server cannot add egress headers to HTTPS requests");
+      }
+      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+      if (rest.length) client.unshift(rest);
+      return interceptTls(client, { host: t.host, port: t.port, address }, this.opts.ca, { headers, trust: this.trust, done });
+    }
+    const hosts = t.lines!.filter((l) => /^host\s*:/i.test(l));
+    if (hosts.length !== 1 || !hostHeaderIs(hosts[0].slice(hosts[0].indexOf(":") + 1), t.host, t.port)) {
+      done({ refused: `the request's Host is not ${t.host}, the host its URL names` });
+      return reply(client, 421, `the request's Host is not ${t.host}, the host its URL names`);
+    }
+    let inject: Record<string, string>;
+    try {
+      inject = await headers();
+    } catch (e) {
+      done({ refused: (e as Error).message });
+      return reply(client, 502, (e as Error).message);
+    }
+    let upstream: Socket;
+    try {
+      upstream = await openUpstream(address, t.port);
+    } catch (e) {
+      done({ error: (e as Error).message });
+      return reply(client, 502, `cannot connect to ${t.host}:${t.port}: ${(e as Error).message}`);
+    }
+    done({ added: Object.keys(inject) });
+    if (client.destroyed) return void upstream.destroy();
+    upstream.write(rewriteHead(`${t.method} ${t.url!.pathname}${t.url!.search} HTTP/1.1`, t.lines!, inject));
     if (rest.length) upstream.write(rest);
     splice(client, upstream);
   }
@@ -239,35 +317,6 @@ export class EgressProxy {
   }
 }
 
-/** Reads up to the end of the request head; null if the client leaves, stalls or sends too much. */
-function readHead(client: Duplex): Promise<{ head: string; rest: Buffer } | null> {
-  return new Promise((resolve) => {
-    let buf = Buffer.alloc(0);
-    const done = (v: { head: string; rest: Buffer } | null) => {
-      clearTimeout(timer);
-      client.off("data", onData);
-      client.off("end", onEnd);
-      client.off("close", onEnd);
-      if (v) client.pause();
-      resolve(v);
-    };
-    const onData = (c: Buffer) => {
-      buf = Buffer.concat([buf, c]);
-      const end = buf.indexOf("\r\n\r\n");
-      if (end >= 0) done({ head: buf.subarray(0, end + 4).toString("latin1"), rest: buf.subarray(end + 4) });
-      else if (buf.length > MAX_HEAD) {
-        reply(client, 431, "request head too large");
-        done(null);
-      }
-    };
-    const onEnd = () => done(null);
-    const timer = setTimeout(() => done(null), HEAD_TIMEOUT_MS);
-    client.on("data", onData);
-    client.on("end", onEnd);
-    client.on("close", onEnd);
-  });
-}
-
 const HOP_HEADERS = new Set(["proxy-connection", "proxy-authorization", "connection", "keep-alive", "te", "trailer", "upgrade"]);
 
 /** What a request head asks for; throws a Refusal for anything that is not a proxy request. */
@@ -299,7 +348,7 @@ function parseRequest(head: string): Target {
   if (!headers.some((l) => /^host\s*:/i.test(l))) headers.unshift(`Host: ${url.host}`);
   const out = [`${method} ${url.pathname}${url.search} HTTP/1.1`, ...headers, "Connection: close", "", ""].join("\r\n");
   const map = new Map(headers.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()] as [string, string]));
-  return { method, host, port, head: Buffer.from(out, "latin1"), url, headers: map };
+  return { method, host, port, head: Buffer.from(out, "latin1"), url, headers: map, lines: headers };
 }
 
 function hostOf(raw: string): string {
@@ -313,15 +362,6 @@ function portOf(s: string): number {
   const n = Number(s);
   if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Refusal(400, `port ${s} is out of range`);
   return n;
-}
-
-function reply(client: Duplex, status: number, message: string): void {
-  const text = `forgevm egress proxy: ${message}\n`;
-  const reason = { 400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 502: "Bad Gateway" }[status] ?? "Error";
-  client.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
-      `X-Forgevm-Egress: ${status === 403 ? "denied" : "error"}\r\nConnection: close\r\n\r\n${text}`,
-  );
 }
 
 function openUpstream(address: string, port: number): Promise<Socket> {

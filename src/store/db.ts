@@ -182,6 +182,17 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN paused_keep TEXT;`,
   // Forkable sandboxes keep their RAM in a file of their own.
   `ALTER TABLE sandboxes ADD COLUMN forkable INTEGER NOT NULL DEFAULT 0;`,
+  // Secrets the egress proxy adds to requests; their values sealed under the server's key.
+  `CREATE TABLE secrets (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL UNIQUE,
+     description TEXT,
+     metadata TEXT,
+     version INTEGER NOT NULL,
+     sealed TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */
