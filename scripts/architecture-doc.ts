@@ -21,6 +21,7 @@ const STORE_TABLES: Record<string, string> = {
   templates: "named spawn settings with setup commands and warm pools",
   snapshots: "snapshots of every kind (sandbox, fork, base, pause) and where their files are",
   audit: "calls agents made through MCP, their arguments redacted",
+  secrets: "secrets the egress proxy adds to requests by egress rule: name, metadata, version and the value sealed under the server's key (never shown)",
   volumes: "named volumes: size, labels",
   metric_samples: "sampled metrics of the host and each sandbox, full resolution then minute averages",
   env_specs: "Environments: a base image plus packages",

@@ -32,6 +32,11 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ["VolumeMount", { schema: "VolumeMount" }, "A named volume mounted in a sandbox."],
   ["HostDirMount", { schema: "HostDirMount" }, "A host directory mounted in a sandbox."],
   ["EgressEntry", { schema: "EgressEntry" }, "One egress decision of the sandbox's proxy."],
+  ["EgressRule", { schema: "EgressRule" }, "The headers the egress proxy adds to requests for one destination."],
+  ["EgressRules", { schema: "EgressRules" }, "Headers the egress proxy adds per destination, secrets named by placeholder ({{NAME}}); the values stay on the host."],
+  ["SecretInfo", { schema: "SecretInfo" }, "A secret kept on the server: never its value."],
+  ["SecretInput", { body: ["post", "/secrets"] }, "What `secrets.create` sends."],
+  ["SecretUpdate", { body: ["put", "/secrets/{name}"] }, "What `secrets.update` sends: a new value, and optionally a new description and metadata."],
   ["GuestProcess", { schema: "GuestProcess" }, "A process running in a sandbox."],
   ["ExecResult", { response: ["post", "/sandboxes/{id}/exec", 200] }, "What a command did: a non-zero exit code is a result, not an error."],
   ["FileInfo", { schema: "FileInfo" }, "A file or directory in a sandbox."],
@@ -202,7 +207,8 @@ export function tsWire(d: Doc): string {
     const s = sourceSchema(d, from);
     out += `\n${docComment(doc, "")}`;
     if (s.type === "object" && s.properties) out += `export interface ${name} {\n${tsFields(s, names, "  ")}}\n`;
-    else out += `export type ${name} = ${tsType(s, names, "")};\n`;
+    // The bare shape: named, it would be written as its own name.
+    else out += `export type ${name} = ${tsBare(s, names, "")};\n`;
   }
   return out;
 }
@@ -284,7 +290,7 @@ export function pyWire(d: Doc): string {
     if (PY_DATACLASSES.has(name)) continue;
     const s = sourceSchema(d, from);
     if (s.type === "object" && s.properties) out += `\n\n${pyClass(name, s, doc, names)}`;
-    else out += `\n\n#: ${doc}\n${name} = ${pyType(s, names)}\n`;
+    else out += `\n\n#: ${doc}\n${name} = ${pyBare(s, names)}\n`;
   }
   return out;
 }

@@ -39,6 +39,7 @@ export const TIERS = {
     "e2b",
     "e2b-code",
     "e2b-provider",
+    "egress-secrets",
     "environments",
     "failures",
     "full-disk",

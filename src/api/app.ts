@@ -25,6 +25,7 @@ import { execRoutes } from "./routes/exec.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
 import { commitRoutes } from "./routes/commit.js";
+import { secretRoutes } from "./routes/secrets.js";
 import { volumeRoutes } from "./routes/volumes.js";
 import { buildRoutes } from "./routes/builds.js";
 import { environmentRoutes } from "./routes/environments.js";
@@ -194,6 +195,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(imageRoutes, { forge: opts.forge });
       await api.register(commitRoutes, { forge: opts.forge });
       await api.register(volumeRoutes, { forge: opts.forge });
+      await api.register(secretRoutes, { forge: opts.forge });
       await api.register(buildRoutes, { forge: opts.forge });
       await api.register(environmentRoutes, { forge: opts.forge });
       await api.register(auditRoutes, { forge: opts.forge });

@@ -21,6 +21,7 @@ export function spawnOptionsOf(b: Static<typeof SpawnRequest>, ownerId: string |
     user: b.user,
     network: b.network,
     allow: b.allow,
+    egressRules: b.egress_rules,
     ports: b.ports,
     secrets: b.secrets,
     name: b.name,

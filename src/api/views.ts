@@ -49,8 +49,12 @@ function mainView(m: MainRecord, running: boolean) {
 }
 
 export function networkView(n: NetworkRecord | null) {
-  const rec = n ?? { mode: "none" as const, allow: [], ports: [] };
-  return { ...rec, ...(rec.mode === "allowlist" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}) };
+  const { rules, ...rec } = n ?? { mode: "none" as const, allow: [], ports: [] };
+  return {
+    ...rec,
+    ...(rec.mode === "allowlist" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}),
+    ...(rules ? { egress_rules: Object.fromEntries(Object.entries(rules).map(([host, headers]) => [host, { headers }])) } : {}),
+  };
 }
 
 export function snapshotView(r: SnapshotRow): SnapshotT {

@@ -83,6 +83,8 @@ export const ConfigSchema = Type.Object(
         cache: Type.Boolean(),
         /** The package cache's budget in MiB. */
         cache_max_mb: Type.Integer({ minimum: 16, maximum: 1048576 }),
+        /** CAs (a PEM file) the egress proxy trusts, with the host's, for destinations whose requests it reads to add egress rules' headers. */
+        upstream_ca_file: Type.String(),
       },
       strict,
     ),

@@ -18,6 +18,7 @@ import type { ForgeOptions, SpawnDefaults } from "./options.js";
 import type { Sandbox } from "./guest/sandbox.js";
 import type { PlannedSecrets } from "./sandboxes/secrets.js";
 import type { Snapshots } from "./snapshots/snapshots.js";
+import type { Secrets } from "./secrets/secrets.js";
 import type { TenantPool } from "./pools/tenant-pool.js";
 import type { Volumes } from "./volumes.js";
 import type { HostDirs } from "./host-dirs/host-dirs.js";
@@ -66,7 +67,9 @@ export interface Core {
   readonly sleeping: Map<string, Sandbox>;
   /** Main processes of running sandboxes, by id. */
   readonly mains: Map<string, MainRunner>;
-  /** Secrets of running sandboxes, by id: in memory only. */
+  /** Secrets kept on the host for the egress proxy to add to requests (secrets/secrets.ts). */
+  readonly secretStore: Secrets;
+  /** In-guest secrets of running sandboxes, by id: in memory only. */
   readonly secrets: Map<string, PlannedSecrets>;
   /** Destroys in progress, by id (a second call waits for the first). */
   readonly destroying: Map<string, Promise<void>>;

@@ -61,6 +61,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
       presetsFile: cfg.network.presets_file || undefined,
       cache: cfg.network.cache,
       cacheMaxMb: cfg.network.cache_max_mb,
+      upstreamCaFile: cfg.network.upstream_ca_file || undefined,
     },
     pool: {
       enabled: cfg.pool.enabled,

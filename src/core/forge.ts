@@ -15,6 +15,7 @@ import type { SandboxesFacade } from "./facades/sandboxes.js";
 import type { SnapshotsFacade } from "./facades/snapshots.js";
 import type { TemplatesFacade } from "./facades/templates.js";
 import type { VolumesFacade } from "./facades/volumes.js";
+import type { Secrets } from "./secrets/secrets.js";
 import { openCore, type OpenedCore } from "./open.js";
 import type { ForgeOptions, SpawnDefaults } from "./options.js";
 
@@ -55,6 +56,8 @@ export class Forge {
   /** Pool mode, warm pools and prestarted VMMs. */
   readonly pools: PoolsFacade;
   readonly metrics: MetricsFacade;
+  /** Secrets kept on the host, which egress rules name and the egress proxy adds to requests. */
+  readonly secrets: Secrets;
 
   private constructor(private readonly opened: OpenedCore) {
     this.paths = opened.paths;
@@ -73,6 +76,7 @@ export class Forge {
       providers: this.providers,
       pools: this.pools,
       metrics: this.metrics,
+      secrets: this.secrets,
     } = opened.facades);
   }
 

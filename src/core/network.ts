@@ -10,6 +10,7 @@ import { AllowlistError, outside, parseAllowlist, type Presets } from "../net/al
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
+import { checkRules, type EgressRules, outsideAllowlist, RuleError, secretsNamed } from "../net/egress-rules.js";
 import { tunnelDuplex } from "../net/tunnel.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
 import { badRequest, conflict, notFound, sandboxGone } from "../http/errors.js";
@@ -35,10 +36,20 @@ export interface NetworkRequest {
   ports?: string[];
   /** Use the package cache (allowlist mode); default from the config. */
   cache?: boolean;
+  /** Egress rules in our shape ({host: {headers}}), allowlist mode only. */
+  rules?: unknown;
+}
+
+/** What a running sandbox's egress may be changed to: a new allowlist, new rules, or both. */
+export interface EgressUpdate {
+  allow?: string[];
+  /** Our shape; null or {} clears them. */
+  rules?: unknown;
 }
 
 interface Attached {
   record: NetworkRecord;
+  vm: Vm;
   ports: PublishedPorts;
   listener: GuestListener | null;
 }
@@ -58,6 +69,8 @@ export class Networks {
     private readonly onConnection: (id: string) => () => void = () => () => {},
     /** Whether allowlisted sandboxes use the package cache unless they say otherwise. */
     private readonly cacheDefault = false,
+    /** Egress rules' needs: whether a secret exists, and the trust a guest with rules gets (guest/trust.ts). */
+    private readonly egress: { secretExists: (name: string) => boolean; trust: (id: string, vm: Vm) => Promise<void> } = { secretExists: () => false, trust: async () => {} },
   ) {}
 
   /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
@@ -70,7 +83,28 @@ export class Networks {
     if (req.cache && mode !== "allowlist") throw badRequest(`cache needs network "allowlist" (network is "${mode}"): the package cache is part of the egress proxy`);
     const ports = (req.ports ?? []).map((spec) => portSpec(spec, "ports"));
     const cache = mode === "allowlist" && (req.cache ?? this.cacheDefault);
-    return { mode, allow: mode === "allowlist" ? allow : [], ports, ...(cache ? { cache: true } : {}) };
+    const rules = this.rules(req.rules, mode, allow, "egress_rules");
+    return { mode, allow: mode === "allowlist" ? allow : [], ports, ...(cache ? { cache: true } : {}), ...(rules ? { rules } : {}) };
+  }
+
+  /** Egress rules checked against the mode, the allowlist and the secrets there are; null when there are none. */
+  private rules(raw: unknown, mode: NetworkMode, allow: string[], field: string): EgressRules | null {
+    if (raw === undefined || raw === null) return null;
+    let rules: EgressRules;
+    try {
+      rules = checkRules(raw, field);
+    } catch (e) {
+      if (e instanceof RuleError) throw badRequest(e.message);
+      throw e;
+    }
+    if (!Object.keys(rules).length) return null;
+    if (mode !== "allowlist") throw badRequest(`${field} needs network "allowlist" (network is "${mode}"): only the egress proxy can add headers`);
+    const outside = outsideAllowlist(rules, this.parse(allow));
+    if (outside.length) throw badRequest(`${field}: ${outside.join(", ")} is not on the sandbox's allowlist (rules grant no access; allow it too)`);
+    for (const name of secretsNamed(rules)) {
+      if (!this.egress.secretExists(name)) throw badRequest(`${field}: no secret "${name}" (add it with forgevm secret add ${name}, or POST /api/v1/secrets)`);
+    }
+    return rules;
   }
 
   /** The entries of `asked` that reach beyond `pinned` (both validated; a bad entry is a 400). */
@@ -99,6 +133,7 @@ export class Networks {
   async attach(id: string, vm: Vm, record: NetworkRecord): Promise<NetworkRecord> {
     const a: Attached = {
       record: { ...record, ports: [] },
+      vm,
       ports: new PublishedPorts(
         () => vm.channel,
         () => this.onConnection(id),
@@ -109,6 +144,9 @@ export class Networks {
     try {
       if (record.mode === "allowlist") {
         this.proxy.setPolicy(id, this.parse(record.allow), !!record.cache);
+        this.proxy.setRules(id, record.rules);
+        a.record.rules = record.rules;
+        if (record.rules) await this.egress.trust(id, vm);
         a.listener = listenForProxy(vm.channel, (duplex) => this.proxy.handle(id, duplex));
         await a.listener.listening;
       }
@@ -139,8 +177,30 @@ export class Networks {
   setAllow(id: string, allow: string[]): NetworkRecord {
     const a = this.of(id);
     if (a.record.mode !== "allowlist") throw conflict(`sandbox ${id} has network "${a.record.mode}"; an allowlist applies only to network "allowlist"`);
+    return this.update(id, allow, this.rules(a.record.rules, "allowlist", allow, "allow"));
+  }
+
+  /**
+   * Replaces a running sandbox's allowlist and egress rules (a field left out keeps its value);
+   * effective on the next connection. A guest given rules for the first time gets the CA first.
+   */
+  async setEgress(id: string, change: EgressUpdate): Promise<NetworkRecord> {
+    const a = this.of(id);
+    if (a.record.mode !== "allowlist") throw conflict(`sandbox ${id} has network "${a.record.mode}"; an allowlist and egress rules apply only to network "allowlist"`);
+    const allow = change.allow ?? a.record.allow;
+    const rules = change.rules === undefined ? (a.record.rules ?? null) : change.rules;
+    const checked = this.rules(rules, "allowlist", allow, "egress_rules");
+    if (checked && !a.record.rules) await this.egress.trust(id, a.vm);
+    return this.update(id, allow, checked);
+  }
+
+  /** Sets a checked allowlist and rules on the proxy and in the store. */
+  private update(id: string, allow: string[], rules: EgressRules | null): NetworkRecord {
+    const a = this.of(id);
     this.proxy.setPolicy(id, this.parse(allow));
-    a.record = { ...a.record, allow: [...allow] };
+    this.proxy.setRules(id, rules ?? undefined);
+    const { rules: _old, ...rest } = a.record;
+    a.record = { ...rest, allow: [...allow], ...(rules ? { rules } : {}) };
     this.save(id, a.record);
     return a.record;
   }

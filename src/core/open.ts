@@ -5,14 +5,15 @@
 import { mkdir, stat } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
+import { installTrust, trustEnv } from "./guest/trust.js";
+import { makeEgress } from "./egress.js";
+import type { Secrets } from "./secrets/secrets.js";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
 import { BlobStore } from "../images/blobs.js";
 import { ext4Has } from "../images/ext4.js";
 import { resolveImage } from "../images/store.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
 import { loadPresets } from "../net/allowlist.js";
-import { EgressProxy } from "../net/egress-proxy.js";
-import { PackageCache } from "../net/package-cache.js";
 import { E2bProvider } from "../providers/e2b/e2b-provider.js";
 import { LocalProvider } from "../providers/local/local-provider.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
@@ -84,6 +85,7 @@ export interface Facades {
   readonly providers: ProvidersFacade;
   readonly pools: PoolsFacade;
   readonly metrics: MetricsFacade;
+  readonly secrets: Secrets;
 }
 
 /** An opened core: its facades, and what the hub does beyond them. */
@@ -268,13 +270,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     pools: hooks.warmPools,
   });
   events.subscribe(prom.onEvent);
-  const egress = new EgressProxy({
-    onDecision: (d) => prom.egressDecision(d),
-    logDir: join(paths.dataDir, "egress"),
-    allowPrivate: net.allowPrivate,
-    hostsOverride: net.hostsOverride,
-    cache: new PackageCache(join(paths.dataDir, "package-cache"), (net.cacheMaxMb ?? 2048) * 1048576),
-  });
+  const { egress, secretStore, egressCa } = makeEgress(paths, db, opts, (d) => prom.egressDecision(d));
   const core: Core = {
     paths,
     opts,
@@ -304,7 +300,15 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
         return end;
       },
       !!net.cache,
+      {
+        secretExists: (name) => secretStore.has(name),
+        trust: async (id, vm) => {
+          await installTrust(vm, await egressCa.certPem());
+          core.live.get(id)?.addDefaultEnv(trustEnv());
+        },
+      },
     ),
+    secretStore,
     volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
     hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
     warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
@@ -376,6 +380,7 @@ function makeFacades(core: Core, p: FacadeParts): Facades {
     providers: new ProvidersFacade(core),
     pools: new PoolsFacade(core, p.pull),
     metrics: new MetricsFacade(core, sandboxes),
+    secrets: core.secretStore,
   };
 }
 

@@ -83,6 +83,8 @@ export interface NetworkOptions {
   cache?: boolean;
   /** The package cache's budget in MiB (least recently used files go first). */
   cacheMaxMb?: number;
+  /** A PEM file of CAs the egress proxy trusts, besides the host's, for upstreams whose requests it reads. */
+  upstreamCaFile?: string;
 }
 
 export interface PoolModeOptions {
@@ -150,6 +152,12 @@ export interface SpawnOptions {
   network?: string;
   /** Egress allowlist: hostnames, *.domains, IPs/CIDRs with optional :port, and @presets. */
   allow?: string[];
+  /**
+   * Allowlist mode: headers the egress proxy adds to requests per destination, with secrets by
+   * placeholder (`{"api.openai.com": {"headers": {"Authorization": "Bearer {{OPENAI_KEY}}"}}}`).
+   * The values stay on the host; each destination must be on the allowlist.
+   */
+  egressRules?: Record<string, { headers: Record<string, string> }>;
   /** Published ports, "HOST:GUEST" or "ADDRESS:HOST:GUEST" (bound to 127.0.0.1 by default). */
   ports?: string[];
   /** Secret values: in every exec's environment and in /run/secrets/NAME, never stored. */

@@ -5,6 +5,7 @@ export type { DirChange, DirEntry, DirWatch, ExecResult, FileStat } from "../age
 export type { AuditEntry, AuditQuery } from "../store/audit.js";
 export type { EventRow } from "../store/events.js";
 export type { MainRecord, NetworkRecord, SandboxRow, SandboxState } from "../store/sandboxes.js";
+export type { SecretInfo } from "../store/secrets.js";
 export type { SnapshotRow } from "../store/snapshots.js";
 export type { TemplateBody, TemplateRow } from "../store/templates.js";
 export type { CodeContextInfo, CodeError, CodeEvent, CodeLanguage, CodeResult, Execution } from "./guest/code/types.js";

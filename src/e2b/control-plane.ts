@@ -11,6 +11,8 @@ import { CODE_INTERPRETER_TEMPLATE, spawnTarget, templateIdOf } from "./template
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 import { ignore } from "../util/ignore.js";
+import { secretRoutes } from "./secrets.js";
+import { DENY_ALL, networkOf, refuseUnsupported, rulesOf } from "./network.js";
 
 /** E2B's default sandbox lifetime when create leaves `timeout` out, in seconds. */
 const DEFAULT_TIMEOUT_S = 300;
@@ -68,38 +70,6 @@ const ListQuery = Type.Object(
 );
 const NetworkBody = Type.Object({ allowOut: Type.Optional(Type.Array(Type.String())), denyOut: Type.Optional(Type.Array(Type.String())) }, { additionalProperties: true });
 
-/**
- * E2B's network and identity fields this server does not implement yet, each refused by name with
- * a 400 (never ignored: a caller who asked for a header rule or a tunnel must not get traffic
- * without it). `allowPublicTraffic: true` is what a server without a port proxy does anyway.
- */
-function refuseUnsupported(b: Record<string, unknown>, network: Record<string, unknown> | undefined, where: string): void {
-  if (b.iam !== undefined) throw badRequest("iam: workload identity tokens are not supported by this server");
-  if (!network) return;
-  for (const field of ["rules", "egressProxy", "maskRequestHost", "httpsPorts"]) {
-    if (network[field] !== undefined) throw badRequest(`${where}${field} is not supported by this server yet`);
-  }
-  if (network.allowPublicTraffic === false) throw badRequest(`${where}allowPublicTraffic: false (a traffic access token on sandbox ports) is not supported by this server yet`);
-}
-
-/** Everything-denied as E2B writes it (denyOut entries that close all egress). */
-const DENY_ALL = new Set(["0.0.0.0/0", "::/0", "*"]);
-
-/** E2B's network fields as our network mode and allowlist. */
-function networkOf(b: Static<typeof NewSandbox>): { network?: string; allow?: string[] } {
-  const allowOut = b.network?.allowOut ?? [];
-  const denyOut = b.network?.denyOut ?? [];
-  const denyAll = denyOut.some((d) => DENY_ALL.has(d));
-  if (denyOut.length && !denyAll) throw badRequest("network.denyOut: only a deny-all entry (0.0.0.0/0) is supported; list what the sandbox may reach in network.allowOut");
-  if (b.allow_internet_access === false) {
-    if (allowOut.length) throw badRequest("network.allowOut needs allow_internet_access");
-    return { network: "none" };
-  }
-  if (allowOut.length || denyAll) return { network: "allowlist", allow: allowOut };
-  if (b.allow_internet_access === true) return { network: "full" };
-  return {};
-}
-
 /** E2B's lifecycle fields as our own, checked as E2B's server checks them (docs/e2b.md). */
 function lifecycleOf(b: Static<typeof NewSandbox>): SpawnOptions["lifecycle"] {
   if (b.autoPauseMemory === false && !b.autoPause) throw badRequest("autoPauseMemory: false needs autoPause: true");
@@ -137,6 +107,7 @@ function metadataFilter(q: string | undefined): [string, string][] {
 
 export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
   app.setErrorHandler((err, _req, reply) => e2bError(reply, err));
+  await app.register(secretRoutes, { forge });
 
   const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
     const b = req.body;
@@ -151,7 +122,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       metadata: b.metadata,
       ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
       lifecycle: lifecycleOf(b),
-      ...networkOf(b),
+      ...networkOf(b.network, b.allow_internet_access),
     });
     try {
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
@@ -288,7 +259,8 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       const deny = req.body.denyOut ?? [];
       if (deny.length && !deny.some((d) => DENY_ALL.has(d)))
         throw badRequest("denyOut: only a deny-all entry (0.0.0.0/0) is supported; list what the sandbox may reach in allowOut");
-      forge.network.setAllowlist(req.params.sandboxID, req.body.allowOut ?? []);
+      // The whole egress configuration is replaced: rules left out are cleared, as E2B's server does.
+      await forge.network.setEgress(req.params.sandboxID, { allow: req.body.allowOut ?? [], rules: rulesOf((req.body as Record<string, unknown>).rules, "rules") ?? null });
       return reply.status(204).send();
     },
   );

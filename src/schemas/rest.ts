@@ -29,9 +29,22 @@ export const EgressEntry = Type.Object(
     rule: Type.Optional(Type.String()),
     address: Type.Optional(Type.String()),
     error: Type.Optional(Type.String()),
+    injected: Type.Optional(Type.String({ description: "The egress rule (its destination) whose headers the proxy added; never a value." })),
+    headers: Type.Optional(Type.Array(Type.String(), { description: "The names of the headers it added." })),
   },
   { $id: "EgressEntry", additionalProperties: true },
 );
+
+export const EgressRule = Type.Object(
+  { headers: Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 2048 }), { description: "Header name → value; {{NAME}} names a stored secret." }) },
+  { $id: "EgressRule", additionalProperties: false, description: "The headers the egress proxy adds to requests for one destination." },
+);
+
+export const EgressRules = Type.Record(Type.String({ maxLength: 130 }), EgressRule, {
+  $id: "EgressRules",
+  description:
+    'Headers the egress proxy adds to requests per destination (a hostname or *.domain on the allowlist), secrets named by placeholder: {"api.openai.com": {"headers": {"Authorization": "Bearer {{OPENAI_KEY}}"}}}. The values stay on the host.',
+});
 
 export const ErrorBody = Type.Object(
   {
@@ -56,6 +69,7 @@ export const Network = Type.Object(
     ports: Type.Array(PortMapping),
     proxy: Type.Optional(Type.String({ description: "The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode)." })),
     cache: Type.Optional(Type.Boolean({ description: "Package files fetched over HTTP go through the host's package cache." })),
+    egress_rules: Type.Optional(EgressRules),
   },
   { $id: "Network" },
 );
@@ -145,6 +159,7 @@ const NetworkFields = {
 
 export const SpawnRequest = Body(
   {
+    egress_rules: Type.Optional(EgressRules),
     image: Type.Optional(Type.String({ minLength: 1, description: "Image name; the server's default when left out." })),
     provider: Type.Optional(Type.String()),
     memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
@@ -314,6 +329,29 @@ export const CopiesRequest = Body(
   },
   { $id: "CopiesRequest" },
 );
+
+export const EgressRulesRequest = Body({ egress_rules: EgressRules }, { $id: "EgressRulesRequest", description: "Replaces the sandbox's egress rules; {} clears them." });
+
+export const SecretInfo = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String({ description: "Lower case: names are matched without regard to case." }),
+    description: Type.Union([Type.String(), Type.Null()]),
+    metadata: StringMap,
+    version: Type.Integer({ description: "Goes up by one with each new value." }),
+    created_at: Type.String(),
+    updated_at: Type.String(),
+  },
+  { $id: "SecretInfo", description: "A secret as every answer shows it: never its value." },
+);
+
+const SecretFields = {
+  value: Type.String({ minLength: 1, maxLength: 65536, description: "The secret; never returned, never logged, sealed at rest." }),
+  description: Type.Optional(Type.Union([Type.String({ maxLength: 1024 }), Type.Null()])),
+  metadata: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.String({ maxLength: 1024 }), { maxProperties: 32 })),
+};
+export const SecretCreate = Body({ name: Type.String({ minLength: 1, maxLength: 128, pattern: "^\\s*[A-Za-z0-9_-]+\\s*$" }), ...SecretFields }, { $id: "SecretCreate" });
+export const SecretUpdate = Body(SecretFields, { $id: "SecretUpdate" });
 
 export const AllowRequest = Body({ allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 }) }, { $id: "AllowRequest" });
 export const PortRequest = Body({ port: Type.String({ minLength: 1, maxLength: 64 }) }, { $id: "PortRequest" });

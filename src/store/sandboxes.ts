@@ -114,6 +114,8 @@ export interface NetworkRecord {
   /** Allowlist mode: package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
   ports: { host_ip: string; host_port: number; guest_port: number }[];
+  /** Allowlist mode: headers the egress proxy adds per destination, secrets named by placeholder (net/egress-rules.ts). */
+  rules?: Record<string, Record<string, string>>;
 }
 
 type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs" | "lifecycle"> & {

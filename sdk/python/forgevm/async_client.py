@@ -72,6 +72,9 @@ class AsyncSandbox:
     async def set_allowlist(self, allow: List[str]) -> Dict[str, Any]:
         return await _run(self._sb.set_allowlist, allow)
 
+    async def set_egress_rules(self, rules: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+        return await _run(self._sb.set_egress_rules, rules)
+
     async def egress(self, lines: int = 100) -> List[Dict[str, Any]]:
         return await _run(self._sb.egress, lines)
 
@@ -322,6 +325,21 @@ class AsyncClient:
 
     async def delete_volume(self, name: str) -> None:
         await _run(self._c.delete_volume, name)
+
+    async def secrets(self) -> List[Dict[str, Any]]:
+        return await _run(self._c.secrets)
+
+    async def add_secret(self, name: str, value: str, description: Optional[str] = None, metadata: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return await _run(self._c.add_secret, name, value, description, metadata)
+
+    async def secret(self, name: str) -> Dict[str, Any]:
+        return await _run(self._c.secret, name)
+
+    async def update_secret(self, name: str, value: str, description: Optional[str] = None, metadata: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return await _run(self._c.update_secret, name, value, description, metadata)
+
+    async def delete_secret(self, name: str) -> None:
+        await _run(self._c.delete_secret, name)
 
     async def cluster_nodes(self) -> List[Dict[str, Any]]:
         return await _run(self._c.cluster_nodes)

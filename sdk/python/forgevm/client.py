@@ -82,6 +82,7 @@ class Client:
         cache: Optional[bool] = None,
         idle: Optional[Dict[str, str]] = None,
         forkable: Optional[bool] = None,
+        egress_rules: Optional[Dict[str, Dict[str, Any]]] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -91,13 +92,15 @@ class Client:
         ``start=False`` only defines it (state "created", as ``docker create``); ``start(id)`` boots it.
         ``volumes`` mounts named volumes ("data:/data", "cache:/cache:ro"), creating missing ones.
         ``idle={"after": "30s", "action": "pause"}`` pauses it once idle; any later call resumes it first.
+        ``egress_rules={"api.openai.com": {"headers": {"Authorization": "Bearer {{OPENAI_KEY}}"}}}`` (network "allowlist")
+        has the egress proxy add those headers, the stored secret filled in, to requests for that host only.
         ``forkable=True`` keeps its RAM in a file of its own: a fork stops it only to copy that file, a pause copies nothing.
         """
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
             "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
-            "volumes": volumes, "cache": cache, "idle": idle, "forkable": forkable,
+            "volumes": volumes, "cache": cache, "idle": idle, "forkable": forkable, "egress_rules": egress_rules,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 
@@ -203,6 +206,24 @@ class Client:
     def delete_volume(self, name: str) -> None:
         """Deletes a volume and its data (refused while a sandbox mounts it)."""
         self._http.call("DELETE", f"/volumes/{_q(name)}")
+
+    def secrets(self) -> List[Dict[str, Any]]:
+        """Secrets kept on the server for egress rules (never their values)."""
+        return list(self._http.json("GET", "/secrets"))
+
+    def add_secret(self, name: str, value: str, description: Optional[str] = None, metadata: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """Stores a secret, sealed at rest; egress rules name it as ``{{NAME}}`` (case does not matter)."""
+        return self._http.json("POST", "/secrets", body={"name": name, "value": value, "description": description, "metadata": metadata})
+
+    def secret(self, name: str) -> Dict[str, Any]:
+        return self._http.json("GET", f"/secrets/{_q(name)}")
+
+    def update_secret(self, name: str, value: str, description: Optional[str] = None, metadata: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """Replaces a secret's value (its version goes up); rules use the new one on their next request."""
+        return self._http.json("PUT", f"/secrets/{_q(name)}", body={"value": value, "description": description, "metadata": metadata})
+
+    def delete_secret(self, name: str) -> None:
+        self._http.call("DELETE", f"/secrets/{_q(name)}")
 
     def cluster_nodes(self) -> List[Dict[str, Any]]:
         """Through a cluster's front: the nodes with their state (up, down), heartbeat age and load."""

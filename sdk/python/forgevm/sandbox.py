@@ -227,6 +227,10 @@ class Sandbox:
         """Replaces the egress allowlist; the sandbox's next request is decided by the new one."""
         return self._http.json("PUT", self._path("/network/allow"), body={"allow": allow}, sandbox_id=self.id)
 
+    def set_egress_rules(self, rules: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+        """Replaces the egress rules (headers the proxy adds per destination, secrets by placeholder); ``{}`` clears them."""
+        return self._http.json("PUT", self._path("/network/rules"), body={"egress_rules": rules}, sandbox_id=self.id)
+
     def egress(self, lines: int = 100) -> List[Dict[str, Any]]:
         """The latest egress decisions (allowed and refused requests), oldest first."""
         return self._http.json("GET", self._path(f"/egress?lines={int(lines)}"), sandbox_id=self.id)

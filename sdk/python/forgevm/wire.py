@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 class SpawnOptions(TypedDict, total=False):
     """What a spawn (or create) may ask for."""
 
+    egress_rules: EgressRules
     #: Image name; the server's default when left out.
     image: str
     provider: str
@@ -85,6 +86,7 @@ class NetworkInfo(_NetworkInfoRequired, total=False):
     proxy: str
     #: Package files fetched over HTTP go through the host's package cache.
     cache: bool
+    egress_rules: EgressRules
 
 
 class _PortMappingRequired(TypedDict):
@@ -132,6 +134,64 @@ class EgressEntry(_EgressEntryRequired, total=False):
     rule: str
     address: str
     error: str
+    #: The egress rule (its destination) whose headers the proxy added; never a value.
+    injected: str
+    #: The names of the headers it added.
+    headers: List[str]
+
+
+class _EgressRuleRequired(TypedDict):
+    #: Header name → value; {{NAME}} names a stored secret.
+    headers: Dict[str, str]
+
+
+class EgressRule(_EgressRuleRequired):
+    """The headers the egress proxy adds to requests for one destination."""
+
+
+#: Headers the egress proxy adds per destination, secrets named by placeholder ({{NAME}}); the values stay on the host.
+EgressRules = Dict[str, EgressRule]
+
+
+class _SecretInfoRequired(TypedDict):
+    id: str
+    #: Lower case: names are matched without regard to case.
+    name: str
+    description: Optional[str]
+    metadata: Dict[str, str]
+    #: Goes up by one with each new value.
+    version: int
+    created_at: str
+    updated_at: str
+
+
+class SecretInfo(_SecretInfoRequired):
+    """A secret kept on the server: never its value."""
+
+
+class _SecretInputRequired(TypedDict):
+    name: str
+    #: The secret; never returned, never logged, sealed at rest.
+    value: str
+
+
+class SecretInput(_SecretInputRequired, total=False):
+    """What ``secrets.create`` sends."""
+
+    description: Optional[str]
+    metadata: Dict[str, str]
+
+
+class _SecretUpdateRequired(TypedDict):
+    #: The secret; never returned, never logged, sealed at rest.
+    value: str
+
+
+class SecretUpdate(_SecretUpdateRequired, total=False):
+    """What ``secrets.update`` sends: a new value, and optionally a new description and metadata."""
+
+    description: Optional[str]
+    metadata: Dict[str, str]
 
 
 class _GuestProcessRequired(TypedDict):

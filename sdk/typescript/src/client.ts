@@ -4,6 +4,7 @@ import { Environments } from "./environments.js";
 import { streamEvents } from "./events.js";
 import { SPAWN_TIMEOUT_MS, Transport } from "./http.js";
 import { Images } from "./images.js";
+import { Secrets } from "./secrets.js";
 import { Volumes } from "./volumes.js";
 import { ndjson } from "./ndjson.js";
 import { Sandbox } from "./sandbox.js";
@@ -61,6 +62,8 @@ export class Client {
   readonly templates: Templates;
   readonly images: Images;
   readonly volumes: Volumes;
+  /** Secrets kept on the server for egress rules: add, list, update, remove (values are never returned). */
+  readonly secrets: Secrets;
   /** Through a cluster's front: its nodes and API keys. */
   readonly cluster: Cluster;
   /** Environments: specs, builds of them into images, registry connections. */
@@ -72,6 +75,7 @@ export class Client {
     this.templates = new Templates(this.http);
     this.images = new Images(this.http);
     this.volumes = new Volumes(this.http);
+    this.secrets = new Secrets(this.http);
     this.cluster = new Cluster(this.http);
     this.environments = new Environments(this.http);
   }

@@ -4,6 +4,7 @@ export { Images } from "./images.js";
 export { Cluster, ClusterKeys } from "./cluster.js";
 export { Environments } from "./environments.js";
 export { Volumes } from "./volumes.js";
+export { Secrets } from "./secrets.js";
 export { Sandbox } from "./sandbox.js";
 export { ExecStream } from "./stream.js";
 export {

@@ -15,6 +15,7 @@ import type {
   ExecResult,
   FileInfo,
   NetworkInfo,
+  EgressRules,
   PortMapping,
   SandboxInfo,
   SandboxState,
@@ -219,6 +220,11 @@ export class Sandbox implements AsyncDisposable {
   /** Replaces the egress allowlist; the sandbox's next request is decided by the new one. */
   async setAllowlist(allow: string[]): Promise<NetworkInfo> {
     return this.http.json<NetworkInfo>("PUT", this.path("/network/allow"), { body: { allow }, sandboxId: this.id });
+  }
+
+  /** Replaces the egress rules (headers the proxy adds per destination, secrets by placeholder); `{}` clears them. */
+  async setEgressRules(rules: EgressRules): Promise<NetworkInfo> {
+    return this.http.json<NetworkInfo>("PUT", this.path("/network/rules"), { body: { egress_rules: rules }, sandboxId: this.id });
   }
 
   /** The latest egress decisions (allowed and refused requests), oldest first. */

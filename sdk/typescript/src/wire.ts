@@ -41,6 +41,7 @@ export interface SandboxInfo {
 
 /** What a spawn (or create) may ask for. */
 export interface SpawnOptions {
+  egress_rules?: EgressRules;
   /** Image name; the server's default when left out. */
   image?: string;
   provider?: string;
@@ -110,6 +111,7 @@ export interface NetworkInfo {
   proxy?: string;
   /** Package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
+  egress_rules?: EgressRules;
 }
 
 /** A published port: host address and port → guest port. */
@@ -144,7 +146,50 @@ export interface EgressEntry {
   rule?: string;
   address?: string;
   error?: string;
+  /** The egress rule (its destination) whose headers the proxy added; never a value. */
+  injected?: string;
+  /** The names of the headers it added. */
+  headers?: string[];
   [field: string]: unknown;
+}
+
+/** The headers the egress proxy adds to requests for one destination. */
+export interface EgressRule {
+  /** Header name → value; {{NAME}} names a stored secret. */
+  headers: Record<string, string>;
+}
+
+/** Headers the egress proxy adds per destination, secrets named by placeholder ({{NAME}}); the values stay on the host. */
+export type EgressRules = Record<string, EgressRule>;
+
+/** A secret kept on the server: never its value. */
+export interface SecretInfo {
+  id: string;
+  /** Lower case: names are matched without regard to case. */
+  name: string;
+  description: string | null;
+  metadata: Record<string, string>;
+  /** Goes up by one with each new value. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** What `secrets.create` sends. */
+export interface SecretInput {
+  name: string;
+  /** The secret; never returned, never logged, sealed at rest. */
+  value: string;
+  description?: string | null;
+  metadata?: Record<string, string>;
+}
+
+/** What `secrets.update` sends: a new value, and optionally a new description and metadata. */
+export interface SecretUpdate {
+  /** The secret; never returned, never logged, sealed at rest. */
+  value: string;
+  description?: string | null;
+  metadata?: Record<string, string>;
 }
 
 /** A process running in a sandbox. */

@@ -20,6 +20,11 @@ export function sandboxOptions(c: Command): Command {
     .option("--network <mode>", "none (loopback only), allowlist (listed hosts through the egress proxy) or full (internet, never the host)")
     .option("--allow <entry>", "egress allowlist entry: host, *.domain, IP/CIDR, :port, @preset (repeatable)", listOption)
     .option("-p, --publish <spec>", "publish a guest port: [ADDRESS:]HOST:GUEST, e.g. 8080:80 (repeatable)", listOption)
+    .option(
+      "--egress-header <HOST:NAME=VALUE>",
+      "allowlist network: a header the egress proxy adds to requests for HOST, secrets by placeholder, e.g. 'api.openai.com:Authorization=Bearer {{OPENAI_KEY}}' (repeatable)",
+      egressHeaderOption,
+    )
     .option("--cache", "allowlist network: package files fetched over HTTP go through the host's package cache")
     .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume (created if missing) or a host directory /dir:/path[:ro] (repeatable)", listOption)
     .option("--name <name>", "a name to use instead of its id anywhere")
@@ -46,6 +51,7 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     secrets: nonEmpty(o.secret),
     network: o.network,
     allow: o.allow,
+    egress_rules: o.egressHeader,
     ports: o.publish,
     // The name goes in the metadata too, where earlier releases kept it.
     metadata: o.name || o.label ? { ...(o.label ?? {}), ...(o.name ? { name: o.name } : {}) } : undefined,
@@ -60,6 +66,14 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     cache: o.cache,
     forkable: o.forkable,
   };
+}
+
+/** One --egress-header HOST:NAME=VALUE added to the egress rules collected so far. */
+function egressHeaderOption(v: string, acc: Record<string, { headers: Record<string, string> }> = {}) {
+  const m = /^([^:=\s]+):([^=\s]+)=(.*)$/s.exec(v);
+  if (!m) throw new InvalidArgumentError(`--egress-header takes HOST:NAME=VALUE, e.g. 'api.openai.com:Authorization=Bearer {{OPENAI_KEY}}', got "${v}"`);
+  const [, host, name, value] = m;
+  return { ...acc, [host]: { headers: { ...acc[host]?.headers, [name]: value } } };
 }
 
 /** --idle-pause, or --no-idle (commander sets `idle` false), as the request's `idle`. */

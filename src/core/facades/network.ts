@@ -3,6 +3,7 @@ import type { EgressEntry } from "../../net/egress-log.js";
 import type { PortMapping } from "../../net/ports.js";
 import type { NetworkRecord } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
+import type { EgressUpdate } from "../network.js";
 import type { SandboxLookup } from "./lookup.js";
 
 export class NetworkFacade {
@@ -19,6 +20,11 @@ export class NetworkFacade {
   /** Replaces a running sandbox's egress allowlist; effective on its next request. */
   setAllowlist(id: string, allow: string[]): NetworkRecord {
     return this.core.networks.setAllow(this.sandboxes.running(id).id, allow);
+  }
+
+  /** Replaces a running sandbox's allowlist and egress rules (a field left out is kept); effective on its next connection. */
+  setEgress(id: string, change: EgressUpdate): Promise<NetworkRecord> {
+    return this.core.networks.setEgress(this.sandboxes.running(id).id, change);
   }
 
   /** The entries of allowlist `asked` that reach beyond allowlist `pinned` (presets expanded); a bad entry is a 400. */

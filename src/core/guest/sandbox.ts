@@ -40,6 +40,11 @@ export class Sandbox implements Guest {
     private readonly defaults: ExecDefaults = {},
   ) {}
 
+  /** Adds variables every later exec gets under its own (the egress CA's, once rules arrive at runtime). */
+  addDefaultEnv(env: Record<string, string>): void {
+    this.defaults.env = { ...env, ...this.defaults.env };
+  }
+
   private envFor(env?: Record<string, string>): Record<string, string> | undefined {
     const t = this.defaults.tenant;
     const own = t ? { HOME: t.home, USER: t.user, LOGNAME: t.user } : undefined;
