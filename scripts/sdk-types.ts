@@ -32,6 +32,7 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ["VolumeMount", { schema: "VolumeMount" }, "A named volume mounted in a sandbox."],
   ["HostDirMount", { schema: "HostDirMount" }, "A host directory mounted in a sandbox."],
   ["EgressEntry", { schema: "EgressEntry" }, "One egress decision of the sandbox's proxy."],
+  ["NetworkUpdate", { body: ["put", "/sandboxes/{id}/network"] }, "What `updateNetwork` sends: a field left out keeps its value, null clears it."],
   ["EgressRule", { schema: "EgressRule" }, "The headers the egress proxy adds to requests for one destination."],
   ["EgressRules", { schema: "EgressRules" }, "Headers the egress proxy adds per destination, secrets named by placeholder ({{NAME}}); the values stay on the host."],
   ["SecretInfo", { schema: "SecretInfo" }, "A secret kept on the server: never its value."],

@@ -263,7 +263,7 @@ describe("bad input gets E2B-shaped errors", () => {
     assert.deepEqual(Object.keys((await r.json()) as object).sort(), ["code", "message"]);
   });
 
-  it("network fields and identity this server does not implement are refused by name, never ignored", async () => {
+  it("network fields and identity this server does not implement are refused by name, never ignored; so are rules naming an unknown secret", async () => {
     const create = (body: object) =>
       fetch(`${base}/v2/sandboxes`, {
         method: "POST",
@@ -272,7 +272,7 @@ describe("bad input gets E2B-shaped errors", () => {
       });
     const refused: [object, RegExp][] = [
       // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
-      [{ network: { rules: { "api.example.com": [{ transform: { headers: { "X-Key": "${e2b.secrets.k}" } } }] } } }, /^network\.rules is not supported/],
+      [{ network: { rules: { "api.example.com": [{ transform: { headers: { "X-Key": "${e2b.secrets.k}" } } }] } } }, /^network\.rules: no secret "k"/],
       [{ network: { egressProxy: { address: "proxy.example.com:1080" } } }, /^network\.egressProxy is not supported/],
       // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
       [{ network: { maskRequestHost: "localhost:${PORT}" } }, /^network\.maskRequestHost is not supported/],
@@ -288,10 +288,10 @@ describe("bad input gets E2B-shaped errors", () => {
     const update = await fetch(`${base}/sandboxes/${sbx.sandboxId}/network`, {
       method: "PUT",
       headers: { "x-api-key": API_KEY, "content-type": "application/json" },
-      body: JSON.stringify({ rules: { "example.com": [{}] } }),
+      body: JSON.stringify({ egressProxy: { address: "proxy.example.com:1080" } }),
     });
     assert.equal(update.status, 400);
-    assert.match(((await update.json()) as { message: string }).message, /^rules is not supported/);
+    assert.match(((await update.json()) as { message: string }).message, /^egressProxy is not supported/);
     // What every server does anyway is taken: ports are public without a token.
     const open = await Sandbox.create({ network: { allowPublicTraffic: true } });
     assert.equal(await open.isRunning(), true);

@@ -184,6 +184,33 @@ describe("secrets injected at egress (E2B SDK)", () => {
   });
 });
 
+describe("the network at runtime (E2B SDK)", () => {
+  it("updateNetwork works on a sandbox made without a network: {} is unrestricted, denyOut of one range, allowOut over it; getInfo says so", async () => {
+    const s = await Sandbox.create({ timeoutMs: 300_000 });
+    try {
+      const plain = (host: string, path: string) => `curl -sS -k -o /dev/null -w '%{http_code}' -m 8 https://${host}:${port}${path}`;
+      assert.notEqual((await s.commands.run(plain(OTHER, "/x"), { timeoutMs: 30_000 }).catch((e) => e)).stdout, "200", "control: no way out at first");
+      await s.updateNetwork({});
+      assert.equal((await requestFrom(s, plain(OTHER, "/open"), "/open")).auth, undefined, "unrestricted: any destination");
+      assert.equal((await s.getInfo()).network, undefined, "unrestricted shows no network, as E2B's does");
+      await s.updateNetwork({ denyOut: ["127.0.0.0/8"] });
+      assert.notEqual((await s.commands.run(plain(OTHER, "/denied"), { timeoutMs: 30_000 }).catch((e) => e)).stdout, "200");
+      assert.equal(seen.filter((x) => x.path === "/denied").length, 0, "a denied range is never reached");
+      await s.updateNetwork({ allowOut: ["127.0.0.1"], denyOut: ["127.0.0.0/8"] });
+      assert.equal((await requestFrom(s, plain(OTHER, "/allowed-over"), "/allowed-over")).auth, undefined, "allowOut wins over denyOut");
+      // The SDK fills in every field it knows, unset ones undefined.
+      assert.deepEqual(JSON.parse(JSON.stringify((await s.getInfo()).network)), { allowOut: ["127.0.0.1"], denyOut: ["127.0.0.0/8"] });
+      await s.updateNetwork({ allowOut: [`${API}:${port}`], denyOut: [ALL_TRAFFIC] });
+      assert.notEqual((await s.commands.run(plain(OTHER, "/strict"), { timeoutMs: 30_000 }).catch((e) => e)).stdout, "200");
+      assert.equal((await requestFrom(s, plain(API, "/strict-ok"), "/strict-ok")).auth, undefined);
+      await assert.rejects(s.updateNetwork({ denyOut: ["example.com"] }), /400: denyOut: "example\.com" is not an IP address or CIDR range/);
+      await assert.rejects(Sandbox.create({ network: { allowOut: ["example.com"] } }), /400: network\.allowOut: .*ALL_TRAFFIC/);
+    } finally {
+      await s.kill();
+    }
+  });
+});
+
 describe("the secrets store", () => {
   it("E2B's Secret calls: list, getInfo by name and id, exists, update (a new version), destroy; no value in any answer", async () => {
     const list = await Secret.list().nextItems();

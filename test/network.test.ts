@@ -18,6 +18,7 @@ const UNTIL_LISTENING = (port: number) =>
   `for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", ${port}), 1)' 2>/dev/null && break; sleep 0.1; done`;
 const execFileP = promisify(execFile);
 const TEST_NAME = "pkg.forgevm.test"; // resolved by the proxy's test-only override to 127.0.0.1
+const OPEN_NAME = "open.forgevm.test"; // likewise, and on no allowlist
 
 /** A host address that is not loopback (the host's own LAN address), if it has one. */
 const lanAddress = Object.values(networkInterfaces())
@@ -47,7 +48,7 @@ before(async () => {
   web = createHttpServer((req, res) => res.end(`host service ${req.url}\n`));
   await new Promise<void>((r) => web.listen(0, "0.0.0.0", r));
   webPort = (web.address() as { port: number }).port;
-  forge = await openForge({ network: { hostsOverride: { [TEST_NAME]: "127.0.0.1" } } });
+  forge = await openForge({ network: { hostsOverride: { [TEST_NAME]: "127.0.0.1", [OPEN_NAME]: "127.0.0.1" } } });
   app = await buildApp({ forge, version: "test" });
   api = await app.listen({ host: "127.0.0.1", port: 0 });
   apiPort = Number(new URL(api).port);
@@ -122,11 +123,11 @@ describe("network: allowlist", () => {
     assert.equal((await sh(a, `curl -sS -m 8 https://${TEST_NAME}.evil.example/`)).stderr.includes("403"), true);
     // An allowlisted name whose address is private (here localhost) is refused after resolution,
     // so neither DNS rebinding nor a hostile record can point the proxy at the host.
-    forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `localhost:${webPort}`]);
+    await forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `localhost:${webPort}`]);
     assert.match(await rawProxy(a, `GET http://localhost:${webPort}/ HTTP/1.1`), /403 Forbidden[\s\S]*resolves to a private, local or reserved address/);
     assert.match(await rawProxy(a, `CONNECT localhost:${webPort} HTTP/1.1`), /403 Forbidden[\s\S]*resolves to a private, local or reserved address/);
     // Even a listed IP literal of the host is refused: only the operator can open private ranges.
-    forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `127.0.0.1:${webPort}`]);
+    await forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`, `127.0.0.1:${webPort}`]);
     await deny(`${VIA_PROXY} http://127.0.0.1:${webPort}/`, /private, local or reserved address/);
     const log = await forge.network.egressLog(a.id, 50);
     for (const host of [`${TEST_NAME}.evil.example`, "93.184.216.34", "169.254.169.254", "localhost"]) {
@@ -135,7 +136,7 @@ describe("network: allowlist", () => {
         `${host} refusal logged`,
       );
     }
-    forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`]);
+    await forge.network.setAllowlist(a.id, [`${TEST_NAME}:${webPort}`]);
   });
 
   it("cannot reach host services directly either (no route out but the proxy)", async () => {
@@ -166,6 +167,41 @@ describe("network: allowlist", () => {
     assert.equal(await curl(a, url), "200");
     // a wildcard covers subdomains only, never the bare domain
     assert.equal(await curl(a, `http://forgevm.test:${webPort}/`), "403");
+  });
+
+  it("a sandbox made without a network gets one while it runs: an allowlist, open egress but a deny list, then none again", async () => {
+    const url = `http://${TEST_NAME}:${webPort}/changed`;
+    const open = `http://${OPEN_NAME}:${webPort}/open`;
+    assert.equal(await curl(n, url), "000", "control: no way out at first");
+    const put = (body: object) => fetch(`${api}/api/v1/sandboxes/${n.id}/network`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    let r = await put({ mode: "allowlist", allow: [`${TEST_NAME}:${webPort}`] });
+    assert.equal(r.status, 200);
+    assert.equal(((await r.json()) as { mode: string }).mode, "allowlist");
+    assert.match((await sh(n, "env")).stdout, /^HTTP_PROXY=http:\/\/127\.0\.0\.1:3128$/m, "later execs get the proxy");
+    assert.equal(await curlBody(n, url), "host service /changed\n");
+    assert.equal(await curl(n, open), "403", "a name not listed is refused while egress is strict");
+    // An empty deny list opens egress to every destination; a deny list closes what it names but what the allowlist lists.
+    r = await put({ deny: [] });
+    assert.deepEqual(((await r.json()) as { deny: string[] }).deny, []);
+    assert.equal(await curlBody(n, open), "host service /open\n");
+    assert.ok((await forge.network.egressLog(n.id, 5)).some((e) => e.host === OPEN_NAME && e.rule === "* (open egress)"));
+    await put({ deny: ["127.0.0.0/8"] });
+    assert.match(await curlBody(n, open), /denied to this sandbox \(denyOut: 127\.0\.0\.1\)/);
+    assert.equal(await curl(n, url), "200", "the allowlist wins over the deny list");
+    for (const [body, why] of [
+      [{ deny: ["example.com"] }, /deny: "example\.com" is not an IP address or CIDR network/],
+      [{ mode: "full" }, /without a network device/],
+      [{ mode: "none", allow: ["pypi.org"] }, /need network "allowlist"/],
+      [{ mode: "wide" }, /mode/],
+    ] as [object, RegExp][]) {
+      const bad = await put(body);
+      assert.ok(bad.status === 400 || bad.status === 409, `${JSON.stringify(body)}: ${bad.status}`);
+      assert.match(((await bad.json()) as { message: string }).message, why);
+    }
+    assert.equal((await put({ mode: "none" })).status, 200);
+    assert.equal(await curl(n, url), "000");
+    assert.doesNotMatch((await sh(n, "env")).stdout, /PROXY/, "and the proxy leaves the environment with it");
+    assert.equal(forge.network.get(n.id).mode, "none");
   });
 
   it("serves the decision log over REST and the CLI", async () => {
@@ -331,7 +367,27 @@ describe("network: full", { skip: await fullUnavailable() }, () => {
     } finally {
       await sandboxes[0].destroy();
     }
-    assert.throws(() => forge.network.setAllowlist(full.id, ["pypi.org"]), /applies only to network "allowlist"/);
+    await assert.rejects(forge.network.setAllowlist(full.id, ["pypi.org"]), /applies only to network "allowlist"/);
+  });
+
+  it("narrowed while it runs, its device is cut at the VMM and the proxy is its way out, in its copies too; widened, the device is back", async () => {
+    const direct = `--noproxy '*' http://${PUBLIC}:8080/`;
+    const listed = `http://${TEST_NAME}:${webPort}/narrowed`;
+    assert.equal(await curlBody(full, direct), "public service\n", "control");
+    await forge.network.setEgress(full.id, { mode: "allowlist", allow: [`${TEST_NAME}:${webPort}`] });
+    assert.equal(await curl(full, `-m 4 ${direct}`), "000", "the device carries nothing while its link is down");
+    assert.equal(await curlBody(full, listed), "host service /narrowed\n");
+    const { sandboxes } = await forge.snapshots.fork(full.id, { count: 1 });
+    try {
+      assert.equal(await curl(sandboxes[0], `-m 4 ${direct}`), "000", "a copy's device comes back cut");
+      assert.equal(await curlBody(sandboxes[0], listed), "host service /narrowed\n");
+      assert.equal(forge.network.get(sandboxes[0].id).mode, "allowlist");
+    } finally {
+      await sandboxes[0].destroy();
+    }
+    await forge.network.setEgress(full.id, { mode: "full" });
+    assert.equal(await curlBody(full, direct), "public service\n");
+    assert.equal((await sh(full, "env | grep -ci proxy")).stdout.trim(), "0");
   });
 });
 

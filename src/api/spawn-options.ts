@@ -22,6 +22,7 @@ export function spawnOptionsOf(b: Static<typeof SpawnRequest>, ownerId: string |
     network: b.network,
     allow: b.allow,
     egressRules: b.egress_rules,
+    deny: b.deny,
     ports: b.ports,
     secrets: b.secrets,
     name: b.name,

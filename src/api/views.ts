@@ -49,7 +49,7 @@ function mainView(m: MainRecord, running: boolean) {
 }
 
 export function networkView(n: NetworkRecord | null) {
-  const { rules, ...rec } = n ?? { mode: "none" as const, allow: [], ports: [] };
+  const { rules, nic: _nic, ...rec } = n ?? { mode: "none" as const, allow: [], ports: [] };
   return {
     ...rec,
     ...(rec.mode === "allowlist" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}),

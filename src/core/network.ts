@@ -12,6 +12,8 @@ import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
 import { checkRules, type EgressRules, outsideAllowlist, RuleError, secretsNamed } from "../net/egress-rules.js";
 import { tunnelDuplex } from "../net/tunnel.js";
+import { AddressSet } from "../net/addresses.js";
+import { trustEnv } from "./guest/trust.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
 import { badRequest, conflict, notFound, sandboxGone } from "../http/errors.js";
 
@@ -38,16 +40,59 @@ export interface NetworkRequest {
   cache?: boolean;
   /** Egress rules in our shape ({host: {headers}}), allowlist mode only. */
   rules?: unknown;
+  /** Allowlist mode: open egress but for these addresses and networks (NetworkRecord.deny). */
+  deny?: string[] | null;
 }
 
-/** What a running sandbox's egress may be changed to: a new allowlist, new rules, or both. */
+/** What a running sandbox's egress may be changed to; a field left out keeps its value. */
 export interface EgressUpdate {
+  /** "full" only for a VM made with a network device; "none" and "allowlist" for any. */
+  mode?: NetworkMode;
   allow?: string[];
+  /** null: only the allowlist; a list: open egress but for these. */
+  deny?: string[] | null;
   /** Our shape; null or {} clears them. */
   rules?: unknown;
 }
 
+/** What a sandbox's network needs of the rest of the core. */
+export interface NetworkHooks {
+  /** Whether a stored or server-given secret of this name exists. */
+  secretExists: (name: string) => boolean;
+  /** Puts the egress CA in the guest's trust stores (guest/trust.ts). */
+  trust: (id: string, vm: Vm) => Promise<void>;
+  /** Gives a running sandbox's later execs this network environment (the proxy's address, the CA's files). */
+  env: (id: string, env: Record<string, string>) => void;
+}
+
+/** Whether a sandbox's VM has a network device (made with network "full", whatever its mode now). */
+export function hasNic(r: Pick<NetworkRecord, "mode" | "nic"> | null | undefined): boolean {
+  return r?.mode === "full" || !!r?.nic;
+}
+
+/** The environment every exec of a sandbox with this network gets under its own. */
+export function networkEnv(r: NetworkRecord | null | undefined): Record<string, string> {
+  return r?.mode === "allowlist" ? { ...proxyEnv(), ...(r.rules ? trustEnv() : {}) } : {};
+}
+
+/** A deny list of addresses and networks (no names: what a name resolves to is what is denied); a 400 naming `field`. */
+function checkDeny(deny: unknown, field: string): string[] {
+  if (!Array.isArray(deny)) throw badRequest(`${field} must be a list of IP addresses or CIDR networks`);
+  if (deny.length > 500) throw badRequest(`${field}: at most 500 entries`);
+  const set = new AddressSet();
+  for (const d of deny) {
+    try {
+      if (typeof d !== "string") throw new RangeError("not a string");
+      set.add(d);
+    } catch {
+      throw badRequest(`${field}: "${String(d).slice(0, 100)}" is not an IP address or CIDR network (a name cannot be denied: deny its addresses)`);
+    }
+  }
+  return deny as string[];
+}
+
 interface Attached {
+  id: string;
   record: NetworkRecord;
   vm: Vm;
   ports: PublishedPorts;
@@ -69,8 +114,7 @@ export class Networks {
     private readonly onConnection: (id: string) => () => void = () => () => {},
     /** Whether allowlisted sandboxes use the package cache unless they say otherwise. */
     private readonly cacheDefault = false,
-    /** Egress rules' needs: whether a secret exists, and the trust a guest with rules gets (guest/trust.ts). */
-    private readonly egress: { secretExists: (name: string) => boolean; trust: (id: string, vm: Vm) => Promise<void> } = { secretExists: () => false, trust: async () => {} },
+    private readonly hooks: NetworkHooks = { secretExists: () => false, trust: async () => {}, env: () => {} },
   ) {}
 
   /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
@@ -83,12 +127,27 @@ export class Networks {
     if (req.cache && mode !== "allowlist") throw badRequest(`cache needs network "allowlist" (network is "${mode}"): the package cache is part of the egress proxy`);
     const ports = (req.ports ?? []).map((spec) => portSpec(spec, "ports"));
     const cache = mode === "allowlist" && (req.cache ?? this.cacheDefault);
-    const rules = this.rules(req.rules, mode, allow, "egress_rules");
-    return { mode, allow: mode === "allowlist" ? allow : [], ports, ...(cache ? { cache: true } : {}), ...(rules ? { rules } : {}) };
+    if (req.deny != null && mode !== "allowlist") throw badRequest(`deny needs network "allowlist" (network is "${mode}"): only the egress proxy can deny some destinations`);
+    const deny = req.deny != null ? checkDeny(req.deny, "deny") : null;
+    const rules = this.rules(req.rules, mode, allow, deny, "egress_rules");
+    return {
+      mode,
+      allow: mode === "allowlist" ? allow : [],
+      ports,
+      ...(cache ? { cache: true } : {}),
+      ...(rules ? { rules } : {}),
+      ...(deny ? { deny } : {}),
+      ...(mode === "full" ? { nic: true } : {}),
+    };
   }
 
-  /** Egress rules checked against the mode, the allowlist and the secrets there are; null when there are none. */
-  private rules(raw: unknown, mode: NetworkMode, allow: string[], field: string): EgressRules | null {
+  /** Checks egress rules' shape and the secrets they name, a 400 naming `field` (for interfaces that name it otherwise). */
+  checkRules(raw: unknown, field: string): void {
+    this.rules(raw, "allowlist", [], [], field);
+  }
+
+  /** Egress rules checked against the mode, the allowlist (unless egress is open) and the secrets there are; null when there are none. */
+  private rules(raw: unknown, mode: NetworkMode, allow: string[], deny: string[] | null, field: string): EgressRules | null {
     if (raw === undefined || raw === null) return null;
     let rules: EgressRules;
     try {
@@ -99,10 +158,10 @@ export class Networks {
     }
     if (!Object.keys(rules).length) return null;
     if (mode !== "allowlist") throw badRequest(`${field} needs network "allowlist" (network is "${mode}"): only the egress proxy can add headers`);
-    const outside = outsideAllowlist(rules, this.parse(allow));
+    const outside = deny ? [] : outsideAllowlist(rules, this.parse(allow));
     if (outside.length) throw badRequest(`${field}: ${outside.join(", ")} is not on the sandbox's allowlist (rules grant no access; allow it too)`);
     for (const name of secretsNamed(rules)) {
-      if (!this.egress.secretExists(name)) throw badRequest(`${field}: no secret "${name}" (add it with forgevm secret add ${name}, or POST /api/v1/secrets)`);
+      if (!this.hooks.secretExists(name)) throw badRequest(`${field}: no secret "${name}" (add it with forgevm secret add ${name}, or POST /api/v1/secrets)`);
     }
     return rules;
   }
@@ -132,6 +191,7 @@ export class Networks {
    */
   async attach(id: string, vm: Vm, record: NetworkRecord): Promise<NetworkRecord> {
     const a: Attached = {
+      id,
       record: { ...record, ports: [] },
       vm,
       ports: new PublishedPorts(
@@ -143,13 +203,13 @@ export class Networks {
     this.attached.set(id, a);
     try {
       if (record.mode === "allowlist") {
-        this.proxy.setPolicy(id, this.parse(record.allow), !!record.cache);
+        this.proxy.setPolicy(id, this.parse(record.allow), !!record.cache, record.deny);
         this.proxy.setRules(id, record.rules);
-        a.record.rules = record.rules;
-        if (record.rules) await this.egress.trust(id, vm);
-        a.listener = listenForProxy(vm.channel, (duplex) => this.proxy.handle(id, duplex));
-        await a.listener.listening;
+        if (record.rules) await this.hooks.trust(id, vm);
+        await this.listen(a);
       }
+      // A restored VM's device comes back up: a sandbox whose egress was narrowed since gets it cut again.
+      if (hasNic(record) && record.mode !== "full") await this.setLink(a, false);
       for (const m of record.ports) a.record.ports.push(await this.publish(a, m));
     } catch (e) {
       await this.detach(id);
@@ -174,35 +234,70 @@ export class Networks {
   }
 
   /** Replaces a running sandbox's allowlist; the next proxy request is decided by the new one. */
-  setAllow(id: string, allow: string[]): NetworkRecord {
+  async setAllow(id: string, allow: string[]): Promise<NetworkRecord> {
     const a = this.of(id);
     if (a.record.mode !== "allowlist") throw conflict(`sandbox ${id} has network "${a.record.mode}"; an allowlist applies only to network "allowlist"`);
-    return this.update(id, allow, this.rules(a.record.rules, "allowlist", allow, "allow"));
+    return this.setEgress(id, { allow });
   }
 
   /**
-   * Replaces a running sandbox's allowlist and egress rules (a field left out keeps its value);
-   * effective on the next connection. A guest given rules for the first time gets the CA first.
+   * Changes a running sandbox's egress (a field left out keeps its value), effective on its next
+   * connection: its mode ("none" and "allowlist" for any VM, since both go through the agent;
+   * "full" only for a VM with a network device, whose link is cut while the mode is another),
+   * allowlist, deny list and rules. A guest given rules for the first time gets the CA first.
    */
   async setEgress(id: string, change: EgressUpdate): Promise<NetworkRecord> {
     const a = this.of(id);
-    if (a.record.mode !== "allowlist") throw conflict(`sandbox ${id} has network "${a.record.mode}"; an allowlist and egress rules apply only to network "allowlist"`);
-    const allow = change.allow ?? a.record.allow;
-    const rules = change.rules === undefined ? (a.record.rules ?? null) : change.rules;
-    const checked = this.rules(rules, "allowlist", allow, "egress_rules");
-    if (checked && !a.record.rules) await this.egress.trust(id, a.vm);
-    return this.update(id, allow, checked);
-  }
-
-  /** Sets a checked allowlist and rules on the proxy and in the store. */
-  private update(id: string, allow: string[], rules: EgressRules | null): NetworkRecord {
-    const a = this.of(id);
-    this.proxy.setPolicy(id, this.parse(allow));
-    this.proxy.setRules(id, rules ?? undefined);
-    const { rules: _old, ...rest } = a.record;
-    a.record = { ...rest, allow: [...allow], ...(rules ? { rules } : {}) };
+    const mode = change.mode ?? a.record.mode;
+    if (!NETWORK_MODES.includes(mode)) throw badRequest(`mode must be one of ${NETWORK_MODES.join(", ")}, got "${mode}"`);
+    if (mode === "full" && !hasNic(a.record))
+      throw conflict(
+        `sandbox ${id} was made without a network device, which network "full" needs from boot; use network "allowlist" with an empty deny list for open egress through the proxy`,
+      );
+    if (mode !== "allowlist" && (change.allow?.length || change.deny != null || (change.rules != null && Object.keys(change.rules).length)))
+      throw badRequest(`allow, deny and egress_rules need network "allowlist" (network would be "${mode}")`);
+    const allow = mode === "allowlist" ? (change.allow ?? a.record.allow) : [];
+    this.parse(allow);
+    const denyAsked = change.deny !== undefined ? change.deny : (a.record.deny ?? null);
+    const deny = mode === "allowlist" && denyAsked != null ? checkDeny(denyAsked, "deny") : null;
+    const rules = mode === "allowlist" ? this.rules(change.rules === undefined ? (a.record.rules ?? null) : change.rules, mode, allow, deny, "egress_rules") : null;
+    if (rules && !a.record.rules) await this.hooks.trust(id, a.vm);
+    if (mode === "allowlist") {
+      this.proxy.setPolicy(id, this.parse(allow), !!a.record.cache, deny);
+      this.proxy.setRules(id, rules ?? undefined);
+      await this.listen(a);
+    } else {
+      this.proxy.forget(id);
+      a.listener?.close();
+      a.listener = null;
+    }
+    if (hasNic(a.record)) await this.setLink(a, mode === "full");
+    const { rules: _r, deny: _d, cache, ...rest } = a.record;
+    a.record = {
+      ...rest,
+      mode,
+      allow: [...allow],
+      ...(mode === "allowlist" && cache ? { cache } : {}),
+      ...(rules ? { rules } : {}),
+      ...(deny ? { deny: [...deny] } : {}),
+      ...(hasNic(a.record) ? { nic: true } : {}),
+    };
+    this.hooks.env(id, networkEnv(a.record));
     this.save(id, a.record);
     return a.record;
+  }
+
+  /** Starts the guest's proxy listener, unless it runs. */
+  private async listen(a: Attached): Promise<void> {
+    if (a.listener) return;
+    const id = a.id;
+    a.listener = listenForProxy(a.vm.channel, (duplex) => this.proxy.handle(id, duplex));
+    await a.listener.listening;
+  }
+
+  private async setLink(a: Attached, up: boolean): Promise<void> {
+    if (!a.vm.setLink) throw conflict(`sandbox ${a.id}: its provider cannot cut its network device, so its egress cannot be narrowed while it runs`);
+    await a.vm.setLink(up);
   }
 
   /** Publishes one more port of a running sandbox. */

@@ -5,7 +5,7 @@
 import { mkdir, stat } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
-import { installTrust, trustEnv } from "./guest/trust.js";
+import { installTrust } from "./guest/trust.js";
 import { makeEgress } from "./egress.js";
 import type { Secrets } from "./secrets/secrets.js";
 import { defaultDataDir, pathsFor, type Paths } from "../config/paths.js";
@@ -302,10 +302,8 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       !!net.cache,
       {
         secretExists: (name) => secretStore.has(name),
-        trust: async (id, vm) => {
-          await installTrust(vm, await egressCa.certPem());
-          core.live.get(id)?.addDefaultEnv(trustEnv());
-        },
+        trust: async (_id, vm) => installTrust(vm, await egressCa.certPem()),
+        env: (id, env) => core.live.get(id)?.setNetworkEnv(env),
       },
     ),
     secretStore,

@@ -158,6 +158,8 @@ export interface SpawnOptions {
    * The values stay on the host; each destination must be on the allowlist.
    */
   egressRules?: Record<string, { headers: Record<string, string> }>;
+  /** Allowlist mode: open egress to every public destination but these addresses and CIDR networks. */
+  deny?: string[];
   /** Published ports, "HOST:GUEST" or "ADDRESS:HOST:GUEST" (bound to 127.0.0.1 by default). */
   ports?: string[];
   /** Secret values: in every exec's environment and in /run/secrets/NAME, never stored. */

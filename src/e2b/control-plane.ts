@@ -12,7 +12,8 @@ import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 import { ignore } from "../util/ignore.js";
 import { secretRoutes } from "./secrets.js";
-import { DENY_ALL, networkOf, refuseUnsupported, rulesOf } from "./network.js";
+import { networkOf, networkUpdateOf, refuseUnsupported } from "./network.js";
+import { hasNic } from "../core/network.js";
 
 /** E2B's default sandbox lifetime when create leaves `timeout` out, in seconds. */
 const DEFAULT_TIMEOUT_S = 300;
@@ -115,6 +116,8 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       if ((b as Record<string, unknown>)[field] !== undefined) throw badRequest(`${field} is not supported by this server`);
     }
     refuseUnsupported(b, b.network, "network.");
+    const network = networkOf(b.network, b.allow_internet_access);
+    if (network.egressRules) forge.network.checkRules(network.egressRules, "network.rules");
     const target = await spawnTarget(forge, b.templateID);
     const sb = await forge.sandboxes.spawn({
       ...target,
@@ -122,7 +125,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       metadata: b.metadata,
       ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
       lifecycle: lifecycleOf(b),
-      ...networkOf(b.network, b.allow_internet_access),
+      ...network,
     });
     try {
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
@@ -255,12 +258,10 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     { schema: { params: Id, body: NetworkBody, hide: true } },
     async (req: FastifyRequest<{ Params: Static<typeof Id>; Body: Static<typeof NetworkBody> }>, reply) => {
       refuseUnsupported(req.body, req.body, "");
-      running(forge, req.params.sandboxID);
-      const deny = req.body.denyOut ?? [];
-      if (deny.length && !deny.some((d) => DENY_ALL.has(d)))
-        throw badRequest("denyOut: only a deny-all entry (0.0.0.0/0) is supported; list what the sandbox may reach in allowOut");
-      // The whole egress configuration is replaced: rules left out are cleared, as E2B's server does.
-      await forge.network.setEgress(req.params.sandboxID, { allow: req.body.allowOut ?? [], rules: rulesOf((req.body as Record<string, unknown>).rules, "rules") ?? null });
+      const row = running(forge, req.params.sandboxID);
+      const change = networkUpdateOf(req.body, hasNic(row.network));
+      if (change.rules) forge.network.checkRules(change.rules, "rules");
+      await forge.network.setEgress(row.id, change);
       return reply.status(204).send();
     },
   );

@@ -1,5 +1,5 @@
 // The shapes E2B's control plane answers with, made from our sandbox records.
-import { rulesView } from "./network.js";
+import { networkView } from "./network.js";
 import type { Forge } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { templateIdOf } from "./templates.js";
@@ -58,7 +58,7 @@ export function detailView(forge: Forge, row: SandboxRow) {
     domain: null,
     envdAccessToken: forge.sandboxes.accessToken(row.id, ENVD_TOKEN),
     allowInternetAccess: net ? net.mode !== "none" : false,
-    ...(net?.mode === "allowlist" ? { network: { allowOut: net.allow, denyOut: ["0.0.0.0/0"], ...(net.rules ? { rules: rulesView(net.rules) } : {}) } } : {}),
+    ...(networkView(net) ? { network: networkView(net) } : {}),
     lifecycle: { onTimeout: row.lifecycle?.on_expiry === "pause" ? "pause" : "kill", autoResume: !!row.lifecycle?.auto_resume },
   };
 }

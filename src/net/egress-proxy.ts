@@ -58,6 +58,15 @@ interface Target {
   lines?: string[];
 }
 
+/** A sandbox's egress policy: its allowlist, and with `deny`, open egress but for those addresses. */
+interface Policy {
+  allow: Rule[];
+  deny: AddressSet | null;
+}
+
+/** The rule open egress lets a destination through by. */
+const OPEN: Rule = { kind: "suffix", suffix: "", ports: "*", entry: "* (open egress)" };
+
 /** Refused before any upstream connection: `status` goes back to the client. */
 class Refusal extends Error {
   constructor(
@@ -69,7 +78,7 @@ class Refusal extends Error {
 }
 
 export class EgressProxy {
-  private readonly policies = new Map<string, Rule[]>();
+  private readonly policies = new Map<string, Policy>();
   private readonly blocked = blockedAddresses();
   private readonly operatorAllowed = new AddressSet();
   private readonly log: EgressLog;
@@ -87,9 +96,18 @@ export class EgressProxy {
     this.resolve = opts.resolve ?? (async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address));
   }
 
-  /** Sets (or replaces, effective on the next request) a sandbox's parsed allowlist, and whether it uses the package cache. */
-  setPolicy(sandboxId: string, rules: Rule[], cache?: boolean): void {
-    this.policies.set(sandboxId, rules);
+  /**
+   * Sets (or replaces, effective on the next request) a sandbox's parsed allowlist and whether it
+   * uses the package cache. With `deny` (addresses and networks), what the allowlist does not
+   * name is let through unless it is in `deny`: open egress with exceptions.
+   */
+  setPolicy(sandboxId: string, rules: Rule[], cache?: boolean, deny?: string[] | null): void {
+    let denied: AddressSet | null = null;
+    if (deny) {
+      denied = new AddressSet();
+      for (const d of deny) denied.add(d);
+    }
+    this.policies.set(sandboxId, { allow: rules, deny: denied });
     if (cache !== undefined) {
       if (cache && this.opts.cache) this.caching.add(sandboxId);
       else this.caching.delete(sandboxId);
@@ -284,20 +302,28 @@ export class EgressProxy {
 
   /** Allowed destination address and the rule that allows it, or a Refusal saying why not. */
   private async decide(sandboxId: string, t: Target): Promise<{ address: string; rule: Rule }> {
-    const rules = this.policies.get(sandboxId);
-    if (!rules) throw new Refusal(403, "this sandbox has no egress allowlist");
+    const policy = this.policies.get(sandboxId);
+    if (!policy) throw new Refusal(403, "this sandbox has no egress allowlist");
+    const { allow: rules, deny } = policy;
     if (isIP(t.host)) {
-      // A raw address is only reachable when an IP/network entry names it.
-      const rule = matchAddress(rules, t.host, t.port);
-      if (!rule) throw new Refusal(403, `${t.host}:${t.port} is an IP address not on this sandbox's allowlist`);
+      // A raw address is only reachable when an IP/network entry names it, or egress is open and it is not denied.
+      let rule = matchAddress(rules, t.host, t.port);
+      if (!rule && !deny) throw new Refusal(403, `${t.host}:${t.port} is an IP address not on this sandbox's allowlist`);
+      if (!rule && deny?.has(t.host)) throw new Refusal(403, `${t.host} is denied to this sandbox (denyOut)`);
+      rule ??= OPEN;
       if (this.blocked.has(t.host) && !this.operatorAllowed.has(t.host)) throw new Refusal(403, `${t.host} is a private, local or reserved address`);
       return { address: t.host, rule };
     }
-    const rule = matchHost(rules, t.host, t.port);
-    if (!rule) throw new Refusal(403, `${t.host}:${t.port} is not on this sandbox's allowlist`);
+    const listed = matchHost(rules, t.host, t.port);
+    if (!listed && !deny) throw new Refusal(403, `${t.host}:${t.port} is not on this sandbox's allowlist`);
+    const rule = listed ?? OPEN;
     // A test override is trusted for its own name only, never for the address it maps to.
     const override = this.opts.hostsOverride?.[t.host];
-    if (override) return { address: override, rule };
+    if (override) {
+      if (!listed && deny?.has(override) && !matchAddress(rules, override, t.port))
+        throw new Refusal(403, `${t.host} resolves to an address denied to this sandbox (denyOut: ${override})`);
+      return { address: override, rule };
+    }
     let addresses: string[];
     try {
       addresses = await this.resolve(t.host);
@@ -306,8 +332,11 @@ export class EgressProxy {
     }
     // Re-checked after resolution: an allowed name that resolves to a private address (DNS
     // rebinding, or a hostile record) is refused rather than followed.
-    const usable = addresses.filter((a) => !this.blocked.has(a) || this.operatorAllowed.has(a));
-    if (!usable.length) throw new Refusal(403, `${t.host} resolves to a private, local or reserved address (${addresses.join(", ")})`);
+    const reachable = addresses.filter((a) => !this.blocked.has(a) || this.operatorAllowed.has(a));
+    if (!reachable.length) throw new Refusal(403, `${t.host} resolves to a private, local or reserved address (${addresses.join(", ")})`);
+    // Let through by open egress: the addresses it is denied are not used, whatever the name, but those the allowlist names.
+    const usable = listed ? reachable : reachable.filter((a) => !deny?.has(a) || matchAddress(rules, a, t.port));
+    if (!usable.length) throw new Refusal(403, `${t.host} resolves to addresses denied to this sandbox (denyOut: ${reachable.join(", ")})`);
     return { address: usable[0], rule };
   }
 

@@ -178,6 +178,11 @@ export interface Vm {
   /** Changes the VMM's scheduling niceness (all its threads). */
   setNice(nice: number): Promise<void>;
   /**
+   * Connects or cuts the VM's network device (VmSpec.nic) at the VMM, where the guest cannot
+   * undo it; absent where the provider cannot.
+   */
+  setLink?(up: boolean): Promise<void>;
+  /**
    * Whether the VMM holds the guest paused because a write to its disk found the host's disk
    * full (QEMU's werror=enospc: the write is retried, and nothing is lost, once it goes on).
    */

@@ -59,6 +59,12 @@ export const ErrorBody = Type.Object(
 
 export const PortMapping = Type.Object({ host_ip: Type.String(), host_port: Type.Integer(), guest_port: Type.Integer() }, { $id: "PortMapping" });
 
+const DenyList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+  maxItems: 500,
+  description:
+    "Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable.",
+});
+
 export const Network = Type.Object(
   {
     mode: Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")], {
@@ -70,6 +76,7 @@ export const Network = Type.Object(
     proxy: Type.Optional(Type.String({ description: "The proxy URL the guest's HTTP(S)_PROXY point at (allowlist mode)." })),
     cache: Type.Optional(Type.Boolean({ description: "Package files fetched over HTTP go through the host's package cache." })),
     egress_rules: Type.Optional(EgressRules),
+    deny: Type.Optional(DenyList),
   },
   { $id: "Network" },
 );
@@ -160,6 +167,7 @@ const NetworkFields = {
 export const SpawnRequest = Body(
   {
     egress_rules: Type.Optional(EgressRules),
+    deny: Type.Optional(DenyList),
     image: Type.Optional(Type.String({ minLength: 1, description: "Image name; the server's default when left out." })),
     provider: Type.Optional(Type.String()),
     memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
@@ -328,6 +336,16 @@ export const CopiesRequest = Body(
     ...NetworkFields,
   },
   { $id: "CopiesRequest" },
+);
+
+export const NetworkUpdate = Body(
+  {
+    mode: Type.Optional(Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")], { description: '"full" only for a sandbox made with it.' })),
+    allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
+    deny: Type.Optional(Type.Union([DenyList, Type.Null()])),
+    egress_rules: Type.Optional(Type.Union([EgressRules, Type.Null()])),
+  },
+  { $id: "NetworkUpdate", description: "Changes a running sandbox's egress; a field left out keeps its value, null clears it." },
 );
 
 export const EgressRulesRequest = Body({ egress_rules: EgressRules }, { $id: "EgressRulesRequest", description: "Replaces the sandbox's egress rules; {} clears them." });

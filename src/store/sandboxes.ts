@@ -116,6 +116,13 @@ export interface NetworkRecord {
   ports: { host_ip: string; host_port: number; guest_port: number }[];
   /** Allowlist mode: headers the egress proxy adds per destination, secrets named by placeholder (net/egress-rules.ts). */
   rules?: Record<string, Record<string, string>>;
+  /**
+   * Allowlist mode: present, the proxy lets every public destination through but these
+   * addresses and networks (E2B's `denyOut` without a deny-all); absent, only the allowlist.
+   */
+  deny?: string[];
+  /** The VM has a network device (it was made with network "full"); its link is down while the mode is another. */
+  nic?: boolean;
 }
 
 type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs" | "lifecycle"> & {

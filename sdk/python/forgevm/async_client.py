@@ -72,6 +72,9 @@ class AsyncSandbox:
     async def set_allowlist(self, allow: List[str]) -> Dict[str, Any]:
         return await _run(self._sb.set_allowlist, allow)
 
+    async def update_network(self, **change: Any) -> Dict[str, Any]:
+        return await _run(lambda: self._sb.update_network(**change))
+
     async def set_egress_rules(self, rules: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         return await _run(self._sb.set_egress_rules, rules)
 

@@ -11,6 +11,9 @@ from .code import context_id, run_code
 from .models import CodeContext, ExecResult, Execution, FileInfo, SandboxInfo, _pick
 from .streaming import ExecStream
 
+#: A field left out of an update (None there means "clear it").
+_KEEP: Any = object()
+
 #: How long an exec may take over HTTP beyond the command's own timeout.
 EXEC_SLACK = 15.0
 
@@ -226,6 +229,20 @@ class Sandbox:
     def set_allowlist(self, allow: List[str]) -> Dict[str, Any]:
         """Replaces the egress allowlist; the sandbox's next request is decided by the new one."""
         return self._http.json("PUT", self._path("/network/allow"), body={"allow": allow}, sandbox_id=self.id)
+
+    def update_network(self, mode: Optional[str] = None, allow: Optional[List[str]] = None, deny: Any = _KEEP, egress_rules: Any = _KEEP) -> Dict[str, Any]:
+        """Changes the running sandbox's egress; what is left out is kept. ``mode`` "none" or "allowlist" for any sandbox
+        ("full" only for one made with it); ``deny=[]`` opens egress but for the listed ranges, ``deny=None`` allows only the allowlist."""
+        body: Dict[str, Any] = {}
+        if mode is not None:
+            body["mode"] = mode
+        if allow is not None:
+            body["allow"] = allow
+        if deny is not _KEEP:
+            body["deny"] = deny
+        if egress_rules is not _KEEP:
+            body["egress_rules"] = egress_rules
+        return self._http.json("PUT", self._path("/network"), body=body, sandbox_id=self.id)
 
     def set_egress_rules(self, rules: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         """Replaces the egress rules (headers the proxy adds per destination, secrets by placeholder); ``{}`` clears them."""

@@ -10,6 +10,8 @@ class SpawnOptions(TypedDict, total=False):
     """What a spawn (or create) may ask for."""
 
     egress_rules: EgressRules
+    #: Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable.
+    deny: List[str]
     #: Image name; the server's default when left out.
     image: str
     provider: str
@@ -87,6 +89,8 @@ class NetworkInfo(_NetworkInfoRequired, total=False):
     #: Package files fetched over HTTP go through the host's package cache.
     cache: bool
     egress_rules: EgressRules
+    #: Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable.
+    deny: List[str]
 
 
 class _PortMappingRequired(TypedDict):
@@ -138,6 +142,17 @@ class EgressEntry(_EgressEntryRequired, total=False):
     injected: str
     #: The names of the headers it added.
     headers: List[str]
+
+
+class NetworkUpdate(TypedDict, total=False):
+    """What ``updateNetwork`` sends: a field left out keeps its value, null clears it."""
+
+    #: "full" only for a sandbox made with it.
+    mode: Literal["none", "allowlist", "full"]
+    allow: List[str]
+    #: Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable.
+    deny: Optional[List[str]]
+    egress_rules: Optional[EgressRules]
 
 
 class _EgressRuleRequired(TypedDict):

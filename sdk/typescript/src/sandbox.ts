@@ -16,6 +16,7 @@ import type {
   FileInfo,
   NetworkInfo,
   EgressRules,
+  NetworkUpdate,
   PortMapping,
   SandboxInfo,
   SandboxState,
@@ -220,6 +221,15 @@ export class Sandbox implements AsyncDisposable {
   /** Replaces the egress allowlist; the sandbox's next request is decided by the new one. */
   async setAllowlist(allow: string[]): Promise<NetworkInfo> {
     return this.http.json<NetworkInfo>("PUT", this.path("/network/allow"), { body: { allow }, sandboxId: this.id });
+  }
+
+  /**
+   * Changes the running sandbox's egress; a field left out is kept, null clears it. `mode` "none"
+   * or "allowlist" for any sandbox ("full" only for one made with it); `deny: []` opens egress but
+   * for the listed ranges.
+   */
+  async updateNetwork(change: NetworkUpdate): Promise<NetworkInfo> {
+    return this.http.json<NetworkInfo>("PUT", this.path("/network"), { body: change, sandboxId: this.id });
   }
 
   /** Replaces the egress rules (headers the proxy adds per destination, secrets by placeholder); `{}` clears them. */

@@ -42,6 +42,8 @@ export interface SandboxInfo {
 /** What a spawn (or create) may ask for. */
 export interface SpawnOptions {
   egress_rules?: EgressRules;
+  /** Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable. */
+  deny?: string[];
   /** Image name; the server's default when left out. */
   image?: string;
   provider?: string;
@@ -112,6 +114,8 @@ export interface NetworkInfo {
   /** Package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
   egress_rules?: EgressRules;
+  /** Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable. */
+  deny?: string[];
 }
 
 /** A published port: host address and port → guest port. */
@@ -151,6 +155,16 @@ export interface EgressEntry {
   /** The names of the headers it added. */
   headers?: string[];
   [field: string]: unknown;
+}
+
+/** What `updateNetwork` sends: a field left out keeps its value, null clears it. */
+export interface NetworkUpdate {
+  /** "full" only for a sandbox made with it. */
+  mode?: "none" | "allowlist" | "full";
+  allow?: string[];
+  /** Allowlist mode: egress is open to every public destination but these addresses and CIDR networks (the allowlist still wins); left out, only the allowlist is reachable. */
+  deny?: string[] | null;
+  egress_rules?: EgressRules | null;
 }
 
 /** The headers the egress proxy adds to requests for one destination. */

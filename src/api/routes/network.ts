@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
-import { AllowRequest, EgressEntry, EgressRulesRequest, IdParams, Network, PortMapping, PortRequest, Status } from "../../schemas/rest.js";
+import { AllowRequest, EgressEntry, EgressRulesRequest, IdParams, Network, NetworkUpdate, PortMapping, PortRequest, Status } from "../../schemas/rest.js";
 import { networkView } from "../views.js";
 
 export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
@@ -19,7 +19,11 @@ export const networkRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
         response: { 200: Network },
       },
     },
-    async (req) => networkView(forge.network.setAllowlist(req.params.id, req.body.allow)),
+    async (req) => networkView(await forge.network.setAllowlist(req.params.id, req.body.allow)),
+  );
+
+  app.put("/sandboxes/:id/network", { schema: { tags: ["network"], params: IdParams, body: NetworkUpdate, response: { 200: Network } } }, async (req) =>
+    networkView(await forge.network.setEgress(req.params.id, { mode: req.body.mode, allow: req.body.allow, deny: req.body.deny, rules: req.body.egress_rules })),
   );
 
   app.put("/sandboxes/:id/network/rules", { schema: { tags: ["network"], params: IdParams, body: EgressRulesRequest, response: { 200: Network } } }, async (req) =>

@@ -1,7 +1,7 @@
 // A sandbox's network: egress decisions, the allowlist, published ports.
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import type { Cli } from "../context.js";
-import { intOption } from "../options.js";
+import { intOption, listOption } from "../options.js";
 import { emit, table } from "../output.js";
 
 export function networkCommands(program: Command, cli: Cli): void {
@@ -39,6 +39,32 @@ export function networkCommands(program: Command, cli: Cli): void {
       emit(o.json, net, () => {
         console.log(`network ${net.mode}${net.proxy ? ` (proxy ${net.proxy})` : ""}`);
         for (const a of net.allow) console.log(`  ${a}`);
+      });
+    });
+
+  program
+    .command("network")
+    .description("show or change a running sandbox's egress (takes effect on its next request): mode, allowlist, deny list")
+    .argument("<id>", "sandbox id")
+    .option("--mode <mode>", 'none, allowlist, or full (only for a sandbox made with "full")')
+    .option("--allow <entry>", "the new allowlist (repeatable): hosts, *.domains, IPs/CIDRs, with :port, and @presets", listOption)
+    .option("--deny <cidr>", "open egress to every public destination but these addresses or CIDR networks; --deny '' for none (repeatable)", listOption)
+    .option("--strict", "only the allowlist is reachable (drops the deny list)")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { mode?: string; allow?: string[]; deny?: string[]; strict?: boolean; json?: boolean }) => {
+      if (o.strict && o.deny) throw new InvalidArgumentError("--strict and --deny contradict each other: give one");
+      const sb = await (await cli.client()).get(id);
+      const change = {
+        ...(o.mode ? { mode: o.mode as "none" | "allowlist" | "full" } : {}),
+        ...(o.allow ? { allow: o.allow } : {}),
+        ...(o.deny ? { deny: o.deny.filter((d) => d !== "") } : {}),
+        ...(o.strict ? { deny: null } : {}),
+      };
+      const net = Object.keys(change).length ? await sb.updateNetwork(change) : await sb.network();
+      emit(o.json, net, () => {
+        console.log(`network ${net.mode}${net.proxy ? ` (proxy ${net.proxy})` : ""}`);
+        for (const a of net.allow) console.log(`  allow ${a}`);
+        if (net.mode === "allowlist") console.log(net.deny ? `  open egress${net.deny.length ? ` but ${net.deny.join(", ")}` : ""}` : "  nothing else");
       });
     });
 

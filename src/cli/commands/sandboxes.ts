@@ -25,6 +25,7 @@ export function sandboxOptions(c: Command): Command {
       "allowlist network: a header the egress proxy adds to requests for HOST, secrets by placeholder, e.g. 'api.openai.com:Authorization=Bearer {{OPENAI_KEY}}' (repeatable)",
       egressHeaderOption,
     )
+    .option("--deny <cidr>", "allowlist network: open egress to every public destination but these addresses or CIDR networks; --deny '' for none (repeatable)", listOption)
     .option("--cache", "allowlist network: package files fetched over HTTP go through the host's package cache")
     .option("-v, --volume <NAME:/path[:ro]>", "mount a named volume (created if missing) or a host directory /dir:/path[:ro] (repeatable)", listOption)
     .option("--name <name>", "a name to use instead of its id anywhere")
@@ -52,6 +53,7 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     network: o.network,
     allow: o.allow,
     egress_rules: o.egressHeader,
+    deny: o.deny?.filter((d: string) => d !== ""),
     ports: o.publish,
     // The name goes in the metadata too, where earlier releases kept it.
     metadata: o.name || o.label ? { ...(o.label ?? {}), ...(o.name ? { name: o.name } : {}) } : undefined,

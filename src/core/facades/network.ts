@@ -18,13 +18,18 @@ export class NetworkFacade {
   }
 
   /** Replaces a running sandbox's egress allowlist; effective on its next request. */
-  setAllowlist(id: string, allow: string[]): NetworkRecord {
+  setAllowlist(id: string, allow: string[]): Promise<NetworkRecord> {
     return this.core.networks.setAllow(this.sandboxes.running(id).id, allow);
   }
 
-  /** Replaces a running sandbox's allowlist and egress rules (a field left out is kept); effective on its next connection. */
+  /** Changes a running sandbox's egress: mode, allowlist, deny list, rules (a field left out is kept); effective on its next connection. */
   setEgress(id: string, change: EgressUpdate): Promise<NetworkRecord> {
     return this.core.networks.setEgress(this.sandboxes.running(id).id, change);
+  }
+
+  /** Checks egress rules' shape and the secrets they name; a 400 naming `field`. */
+  checkRules(rules: unknown, field: string): void {
+    this.core.networks.checkRules(rules, field);
   }
 
   /** The entries of allowlist `asked` that reach beyond allowlist `pinned` (presets expanded); a bad entry is a 400. */

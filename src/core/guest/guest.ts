@@ -27,6 +27,8 @@ export interface ExecOutput {
 }
 
 export interface ExecDefaults {
+  /** The network's variables (the egress proxy's address, the egress CA's files), under everything else. */
+  network?: Record<string, string>;
   env?: Record<string, string>;
   cwd?: string;
   user?: string;

@@ -40,16 +40,17 @@ export class Sandbox implements Guest {
     private readonly defaults: ExecDefaults = {},
   ) {}
 
-  /** Adds variables every later exec gets under its own (the egress CA's, once rules arrive at runtime). */
-  addDefaultEnv(env: Record<string, string>): void {
-    this.defaults.env = { ...env, ...this.defaults.env };
+  /** Replaces the network's variables every later exec gets under its own (its egress changed while it runs). */
+  setNetworkEnv(env: Record<string, string>): void {
+    this.defaults.network = env;
   }
 
   private envFor(env?: Record<string, string>): Record<string, string> | undefined {
     const t = this.defaults.tenant;
     const own = t ? { HOME: t.home, USER: t.user, LOGNAME: t.user } : undefined;
-    const secrets = this.defaults.secrets;
-    return this.defaults.env || env || own || secrets ? { ...this.defaults.env, ...secrets, ...own, ...env } : undefined;
+    const { secrets, network } = this.defaults;
+    const net = network && Object.keys(network).length ? network : undefined;
+    return net || this.defaults.env || env || own || secrets ? { ...net, ...this.defaults.env, ...secrets, ...own, ...env } : undefined;
   }
 
   /** Who an exec runs as: a tenant only ever as itself (and with a private umask). */

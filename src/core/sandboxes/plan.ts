@@ -133,7 +133,10 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   const provider = checkProvider(core, opts.provider || tpl?.provider || undefined, opts.provider ? "provider" : `template ${tpl?.name}: provider`);
   checkEnv(opts.env, "env");
   const name = checkName(core, opts.name);
-  const network = core.networks.plan({ mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules }, { allow: tpl?.allowed_hosts });
+  const network = core.networks.plan(
+    { mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules, deny: opts.deny },
+    { allow: tpl?.allowed_hosts },
+  );
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);
   if (network.mode === "full") await checkFullNetwork(provider);
   const d = core.defaults;

@@ -8,6 +8,7 @@ import type { SandboxRow } from "../../store/sandboxes.js";
 import type { SnapshotRow } from "../../store/snapshots.js";
 import { MAX_FORK, type Core } from "../core.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
+import { hasNic } from "../network.js";
 import { admit, recordFailure } from "../sandboxes/lifecycle.js";
 import type { ForkOptions, ForkResult } from "../options.js";
 import { copyNames, rowOf } from "../sandboxes/plan.js";
@@ -130,7 +131,7 @@ async function forkByFile(
 
 /** What a fork's child VM is: its parent's machine, its own id and hostname, restored from `restore`. */
 function childSpec(src: SandboxRow, row: SandboxRow, opts: ForkOptions, restore: RestoreSource): VmSpec {
-  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: src.network?.mode === "full", forkable: !!opts.forkable, restore };
+  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: hasNic(src.network), forkable: !!opts.forkable, restore };
 }
 
 /** A fork's children admitted as running sandboxes; when one failed to start, every one that did is destroyed and the failure thrown. */
@@ -171,18 +172,19 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
   if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
   const image = await resolveImage(core.paths, snap.image).catch(() => null);
   const source = snap.source_id ? core.sandboxes.get(snap.source_id)?.network : null;
-  const network =
+  const planned =
     opts.network !== undefined || opts.allow !== undefined
       ? core.networks.plan({ mode: opts.network, allow: opts.allow })
       : source
         ? { ...source, ports: [] }
         : core.networks.plan({ mode: snap.nic ? "full" : undefined });
-  // The network device is part of the saved machine: a copy has one exactly when the snapshot did.
-  if ((network.mode === "full") !== !!snap.nic) {
-    throw badRequest(
-      `network: snapshot ${snap.id} was taken ${snap.nic ? "with" : "without"} a network device; its copies must use network ${snap.nic ? '"full"' : '"none" or "allowlist"'}`,
-    );
+  // The network device is part of the saved machine: a copy has one exactly when the snapshot did
+  // (cut at the VMM while its mode is not "full"), and only a copy with one can be "full".
+  if (planned.mode === "full" && !snap.nic) {
+    throw badRequest(`network: snapshot ${snap.id} was taken without a network device; its copies must use network "none" or "allowlist"`);
   }
+  const { nic: _nic, ...rest } = planned;
+  const network = { ...rest, ...(snap.nic ? { nic: true } : {}) };
   return Promise.all(
     Array.from({ length: count }, async () => {
       const row = {

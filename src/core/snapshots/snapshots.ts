@@ -10,6 +10,7 @@ import type { SandboxRow } from "../../store/sandboxes.js";
 import type { SnapshotKind, SnapshotRow, SnapshotStore } from "../../store/snapshots.js";
 import type { TemplateRow } from "../../store/templates.js";
 import { ForgevmError } from "../../http/errors.js";
+import { hasNic } from "../network.js";
 import type { EventBus } from "../events.js";
 
 /** What a base snapshot is a snapshot of; every field is part of its key. */
@@ -190,7 +191,7 @@ export class Snapshots {
       size_bytes: 0,
       env: f.env ?? f.source?.env ?? null,
       exec_user: f.exec_user ?? f.source?.exec_user ?? null,
-      nic: (f.nic ?? f.source?.network?.mode === "full") ? 1 : 0,
+      nic: (f.nic ?? hasNic(f.source?.network)) ? 1 : 0,
       created_at: new Date().toISOString(),
       last_used_at: null,
       error: null,

@@ -221,6 +221,18 @@ export class QemuVm implements Vm {
     });
   }
 
+  setLink(up: boolean): Promise<void> {
+    return this.serial(async () => {
+      const qmp = await Qmp.connect(this.qmpSocket, 5000);
+      try {
+        // The user-mode backend drops every frame while its link is down, under KVM as under TCG.
+        await qmp.execute("set_link", { name: "net0", up });
+      } finally {
+        qmp.close();
+      }
+    });
+  }
+
   setNice(nice: number): Promise<void> {
     return setVmmNice(this.info.pid, nice);
   }
