@@ -1,6 +1,7 @@
 // The unmodified E2B SDK (npm `e2b@2.51.0`) against a real server with real VMs, configured as
 // a user would: E2B_API_URL and E2B_SANDBOX_URL at the server, E2B_API_KEY its API key.
 import assert from "node:assert/strict";
+import { request as httpRequest } from "node:http";
 import { after, before, describe, it } from "node:test";
 import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, NotEnoughSpaceError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "e2b";
 import type { FastifyInstance } from "fastify";
@@ -274,10 +275,9 @@ describe("bad input gets E2B-shaped errors", () => {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
       [{ network: { rules: { "api.example.com": [{ transform: { headers: { "X-Key": "${e2b.secrets.k}" } } }] } } }, /^network\.rules: no secret "k"/],
       [{ network: { egressProxy: { address: "proxy.example.com:1080" } } }, /^network\.egressProxy is not supported/],
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
-      [{ network: { maskRequestHost: "localhost:${PORT}" } }, /^network\.maskRequestHost is not supported/],
       [{ network: { httpsPorts: [8443] } }, /^network\.httpsPorts is not supported/],
-      [{ network: { allowPublicTraffic: false } }, /^network\.allowPublicTraffic: false/],
+      [{ network: { maskRequestHost: "bad host/" } }, /^maskRequestHost: "bad host\/" is not a host\[:port\]/],
+      [{ network: { allowPublicTraffic: "no" } }, /^network\.allowPublicTraffic must be a boolean/],
       [{ iam: { tokens: { aws: { audience: "sts.amazonaws.com", tokenType: "JWT-SVID" } } } }, /^iam: /],
     ];
     for (const [body, why] of refused) {
@@ -418,6 +418,92 @@ describe("pause and resume", () => {
     await back.commands.kill(echo.pid);
     await cat.wait().catch(() => {});
     assert.equal(await back.kill(), true);
+  });
+});
+
+describe("sandbox ports: getHost, the header form, the traffic token", () => {
+  const ECHO = `import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(s): s.answer()
+    def do_POST(s): s.answer()
+    def answer(s):
+        body = s.rfile.read(int(s.headers.get("content-length") or 0)).decode()
+        out = f"{s.command} {s.path} host={s.headers.get('host')} body={body}".encode()
+        s.send_response(200); s.send_header("content-length", str(len(out))); s.end_headers(); s.wfile.write(out)
+    def log_message(s, *a): pass
+http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
+`;
+  /** An HTTP request to this server with a Host of our choosing (fetch cannot set one). */
+  const viaHost = (host: string, path: string, o: { method?: string; body?: string; headers?: Record<string, string> } = {}) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const u = new URL(base);
+      const r = httpRequest({ host: u.hostname, port: u.port, path, method: o.method ?? "GET", headers: { host, ...o.headers } }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      r.on("error", reject);
+      r.end(o.body);
+    });
+  const serve = async (s: Sandbox, port: number) => {
+    await s.files.write("/tmp/echo.py", ECHO);
+    // Detached, so that no call of the SDK's stays in flight (one would wake a paused sandbox by itself).
+    await s.commands.run(`nohup python3 /tmp/echo.py ${port} >/dev/null 2>&1 &`);
+    await s.commands.run(`for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", ${port}), 1)' 2>/dev/null && break; sleep 0.1; done`);
+  };
+
+  it("getHost(port) names this server, and a request to that Host reaches the guest's port, method, path and body intact", async () => {
+    await serve(sbx, 8080);
+    const host = sbx.getHost(8080);
+    assert.equal(host, `8080-${sbx.sandboxId}.localhost:${new URL(base).port}`);
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).sandboxDomain, `localhost:${new URL(base).port}`);
+    const got = await viaHost(host, "/some/path?q=1");
+    assert.equal(got.status, 200);
+    assert.equal(got.body, `GET /some/path?q=1 host=${host} body=`);
+    const posted = await viaHost(host, "/form", { method: "POST", body: "a=1&b=2", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    assert.equal(posted.body, `POST /form host=${host} body=a=1&b=2`);
+    // The header form E2B's proxy also takes, on any Host.
+    const r = await fetch(`${base}/x`, { headers: { "e2b-sandbox-id": sbx.sandboxId, "e2b-sandbox-port": "8080" } });
+    assert.equal(r.status, 200);
+    assert.match(await r.text(), /^GET \/x host=127\.0\.0\.1:\d+ body=$/);
+    // Closed ports and unknown sandboxes are E2B's 502s; the API key is not asked for (ports are public by default).
+    const closed = await viaHost(sbx.getHost(9), "/");
+    assert.equal(closed.status, 502);
+    assert.match(JSON.parse(closed.body).message, /port 9 of sandbox .* is closed/);
+    const unknown = await viaHost(`8080-sb-nope.localhost:${new URL(base).port}`, "/");
+    assert.deepEqual(JSON.parse(unknown.body), { sandboxId: "sb-nope", message: "The sandbox was not found", code: 502 });
+    // A Host that only looks like a sandbox's under another domain is this server's own API (which wants its key).
+    assert.equal((await viaHost(`8080-${sbx.sandboxId}.example.com`, "/api/v1/sandboxes")).status, 401);
+  });
+
+  it("allowPublicTraffic: false needs the traffic access token; maskRequestHost is the Host the guest sees; a paused auto-resume sandbox wakes for port traffic", async () => {
+    const s = await Sandbox.create({
+      timeoutMs: 300_000,
+      lifecycle: { onTimeout: "pause", autoResume: true },
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
+      network: { allowPublicTraffic: false, maskRequestHost: "localhost:${PORT}" },
+    });
+    try {
+      await serve(s, 3000);
+      const host = s.getHost(3000);
+      assert.equal((await viaHost(host, "/")).status, 403);
+      assert.equal((await viaHost(host, "/", { headers: { "e2b-traffic-access-token": "forged" } })).status, 403);
+      const token = s.trafficAccessToken!;
+      assert.ok(token);
+      const ok = await viaHost(host, "/masked", { headers: { "e2b-traffic-access-token": token } });
+      assert.equal(ok.body, "GET /masked host=localhost:3000 body=");
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, as stored
+      assert.deepEqual(JSON.parse(JSON.stringify((await s.getInfo()).network)), { allowPublicTraffic: false, maskRequestHost: "localhost:${PORT}" });
+      await s.pause();
+      assert.equal((await Sandbox.getInfo(s.sandboxId)).state, "paused");
+      const woke = await viaHost(host, "/after-pause", { headers: { "e2b-traffic-access-token": token } });
+      assert.equal(woke.body, "GET /after-pause host=localhost:3000 body=");
+      const resumed = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed");
+      assert.equal(resumed.at(-1)?.data?.by, "port");
+    } finally {
+      await s.kill();
+    }
   });
 });
 

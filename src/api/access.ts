@@ -19,6 +19,8 @@ export interface AccessOptions {
   allowedHosts?: string[];
   /** The address the server listens on; a loopback one turns the Host check on. */
   listenHost?: string;
+  /** Host names of sandbox ports this server serves (`<port>-<id>.<domain>`), which it answers to as well. */
+  sandboxHost?: (host: string) => boolean;
 }
 
 const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
@@ -79,7 +81,7 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
   app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
     reply.header("X-Request-ID", req.id);
     const host = String(req.headers.host ?? "");
-    if (checkHost && !LOOPBACK_HOSTS.has(hostName(host)) && !hosts.has(host.toLowerCase()) && !hosts.has(hostName(host))) {
+    if (checkHost && !LOOPBACK_HOSTS.has(hostName(host)) && !hosts.has(host.toLowerCase()) && !hosts.has(hostName(host)) && !o.sandboxHost?.(host)) {
       return refuse(
         reply,
         new ForgevmError("FORBIDDEN", `this server listens on loopback and answers only to loopback host names, not "${hostName(host)}" (add it to server.allowed_hosts)`),

@@ -7,7 +7,8 @@ import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../http/errors.js";
-import { e2bRoutes, rewriteE2bUrl } from "../e2b/index.js";
+import { e2bRoutes, e2bUrlRewriter } from "../e2b/index.js";
+import { isSandboxHostName } from "../e2b/ports.js";
 import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
 import { installAccessControl } from "./access.js";
@@ -52,6 +53,8 @@ export interface AppOptions {
   allowedHosts?: string[];
   /** The address the server listens on (a loopback one checks Host headers). */
   listenHost?: string;
+  /** The domain sandboxes' ports are served under for E2B's getHost (e2b.domain); absent, localhost with the server's port. */
+  e2bDomain?: string;
   /** Serve MCP at /mcp under this policy (absent: no /mcp). */
   mcp?: McpPolicy;
   /** Gets one line per request answered: time, method, path (secrets removed), status, duration, request id. */
@@ -99,7 +102,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     frameworkErrors,
     clientErrorHandler,
     // Calls E2B's SDKs address to a sandbox itself share this port: they move under prefixes of their own.
-    rewriteUrl: rewriteE2bUrl,
+    rewriteUrl: e2bUrlRewriter(opts.e2bDomain),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // An empty body sent as JSON means an empty object (clients send the header on every
@@ -150,7 +153,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   installConnectionLimits(app, limits);
-  installAccessControl(app, { apiKey: opts.apiKey, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts, listenHost: opts.listenHost });
+  installAccessControl(app, {
+    apiKey: opts.apiKey,
+    allowedOrigins: opts.allowedOrigins,
+    allowedHosts: opts.allowedHosts,
+    listenHost: opts.listenHost,
+    sandboxHost: (host) => isSandboxHostName(host, opts.e2bDomain),
+  });
 
   if (opts.requestLog) {
     const log = opts.requestLog;
@@ -210,7 +219,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(consoleRoutes);
 
   // E2B's control plane at the root, and the calls its SDKs make to a sandbox (e2b/).
-  await app.register(e2bRoutes, { forge: opts.forge });
+  await app.register(e2bRoutes, { forge: opts.forge, domain: opts.e2bDomain });
 
   // MCP for coding agents (mcp/), under the operator's policy.
   if (opts.mcp) await app.register(mcpRoutes, { forge: opts.forge, policy: opts.mcp, version: opts.version });

@@ -46,6 +46,7 @@ export async function startServer(
     allowedOrigins: cfg.server.allowed_origins,
     allowedHosts: cfg.server.allowed_hosts,
     listenHost: cfg.server.host,
+    e2bDomain: cfg.e2b.domain || undefined,
     mcp,
     connectionLimits: {
       headersTimeoutMs: parseDuration(cfg.server.headers_timeout, "server.headers_timeout"),

@@ -133,6 +133,17 @@ export const ConfigSchema = Type.Object(
     ),
     /** Host directories sandboxes may mount (`-v /dir:/path`, `forgevm mount`): none unless listed. */
     mounts: Type.Object({ host_dirs: Type.Array(Type.String({ minLength: 1 })) }, strict),
+    /** The E2B-compatible routes. */
+    e2b: Type.Object(
+      {
+        /**
+         * The domain sandboxes' ports are served under, `<port>-<id>.<domain>` (E2B's getHost), with
+         * an optional port; "" answers `localhost:<the server's port>`, which browsers and curl resolve.
+         */
+        domain: Type.String({ maxLength: 253 }),
+      },
+      strict,
+    ),
     /** What agents on MCP (`forgevm mcp`, /mcp) may do: the operator's policy, which they can only narrow. */
     mcp: Type.Object(
       {

@@ -4,6 +4,7 @@
 // `full` is the exception: a network device on QEMU's user-mode network, whose VMM the host
 // firewall keeps off the host and private networks (providers/qemu/firewall.ts). Every rule
 // about what is reachable is enforced on the host, where the guest cannot change it.
+import type { Duplex } from "node:stream";
 import type { AgentChannel, GuestListener } from "../agent-client/index.js";
 import type { Vm } from "../providers/provider.js";
 import { AllowlistError, outside, parseAllowlist, type Presets } from "../net/allowlist.js";
@@ -42,6 +43,8 @@ export interface NetworkRequest {
   rules?: unknown;
   /** Allowlist mode: open egress but for these addresses and networks (NetworkRecord.deny). */
   deny?: string[] | null;
+  /** Port traffic served by Host: whether it needs the traffic token, and the Host the guest sees. */
+  portAccess?: { private?: boolean; maskHost?: string };
 }
 
 /** What a running sandbox's egress may be changed to; a field left out keeps its value. */
@@ -73,6 +76,18 @@ export function hasNic(r: Pick<NetworkRecord, "mode" | "nic"> | null | undefined
 /** The environment every exec of a sandbox with this network gets under its own. */
 export function networkEnv(r: NetworkRecord | null | undefined): Record<string, string> {
   return r?.mode === "allowlist" ? { ...proxyEnv(), ...(r.rules ? trustEnv() : {}) } : {};
+}
+
+/** What a masked Host header writes for the port the traffic is for (E2B's syntax). */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text
+export const PORT_PLACEHOLDER = "${PORT}";
+
+/** A Host header value with an optional port placeholder, or a 400 naming the field. */
+function checkMaskHost(h: string): string {
+  const filled = h.replaceAll(PORT_PLACEHOLDER, "1");
+  if (filled.length > 255 || !/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/.test(filled))
+    throw badRequest(`maskRequestHost: "${h.slice(0, 100)}" is not a host[:port] (\${PORT} stands for the port)`);
+  return h;
 }
 
 /** A deny list of addresses and networks (no names: what a name resolves to is what is denied); a 400 naming `field`. */
@@ -138,6 +153,8 @@ export class Networks {
       ...(rules ? { rules } : {}),
       ...(deny ? { deny } : {}),
       ...(mode === "full" ? { nic: true } : {}),
+      ...(req.portAccess?.private ? { private_ports: true } : {}),
+      ...(req.portAccess?.maskHost ? { mask_host: checkMaskHost(req.portAccess.maskHost) } : {}),
     };
   }
 
@@ -315,6 +332,27 @@ export class Networks {
     if (!(await a.ports.remove(hostPort))) throw notFound(`sandbox ${id} does not publish host port ${hostPort}`);
     a.record = { ...a.record, ports: a.record.ports.filter((p) => p.host_port !== hostPort) };
     this.save(id, a.record);
+  }
+
+  /**
+   * A connection to a port inside a running sandbox, through its agent (counted as traffic for
+   * its idle policy); null when nothing listens there.
+   */
+  async openPort(id: string, port: number): Promise<Duplex | null> {
+    const a = this.of(id);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw badRequest(`port must be 1-65535, got ${port}`);
+    if (!a.vm.channel.isOpen) throw sandboxGone(id, `sandbox ${id} is not running`);
+    const t = a.vm.channel.connect({ addr: "127.0.0.1", port });
+    const closed = this.onConnection(id);
+    const d = tunnelDuplex(t);
+    d.once("close", closed);
+    try {
+      await t.connected;
+    } catch {
+      d.destroy();
+      return null;
+    }
+    return d;
   }
 
   /** The sandbox's last `lines` egress decisions. */

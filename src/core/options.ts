@@ -160,6 +160,8 @@ export interface SpawnOptions {
   egressRules?: Record<string, { headers: Record<string, string> }>;
   /** Allowlist mode: open egress to every public destination but these addresses and CIDR networks. */
   deny?: string[];
+  /** Port traffic this server serves by Host (E2B's getHost): whether it needs the traffic token, and the Host the guest sees. */
+  portAccess?: { private?: boolean; maskHost?: string };
   /** Published ports, "HOST:GUEST" or "ADDRESS:HOST:GUEST" (bound to 127.0.0.1 by default). */
   ports?: string[];
   /** Secret values: in every exec's environment and in /run/secrets/NAME, never stored. */
@@ -211,6 +213,10 @@ export interface ForkOptions {
   metadata?: Record<string, string>;
   /** Each copy keeps its RAM in a file of its own (see SpawnOptions.forkable); default false: copies share the snapshot's pages. */
   forkable?: boolean;
+  /** Restores only: what each copy does at its expiry (SpawnOptions.lifecycle). */
+  lifecycle?: SpawnOptions["lifecycle"];
+  /** Restores only: variables later execs get, over the snapshot's (processes running in it keep theirs). */
+  env?: Record<string, string>;
 }
 
 export interface ForkResult {

@@ -12,8 +12,9 @@ import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 import { ignore } from "../util/ignore.js";
 import { secretRoutes } from "./secrets.js";
-import { networkOf, networkUpdateOf, refuseUnsupported } from "./network.js";
+import { networkOf, networkUpdateOf, portAccessOf, refuseUnsupported } from "./network.js";
 import { hasNic } from "../core/network.js";
+import { domainFor } from "./ports.js";
 
 /** E2B's default sandbox lifetime when create leaves `timeout` out, in seconds. */
 const DEFAULT_TIMEOUT_S = 300;
@@ -106,7 +107,7 @@ function metadataFilter(q: string | undefined): [string, string][] {
   });
 }
 
-export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
+export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain }: { forge: Forge; domain?: string }): Promise<void> {
   app.setErrorHandler((err, _req, reply) => e2bError(reply, err));
   await app.register(secretRoutes, { forge });
 
@@ -126,6 +127,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
       lifecycle: lifecycleOf(b),
       ...network,
+      portAccess: portAccessOf(b.network),
     });
     try {
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
@@ -138,7 +140,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       // As E2B's does, the sandbox answers create with its Python context ready for runCode.
       await sb.code.prepare("python", DEFAULT_USER, DEFAULT_HOME).catch(ignore("a warm-up: the first run starts the kernel itself if this failed"));
     }
-    return reply.status(201).send(sandboxView(forge, forge.sandboxes.get(sb.id)));
+    return reply.status(201).send(sandboxView(forge, forge.sandboxes.get(sb.id), domainFor(req, domain)));
   };
   app.post("/v2/sandboxes", { schema: { body: NewSandbox, hide: true } }, create);
   app.post("/sandboxes", { schema: { body: NewSandbox, hide: true } }, create);
@@ -150,11 +152,11 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
     if (row.state === "paused") {
       // Resuming restores the machine as it was paused, processes included; a reboot boots it cold over its disk.
       await forge.sandboxes.resume(id, (timeout ?? DEFAULT_TIMEOUT_S) * 1000, { reboot: req.body?.memory === false });
-      return reply.status(201).send(sandboxView(forge, forge.sandboxes.get(id)));
+      return reply.status(201).send(sandboxView(forge, forge.sandboxes.get(id), domainFor(req, domain)));
     }
     // Connecting never shortens a sandbox's life.
     if (timeout !== undefined && Date.parse(row.expires_at) < Date.now() + timeout * 1000) forge.sandboxes.extend(id, timeout * 1000);
-    return reply.status(200).send(sandboxView(forge, forge.sandboxes.get(id)));
+    return reply.status(200).send(sandboxView(forge, forge.sandboxes.get(id), domainFor(req, domain)));
   };
   app.post("/v2/sandboxes/:sandboxID/connect", { schema: { params: Id, body: ConnectBody, hide: true } }, connect);
   app.post("/sandboxes/:sandboxID/connect", { schema: { params: Id, body: ConnectBody, hide: true } }, connect);
@@ -188,7 +190,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
   app.get("/sandboxes", { schema: { querystring: ListQuery, hide: true } }, list);
 
   app.get("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
-    return detailView(forge, running(forge, req.params.sandboxID, true));
+    return detailView(forge, running(forge, req.params.sandboxID, true), domainFor(req, domain));
   });
 
   app.delete("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
@@ -228,7 +230,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge }: { forg
       const timeout = req.body?.timeout;
       // One snapshot, all copies at once: they start together or not at all, so no entry carries an error.
       const r = await forge.snapshots.fork(req.params.sandboxID, { count: req.body?.count ?? 1, ttlMs: timeout !== undefined ? timeout * 1000 : undefined });
-      return reply.status(201).send(r.sandboxes.map((sb) => ({ sandbox: sandboxView(forge, forge.sandboxes.get(sb.id)) })));
+      return reply.status(201).send(r.sandboxes.map((sb) => ({ sandbox: sandboxView(forge, forge.sandboxes.get(sb.id), domainFor(req, domain)) })));
     },
   );
 

@@ -1,7 +1,8 @@
 // The E2B interface: the control plane at the root (/sandboxes, /v2/sandboxes), and the calls
-// E2B's SDKs send to a sandbox itself (envd on port 49983, the code interpreter on 49999). Those
-// share one server port with everything else; they are told apart by the E2b-Sandbox-Id header
-// and moved (rewriteE2bUrl) under prefixes of their own, where nothing else is reachable.
+// E2B's SDKs send to a sandbox itself (envd on port 49983, the code interpreter on 49999, and
+// any other port of it: ports.ts). Those share one server port with everything else; they are
+// told apart by the E2b-Sandbox-Id header, or a Host of `<port>-<id>.<domain>`, and moved
+// (e2bUrlRewriter) under prefixes of their own, where nothing else is reachable.
 import type { IncomingMessage } from "node:http";
 import type { FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
@@ -12,6 +13,7 @@ import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
 import { envdError, envdHttpRoutes } from "./envd/files.js";
 import { filesystemService } from "./envd/filesystem.js";
 import { processService } from "./envd/process.js";
+import { portRoutes, routeByHost } from "./ports.js";
 
 export const ENVD_PORT = 49983;
 export const CODE_INTERPRETER_PORT = 49999;
@@ -19,7 +21,15 @@ export const CODE_INTERPRETER_PORT = 49999;
 export const ENVD_PREFIX = "/_e2b/envd";
 export const INTERPRETER_PREFIX = "/_e2b/interpreter";
 
-/** Moves a request that names a sandbox under the prefix of the sandbox port it is for. */
+/** Moves a request that names a sandbox (by header or by Host under `domain`) under the prefix of the sandbox port it is for. */
+export function e2bUrlRewriter(domain: string | undefined): (req: IncomingMessage) => string {
+  return (req) => {
+    routeByHost(req, domain);
+    return rewriteE2bUrl(req);
+  };
+}
+
+/** Moves a request that names a sandbox in its headers under the prefix of the sandbox port it is for. */
 export function rewriteE2bUrl(req: IncomingMessage): string {
   const url = req.url ?? "/";
   if (typeof req.headers[SANDBOX_HEADER] !== "string") return url;
@@ -34,8 +44,8 @@ export function isSandboxCall(url: string): boolean {
   return url.startsWith(`${ENVD_PREFIX}/`) || url.startsWith(`${INTERPRETER_PREFIX}/`) || url.startsWith("/_e2b/port/");
 }
 
-export async function e2bRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
-  await app.register(controlPlaneRoutes, { forge });
+export async function e2bRoutes(app: FastifyInstance, { forge, domain }: { forge: Forge; domain?: string }): Promise<void> {
+  await app.register(controlPlaneRoutes, { forge, domain });
   await app.register(
     async (envd) => {
       installConnect(envd);
@@ -57,10 +67,5 @@ export async function e2bRoutes(app: FastifyInstance, { forge }: { forge: Forge 
     },
     { prefix: INTERPRETER_PREFIX },
   );
-  app.all("/_e2b/port/:port/*", { schema: { hide: true } }, async (req, reply) => {
-    const port = (req.params as { port: string }).port;
-    return reply
-      .status(502)
-      .send({ code: 502, message: `port ${port} of a sandbox is not reachable through E2B_SANDBOX_URL here: publish it (forgevm port) and connect to it directly` });
-  });
+  await app.register(portRoutes, { forge });
 }

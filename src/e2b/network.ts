@@ -33,8 +33,17 @@ export function refuseUnsupported(b: Record<string, unknown>, network: Record<st
   if (network.egressProxy !== undefined)
     throw badRequest(`${where}egressProxy is not supported by this server: a sandbox's egress leaves through this host's own proxy, never through a SOCKS5 upstream`);
   if (network.httpsPorts !== undefined) throw badRequest(`${where}httpsPorts is not supported by this server: its port traffic is plain HTTP`);
-  if (network.maskRequestHost !== undefined) throw badRequest(`${where}maskRequestHost is not supported by this server yet`);
-  if (network.allowPublicTraffic === false) throw badRequest(`${where}allowPublicTraffic: false (a traffic access token on sandbox ports) is not supported by this server yet`);
+}
+
+/** `allowPublicTraffic` and `maskRequestHost` (create only) as our port access settings. */
+export function portAccessOf(net: Record<string, unknown> | undefined): { private?: boolean; maskHost?: string } | undefined {
+  if (!net) return undefined;
+  const pub = net.allowPublicTraffic;
+  const mask = net.maskRequestHost;
+  if (pub !== undefined && typeof pub !== "boolean") throw badRequest("network.allowPublicTraffic must be a boolean");
+  if (mask !== undefined && (typeof mask !== "string" || !mask)) throw badRequest("network.maskRequestHost must be a host[:port]");
+  if (pub !== false && mask === undefined) return undefined;
+  return { ...(pub === false ? { private: true } : {}), ...(mask ? { maskHost: mask as string } : {}) };
 }
 
 /** E2B's `rules` in our shape ({host: {headers}}); a 400 naming the field when it is not E2B's shape. */
@@ -120,11 +129,14 @@ export function networkUpdateOf(body: E2bNetwork & { allow_internet_access?: unk
 /** A sandbox's network in E2B's shape (getInfo), or undefined where E2B shows none (unrestricted). */
 export function networkView(net: NetworkRecord | null | undefined): Record<string, unknown> | undefined {
   if (!net) return undefined;
-  if (net.mode !== "allowlist") return undefined;
   const out: Record<string, unknown> = {};
-  if (net.allow.length) out.allowOut = net.allow.map(allowOutEntry);
-  if (!net.deny) out.denyOut = ["0.0.0.0/0"];
-  else if (net.deny.length) out.denyOut = [...net.deny];
-  if (net.rules) out.rules = rulesView(net.rules);
+  if (net.mode === "allowlist") {
+    if (net.allow.length) out.allowOut = net.allow.map(allowOutEntry);
+    if (!net.deny) out.denyOut = ["0.0.0.0/0"];
+    else if (net.deny.length) out.denyOut = [...net.deny];
+    if (net.rules) out.rules = rulesView(net.rules);
+  }
+  if (net.private_ports) out.allowPublicTraffic = false;
+  if (net.mask_host) out.maskRequestHost = net.mask_host;
   return Object.keys(out).length ? out : undefined;
 }

@@ -21,7 +21,7 @@ export function e2bState(row: SandboxRow): "running" | "paused" {
 }
 
 /** `Sandbox`: what create and connect answer. */
-export function sandboxView(forge: Forge, row: SandboxRow) {
+export function sandboxView(forge: Forge, row: SandboxRow, domain: string) {
   return {
     sandboxID: row.id,
     templateID: templateIdOf(forge, row),
@@ -29,7 +29,7 @@ export function sandboxView(forge: Forge, row: SandboxRow) {
     envdVersion: ENVD_VERSION,
     envdAccessToken: forge.sandboxes.accessToken(row.id, ENVD_TOKEN),
     trafficAccessToken: forge.sandboxes.accessToken(row.id, TRAFFIC_TOKEN),
-    domain: null,
+    domain,
   };
 }
 
@@ -51,11 +51,12 @@ export function listedView(forge: Forge, row: SandboxRow) {
 }
 
 /** `SandboxDetail`: what getInfo answers. */
-export function detailView(forge: Forge, row: SandboxRow) {
+export function detailView(forge: Forge, row: SandboxRow, domain: string) {
   const net = row.network;
   return {
     ...listedView(forge, row),
-    domain: null,
+    // E2B answers none for a paused sandbox: it has no ports to serve until it runs.
+    domain: row.state === "paused" ? null : domain,
     envdAccessToken: forge.sandboxes.accessToken(row.id, ENVD_TOKEN),
     allowInternetAccess: net ? net.mode !== "none" : false,
     ...(networkView(net) ? { network: networkView(net) } : {}),

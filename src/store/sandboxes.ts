@@ -123,6 +123,10 @@ export interface NetworkRecord {
   deny?: string[];
   /** The VM has a network device (it was made with network "full"); its link is down while the mode is another. */
   nic?: boolean;
+  /** Its ports served over HTTP by this server (E2B's getHost) need its traffic access token. */
+  private_ports?: boolean;
+  /** The Host header its servers see on port traffic served by this server, `${PORT}` filled in. */
+  mask_host?: string;
 }
 
 type Raw = Omit<SandboxRow, "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs" | "lifecycle"> & {

@@ -1,4 +1,5 @@
 // A running sandbox's network: its mode, egress allowlist, published ports and egress log.
+import type { Duplex } from "node:stream";
 import type { EgressEntry } from "../../net/egress-log.js";
 import type { PortMapping } from "../../net/ports.js";
 import type { NetworkRecord } from "../../store/sandboxes.js";
@@ -50,6 +51,11 @@ export class NetworkFacade {
   /** Stops publishing a host port of a running sandbox. */
   async unpublishPort(id: string, hostPort: number): Promise<void> {
     await this.core.networks.removePort(this.sandboxes.running(id).id, hostPort);
+  }
+
+  /** A connection to a port inside a running sandbox (its idle clock sees it); null when nothing listens there. */
+  openPort(id: string, port: number): Promise<Duplex | null> {
+    return this.core.networks.openPort(this.sandboxes.running(id).id, port);
   }
 
   /** The last `lines` egress decisions of a sandbox (kept with its history after it is destroyed). */

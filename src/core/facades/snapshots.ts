@@ -15,10 +15,25 @@ export class SnapshotsFacade {
     private readonly sandboxes: SandboxLookup,
   ) {}
 
-  /** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
-  async take(id: string, name?: string): Promise<SnapshotRow> {
+  /** Snapshots a running sandbox (memory, devices, disk) under an optional name (`replace`: taking it from an older one); it keeps running. */
+  async take(id: string, name?: string, opts: { replace?: boolean } = {}): Promise<SnapshotRow> {
     this.core.disk.require("a snapshot");
-    return copies.snapshot(this.core, this.sandboxes.running(id), name);
+    return copies.snapshot(this.core, this.sandboxes.running(id), name, opts.replace);
+  }
+
+  /** The live sandboxes (running or paused) restored from a snapshot, directly or through their own pauses and snapshots. */
+  usedBy(idOrName: string): string[] {
+    const snap = this.get(idOrName);
+    const rows = this.core.snapshotRows.list(["ready", "deleted", "creating"]);
+    const parent = new Map(rows.map((r) => [r.id, r.parent_id]));
+    const descends = (id: string | null) => {
+      for (let p = id; p; p = parent.get(p) ?? null) if (p === snap.id) return true;
+      return false;
+    };
+    return this.core.sandboxes
+      .list(["running", "paused"])
+      .filter((r) => descends(r.snapshot_id))
+      .map((r) => r.id);
   }
 
   /** Makes `count` running copies of a sandbox as it is now (see copies.ts). */

@@ -94,7 +94,7 @@ export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRec
 }
 
 /** What a sandbox's expiry does; a pause keeps its memory on disk, so secrets (which would be in it) rule it out. */
-function planLifecycle(core: Core, opts: SpawnOptions, secrets: PlannedSecrets | null, provider: Provider): LifecycleRecord | null {
+export function planLifecycle(core: Core, opts: Pick<SpawnOptions, "lifecycle">, secrets: PlannedSecrets | null, provider: Provider): LifecycleRecord | null {
   const l = opts.lifecycle;
   if (!l || (l.onExpiry === "destroy" && !l.autoResume)) return null;
   if (l.onExpiry === "pause") core.providers.require(provider, "snapshots", "lifecycle: a pause at the timeout");
@@ -134,7 +134,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   checkEnv(opts.env, "env");
   const name = checkName(core, opts.name);
   const network = core.networks.plan(
-    { mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules, deny: opts.deny },
+    { mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules, deny: opts.deny, portAccess: opts.portAccess },
     { allow: tpl?.allowed_hosts },
   );
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);

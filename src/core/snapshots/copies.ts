@@ -11,20 +11,31 @@ import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.
 import { hasNic } from "../network.js";
 import { admit, recordFailure } from "../sandboxes/lifecycle.js";
 import type { ForkOptions, ForkResult } from "../options.js";
-import { copyNames, rowOf } from "../sandboxes/plan.js";
+import { copyNames, planLifecycle, rowOf } from "../sandboxes/plan.js";
+import { checkEnv } from "../sandboxes/validate.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { Snapshots } from "./snapshots.js";
 import { ttlLeft } from "../../schemas/durations.js";
 
-/** Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running. */
-export async function snapshot(core: Core, sb: Sandbox, name?: string): Promise<SnapshotRow> {
+/**
+ * Snapshots a running sandbox (memory, devices, disk) under an optional name; it keeps running.
+ * With `replace`, a snapshot already of that name is deleted once the new one is taken, which
+ * then takes the name (E2B's builds of a snapshot name); without, the name must be free.
+ */
+export async function snapshot(core: Core, sb: Sandbox, name?: string, replace = false): Promise<SnapshotRow> {
   const src = core.sandboxes.get(sb.id)!;
   refuseCopy(core, src, "snapshotted");
-  if (name !== undefined && core.snapshotRows.find(name)) throw conflict(`a snapshot named "${name}" already exists`);
-  const row = await core.snaps.beginOf(src, "sandbox", name);
+  const old = name !== undefined ? core.snapshotRows.find(name) : undefined;
+  if (old && (!replace || old.name !== name)) throw conflict(`a snapshot named "${name}" already exists`);
+  const row = await core.snaps.beginOf(src, "sandbox", old ? null : name);
   try {
-    const done = await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
+    let done = await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
     disksBackedBy(core, sb.id, done);
+    if (old) {
+      await core.snaps.remove(old);
+      core.snapshotRows.update(done.id, { name: name! });
+      done = core.snapshotRows.get(done.id)!;
+    }
     return done;
   } catch (e) {
     await abandon(core, row, sb.id);
@@ -185,11 +196,15 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
   }
   const { nic: _nic, ...rest } = planned;
   const network = { ...rest, ...(snap.nic ? { nic: true } : {}) };
+  if (opts.env) checkEnv(opts.env, "env");
+  const lifecycle = planLifecycle(core, opts, null, core.provider);
   return Promise.all(
     Array.from({ length: count }, async () => {
+      const env = opts.env ? { ...snap.env, ...opts.env } : snap.env;
       const row = {
-        ...rowOf(core, { ...snap, network }, { ttlMs: opts.ttlMs ?? core.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id }),
+        ...rowOf(core, { ...snap, network, env }, { ttlMs: opts.ttlMs ?? core.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id }),
         forkable: opts.forkable ? 1 : 0,
+        lifecycle,
       };
       core.sandboxes.insert(row);
       core.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });
