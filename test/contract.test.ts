@@ -65,7 +65,11 @@ describe("the OpenAPI document and the error table", () => {
     await app.ready();
     const d = await current();
     // E2B's routes follow E2B's contract, not ours: docs/e2b.md lists them.
-    const e2b = (url: string) => url.startsWith("/_e2b/") || url.startsWith("/sandboxes") || url.startsWith("/v2/sandboxes") || url.startsWith("/secrets");
+    const e2b = (url: string) =>
+      url.startsWith("/_e2b/") ||
+      url.startsWith("/sandboxes") ||
+      url.startsWith("/v2/sandboxes") ||
+      ["/secrets", "/snapshots", "/templates/", "/teams"].some((p) => url.startsWith(p));
     const hidden = routesOf(app)
       .filter((r) => !r.documented && !e2b(r.url))
       .map((r) => `${r.method} ${r.url}`);

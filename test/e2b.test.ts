@@ -3,7 +3,19 @@
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, it } from "node:test";
-import { CommandExitError, FileNotFoundError, FileType, FilesystemEventType, NotEnoughSpaceError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "e2b";
+import {
+  ApiClient,
+  CommandExitError,
+  ConnectionConfig,
+  FileNotFoundError,
+  FileType,
+  FilesystemEventType,
+  NotEnoughSpaceError,
+  Sandbox,
+  SandboxError,
+  TimeoutError,
+  type FilesystemEvent,
+} from "e2b";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
@@ -504,6 +516,83 @@ http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever(
     } finally {
       await s.kill();
     }
+  });
+});
+
+describe("snapshots, logs and team metrics in E2B's shape", () => {
+  it("createSnapshot named and unnamed, listSnapshots, Sandbox.create(snapshotId) resumes memory and disk, deleteSnapshot", async () => {
+    const src = await Sandbox.create({ timeoutMs: 300_000 });
+    try {
+      await src.files.write("snap.txt", "in the snapshot");
+      await src.commands.run("nohup sleep 4242 >/dev/null 2>&1 &");
+      const named = await src.createSnapshot({ name: "e2b-snap" });
+      assert.deepEqual(named, { snapshotId: "local/e2b-snap:default", names: ["local/e2b-snap"] });
+      const unnamed = await Sandbox.createSnapshot(src.sandboxId);
+      assert.match(unnamed.snapshotId, /^snap-[0-9a-f]+:default$/);
+      assert.deepEqual(unnamed.names, []);
+      const mine = await src.listSnapshots().nextItems();
+      assert.deepEqual(mine.map((x) => x.snapshotId).sort(), [named.snapshotId, unnamed.snapshotId].sort());
+      assert.equal((await Sandbox.listSnapshots({ name: "local/e2b-snap" }).nextItems()).length, 1);
+      assert.equal((await Sandbox.listSnapshots({ name: "e2b-snap:default" }).nextItems()).length, 1);
+      assert.deepEqual(await Sandbox.listSnapshots({ name: "no-such-snap" }).nextItems(), []);
+      assert.ok(
+        forge.snapshots.list().some((r) => r.name === "e2b-snap:default"),
+        "our own snapshots list it too",
+      );
+
+      // Made from the snapshot: its file, and its process still running.
+      const restored = await Sandbox.create(named.snapshotId, { timeoutMs: 120_000, envs: { FROM_RESTORE: "1" } });
+      assert.equal(await restored.files.read("snap.txt"), "in the snapshot");
+      assert.match((await restored.commands.run("pgrep -fx 'sleep 4242'")).stdout, /^\d+\n$/);
+      assert.equal((await restored.commands.run("echo $FROM_RESTORE")).stdout, "1\n");
+      // Taken again under its name: a new build of the same snapshot, which now restores instead.
+      await src.files.write("snap.txt", "second build");
+      assert.equal((await src.createSnapshot({ name: "e2b-snap" })).snapshotId, named.snapshotId);
+      assert.equal((await Sandbox.listSnapshots({ name: "local/e2b-snap" }).nextItems()).length, 1);
+      await restored.kill();
+      const again = await Sandbox.create("local/e2b-snap", { timeoutMs: 120_000 });
+      assert.equal(await again.files.read("snap.txt"), "second build");
+      // A snapshot a live sandbox was made from is not deleted; once it is gone, it is.
+      await assert.rejects(Sandbox.deleteSnapshot(named.snapshotId), /400: cannot delete template .* running sandboxes using it/);
+      await again.kill();
+      assert.equal(await Sandbox.deleteSnapshot(named.snapshotId), true);
+      assert.equal(await Sandbox.deleteSnapshot(named.snapshotId), false);
+      assert.equal(await Sandbox.deleteSnapshot(unnamed.snapshotId), true);
+      await assert.rejects(src.createSnapshot({ name: "other-team/x" }), /400: name: "other-team" is not your team/);
+    } finally {
+      await src.kill();
+    }
+  });
+
+  it("sandbox logs (v2 structured, v1 lines) and team metrics through the SDK's ApiClient; another team's metrics are 403", async () => {
+    const api = new ApiClient(new ConnectionConfig()).api;
+    await sbx.commands.run("echo for-the-log");
+    const v2 = await api.GET("/v2/sandboxes/{sandboxID}/logs", { params: { path: { sandboxID: sbx.sandboxId }, query: { limit: 50, direction: "forward" } } });
+    assert.equal(v2.response.status, 200);
+    const logs = v2.data!.logs;
+    assert.equal(logs[0].fields.event, "sandbox.created");
+    assert.ok(logs.some((l) => l.message.includes("echo for-the-log") && l.level === "info"));
+    const searched = await api.GET("/v2/sandboxes/{sandboxID}/logs", { params: { path: { sandboxID: sbx.sandboxId }, query: { search: "for-the-log", limit: 5 } } });
+    assert.ok(searched.data!.logs.length >= 1 && searched.data!.logs.every((l) => l.message.includes("for-the-log")));
+    const v1 = await api.GET("/sandboxes/{sandboxID}/logs", { params: { path: { sandboxID: sbx.sandboxId }, query: { start: Date.now() - 3_600_000, limit: 10 } } });
+    assert.equal(typeof JSON.parse(v1.data!.logs[0].line).msg, "string");
+    const none = await api.GET("/v2/sandboxes/{sandboxID}/logs", { params: { path: { sandboxID: "sb-nope" } } });
+    assert.equal(none.response.status, 404);
+
+    const teams = await api.GET("/teams");
+    assert.equal(teams.data!.length, 1);
+    const teamID = teams.data![0].teamID;
+    const start = Math.floor(Date.now() / 1000) - 600;
+    const m = await api.GET("/teams/{teamID}/metrics", { params: { path: { teamID }, query: { start, end: start + 660 } } });
+    assert.equal(m.response.status, 200);
+    assert.ok(m.data!.at(-1)!.concurrentSandboxes >= 1, "the suite's sandbox runs now");
+    assert.ok(m.data!.some((p) => p.sandboxStartRate > 0));
+    const max = await api.GET("/teams/{teamID}/metrics/max", { params: { path: { teamID }, query: { metric: "concurrent_sandboxes", start, end: start + 660 } } });
+    assert.ok(max.data!.value >= 1);
+    const bad = await api.GET("/teams/{teamID}/metrics/max", { params: { path: { teamID }, query: { metric: "cpu" as "concurrent_sandboxes" } } });
+    assert.equal(bad.response.status, 400);
+    const other = await api.GET("/teams/{teamID}/metrics", { params: { path: { teamID: "00000000-0000-4000-a000-000000000000" } } });
+    assert.equal(other.response.status, 403);
   });
 });
 

@@ -219,7 +219,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(consoleRoutes);
 
   // E2B's control plane at the root, and the calls its SDKs make to a sandbox (e2b/).
-  await app.register(e2bRoutes, { forge: opts.forge, domain: opts.e2bDomain });
+  await app.register(e2bRoutes, { forge: opts.forge, domain: opts.e2bDomain, apiKey: opts.apiKey });
 
   // MCP for coding agents (mcp/), under the operator's policy.
   if (opts.mcp) await app.register(mcpRoutes, { forge: opts.forge, policy: opts.mcp, version: opts.version });

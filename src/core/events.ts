@@ -1,5 +1,5 @@
 // Lifecycle events: written to the store (for replay) and pushed to live subscribers (SSE).
-import type { EventRow, EventStore } from "../store/events.js";
+import type { EventRange, EventRow, EventStore } from "../store/events.js";
 import { isHostDiskFull } from "./error-map.js";
 
 export type EventType =
@@ -105,5 +105,10 @@ export class EventBus {
 
   replay(afterSeq: number, limit?: number): EventRow[] {
     return this.store.after(afterSeq, limit);
+  }
+
+  /** A sandbox's stored events (its log). */
+  ofSandbox(sandboxId: string, o: EventRange): EventRow[] {
+    return this.store.ofSandbox(sandboxId, o);
   }
 }

@@ -12,6 +12,9 @@ import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 import { ignore } from "../util/ignore.js";
 import { secretRoutes } from "./secrets.js";
+import { snapshotFor, snapshotRoutes } from "./snapshots.js";
+import { teamRoutes } from "./teams.js";
+import { logRoutes } from "./logs.js";
 import { networkOf, networkUpdateOf, portAccessOf, refuseUnsupported } from "./network.js";
 import { hasNic } from "../core/network.js";
 import { domainFor } from "./ports.js";
@@ -72,6 +75,29 @@ const ListQuery = Type.Object(
 );
 const NetworkBody = Type.Object({ allowOut: Type.Optional(Type.Array(Type.String())), denyOut: Type.Optional(Type.Array(Type.String())) }, { additionalProperties: true });
 
+/**
+ * A sandbox made from a snapshot: its memory and disk as they were, processes running. It keeps
+ * the snapshot's network unless the create asks for another mode or allowlist; egress rules, a
+ * deny list and port settings are set on it once it runs.
+ */
+async function fromSnapshot(forge: Forge, snapshotId: string, b: Static<typeof NewSandbox>, network: ReturnType<typeof networkOf>) {
+  if (portAccessOf(b.network)) throw badRequest("network.allowPublicTraffic and network.maskRequestHost cannot be set on a sandbox made from a snapshot: they come with it");
+  const [sb] = await forge.snapshots.restore(snapshotId, {
+    ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
+    metadata: b.metadata,
+    env: b.envVars,
+    lifecycle: lifecycleOf(b),
+    ...(network.network !== undefined ? { network: network.network, allow: network.allow } : {}),
+  });
+  try {
+    if (network.deny || network.egressRules) await forge.network.setEgress(sb.id, { deny: network.deny, rules: network.egressRules });
+  } catch (e) {
+    await forge.sandboxes.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
+    throw e;
+  }
+  return sb;
+}
+
 /** E2B's lifecycle fields as our own, checked as E2B's server checks them (docs/e2b.md). */
 function lifecycleOf(b: Static<typeof NewSandbox>): SpawnOptions["lifecycle"] {
   if (b.autoPauseMemory === false && !b.autoPause) throw badRequest("autoPauseMemory: false needs autoPause: true");
@@ -107,9 +133,12 @@ function metadataFilter(q: string | undefined): [string, string][] {
   });
 }
 
-export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain }: { forge: Forge; domain?: string }): Promise<void> {
+export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, apiKey }: { forge: Forge; domain?: string; apiKey?: string }): Promise<void> {
   app.setErrorHandler((err, _req, reply) => e2bError(reply, err));
   await app.register(secretRoutes, { forge });
+  await app.register(snapshotRoutes, { forge });
+  await app.register(teamRoutes, { forge, apiKey });
+  await app.register(logRoutes, { forge });
 
   const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
     const b = req.body;
@@ -119,16 +148,18 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain }
     refuseUnsupported(b, b.network, "network.");
     const network = networkOf(b.network, b.allow_internet_access);
     if (network.egressRules) forge.network.checkRules(network.egressRules, "network.rules");
-    const target = await spawnTarget(forge, b.templateID);
-    const sb = await forge.sandboxes.spawn({
-      ...target,
-      env: b.envVars,
-      metadata: b.metadata,
-      ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
-      lifecycle: lifecycleOf(b),
-      ...network,
-      portAccess: portAccessOf(b.network),
-    });
+    const snapshot = snapshotFor(forge, b.templateID);
+    const sb = snapshot
+      ? await fromSnapshot(forge, snapshot.id, b, network)
+      : await forge.sandboxes.spawn({
+          ...(await spawnTarget(forge, b.templateID)),
+          env: b.envVars,
+          metadata: b.metadata,
+          ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
+          lifecycle: lifecycleOf(b),
+          ...network,
+          portAccess: portAccessOf(b.network),
+        });
     try {
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
       await sb.ensureUser(DEFAULT_USER, DEFAULT_HOME);

@@ -44,8 +44,8 @@ export function isSandboxCall(url: string): boolean {
   return url.startsWith(`${ENVD_PREFIX}/`) || url.startsWith(`${INTERPRETER_PREFIX}/`) || url.startsWith("/_e2b/port/");
 }
 
-export async function e2bRoutes(app: FastifyInstance, { forge, domain }: { forge: Forge; domain?: string }): Promise<void> {
-  await app.register(controlPlaneRoutes, { forge, domain });
+export async function e2bRoutes(app: FastifyInstance, { forge, domain, apiKey }: { forge: Forge; domain?: string; apiKey?: string }): Promise<void> {
+  await app.register(controlPlaneRoutes, { forge, domain, apiKey });
   await app.register(
     async (envd) => {
       installConnect(envd);

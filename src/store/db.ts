@@ -193,6 +193,8 @@ const MIGRATIONS: string[] = [
      created_at TEXT NOT NULL,
      updated_at TEXT NOT NULL
    );`,
+  // A sandbox's own events are read back as its log (E2B's sandbox logs).
+  `CREATE INDEX events_sandbox ON events(sandbox_id, seq);`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

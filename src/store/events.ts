@@ -9,6 +9,15 @@ export interface EventRow {
   data: Record<string, unknown> | null;
 }
 
+/** Which of a sandbox's events to read. */
+export interface EventRange {
+  sinceIso?: string;
+  untilIso?: string;
+  limit: number;
+  /** Newest first. */
+  backward?: boolean;
+}
+
 export class EventStore {
   constructor(private readonly db: Db) {}
 
@@ -20,6 +29,15 @@ export class EventStore {
   /** Events after `seq`, oldest first, at most `limit`. */
   after(seq: number, limit = 1000): EventRow[] {
     const rows = this.db.prepare("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?").all(seq, limit) as (Omit<EventRow, "data"> & { data: string | null })[];
+    return rows.map((r) => ({ ...r, data: r.data ? JSON.parse(r.data) : null }));
+  }
+
+  /** A sandbox's events between `sinceIso` and `untilIso`, oldest first (newest first with `backward`), at most `limit`. */
+  ofSandbox(sandboxId: string, o: EventRange): EventRow[] {
+    const order = o.backward ? "DESC" : "ASC";
+    const rows = this.db
+      .prepare(`SELECT * FROM events WHERE sandbox_id = ? AND timestamp >= ? AND timestamp <= ? ORDER BY seq ${order} LIMIT ?`)
+      .all(sandboxId, o.sinceIso ?? "", o.untilIso ?? "\uffff", o.limit) as (Omit<EventRow, "data"> & { data: string | null })[];
     return rows.map((r) => ({ ...r, data: r.data ? JSON.parse(r.data) : null }));
   }
 

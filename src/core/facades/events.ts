@@ -1,7 +1,7 @@
 // The event feed (every sandbox, snapshot and image change, stored and numbered) and the audit
 // log of calls made through the agent interfaces.
 import type { AuditEntry, AuditQuery } from "../../store/audit.js";
-import type { EventRow } from "../../store/events.js";
+import type { EventRange, EventRow } from "../../store/events.js";
 import type { Core } from "../core.js";
 
 export class EventsFacade {
@@ -15,6 +15,11 @@ export class EventsFacade {
   /** The newest stored event's number (0 when there is none). */
   lastSeq(): number {
     return this.core.events.lastSeq();
+  }
+
+  /** A sandbox's stored events from `sinceIso` on, oldest first (or newest first), at most `limit`: what happened to it and in it. */
+  ofSandbox(idOrName: string, o: EventRange): EventRow[] {
+    return this.core.events.ofSandbox(this.core.sandboxes.get(idOrName)?.id ?? idOrName, o);
   }
 
   /** Stored events after `seq`, oldest first. */

@@ -21,7 +21,7 @@ export class SnapshotsFacade {
     return copies.snapshot(this.core, this.sandboxes.running(id), name, opts.replace);
   }
 
-  /** The live sandboxes (running or paused) restored from a snapshot, directly or through their own pauses and snapshots. */
+  /** The live sandboxes (running or paused) made from a snapshot, directly or through their own pauses and snapshots; not the one it was taken of. */
   usedBy(idOrName: string): string[] {
     const snap = this.get(idOrName);
     const rows = this.core.snapshotRows.list(["ready", "deleted", "creating"]);
@@ -32,7 +32,7 @@ export class SnapshotsFacade {
     };
     return this.core.sandboxes
       .list(["running", "paused"])
-      .filter((r) => descends(r.snapshot_id))
+      .filter((r) => r.id !== snap.source_id && descends(r.snapshot_id))
       .map((r) => r.id);
   }
 

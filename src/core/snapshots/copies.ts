@@ -32,6 +32,8 @@ export async function snapshot(core: Core, sb: Sandbox, name?: string, replace =
     let done = await core.snaps.finish(row, await sb.vm.snapshot(row.dir));
     disksBackedBy(core, sb.id, done);
     if (old) {
+      // The old build gives its name up (it may live on, unnamed, while sandboxes made from it run).
+      core.snapshotRows.update(old.id, { name: null });
       await core.snaps.remove(old);
       core.snapshotRows.update(done.id, { name: name! });
       done = core.snapshotRows.get(done.id)!;
