@@ -69,7 +69,7 @@ describe("the OpenAPI document and the error table", () => {
       url.startsWith("/_e2b/") ||
       url.startsWith("/sandboxes") ||
       url.startsWith("/v2/sandboxes") ||
-      ["/secrets", "/snapshots", "/templates/", "/teams"].some((p) => url.startsWith(p));
+      ["/secrets", "/snapshots", "/templates/", "/teams", "/volumes", "/volumecontent/"].some((p) => url.startsWith(p));
     const hidden = routesOf(app)
       .filter((r) => !r.documented && !e2b(r.url))
       .map((r) => `${r.method} ${r.url}`);

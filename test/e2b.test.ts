@@ -1,6 +1,7 @@
 // The unmodified E2B SDK (npm `e2b@2.51.0`) against a real server with real VMs, configured as
-// a user would: E2B_API_URL and E2B_SANDBOX_URL at the server, E2B_API_KEY its API key.
+// a user would: E2B_API_URL, E2B_SANDBOX_URL and E2B_VOLUME_API_URL at the server, E2B_API_KEY its API key.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, it } from "node:test";
 import {
@@ -14,6 +15,7 @@ import {
   Sandbox,
   SandboxError,
   TimeoutError,
+  Volume,
   type FilesystemEvent,
 } from "e2b";
 import type { FastifyInstance } from "fastify";
@@ -593,6 +595,57 @@ describe("snapshots, logs and team metrics in E2B's shape", () => {
     assert.equal(bad.response.status, 400);
     const other = await api.GET("/teams/{teamID}/metrics", { params: { path: { teamID: "00000000-0000-4000-a000-000000000000" } } });
     assert.equal(other.response.status, 403);
+  });
+});
+
+describe("volumes in E2B's shape, and their content API", () => {
+  it("create, list, getInfo, the content calls on an unmounted volume (text and a 5 MiB binary), a mount at create, the calls while it is mounted, destroy", async () => {
+    const vol = await Volume.create("e2b-data");
+    assert.match(vol.volumeId, /^[0-9a-f-]{36}$/);
+    assert.ok((await Volume.list()).some((v) => v.volumeId === vol.volumeId && v.name === "e2b-data"));
+    assert.equal((await Volume.getInfo(vol.volumeId)).name, "e2b-data");
+    await assert.rejects(Volume.create("e2b-data"), /400: Volume with name 'e2b-data' already exists/);
+    await assert.rejects(Volume.create("bad name"), /400: name:/);
+
+    // Unmounted: the content is read and written on the volume's image.
+    await vol.makeDir("/d/e", { force: true });
+    const written = await vol.writeFile("/d/e/a.txt", "hello volume", { mode: 0o600 });
+    assert.equal(written.mode, 0o600);
+    assert.equal(written.size, 12);
+    assert.equal(await vol.readFile("/d/e/a.txt"), "hello volume");
+    const big = randomBytes(5 * 1024 * 1024);
+    await vol.writeFile("/big.bin", new Blob([big]));
+    assert.ok(Buffer.from(await vol.readFile("/big.bin", { format: "bytes" })).equals(big));
+    assert.deepEqual((await vol.list("/", { depth: 3 })).map((e) => e.path).sort(), ["/big.bin", "/d", "/d/e", "/d/e/a.txt", "/lost+found"]);
+    const meta = await vol.updateMetadata("/d/e/a.txt", { uid: 1000, gid: 1000, mode: 0o640 });
+    assert.deepEqual([meta.uid, meta.gid, meta.mode], [1000, 1000, 0o640]);
+    assert.equal(await vol.exists("/nope"), false);
+    await assert.rejects(vol.writeFile("/no/parent.txt", "x"), (e: Error) => e.name === "VolumePathNotFoundError");
+    await assert.rejects(vol.getInfo("/../etc/passwd"), /400/);
+    const forged = await fetch(`${base}/volumecontent/${vol.volumeId}/path?path=%2F`, { headers: { authorization: "Bearer forged" } });
+    assert.equal(forged.status, 401);
+
+    // Mounted at create: the sandbox sees the files, and content calls go through it meanwhile.
+    await assert.rejects(Sandbox.create({ volumeMounts: { "/mnt/x": "no-such-volume" } }), /400: invalid mounts: - volume mount #0: volume "no-such-volume" not found/);
+    const s = await Sandbox.create({ timeoutMs: 120_000, volumeMounts: { "/mnt/data": vol } });
+    try {
+      assert.equal((await s.commands.run("cat /mnt/data/d/e/a.txt", { user: "root" })).stdout, "hello volume");
+      assert.deepEqual((await s.getInfo()).volumeMounts, [{ name: "e2b-data", path: "/mnt/data" }]);
+      await s.commands.run("echo from-the-sandbox > /mnt/data/inside.txt", { user: "root" });
+      assert.equal(await vol.readFile("/inside.txt"), "from-the-sandbox\n");
+      await vol.writeFile("/while-mounted.txt", "through the sandbox");
+      assert.equal((await s.commands.run("cat /mnt/data/while-mounted.txt", { user: "root" })).stdout, "through the sandbox");
+      await assert.rejects(Volume.destroy(vol.volumeId), /409|mounted/);
+    } finally {
+      await s.kill();
+    }
+    // Gone: its writes are on the image.
+    assert.equal(await vol.readFile("/inside.txt"), "from-the-sandbox\n");
+    await vol.remove("/d");
+    assert.equal(await vol.exists("/d/e/a.txt"), false);
+    assert.equal(await Volume.destroy(vol.volumeId), true);
+    assert.equal(await Volume.destroy(vol.volumeId), false);
+    await assert.rejects(Volume.getInfo(vol.volumeId), (e: Error) => e.name === "VolumeNotFoundError");
   });
 });
 

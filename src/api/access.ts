@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { isConsoleFile } from "./console.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ForgevmError } from "../http/errors.js";
-import { isSandboxCall } from "../e2b/index.js";
+import { hasOwnToken } from "../e2b/index.js";
 import { MCP_PATH } from "../mcp/http.js";
 import { errorBody } from "../http/error-body.js";
 
@@ -110,8 +110,8 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
     if (!o.apiKey) return;
     // The console's page and bundle hold no data: the page asks for the key itself.
     if (isConsoleFile(req.method, req.url.split("?")[0])) return;
-    // A call E2B's SDKs make to a sandbox itself carries the sandbox's access token instead (e2b/envd/context.ts).
-    if (isSandboxCall(req.url)) return;
+    // A call E2B's SDKs make to a sandbox itself, or to a volume's content, carries a token of its own instead (e2b/).
+    if (hasOwnToken(req.url)) return;
     if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], o.apiKey)) return;
     // MCP clients are configured with an Authorization header; /mcp takes the key as a bearer token too.
     const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];

@@ -10,6 +10,7 @@ import type { VolumeRow, VolumeStore } from "../store/volumes.js";
 import { repairExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 import { badRequest, conflict, notFound } from "../http/errors.js";
+import { ignore } from "../util/ignore.js";
 
 /** A volume as every interface shows it. */
 export interface VolumeInfo extends VolumeRow {
@@ -35,6 +36,28 @@ export class Volumes {
 
   private file(name: string): string {
     return join(this.dir, `${name}.ext4`);
+  }
+
+  /** Volumes whose image the host is reading or writing (the content API): no VM attaches them meanwhile. */
+  private readonly editing = new Map<string, Promise<unknown>>();
+
+  /** The image file of an existing volume. */
+  async image(name: string): Promise<string> {
+    await this.info(name);
+    return this.file(name);
+  }
+
+  /** Runs `fn` on a volume's image with no VM attaching it meanwhile, one at a time per volume. */
+  async withImage<T>(name: string, fn: (image: string) => Promise<T>): Promise<T> {
+    const image = await this.image(name);
+    for (let p = this.editing.get(name); p; p = this.editing.get(name)) await p.catch(ignore("the previous edit's error is its own caller's"));
+    const run = fn(image);
+    this.editing.set(name, run);
+    try {
+      return await run;
+    } finally {
+      this.editing.delete(name);
+    }
   }
 
   /** Creates an empty volume of `sizeMb` (its file is sparse: it costs what is written). */
@@ -83,7 +106,7 @@ export class Volumes {
   }
 
   /** Sandboxes holding a volume. */
-  private users(name: string): { id: string; state: string; mount: VolumeMount }[] {
+  users(name: string): { id: string; state: string; mount: VolumeMount }[] {
     return this.sandboxes.list([...HOLDING]).flatMap((r) => (r.volumes ?? []).filter((m) => m.name === name).map((mount) => ({ id: r.id, state: r.state, mount })));
   }
 
@@ -111,6 +134,7 @@ export class Volumes {
 
   /** Refuses a mount that would share a written filesystem (call again just before the row is written). */
   checkFree(m: VolumeMount, self?: string): void {
+    if (this.editing.has(m.name)) throw conflict(`volume ${m.name} is being read or written through its content API; try again in a moment`);
     for (const u of this.users(m.name)) {
       if (u.id === self) continue;
       if (!m.read_only || !u.mount.read_only) {

@@ -15,6 +15,7 @@ import { secretRoutes } from "./secrets.js";
 import { snapshotFor, snapshotRoutes } from "./snapshots.js";
 import { teamRoutes } from "./teams.js";
 import { logRoutes } from "./logs.js";
+import { volumeMountsOf, volumeRoutes } from "./volumes.js";
 import { networkOf, networkUpdateOf, portAccessOf, refuseUnsupported } from "./network.js";
 import { hasNic } from "../core/network.js";
 import { domainFor } from "./ports.js";
@@ -81,6 +82,7 @@ const NetworkBody = Type.Object({ allowOut: Type.Optional(Type.Array(Type.String
  * deny list and port settings are set on it once it runs.
  */
 async function fromSnapshot(forge: Forge, snapshotId: string, b: Static<typeof NewSandbox>, network: ReturnType<typeof networkOf>) {
+  if ((b as Record<string, unknown>).volumeMounts !== undefined) throw badRequest("volumeMounts cannot be given to a sandbox made from a snapshot: its disks come with it");
   if (portAccessOf(b.network)) throw badRequest("network.allowPublicTraffic and network.maskRequestHost cannot be set on a sandbox made from a snapshot: they come with it");
   const [sb] = await forge.snapshots.restore(snapshotId, {
     ttlMs: (b.timeout ?? DEFAULT_TIMEOUT_S) * 1000,
@@ -139,12 +141,12 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
   await app.register(snapshotRoutes, { forge });
   await app.register(teamRoutes, { forge, apiKey });
   await app.register(logRoutes, { forge });
+  await app.register(volumeRoutes, { forge });
 
   const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
     const b = req.body;
-    for (const field of ["mcp", "volumeMounts"] as const) {
-      if ((b as Record<string, unknown>)[field] !== undefined) throw badRequest(`${field} is not supported by this server`);
-    }
+    if ((b as Record<string, unknown>).mcp !== undefined) throw badRequest("mcp is not supported by this server");
+    const volumes = await volumeMountsOf(forge, (b as Record<string, unknown>).volumeMounts);
     refuseUnsupported(b, b.network, "network.");
     const network = networkOf(b.network, b.allow_internet_access);
     if (network.egressRules) forge.network.checkRules(network.egressRules, "network.rules");
@@ -159,6 +161,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
           lifecycle: lifecycleOf(b),
           ...network,
           portAccess: portAccessOf(b.network),
+          volumes,
         });
     try {
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.

@@ -14,6 +14,7 @@ import { envdError, envdHttpRoutes } from "./envd/files.js";
 import { filesystemService } from "./envd/filesystem.js";
 import { processService } from "./envd/process.js";
 import { portRoutes, routeByHost } from "./ports.js";
+import { CONTENT_PREFIX, volumeContentRoutes } from "./volumes.js";
 
 export const ENVD_PORT = 49983;
 export const CODE_INTERPRETER_PORT = 49999;
@@ -39,9 +40,12 @@ export function rewriteE2bUrl(req: IncomingMessage): string {
   return `/_e2b/port/${port}${url}`;
 }
 
-/** Whether a (rewritten) URL is a call to a sandbox, authenticated by its access token instead of the API key. */
-export function isSandboxCall(url: string): boolean {
-  return url.startsWith(`${ENVD_PREFIX}/`) || url.startsWith(`${INTERPRETER_PREFIX}/`) || url.startsWith("/_e2b/port/");
+/**
+ * Whether a (rewritten) URL is authenticated by a token of its own instead of the API key: a call
+ * to a sandbox (its access token, or none for its public ports) or to a volume's content (its token).
+ */
+export function hasOwnToken(url: string): boolean {
+  return url.startsWith(`${ENVD_PREFIX}/`) || url.startsWith(`${INTERPRETER_PREFIX}/`) || url.startsWith("/_e2b/port/") || url.startsWith(CONTENT_PREFIX);
 }
 
 export async function e2bRoutes(app: FastifyInstance, { forge, domain, apiKey }: { forge: Forge; domain?: string; apiKey?: string }): Promise<void> {
@@ -68,4 +72,5 @@ export async function e2bRoutes(app: FastifyInstance, { forge, domain, apiKey }:
     { prefix: INTERPRETER_PREFIX },
   );
   await app.register(portRoutes, { forge });
+  await app.register(volumeContentRoutes, { forge });
 }

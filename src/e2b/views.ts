@@ -1,5 +1,6 @@
 // The shapes E2B's control plane answers with, made from our sandbox records.
 import { networkView } from "./network.js";
+import { mountsView } from "./volumes.js";
 import type { Forge } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { templateIdOf } from "./templates.js";
@@ -47,6 +48,7 @@ export function listedView(forge: Forge, row: SandboxRow) {
     endAt: row.expires_at,
     state: e2bState(row),
     metadata: row.metadata ?? {},
+    volumeMounts: mountsView(row),
   };
 }
 

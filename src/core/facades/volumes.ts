@@ -3,12 +3,19 @@ import type { HostDirMount } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
 import type { VolumeInfo } from "../volumes.js";
 import type { SandboxLookup } from "./lookup.js";
+import { join } from "node:path";
+import { VolumeContent } from "../volume-content/content.js";
+import type { VolumeFileOps } from "../volume-content/types.js";
 
 export class VolumesFacade {
+  private readonly content: VolumeContent;
+
   constructor(
     private readonly core: Core,
     private readonly sandboxes: SandboxLookup,
-  ) {}
+  ) {
+    this.content = new VolumeContent(core.volumes, (id) => core.live.get(id) ?? null, join(core.paths.dataDir, "volumes", ".content"));
+  }
 
   /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host). */
   async create(name: string, sizeMb?: number, labels?: Record<string, string>): Promise<VolumeInfo> {
@@ -24,6 +31,15 @@ export class VolumesFacade {
   /** One volume by name. */
   async get(name: string): Promise<VolumeInfo> {
     return this.core.volumes.info(name);
+  }
+
+  /**
+   * Runs `fn` on a volume's files, through the running sandbox that mounts it read-write, else on
+   * its image on the host (volume-content/content.ts); `write` when it changes them.
+   */
+  files<T>(name: string, write: boolean, fn: (files: VolumeFileOps) => Promise<T>): Promise<T> {
+    if (write) this.core.disk.require("a write to a volume");
+    return this.content.with(name, write, fn);
   }
 
   /** Deletes a volume and its data; refused while a sandbox mounts it. */
