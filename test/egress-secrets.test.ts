@@ -5,6 +5,7 @@
 // another destination arrives without it; the value is found nowhere in the guest, its memory
 // snapshot or a commit of it; a pause and a fork keep the rule working.
 import assert from "node:assert/strict";
+import { spawn as spawnChild } from "node:child_process";
 import { createReadStream } from "node:fs";
 import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { createServer } from "node:https";
@@ -258,5 +259,31 @@ describe("the secrets store", () => {
     assert.equal((await call("POST", "/secrets", { name: "github_token", value: "v" })).status, 409);
     assert.equal((await call("DELETE", "/secrets/github_token")).status, 200);
     assert.equal((await call("GET", "/secrets/github_token")).status, 404);
+  });
+
+  it("the CLI: secret add reads the value from standard input, ls never shows it, update, rm", async () => {
+    const cli = (args: string[], input = "") =>
+      new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+        const c = spawnChild(process.execPath, ["dist/src/cli/main.js", "--server", base, "--api-key", API_KEY, ...args], { stdio: ["pipe", "pipe", "pipe"] });
+        let out = "";
+        let err = "";
+        c.stdout.on("data", (d) => (out += d));
+        c.stderr.on("data", (d) => (err += d));
+        c.on("close", (code) => resolve({ code, out, err }));
+        c.stdin.end(input);
+      });
+    const added = await cli(["secret", "add", "CLI_KEY", "-d", "from the CLI"], "cli-value-1\n");
+    assert.equal(added.code, 0, added.err);
+    assert.match(added.out, /cli_key \(version 1\): use it in an egress rule as \{\{cli_key\}\}/);
+    const ls = await cli(["secret", "ls"]);
+    assert.match(ls.out, /^cli_key\s+1\s+\S+\s+from the CLI$/m);
+    assert.doesNotMatch(ls.out + (await cli(["secret", "ls", "--json"])).out, /cli-value/);
+    assert.match((await cli(["secret", "update", "cli_key"], "cli-value-2")).out, /cli_key \(version 2\)/);
+    assert.equal(await forge.secrets.resolve("cli_key"), "cli-value-2", "the value is what came on standard input, its line break dropped");
+    const empty = await cli(["secret", "add", "EMPTY"], "");
+    assert.notEqual(empty.code, 0);
+    assert.match(empty.err, /the value is empty/);
+    assert.equal((await cli(["secret", "rm", "cli_key"])).code, 0);
+    assert.equal(await forge.secrets.resolve("cli_key"), undefined);
   });
 });
