@@ -204,6 +204,37 @@ describe("the web console", () => {
     assert.equal((await api("DELETE", "/templates/from-the-form")).status, 200);
   });
 
+  it("adds a secret, gives it a new value and removes it; no value is ever on the page or in an answer", async () => {
+    const seen: string[] = [];
+    const watch = (r: import("playwright-core").Response) =>
+      void r.text().then(
+        (t) => seen.push(t),
+        () => {},
+      );
+    page.on("response", watch);
+    try {
+      await page.goto(`${server.url}/#/secrets`);
+      await page.getByLabel("secret name").fill("CONSOLE_TOKEN");
+      await page.getByLabel("secret value").fill("console-secret-value-1");
+      await page.getByLabel("description").fill("added in the console");
+      await page.getByRole("button", { name: "Add" }).click();
+      await page.getByRole("cell", { name: "console_token" }).waitFor();
+      assert.equal((await api("GET", "/secrets/console_token")).body.description, "added in the console");
+      await page.getByRole("button", { name: "New value" }).click();
+      await page.getByLabel("new value of console_token").fill("console-secret-value-2");
+      await page.getByRole("button", { name: "Save" }).click();
+      await waitFor(async () => (await api("GET", "/secrets/console_token")).body.version === 2, 10_000, "the new version");
+      await shot("secrets");
+      assert.doesNotMatch(await page.content(), /console-secret-value/);
+      await page.getByRole("button", { name: "Remove" }).click();
+      await waitFor(async () => (await api("GET", "/secrets/console_token")).status === 404, 10_000, "the secret removed");
+      assert.ok(seen.length > 0);
+      assert.doesNotMatch(seen.join("\n"), /console-secret-value/, "no answer the page got holds a value");
+    } finally {
+      page.off("response", watch);
+    }
+  });
+
   it("forks and destroys from the page", async () => {
     await page.goto(`${server.url}/#/sandboxes/${id}`);
     await page.getByRole("button", { name: "Fork" }).click();

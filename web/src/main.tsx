@@ -7,6 +7,7 @@ import { Dashboard, PoolsCard } from "./pages/Dashboard";
 import { Images, Snapshots, Templates } from "./pages/Images";
 import { SandboxDetail } from "./pages/SandboxDetail";
 import { Volumes } from "./pages/Volumes";
+import { Secrets } from "./pages/Secrets";
 import { LaunchForm, SandboxList } from "./pages/Sandboxes";
 import "./styles.css";
 import { ErrorBox, useRoute } from "./ui";
@@ -18,6 +19,7 @@ const NAV: [string, string][] = [
   ["templates", "Templates"],
   ["snapshots", "Snapshots"],
   ["volumes", "Volumes"],
+  ["secrets", "Secrets"],
   ["pools", "Pools"],
 ];
 
@@ -58,6 +60,7 @@ function App() {
   else if (section === "templates") page = <Templates />;
   else if (section === "snapshots") page = <Snapshots />;
   else if (section === "volumes") page = <Volumes />;
+  else if (section === "secrets") page = <Secrets />;
   else if (section === "pools")
     page = (
       <div className="page">
