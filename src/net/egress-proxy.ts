@@ -16,6 +16,7 @@ import { EgressLog, type EgressEntry } from "./egress-log.js";
 import type { EgressCa } from "./egress-ca.js";
 import { type EgressRules, render, ruleFor } from "./egress-rules.js";
 import { readHead, reply } from "./http-head.js";
+import { whenConnected } from "./connected.js";
 import { hostHeaderIs, interceptTls, rewriteHead, trustStore } from "./intercept.js";
 import { cacheable, storable, type PackageCache } from "./package-cache.js";
 
@@ -394,19 +395,7 @@ function portOf(s: string): number {
 }
 
 function openUpstream(address: string, port: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: address, port });
-    const timer = setTimeout(() => s.destroy(new Error("timed out")), CONNECT_TIMEOUT_MS);
-    s.once("connect", () => {
-      clearTimeout(timer);
-      s.off("error", reject);
-      resolve(s);
-    });
-    s.once("error", (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-  });
+  return whenConnected(connect({ host: address, port }), "connect", CONNECT_TIMEOUT_MS);
 }
 
 /** Pipes both ways with half-close, and tears both down when either fails. */

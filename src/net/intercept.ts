@@ -10,6 +10,7 @@ import type { Duplex } from "node:stream";
 import type { Socket } from "node:net";
 import type { EgressCa } from "./egress-ca.js";
 import { readHead, reply } from "./http-head.js";
+import { whenConnected } from "./connected.js";
 
 const HEAD_TIMEOUT_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -170,19 +171,7 @@ export async function interceptTls(client: Duplex, t: TlsTarget, ca: EgressCa, h
 
 /** TLS to the real host, verified for its name against `trust`. */
 function openTls(t: TlsTarget, trust: string[]): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = tlsConnect({ host: t.address, port: t.port, servername: t.host, ca: trust, ALPNProtocols: ["http/1.1"] });
-    const timer = setTimeout(() => s.destroy(new Error("timed out")), CONNECT_TIMEOUT_MS);
-    s.once("secureConnect", () => {
-      clearTimeout(timer);
-      s.off("error", reject);
-      resolve(s);
-    });
-    s.once("error", (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-  });
+  return whenConnected(tlsConnect({ host: t.address, port: t.port, servername: t.host, ca: trust, ALPNProtocols: ["http/1.1"] }), "secureConnect", CONNECT_TIMEOUT_MS);
 }
 
 /** The host's trust store with the operator's extra CAs on top. */
