@@ -9,6 +9,7 @@
 // guest takes the same channel back, so streams, pids and output go on as if nothing happened.
 // After a server restart that memory is gone: the guest is told to keep its processes running,
 // detached from streams nobody holds any more.
+import { EGRESS_HINT } from "./secrets.js";
 import { resolveImage } from "../../images/store.js";
 import { BootError, type Vm } from "../../providers/provider.js";
 import type { Core } from "../core.js";
@@ -27,7 +28,7 @@ export function checkSavable(core: Core, id: string, verb: "paused" | "stopped")
   const row = core.sandboxes.get(id)!;
   core.providers.require(core.providers.of(row), "snapshots", `sandbox ${id} cannot be ${verb}`);
   if (row.vm_id) throw new ForgevmError("BAD_REQUEST", `sandbox ${id} shares a pool VM with other sandboxes and cannot be ${verb}`);
-  if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb}`);
+  if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb} (${EGRESS_HINT})`);
 }
 
 /** Why a sandbox was paused, as its `sandbox.paused` event says. */

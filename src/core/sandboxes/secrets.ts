@@ -7,6 +7,9 @@ import type { Vm } from "../../providers/provider.js";
 import { badRequest } from "../../http/errors.js";
 
 export const SECRETS_DIR = "/run/secrets";
+
+/** What a sandbox refused for its in-guest secrets should use instead. */
+export const EGRESS_HINT = "store them with POST /secrets or forgevm secret add and name them in egress rules: the proxy adds them to requests, and they never enter the sandbox";
 const NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 const MAX_SECRETS = 64;
 const MAX_VALUE = 64 * 1024;
