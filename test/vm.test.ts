@@ -307,4 +307,30 @@ describe("TCP tunnels", () => {
     await again.done;
     assert.deepEqual(await ch.request<"ping">({ op: "ping" }), { ok: true });
   });
+
+  it("keeps every byte in order to a guest reader that takes a little at a time, through a tunnel and through stdin", async () => {
+    // The reader alternates 5-byte and record-sized reads, as TLS libraries do, and pauses now
+    // and then, so the agent's buffer towards it is seldom quite empty (bytes were once refused
+    // then, leaving holes).
+    const reader = (src: string) =>
+      `import hashlib, sys, time\n${src}\nh = hashlib.md5(); n = 0; small = True; k = 0\nwhile True:\n    b = read(5 if small else 16389)\n    if not b: break\n    small = not small; n += len(b); h.update(b); k += 1\n    if k % 64 == 0: time.sleep(0.02)\nprint(n, h.hexdigest())\n`;
+    const payload = randomBytes(12 * 1024 * 1024);
+    const want = `${payload.length} ${createHash("md5").update(payload).digest("hex")}\n`;
+    await sb.writeFile(
+      "/root/slow-sock.py",
+      reader(
+        "import socket\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', 7004)); s.listen(); c, _ = s.accept()\nread = c.recv",
+      ),
+    );
+    await sb.exec("nohup python3 /root/slow-sock.py > /root/slow-sock.out 2>&1 & for i in $(seq 300); do grep -q ':1B5C 00000000:0000 0A' /proc/net/tcp && break; sleep 0.1; done");
+    const t = sb.vm.channel.connect({ port: 7004 });
+    await t.connected;
+    t.incoming.resume();
+    t.outgoing.end(payload);
+    await t.done;
+    await waitFor(async () => (await sb.exec("cat /root/slow-sock.out")).stdout.includes(" "), 60_000, "the guest reader's digest");
+    assert.equal((await sb.exec("cat /root/slow-sock.out")).stdout, want);
+    await sb.writeFile("/root/slow-stdin.py", reader("read = sys.stdin.buffer.raw.read"));
+    assert.equal((await sb.exec(["python3", "/root/slow-stdin.py"], { stdin: payload, timeoutMs: 120_000 })).stdout, want);
+  });
 });

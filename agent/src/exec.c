@@ -94,7 +94,13 @@ void exec_on_data(sess *s, const uint8_t *p, size_t n, int eof) {
     if (n) send_window(s->id, CH_IN, (uint32_t)n); /* stdin closed: keep the host's credit flowing */
     return;
   }
-  if (n && sess_buffer_input(s, p, n) < 0) return;
+  if (n && sess_buffer_input(s, p, n) < 0) {
+    /* Bytes that cannot be kept would leave a hole in the input: the process gets none after them. */
+    send_window(s->id, CH_IN, (uint32_t)n);
+    s->inoff = s->inlen = 0;
+    close_stream(s, CH_IN);
+    return;
+  }
   if (eof) s->in_eof = 1;
   flush_stdin(s);
 }

@@ -255,7 +255,13 @@ void net_on_data(sess *s, const uint8_t *p, size_t n, int eof) {
     if (n) send_window(s->id, CH_IN, (uint32_t)n);
     return;
   }
-  if (n && sess_buffer_input(s, p, n) < 0) return;
+  if (n && sess_buffer_input(s, p, n) < 0) {
+    /* Bytes that cannot be kept would leave a hole in the stream: end it, saying why. */
+    send_error(s->id, "ENOBUFS", "the host sent more than the tunnel's window");
+    unwatch_fd(s->fd);
+    s->closing = 2;
+    return;
+  }
   if (eof) s->in_eof = 1;
   if (!s->connecting) tcp_flush(s);
   tcp_rearm(s);

@@ -56,9 +56,16 @@ void sess_free(sess *s) {
   free(s);
 }
 
-/* Queues bytes the host sent on a stream's input channel; -1 (dropped) when the host broke its
- * window or memory ran out. */
+/* Queues bytes the host sent on a stream's input channel; -1 (nothing queued) when the host broke
+ * its window or memory ran out. What was already written out goes first: a reader that takes a
+ * little at a time leaves the buffer never quite empty, and without this its written-out head
+ * would count against the window until new bytes were refused. */
 int sess_buffer_input(sess *s, const uint8_t *p, size_t n) {
+  if (s->inoff) {
+    memmove(s->inbuf, s->inbuf + s->inoff, s->inlen - s->inoff);
+    s->inlen -= s->inoff;
+    s->inoff = 0;
+  }
   if (s->inlen + n > 2 * INITIAL_WINDOW + MAX_PAYLOAD) return -1;
   char *nb = realloc(s->inbuf, s->inlen + n);
   if (!nb) return -1;
