@@ -11,6 +11,7 @@ import { createServer } from "node:https";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createSecureContext } from "node:tls";
 import { parseArgs } from "node:util";
 import { EgressCa } from "../src/net/egress-ca.js";
 import { benchForge } from "./data-dir.js";
@@ -35,7 +36,8 @@ await writeFile(join(dir, "upstream-ca.pem"), await upstreamCa.certPem());
 const leaf = await upstreamCa.leaf(RULED);
 const body = Buffer.alloc(MIB * 1048576, 0x61);
 let authSeen = 0;
-const api = createServer({ cert: leaf.cert, key: leaf.key }, (req, res) => {
+const plainLeaf = await upstreamCa.leaf(PLAIN);
+const api = createServer({ cert: leaf.cert, key: leaf.key, SNICallback: (name, cb) => cb(null, createSecureContext(name === PLAIN ? plainLeaf : leaf)) }, (req, res) => {
   if (req.headers.authorization === "Bearer bench-secret-value") authSeen++;
   res.end(req.url === "/big" ? body : "ok\n");
 });
@@ -53,12 +55,15 @@ try {
     allow: [`${RULED}:${port}`, `${PLAIN}:${port}`],
     egressRules: { [RULED]: { headers: { Authorization: "Bearer {{bench_key}}" } } },
   });
-  // The ruled name is answered by the egress CA, which the guest trusts; the plain one by the
-  // stand-in's own certificate, which it does not (-k), since the proxy passes it through unread.
-  const curl = (host: string, path: string, extra: string) =>
-    `curl -sS ${extra} -o /dev/null -w '%{time_starttransfer} %{size_download} %{time_total}' https://${host}:${port}${path}`;
-  const ruled = (path: string) => curl(RULED, path, "");
-  const plain = (path: string) => curl(PLAIN, path, "-k");
+  // The ruled name is answered with the egress CA's certificate, the plain one (passed through
+  // unread) with the stand-in's own: both are verified, each against the system bundle with the
+  // CA it needs, so the guest does the same work for both.
+  await sb.writeFile("/tmp/upstream-ca.pem", await upstreamCa.certPem());
+  await sb.exec("cat /etc/ssl/certs/ca-certificates.crt /tmp/upstream-ca.pem > /tmp/plain-bundle.pem");
+  const curl = (host: string, path: string, bundle: string) =>
+    `curl -sS --cacert ${bundle} -o /dev/null -w '%{time_starttransfer} %{size_download} %{time_total}' https://${host}:${port}${path}`;
+  const ruled = (path: string) => curl(RULED, path, "/etc/ssl/certs/ca-certificates.crt");
+  const plain = (path: string) => curl(PLAIN, path, "/tmp/plain-bundle.pem");
   const firstByte = { intercepted: [] as number[], passed_through: [] as number[] };
   for (let i = 0; i < RUNS; i++) {
     for (const [kind, cmd] of [

@@ -622,6 +622,7 @@ describe("volumes in E2B's shape, and their content API", () => {
     assert.equal(await vol.exists("/nope"), false);
     await assert.rejects(vol.writeFile("/no/parent.txt", "x"), (e: Error) => e.name === "VolumePathNotFoundError");
     await assert.rejects(vol.getInfo("/../etc/passwd"), /400/);
+    await assert.rejects(vol.getInfo('/a"\nrm /x'), /400: path holds a quote/);
     const forged = await fetch(`${base}/volumecontent/${vol.volumeId}/path?path=%2F`, { headers: { authorization: "Bearer forged" } });
     assert.equal(forged.status, 401);
 
