@@ -31,7 +31,7 @@ let base: string;
 let dir: string;
 let port: number;
 let sbx: Sandbox;
-const seen: { host: string; path: string; auth: string | undefined }[] = [];
+const seen: { host: string; path: string; auth: string | undefined; template: string | undefined }[] = [];
 const toClose: { close(): unknown }[] = [];
 
 /** Whether `needle` occurs anywhere in a file, read in chunks (a memory image is large). */
@@ -72,7 +72,7 @@ before(async () => {
     },
     (req, res) => {
       // Answers without echoing anything: what the guest receives must not carry the secret.
-      seen.push({ host: String(req.headers.host).split(":")[0], path: req.url ?? "", auth: req.headers.authorization });
+      seen.push({ host: String(req.headers.host).split(":")[0], path: req.url ?? "", auth: req.headers.authorization, template: req.headers["x-template"] as string | undefined });
       req.resume();
       res.end("ok");
     },
@@ -168,6 +168,32 @@ describe("secrets injected at egress (E2B SDK)", () => {
     assert.equal((await requestFrom(sbx, curl(API, "/no-rule", "-k"), "/no-rule")).auth, undefined);
     await sbx.updateNetwork({ allowOut: [`${API}:${port}`], denyOut: [ALL_TRAFFIC] });
     assert.equal((await sbx.getInfo()).network?.rules, undefined);
+  });
+
+  it("a template's egress rules reach its sandboxes; a template with rules but no allowlist is a 400", async () => {
+    const rest = (method: string, path: string, body?: unknown) =>
+      fetch(`${base}/api/v1${path}`, { method, headers: { "X-API-Key": API_KEY, "content-type": "application/json" }, body: body ? JSON.stringify(body) : undefined });
+    const made = await rest("POST", "/templates", {
+      name: "with-rules",
+      allowed_hosts: [`${API}:${port}`],
+      egress_rules: { [API]: { headers: { "X-Template": "tpl {{openai-key}}" } } },
+    });
+    assert.equal(made.status, 201, await made.clone().text());
+    assert.deepEqual(((await made.json()) as { egress_rules: unknown }).egress_rules, { [API]: { headers: { "X-Template": "tpl {{openai-key}}" } } });
+    const bad = await rest("POST", "/templates", { name: "rules-alone", egress_rules: { [API]: { headers: { A: "x" } } } });
+    assert.equal(bad.status, 400);
+    assert.match(((await bad.json()) as { message: string }).message, /egress_rules need allowed_hosts/);
+    const sb = await forge.sandboxes.spawn({ template: "with-rules" });
+    try {
+      const r = await sb.exec(curl(API, "/from-template"), { timeoutMs: 60_000 });
+      assert.equal(r.stdout, "200", r.stderr);
+      const got = seen.filter((x) => x.path === "/from-template");
+      assert.equal(got.length, 1);
+      assert.equal(got[0].template, `tpl ${SECRET}`);
+    } finally {
+      await sb.destroy();
+      await rest("DELETE", "/templates/with-rules");
+    }
   });
 
   it("bad rules are a 400 naming the field: an unknown secret, a destination off the allowlist, a malformed placeholder", async () => {

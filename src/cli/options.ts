@@ -48,3 +48,11 @@ export function listOption(v: string, acc: string[] = []) {
 export function nonEmpty<T extends object>(m: T | undefined): T | undefined {
   return m && Object.keys(m).length ? m : undefined;
 }
+
+/** One --egress-header HOST:NAME=VALUE added to the egress rules collected so far. */
+export function egressHeaderOption(v: string, acc: Record<string, { headers: Record<string, string> }> = {}) {
+  const m = /^([^:=\s]+):([^=\s]+)=(.*)$/s.exec(v);
+  if (!m) throw new InvalidArgumentError(`--egress-header takes HOST:NAME=VALUE, e.g. 'api.openai.com:Authorization=Bearer {{OPENAI_KEY}}', got "${v}"`);
+  const [, host, name, value] = m;
+  return { ...acc, [host]: { headers: { ...acc[host]?.headers, [name]: value } } };
+}

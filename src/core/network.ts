@@ -45,6 +45,8 @@ export interface NetworkRequest {
   deny?: string[] | null;
   /** Port traffic served by Host: whether it needs the traffic token, and the Host the guest sees. */
   portAccess?: { private?: boolean; maskHost?: string };
+  /** false: the secrets rules name are not looked for (a template's, checked at each spawn). */
+  ruleSecrets?: boolean;
 }
 
 /** What a running sandbox's egress may be changed to; a field left out keeps its value. */
@@ -144,7 +146,7 @@ export class Networks {
     const cache = mode === "allowlist" && (req.cache ?? this.cacheDefault);
     if (req.deny != null && mode !== "allowlist") throw badRequest(`deny needs network "allowlist" (network is "${mode}"): only the egress proxy can deny some destinations`);
     const deny = req.deny != null ? checkDeny(req.deny, "deny") : null;
-    const rules = this.rules(req.rules, mode, allow, deny, "egress_rules");
+    const rules = this.rules(req.rules, mode, allow, deny, "egress_rules", req.ruleSecrets !== false);
     return {
       mode,
       allow: mode === "allowlist" ? allow : [],
@@ -164,7 +166,7 @@ export class Networks {
   }
 
   /** Egress rules checked against the mode, the allowlist (unless egress is open) and the secrets there are; null when there are none. */
-  private rules(raw: unknown, mode: NetworkMode, allow: string[], deny: string[] | null, field: string): EgressRules | null {
+  private rules(raw: unknown, mode: NetworkMode, allow: string[], deny: string[] | null, field: string, secrets = true): EgressRules | null {
     if (raw === undefined || raw === null) return null;
     let rules: EgressRules;
     try {
@@ -177,7 +179,7 @@ export class Networks {
     if (mode !== "allowlist") throw badRequest(`${field} needs network "allowlist" (network is "${mode}"): only the egress proxy can add headers`);
     const outside = deny ? [] : outsideAllowlist(rules, this.parse(allow));
     if (outside.length) throw badRequest(`${field}: ${outside.join(", ")} is not on the sandbox's allowlist (rules grant no access; allow it too)`);
-    for (const name of secretsNamed(rules)) {
+    for (const name of secrets ? secretsNamed(rules) : []) {
       if (!this.hooks.secretExists(name)) throw badRequest(`${field}: no secret "${name}" (add it with forgevm secret add ${name}, or POST /api/v1/secrets)`);
     }
     return rules;

@@ -387,6 +387,8 @@ export const TemplateFields = {
   description: Type.Optional(Type.String()),
   setup: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 100 })),
   allowed_hosts: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
+  /** Headers the egress proxy adds to its sandboxes' requests per destination (on allowed_hosts), secrets by placeholder. */
+  egress_rules: Type.Optional(EgressRules),
   memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
   cpu_cores: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
@@ -417,6 +419,7 @@ export const Template = Type.Object(
     description: Type.String(),
     setup: Type.Array(Type.String(), { description: "Commands run once, before the template's base snapshot." }),
     allowed_hosts: Type.Array(Type.String(), { description: "Egress allowlist of its sandboxes (and of its setup commands)." }),
+    egress_rules: Type.Optional(EgressRules),
     memory_mb: Type.Integer(),
     cpu_cores: Type.Integer(),
     vcpus: Type.Integer({ description: "The same as cpu_cores (the name the original SDKs read)." }),

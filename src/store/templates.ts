@@ -13,6 +13,8 @@ export interface TemplateBody {
   env?: Record<string, string>;
   /** Egress allowlist of its sandboxes (and of its setup commands): network "allowlist". */
   allowed_hosts?: string[];
+  /** Headers the egress proxy adds to its sandboxes' requests per destination, secrets by placeholder (net/egress-rules.ts). */
+  egress_rules?: Record<string, { headers: Record<string, string> }>;
   /** Secrets its sandboxes need: names only; values come with each spawn (or the server's env). */
   secrets?: { name: string; inject_at?: "env" | "file" | "both" }[];
   /** Warm sandboxes kept restored and ready for spawns of this template. */

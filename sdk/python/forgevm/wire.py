@@ -288,6 +288,7 @@ class _TemplateRequired(TypedDict):
 class Template(_TemplateRequired, total=False):
     """A template as the server stores it; ``vcpus``/``cpu_cores`` and ``ttl``/``ttl_seconds`` are the same fields by two names."""
 
+    egress_rules: EgressRules
     idle: IdleSpec
     forkable: bool
 
@@ -304,6 +305,7 @@ class TemplateInput(_TemplateInputRequired, total=False):
     description: str
     setup: List[str]
     allowed_hosts: List[str]
+    egress_rules: EgressRules
     memory_mb: int
     cpu_cores: int
     vcpus: int
@@ -333,6 +335,7 @@ class TemplateUpdate(TypedDict, total=False):
     description: str
     setup: List[str]
     allowed_hosts: List[str]
+    egress_rules: EgressRules
     memory_mb: int
     cpu_cores: int
     vcpus: int

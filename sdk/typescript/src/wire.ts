@@ -277,6 +277,7 @@ export interface Template {
   setup: string[];
   /** Egress allowlist of its sandboxes (and of its setup commands). */
   allowed_hosts: string[];
+  egress_rules?: EgressRules;
   memory_mb: number;
   cpu_cores: number;
   /** The same as cpu_cores (the name the original SDKs read). */
@@ -308,6 +309,7 @@ export interface TemplateInput {
   description?: string;
   setup?: string[];
   allowed_hosts?: string[];
+  egress_rules?: EgressRules;
   memory_mb?: number;
   cpu_cores?: number;
   vcpus?: number;
@@ -339,6 +341,7 @@ export interface TemplateUpdate {
   description?: string;
   setup?: string[];
   allowed_hosts?: string[];
+  egress_rules?: EgressRules;
   memory_mb?: number;
   cpu_cores?: number;
   vcpus?: number;

@@ -21,6 +21,7 @@ function view(forge: Forge, t: TemplateRow) {
     description: t.description ?? "",
     setup: t.setup ?? [],
     allowed_hosts: t.allowed_hosts ?? [],
+    ...(t.egress_rules ? { egress_rules: t.egress_rules } : {}),
     memory_mb: t.memory_mb ?? d.memoryMb,
     cpu_cores: t.cpu_cores ?? d.vcpus,
     vcpus: t.cpu_cores ?? d.vcpus,

@@ -3,7 +3,7 @@ import { resolve as resolvePath } from "node:path";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo, SpawnOptions } from "forgevm";
 import type { Cli } from "../context.js";
-import { durationOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
+import { durationOption, egressHeaderOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 
@@ -68,14 +68,6 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     cache: o.cache,
     forkable: o.forkable,
   };
-}
-
-/** One --egress-header HOST:NAME=VALUE added to the egress rules collected so far. */
-function egressHeaderOption(v: string, acc: Record<string, { headers: Record<string, string> }> = {}) {
-  const m = /^([^:=\s]+):([^=\s]+)=(.*)$/s.exec(v);
-  if (!m) throw new InvalidArgumentError(`--egress-header takes HOST:NAME=VALUE, e.g. 'api.openai.com:Authorization=Bearer {{OPENAI_KEY}}', got "${v}"`);
-  const [, host, name, value] = m;
-  return { ...acc, [host]: { headers: { ...acc[host]?.headers, [name]: value } } };
 }
 
 /** --idle-pause, or --no-idle (commander sets `idle` false), as the request's `idle`. */

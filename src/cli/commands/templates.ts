@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import type { Template, TemplateInput } from "forgevm";
 import type { Cli } from "../context.js";
-import { intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
+import { egressHeaderOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 
@@ -18,6 +18,11 @@ function templateFlags(c: Command): Command {
     .option("--setup <command>", "a command run once, before its base snapshot (repeatable, in order)", listOption)
     .option("--allow <entry>", "egress allowlist of its sandboxes and setup commands (repeatable)", listOption)
     .option("--secret-name <NAME>", "a secret its sandboxes need, given at spawn (repeatable)", listOption)
+    .option(
+      "--egress-header <HOST:NAME=VALUE>",
+      "a header the egress proxy adds to its sandboxes' requests for HOST (on --allow), secrets by placeholder: 'api.openai.com:Authorization=Bearer {{OPENAI_KEY}}' (repeatable)",
+      egressHeaderOption,
+    )
     .option("--pool-size <n>", "warm sandboxes kept ready", intOption("--pool-size", 0, 64))
     .option("--description <text>", "what it is for")
     .option("--json", "print JSON");
@@ -34,6 +39,7 @@ async function templateBody(name: string, o: Record<string, any>): Promise<Templ
   set("env", nonEmpty(o.env));
   set("setup", o.setup);
   set("allowed_hosts", o.allow);
+  set("egress_rules", o.egressHeader);
   set(
     "secrets",
     o.secretName?.map((n: string) => ({ name: n })),

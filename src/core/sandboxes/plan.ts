@@ -134,7 +134,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   checkEnv(opts.env, "env");
   const name = checkName(core, opts.name);
   const network = core.networks.plan(
-    { mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules, deny: opts.deny, portAccess: opts.portAccess },
+    { mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules ?? tpl?.egress_rules, deny: opts.deny, portAccess: opts.portAccess },
     { allow: tpl?.allowed_hosts },
   );
   const secrets = planSecrets(opts.secrets, tpl?.secrets, core.opts.hostSecrets);

@@ -38,6 +38,7 @@ export function templateBody(t: TemplateInput): TemplateBody {
     ttl_seconds: ttlSeconds,
     env: t.env,
     allowed_hosts: t.allowed_hosts?.length ? t.allowed_hosts : undefined,
+    egress_rules: t.egress_rules && Object.keys(t.egress_rules).length ? t.egress_rules : undefined,
     secrets: t.secrets?.length ? t.secrets : undefined,
     pool_size: t.pool_size,
     // Checked here, once for every way in; stored as written.
@@ -132,6 +133,11 @@ function checkTemplate(core: Core, t: TemplateBody): void {
     core.networks.plan({}, { allow: t.allowed_hosts });
   } catch (e) {
     throw badRequest(`allowed_hosts: ${(e as Error).message}`);
+  }
+  // Their shape and destinations now; the secrets they name at each spawn (one may be added later).
+  if (t.egress_rules) {
+    if (!t.allowed_hosts?.length) throw badRequest("egress_rules need allowed_hosts: only the egress proxy of an allowlisted sandbox can add headers");
+    core.networks.plan({ mode: "allowlist", allow: t.allowed_hosts, rules: t.egress_rules, ruleSecrets: false });
   }
 }
 
