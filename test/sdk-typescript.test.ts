@@ -175,6 +175,28 @@ describe("TypeScript SDK: network and secrets", () => {
       await n.destroy();
     }
   });
+
+  it("keeps secrets for egress rules (never answering a value), spawns with rules, and changes a sandbox's egress live", async () => {
+    const made = await client.secrets.create({ name: "TS_RULE_KEY", value: "ts-rule-value", description: "for a rule" });
+    assert.deepEqual([made.name, made.version], ["ts_rule_key", 1]);
+    assert.equal((await client.secrets.update("ts_rule_key", { value: "ts-rule-value-2" })).version, 2);
+    assert.ok((await client.secrets.list()).some((s) => s.name === "ts_rule_key"));
+    assert.doesNotMatch(JSON.stringify([await client.secrets.list(), await client.secrets.get("ts_rule_key")]), /ts-rule-value/);
+    const rules = { "api.example.com": { headers: { Authorization: "Bearer {{ts_rule_key}}" } } };
+    const r = await client.spawn({ allow: ["api.example.com"], egress_rules: rules });
+    try {
+      assert.deepEqual((await r.network()).egress_rules, rules);
+      assert.equal((await r.setEgressRules({})).egress_rules, undefined);
+      assert.deepEqual((await r.updateNetwork({ deny: ["10.0.0.0/8"] })).deny, ["10.0.0.0/8"]);
+      assert.equal((await r.updateNetwork({ mode: "none" })).mode, "none");
+      await assert.rejects(r.updateNetwork({ mode: "allowlist", deny: ["example.com"] }), BadRequestError);
+    } finally {
+      await r.destroy();
+    }
+    await assert.rejects(client.spawn({ allow: ["api.example.com"], egress_rules: { "api.example.com": { headers: { A: "{{no_such_secret}}" } } } }), BadRequestError);
+    await client.secrets.remove("ts_rule_key");
+    await assert.rejects(client.secrets.get("ts_rule_key"), NotFoundError);
+  });
 });
 
 describe("TypeScript SDK: sandbox", () => {

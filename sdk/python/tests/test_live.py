@@ -314,6 +314,27 @@ class Live(unittest.TestCase):
             self.assertEqual([x["guest_port"] for x in n.network()["ports"]], [8000])
             with self.assertRaises(BadRequestError):
                 n.publish_port("nope")
+        # Secrets kept on the server for egress rules: never a value in any answer.
+        c = self.client
+        made = c.add_secret("PY_RULE_KEY", "py-rule-value", description="for a rule")
+        self.assertEqual((made["name"], made["version"]), ("py_rule_key", 1))
+        self.assertIn("py_rule_key", [s["name"] for s in c.secrets()])
+        self.assertEqual(c.update_secret("py_rule_key", "py-rule-value-2")["version"], 2)
+        self.assertNotIn("py-rule-value", repr(c.secrets()) + repr(c.secret("py_rule_key")))
+        with c.spawn(allow=["api.example.com"], egress_rules={"api.example.com": {"headers": {"Authorization": "Bearer {{py_rule_key}}"}}}) as r:
+            self.assertEqual(r.network()["egress_rules"], {"api.example.com": {"headers": {"Authorization": "Bearer {{py_rule_key}}"}}})
+            self.assertEqual(r.set_egress_rules({})["mode"], "allowlist")
+            self.assertNotIn("egress_rules", r.network())
+            net = r.update_network(deny=["10.0.0.0/8"])
+            self.assertEqual(net["deny"], ["10.0.0.0/8"])
+            self.assertEqual(r.update_network(mode="none")["mode"], "none")
+            with self.assertRaises(BadRequestError):
+                r.update_network(mode="allowlist", deny=["example.com"])
+        with self.assertRaises(BadRequestError):
+            c.spawn(allow=["api.example.com"], egress_rules={"api.example.com": {"headers": {"A": "{{no_such_secret}}"}}})
+        c.delete_secret("py_rule_key")
+        with self.assertRaises(NotFoundError):
+            c.secret("py_rule_key")
 
     def test_llm_tools(self):
         self.assertEqual([t["function"]["name"] for t in openai_tools()], ["execute_code", "write_file", "read_file"])
