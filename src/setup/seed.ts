@@ -3,7 +3,7 @@
 // cloned, or copied across filesystems); nothing is ever written through them: setup and image
 // installs replace files by renaming, never in place.
 import { constants } from "node:fs";
-import { copyFile, link, lstat, mkdir, readdir } from "node:fs/promises";
+import { copyFile, link, lstat, mkdir, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathsFor } from "../config/paths.js";
 import { DEFAULT_IMAGE, imageDir, storedImageDir } from "../images/store.js";
@@ -29,11 +29,25 @@ export async function seedDataDir(from: string, to: string, images: string[] = [
   await share(src.initramfs, dst.initramfs);
   await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
   if (await lstat(src.agentBinary).catch(() => null)) await share(src.agentBinary, dst.agentBinary);
-  for (const [n, i] of images.entries()) await shareTree(stored[n], imageDir(dst, i));
+  for (const [n, i] of images.entries()) {
+    await shareTree(stored[n], imageDir(dst, i));
+    await shareBlobs(src.blobsDir, dst.blobsDir, stored[n]);
+  }
   const accel = join(src.stateDir, "accel.json");
   if (await lstat(accel).catch(() => null)) {
     await mkdir(dst.stateDir, { recursive: true });
     await share(accel, join(dst.stateDir, "accel.json"));
+  }
+}
+
+/** The blobs an image's metadata names (manifest, config, layers), where `from` has them: a seeded image keeps its OCI form. */
+async function shareBlobs(from: string, to: string, image: string): Promise<void> {
+  const meta = JSON.parse(await readFile(join(image, "image.json"), "utf8").catch(() => "{}")) as { digest?: string; configDigest?: string; layers?: string[] };
+  for (const digest of [meta.digest, meta.configDigest, ...(meta.layers ?? [])]) {
+    const hex = /^sha256:([0-9a-f]{64})$/.exec(digest ?? "")?.[1];
+    if (!hex || !(await lstat(join(from, "sha256", hex)).catch(() => null))) continue;
+    await mkdir(join(to, "sha256"), { recursive: true });
+    if (!(await lstat(join(to, "sha256", hex)).catch(() => null))) await share(join(from, "sha256", hex), join(to, "sha256", hex));
   }
 }
 
