@@ -5,6 +5,9 @@
 // smuggle a private address through), connects to the address it checked, and logs every
 // decision as one JSON line per sandbox. Package files fetched over plain HTTP by sandboxes that
 // use the package cache are answered from it, or fetched once and kept (package-cache.ts).
+// Past 400 lines because every way a request leaves (refused, passed through, intercepted for
+// egress rules, answered from the cache) is decided in this one place, where the checks can be read
+// side by side; the TLS interception and the cache themselves live in their own modules.
 import { lookup } from "node:dns/promises";
 import { createReadStream } from "node:fs";
 import { request as httpRequest } from "node:http";
