@@ -38,6 +38,7 @@ export const TIERS = {
     "console",
     "e2b",
     "e2b-code",
+    "e2b-mcp",
     "e2b-provider",
     "egress-secrets",
     "environments",

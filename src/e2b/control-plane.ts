@@ -7,7 +7,8 @@ import { toApiError } from "../core/error-map.js";
 import { ForgevmError, badRequest, sandboxGone } from "../http/errors.js";
 import { MAX_FORK, type Forge, type SpawnOptions } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
-import { CODE_INTERPRETER_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";
+import { CODE_INTERPRETER_TEMPLATE, MCP_GATEWAY_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";
+import { checkMcp } from "./mcp.js";
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
 import { DEFAULT_USER, DEFAULT_HOME } from "./envd/context.js";
 import { ignore } from "../util/ignore.js";
@@ -145,7 +146,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
 
   const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
     const b = req.body;
-    if ((b as Record<string, unknown>).mcp !== undefined) throw badRequest("mcp is not supported by this server");
+    const mcp = checkMcp((b as Record<string, unknown>).mcp);
     const volumes = await volumeMountsOf(forge, (b as Record<string, unknown>).volumeMounts);
     refuseUnsupported(b, b.network, "network.");
     const network = networkOf(b.network, b.allow_internet_access);
@@ -166,6 +167,8 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
     try {
       // The SDK runs commands as `user` unless told otherwise: it exists before create answers.
       await sb.ensureUser(DEFAULT_USER, DEFAULT_HOME);
+      // The SDK runs `mcp-gateway --config …` itself as soon as create answers.
+      if (mcp || b.templateID === MCP_GATEWAY_TEMPLATE) await sb.installMcpGateway();
     } catch (e) {
       await forge.sandboxes.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
       throw new ForgevmError("BAD_REQUEST", `template "${b.templateID}": ${(e as Error).message}`);

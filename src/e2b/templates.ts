@@ -1,6 +1,8 @@
 // E2B template IDs and what they mean here: `base` is the default image, `code-interpreter-v1`
 // the built-in code-interpreter image (matplotlib, pandas, Node.js; a ForgeVM template of that
-// name wins), anything else a ForgeVM template by name or an image reference.
+// name wins), `mcp-gateway` (what the SDK asks for with `mcp`) the default image with the MCP
+// gateway put in at create unless a template or image has that name, anything else a ForgeVM
+// template by name or an image reference.
 import { ForgevmError } from "../http/errors.js";
 import type { Forge } from "../core/forge.js";
 import { CODE_IMAGE } from "../core/forge.js";
@@ -8,6 +10,7 @@ import type { SandboxRow } from "../core/types.js";
 
 export const BASE_TEMPLATE = "base";
 export const CODE_INTERPRETER_TEMPLATE = "code-interpreter-v1";
+export const MCP_GATEWAY_TEMPLATE = "mcp-gateway";
 
 /** What a spawn for this templateID asks for. */
 export async function spawnTarget(forge: Forge, templateID: string): Promise<{ image?: string; template?: string }> {
@@ -21,6 +24,7 @@ export async function spawnTarget(forge: Forge, templateID: string): Promise<{ i
   }
   if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
   if ((await forge.images.list()).some((i) => i.name === templateID)) return { image: templateID };
+  if (templateID === MCP_GATEWAY_TEMPLATE) return { image: forge.defaults.image };
   // A reference that names a registry or a tag is pulled; a bare word is a template that is not there.
   if (/[/:.@]/.test(templateID)) return { image: templateID };
   throw new ForgevmError("NOT_FOUND", `template "${templateID}" not found: use "base", "${CODE_INTERPRETER_TEMPLATE}", a ForgeVM template name or an image reference`);

@@ -8,6 +8,7 @@ import { checkEnv } from "../sandboxes/validate.js";
 import type { Emit } from "../events.js";
 import { CodeContexts } from "./code/contexts.js";
 import { GuestUsers, type GuestUser } from "./guest-users.js";
+import { installMcpGateway } from "./mcp-gateway.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
 
@@ -300,6 +301,11 @@ export class Sandbox implements Guest {
     const t = this.defaults.tenant;
     if (t) return Promise.resolve({ name: t.user, uid: t.uid, gid: t.gid, home: t.home });
     return this.users.ensure(name, home);
+  }
+
+  /** Puts the MCP gateway program on the guest's PATH (mcp-gateway.ts). */
+  installMcpGateway(): Promise<void> {
+    return installMcpGateway(this);
   }
 
   /** Watches a directory (recursively if asked); onChange gets each change, named relative to it. Close the watch when done. */
