@@ -36,6 +36,7 @@ export const TIERS = {
     "code",
     "commit",
     "console",
+    "daytona",
     "e2b",
     "e2b-code",
     "e2b-mcp",

@@ -3,13 +3,16 @@
 // Origin other than the server's own (or one the config allows) is refused, CORS headers go
 // only to allowed origins, and a server listening on loopback answers only to loopback host
 // names (a DNS-rebound name pointing at 127.0.0.1 gets nothing). Then the API key, if one is set.
-import { createHash, timingSafeEqual } from "node:crypto";
 import { isConsoleFile } from "./console.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ForgevmError } from "../http/errors.js";
 import { hasOwnToken } from "../e2b/index.js";
+import { isDaytonaUrl } from "../daytona/index.js";
 import { MCP_PATH } from "../mcp/http.js";
 import { errorBody } from "../http/error-body.js";
+import { keyMatches } from "../http/api-key.js";
+
+export { keyMatches };
 
 export interface AccessOptions {
   apiKey?: string;
@@ -25,14 +28,6 @@ export interface AccessOptions {
 
 const BROWSER_STREAM_ROUTE = /^\/api\/v1\/(events|sandboxes\/[^/]+\/exec\/ws)$/;
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "::1", "[::1]"]);
-
-/** Whether `given` is the API key, compared in constant time. */
-export function keyMatches(given: string, expected: string): boolean {
-  // Hash both so the comparison takes the same time whatever the lengths.
-  const a = createHash("sha256").update(given).digest();
-  const b = createHash("sha256").update(expected).digest();
-  return timingSafeEqual(a, b);
-}
 
 /** The keys a browser stream route (SSE, the exec WebSocket) carries as an api_key query parameter or cookie. */
 export function browserStreamKeys(url: string, cookie: string | undefined): string[] {
@@ -112,6 +107,8 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
     if (isConsoleFile(req.method, req.url.split("?")[0])) return;
     // A call E2B's SDKs make to a sandbox itself, or to a volume's content, carries a token of its own instead (e2b/).
     if (hasOwnToken(req.url)) return;
+    // Daytona's SDK sends the key as a bearer token, and its previews carry tokens of their own: daytona/ checks them.
+    if (isDaytonaUrl(req.url)) return;
     if (typeof req.headers["x-api-key"] === "string" && keyMatches(req.headers["x-api-key"], o.apiKey)) return;
     // MCP clients are configured with an Authorization header; /mcp takes the key as a bearer token too.
     const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];

@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../http/errors.js";
 import { e2bRoutes, e2bUrlRewriter } from "../e2b/index.js";
+import { DAYTONA_PREFIX, daytonaRoutes } from "../daytona/index.js";
 import { isSandboxHostName } from "../e2b/ports.js";
 import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
@@ -220,6 +221,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // E2B's control plane at the root, and the calls its SDKs make to a sandbox (e2b/).
   await app.register(e2bRoutes, { forge: opts.forge, domain: opts.e2bDomain, apiKey: opts.apiKey });
+
+  // Daytona's control plane, toolbox and previews under /daytona (daytona/).
+  await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey });
 
   // MCP for coding agents (mcp/), under the operator's policy.
   if (opts.mcp) await app.register(mcpRoutes, { forge: opts.forge, policy: opts.mcp, version: opts.version });

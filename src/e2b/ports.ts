@@ -5,12 +5,13 @@
 // other port is proxied. A sandbox made with `allowPublicTraffic: false` needs its traffic access
 // token in `e2b-traffic-access-token`; `maskRequestHost` is the Host the guest's server sees. A
 // sandbox paused with auto-resume wakes for the request; a closed port is a 502.
-import { type IncomingMessage, request as httpRequest } from "node:http";
+import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { PORT_PLACEHOLDER } from "../core/network.js";
 import { badRequest } from "../http/errors.js";
+import { forwardRequest } from "../http/forward.js";
 import { ignore } from "../util/ignore.js";
 import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
 import { TRAFFIC_TOKEN } from "./views.js";
@@ -18,9 +19,6 @@ import { TRAFFIC_TOKEN } from "./views.js";
 export const TRAFFIC_TOKEN_HEADER = "e2b-traffic-access-token";
 /** The loopback domain every Host under which browsers and curl resolve to this machine (RFC 6761). */
 const LOCALHOST = "localhost";
-
-/** Headers of the hop to this server, never passed to the guest. */
-const HOP = new Set(["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"]);
 
 /** The domain create and connect answer for a request: the configured one, else localhost with the port it came in on. */
 export function domainFor(req: FastifyRequest, configured: string | undefined): string {
@@ -71,33 +69,6 @@ function unreachable(reply: FastifyReply, id: string, status: number, message: s
   return reply.status(status).send({ sandboxId: id, message, code: status });
 }
 
-/** Proxies one HTTP request to a guest port over `conn`, streaming both bodies. */
-function forward(req: FastifyRequest, reply: FastifyReply, conn: Duplex, path: string, host: string): void {
-  const headers: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (v === undefined || HOP.has(k) || k === SANDBOX_HEADER || k === PORT_HEADER || k === TRAFFIC_TOKEN_HEADER) continue;
-    headers[k] = v;
-  }
-  headers.host = host;
-  const upstream = httpRequest({ method: req.method, path, headers, createConnection: () => conn });
-  reply.hijack();
-  const res = reply.raw;
-  upstream.on("response", (r) => {
-    const out: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k)) out[k] = v;
-    res.writeHead(r.statusCode ?? 502, r.statusMessage, out);
-    r.pipe(res);
-    r.on("error", () => res.destroy());
-  });
-  upstream.on("error", (e) => {
-    if (res.headersSent) return void res.destroy();
-    res.writeHead(502, { "content-type": "application/json" });
-    res.end(JSON.stringify({ code: 502, message: `port traffic failed: ${e.message}` }));
-  });
-  res.on("close", () => upstream.destroy());
-  req.raw.pipe(upstream);
-}
-
 /** The route sandbox port traffic is rewritten to (/_e2b/port/<port>/<path>). */
 export async function portRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
   // The body is the guest server's to read: passed on as it arrives, never parsed here.
@@ -130,6 +101,6 @@ export async function portRoutes(app: FastifyInstance, { forge }: { forge: Forge
     }
     if (!conn) return unreachable(reply, row.id, 502, `port ${port} of sandbox ${row.id} is closed: nothing listens on it`);
     const path = req.url.slice(`/_e2b/port/${port}`.length) || "/";
-    forward(req, reply, conn, path, guestHost(net?.mask_host, port, req.headers.host));
+    forwardRequest(req, reply, conn, path, guestHost(net?.mask_host, port, req.headers.host), [SANDBOX_HEADER, PORT_HEADER, TRAFFIC_TOKEN_HEADER]);
   });
 }

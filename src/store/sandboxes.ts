@@ -206,6 +206,11 @@ export class SandboxStore {
     this.db.prepare("UPDATE sandboxes SET network = ? WHERE id = ?").run(network ? JSON.stringify(network) : null, id);
   }
 
+  /** Replaces a sandbox's metadata (Daytona's setLabels). */
+  setMetadata(id: string, metadata: Record<string, string> | null): void {
+    this.db.prepare("UPDATE sandboxes SET metadata = ? WHERE id = ?").run(metadata ? JSON.stringify(metadata) : null, id);
+  }
+
   update(id: string, fields: Partial<Omit<SandboxRow, "id" | "metadata" | "env" | "network" | "main" | "volumes" | "host_dirs">>): void {
     const keys = Object.keys(fields);
     if (!keys.length) return;

@@ -96,7 +96,8 @@ export class GuestUsers {
     await this.guest.writeFile("/etc/group", appendLine(groups.raw, `${name}:x:${id}:`), { mode: 0o644 });
     this.passwdFile = this.groupFile = null;
     await this.guest.mkdir(home, 0o755);
-    const r = await this.guest.exec(["chown", `${id}:${id}`, home]).catch(() => null);
+    // As root whoever the sandbox runs commands as by default: only root may give a directory away.
+    const r = await this.guest.exec(["chown", `${id}:${id}`, home], { user: "root" }).catch(() => null);
     if (r?.exitCode !== 0) throw new Error(`could not give ${home} to user ${name}: ${r?.stderr.trim() || "the image has no chown"}`);
     return { name, uid: id, gid: id, home };
   }

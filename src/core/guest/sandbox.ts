@@ -9,6 +9,7 @@ import type { Emit } from "../events.js";
 import { CodeContexts } from "./code/contexts.js";
 import { GuestUsers, type GuestUser } from "./guest-users.js";
 import { installMcpGateway } from "./mcp-gateway.js";
+import { ShellSessions } from "./shell-sessions.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
 
@@ -24,10 +25,12 @@ export class Sandbox implements Guest {
   lastActive = Date.now();
   /** Work in flight: calls, streams, attached clients, open port connections (`busy`). */
   private inFlight = 0;
+  /** Shell sessions: a long-lived shell each, commands run in order in it (shell-sessions.ts). */
+  readonly shells = new ShellSessions(this);
   /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
   readonly code = new CodeContexts(this, async (user) => {
     if (user) return (await this.guestUser(user))?.home ?? "/";
-    return this.defaults.cwd ?? (await this.guestUser(this.defaults.tenant?.user ?? this.defaults.user ?? "root"))?.home ?? "/";
+    return this.workDir();
   });
 
   constructor(
@@ -284,6 +287,11 @@ export class Sandbox implements Guest {
       pty: spec.pty,
     });
     return this.processes.track(spec, session, first);
+  }
+
+  /** Where execs start unless they say otherwise: the image's working directory, else the default user's home. */
+  async workDir(): Promise<string> {
+    return this.defaults.cwd ?? (await this.guestUser(this.defaults.tenant?.user ?? this.defaults.user ?? "root"))?.home ?? "/";
   }
 
   /** A guest user by name or uid, or null when /etc/passwd has none. */
