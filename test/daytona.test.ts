@@ -1,14 +1,20 @@
 // The unmodified Daytona SDK (npm `@daytonaio/sdk@0.218.0`) against a real server with real VMs,
 // configured as the README says: DAYTONA_API_URL at the server's /daytona, DAYTONA_API_KEY its key.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { Daytona, DaytonaAuthenticationError, DaytonaNotFoundError, DaytonaTimeoutError, type Sandbox } from "@daytonaio/sdk";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
-import { assertNoVmLeft, openForge } from "./helpers.js";
+import { run } from "../src/util/process.js";
+import { assertNoVmLeft, childEnv, openForge } from "./helpers.js";
 
 const API_KEY = "daytona_0123456789abcdef";
+const repo = fileURLToPath(new URL("../../", import.meta.url));
 let forge: Forge;
 let app: FastifyInstance;
 let base: string;
@@ -91,5 +97,296 @@ describe("the toolbox", () => {
     const r = await sbx.process.codeRun('import sys\nprint("py", sys.version_info[0])');
     assert.equal(r.exitCode, 0);
     assert.equal(r.result, "py 3\n");
+  });
+});
+
+describe("sessions", () => {
+  it("cd and export carry over between commands of a session; exit codes; logs as JSON", async () => {
+    await sbx.process.createSession("s1");
+    await sbx.process.executeSessionCommand("s1", { command: "mkdir -p /tmp/work && cd /tmp/work && export GREETING=hi" });
+    const r = await sbx.process.executeSessionCommand("s1", { command: 'echo "$GREETING from $(pwd)"; echo warn >&2' });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, "hi from /tmp/work\n");
+    assert.equal(r.stderr, "warn\n");
+    const failed = await sbx.process.executeSessionCommand("s1", { command: "sh -c 'exit 4'" });
+    assert.equal(failed.exitCode, 4);
+    const logs = await sbx.process.getSessionCommandLogs("s1", r.cmdId!);
+    assert.deepEqual({ stdout: logs.stdout, stderr: logs.stderr }, { stdout: "hi from /tmp/work\n", stderr: "warn\n" });
+    const session = await sbx.process.getSession("s1");
+    assert.deepEqual(
+      session.commands?.map((c) => c.exitCode),
+      [0, 0, 4],
+    );
+    assert.ok((await sbx.process.listSessions()).some((s) => s.sessionId === "s1"));
+  });
+
+  it("an async command is followed live over the WebSocket, takes input, and the follow ends when it does", async () => {
+    await sbx.process.createSession("s2");
+    const cmd = await sbx.process.executeSessionCommand("s2", {
+      command: 'for i in 1 2; do echo tick$i; sleep 0.5; done; echo bad >&2; read line; echo "got:$line"; exit_code=5; (exit $exit_code)',
+      runAsync: true,
+    });
+    assert.ok(cmd.cmdId);
+    const out: string[] = [];
+    const err: string[] = [];
+    let firstAt = 0;
+    const started = Date.now();
+    const following = sbx.process.getSessionCommandLogs(
+      "s2",
+      cmd.cmdId!,
+      (s) => {
+        firstAt ||= Date.now();
+        out.push(s);
+      },
+      (s) => err.push(s),
+    );
+    // Input once the command waits for it.
+    for (let i = 0; i < 100 && !err.join("").includes("bad"); i++) await new Promise((r) => setTimeout(r, 100));
+    await sbx.process.sendSessionCommandInput("s2", cmd.cmdId!, "hello");
+    await following;
+    assert.ok(firstAt - started < 1500, `the first chunk came after ${firstAt - started} ms`);
+    const stdout = out.join("");
+    assert.match(stdout, /^tick1\ntick2\n/);
+    assert.ok(stdout.includes("got:hello"), stdout);
+    assert.equal(err.join(""), "bad\n");
+    const done = await sbx.process.getSessionCommand("s2", cmd.cmdId!);
+    assert.equal(done.exitCode, 5);
+    await assert.rejects(sbx.process.sendSessionCommandInput("s2", cmd.cmdId!, "late"), /already completed/);
+    await sbx.process.deleteSession("s2");
+    await assert.rejects(sbx.process.getSession("s2"), DaytonaNotFoundError);
+  });
+});
+
+describe("files", () => {
+  it("uploads and downloads text and a 5 MiB binary byte for byte; relative paths are the work directory's", async () => {
+    const big = randomBytes(5 * 1024 * 1024);
+    await sbx.fs.uploadFiles([
+      { source: Buffer.from("hello daytona\n"), destination: "acc/a.txt" },
+      { source: big, destination: "/tmp/big.bin" },
+    ]);
+    assert.equal((await sbx.fs.downloadFile("acc/a.txt")).toString(), "hello daytona\n");
+    assert.equal((await sbx.fs.downloadFile("/home/daytona/acc/a.txt")).toString(), "hello daytona\n");
+    assert.ok((await sbx.fs.downloadFile("/tmp/big.bin")).equals(big));
+    const many = await sbx.fs.downloadFiles([{ source: "acc/a.txt" }, { source: "/nope.txt" }]);
+    assert.equal(many[0].result?.toString(), "hello daytona\n");
+    assert.match(String(many[1].error), /not found/i);
+    await assert.rejects(sbx.fs.downloadFile("/no/such/file"), DaytonaNotFoundError);
+    // The owner is the toolbox's user.
+    assert.equal((await sbx.process.executeCommand("stat -c %U acc/a.txt")).result, "daytona\n");
+  });
+
+  it("lists, details, makes folders, moves, finds, searches, replaces, sets permissions and deletes", async () => {
+    await sbx.fs.createFolder("proj/src", "755");
+    await sbx.fs.uploadFile(Buffer.from("one TODO here\ntwo\nTODO again\n"), "proj/src/main.py");
+    const listed = await sbx.fs.listFiles("proj");
+    assert.deepEqual(
+      listed.map((f) => [f.name, f.isDir]),
+      [["src", true]],
+    );
+    const deep = await sbx.fs.listFiles("proj", { depth: 2 });
+    assert.deepEqual(deep.map((f) => f.name).sort(), ["main.py", "src"]);
+    const info = await sbx.fs.getFileDetails("proj/src/main.py");
+    assert.equal(info.size, 29);
+    assert.equal(info.isDir, false);
+    assert.equal(info.mode, "-rw-r--r--");
+    await assert.rejects(sbx.fs.getFileDetails("proj/none"), DaytonaNotFoundError);
+    const found = await sbx.fs.findFiles("proj", "TODO");
+    assert.deepEqual(
+      found.map((m) => [m.file, m.line, m.content]),
+      [
+        ["/home/daytona/proj/src/main.py", 1, "one TODO here"],
+        ["/home/daytona/proj/src/main.py", 3, "TODO again"],
+      ],
+    );
+    assert.deepEqual((await sbx.fs.searchFiles("proj", "*.py")).files, ["/home/daytona/proj/src/main.py"]);
+    const replaced = await sbx.fs.replaceInFiles(["proj/src/main.py", "proj/missing.py"], "TODO", "DONE");
+    assert.deepEqual(
+      replaced.map((r) => r.success),
+      [true, false],
+    );
+    assert.equal((await sbx.fs.downloadFile("proj/src/main.py")).toString(), "one DONE here\ntwo\nDONE again\n");
+    await sbx.fs.setFilePermissions("proj/src/main.py", { mode: "750" });
+    assert.equal((await sbx.fs.getFileDetails("proj/src/main.py")).permissions, "0750");
+    await sbx.fs.moveFiles("proj/src/main.py", "proj/app.py");
+    assert.deepEqual((await sbx.fs.listFiles("proj")).map((f) => f.name).sort(), ["app.py", "src"]);
+    await assert.rejects(sbx.fs.deleteFile("proj"), /directory/);
+    await sbx.fs.deleteFile("proj", true);
+    await assert.rejects(sbx.fs.getFileDetails("proj"), DaytonaNotFoundError);
+  });
+});
+
+describe("previews, labels, stop and start", () => {
+  it("a preview URL reaches the guest's port with its token, and is refused without it", async () => {
+    await sbx.fs.uploadFile(Buffer.from("hi from the preview\n"), "site/hello.txt");
+    await sbx.process.createSession("web");
+    await sbx.process.executeSessionCommand("web", { command: "cd site && python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1", runAsync: true });
+    const link = await sbx.getPreviewLink(8000);
+    assert.equal(link.url, `${base}/daytona/preview/${sbx.id}/8000`);
+    const page = new URL("hello.txt", `${link.url}/`);
+    let r: Response | null = null;
+    for (let i = 0; i < 100; i++) {
+      r = await fetch(page, { headers: { "X-Daytona-Preview-Token": link.token } });
+      if (r.status === 200) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.equal(r?.status, 200);
+    assert.equal(await r?.text(), "hi from the preview\n");
+    const refused = await fetch(page);
+    assert.equal(refused.status, 401);
+    assert.doesNotMatch(await refused.text(), /hi from the preview/);
+    assert.equal((await fetch(page, { headers: { "X-Daytona-Preview-Token": "forged" } })).status, 401);
+    await sbx.process.deleteSession("web");
+  });
+
+  it("setLabels replaces the labels; stop keeps the disk and start brings the sandbox back with it", async () => {
+    await sbx.setLabels({ suite: "daytona", phase: "two", "code-toolbox-language": "python" });
+    assert.deepEqual((await daytona.get(sbx.id)).labels, { suite: "daytona", phase: "two", "code-toolbox-language": "python" });
+    assert.equal(forge.sandboxes.get(sbx.id).metadata?.["daytona.target"], "us", "the server's own keys survive");
+    await sbx.fs.uploadFile(Buffer.from("kept\n"), "keep.txt");
+    await sbx.stop();
+    assert.equal(sbx.state, "stopped");
+    assert.equal(forge.sandboxes.get(sbx.id).state, "stopped");
+    await sbx.start();
+    assert.equal(sbx.state, "started");
+    assert.equal((await sbx.fs.downloadFile("keep.txt")).toString(), "kept\n");
+  });
+
+  it("delete ends it: a get is the SDK's not-found error, and our API sees it destroyed", async () => {
+    const other = await daytona.create({ labels: { suite: "daytona-delete" } });
+    await other.delete();
+    await assert.rejects(daytona.get(other.id), DaytonaNotFoundError);
+    assert.equal(forge.sandboxes.get(other.id).state, "destroyed");
+  });
+});
+
+describe("the README, and scripts that end", () => {
+  it("its Daytona snippet runs unchanged with the README's variables, and a script that leaves its sandbox running exits at once", async () => {
+    const readme = await readFile(join(repo, "README.md"), "utf8");
+    const m = /<!-- snippet:daytona -->\s*```js\n([\s\S]*?)```/.exec(readme);
+    assert.ok(m, "README has the Daytona snippet");
+    const vars = /```sh\n(export DAYTONA_API_URL=[\s\S]*?)```/.exec(readme);
+    assert.ok(vars, "README has the Daytona variables");
+    const env: Record<string, string> = {};
+    // The README's address becomes this server's (with the path it names), its placeholder key this server's key.
+    for (const [, name, value] of vars[1].matchAll(/^export (DAYTONA_\w+)=(\S+)/gm)) {
+      env[name] = /^https?:/.test(value) ? `${base}${new URL(value).pathname}` : name === "DAYTONA_API_KEY" ? API_KEY : value;
+    }
+    assert.deepEqual(Object.keys(env).sort(), ["DAYTONA_API_KEY", "DAYTONA_API_URL", "DAYTONA_TARGET"]);
+    const file = join(repo, `.readme-daytona-${process.pid}.mjs`);
+    const leaver = join(repo, `.daytona-leaver-${process.pid}.mjs`);
+    await writeFile(file, m[1]);
+    // Without socket.io's handshake, this one would keep its process alive for about three minutes.
+    await writeFile(leaver, `import { Daytona } from "@daytonaio/sdk";\nconst s = await new Daytona().create({ labels: { suite: "daytona-leaver" } });\nconsole.log(s.id);\n`);
+    try {
+      const before = new Set(forge.sandboxes.list().map((s) => s.id));
+      const { stdout } = await run(process.execPath, [file], { cwd: repo, env: childEnv(env) });
+      assert.equal(stdout, "hello from daytona\n42\n");
+      assert.deepEqual(
+        forge.sandboxes.list().filter((s) => !before.has(s.id)),
+        [],
+        "the snippet's sandbox is gone",
+      );
+      const started = Date.now();
+      const left = await run(process.execPath, [leaver], { cwd: repo, env: childEnv(env) });
+      const tookMs = Date.now() - started;
+      await forge.sandboxes.destroy(left.stdout.trim());
+      assert.ok(tookMs < 20_000, `the script took ${tookMs} ms`);
+    } finally {
+      await rm(file, { force: true });
+      await rm(leaver, { force: true });
+    }
+  });
+});
+
+describe("one sandbox, every interface", () => {
+  it("a sandbox made through our REST API is a Daytona sandbox too, and one made through Daytona answers our API", async () => {
+    const r = await fetch(`${base}/api/v1/sandboxes`, {
+      method: "POST",
+      headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+      body: JSON.stringify({ metadata: { made: "rest" } }),
+    });
+    assert.equal(r.status, 201);
+    const { id } = (await r.json()) as { id: string };
+    try {
+      const viaDaytona = await daytona.get(id);
+      assert.equal(viaDaytona.state, "started");
+      assert.equal(viaDaytona.labels.made, "rest");
+      assert.equal((await viaDaytona.process.executeCommand("echo $((6*7))")).result, "42\n");
+      const listed: string[] = [];
+      for await (const s of daytona.list({ labels: { made: "rest" } })) listed.push(s.id);
+      assert.deepEqual(listed, [id]);
+    } finally {
+      await forge.sandboxes.destroy(id);
+    }
+    const ours = await fetch(`${base}/api/v1/sandboxes/${sbx.id}/exec`, {
+      method: "POST",
+      headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+      body: JSON.stringify({ command: "cat /home/daytona/keep.txt" }),
+    });
+    assert.equal(((await ours.json()) as { stdout: string }).stdout, "kept\n");
+  });
+});
+
+describe("bad input", () => {
+  const call = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${base}/daytona${path}`, {
+      method,
+      headers: { authorization: `Bearer ${API_KEY}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+
+  it("malformed bodies are Daytona-shaped 4xx answers that name the field, never a 500", async () => {
+    const cases: [string, string, unknown, RegExp][] = [
+      ["POST", "/sandbox", { labels: "x" }, /labels/],
+      ["POST", "/sandbox", { env: { A: 1 } }, /env/],
+      ["POST", "/sandbox", { snapshot: "no-such-image-here" }, /Snapshot no-such-image-here not found/],
+      ["POST", "/sandbox", { volumes: [{ volumeId: "v", mountPath: "/data" }] }, /volumes/],
+      ["POST", "/sandbox", "{not json", /JSON|body/i],
+      ["PUT", `/sandbox/${sbx.id}/labels`, { labels: ["a"] }, /labels/],
+      ["POST", `/toolbox/${sbx.id}/process/execute`, { cmd: "id" }, /command/],
+      ["POST", `/toolbox/${sbx.id}/process/execute`, { command: "id", timeout: "5" }, /timeout/],
+      ["POST", `/toolbox/${sbx.id}/process/code-run`, { code: "1", language: "cobol" }, /language/],
+      ["POST", `/toolbox/${sbx.id}/files/bulk-download`, { paths: "a" }, /paths/],
+      ["POST", `/toolbox/${sbx.id}/files/replace`, { files: ["a"] }, /pattern/],
+      ["POST", `/toolbox/${sbx.id}/process/session`, { sessionId: "bad id!" }, /sessionId/],
+    ];
+    for (const [method, path, body, field] of cases) {
+      const r = await call(method, path, body);
+      const text = await r.text();
+      assert.ok(r.status >= 400 && r.status < 500, `${method} ${path} ${JSON.stringify(body)}: ${r.status} ${text}`);
+      const json = JSON.parse(text) as { statusCode: number; message: string };
+      assert.equal(json.statusCode, r.status);
+      assert.match(json.message, field, `${method} ${path}: ${json.message}`);
+    }
+  });
+
+  it("an upload cut off mid-way leaves no file under its final name", async () => {
+    const boundary = "----cutoff0123456789";
+    const head = `--${boundary}\r\nContent-Disposition: form-data; name="files[0].path"\r\n\r\n/tmp/cut.bin\r\n--${boundary}\r\nContent-Disposition: form-data; name="files[0].file"; filename="cut.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+    const { request } = await import("node:http");
+    await new Promise<void>((resolve) => {
+      const u = new URL(`${base}/daytona/toolbox/${sbx.id}/files/bulk-upload`);
+      const req = request({
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: "POST",
+        headers: { authorization: `Bearer ${API_KEY}`, "content-type": `multipart/form-data; boundary=${boundary}`, "content-length": "10000000" },
+      });
+      req.on("error", () => resolve());
+      req.on("response", (res) => {
+        res.resume();
+        res.on("end", resolve);
+      });
+      req.write(head);
+      req.write(randomBytes(256 * 1024), () => setTimeout(() => req.destroy(), 300));
+    });
+    // The agent writes beside the target and renames at the end: nothing under the name, and no leftover.
+    for (let i = 0; i < 20; i++) {
+      const ls = await sbx.process.executeCommand("ls -a /tmp | grep -c cut.bin || true");
+      if (ls.result.trim() === "0") break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal((await sbx.process.executeCommand("ls -a /tmp | grep cut.bin || true")).result, "");
   });
 });

@@ -37,6 +37,9 @@ export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey }: { f
     apiError(req, reply, new ForgevmError("NOT_FOUND", `Cannot ${req.method} ${req.url.split("?")[0]}: this server does not serve it (docs/daytona.md)`)),
   );
   app.setErrorHandler((err, req, reply) => apiError(req, reply, err));
+  // The SDK posts bodiless calls (stop, createFolder) with whatever Content-Type its HTTP client
+  // picks: a body that is not JSON (nor an upload's multipart) means nothing here, and is dropped.
+  app.addContentTypeParser("*", { parseAs: "string", bodyLimit: 64 * 1024 }, (_req, _body, done) => done(null, undefined));
   await app.register(socketIoRoutes, { apiKey });
   await app.register(previewRoutes, { forge, apiKey });
   await app.register(async (api) => {

@@ -15,7 +15,7 @@ import { toApiError } from "../../core/error-map.js";
 import type { Forge } from "../../core/forge.js";
 import { readLength } from "../../core/guest/sandbox.js";
 import { badRequest } from "../../http/errors.js";
-import { detachable } from "../../util/detachable.js";
+import { BodyError, detachable } from "../../util/detachable.js";
 import { toolboxErrorBody } from "../errors.js";
 import { toolboxOf, type Toolbox } from "./context.js";
 
@@ -71,9 +71,14 @@ async function upload(t: Toolbox, req: FastifyRequest, body: Readable): Promise<
     finished = true;
     wake();
   });
+  let writing: PassThrough | null = null;
   const feeding = pipeline(body, busboy).catch((e) => {
     failure ??= e;
     finished = true;
+    // busboy leaves the part it was in open when its input breaks off: end it with the error, so
+    // the guest drops the file's temporary copy instead of waiting for the rest.
+    writing?.destroy(new BodyError(`the upload broke off: ${(e as Error).message}`));
+    for (const p of parts) p.stream.destroy(new BodyError("the upload broke off"));
     wake();
   });
   const done: { path: string; bytes: number }[] = [];
@@ -88,7 +93,10 @@ async function upload(t: Toolbox, req: FastifyRequest, body: Readable): Promise<
       try {
         const path = t.resolve(part.path);
         await t.sandbox.mkdir(posix.dirname(path), 0o755, t.as);
+        writing = part.stream;
+        if (failure) throw failure;
         const { size } = await t.sandbox.writeFile(path, part.stream, { as: t.as });
+        writing = null;
         done.push({ path, bytes: size });
       } catch (e) {
         part.release();
@@ -134,11 +142,10 @@ async function download(t: Toolbox, req: FastifyRequest, reply: FastifyReply, pa
         if (!opened) failed = { status: 400, code: "INVALID_FILE_PATH", message: `${asked} is a directory` };
       } catch (e) {
         const err = toApiError(e);
-        failed = {
-          status: err.status,
-          code: err.status === 404 ? "FILE_NOT_FOUND" : err.status === 403 ? "FILE_ACCESS_DENIED" : "FILE_READ_FAILED",
-          message: `${asked}: ${err.message}`,
-        };
+        failed =
+          err.status === 404
+            ? { status: 404, code: "FILE_NOT_FOUND", message: `file not found: ${asked}` }
+            : { status: err.status, code: err.status === 403 ? "FILE_ACCESS_DENIED" : "FILE_READ_FAILED", message: `${asked}: ${err.message}` };
       }
       if (opened) {
         // Once a file's part has begun, a failure can only cut the body (the outer catch), which the SDK reports.
