@@ -11,7 +11,7 @@ import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
-import { assertNoVmLeft, childEnv, openForge } from "./helpers.js";
+import { assertNoVmLeft, childEnv, freePort, openForge } from "./helpers.js";
 
 const API_KEY = "daytona_0123456789abcdef";
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -300,10 +300,11 @@ describe("the README, and scripts that end", () => {
 
 describe("one sandbox, every interface", () => {
   it("a sandbox made through our REST API is a Daytona sandbox too, and one made through Daytona answers our API", async () => {
+    const hostPort = await freePort();
     const r = await fetch(`${base}/api/v1/sandboxes`, {
       method: "POST",
       headers: { "x-api-key": API_KEY, "content-type": "application/json" },
-      body: JSON.stringify({ metadata: { made: "rest" } }),
+      body: JSON.stringify({ metadata: { made: "rest" }, ports: [`${hostPort}:8001`] }),
     });
     assert.equal(r.status, 201);
     const { id } = (await r.json()) as { id: string };
@@ -312,6 +313,17 @@ describe("one sandbox, every interface", () => {
       assert.equal(viaDaytona.state, "started");
       assert.equal(viaDaytona.labels.made, "rest");
       assert.equal((await viaDaytona.process.executeCommand("echo $((6*7))")).result, "42\n");
+      // A published port and a preview URL reach the same server in the guest.
+      await viaDaytona.process.executeCommand("mkdir -p /tmp/www && echo same-server > /tmp/www/index.txt && (cd /tmp/www && nohup python3 -m http.server 8001 >/dev/null 2>&1 &)");
+      const link = await viaDaytona.getPreviewLink(8001);
+      let viaPreview = "";
+      for (let i = 0; i < 100 && viaPreview !== "same-server\n"; i++) {
+        const p = await fetch(`${link.url}/index.txt`, { headers: { "X-Daytona-Preview-Token": link.token } });
+        viaPreview = p.status === 200 ? await p.text() : "";
+        if (viaPreview !== "same-server\n") await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.equal(viaPreview, "same-server\n");
+      assert.equal(await (await fetch(`http://127.0.0.1:${hostPort}/index.txt`)).text(), "same-server\n");
       const listed: string[] = [];
       for await (const s of daytona.list({ labels: { made: "rest" } })) listed.push(s.id);
       assert.deepEqual(listed, [id]);

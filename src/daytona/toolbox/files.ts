@@ -5,7 +5,7 @@
 import { posix } from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
-import type { DirEntry, FileStat } from "../../agent-client/index.js";
+import type { DirEntry, FileStat } from "../../core/types.js";
 import type { Forge } from "../../core/forge.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import { DaemonError } from "../errors.js";
