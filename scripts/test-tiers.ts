@@ -36,6 +36,7 @@ export const TIERS = {
     "code",
     "commit",
     "console",
+    "custom-http",
     "daytona",
     "e2b",
     "e2b-code",

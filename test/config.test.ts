@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { DEFAULT_PORT, loadConfig } from "../src/config/config.js";
+import { forgeOptions } from "../src/core/forge-options.js";
 import { formatDuration, parseDuration } from "../src/schemas/durations.js";
 
 let dir: string;
@@ -62,14 +63,22 @@ describe("the seed's configuration", () => {
     assert.ok(c.notes.some((n) => n.startsWith("providers.firecracker: QEMU microVMs serve its sandboxes")));
   });
 
-  it('"mock" is the local provider, with its warning; "custom" is refused by name; unknown keys stay errors', async () => {
+  it('"mock" is the local provider, with its warning; "custom" needs its backend\'s address, and runs under its name; unknown keys stay errors', async () => {
     await writeFile(join(dir, "mock.yaml"), 'providers:\n  default: "mock"\n');
     const m = loadConfig({ file: join(dir, "mock.yaml"), env: {} });
     assert.equal(m.providers.default, "local");
     assert.equal(m.providers.local.enabled, true);
     assert.ok(m.notes.some((n) => /"mock": the local provider .*not a security boundary/.test(n)));
     await writeFile(join(dir, "custom.yaml"), 'providers:\n  default: "custom"\n');
-    assert.throws(() => loadConfig({ file: join(dir, "custom.yaml"), env: {} }), /providers\.default "custom": the Custom HTTP provider/);
+    assert.throws(() => loadConfig({ file: join(dir, "custom.yaml"), env: {} }), /providers\.default "custom": the Custom HTTP provider needs providers\.custom\.base_url/);
+    // The seed's own block, as its README writes it.
+    await writeFile(
+      join(dir, "custom-ok.yaml"),
+      'providers:\n  default: "custom"\n  custom:\n    base_url: "http://10.0.0.9:9000"\n    api_key: "k"\n    timeout: "90s"\n    name: "mybackend"\n',
+    );
+    const c = loadConfig({ file: join(dir, "custom-ok.yaml"), env: {} });
+    assert.equal(c.providers.default, "mybackend");
+    assert.deepEqual(forgeOptions(c).customProvider, { baseUrl: "http://10.0.0.9:9000", apiKey: "k", timeoutMs: 90_000, name: "mybackend" });
     await writeFile(join(dir, "fc.yaml"), "providers:\n  firecracker:\n    enabled: true\n    socket: /x\n");
     assert.throws(() => loadConfig({ file: join(dir, "fc.yaml"), env: {} }), /unknown config key "providers\.firecracker\.socket"/);
     await writeFile(join(dir, "key.yaml"), "auth:\n  api_key: k\n");

@@ -59,7 +59,7 @@ describe("the OpenAPI document and the error table", () => {
     assert.deepEqual(committed, JSON.parse(JSON.stringify(await current())), "docs/openapi.json has drifted from the schemas: run npm run docs");
   });
 
-  it("documents every route but the WebSocket upgrade (docs/protocol.md), the document itself, the console's files, E2B's (docs/e2b.md) and Daytona's (docs/daytona.md)", async () => {
+  it("documents every route but the WebSocket upgrade (docs/protocol.md), the document itself, the console's files, E2B's (docs/e2b.md), Daytona's (docs/daytona.md) and the Custom HTTP protocol's (docs/custom-http.md)", async () => {
     const { buildApp, routesOf } = await import("../src/api/app.js");
     const app = await buildApp({ forge: {} as never, version: "test" });
     await app.ready();
@@ -70,8 +70,9 @@ describe("the OpenAPI document and the error table", () => {
       url.startsWith("/sandboxes") ||
       url.startsWith("/v2/sandboxes") ||
       ["/secrets", "/snapshots", "/templates/", "/teams", "/volumes", "/volumecontent/"].some((p) => url.startsWith(p)) ||
-      // Daytona's follow Daytona's: docs/daytona.md lists them.
-      url.startsWith("/daytona/");
+      // Daytona's follow Daytona's (docs/daytona.md), the Custom HTTP protocol's the seed's (docs/custom-http.md).
+      url.startsWith("/daytona/") ||
+      url.startsWith("/custom-http/");
     const hidden = routesOf(app)
       .filter((r) => !r.documented && !e2b(r.url))
       .map((r) => `${r.method} ${r.url}`);

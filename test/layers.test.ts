@@ -1,4 +1,4 @@
-// One direction of dependency: interfaces (api, e2b, daytona, mcp, cli) → core → providers → agent-client,
+// One direction of dependency: interfaces (api, e2b, daytona, custom-http, mcp, cli) → core → providers → agent-client,
 // with the shared schemas, the error table and HTTP error bodies (schemas, http), config and
 // util on the ground floor. Every interface goes through core's operations; core never knows an
 // interface; nothing below core knows core. This test reads every import in src/ (static,
@@ -33,8 +33,9 @@ const ALLOWED: Record<string, string[]> = {
   core: [...GROUND, "providers", "agent-client", "store", "net", "images"],
   e2b: [...GROUND, "core"],
   daytona: [...GROUND, "core"],
+  "custom-http": [...GROUND, "core"],
   mcp: [...GROUND, "core"],
-  api: [...GROUND, "core", "e2b", "daytona", "mcp"],
+  api: [...GROUND, "core", "e2b", "daytona", "custom-http", "mcp"],
   cli: [...GROUND, "core", "api", "mcp", "setup"],
   setup: [...GROUND, "images"],
 };

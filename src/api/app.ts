@@ -9,6 +9,7 @@ import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../http/errors.js";
 import { e2bRoutes, e2bUrlRewriter } from "../e2b/index.js";
 import { DAYTONA_PREFIX, daytonaRoutes } from "../daytona/index.js";
+import { CUSTOM_HTTP_PREFIX, customHttpRoutes } from "../custom-http/server.js";
 import { isSandboxHostName } from "../e2b/ports.js";
 import { mcpRoutes } from "../mcp/http.js";
 import type { McpPolicy } from "../mcp/policy.js";
@@ -224,6 +225,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // Daytona's control plane, toolbox and previews under /daytona (daytona/).
   await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey });
+
+  // The seed's Custom HTTP provider protocol, served (custom-http/): the original server's `custom` provider can use this one.
+  await app.register(customHttpRoutes, { prefix: CUSTOM_HTTP_PREFIX, forge: opts.forge });
 
   // MCP for coding agents (mcp/), under the operator's policy.
   if (opts.mcp) await app.register(mcpRoutes, { forge: opts.forge, policy: opts.mcp, version: opts.version });

@@ -66,6 +66,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
       qemu: { accel: "auto", jail: true },
       local: { enabled: false },
       remote: { url: "", api_key: "" },
+      custom: { base_url: "", api_key: "", timeout: "60s", name: "custom" },
       e2b: { api_url: "", api_key: "", sandbox_url: "", domain: "", template: "base" },
       firecracker: { enabled: false, firecracker_path: "/usr/local/bin/firecracker", kernel_path: "", agent_path: "", data_dir: "" },
     },

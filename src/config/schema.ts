@@ -181,6 +181,16 @@ export const ConfigSchema = Type.Object(
         remote: Type.Object({ url: Type.String(), api_key: Type.String() }, strict),
         /** An E2B-compatible service that runs this one's sandboxes of provider "e2b" (on when api_url is set). */
         e2b: Type.Object({ api_url: Type.String(), api_key: Type.String(), sandbox_url: Type.String(), domain: Type.String(), template: Type.String({ minLength: 1 }) }, strict),
+        /** A backend of the seed's Custom HTTP provider protocol that runs sandboxes of provider `name` (on when base_url is set; timeout: a duration or seconds). */
+        custom: Type.Object(
+          {
+            base_url: Type.String(),
+            api_key: Type.String(),
+            timeout: Type.Union([Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })]),
+            name: Type.String({ minLength: 1 }),
+          },
+          strict,
+        ),
         /** The seed's Firecracker section, so its forgevm.yaml loads: QEMU serves the sandboxes it names (seed-config.ts). */
         firecracker: Type.Object(
           { enabled: Type.Boolean(), firecracker_path: Type.String(), kernel_path: Type.String(), agent_path: Type.String(), data_dir: Type.String() },

@@ -1,6 +1,6 @@
 // The seed's forgevm.yaml, read as what serves it here. Its provider names are Firecracker
 // ("firecracker", the production one), the host-process one ("mock") and the Custom HTTP
-// protocol ("custom"); its `auth.enabled: false` turns the key off. A user's existing file loads
+// protocol ("custom", served by providers/custom-http); its `auth.enabled: false` turns the key off. A user's existing file loads
 // unchanged: each name becomes the provider that does that job here, and a note says so at start.
 import { existsSync } from "node:fs";
 import type { Config } from "./schema.js";
@@ -27,8 +27,11 @@ export function seedCompat(cfg: Config): { notes: string[]; problem?: string } {
     cfg.providers.local.enabled = true;
     notes.push('providers.default "mock": the local provider serves it (Linux namespaces on this host, no VM: not a security boundary)');
   }
-  if (asked === "custom") {
-    return { notes, problem: 'providers.default "custom": the Custom HTTP provider is not available in this build; use "qemu" (the default), "local", "remote" or "e2b"' };
+  if (asked === "custom" || asked === cfg.providers.custom.name) {
+    if (!cfg.providers.custom.base_url)
+      return { notes, problem: `providers.default "${asked}": the Custom HTTP provider needs providers.custom.base_url, the address of a backend that speaks the protocol` };
+    // The seed names the provider "custom" whatever its `name`; here it runs under that name.
+    cfg.providers.default = cfg.providers.custom.name;
   }
   if (SEED_PROVIDERS[asked]) cfg.providers.default = SEED_PROVIDERS[asked];
   return { notes };

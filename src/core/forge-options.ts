@@ -28,7 +28,17 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
           template: cfg.providers.e2b.template,
         }
       : undefined,
-    defaultProvider: cfg.providers.default,
+    customProvider: cfg.providers.custom.base_url
+      ? {
+          baseUrl: cfg.providers.custom.base_url,
+          apiKey: cfg.providers.custom.api_key,
+          timeoutMs:
+            typeof cfg.providers.custom.timeout === "number" ? cfg.providers.custom.timeout * 1000 : parseDuration(cfg.providers.custom.timeout, "providers.custom.timeout"),
+          name: cfg.providers.custom.name,
+        }
+      : undefined,
+    // The seed calls the Custom HTTP provider "custom" whatever name it runs under.
+    defaultProvider: cfg.providers.default === "custom" && cfg.providers.custom.base_url ? cfg.providers.custom.name : cfg.providers.default,
     hostSecrets: hostSecrets(env),
     hostDirs: cfg.mounts.host_dirs,
     defaults: {

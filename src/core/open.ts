@@ -15,6 +15,7 @@ import { resolveImage } from "../images/store.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
 import { loadPresets } from "../net/allowlist.js";
 import { E2bProvider } from "../providers/e2b/e2b-provider.js";
+import { CustomProvider } from "../providers/custom-http/custom-provider.js";
 import { LocalProvider } from "../providers/local/local-provider.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
 import { RemoteProvider } from "../providers/remote/remote-provider.js";
@@ -132,6 +133,7 @@ function makeProviders(paths: Paths, opts: ForgeOptions): Providers {
       ...(opts.localProvider ? [new LocalProvider({ paths })] : []),
       ...(opts.remoteProvider ? [new RemoteProvider({ paths, url: opts.remoteProvider.url, apiKey: opts.remoteProvider.apiKey })] : []),
       ...(opts.e2bProvider ? [new E2bProvider({ paths, ...opts.e2bProvider })] : []),
+      ...(opts.customProvider ? [new CustomProvider({ paths, ...opts.customProvider })] : []),
     ],
     opts.defaultProvider ?? vms.name,
   );

@@ -59,6 +59,8 @@ export interface ForgeOptions {
   remoteProvider?: { url: string; apiKey: string };
   /** Also offer the e2b provider: sandboxes of an E2B-compatible service. */
   e2bProvider?: { apiUrl: string; apiKey: string; sandboxUrl?: string; domain?: string; template?: string };
+  /** A backend of the seed's Custom HTTP provider protocol (providers.custom), under its name. */
+  customProvider?: { baseUrl: string; apiKey: string; timeoutMs: number; name: string };
   /** The provider of spawns that name none (default: the VM provider). */
   defaultProvider?: string;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */

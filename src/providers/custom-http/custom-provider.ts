@@ -1,0 +1,185 @@
+// The `custom` provider: each sandbox is a sandbox of a backend that speaks the seed's Custom HTTP
+// provider protocol (docs/custom-http.md), configured as `providers.custom` (base_url, api_key,
+// timeout, name). Core drives it through an agent channel like any VM; the agent on the other end
+// is played here (protocol-agent.ts), turning each operation into the backend's HTTP calls. What
+// the protocol cannot do is refused by name: snapshots, forks, pause and commit by the features
+// below, a console log because it has none, stdin, terminals, ports and watches by the agent's.
+// A backend sandbox is recorded on disk until it is destroyed, so that one a dead server left is
+// destroyed by its successor's sweep.
+import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Duplex, PassThrough } from "node:stream";
+import { AgentChannel } from "../../agent-client/index.js";
+import type { Paths } from "../../config/paths.js";
+import { ignore } from "../../util/ignore.js";
+import { awaitHello, configure, HelloError } from "../handshake.js";
+import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmInfo, type VmSpec, type VmUsage } from "../provider.js";
+import { probeBySpawn, validateSpec } from "../spec.js";
+import { Vmless } from "../vmless.js";
+import { CustomApi, CustomHttpError } from "./custom-api.js";
+import { ProtocolAgent } from "./protocol-agent.js";
+
+export interface CustomProviderOptions {
+  paths: Paths;
+  /** The backend's address: every route of the protocol is under it. */
+  baseUrl: string;
+  /** Sent as X-API-Key when set. */
+  apiKey: string;
+  /** Each request's deadline (the protocol's `timeout`; default 60 s). */
+  timeoutMs?: number;
+  /** The provider's name: what sandboxes name to run on it (default "custom"). */
+  name?: string;
+}
+
+const NO_VMM = "a Custom HTTP backend's sandbox has no VMM here: the protocol has no snapshots, forks, pause, disk copies or re-attaching";
+
+/** One sandbox of a Custom HTTP backend. */
+class CustomVm extends Vmless implements Vm {
+  protected readonly noVmm = NO_VMM;
+  private destroying: Promise<void> | null = null;
+  private end!: () => void;
+  readonly exited = new Promise<void>((r) => (this.end = r));
+
+  constructor(
+    readonly info: VmInfo,
+    readonly channel: AgentChannel,
+    private readonly kill: () => Promise<void>,
+  ) {
+    super();
+  }
+
+  /** The protocol has no console log. */
+  consoleTail(): string {
+    return "";
+  }
+
+  destroy(): Promise<void> {
+    this.destroying ??= (async () => {
+      this.channel.close();
+      await this.kill();
+      this.end();
+    })();
+    return this.destroying;
+  }
+
+  /** Nothing of it runs on this host. */
+  async usage(): Promise<VmUsage | null> {
+    return null;
+  }
+}
+
+export class CustomProvider implements Provider {
+  readonly name: string;
+  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "vm" };
+  private readonly api: CustomApi;
+  private readonly dir: string;
+  private readonly timeoutMs: number;
+  private readonly live = new Set<CustomVm>();
+
+  constructor(private readonly opts: CustomProviderOptions) {
+    this.name = opts.name || "custom";
+    this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.api = new CustomApi(opts.baseUrl, opts.apiKey, this.timeoutMs);
+    this.dir = join(opts.paths.dataDir, "custom-http");
+  }
+
+  async health(): Promise<ProviderHealth> {
+    const problems: string[] = [];
+    try {
+      await this.api.health();
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    // Whether its sandboxes are VMs is the backend's to say; the protocol does not.
+    return { name: this.name, healthy: problems.length === 0, accel: null, problems, details: { base_url: this.opts.baseUrl, isolation: "the backend's" } };
+  }
+
+  probe(): Promise<boolean> {
+    return probeBySpawn((spec) => this.spawn(spec), 256);
+  }
+
+  maxVcpus(): number {
+    return 64;
+  }
+
+  maxMemoryMb(): number {
+    return 65536;
+  }
+
+  async spawn(spec: VmSpec): Promise<Vm> {
+    validateSpec(spec);
+    if (spec.restore || spec.memoryFile || spec.baseDisk) throw new Error(`the ${this.name} provider cannot restore snapshots: the Custom HTTP protocol has none`);
+    if (spec.volumes?.length) throw new Error(`the ${this.name} provider cannot attach volumes: the Custom HTTP protocol has none`);
+    if (spec.nic) throw new Error(`the ${this.name} provider cannot give a sandbox a network device: its network is the backend's`);
+    const dir = join(this.dir, spec.id);
+    await mkdir(dir, { recursive: true });
+    let farId: string | null = null;
+    try {
+      const t0 = Date.now();
+      farId = await this.api.spawn({
+        image: spec.image ?? "default",
+        memory_mb: spec.memoryMb,
+        vcpus: spec.vcpus,
+        ...(spec.diskMb ? { disk_size_mb: spec.diskMb } : {}),
+        metadata: { forgevm_id: spec.id },
+      });
+      await writeFile(join(dir, "far.json"), JSON.stringify({ id: farId, where: this.opts.baseUrl }));
+      // The channel and the agent played here, joined back to back.
+      const toAgent = new PassThrough();
+      const toHost = new PassThrough();
+      const channel = new AgentChannel(Duplex.from({ readable: toHost, writable: toAgent }));
+      new ProtocolAgent(this.api, farId, this.name, toHost, toAgent, this.timeoutMs);
+      const hello = await awaitHello(channel, { deadlineMs: spec.bootTimeoutMs ?? this.timeoutMs });
+      await configure(channel, { hostname: spec.hostname ?? spec.id });
+      const id = farId;
+      const vm: CustomVm = new CustomVm(
+        { id: spec.id, pid: 0, dir, accel: "none", memoryMb: spec.memoryMb, vcpus: spec.vcpus, agentVersion: hello.agent, bootMs: Date.now() - t0, restored: false },
+        channel,
+        async () => {
+          await this.api.destroy(id).catch(ignore("the backend's sandbox may be gone already"));
+          await rm(dir, { recursive: true, force: true });
+          this.live.delete(vm);
+        },
+      );
+      this.live.add(vm);
+      return vm;
+    } catch (e) {
+      if (farId) await this.api.destroy(farId).catch(ignore("the backend's sandbox may be gone already; the spawn's error is the one reported"));
+      await rm(dir, { recursive: true, force: true });
+      if (e instanceof HelloError || e instanceof CustomHttpError) throw new BootError(`${this.name} sandbox ${spec.id} did not start: ${e.message}`, "");
+      throw e;
+    }
+  }
+
+  async machineKey(): Promise<string> {
+    return `${this.name}:${this.opts.baseUrl}`;
+  }
+
+  async nicProblem(): Promise<string | null> {
+    return `the ${this.name} provider's network is the backend's`;
+  }
+
+  async attach(a: AttachSpec): Promise<Vm> {
+    throw new Error(`${this.name} sandbox ${a.id} ended with its server: the Custom HTTP protocol cannot re-attach`);
+  }
+
+  /** Backend sandboxes an earlier server recorded and no one keeps: destroyed, their records removed. */
+  async sweepOrphans(keep: Set<string>): Promise<string[]> {
+    const live = new Set([...this.live].map((v) => v.info.id));
+    const gone: string[] = [];
+    for (const id of await readdir(this.dir).catch(() => [] as string[])) {
+      if (keep.has(id) || live.has(id)) continue;
+      const rec = await readFile(join(this.dir, id, "far.json"), "utf8")
+        .then((t) => JSON.parse(t) as { id?: string; where?: string })
+        .catch(() => null);
+      if (rec?.id && rec.where === this.opts.baseUrl) await this.api.destroy(rec.id).catch(ignore("the sweep is retried at the next start"));
+      await rm(join(this.dir, id), { recursive: true, force: true });
+      gone.push(id);
+    }
+    return gone;
+  }
+
+  async destroyAll(): Promise<void> {
+    await Promise.all([...this.live].map((vm) => vm.destroy()));
+  }
+}
