@@ -6,7 +6,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
-import { Daytona, DaytonaAuthenticationError, DaytonaNotFoundError, DaytonaTimeoutError, type Sandbox } from "@daytonaio/sdk";
+import { Daytona, DaytonaAuthenticationError, DaytonaNotFoundError, DaytonaTimeoutError, Image, type Sandbox } from "@daytonaio/sdk";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/index.js";
@@ -157,6 +157,29 @@ describe("sessions", () => {
   });
 });
 
+describe("terminals", () => {
+  it("createPty runs a shell on a terminal of the size asked, with its envs; resize, info, and the exit code at the end", async () => {
+    let out = "";
+    const until = async (re: RegExp) => {
+      for (let i = 0; i < 150 && !re.test(out); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.match(out, re);
+    };
+    const pty = await sbx.process.createPty({ id: "t1", cols: 100, rows: 30, envs: { HELLO: "from-envs" }, onData: (d) => void (out += new TextDecoder().decode(d)) });
+    await pty.sendInput('echo "$HELLO size $(stty size)"\n');
+    await until(/from-envs size 30 100/);
+    const resized = await sbx.process.resizePtySession("t1", 120, 40);
+    assert.deepEqual([resized.cols, resized.rows, resized.active], [120, 40, true]);
+    await pty.sendInput("echo now $(stty size)\n");
+    await until(/now 40 120/);
+    assert.ok((await sbx.process.listPtySessions()).some((s) => s.id === "t1"));
+    await pty.sendInput("exit 7\n");
+    const r = await pty.wait();
+    assert.equal(r.exitCode, 7);
+    await pty.disconnect();
+    assert.equal((await sbx.process.getPtySessionInfo("t1")).active, false);
+  });
+});
+
 describe("files", () => {
   it("uploads and downloads text and a 5 MiB binary byte for byte; relative paths are the work directory's", async () => {
     const big = randomBytes(5 * 1024 * 1024);
@@ -249,6 +272,43 @@ describe("previews, labels, stop and start", () => {
     await sbx.start();
     assert.equal(sbx.state, "started");
     assert.equal((await sbx.fs.downloadFile("keep.txt")).toString(), "kept\n");
+  });
+
+  it("a declarative image without local files is built by our builder, once", async () => {
+    // A short one: every build boots a build VM from the base and scans it (~17 s here under TCG).
+    const image = Image.base("forgevm/debian:bookworm").env({ BUILT_FOR: "daytona" }).workdir("/srv/app");
+    const made = await daytona.create({ image, labels: { suite: "daytona-image" } }, { timeout: 300 });
+    try {
+      assert.equal((await made.process.executeCommand("echo $BUILT_FOR in $(pwd)")).result, "daytona in /srv/app\n");
+      assert.equal(await made.getWorkDir(), "/srv/app");
+      assert.match(made.snapshot ?? "", /^forgevm\/daytona-build:[0-9a-f]{16}$/);
+      const again = await daytona.create({ image, labels: { suite: "daytona-image" } }, { timeout: 300 });
+      assert.equal(again.snapshot, made.snapshot, "the same Dockerfile is the same image, built once");
+      await again.delete();
+    } finally {
+      await made.delete();
+    }
+    // Local files would need object storage: refused, saying what to do instead.
+    const withFiles = await fetch(`${base}/daytona/sandbox`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ buildInfo: { dockerfileContent: "FROM x\nCOPY a /a\n", contextHashes: ["abc"] } }),
+    });
+    assert.equal(withFiles.status, 400);
+    assert.match(((await withFiles.json()) as { message: string }).message, /forgevm build/);
+  });
+
+  it("the auto-stop interval is our idle stop, shown back; auto-archive and auto-delete are kept", async () => {
+    await sbx.setAutostopInterval(7);
+    await sbx.setAutoDeleteInterval(120);
+    const again = await daytona.get(sbx.id);
+    assert.equal(again.autoStopInterval, 7);
+    assert.equal(again.autoDeleteInterval, 120);
+    const row = forge.sandboxes.get(sbx.id);
+    assert.deepEqual([row.idle_ms, row.idle_action], [7 * 60_000, "stop"]);
+    await sbx.setAutostopInterval(0);
+    assert.equal((await daytona.get(sbx.id)).autoStopInterval, 0);
+    assert.equal(forge.sandboxes.get(sbx.id).idle_ms, null);
   });
 
   it("delete ends it: a get is the SDK's not-found error, and our API sees it destroyed", async () => {

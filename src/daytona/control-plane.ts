@@ -102,7 +102,7 @@ async function imageOf(forge: Forge, b: Static<typeof CreateBody>): Promise<{ im
     );
   }
   // The same Dockerfile makes the same image: built once, named by its content.
-  const tag = `daytona/build:${createHash("sha256").update(dockerfile).digest("hex").slice(0, 16)}`;
+  const tag = `forgevm/daytona-build:${createHash("sha256").update(dockerfile).digest("hex").slice(0, 16)}`;
   if ((await forge.images.list()).some((i) => i.name === tag)) return { image: tag };
   const dir = await mkdtemp(join(tmpdir(), "forgevm-daytona-build-"));
   try {

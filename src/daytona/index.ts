@@ -14,6 +14,7 @@ import { hasPreviewToken, previewRoutes } from "./preview.js";
 import { socketIoRoutes } from "./socket-io.js";
 import { fileRoutes } from "./toolbox/files.js";
 import { processRoutes } from "./toolbox/process.js";
+import { ptyRoutes } from "./toolbox/pty.js";
 import { sessionRoutes } from "./toolbox/sessions.js";
 import { transferRoutes } from "./toolbox/transfer.js";
 
@@ -61,6 +62,7 @@ export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey }: { f
       );
       await toolbox.register(processRoutes, { forge });
       await toolbox.register(sessionRoutes, { forge });
+      await toolbox.register(ptyRoutes, { forge });
       await toolbox.register(async (files) => {
         files.setErrorHandler((err, req, reply) => toolboxError(req, reply, err, "FILE_NOT_FOUND"));
         await files.register(fileRoutes, { forge });
