@@ -2,6 +2,7 @@
 // configured as the README says: DAYTONA_API_URL at the server's /daytona, DAYTONA_API_KEY its key.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -258,6 +259,33 @@ describe("previews, labels, stop and start", () => {
     assert.equal(refused.status, 401);
     assert.doesNotMatch(await refused.text(), /hi from the preview/);
     assert.equal((await fetch(page, { headers: { "X-Daytona-Preview-Token": "forged" } })).status, 401);
+    // With a preview domain (wildcard DNS pointing here), links are `<port>-<id>.<domain>`, and a request for that Host is the preview.
+    const wild = await buildApp({ forge, version: "test", apiKey: API_KEY, daytonaPreviewDomain: "preview.test" });
+    const wildBase = await wild.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const other = new Daytona({ apiKey: API_KEY, apiUrl: `${wildBase}/daytona`, target: "us" });
+      const wildLink = await (await other.get(sbx.id)).getPreviewLink(8000);
+      assert.equal(wildLink.url, `http://8000-${sbx.id}.preview.test`);
+      const byHost = (token?: string) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const u = new URL(wildBase);
+          const r = httpRequest(
+            { host: u.hostname, port: u.port, path: "/hello.txt", headers: { host: `8000-${sbx.id}.preview.test`, ...(token ? { "x-daytona-preview-token": token } : {}) } },
+            (res) => {
+              let body = "";
+              res.on("data", (c) => (body += c));
+              res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+            },
+          );
+          r.on("error", reject);
+          r.end();
+        });
+      assert.deepEqual(await byHost(wildLink.token), { status: 200, body: "hi from the preview\n" });
+      assert.equal((await byHost()).status, 401);
+    } finally {
+      await wild.close();
+    }
+    await assert.rejects(buildApp({ forge, version: "test", e2bDomain: "same.test", daytonaPreviewDomain: "same.test" }), /must differ from e2b\.domain/);
     await sbx.process.deleteSession("web");
   });
 

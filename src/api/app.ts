@@ -8,7 +8,8 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../http/errors.js";
 import { e2bRoutes, e2bUrlRewriter } from "../e2b/index.js";
-import { DAYTONA_PREFIX, daytonaRoutes } from "../daytona/index.js";
+import { DAYTONA_PREFIX, daytonaRoutes, previewByHost } from "../daytona/index.js";
+import { sandboxHostOf } from "../http/sandbox-host.js";
 import { CUSTOM_HTTP_PREFIX, customHttpRoutes } from "../custom-http/server.js";
 import { isSandboxHostName } from "../e2b/ports.js";
 import { mcpRoutes } from "../mcp/http.js";
@@ -57,6 +58,8 @@ export interface AppOptions {
   listenHost?: string;
   /** The domain sandboxes' ports are served under for E2B's getHost (e2b.domain); absent, localhost with the server's port. */
   e2bDomain?: string;
+  /** The domain Daytona's previews are served under as `<port>-<id>.<domain>` (daytona.preview_domain); absent, previews are paths only. */
+  daytonaPreviewDomain?: string;
   /** Serve MCP at /mcp under this policy (absent: no /mcp). */
   mcp?: McpPolicy;
   /** Gets one line per request answered: time, method, path (secrets removed), status, duration, request id. */
@@ -89,6 +92,11 @@ const skippingRawBodies = ((externalSchemas: Parameters<typeof ajvCompilers>[0],
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const limits = opts.connectionLimits ?? DEFAULT_LIMITS;
+  if (opts.daytonaPreviewDomain && opts.daytonaPreviewDomain.toLowerCase() === opts.e2bDomain?.toLowerCase()) {
+    throw new Error("daytona.preview_domain must differ from e2b.domain: both name sandbox ports by Host, and one Host can mean only one of them");
+  }
+  // Calls E2B's SDKs address to a sandbox, and Daytona's wildcard previews, share this port: they move under prefixes of their own.
+  const e2bRoute = e2bUrlRewriter(opts.e2bDomain);
   const app = Fastify({
     logger: opts.logger ?? false,
     http: serverOptions(limits),
@@ -103,8 +111,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, verbose: true } },
     frameworkErrors,
     clientErrorHandler,
-    // Calls E2B's SDKs address to a sandbox itself share this port: they move under prefixes of their own.
-    rewriteUrl: e2bUrlRewriter(opts.e2bDomain),
+    rewriteUrl: (req) => previewByHost(req, opts.daytonaPreviewDomain) ?? e2bRoute(req),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // An empty body sent as JSON means an empty object (clients send the header on every
@@ -160,7 +167,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     allowedOrigins: opts.allowedOrigins,
     allowedHosts: opts.allowedHosts,
     listenHost: opts.listenHost,
-    sandboxHost: (host) => isSandboxHostName(host, opts.e2bDomain),
+    sandboxHost: (host) => isSandboxHostName(host, opts.e2bDomain) || (!!opts.daytonaPreviewDomain && sandboxHostOf(host, opts.daytonaPreviewDomain) !== null),
   });
 
   if (opts.requestLog) {
@@ -224,7 +231,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(e2bRoutes, { forge: opts.forge, domain: opts.e2bDomain, apiKey: opts.apiKey });
 
   // Daytona's control plane, toolbox and previews under /daytona (daytona/).
-  await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey });
+  await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey, previewDomain: opts.daytonaPreviewDomain });
 
   // The seed's Custom HTTP provider protocol, served (custom-http/): the original server's `custom` provider can use this one.
   await app.register(customHttpRoutes, { prefix: CUSTOM_HTTP_PREFIX, forge: opts.forge });

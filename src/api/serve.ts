@@ -47,6 +47,7 @@ export async function startServer(
     allowedHosts: cfg.server.allowed_hosts,
     listenHost: cfg.server.host,
     e2bDomain: cfg.e2b.domain || undefined,
+    daytonaPreviewDomain: cfg.daytona.preview_domain || undefined,
     mcp,
     connectionLimits: {
       headersTimeoutMs: parseDuration(cfg.server.headers_timeout, "server.headers_timeout"),

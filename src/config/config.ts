@@ -43,6 +43,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048, upstream_ca_file: "" },
     mounts: { host_dirs: [] },
     e2b: { domain: "" },
+    daytona: { preview_domain: "" },
     environments: { python_index: "https://pypi.org/simple/", apt_sources: [], allow: [], concurrency: 1, memory_mb: 1024, secret_key_file: "" },
     metrics: { enabled: true, interval: "5s", guest_every: 3 },
     cluster: { role: "standalone", database: "", advertise: "", node_id: "", heartbeat: "2s", node_timeout: "10s" },

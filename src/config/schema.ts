@@ -133,6 +133,17 @@ export const ConfigSchema = Type.Object(
     ),
     /** Host directories sandboxes may mount (`-v /dir:/path`, `forgevm mount`): none unless listed. */
     mounts: Type.Object({ host_dirs: Type.Array(Type.String({ minLength: 1 })) }, strict),
+    /** The Daytona-compatible routes (/daytona). */
+    daytona: Type.Object(
+      {
+        /**
+         * Serve previews also as `<port>-<id>.<preview_domain>` (wildcard DNS pointing at this server),
+         * and hand those out; "" keeps them paths under /daytona/preview. Must differ from e2b.domain.
+         */
+        preview_domain: Type.String({ maxLength: 253 }),
+      },
+      strict,
+    ),
     /** The E2B-compatible routes. */
     e2b: Type.Object(
       {

@@ -125,7 +125,7 @@ function networkOf(b: Static<typeof CreateBody>): Pick<SpawnOptions, "network" |
   return allow.length ? { network: "allowlist", allow } : {};
 }
 
-export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase }: { forge: Forge; urlBase: string }): Promise<void> {
+export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase, previewDomain }: { forge: Forge; urlBase: string; previewDomain?: string }): Promise<void> {
   const dto = (req: FastifyRequest, row: SandboxRow) => sandboxDto(row, baseUrl(req, urlBase));
 
   app.post("/sandbox", { schema: { body: CreateBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof CreateBody> }>, reply: FastifyReply) => {
@@ -276,7 +276,10 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase 
     const row = find(forge, req.params.id);
     const port = Number(req.params.port);
     if (port < 1 || port > 65535) throw badRequest(`port must be 1-65535, got ${port}`);
-    return { sandboxId: row.id, url: `${baseUrl(req, urlBase)}/preview/${row.id}/${port}`, token: previewToken(forge, row.id) };
+    // Under a preview domain (wildcard DNS pointing here), the form Daytona's own URLs have; else a path on this server.
+    const scheme = baseUrl(req, urlBase).split(":")[0];
+    const url = previewDomain ? `${scheme}://${port}-${row.id}.${previewDomain}` : `${baseUrl(req, urlBase)}/preview/${row.id}/${port}`;
+    return { sandboxId: row.id, url, token: previewToken(forge, row.id) };
   });
 
   // Images with local files go through object storage this server does not offer.

@@ -4,7 +4,9 @@
 // (`/preview/<id>/<port>/…`). Daytona's SDK sends the API key as a bearer token to the control
 // plane and the toolbox; with no key configured, any non-empty one is taken. Errors are
 // Daytona-shaped (errors.ts); call by call in docs/daytona.md.
+import type { IncomingMessage } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { sandboxHostOf } from "../http/sandbox-host.js";
 import type { Forge } from "../core/forge.js";
 import { ForgevmError } from "../http/errors.js";
 import { keyMatches } from "../http/api-key.js";
@@ -25,6 +27,16 @@ export function isDaytonaUrl(url: string): boolean {
   return url === DAYTONA_PREFIX || url.startsWith(`${DAYTONA_PREFIX}/`) || url.startsWith(`${DAYTONA_PREFIX}?`);
 }
 
+/**
+ * A request for a wildcard preview (`<port>-<id>.<previewDomain>`) moved under the path-based
+ * preview route, or null when its Host is no such name (or no preview domain is configured).
+ */
+export function previewByHost(req: IncomingMessage, previewDomain: string | undefined): string | null {
+  if (!previewDomain) return null;
+  const named = sandboxHostOf(req.headers.host, previewDomain);
+  return named ? `${DAYTONA_PREFIX}/preview/${named.id}/${named.port}${req.url ?? "/"}` : null;
+}
+
 /** Whether a request carries the API key as Daytona sends it (any non-empty one when the server has none). */
 function hasKey(req: FastifyRequest, apiKey: string | undefined): boolean {
   const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1]?.trim();
@@ -33,7 +45,7 @@ function hasKey(req: FastifyRequest, apiKey: string | undefined): boolean {
 
 const unauthorized = () => new ForgevmError("UNAUTHORIZED", "missing or invalid API key: set DAYTONA_API_KEY to this server's API key (sent as Authorization: Bearer KEY)");
 
-export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey }: { forge: Forge; apiKey?: string }): Promise<void> {
+export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey, previewDomain }: { forge: Forge; apiKey?: string; previewDomain?: string }): Promise<void> {
   app.setNotFoundHandler((req, reply) =>
     apiError(req, reply, new ForgevmError("NOT_FOUND", `Cannot ${req.method} ${req.url.split("?")[0]}: this server does not serve it (docs/daytona.md)`)),
   );
@@ -47,7 +59,7 @@ export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey }: { f
     api.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
       if (!hasKey(req, apiKey)) return apiError(req, reply, unauthorized());
     });
-    await api.register(controlPlaneRoutes, { forge, urlBase: DAYTONA_PREFIX });
+    await api.register(controlPlaneRoutes, { forge, urlBase: DAYTONA_PREFIX, previewDomain });
   });
   await app.register(
     async (toolbox) => {

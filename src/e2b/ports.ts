@@ -12,6 +12,7 @@ import type { Forge } from "../core/forge.js";
 import { PORT_PLACEHOLDER } from "../core/network.js";
 import { badRequest } from "../http/errors.js";
 import { forwardRequest } from "../http/forward.js";
+import { sandboxHostOf } from "../http/sandbox-host.js";
 import { ignore } from "../util/ignore.js";
 import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
 import { TRAFFIC_TOKEN } from "./views.js";
@@ -23,23 +24,6 @@ const LOCALHOST = "localhost";
 /** The domain create and connect answer for a request: the configured one, else localhost with the port it came in on. */
 export function domainFor(req: FastifyRequest, configured: string | undefined): string {
   return configured || `${LOCALHOST}:${req.socket.localPort}`;
-}
-
-/**
- * The sandbox and port a Host header names (`<port>-<id>.<domain>`), or null. With a configured
- * domain the rest must be it; without one, any `*.localhost` (with any port) is taken.
- */
-export function sandboxHostOf(host: string | undefined, domain: string | undefined): { id: string; port: number } | null {
-  if (!host) return null;
-  const h = host.toLowerCase();
-  const dot = h.indexOf(".");
-  if (dot < 0) return null;
-  const m = /^(\d{1,5})-([a-z0-9][a-z0-9_-]{0,127})$/.exec(h.slice(0, dot));
-  if (!m) return null;
-  const rest = h.slice(dot + 1);
-  const ok = domain ? rest === domain.toLowerCase() || rest.split(":")[0] === domain.toLowerCase() : rest === LOCALHOST || rest.startsWith(`${LOCALHOST}:`);
-  const port = Number(m[1]);
-  return ok && port >= 1 && port <= 65535 ? { id: m[2], port } : null;
 }
 
 /** A host name the server answers to for sandbox ports (its Host check lets these through). */
