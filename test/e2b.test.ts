@@ -269,6 +269,35 @@ describe("bad input gets E2B-shaped errors", () => {
   const post = (path: string, body: string | Buffer, headers: Record<string, string>) => fetch(`${base}${path}`, { method: "POST", body, headers });
   const envd = () => ({ "e2b-sandbox-id": sbx.sandboxId, "x-access-token": (sbx as unknown as { envdAccessToken: string }).envdAccessToken });
 
+  it("a multipart upload cut off mid-way leaves no file under its name, and no temporary copy", async () => {
+    const boundary = "----e2bcutoff0123";
+    const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="/tmp/e2b-cut.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+    await new Promise<void>((resolve) => {
+      const u = new URL(base);
+      const req = httpRequest({
+        host: u.hostname,
+        port: u.port,
+        path: "/files?username=root",
+        method: "POST",
+        headers: { ...envd(), "content-type": `multipart/form-data; boundary=${boundary}`, "content-length": "10000000" },
+      });
+      req.on("error", () => resolve());
+      req.on("response", (res) => {
+        res.resume();
+        res.on("end", resolve);
+      });
+      req.write(head);
+      req.write(randomBytes(256 * 1024), () => setTimeout(() => req.destroy(), 300));
+    });
+    let left = "";
+    for (let i = 0; i < 20; i++) {
+      left = (await sbx.commands.run("ls -a /tmp | grep e2b-cut || true", { user: "root" })).stdout;
+      if (left === "") break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(left, "");
+  });
+
   it("unknown sandboxes and templates", async () => {
     await assert.rejects(Sandbox.connect("sb-nope"), (e: Error) => e.name === "SandboxNotFoundError");
     assert.equal(await Sandbox.kill("sb-nope"), false);

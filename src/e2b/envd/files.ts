@@ -14,7 +14,7 @@ import type { Forge } from "../../core/forge.js";
 import { readLength } from "../../core/guest/sandbox.js";
 import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
-import { detachable } from "../../util/detachable.js";
+import { BodyError, detachable } from "../../util/detachable.js";
 import { envdContext, hasToken, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
 
 /** Most files one multipart upload may carry. */
@@ -169,9 +169,14 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
     finished = true;
     notify?.();
   });
+  let writing: PassThrough | null = null;
   const feeding = pipeline(body, busboy).catch((e) => {
     failure ??= e;
     finished = true;
+    // busboy leaves the part it was in open when its input breaks off: end it with the error, so
+    // the guest drops the file's temporary copy instead of waiting for the rest.
+    writing?.destroy(new BodyError(`the upload broke off: ${(e as Error).message}`));
+    for (const p of parts) p.stream.destroy(new BodyError("the upload broke off"));
     notify?.();
   });
   // Parts are written one after another, as they arrive.
@@ -185,7 +190,10 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
       try {
         if (!part.path) throw badRequest("a file part has no filename: name the target path in it, or in the path query");
         const path = resolvePath(ctx, part.path);
+        writing = part.stream;
+        if (failure) throw failure;
         await ctx.sandbox.writeFile(path, part.stream, { as: ctx.as });
+        writing = null;
         results.push(written(path));
       } catch (e) {
         part.release();
