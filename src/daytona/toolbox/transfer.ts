@@ -6,8 +6,7 @@
 // the path exactly as asked, or an `error` part holding the daemon's JSON error.
 import { once } from "node:events";
 import { posix } from "node:path";
-import type { PassThrough, Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import type { Readable } from "node:stream";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
@@ -15,7 +14,7 @@ import { toApiError } from "../../core/error-map.js";
 import type { Forge } from "../../core/forge.js";
 import { readLength } from "../../core/guest/sandbox.js";
 import { badRequest } from "../../http/errors.js";
-import { BodyError, detachable } from "../../util/detachable.js";
+import { FileParts } from "../../util/file-parts.js";
 import { toolboxErrorBody } from "../errors.js";
 import { toolboxOf, type Toolbox } from "./context.js";
 
@@ -35,17 +34,13 @@ function disposition(name: string, path: string): string {
 /** Writes each `files[i].file` part to the path its `files[i].path` field named before it. */
 async function upload(t: Toolbox, req: FastifyRequest, body: Readable): Promise<{ path: string; bytes: number }[]> {
   const paths = new Map<string, string>();
-  const parts: { path: string; stream: PassThrough; release: () => void }[] = [];
-  let failure: unknown = null;
-  let finished = false;
-  let notify: (() => void) | null = null;
-  const wake = () => notify?.();
   let busboy: BusboyInstance;
   try {
     busboy = Busboy({ headers: req.headers as { "content-type": string }, limits: { files: MAX_FILES, fields: MAX_FILES, fieldSize: 64 * 1024 } });
   } catch (e) {
     throw badRequest(`Content-Type: ${(e as Error).message} (send multipart/form-data with its boundary)`);
   }
+  const files = new FileParts(body, busboy, badRequest);
   busboy.on("field", (name: string, value: string) => {
     const m = /^files\[(\d+)\]\.path$/.exec(name);
     if (m) paths.set(m[1], value);
@@ -54,62 +49,19 @@ async function upload(t: Toolbox, req: FastifyRequest, body: Readable): Promise<
     const m = /^files\[(\d+)\]\.file$/.exec(name);
     const path = m ? paths.get(m[1]) : undefined;
     if (!m || path === undefined) {
-      failure ??= badRequest(m ? `${name}: its files[${m[1]}].path must come before it` : `unexpected part "${name}": send files[i].path, then files[i].file`);
+      files.fail(badRequest(m ? `${name}: its files[${m[1]}].path must come before it` : `unexpected part "${name}": send files[i].path, then files[i].file`));
       file.resume();
-      wake();
       return;
     }
-    parts.push({ path, ...detachable(file, { what: `the upload of ${path}` }) });
-    wake();
-  });
-  busboy.on("finish", () => {
-    finished = true;
-    wake();
-  });
-  busboy.on("error", (e: Error) => {
-    failure ??= badRequest(`the multipart body is malformed: ${e.message}`);
-    finished = true;
-    wake();
-  });
-  let writing: PassThrough | null = null;
-  const feeding = pipeline(body, busboy).catch((e) => {
-    failure ??= e;
-    finished = true;
-    // busboy leaves the part it was in open when its input breaks off: end it with the error, so
-    // the guest drops the file's temporary copy instead of waiting for the rest.
-    writing?.destroy(new BodyError(`the upload broke off: ${(e as Error).message}`));
-    for (const p of parts) p.stream.destroy(new BodyError("the upload broke off"));
-    wake();
+    files.add(path, file, `the upload of ${path}`);
   });
   const done: { path: string; bytes: number }[] = [];
-  // One file after another, as they arrive.
-  for (;;) {
-    const part = parts.shift();
-    if (part && failure) {
-      part.release();
-      continue;
-    }
-    if (part) {
-      try {
-        const path = t.resolve(part.path);
-        await t.sandbox.mkdir(posix.dirname(path), 0o755, t.as);
-        writing = part.stream;
-        if (failure) throw failure;
-        const { size } = await t.sandbox.writeFile(path, part.stream, { as: t.as });
-        writing = null;
-        done.push({ path, bytes: size });
-      } catch (e) {
-        part.release();
-        failure ??= e;
-      }
-      continue;
-    }
-    if (finished) break;
-    await new Promise<void>((r) => (notify = r));
-    notify = null;
-  }
-  await feeding;
-  if (failure) throw failure;
+  await files.each(async (asked, stream) => {
+    const path = t.resolve(asked);
+    await t.sandbox.mkdir(posix.dirname(path), 0o755, t.as);
+    const { size } = await t.sandbox.writeFile(path, stream, { as: t.as });
+    done.push({ path, bytes: size });
+  });
   return done;
 }
 

@@ -4,8 +4,7 @@
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { posix } from "node:path";
-import type { PassThrough, Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import type { Readable } from "node:stream";
 import { Busboy, type BusboyInstance } from "@fastify/busboy";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { toApiError } from "../../core/error-map.js";
@@ -14,7 +13,8 @@ import type { Forge } from "../../core/forge.js";
 import { readLength } from "../../core/guest/sandbox.js";
 import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
-import { BodyError, detachable } from "../../util/detachable.js";
+import { detachable } from "../../util/detachable.js";
+import { FileParts } from "../../util/file-parts.js";
 import { envdContext, hasToken, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
 
 /** Most files one multipart upload may carry. */
@@ -142,71 +142,26 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
 /** Writes each `file` part of a multipart body to its path (the `path` query wins for a single file). */
 async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: FilesQuery }>, body: Readable): Promise<ReturnType<typeof written>[]> {
   const results: ReturnType<typeof written>[] = [];
-  const parts: { path: string; stream: PassThrough; release: () => void }[] = [];
-  let failure: unknown = null;
-  let notify: (() => void) | null = null;
-  let finished = false;
   let busboy: BusboyInstance;
   try {
     busboy = Busboy({ headers: req.headers as { "content-type": string }, preservePath: true, limits: { files: MAX_PARTS, fields: 100 } });
   } catch (e) {
     throw badRequest(`Content-Type: ${(e as Error).message} (a multipart upload needs its boundary)`);
   }
+  const files = new FileParts(body, busboy, (m) => new ConnectError("invalid_argument", m));
   busboy.on("file", (field: string, file: Readable, filename: string) => {
     if (field !== "file") {
       file.resume();
       return;
     }
-    parts.push({ path: req.query.path ?? filename, ...detachable(file, { what: `the multipart part "${filename}"` }) });
-    notify?.();
+    files.add(req.query.path ?? filename, file, `the multipart part "${filename}"`);
   });
-  busboy.on("finish", () => {
-    finished = true;
-    notify?.();
+  await files.each(async (asked, stream) => {
+    if (!asked) throw badRequest("a file part has no filename: name the target path in it, or in the path query");
+    const path = resolvePath(ctx, asked);
+    await ctx.sandbox.writeFile(path, stream, { as: ctx.as });
+    results.push(written(path));
   });
-  busboy.on("error", (e: Error) => {
-    failure = new ConnectError("invalid_argument", `the multipart body is malformed: ${e.message}`);
-    finished = true;
-    notify?.();
-  });
-  let writing: PassThrough | null = null;
-  const feeding = pipeline(body, busboy).catch((e) => {
-    failure ??= e;
-    finished = true;
-    // busboy leaves the part it was in open when its input breaks off: end it with the error, so
-    // the guest drops the file's temporary copy instead of waiting for the rest.
-    writing?.destroy(new BodyError(`the upload broke off: ${(e as Error).message}`));
-    for (const p of parts) p.stream.destroy(new BodyError("the upload broke off"));
-    notify?.();
-  });
-  // Parts are written one after another, as they arrive.
-  for (;;) {
-    const part = parts.shift();
-    if (part && failure) {
-      part.release();
-      continue;
-    }
-    if (part) {
-      try {
-        if (!part.path) throw badRequest("a file part has no filename: name the target path in it, or in the path query");
-        const path = resolvePath(ctx, part.path);
-        writing = part.stream;
-        if (failure) throw failure;
-        await ctx.sandbox.writeFile(path, part.stream, { as: ctx.as });
-        writing = null;
-        results.push(written(path));
-      } catch (e) {
-        part.release();
-        failure ??= e;
-      }
-      continue;
-    }
-    if (finished) break;
-    await new Promise<void>((r) => (notify = r));
-    notify = null;
-  }
-  await feeding;
-  if (failure) throw failure;
   if (!results.length) throw badRequest('the upload holds no file: send parts named "file"');
   return results;
 }
