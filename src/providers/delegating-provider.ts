@@ -4,12 +4,13 @@
 // VM. The far sandbox is recorded on disk until it is destroyed, so that a server that died
 // leaves nothing running elsewhere after its successor's sweep.
 import { availableParallelism } from "node:os";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { AgentChannel } from "../agent-client/index.js";
 import type { Paths } from "../config/paths.js";
 import { ConsoleLog } from "./console-log.js";
 import { DelegatedVm } from "./delegated-vm.js";
+import { recordFar, sweepFar } from "./far-records.js";
 import { awaitHello, configure, HelloError } from "./handshake.js";
 import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmSpec } from "./provider.js";
 import { RemoteError, type RelayedStream } from "./relayed-agent.js";
@@ -75,7 +76,7 @@ export abstract class DelegatingProvider implements Provider {
     try {
       const t0 = Date.now();
       far = await this.create(spec);
-      await writeFile(join(dir, "far.json"), JSON.stringify({ ...far.record, where: this.where }));
+      await recordFar(dir, far.record, this.where);
       const { stream, exited } = await this.run(far, await this.agentBinary(), console);
       relay = stream;
       const channel = new AgentChannel(stream);
@@ -117,17 +118,12 @@ export abstract class DelegatingProvider implements Provider {
   /** Directories (and far sandboxes) an earlier server left: the far sandbox is destroyed, the directory removed. */
   async sweepOrphans(keep: Set<string>): Promise<string[]> {
     const live = new Set([...this.live].map((v) => v.info.id));
-    const gone: string[] = [];
-    for (const id of await readdir(this.dir).catch(() => [] as string[])) {
-      if (keep.has(id) || live.has(id)) continue;
-      const rec = await readFile(join(this.dir, id, "far.json"), "utf8")
-        .then((t) => JSON.parse(t) as Record<string, unknown>)
-        .catch(() => null);
-      if (rec && rec.where === this.where) await this.killRecord(rec).catch(ignore("the sweep is retried at the next start"));
-      await rm(join(this.dir, id), { recursive: true, force: true });
-      gone.push(id);
-    }
-    return gone;
+    return sweepFar(
+      this.dir,
+      this.where,
+      (id) => keep.has(id) || live.has(id),
+      (rec) => this.killRecord(rec),
+    );
   }
 
   async destroyAll(): Promise<void> {

@@ -6,12 +6,13 @@
 // below, a console log because it has none, stdin, terminals, ports and watches by the agent's.
 // A backend sandbox is recorded on disk until it is destroyed, so that one a dead server left is
 // destroyed by its successor's sweep.
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { Duplex, PassThrough } from "node:stream";
 import { AgentChannel } from "../../agent-client/index.js";
 import type { Paths } from "../../config/paths.js";
 import { ignore } from "../../util/ignore.js";
+import { recordFar, sweepFar } from "../far-records.js";
 import { awaitHello, configure, HelloError } from "../handshake.js";
 import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmInfo, type VmSpec, type VmUsage } from "../provider.js";
 import { probeBySpawn, validateSpec } from "../spec.js";
@@ -123,7 +124,7 @@ export class CustomProvider implements Provider {
         ...(spec.diskMb ? { disk_size_mb: spec.diskMb } : {}),
         metadata: { forgevm_id: spec.id },
       });
-      await writeFile(join(dir, "far.json"), JSON.stringify({ id: farId, where: this.opts.baseUrl }));
+      await recordFar(dir, { id: farId }, this.opts.baseUrl);
       // The channel and the agent played here, joined back to back.
       const toAgent = new PassThrough();
       const toHost = new PassThrough();
@@ -166,17 +167,12 @@ export class CustomProvider implements Provider {
   /** Backend sandboxes an earlier server recorded and no one keeps: destroyed, their records removed. */
   async sweepOrphans(keep: Set<string>): Promise<string[]> {
     const live = new Set([...this.live].map((v) => v.info.id));
-    const gone: string[] = [];
-    for (const id of await readdir(this.dir).catch(() => [] as string[])) {
-      if (keep.has(id) || live.has(id)) continue;
-      const rec = await readFile(join(this.dir, id, "far.json"), "utf8")
-        .then((t) => JSON.parse(t) as { id?: string; where?: string })
-        .catch(() => null);
-      if (rec?.id && rec.where === this.opts.baseUrl) await this.api.destroy(rec.id).catch(ignore("the sweep is retried at the next start"));
-      await rm(join(this.dir, id), { recursive: true, force: true });
-      gone.push(id);
-    }
-    return gone;
+    return sweepFar(
+      this.dir,
+      this.opts.baseUrl,
+      (id) => keep.has(id) || live.has(id),
+      (rec) => this.api.destroy(String(rec.id)),
+    );
   }
 
   async destroyAll(): Promise<void> {
