@@ -1,5 +1,7 @@
 // The unmodified Daytona SDK (npm `@daytonaio/sdk@0.218.0`) against a real server with real VMs,
 // configured as the README says: DAYTONA_API_URL at the server's /daytona, DAYTONA_API_KEY its key.
+// Past 400 lines because the calls share one sandbox made once (a create costs seconds under TCG),
+// and each describe goes on from the state the one before left.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";

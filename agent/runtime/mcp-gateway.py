@@ -7,7 +7,8 @@
 # Servers are `github/<owner>/<repo>` entries: the repository is taken from the image at
 # /opt/mcp/github/<owner>/<repo>, or cloned there with git when the image has git and the sandbox
 # may reach GitHub. The gateway answers with JSON (never SSE) and merges the servers' tools,
-# prompts and resources into one server.
+# prompts and resources into one server. Past 400 lines because it is one program, copied into
+# the guest whole and run there with nothing but Python's standard library.
 import argparse
 import hmac
 import http.server
