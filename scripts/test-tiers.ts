@@ -23,6 +23,7 @@ export const TIERS = {
     "log-caps",
     "mcp-policy",
     "qemu-args",
+    "shell-markers",
     "wire",
   ],
   /** HTTP behaviour: servers over a core, the local provider, or no sandbox at all where a VM adds nothing. */

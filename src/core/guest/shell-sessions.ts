@@ -15,7 +15,9 @@ import type { ProcessEnd, ProcessListener, ProcessSpec, TrackedProcess } from ".
 export const MAX_SESSIONS = 32;
 const KEEP_COMMANDS = 256;
 /** Output kept per command; beyond it the log says it was cut. */
-const MAX_LOG_BYTES = 32 * 1024 * 1024;
+const MAX_LOG_BYTES = 16 * 1024 * 1024;
+/** Output one session keeps in all: the oldest finished commands are forgotten past it. */
+const SESSION_LOG_BYTES = 32 * 1024 * 1024;
 /** Where async commands' stdin FIFOs live in the guest. */
 const FIFO_DIR = "/tmp/.forgevm-sessions";
 const RS = 0x1e;
@@ -36,7 +38,8 @@ export interface SessionCommandInfo {
 /** One command of a session: its output so far and, once it has finished, its exit code. */
 export class SessionCommand {
   readonly log: LogChunk[] = [];
-  private logBytes = 0;
+  /** Bytes kept in `log`. */
+  logBytes = 0;
   exitCode: number | undefined;
   private readonly followers = new Set<(c: LogChunk | null) => void>();
   /** The `cat` feeding an async command's stdin. */
@@ -66,7 +69,7 @@ export class SessionCommand {
     if (data.length === 0) return;
     if (this.logBytes + data.length > MAX_LOG_BYTES) {
       if (this.logBytes >= MAX_LOG_BYTES) return;
-      data = Buffer.concat([data.subarray(0, MAX_LOG_BYTES - this.logBytes), Buffer.from("\n[output cut: over 32 MiB]\n")]);
+      data = Buffer.concat([data.subarray(0, MAX_LOG_BYTES - this.logBytes), Buffer.from("\n[output cut: over 16 MiB]\n")]);
     }
     this.logBytes += data.length;
     const chunk = { stream, data };
@@ -95,8 +98,8 @@ export class SessionCommand {
   }
 }
 
-/** Splits a stream at its end marker, holding back a tail that may be the start of one. */
-class MarkerReader {
+/** Splits a stream at its end markers (`prefix`, a payload, RS), holding back a tail that may be the start of one. */
+export class MarkerReader {
   private pending: Buffer = Buffer.alloc(0);
 
   constructor(
@@ -219,6 +222,7 @@ export class ShellSession {
     this.stdoutDone = this.stderrDone = false;
     c?.end(this.pendingCode ?? 0);
     this.pendingCode = null;
+    this.forget();
   }
 
   /** Runs a command in the shell after those before it; an async one gets a stdin to write to. */
@@ -264,12 +268,15 @@ export class ShellSession {
     if (this.alive) await this.shell.signal(9).catch(ignore("the shell may have ended already"));
   }
 
-  /** Drops the oldest finished commands past the limit. */
+  /** Drops the oldest finished commands past the limits on their count and on the output kept. */
   private forget(): void {
-    if (this.commands.size <= KEEP_COMMANDS) return;
+    let bytes = 0;
+    for (const c of this.commands.values()) bytes += c.logBytes;
     for (const [id, c] of this.commands) {
-      if (this.commands.size <= KEEP_COMMANDS) break;
-      if (c.exitCode !== undefined) this.commands.delete(id);
+      if (this.commands.size <= KEEP_COMMANDS && bytes <= SESSION_LOG_BYTES) break;
+      if (c.exitCode === undefined) continue;
+      bytes -= c.logBytes;
+      this.commands.delete(id);
     }
   }
 }
