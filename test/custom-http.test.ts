@@ -234,11 +234,12 @@ describe("our custom provider on a backend that speaks only the protocol", () =>
     assert.equal((await apiRequest(other.url, "GET", `/sandboxes/${sb.body.id}/files/stat?path=/sub`)).body.is_dir, true);
     await apiRequest(other.url, "DELETE", `/sandboxes/${sb.body.id}`);
     assert.equal(sandboxes.size, 0);
-    for (const route of ["POST /spawn", "POST /exec", "POST /files", "GET /files/list", "GET /files", "GET /files/stat", "DELETE /sandboxes/"]) {
-      assert.ok(
-        requests.some((r) => r.startsWith(route.trim())),
-        `the backend got ${route}`,
-      );
-    }
+    // Each route as such ("GET /files" is the read, not a prefix of the list); the destroy names its sandbox.
+    for (const route of ["POST /spawn", "POST /exec", "POST /files", "GET /files/list", "GET /files", "GET /files/stat"])
+      assert.ok(requests.includes(route), `the backend got ${route}`);
+    assert.ok(
+      requests.some((r) => /^DELETE \/sandboxes\/tiny-/.test(r)),
+      "the backend got DELETE /sandboxes/{id}",
+    );
   });
 });

@@ -3,16 +3,18 @@
 // destroy, health), so that server can run its sandboxes here. Every route goes through the same
 // core operations as our REST API, behind the same API key (X-API-Key). Failures keep our error
 // body, which the protocol's client shows verbatim. docs/custom-http.md has the protocol.
+import { once } from "node:events";
 import { posix } from "node:path";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import type { Forge } from "../core/forge.js";
+import { readLength, type Sandbox } from "../core/guest/sandbox.js";
 import type { FileStat } from "../core/types.js";
 import { badRequest } from "../http/errors.js";
 import { ignore } from "../util/ignore.js";
 
 export const CUSTOM_HTTP_PREFIX = "/custom-http";
-/** Largest file the protocol's JSON write carries, and the most a read or an exec answers. */
+/** The most an exec answers of each of its output streams. */
 const MAX_BYTES = 64 * 1024 * 1024;
 
 const StrMap = Type.Record(Type.String(), Type.String());
@@ -66,8 +68,8 @@ function fileInfo(path: string, st: FileStat) {
 }
 
 /** A path as the protocol names it: absolute, else relative to the sandbox's working directory. */
-async function resolve(forge: Forge, id: string, path: string): Promise<string> {
-  return path.startsWith("/") ? path : posix.resolve(await forge.sandboxes.running(id).workDir(), path);
+async function resolve(sb: Sandbox, path: string): Promise<string> {
+  return path.startsWith("/") ? path : posix.resolve(await sb.workDir(), path);
 }
 
 export async function customHttpRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
@@ -86,7 +88,7 @@ export async function customHttpRoutes(app: FastifyInstance, { forge }: { forge:
     const sb = await sandbox(b.sandbox_id);
     // With args, the command is a program; without, a shell command line.
     const argv = b.args ? [b.command, ...b.args] : ["/bin/sh", "-c", b.command];
-    const opts = { env: b.env, cwd: b.workdir ? await resolve(forge, sb.id, b.workdir) : undefined };
+    const opts = { env: b.env, cwd: b.workdir ? await resolve(sb, b.workdir) : undefined };
     if (!b.stream) {
       const r = await sb.exec(argv, { ...opts, maxOutputBytes: MAX_BYTES });
       return { exit_code: r.exitCode, stdout: r.stdout, stderr: r.stderr };
@@ -114,7 +116,7 @@ export async function customHttpRoutes(app: FastifyInstance, { forge }: { forge:
   app.post("/files", { schema: { body: WriteBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof WriteBody> }>) => {
     const b = req.body;
     const sb = await sandbox(b.sandbox_id);
-    const path = await resolve(forge, sb.id, b.path);
+    const path = await resolve(sb, b.path);
     await sb.mkdir(posix.dirname(path), 0o755);
     const { size } = await sb.writeFile(path, b.content, b.mode !== undefined ? { mode: modeOf(b.mode) } : {});
     return { path, size };
@@ -122,44 +124,50 @@ export async function customHttpRoutes(app: FastifyInstance, { forge }: { forge:
 
   app.get("/files", { schema: { querystring: PathQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof PathQuery> }>, reply) => {
     const sb = await sandbox(req.query.sandbox_id);
-    const path = await resolve(forge, sb.id, req.query.path);
+    const path = await resolve(sb, req.query.path);
     const st = await sb.stat(path);
     if (st.type === "dir") throw badRequest(`${path} is a directory: list it with GET /files/list`);
-    return reply.type("application/octet-stream").send(await sb.readFile(path, MAX_BYTES));
+    // Streamed from the guest: a file that cannot be read fails here, as JSON, before any byte is sent.
+    const r = sb.readFileStream(path);
+    const opened = await Promise.race([r.stat, r.done.then(() => null)]);
+    await Promise.race([once(r.stream, "readable"), r.done]);
+    const length = opened ? readLength(path, opened) : undefined;
+    if (length !== undefined) reply.header("Content-Length", String(length));
+    return reply.type("application/octet-stream").send(r.stream);
   });
 
   app.get("/files/list", { schema: { querystring: PathQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof PathQuery> }>) => {
     const sb = await sandbox(req.query.sandbox_id);
-    const dir = await resolve(forge, sb.id, req.query.path);
+    const dir = await resolve(sb, req.query.path);
     return (await sb.listAllFiles(dir)).map((e) => fileInfo(posix.join(dir, e.name), e));
   });
 
   app.get("/files/stat", { schema: { querystring: PathQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof PathQuery> }>) => {
     const sb = await sandbox(req.query.sandbox_id);
-    const path = await resolve(forge, sb.id, req.query.path);
+    const path = await resolve(sb, req.query.path);
     return fileInfo(path, await sb.stat(path));
   });
 
   app.get("/files/glob", { schema: { querystring: GlobQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof GlobQuery> }>) => {
     const sb = await sandbox(req.query.sandbox_id);
-    return sb.glob(await resolve(forge, sb.id, req.query.pattern));
+    return sb.glob(await resolve(sb, req.query.pattern));
   });
 
   app.delete("/files", { schema: { body: DeleteBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof DeleteBody> }>) => {
     const sb = await sandbox(req.body.sandbox_id);
-    await sb.remove(await resolve(forge, sb.id, req.body.path), !!req.body.recursive);
+    await sb.remove(await resolve(sb, req.body.path), !!req.body.recursive);
     return { ok: true };
   });
 
   app.post("/files/move", { schema: { body: MoveBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof MoveBody> }>) => {
     const sb = await sandbox(req.body.sandbox_id);
-    await sb.move(await resolve(forge, sb.id, req.body.old_path), await resolve(forge, sb.id, req.body.new_path));
+    await sb.move(await resolve(sb, req.body.old_path), await resolve(sb, req.body.new_path));
     return { ok: true };
   });
 
   app.post("/files/chmod", { schema: { body: ChmodBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof ChmodBody> }>) => {
     const sb = await sandbox(req.body.sandbox_id);
-    await sb.chmod(await resolve(forge, sb.id, req.body.path), modeOf(req.body.mode));
+    await sb.chmod(await resolve(sb, req.body.path), modeOf(req.body.mode));
     return { ok: true };
   });
 

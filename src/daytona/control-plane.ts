@@ -229,20 +229,18 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
   );
 
   // The auto-* intervals, in minutes: auto-stop is our idle stop, auto-pause our idle pause; archive and delete are kept and shown.
-  app.post("/sandbox/:id/autostop/:minutes", { schema: { params: Interval, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Interval> }>) => {
-    const row = find(forge, req.params.id);
-    const n = Number(req.params.minutes);
-    if (n < 0) throw badRequest("autoStopInterval must be 0 (off) or more minutes");
-    forge.sandboxes.setIdle(row.id, n > 0 ? { ms: n * 60_000, action: "stop" } : null);
-    return {};
-  });
-  app.post("/sandbox/:id/autopause/:minutes", { schema: { params: Interval, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Interval> }>) => {
-    const row = find(forge, req.params.id);
-    const n = Number(req.params.minutes);
-    if (n < 0) throw badRequest("autoPauseInterval must be 0 (off) or more minutes");
-    forge.sandboxes.setIdle(row.id, n > 0 ? { ms: n * 60_000, action: "pause" } : null);
-    return {};
-  });
+  for (const [route, key, action] of [
+    ["autostop", "autoStopInterval", "stop"],
+    ["autopause", "autoPauseInterval", "pause"],
+  ] as const) {
+    app.post(`/sandbox/:id/${route}/:minutes`, { schema: { params: Interval, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Interval> }>) => {
+      const row = find(forge, req.params.id);
+      const n = Number(req.params.minutes);
+      if (n < 0) throw badRequest(`${key} must be 0 (off) or more minutes`);
+      forge.sandboxes.setIdle(row.id, n > 0 ? { ms: n * 60_000, action } : null);
+      return {};
+    });
+  }
   for (const [route, key, min] of [
     ["autoarchive", "autoArchiveInterval", 0],
     ["autodelete", "autoDeleteInterval", -1],

@@ -50,8 +50,8 @@ export function baseUrl(req: FastifyRequest, prefix: string): string {
 }
 
 const minutes = (row: SandboxRow, key: string, dflt: number) => {
-  const v = Number(extraOf(row, key));
-  return Number.isFinite(v) && extraOf(row, key) !== undefined ? v : dflt;
+  const v = extraOf(row, key);
+  return v !== undefined && Number.isFinite(Number(v)) ? Number(v) : dflt;
 };
 
 /** The SandboxDto: every field the SDKs require (Python's strict models included), typed as they expect. */

@@ -12,14 +12,12 @@ import type { Forge } from "../core/forge.js";
 import { PORT_PLACEHOLDER } from "../core/network.js";
 import { badRequest } from "../http/errors.js";
 import { forwardRequest } from "../http/forward.js";
-import { sandboxHostOf } from "../http/sandbox-host.js";
+import { LOCALHOST, sandboxHostOf } from "../http/sandbox-host.js";
 import { ignore } from "../util/ignore.js";
 import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
 import { TRAFFIC_TOKEN } from "./views.js";
 
 export const TRAFFIC_TOKEN_HEADER = "e2b-traffic-access-token";
-/** The loopback domain every Host under which browsers and curl resolve to this machine (RFC 6761). */
-const LOCALHOST = "localhost";
 
 /** The domain create and connect answer for a request: the configured one, else localhost with the port it came in on. */
 export function domainFor(req: FastifyRequest, configured: string | undefined): string {

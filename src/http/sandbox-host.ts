@@ -2,7 +2,7 @@
 // wildcard previews under a domain of their own. One parser for both, so they read a Host alike.
 
 /** The loopback domain every Host under which browsers and curl resolve to this machine (RFC 6761). */
-const LOCALHOST = "localhost";
+export const LOCALHOST = "localhost";
 
 /**
  * The sandbox and port a Host header names (`<port>-<id>.<domain>`), or null. With a configured

@@ -86,8 +86,10 @@ export class CustomApi {
     await this.send("POST", "/files", { sandbox_id: sandboxId, path, content, ...(mode !== undefined ? { mode: mode.toString(8).padStart(4, "0") } : {}) });
   }
 
-  async readFile(sandboxId: string, path: string): Promise<Buffer> {
-    return Buffer.from(await (await this.send("GET", `/files${this.q({ sandbox_id: sandboxId, path })}`)).arrayBuffer());
+  /** A file's bytes as the backend sends them, chunk by chunk (never the whole file in memory). */
+  async readFile(sandboxId: string, path: string): Promise<AsyncIterable<Uint8Array>> {
+    const r = await this.send("GET", `/files${this.q({ sandbox_id: sandboxId, path })}`);
+    return (r.body ?? []) as AsyncIterable<Uint8Array>;
   }
 
   async list(sandboxId: string, path: string): Promise<CustomFileInfo[]> {

@@ -139,6 +139,12 @@ export class ProtocolAgent {
 
   /** Sends one channel's bytes within the host's credit, then its EOF. */
   private async sendChannel(id: number, channel: number, data: Buffer): Promise<void> {
+    await this.sendBytes(id, channel, data);
+    this.out.write(encodeFrame(id, Kind.Data, channel, Flag.Eof));
+  }
+
+  /** Sends bytes on a channel within the host's credit, waiting for more credit as it runs out. */
+  private async sendBytes(id: number, channel: number, data: Buffer): Promise<void> {
     const key = `${id}:${channel}`;
     for (let at = 0; at < data.length; ) {
       let have = this.credit.get(key) ?? INITIAL_WINDOW;
@@ -152,7 +158,6 @@ export class ProtocolAgent {
       at += n;
     }
     this.creditWaits.delete(key);
-    this.out.write(encodeFrame(id, Kind.Data, channel, Flag.Eof));
   }
 
   /** Refuses a request made as another user than the backend's own. */
@@ -182,11 +187,20 @@ export class ProtocolAgent {
         const st = await this.api.stat(this.sandboxId, path);
         if (st.isDir) throw new OpError("EISDIR", `${path} is a directory`);
         this.out.write(encodeJson(id, Kind.Event, { event: "stat", ...statOf(st) }));
-        let bytes = await this.api.readFile(this.sandboxId, path);
-        const offset = typeof req.offset === "number" ? req.offset : 0;
-        if (offset || typeof req.length === "number") bytes = bytes.subarray(offset, typeof req.length === "number" ? offset + req.length : undefined);
-        await this.sendChannel(id, Channel.Stdout, bytes);
-        return { size: bytes.length };
+        // The part asked for (offset, length) of the backend's bytes, passed on as they come.
+        const from = typeof req.offset === "number" ? req.offset : 0;
+        const to = typeof req.length === "number" ? from + req.length : Number.POSITIVE_INFINITY;
+        let at = 0;
+        let sent = 0;
+        for await (const chunk of await this.api.readFile(this.sandboxId, path)) {
+          const part = Buffer.from(chunk).subarray(Math.max(0, from - at), Math.max(0, to - at));
+          at += chunk.length;
+          if (part.length) await this.sendBytes(id, Channel.Stdout, part);
+          sent += part.length;
+          if (at >= to) break;
+        }
+        this.out.write(encodeFrame(id, Kind.Data, Channel.Stdout, Flag.Eof));
+        return { size: sent };
       }
       case "write":
         return this.write(id, req, path);
