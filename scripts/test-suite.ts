@@ -333,6 +333,8 @@ async function main(): Promise<number> {
     return code;
   } finally {
     if (user) {
+      // A stop leaves sandboxes running (server.on_stop: keep): the stand-in's own goes first.
+      await api(user, "DELETE", `/sandboxes/${user.sandbox}`).catch(() => null);
       user.server.kill("SIGTERM");
       await new Promise((r) => (user!.server.exitCode !== null ? r(null) : user!.server.once("exit", r)));
       user.registry.stop();

@@ -69,6 +69,8 @@ export async function testConfig(change: (c: Config) => void = () => {}, images?
   const c = defaultConfig({});
   c.data_dir = await testDataDir(images, o);
   c.server.port = 0;
+  // A test's server ends its sandboxes when it stops: nothing it made outlives the test.
+  c.server.on_stop = "destroy";
   change(c);
   return c;
 }

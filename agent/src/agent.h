@@ -33,7 +33,13 @@ typedef struct sess {
   int in_fd, out_fd, err_fd, pty;
   int64_t credit[3];
   int exited, status, timed_out;
-  int detached; /* its host is gone but it runs on: output is read and dropped (detach_sessions) */
+  int detached; /* its host is gone but it runs on, kept for the host that adopts it (exec_detach) */
+  int ended;    /* detached and exited: its exit and kept output wait for an adopt */
+  uint8_t *kept[3]; /* a detached process's newest output, per channel, for the host that adopts it */
+  size_t kept_len[3];
+  uint64_t kept_lost; /* bytes it wrote while detached that were not kept */
+  char *note;   /* the host's words about the process (exec "note"), given back by procs */
+  char *cmd;    /* the start of its command line, for procs */
   uint64_t deadline_ms, grace_ms;
   char *inbuf;
   size_t inlen, inoff;
@@ -103,6 +109,9 @@ void exec_reap(pid_t pid, int status);
 void exec_tick(sess *s, uint64_t now);
 void exec_detach(sess *s);
 uint64_t exec_next_deadline(sess *s);
+int exec_detached_count(void);
+void op_procs(uint32_t id, const jdoc *d);
+void op_adopt(uint32_t id, const jdoc *d);
 
 /* files.c */
 void op_write(uint32_t id, const jdoc *d);

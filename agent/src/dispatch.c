@@ -44,6 +44,7 @@ static const struct op {
     {"freeze", op_freeze, 0, "commit"},     {"mount", op_mount, 0, "volumes"},
     {"share", op_share, 0, "host-dirs"},    {"hold", op_hold, 0, "continue-sessions"},
     {"reclaim", op_reclaim, 0, "reclaim"},
+    {"procs", op_procs, 0, "adopt"},        {"adopt", op_adopt, 0, "adopt"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
@@ -66,6 +67,9 @@ void op_hello_as(uint32_t id, const char *nonce, int continued) {
     jb_str(&b, nonce, strlen(nonce));
   }
   if (continued) jb_cstr(&b, ",\"continued\":true");
+  /* processes a host that went away left running: a new host lists them (procs) only when there are some */
+  int detached = exec_detached_count();
+  if (detached) { jb_cstr(&b, ",\"detached\":"); jb_int(&b, detached); }
   jb_cstr(&b, ",\"features\":[");
   int first = 1;
   for (size_t i = 0; i < N_OPS; i++) {

@@ -25,6 +25,16 @@ extern char **environ;
 #define EXIT_GRACE_MS 200  /* after exit, how long to wait for pipes held open by background jobs */
 #define MAX_ARGS 4096
 #define MAX_ENV 4096
+#define MAX_NOTE 8192      /* the host's words about a process (exec "note") */
+#define MAX_CMD 256        /* how much of a command line procs shows */
+/* A detached process's output is kept for the host that adopts it: the newest KEEP_PER_STREAM
+ * bytes of each stream, at most KEEP_TOTAL over all of them (past it, new output is counted as
+ * lost), and the exits of at most KEEP_ENDED processes that ended while detached. */
+#define KEEP_PER_STREAM (256u * 1024)
+#define KEEP_TOTAL (8u * 1024 * 1024)
+#define KEEP_ENDED 64
+
+static size_t kept_total;
 
 static void *tag_of(sess *s, int which) { return (void *)((uintptr_t)s | (uintptr_t)which); }
 
@@ -65,6 +75,40 @@ static void close_stream(sess *s, int which) {
   close(*fd);
   *fd = -1;
   if (which != CH_IN && !s->detached) send_frame(s->id, K_DATA, (uint8_t)which, F_EOF, NULL, 0);
+}
+
+/* Keeps the newest output of a detached process, within its stream's and the agent's bounds. */
+static void keep_output(sess *s, int which, const char *p, size_t n) {
+  size_t have = s->kept_len[which];
+  size_t next = have + n < KEEP_PER_STREAM ? have + n : KEEP_PER_STREAM;
+  if (next > have && kept_total + (next - have) > KEEP_TOTAL) { s->kept_lost += n; return; }
+  if (n > next) { s->kept_lost += n - next; p += n - next; n = next; }
+  if (next > have) {
+    uint8_t *nb = realloc(s->kept[which], next);
+    if (!nb) { s->kept_lost += n; return; }
+    s->kept[which] = nb;
+    kept_total += next - have;
+  }
+  size_t drop = have + n - next; /* the oldest bytes that make room */
+  memmove(s->kept[which], s->kept[which] + drop, have - drop);
+  memcpy(s->kept[which] + have - drop, p, n);
+  s->kept_len[which] = next;
+  s->kept_lost += drop;
+}
+
+static void unkeep(sess *s, int which) {
+  kept_total -= s->kept_len[which];
+  free(s->kept[which]);
+  s->kept[which] = NULL;
+  s->kept_len[which] = 0;
+}
+
+/* What only an exec session holds, released with it (its on_free hook). */
+static void exec_free(sess *s) {
+  unkeep(s, CH_OUT);
+  unkeep(s, CH_ERR);
+  free(s->note);
+  free(s->cmd);
 }
 
 static void flush_stdin(sess *s) {
@@ -121,7 +165,7 @@ static void pump_output(sess *s, int which) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && errno == EAGAIN) break;
     if (r <= 0) { close_stream(s, which); return; } /* EOF, or EIO from a PTY whose slave closed */
-    if (s->detached) continue; /* nobody to send it to: dropped, so the process never blocks */
+    if (s->detached) { keep_output(s, which, buf, (size_t)r); continue; } /* the process never blocks */
     s->credit[which] -= r;
     send_frame(s->id, K_DATA, (uint8_t)which, 0, buf, (size_t)r);
     if ((size_t)r < want) break;
@@ -148,17 +192,39 @@ void exec_reap(pid_t pid, int status) {
 }
 
 uint64_t exec_next_deadline(sess *s) {
+  if (s->ended) return 0;
   if (!s->exited) return s->deadline_ms;
   return s->grace_ms;
 }
 
+static int exit_code(const sess *s, int *sig) {
+  *sig = 0;
+  if (s->timed_out) return 124;
+  if (WIFEXITED(s->status)) return WEXITSTATUS(s->status);
+  if (WIFSIGNALED(s->status)) { *sig = WTERMSIG(s->status); return 128 + *sig; }
+  return 255;
+}
+
+static int ended_count(void) {
+  int n = 0;
+  for (sess *s = sessions; s; s = s->next) n += s->type == S_EXEC && s->ended;
+  return n;
+}
+
+int exec_detached_count(void) {
+  int n = 0;
+  for (sess *s = sessions; s; s = s->next) n += s->type == S_EXEC && s->detached;
+  return n;
+}
+
 static void finish(sess *s) {
-  if (s->detached) { sess_free(s); return; }
-  int code, sig = 0;
-  if (s->timed_out) code = 124;
-  else if (WIFEXITED(s->status)) code = WEXITSTATUS(s->status);
-  else if (WIFSIGNALED(s->status)) { sig = WTERMSIG(s->status); code = 128 + sig; }
-  else code = 255;
+  if (s->detached) {
+    /* Its exit waits for a host to adopt it; past the bound, this one is forgotten. */
+    if (ended_count() >= KEEP_ENDED) sess_free(s);
+    else s->ended = 1;
+    return;
+  }
+  int sig, code = exit_code(s, &sig);
   jbuf b;
   jb_init(&b);
   jb_cstr(&b, "{\"ok\":true,\"exit_code\":");
@@ -172,6 +238,7 @@ static void finish(sess *s) {
 }
 
 void exec_tick(sess *s, uint64_t now) {
+  if (s->ended) return;
   if (!s->exited && s->deadline_ms && now >= s->deadline_ms) {
     s->timed_out = 1;
     s->deadline_ms = 0;
@@ -195,15 +262,18 @@ void exec_tick(sess *s, uint64_t now) {
   finish(s);
 }
 
-/* A process whose host went away while a new one took over the guest (a paused sandbox that
- * resumed): it keeps running, its stdin reaches EOF, its output is read and dropped, and it is
- * reaped without a word. Its session leaves the host's id space so new requests cannot collide. */
+/* A process whose host went away (the server stopped, or another one took over the guest: a
+ * paused sandbox resumed, a snapshot restored): it keeps running with its stdin open, its output
+ * is read and kept (keep_output) so it never blocks, its exit waits for a host, and its session
+ * leaves the host's id space so new requests cannot collide. A host finds it with procs and
+ * takes it over with adopt. */
 void exec_detach(sess *s) {
   static uint32_t next_id = 0x80000000u;
   s->detached = 1;
   s->id = next_id++;
+  if (next_id < 0x80000000u) next_id = 0x80000000u;
   s->inlen = s->inoff = 0;
-  if (s->in_fd >= 0 && !s->pty) close_stream(s, CH_IN);
+  s->in_unacked = 0;
   s->credit[CH_OUT] = s->credit[CH_ERR] = INITIAL_WINDOW;
   if (s->out_fd >= 0) rearm(s, CH_OUT);
   if (s->err_fd >= 0) rearm(s, CH_ERR);
@@ -289,6 +359,15 @@ void op_exec(uint32_t id, const jdoc *d) {
   }
   cwd = req_str(d, "cwd");
   user = req_str(d, "user");
+  char *note = req_str(d, "note");
+  if (note && strlen(note) > MAX_NOTE) {
+    send_error(id, "EINVAL", "\"note\" must be at most %d bytes", MAX_NOTE);
+    free(note);
+    free_strv(argv);
+    free(cwd);
+    free(user);
+    return;
+  }
 
   /* Resolve the user before forking so that a bad name is an error reply, not a dead child. */
   uid_t uid = 0;
@@ -402,6 +481,20 @@ void op_exec(uint32_t id, const jdoc *d) {
   if (!s) { kill(-pid, SIGKILL); send_error(id, "ENOMEM", "agent out of memory"); goto out; }
   s->pid = pid;
   s->pty = use_pty;
+  s->on_free = exec_free;
+  s->note = note;
+  note = NULL;
+  {
+    jbuf c;
+    jb_init(&c);
+    for (char **a = argv; *a && c.len < MAX_CMD; a++) {
+      if (a != argv) jb_raw(&c, " ", 1);
+      jb_raw(&c, *a, strlen(*a));
+    }
+    if (!c.oom && c.len > MAX_CMD) c.len = MAX_CMD;
+    s->cmd = c.oom ? NULL : strndup(c.buf ? c.buf : "", c.len);
+    jb_free(&c);
+  }
   if (use_pty) {
     close(slave);
     fcntl(master, F_SETFL, O_NONBLOCK);
@@ -436,6 +529,7 @@ out:
   free_strv(env);
   free(cwd);
   free(user);
+  free(note);
 }
 
 void op_signal(uint32_t id, const jdoc *d) {
@@ -460,4 +554,90 @@ void op_resize(uint32_t id, const jdoc *d) {
   struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
   if (ioctl(s->out_fd, TIOCSWINSZ, &ws) < 0) { send_errno(id, errno, "resize"); return; }
   send_ok(id);
+}
+
+/* procs: the detached processes (see exec_detach), running or ended, with the note their exec
+ * gave; the host adopts the ones it wants by their id. Feature adopt. */
+void op_procs(uint32_t id, const jdoc *d) {
+  (void)d;
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"ok\":true,\"procs\":[");
+  int first = 1, truncated = 0;
+  for (sess *s = sessions; s; s = s->next) {
+    if (s->type != S_EXEC || !s->detached) continue;
+    if (b.len > MAX_PAYLOAD - 2 * (MAX_NOTE * 6 + MAX_CMD * 6 + 256)) { truncated = 1; break; }
+    if (!first) jb_cstr(&b, ",");
+    first = 0;
+    jb_cstr(&b, "{\"id\":");
+    jb_uint(&b, s->id);
+    jb_cstr(&b, ",\"pid\":");
+    jb_int(&b, s->pid);
+    jb_cstr(&b, s->ended ? ",\"running\":false" : ",\"running\":true");
+    if (s->ended) {
+      int sig, code = exit_code(s, &sig);
+      jb_cstr(&b, ",\"exit_code\":");
+      jb_int(&b, code);
+      if (sig) { jb_cstr(&b, ",\"signal\":"); jb_int(&b, sig); }
+      if (s->timed_out) jb_cstr(&b, ",\"timed_out\":true");
+    }
+    jb_cstr(&b, s->pty ? ",\"pty\":true" : ",\"pty\":false");
+    jb_cstr(&b, s->in_fd >= 0 ? ",\"stdin\":true" : ",\"stdin\":false");
+    jb_cstr(&b, ",\"kept\":");
+    jb_uint(&b, s->kept_len[CH_OUT] + s->kept_len[CH_ERR]);
+    jb_cstr(&b, ",\"lost\":");
+    jb_uint(&b, s->kept_lost);
+    if (s->cmd) { jb_cstr(&b, ",\"cmd\":"); jb_str(&b, s->cmd, strlen(s->cmd)); }
+    if (s->note) { jb_cstr(&b, ",\"note\":"); jb_str(&b, s->note, strlen(s->note)); }
+    jb_cstr(&b, "}");
+  }
+  jb_cstr(&b, truncated ? "],\"truncated\":true}" : "]}");
+  if (b.oom) send_error(id, "ENOMEM", "agent out of memory");
+  else send_json(id, K_RES, &b);
+  jb_free(&b);
+}
+
+/* Sends what a detached process wrote while no host held it, as its stream's first data. */
+static void send_kept(sess *s, int which) {
+  for (size_t off = 0; off < s->kept_len[which]; off += DATA_CHUNK) {
+    size_t n = s->kept_len[which] - off < DATA_CHUNK ? s->kept_len[which] - off : DATA_CHUNK;
+    send_frame(s->id, K_DATA, (uint8_t)which, 0, s->kept[which] + off, n);
+    s->credit[which] -= (int64_t)n;
+  }
+  unkeep(s, which);
+}
+
+/* adopt {target}: a host takes over a detached process as if its own exec had started it: the
+ * reply stream (this request's id) gets the "started" event, the output kept meanwhile, then the
+ * live output, stdin if it is still open, and the exit as exec's reply. Feature adopt. */
+void op_adopt(uint32_t id, const jdoc *d) {
+  int64_t target;
+  if (req_int(d, "target", -1, &target) < 0 || target < 0) { send_error(id, "EINVAL", "\"target\" (a detached process's id from procs) is required"); return; }
+  sess *s = sess_find((uint32_t)target);
+  if (!s || s->type != S_EXEC || !s->detached) { send_error(id, "ESRCH", "no detached process with id %lld", (long long)target); return; }
+  s->id = id;
+  s->detached = 0;
+  s->credit[CH_OUT] = s->credit[CH_ERR] = INITIAL_WINDOW;
+  jbuf b;
+  jb_init(&b);
+  jb_cstr(&b, "{\"event\":\"started\",\"pid\":");
+  jb_int(&b, s->pid);
+  jb_cstr(&b, ",\"adopted\":true");
+  if (s->kept_lost) { jb_cstr(&b, ",\"lost\":"); jb_uint(&b, s->kept_lost); }
+  jb_cstr(&b, "}");
+  send_json(id, K_EVENT, &b);
+  jb_free(&b);
+  s->kept_lost = 0;
+  send_kept(s, CH_OUT);
+  send_kept(s, CH_ERR);
+  if (s->out_fd < 0) send_frame(id, K_DATA, CH_OUT, F_EOF, NULL, 0);
+  if (s->err_fd < 0) send_frame(id, K_DATA, CH_ERR, F_EOF, NULL, 0);
+  if (s->ended) {
+    s->ended = 0;
+    finish(s);
+    return;
+  }
+  if (s->out_fd >= 0) rearm(s, CH_OUT);
+  if (s->err_fd >= 0) rearm(s, CH_ERR);
+  if (s->in_fd >= 0 && !s->pty) rearm(s, CH_IN);
 }

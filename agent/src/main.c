@@ -117,8 +117,9 @@ static void port_watch_update(void) {
 }
 
 /* Streams and queued output of a host that is gone: nobody will read the output or answer for
- * the requests, so processes in flight are killed, transfers dropped, and queued output —
- * possibly a half-written frame — discarded. Processes that execs left in the background live on. */
+ * the requests, so transfers are dropped and queued output (possibly a half-written frame)
+ * discarded. Processes in flight are detached, kept for a host to adopt (exec_detach), or killed
+ * when a host that restores a snapshot says so. */
 static int sessions_dropped; /* sessions were freed during the current epoll batch */
 static void drop_sessions(int keep_processes) {
   sessions_dropped = 1;
@@ -132,10 +133,11 @@ static void drop_sessions(int keep_processes) {
   outq_clear();
 }
 
-/* The host went away (server crash or restart): its streams go, and so does any half-read
- * frame, so that the next host starts on a frame boundary with a fresh HELLO. */
+/* The host went away (the server stopped, crashed or is being upgraded): its streams go, and so
+ * does any half-read frame, so that the next host starts on a frame boundary with a fresh HELLO.
+ * Its processes run on, detached, for the next host to adopt: a server's restart ends no work. */
 static void drop_host_state(void) {
-  drop_sessions(0);
+  drop_sessions(1);
   inlen = 0;
   skip_left = 0;
 }

@@ -9,7 +9,7 @@ import { AgentError, AgentTimeoutError, ChannelClosedError } from "./errors.js";
 import { helloProblem, missingFeature } from "./features.js";
 import type { ConnectRequest, DirChange, ErrorReply, ExecRequest, Hello, ListenRequest, ReadRequest, ShareRequest, SimpleOps, WatchRequest, WriteRequest } from "./messages.js";
 import type { Mux, RequestOptions, StreamParts } from "./mux.js";
-import { exec, execBuffered, type BufferedExecResult, type ExecSession } from "./ops/exec.js";
+import { adopt, exec, execBuffered, type BufferedExecResult, type ExecSession } from "./ops/exec.js";
 import { readFile, readFileBuffer, writeFile, type ReadFileStream } from "./ops/files.js";
 import { connect, listen, type GuestListener, type Tunnel } from "./ops/tcp.js";
 import { watch, type DirWatch } from "./ops/watch.js";
@@ -159,6 +159,11 @@ export class AgentChannel extends EventEmitter implements Mux {
   /** Starts a process; stdout and stderr arrive as they are produced (ops/exec.ts). */
   exec(req: Omit<ExecRequest, "op">): ExecSession {
     return exec(this, req);
+  }
+
+  /** Takes over a detached process `procs` listed (feature adopt); `stdin` when it still has one open. */
+  adopt(target: number, stdin: boolean): ExecSession {
+    return adopt(this, target, stdin);
   }
 
   /** Runs a process to completion, collecting at most maxOutputBytes of each stream. */

@@ -16,6 +16,14 @@ export class ChannelClosedError extends Error {
   override name = "ChannelClosedError";
 }
 
+/**
+ * The host let go of the channel on purpose: its server is stopping and leaves the VM running,
+ * with every process, for the next server to take back. Streams in flight end with this.
+ */
+export class HostLeftError extends ChannelClosedError {
+  override name = "HostLeftError";
+}
+
 /** A request got no answer within its deadline. */
 export class AgentTimeoutError extends Error {
   override name = "AgentTimeoutError";

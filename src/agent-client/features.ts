@@ -34,11 +34,13 @@ export const OP_FEATURES: Record<string, string> = {
   share: "host-dirs",
   hold: "continue-sessions",
   reclaim: "reclaim",
+  procs: "adopt",
+  adopt: "adopt",
 };
 
 /** The feature an optional field needs, by operation and field. */
 export const FIELD_FEATURES: Record<string, Record<string, string>> = {
-  exec: { pty: "pty" },
+  exec: { pty: "pty", note: "adopt" },
   configure: { net: "nic" },
   list: { offset: "archive" },
   close: { transfer: "close-transfers" },

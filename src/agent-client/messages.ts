@@ -12,6 +12,8 @@ export interface Hello {
   nonce?: string;
   /** The guest carried every stream over to a host that asked to continue (feature continue-sessions). */
   continued?: boolean;
+  /** Processes a host that went away left running, waiting for `procs` and `adopt` (feature adopt); absent when none. */
+  detached?: number;
 }
 
 export interface ExecRequest {
@@ -31,6 +33,29 @@ export interface ExecRequest {
   /** File creation mask of the process (default: the agent's, 022). */
   umask?: number;
   pty?: { rows: number; cols: number };
+  /** The host's words about the process (at most 8 KiB), given back by `procs` when a later host finds it detached (feature adopt). */
+  note?: string;
+}
+
+/** A process that a host that went away left running (or that ended since), as `procs` lists it. */
+export interface DetachedProcess {
+  /** What `adopt` names it by (the agent's own id, not the pid: a pid may be reused once it ended). */
+  id: number;
+  pid: number;
+  running: boolean;
+  /** How it ended, once it has. */
+  exit_code?: number;
+  signal?: number;
+  timed_out?: boolean;
+  pty: boolean;
+  /** Its stdin is still open: the adopting host can write to it. */
+  stdin: boolean;
+  /** Bytes of output kept for the adopter, and bytes it wrote that were not kept. */
+  kept: number;
+  lost: number;
+  /** The start of its command line. */
+  cmd?: string;
+  note?: string;
 }
 
 export interface ExecResult {
@@ -43,6 +68,9 @@ export interface ExecResult {
 export interface ExecStarted {
   event: "started";
   pid: number;
+  /** An adopted process (feature adopt): its output so far follows, less `lost` bytes it wrote while no host held it. */
+  adopted?: boolean;
+  lost?: number;
 }
 
 /**
@@ -201,6 +229,8 @@ export interface SimpleOps {
   signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };
   resize: { req: { op: "resize"; target: number; rows: number; cols: number }; res: { ok: true } };
   shutdown: { req: { op: "shutdown" }; res: { ok: true } };
+  /** The processes a host that went away left running (feature adopt). */
+  procs: { req: { op: "procs" }; res: { ok: true; procs: DetachedProcess[]; truncated?: boolean } };
   /**
    * Ends a tunnel, listener or watch at once (its own stream then replies `{closed: true}`); with
    * `transfer`, a read or write instead (it replies ECANCELED, and a write leaves no file).

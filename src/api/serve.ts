@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { ConfigError, type Config } from "../config/config.js";
 import { templateBody } from "../core/sandboxes/template-ops.js";
 import { forgeOptions } from "../core/forge-options.js";
-import { Forge } from "../core/forge.js";
+import { Forge, type OnStop, type StopReport, type TakeBackReport } from "../core/forge.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { policyFromConfig } from "../mcp/policy.js";
 import { buildApp } from "./app.js";
@@ -18,7 +18,8 @@ export interface RunningServer {
   app: FastifyInstance;
   forge: Forge;
   url: string;
-  close(): Promise<void>;
+  /** Stops serving; its sandboxes are left, paused or destroyed as `mode` says (default: the config's server.on_stop). */
+  close(mode?: OnStop): Promise<StopReport>;
 }
 
 /** Starts the server from a validated config; resolves once it listens. */
@@ -83,19 +84,21 @@ export async function startServer(
       throw new ConfigError(`joining the cluster at ${redactUrl(cfg.cluster.database)}: ${(e as Error).message}`);
     }
   }
-  let closing: Promise<void> | null = null;
-  const close = () =>
+  let closing: Promise<StopReport> | null = null;
+  const close = (mode: OnStop = cfg.server.on_stop) =>
     (closing ??= (async () => {
       // Stop accepting and let requests in flight finish, but not forever: after the grace
-      // period the VMs are stopped, which ends whatever still runs in them.
+      // period the sandboxes are let go of (or paused, or destroyed), which ends the streams
+      // still open with a reason, while what runs in a sandbox that is kept goes on.
       const draining = app.close();
       // Connections that were busy when closing began go idle later and would otherwise stay
       // open until their keep-alive timeout (72 s), holding the close up.
       const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
       void draining.finally(() => clearInterval(sweep));
       const graceOver = await Promise.race([draining.then(() => false), sleep(SHUTDOWN_GRACE_MS, undefined, { ref: false }).then(() => true)]);
-      await forge.close(); // stop the VMs and leave the store consistent
+      const report = await forge.close(mode); // leaves the store consistent
       if (graceOver) await draining;
+      return report;
     })());
   return { app, forge, url: address, close };
 }
@@ -140,11 +143,17 @@ export async function serveForever(version: string, cfg: Config, notes: string[]
   // provider's health is still being read must be graceful too.
   const stopped = new Promise<void>((resolve) => {
     const stop = (sig: string) => {
-      console.log(`forgevm: ${sig}, shutting down`);
-      server.close().then(resolve, (e) => {
-        console.error(`forgevm: shutdown failed: ${e.message}`);
-        resolve();
-      });
+      console.log(`forgevm: ${sig}, shutting down (server.on_stop: ${cfg.server.on_stop})`);
+      server.close().then(
+        (report) => {
+          for (const line of stopLines(report)) console.log(`forgevm: ${line}`);
+          resolve();
+        },
+        (e) => {
+          console.error(`forgevm: shutdown failed: ${e.message}`);
+          resolve();
+        },
+      );
     };
     process.once("SIGINT", () => stop("SIGINT"));
     process.once("SIGTERM", () => stop("SIGTERM"));
@@ -162,5 +171,31 @@ export async function serveForever(version: string, cfg: Config, notes: string[]
       if (p.details.warning) console.log(`warning: provider ${p.name} is ${p.details.warning}`);
     }
   }
+  for (const line of tookBackLines(server.forge.tookBack())) console.log(`forgevm: ${line}`);
   await stopped;
+}
+
+/** What a start took back from the server before it, a line per kind, for the server's output. */
+export function tookBackLines(r: TakeBackReport): string[] {
+  const procs = r.reattached.reduce((n, x) => n + x.processes, 0);
+  return [
+    ...(r.reattached.length
+      ? [
+          `took back ${r.reattached.length} running sandbox${r.reattached.length === 1 ? "" : "es"} (${procs} process${procs === 1 ? "" : "es"} running in them): ${r.reattached.map((x) => x.id).join(", ")}`,
+        ]
+      : []),
+    ...(r.resumed.length ? [`resumed ${r.resumed.length} sandbox${r.resumed.length === 1 ? "" : "es"} paused by the last stop: ${r.resumed.join(", ")}`] : []),
+    ...r.failed.map((f) => `could not take back ${f.id}: ${f.error}`),
+  ];
+}
+
+/** What a stop did to the sandboxes, a line per kind, for the server's output. */
+export function stopLines(r: StopReport): string[] {
+  const line = (ids: string[], what: string) => (ids.length ? [`${ids.length} sandbox${ids.length === 1 ? "" : "es"} ${what}: ${ids.join(", ")}`] : []);
+  return [
+    ...line(r.kept, "left running for the next start"),
+    ...line(r.paused, "paused to disk; the next start resumes them"),
+    ...line(r.stopped, "stopped; their restart policy starts them again at the next start"),
+    ...line(r.destroyed, "destroyed"),
+  ];
 }

@@ -28,6 +28,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
       headers_timeout: "10s",
       body_idle_timeout: "60s",
       max_pending_connections: 256,
+      on_stop: "keep",
     },
     auth: { enabled: true, api_key: "" },
     defaults: { image: "forgevm/debian:bookworm", memory_mb: 512, vcpus: 1, disk_mb: 2048, ttl: "30m" },

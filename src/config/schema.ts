@@ -27,6 +27,12 @@ export const ConfigSchema = Type.Object(
         body_idle_timeout: Type.String({ minLength: 1 }),
         /** Connections still waiting for their first headers, at most; past it the longest-waiting is closed. */
         max_pending_connections: Type.Integer({ minimum: 1, maximum: 65536 }),
+        /**
+         * What a stop of the server does to its running sandboxes: "keep" leaves them running for
+         * the next start to take back, "pause" pauses them to disk first (the next start resumes
+         * them), "destroy" destroys them.
+         */
+        on_stop: Type.Union([Type.Literal("keep"), Type.Literal("pause"), Type.Literal("destroy")]),
       },
       strict,
     ),

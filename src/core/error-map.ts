@@ -1,6 +1,6 @@
 // What failures below core mean to a caller: every interface reports errors through this one
 // mapping, so a guest's errno or a dead VM reads the same from REST, the CLI and the library.
-import { AgentError, AgentTimeoutError, ChannelClosedError } from "../agent-client/index.js";
+import { AgentError, AgentTimeoutError, ChannelClosedError, HostLeftError } from "../agent-client/index.js";
 import { BootError, HostDiskFullError } from "../providers/provider.js";
 import { DigestMismatchError } from "../images/blobs.js";
 import { LayerError } from "../images/flatten.js";
@@ -43,6 +43,7 @@ export function toForgevmError(err: unknown): ForgevmError {
   if (isHostDiskFull(err)) return hostDiskFull((err as Error).message.split("\n")[0]);
   // The errno goes along, for interfaces whose protocol tells some apart (E2B: a full disk is 507).
   if (err instanceof AgentError) return new ForgevmError(GUEST_ERRNO[err.code] ?? "BAD_REQUEST", err.message, { errno: err.code });
+  if (err instanceof HostLeftError) return new ForgevmError("UNAVAILABLE", err.message);
   if (err instanceof ChannelClosedError) return new ForgevmError("UNAVAILABLE", `the sandbox's VM is not answering: ${err.message}`);
   if (err instanceof AgentTimeoutError) return new ForgevmError("UNAVAILABLE", err.message);
   if (err instanceof BootError) return new ForgevmError("UNAVAILABLE", `the VM did not start: ${err.message.split("\n")[0]}`);

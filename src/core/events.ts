@@ -9,6 +9,7 @@ export type EventType =
   | "sandbox.destroyed"
   | "sandbox.expired"
   | "sandbox.reattached"
+  | "sandbox.released"
   | "sandbox.paused"
   | "sandbox.resumed"
   | "sandbox.stopped"

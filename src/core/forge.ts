@@ -18,9 +18,13 @@ import type { VolumesFacade } from "./facades/volumes.js";
 import type { Secrets } from "./secrets/secrets.js";
 import { openCore, type OpenedCore } from "./open.js";
 import type { ForgeOptions, SpawnDefaults } from "./options.js";
+import type { OnStop, StopReport } from "./sandboxes/server-stop.js";
+import type { TakeBackReport } from "./sandboxes/recovery.js";
 
 export { MAX_FORK } from "./core.js";
 export type { LogLine } from "./sandboxes/main-process.js";
+export type { OnStop, StopReport } from "./sandboxes/server-stop.js";
+export type { TakeBackReport } from "./sandboxes/recovery.js";
 export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
 export type { VolumeInfo } from "./volumes.js";
 export type { MetricSample } from "../store/metrics.js";
@@ -96,13 +100,23 @@ export class Forge {
     return this.opened.joinCluster(o);
   }
 
+  /** What opening took back from the server before this one: sandboxes re-attached, resumed, or lost. */
+  tookBack(): TakeBackReport {
+    return this.opened.tookBack();
+  }
+
   /** Records where this process serves the API, so that CLI commands on this data directory find it. */
   announce(url: string): Promise<void> {
     return this.opened.announce(url);
   }
 
-  /** Stops the background work and destroys every sandbox this process runs (keeping those with a restart policy, stopped). */
-  close(): Promise<void> {
-    return this.opened.close();
+  /**
+   * Stops the background work and ends this process's hold on its sandboxes: with `keep` a
+   * serving core leaves them running for the next one to take back, with `pause` it pauses them
+   * to disk first; `destroy` (the default, and always for a core that does not serve) destroys
+   * them, keeping those with a restart policy, stopped. Says what it did to each.
+   */
+  close(mode?: OnStop): Promise<StopReport> {
+    return this.opened.close(mode);
   }
 }

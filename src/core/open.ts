@@ -59,18 +59,16 @@ import { makePoolHost } from "./pools/pool-mode.js";
 import { PRESTART_BASES, Prestarts } from "./pools/prestart.js";
 import { Providers } from "./providers.js";
 import { reap } from "./sandboxes/reaper.js";
-import { reconcile } from "./sandboxes/recovery.js";
+import { reconcile, resumeServerPaused, type TakeBackReport } from "./sandboxes/recovery.js";
 import { Snapshots } from "./snapshots/snapshots.js";
 import type { Pull } from "./sandboxes/spawn-setup.js";
 import { snapshotsInUse } from "./sandboxes/spawn.js";
 import * as stopStart from "./sandboxes/stop-start.js";
+import { stopSandboxes, type OnStop, type StopReport } from "./sandboxes/server-stop.js";
 import { TenantPool } from "./pools/tenant-pool.js";
 import { Tokens } from "./sandboxes/tokens.js";
 import { Volumes } from "./volumes.js";
 import { WarmPools } from "./pools/warm-pool.js";
-
-/** How long a main process gets after SIGTERM when the server shuts down. */
-const SHUTDOWN_STOP_GRACE_MS = 5000;
 
 /** The operations every interface calls, by responsibility. */
 export interface Facades {
@@ -97,7 +95,10 @@ export interface OpenedCore {
   readonly facades: Facades;
   joinCluster(o: { database: string } & NodeMemberOptions): Promise<void>;
   announce(url: string): Promise<void>;
-  close(): Promise<void>;
+  /** What this core took back from the server before it (sandboxes/recovery.ts). */
+  tookBack(): TakeBackReport;
+  /** Stops the background work and, as `mode` says, leaves, pauses or destroys the sandboxes (sandboxes/server-stop.ts). */
+  close(mode?: OnStop): Promise<StopReport>;
 }
 
 /**
@@ -185,6 +186,7 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
   let leaveCluster = async () => {};
   const opened: OpenedCore = {
     paths,
+    tookBack: () => tookBack,
     defaults: core.defaults,
     environments,
     facades,
@@ -205,8 +207,8 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
       };
     },
     announce: (url) => ownership.announce(url),
-    async close() {
-      if (core.closed) return;
+    async close(mode = "destroy") {
+      if (core.closed) return { kept: [], paused: [], stopped: [], destroyed: [] };
       core.closed = true;
       if (reaper) clearInterval(reaper);
       await core.sampler.stop();
@@ -216,17 +218,19 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
       await core.warm.close();
       await core.prestarts.close();
       await core.tenants?.close();
-      await Promise.all([...core.live.keys()].map((id) => closeOne(core, f(), id, reaper !== null)));
+      // Only a serving core leaves its sandboxes to the next one; a command's short-lived core ends them.
+      const report = await stopSandboxes(core, reaper !== null ? mode : "destroy", (id, ending) => f().sandboxes.destroy(id, ending.by, ending.reason));
       for (const p of core.providers.all()) await p.destroyAll();
       await leaveCluster();
       core.egress.close();
       await restoreKsm?.();
       db.close();
       await ownership.release();
+      return report;
     },
   };
 
-  await reconcile(core);
+  const tookBack = await reconcile(core);
   await core.snaps.collect(true);
   await facades.pools.configure();
   core.tenants?.prewarm();
@@ -236,7 +240,9 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
     reaper.unref();
     // Host-wide, so only a serving core turns it on, and puts it back as it was when it closes.
     if (opts.memory?.ksm) restoreKsm = await enableKsm().catch(() => null);
-    // A serving core (it reaps) applies the restart policies of stopped sandboxes; a command's short-lived core does not.
+    // A serving core (it reaps) resumes what its predecessor paused as it stopped, and applies
+    // the restart policies of stopped sandboxes; a command's short-lived core does neither.
+    await resumeServerPaused(core, tookBack);
     void stopStart.applyRestartPolicies(core);
     if (opts.metrics?.enabled !== false) {
       facades.metrics.dropStaleSeries();
@@ -294,10 +300,11 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       loadPresets(net.presetsFile),
       net.default ?? "none",
       (id, r) => sandboxes.setNetwork(id, r),
-      // A connection to a published port is work in flight, and wakes a paused sandbox: its
-      // first bytes wait in the held channel until the guest runs again.
+      // A new connection to a published port wakes a paused sandbox (its first bytes wait in the
+      // held channel until the guest runs again); while open, it keeps the sandbox from idling
+      // but, as any follower, does not undo a pause made while it is open.
       (id) => {
-        const end = (core.live.get(id) ?? core.sleeping.get(id))?.busy() ?? (() => {});
+        const end = (core.live.get(id) ?? core.sleeping.get(id))?.follow() ?? (() => {});
         if (core.sleeping.has(id)) void wake(core, id, "port", true).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
         return end;
       },
@@ -365,7 +372,7 @@ function makeFacades(core: Core, p: FacadeParts): Facades {
     blobs: p.blobs,
     sandboxes,
     spawnHelper: (image) => sandboxes.spawn({ image, network: "none", ttlMs: 15 * 60_000, metadata: { "forgevm.helper": "image-files" } }),
-    destroy: (id) => sandboxes.destroy(id),
+    destroy: (id) => sandboxes.destroy(id, "server"),
   });
   return {
     sandboxes,
@@ -382,18 +389,4 @@ function makeFacades(core: Core, p: FacadeParts): Facades {
     metrics: new MetricsFacade(core, sandboxes),
     secrets: core.secretStore,
   };
-}
-
-// A sandbox whose main process has a restart policy is stopped (saved, disk kept) and the next
-// server start brings it back, so a service restart or a host reboot keeps it; the rest end here.
-async function closeOne(core: Core, facades: Facades, id: string, serving: boolean): Promise<void> {
-  const m = core.sandboxes.get(id)?.main;
-  if (m && m.restart !== "no" && !m.stopped_by_user && serving) {
-    try {
-      return await stopStart.stop(core, id, SHUTDOWN_STOP_GRACE_MS, false);
-    } catch {
-      // cannot be saved (secrets, a shared VM): it ends as any other
-    }
-  }
-  await facades.sandboxes.destroy(id);
 }

@@ -177,7 +177,7 @@ export async function customHttpRoutes(app: FastifyInstance, { forge }: { forge:
   });
 
   app.delete("/sandboxes/:id", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
-    await forge.sandboxes.destroy(forge.sandboxes.get(req.params.id).id);
+    await forge.sandboxes.destroy(forge.sandboxes.get(req.params.id).id, "custom-http");
     return { ok: true };
   });
 }

@@ -157,7 +157,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
     try {
       await sb.ensureUser(user, homeOf(user));
     } catch (e) {
-      await forge.sandboxes.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
+      await forge.sandboxes.destroy(sb.id, "daytona", "failed").catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
       throw badRequest(`user "${user}": ${(e as Error).message}`);
     }
     return reply.status(200).send(dto(req, forge.sandboxes.get(sb.id)));
@@ -191,7 +191,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
 
   app.delete("/sandbox/:id", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => {
     const row = find(forge, req.params.id);
-    await forge.sandboxes.destroy(row.id);
+    await forge.sandboxes.destroy(row.id, "daytona");
     return dto(req, forge.sandboxes.get(row.id));
   });
 
@@ -206,7 +206,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
     const row = find(forge, req.params.id);
     // autoDeleteInterval 0 (the SDK's `ephemeral`) is deleted when it stops.
     if (extraOf(row, "autoDeleteInterval") === "0") {
-      await forge.sandboxes.destroy(row.id);
+      await forge.sandboxes.destroy(row.id, "daytona", "auto-delete");
     } else if (row.state === "paused") {
       await forge.sandboxes.resume(row.id);
       await forge.sandboxes.stop(row.id);

@@ -95,7 +95,7 @@ async function fromSnapshot(forge: Forge, snapshotId: string, b: Static<typeof N
   try {
     if (network.deny || network.egressRules) await forge.network.setEgress(sb.id, { deny: network.deny, rules: network.egressRules });
   } catch (e) {
-    await forge.sandboxes.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
+    await forge.sandboxes.destroy(sb.id, "e2b", "failed").catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
     throw e;
   }
   return sb;
@@ -170,7 +170,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
       // The SDK runs `mcp-gateway --config …` itself as soon as create answers.
       if (mcp || b.templateID === MCP_GATEWAY_TEMPLATE) await sb.installMcpGateway();
     } catch (e) {
-      await forge.sandboxes.destroy(sb.id).catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
+      await forge.sandboxes.destroy(sb.id, "e2b", "failed").catch(ignore("the sandbox may be gone already; the create's error is the one reported"));
       throw new ForgevmError("BAD_REQUEST", `template "${b.templateID}": ${(e as Error).message}`);
     }
     if (b.templateID === CODE_INTERPRETER_TEMPLATE) {
@@ -232,7 +232,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
 
   app.delete("/sandboxes/:sandboxID", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>, reply) => {
     running(forge, req.params.sandboxID, true);
-    await forge.sandboxes.destroy(req.params.sandboxID);
+    await forge.sandboxes.destroy(req.params.sandboxID, "e2b");
     return reply.status(204).send();
   });
 

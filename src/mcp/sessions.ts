@@ -103,7 +103,7 @@ export class McpSession {
   end(): Promise<void> {
     this.ended ??= (async () => {
       const doomed = this.own().filter((r) => r.metadata?.[KEEP_KEY] !== "true");
-      await Promise.all(doomed.map((r) => this.agents.forge.sandboxes.destroy(r.id).catch(ignore("the sandbox may be gone already"))));
+      await Promise.all(doomed.map((r) => this.agents.forge.sandboxes.destroy(r.id, "mcp", "session end").catch(ignore("the sandbox may be gone already"))));
     })();
     return this.ended;
   }

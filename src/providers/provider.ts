@@ -155,9 +155,10 @@ export interface Vm {
   destroy(): Promise<void>;
   /**
    * Lets go of the VM without stopping it, as a server that exits leaves its VMs for the next
-   * one to re-attach (features.reattach); this object is unusable afterwards.
+   * one to re-attach (features.reattach); this object is unusable afterwards. Requests and
+   * streams in flight end with `reason`.
    */
-  release(): void;
+  release(reason?: Error): void;
   /**
    * Snapshots the running VM into `dir` and lets it run on (unless `memory` is "give"); the
    * guest is stopped for the copy. `tees` receive the stream as it is written (RAM in the stream only).

@@ -132,13 +132,25 @@ export const Sandbox = Type.Object(
     expires_at: Type.Union([Type.String(), Type.Null()], { description: "null: it lives until it is destroyed (ttl 0, or a service with a restart policy)" }),
     metadata: Type.Optional(StringMap),
     error: Type.Optional(Type.String({ description: 'Why it failed (state "error").' })),
+    destroyed_at: Type.Optional(Type.String({ description: 'When it ended (state "destroyed" or "error").' })),
+    end_reason: Type.Optional(
+      Type.String({
+        description:
+          'Why it ended: "request" (someone asked), "ttl", "auto-delete" (Daytona), "session end" (the MCP session that made it), "server stop" (server.on_stop: destroy), or "failed".',
+      }),
+    ),
+    ended_by: Type.Optional(Type.String({ description: 'Who ended it: the interface the request came through ("rest", "e2b", "daytona", "mcp", "custom-http") or "server".' })),
     vm_id: Type.Optional(Type.String({ description: "Pool mode: the shared VM this sandbox lives in." })),
     network: Type.Optional(Network),
     main: Type.Optional(MainInfo),
     idle_stop: Type.Optional(Type.String({ description: "Its idle stop, as a duration (when its idle action is `stop`; the older name of `idle`)." })),
     /** What it does once idle. */
     idle: Type.Optional(IdleSpec),
-    paused_reason: Type.Optional(Type.String({ description: 'Why it is paused (state "paused"): "request", "timeout" or "idle".' })),
+    paused_reason: Type.Optional(
+      Type.String({
+        description: 'Why it is paused (state "paused"): "request", "timeout", "idle", or "server" (its server stopped with server.on_stop: pause, and its next start resumes it).',
+      }),
+    ),
     forkable: Type.Optional(Type.Boolean({ description: "Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over." })),
     volumes: Type.Optional(Type.Array(VolumeMount, { description: "Named volumes it mounts." })),
     host_dirs: Type.Optional(Type.Array(HostDirMount, { description: "Host directories it mounts (live)." })),

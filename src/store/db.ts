@@ -195,6 +195,10 @@ const MIGRATIONS: string[] = [
    );`,
   // A sandbox's own events are read back as its log (E2B's sandbox logs).
   `CREATE INDEX events_sandbox ON events(sandbox_id, seq);`,
+  // Why a sandbox ended and who ended it; when it was last used (its idle timer across a server restart).
+  `ALTER TABLE sandboxes ADD COLUMN end_reason TEXT;
+   ALTER TABLE sandboxes ADD COLUMN ended_by TEXT;
+   ALTER TABLE sandboxes ADD COLUMN last_active_at TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

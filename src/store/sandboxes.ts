@@ -46,8 +46,8 @@ export interface SandboxRow {
   idle_action: "pause" | "stop" | null;
   /** 1: its RAM is a file of its own (forks copy it, pauses hand it over); it is restored so again. */
   forkable: number;
-  /** Why it is paused: `request`, `timeout` or `idle` (null unless paused). */
-  paused_reason: "request" | "timeout" | "idle" | null;
+  /** Why it is paused: `request`, `timeout`, `idle`, or `server` (its server stopped with server.on_stop: pause; the next start resumes it); null unless paused. */
+  paused_reason: "request" | "timeout" | "idle" | "server" | null;
   /** What a paused one kept: "memory" (resumed as it was) or "disk" (resumed by a cold boot over its disk). */
   paused_keep: "memory" | "disk" | null;
   /** `created`: the spawn options its first start uses (JSON, secrets never included). */
@@ -60,6 +60,12 @@ export interface SandboxRow {
   lifecycle: LifecycleRecord | null;
   /** The key its create was sent with: a retry with the same key gets this sandbox, not another. */
   idempotency_key: string | null;
+  /** Why it ended (`destroyed` or `error`): `request`, `ttl`, `failed`, `server stop`, … (EndReason). */
+  end_reason?: string | null;
+  /** Who ended it: the interface a request came through (`rest`, `e2b`, `daytona`, `mcp`, …) or `server`. */
+  ended_by?: string | null;
+  /** When it was last used, as a server that let go of it left it (its idle timer goes on from there). */
+  last_active_at?: string | null;
 }
 
 /** A sandbox's lifecycle policy (E2B's `autoPause` and `autoResume`). */

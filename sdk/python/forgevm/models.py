@@ -50,13 +50,17 @@ class SandboxInfo:
     vm_id: Optional[str] = None
     metadata: Dict[str, str] = field(default_factory=dict)
     error: Optional[str] = None
+    #: When it ended, why ("request", "ttl", "auto-delete", "session end", "server stop", "failed") and who ended it.
+    destroyed_at: Optional[str] = None
+    end_reason: Optional[str] = None
+    ended_by: Optional[str] = None
     network: Optional[Dict[str, Any]] = None
     name: Optional[str] = None
     main: Optional[Dict[str, Any]] = None
     idle_stop: Optional[str] = None
     #: What it does once idle: {"after": "30s", "action": "pause" | "stop" | "none"}.
     idle: Optional[Dict[str, str]] = None
-    #: Why it is paused (state "paused"): "request", "timeout" or "idle".
+    #: Why it is paused (state "paused"): "request", "timeout", "idle" or "server" (its server stopped with server.on_stop: pause).
     paused_reason: Optional[str] = None
     #: Its RAM is a file of its own: forks stop it only to copy that file, pauses copy nothing.
     forkable: Optional[bool] = None

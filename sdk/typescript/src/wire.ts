@@ -22,6 +22,12 @@ export interface SandboxInfo {
   metadata?: Record<string, string>;
   /** Why it failed (state "error"). */
   error?: string;
+  /** When it ended (state "destroyed" or "error"). */
+  destroyed_at?: string;
+  /** Why it ended: "request" (someone asked), "ttl", "auto-delete" (Daytona), "session end" (the MCP session that made it), "server stop" (server.on_stop: destroy), or "failed". */
+  end_reason?: string;
+  /** Who ended it: the interface the request came through ("rest", "e2b", "daytona", "mcp", "custom-http") or "server". */
+  ended_by?: string;
   /** Pool mode: the shared VM this sandbox lives in. */
   vm_id?: string;
   network?: NetworkInfo;
@@ -29,7 +35,7 @@ export interface SandboxInfo {
   /** Its idle stop, as a duration (when its idle action is `stop`; the older name of `idle`). */
   idle_stop?: string;
   idle?: IdleSpec;
-  /** Why it is paused (state "paused"): "request", "timeout" or "idle". */
+  /** Why it is paused (state "paused"): "request", "timeout", "idle", or "server" (its server stopped with server.on_stop: pause, and its next start resumes it). */
   paused_reason?: string;
   /** Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over. */
   forkable?: boolean;

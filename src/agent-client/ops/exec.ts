@@ -33,9 +33,21 @@ export interface BufferedExecResult extends ExecResult {
 
 /** Starts a process; stdout and stderr arrive as they are produced. */
 export function exec(mux: Mux, req: Omit<ExecRequest, "op">): ExecSession {
+  return stream(mux, { ...req, op: "exec" as const }, !!req.stdin);
+}
+
+/**
+ * Takes over a process that a host that went away left running (`procs` lists them, feature
+ * adopt): the session is as if this host's exec had started it, its output kept meanwhile first.
+ */
+export function adopt(mux: Mux, target: number, stdin: boolean): ExecSession {
+  return stream(mux, { op: "adopt" as const, target }, stdin);
+}
+
+function stream(mux: Mux, req: (Omit<ExecRequest, "op"> & { op: "exec" }) | { op: "adopt"; target: number }, withStdin: boolean): ExecSession {
   const stdout = new IncomingStream((n) => mux.grant(id, Channel.Stdout, n));
   const stderr = new IncomingStream((n) => mux.grant(id, Channel.Stderr, n));
-  const stdin: OutgoingStream | null = req.stdin ? mux.outgoing((): number => id) : null;
+  const stdin: OutgoingStream | null = withStdin ? mux.outgoing((): number => id) : null;
   let onStarted!: (s: ExecStarted) => void;
   let notStarted!: (e: Error) => void;
   const started = new Promise<ExecStarted>((res, rej) => {
@@ -43,17 +55,14 @@ export function exec(mux: Mux, req: Omit<ExecRequest, "op">): ExecSession {
     notStarted = rej;
   });
   started.catch(ignore("its failure reaches the caller through the stream"));
-  const { id, result }: { id: number; result: Promise<ExecResult> } = mux.start(
-    { ...req, op: "exec" as const },
-    {
-      incoming: new Map([
-        [Channel.Stdout, stdout],
-        [Channel.Stderr, stderr],
-      ]),
-      outgoing: stdin ?? undefined,
-      onEvent: (ev) => ev?.event === "started" && onStarted(ev),
-    },
-  );
+  const { id, result }: { id: number; result: Promise<ExecResult> } = mux.start(req, {
+    incoming: new Map([
+      [Channel.Stdout, stdout],
+      [Channel.Stderr, stderr],
+    ]),
+    outgoing: stdin ?? undefined,
+    onEvent: (ev) => ev?.event === "started" && onStarted(ev),
+  });
   // A process that never started (refused, or the channel closed) ends its `started` too.
   result.catch((e: Error) => notStarted(e));
   return {

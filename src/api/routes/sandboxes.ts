@@ -73,7 +73,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
   });
 
   app.delete("/sandboxes/:id", { schema: { tags: ["sandboxes"], params: IdParams, response: { 200: Status("destroyed") } } }, async (req) => {
-    await forge.sandboxes.destroy(req.params.id);
+    await forge.sandboxes.destroy(req.params.id, "rest");
     return { status: "destroyed" as const };
   });
 

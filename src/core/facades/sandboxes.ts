@@ -8,7 +8,7 @@ import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
 import { create, startCreated } from "../sandboxes/create.js";
 import { guestProcesses, type GuestProcess } from "../guest/guest-processes.js";
-import { destroy, logs } from "../sandboxes/lifecycle.js";
+import { destroy, logs, type EndReason } from "../sandboxes/lifecycle.js";
 import { readMainLog, type LogLine } from "../sandboxes/main-process.js";
 import type { SpawnOptions } from "../options.js";
 import { lifeAfterWake, pause, resume, wake } from "../sandboxes/pause.js";
@@ -181,8 +181,8 @@ export class SandboxesFacade {
   }
 
   /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
-  async destroy(id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
-    return destroy(this.core, this.idOf(id), reason);
+  async destroy(id: string, by = "api", reason: EndReason = "request"): Promise<void> {
+    return destroy(this.core, this.idOf(id), { reason, by });
   }
 
   /** Stops a running sandbox: its main process gets SIGTERM, then SIGKILL after `graceMs`; its disk is kept and it costs no memory. */
@@ -238,8 +238,8 @@ export class SandboxesFacade {
       if (["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error"].includes(e.type) || (e.type === "sandbox.paused" && !e.data?.streams_kept)) onEnd();
     });
     const done = () => onEnd();
-    // A client following the logs is waiting on the sandbox: it does not idle meanwhile.
-    const end = (this.core.live.get(row.id) ?? this.core.sleeping.get(row.id))?.busy() ?? (() => {});
+    // A client following the logs: the sandbox does not idle meanwhile, but the follower wakes no pause.
+    const end = (this.core.live.get(row.id) ?? this.core.sleeping.get(row.id))?.follow() ?? (() => {});
     runner.lines.on("line", onLine);
     runner.lines.once("done", done);
     return () => {

@@ -52,7 +52,13 @@ export interface FileIdentity {
 }
 
 /** Options of a streamed exec: stdin as a stream, a PTY, and `background` (it does not keep the sandbox busy). */
-export type StreamExecOptions = Omit<ExecOptions, "stdin" | "maxOutputBytes"> & { stdin?: boolean; pty?: { rows: number; cols: number }; background?: boolean };
+export type StreamExecOptions = Omit<ExecOptions, "stdin" | "maxOutputBytes"> & {
+  stdin?: boolean;
+  pty?: { rows: number; cols: number };
+  background?: boolean;
+  /** What the guest keeps about the process for a server that takes it over later (adopt.ts). */
+  note?: string;
+};
 
 /** The guest operations of one running sandbox that helpers inside it use. */
 export interface Guest {
@@ -65,4 +71,6 @@ export interface Guest {
   mkdir(path: string, mode?: number, as?: FileIdentity): Promise<void>;
   /** Marks work in flight (the sandbox does not idle meanwhile); returns its end. */
   busy(): () => void;
+  /** Marks a client following the sandbox (it does not idle meanwhile, but a follower wakes no pause); returns its end. */
+  follow(): () => void;
 }

@@ -48,19 +48,29 @@ export interface ProcessListener {
 
 /** How many ended processes a sandbox remembers (their exit codes, for late re-attaches). */
 const KEEP_ENDED = 64;
+/** How much output of an adopted process waits for its first listener (what it wrote while no server held it). */
+const MAX_UNHEARD = 1024 * 1024;
 
 export class TrackedProcess {
   /** Each listener, with the function that ends its count as work in flight. */
   private readonly listeners = new Map<ProcessListener, () => void>();
   private ending: ProcessEnd | null = null;
 
+  /** Output that came while nobody listened, for the first listener: only an adopted process keeps it (see `adopted`). */
+  private unheard: ProcessOutput[] | null = null;
+  private unheardBytes = 0;
+
   constructor(
     readonly pid: number,
     readonly spec: ProcessSpec,
     private readonly session: ExecSession,
-    /** Marks work in flight (Sandbox.busy): a client attached to a process keeps its sandbox from idling. */
-    private readonly busy: () => () => void = () => () => {},
-  ) {}
+    /** Marks a client following the process (Sandbox.follow): it keeps its sandbox from idling. */
+    private readonly follow: () => () => void = () => () => {},
+    /** Taken over from a server that went away (adopt.ts): what it wrote meanwhile waits for the first listener. */
+    readonly adopted = false,
+  ) {
+    if (adopted) this.unheard = [];
+  }
 
   get running(): boolean {
     return this.ending === null;
@@ -72,6 +82,7 @@ export class TrackedProcess {
     const relay = (stream: Readable, name: ProcessOutput["stream"]) =>
       new Promise<void>((resolve) => {
         stream.on("data", (data: Buffer) => {
+          if (this.unheard && this.listeners.size === 0) return this.keepUnheard({ stream: name, data });
           const waits: Promise<void>[] = [];
           for (const l of this.listeners.keys()) if (!l.output({ stream: name, data })) waits.push(l.drained());
           if (waits.length) {
@@ -97,10 +108,21 @@ export class TrackedProcess {
     });
   }
 
-  /** Receives output from now on and the end (at once if it has ended). */
+  private keepUnheard(o: ProcessOutput): void {
+    this.unheard!.push(o);
+    this.unheardBytes += o.data.length;
+    while (this.unheardBytes > MAX_UNHEARD && this.unheard!.length > 1) this.unheardBytes -= this.unheard!.shift()!.data.length;
+  }
+
+  /** Receives output from now on (an adopted process's first listener: what it wrote while nobody listened, first) and the end (at once if it has ended). */
   subscribe(l: ProcessListener): void {
+    const unheard = this.unheard;
+    if (unheard) {
+      this.unheard = null;
+      for (const o of unheard) l.output(o);
+    }
     if (this.ending) l.end(this.ending);
-    else if (!this.listeners.has(l)) this.listeners.set(l, l.background ? () => {} : this.busy());
+    else if (!this.listeners.has(l)) this.listeners.set(l, l.background ? () => {} : this.follow());
   }
 
   /** Stops sending to a listener. */
@@ -143,7 +165,7 @@ export class ProcessTable {
   private readonly byPid = new Map<number, TrackedProcess>();
   private readonly ended: number[] = [];
 
-  constructor(private readonly busy: () => () => void = () => () => {}) {}
+  constructor(private readonly follow: () => () => void = () => () => {}) {}
 
   /**
    * Starts tracking a session once the guest says it started (its pid is the guest's); `first`
@@ -155,12 +177,26 @@ export class ProcessTable {
       throw conflict(`a running process already has the tag "${spec.tag}"`);
     }
     const { pid } = await session.started;
-    const p = new TrackedProcess(pid, spec, session, this.busy);
-    this.byPid.set(pid, p);
+    const p = new TrackedProcess(pid, spec, session, this.follow);
+    this.add(p);
     if (first) {
       first.start?.(pid);
       p.subscribe(first);
     }
+    return p;
+  }
+
+  /** Tracks a process taken over from a server that went away (adopt.ts), once the guest has handed it over. */
+  async adopt(spec: ProcessSpec, session: ExecSession): Promise<TrackedProcess> {
+    const { pid } = await session.started;
+    const p = new TrackedProcess(pid, spec, session, this.follow, true);
+    this.add(p);
+    return p;
+  }
+
+  private add(p: TrackedProcess): void {
+    const pid = p.pid;
+    this.byPid.set(pid, p);
     p.pump(() => {
       this.ended.push(pid);
       while (this.ended.length > KEEP_ENDED) {
@@ -168,7 +204,6 @@ export class ProcessTable {
         if (this.byPid.get(old) && !this.byPid.get(old)!.running) this.byPid.delete(old);
       }
     });
-    return p;
   }
 
   /** A process by pid or tag (running or recently ended); 404 when there is none. */

@@ -11,6 +11,7 @@ import { GuestUsers, type GuestUser } from "./guest-users.js";
 import { installMcpGateway } from "./mcp-gateway.js";
 import { ShellSessions } from "./shell-sessions.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
+import { adoptDetached, noteOf } from "./adopt.js";
 import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
 
 export type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Tenant } from "./guest.js";
@@ -19,12 +20,14 @@ export type { GuestUser };
 export class Sandbox implements Guest {
   /** The guest's user accounts (guest-users.ts). */
   private readonly users = new GuestUsers(this);
-  /** Processes that outlive the call that started them (see processes.ts); someone attached to one is work in flight. */
-  readonly processes = new ProcessTable(() => this.busy());
+  /** Processes that outlive the call that started them (see processes.ts); a client attached to one follows it. */
+  readonly processes = new ProcessTable(() => this.follow());
   /** When the sandbox was last used: an exec, a file call, published-port traffic (for its idle policy). */
   lastActive = Date.now();
-  /** Work in flight: calls, streams, attached clients, open port connections (`busy`). */
+  /** Calls in flight, each waiting for an answer (`busy`). */
   private inFlight = 0;
+  /** Clients following the sandbox without waiting for an answer: output, logs, watches, open port connections (`follow`). */
+  private following = 0;
   /** Shell sessions: a long-lived shell each, commands run in order in it (shell-sessions.ts). */
   readonly shells = new ShellSessions(this);
   /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
@@ -93,14 +96,32 @@ export class Sandbox implements Guest {
     };
   }
 
-  /** Whether any work is in flight. */
-  get working(): boolean {
+  /**
+   * Marks a client that follows the sandbox (a process's output, logs, a watch, an open port
+   * connection) until the returned function is called: the sandbox does not idle meanwhile, but
+   * a follower is not a call, so it never wakes a paused sandbox. It waits, silent, until
+   * something that wants an answer resumes the sandbox (pause.ts).
+   */
+  follow(): () => void {
+    this.following++;
+    this.touch();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.following--;
+      this.touch();
+    };
+  }
+
+  /** Whether a call is in flight that waits for an answer (one that came during a pause wakes the sandbox). */
+  get calling(): boolean {
     return this.inFlight > 0;
   }
 
-  /** How long nothing has been in flight and nothing has touched it (0 while something is in flight). */
+  /** How long nothing has been in flight or followed and nothing has touched it (0 meanwhile). */
   idleMs(now = Date.now()): number {
-    return this.inFlight > 0 ? 0 : Math.max(0, now - this.lastActive);
+    return this.inFlight > 0 || this.following > 0 ? 0 : Math.max(0, now - this.lastActive);
   }
 
   /** Runs `work` counted as work in flight. */
@@ -162,8 +183,8 @@ export class Sandbox implements Guest {
    * process, a runtime, a tracked process, whose attached clients count instead).
    */
   execStream(command: string | string[], opts: StreamExecOptions = {}): ExecSession {
-    const { background, ...rest } = opts;
-    const req = { ...this.execRequest(command, rest), stdin: rest.stdin, pty: rest.pty };
+    const { background, note, ...rest } = opts;
+    const req = { ...this.execRequest(command, rest), stdin: rest.stdin, pty: rest.pty, ...(note !== undefined ? { note } : {}) };
     this.emit("exec.started", this.id, { command, stream: true });
     const end = background ? () => {} : this.busy();
     const s = this.vm.channel.exec(req);
@@ -285,8 +306,15 @@ export class Sandbox implements Guest {
       timeoutMs: spec.timeoutMs,
       stdin: spec.stdin || !!spec.pty,
       pty: spec.pty,
+      // The guest keeps what it was started as, for a server that takes it over later (adopt.ts).
+      ...(this.vm.channel.supports("adopt") ? { note: noteOf(spec) } : {}),
     });
     return this.processes.track(spec, session, first);
+  }
+
+  /** Takes over the processes a server that went away left running here (adopt.ts); returns them. */
+  adoptProcesses(): Promise<TrackedProcess[]> {
+    return adoptDetached(this.vm.channel, this.processes);
   }
 
   /** Where execs start unless they say otherwise: the image's working directory, else the default user's home. */
@@ -318,12 +346,13 @@ export class Sandbox implements Guest {
 
   /** Watches a directory (recursively if asked); onChange gets each change, named relative to it. Close the watch when done. */
   async watchDir(path: string, opts: { recursive?: boolean; as?: FileIdentity }, onChange: (c: DirChange) => void): Promise<DirWatch> {
-    // An open watch is a client waiting on the sandbox: work in flight until it closes.
-    const end = this.busy();
+    // Setting it up is a call; once in place, an open watch only follows the sandbox (it keeps it
+    // from idling, and waits silent through a pause).
+    const end = this.follow();
     const w = this.vm.channel.watch({ path, recursive: opts.recursive, ...this.fsId(opts.as) }, onChange);
     w.done.then(end, end);
     try {
-      await w.ready;
+      await this.during(() => w.ready);
     } catch (e) {
       end();
       throw e;

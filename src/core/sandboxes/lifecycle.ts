@@ -57,7 +57,10 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
   core.sandboxes.setNetwork(row.id, network);
   core.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
   core.events.emit("sandbox.running", row.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin });
-  await startMain(core, sb);
+  // A restored guest may hold processes its last server left running (a pause resumed by
+  // another server, a snapshot or a fork): they are this sandbox's again, its main process among them.
+  const adopted = vm.info.restored ? await sb.adoptProcesses().catch(() => []) : [];
+  await startMain(core, sb, adopted);
   return sb;
 }
 
@@ -65,7 +68,7 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
 export async function recordFailure(core: Core, id: string, e: unknown): Promise<void> {
   if (core.sandboxes.get(id)?.state !== "creating") return;
   const reason = (e as Error).message;
-  const end = { state: "error" as const, error: reason, destroyed_at: new Date().toISOString() };
+  const end = { state: "error" as const, error: reason, destroyed_at: new Date().toISOString(), end_reason: "failed", ended_by: "server" };
   core.disk.write(id, `sandbox ${id} failed`, () => core.sandboxes.update(id, end));
   if (e instanceof BootError && e.consoleTail) await keepText(core, id, e.consoleTail);
   core.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
@@ -102,23 +105,36 @@ const watchedChannels = new WeakSet<object>();
 export async function markLost(core: Core, reason: string): Promise<void> {
   for (const row of core.sandboxes.list(["running"])) {
     if (row.manager_pid !== process.pid || core.live.has(row.id) || core.destroying.has(row.id) || core.disk.waitsFor(row.id)) continue;
-    core.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString() });
+    core.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString(), end_reason: "failed", ended_by: "server" });
     core.events.emit("sandbox.error", row.id, { error: reason });
   }
 }
 
+/**
+ * Why a sandbox ended, as its record keeps it: a user's `request`, its `ttl`, Daytona's
+ * `auto-delete`, the end of the MCP `session end` that made it, a `server stop` whose config says
+ * to destroy, or `failed` (state error, or made by a call that failed).
+ */
+export type EndReason = "request" | "ttl" | "auto-delete" | "session end" | "server stop" | "failed";
+
+/** Why a sandbox is destroyed and who asked: an interface (`rest`, `e2b`, `daytona`, `mcp`, `cli`, …) or `server`. */
+export interface Ending {
+  reason: EndReason;
+  by: string;
+}
+
 /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
-export function destroy(core: Core, id: string, reason: "destroyed" | "expired" = "destroyed"): Promise<void> {
+export function destroy(core: Core, id: string, ending: Ending = { reason: "request", by: "api" }): Promise<void> {
   const pending = core.destroying.get(id);
   if (pending) return pending;
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   if (row.state === "destroyed" || row.state === "error") return Promise.resolve();
-  return teardown(core, id, { state: "destroyed", event: reason === "expired" ? "sandbox.expired" : "sandbox.destroyed" });
+  return teardown(core, id, { state: "destroyed", ending });
 }
 
 /** Ends a live sandbox as `destroyed` or `error`: row first, then its network, secrets and VM. */
-function teardown(core: Core, id: string, end: { state: "destroyed"; event: "sandbox.destroyed" | "sandbox.expired" } | { state: "error"; error: string }): Promise<void> {
+function teardown(core: Core, id: string, end: { state: "destroyed"; ending: Ending } | { state: "error"; error: string }): Promise<void> {
   const pending = core.destroying.get(id);
   if (pending) return pending;
   const row = core.sandboxes.get(id);
@@ -127,7 +143,14 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
   const p = (async () => {
     // Marked first so that a spawn completing, the reaper or the VM's watcher see it at once;
     // on a full disk the row is written once there is room, and the rest goes on now.
-    const mark = { state: end.state, destroyed_at: new Date().toISOString(), ...(end.state === "error" ? { error: end.error } : {}) };
+    const ending: Ending = end.state === "error" ? { reason: "failed", by: "server" } : end.ending;
+    const mark = {
+      state: end.state,
+      destroyed_at: new Date().toISOString(),
+      end_reason: ending.reason,
+      ended_by: ending.by,
+      ...(end.state === "error" ? { error: end.error } : {}),
+    };
     core.disk.write(id, `sandbox ${id} ${end.state}`, () => core.sandboxes.update(id, mark));
     const asleep = core.sleeping.get(id);
     const sb = core.live.get(id) ?? asleep;
@@ -151,7 +174,7 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; event: "san
       sb.vm.channel.close();
     }
     if (end.state === "error") core.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
-    else core.events.emit(end.event, id);
+    else core.events.emit(ending.reason === "ttl" ? "sandbox.expired" : "sandbox.destroyed", id, { reason: ending.reason, by: ending.by });
     if (row.snapshot_id) await core.snaps.collect().catch(ignore("collection runs again at the next end"));
   })().finally(() => core.destroying.delete(id));
   core.destroying.set(id, p);

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { MainRecord, SandboxStore } from "../../store/sandboxes.js";
 import type { Paths } from "../../config/paths.js";
 import type { EventBus } from "../events.js";
-import type { ProcessEnd, TrackedProcess } from "../guest/processes.js";
+import type { ProcessEnd, ProcessListener, TrackedProcess } from "../guest/processes.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { ignore } from "../../util/ignore.js";
 
@@ -19,6 +19,8 @@ const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 30_000;
 /** A run that lasted this long resets the back-off. */
 const STABLE_MS = 10_000;
+/** The tag of a sandbox's main process in its process table (how a later server finds it to adopt). */
+export const MAIN_TAG = "main";
 /** The most a main process log keeps on disk; past it, the oldest half goes. */
 export const MAX_MAIN_LOG_BYTES = 4 * 1024 * 1024;
 
@@ -43,13 +45,21 @@ export function mainLogPath(core: { paths: Paths }, id: string): string {
   return join(core.paths.dataDir, "logs", `${id}.main.log`);
 }
 
-/** Starts the main process of a sandbox just admitted (resolving once it runs), when it has one a person has not stopped. */
-export async function startMain(core: MainHost & { readonly mains: Map<string, MainRunner> }, sb: Sandbox): Promise<void> {
+/**
+ * Starts the main process of a sandbox just admitted (resolving once it runs), when it has one a
+ * person has not stopped; or takes over the one still running there, among `adopted` (the
+ * processes a server that went away left running, guest/adopt.ts).
+ */
+export async function startMain(core: MainHost & { readonly mains: Map<string, MainRunner> }, sb: Sandbox, adopted: TrackedProcess[] = []): Promise<void> {
   const main = core.sandboxes.get(sb.id)?.main;
-  if (!main || main.stopped_by_user) return;
+  if (!main) return;
+  // The one running, else one that ended while no server watched (its end is recorded, and its policy applied).
+  const found = adopted.find((p) => p.spec.tag === MAIN_TAG && p.running) ?? adopted.find((p) => p.spec.tag === MAIN_TAG);
+  if (main.stopped_by_user && !found?.running) return;
   const runner = new MainRunner(core, sb);
   core.mains.set(sb.id, runner);
-  await runner.start();
+  if (found) runner.adopt(found);
+  else await runner.start();
 }
 
 export class MainRunner {
@@ -57,6 +67,7 @@ export class MainRunner {
   private timer: NodeJS.Timeout | null = null;
   private quickFailures = 0;
   private disposed = false;
+  private released = false;
   /** Emits "line" (LogLine) and "exit" (exit code). */
   readonly lines = new EventEmitter();
   private writes: Promise<void> = Promise.resolve();
@@ -102,36 +113,51 @@ export class MainRunner {
     await mkdir(join(this.core.paths.dataDir, "logs"), { recursive: true });
     const startedAt = Date.now();
     this.save({ started_at: new Date(startedAt).toISOString(), finished_at: null, exit_code: null, stopped_by_user: false });
-    const partial = { stdout: "", stderr: "" };
     const [cmd, ...args] = m.command;
     try {
-      this.proc = await this.sb.startProcess(
-        { cmd, args, env: {}, user: m.user, tag: "main", stdin: false },
-        {
-          output: (o) => {
-            const stream = o.stream === "stderr" ? "stderr" : "stdout";
-            const text = partial[stream] + o.data.toString("utf8");
-            const cut = text.lastIndexOf("\n");
-            partial[stream] = text.slice(cut + 1);
-            if (cut >= 0) this.log(stream, text.slice(0, cut));
-            return true;
-          },
-          drained: async () => {},
-          background: true,
-          end: (e) => {
-            for (const s of ["stdout", "stderr"] as const) if (partial[s]) this.log(s, partial[s]);
-            this.ended(e, startedAt);
-          },
-        },
-      );
+      this.proc = await this.sb.startProcess({ cmd, args, env: {}, user: m.user, tag: MAIN_TAG, stdin: false }, this.listener(startedAt));
     } catch (e) {
       this.log("stderr", `forgevm: the main process could not start: ${(e as Error).message}`);
       this.ended({ exitCode: 127, timedOut: false, error: (e as Error).message }, startedAt);
     }
   }
 
+  /**
+   * Takes over the main process a server that went away left running (adopt.ts): its log goes on
+   * (what it wrote meanwhile first), and its exit and restart policy are this runner's again.
+   */
+  adopt(proc: TrackedProcess): void {
+    if (this.disposed || this.proc) return;
+    const started = Date.parse(this.record()?.started_at ?? "");
+    this.proc = proc;
+    proc.subscribe(this.listener(Number.isFinite(started) ? started : Date.now()));
+  }
+
+  /** Hears the main process: each line to the log, its end to the restart policy. */
+  private listener(startedAt: number): ProcessListener {
+    const partial = { stdout: "", stderr: "" };
+    return {
+      output: (o) => {
+        const stream = o.stream === "stderr" ? "stderr" : "stdout";
+        const text = partial[stream] + o.data.toString("utf8");
+        const cut = text.lastIndexOf("\n");
+        partial[stream] = text.slice(cut + 1);
+        if (cut >= 0) this.log(stream, text.slice(0, cut));
+        return true;
+      },
+      drained: async () => {},
+      background: true,
+      end: (e) => {
+        for (const s of ["stdout", "stderr"] as const) if (partial[s]) this.log(s, partial[s]);
+        this.ended(e, startedAt);
+      },
+    };
+  }
+
   private ended(e: ProcessEnd, startedAt: number): void {
     this.proc = null;
+    // Let go of with its server (release): the process runs on in the guest, and the next server adopts it.
+    if (this.released) return;
     const code = e.signal ? 128 + e.signal : e.exitCode;
     this.save({ exit_code: code, finished_at: new Date().toISOString() });
     this.lines.emit("exit", code);
@@ -187,6 +213,16 @@ export class MainRunner {
   async signal(sig: number): Promise<void> {
     if (!this.proc?.running) throw new Error("the main process is not running");
     await this.proc.signal(sig);
+  }
+
+  /**
+   * The server is letting go of the sandbox and leaves it running: the process runs on in the
+   * guest, its record stays as it is (the next server adopts it), and followers of its log end.
+   */
+  release(): void {
+    this.released = true;
+    this.lines.emit("done", null);
+    this.dispose();
   }
 
   /** The sandbox is going away: no more restarts. */

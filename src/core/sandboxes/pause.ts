@@ -31,8 +31,8 @@ export function checkSavable(core: Core, id: string, verb: "paused" | "stopped")
   if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb} (${EGRESS_HINT})`);
 }
 
-/** Why a sandbox was paused, as its `sandbox.paused` event says. */
-export type PauseReason = "request" | "timeout" | "idle";
+/** Why a sandbox was paused, as its `sandbox.paused` event says (`server`: its server stopped, with server.on_stop: pause). */
+export type PauseReason = "request" | "timeout" | "idle" | "server";
 
 /**
  * Stops a running sandbox after saving all of its state (as `paused`, or `stopped`); `resume`
@@ -42,11 +42,13 @@ export type PauseReason = "request" | "timeout" | "idle";
 export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused", reason: PauseReason = "request", keepMemory = true): Promise<void> {
   const p = save(core, sb, as, reason, keepMemory).finally(() => core.pausing.delete(sb.id));
   core.pausing.set(sb.id, p);
-  // A call that reached the sandbox while it was being saved waits in its held channel: it wakes it.
+  // A call that reached the sandbox while it was being saved waits in its held channel: it wakes
+  // it. A client that only follows output (a background command's stream, logs, a watch) does
+  // not: it waits, silent, until something that wants an answer resumes the sandbox.
   if (as === "paused" && keepMemory)
     void p
       .then(async () => {
-        if (sb.working && core.sleeping.get(sb.id) === sb) await wake(core, sb.id, "a call during the pause", true);
+        if (sb.calling && core.sleeping.get(sb.id) === sb && !core.closed) await wake(core, sb.id, "a call during the pause", true);
       })
       .catch(ignore("a failed wake leaves the sandbox paused, and the call wakes it again"));
   return p;
@@ -180,9 +182,9 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
 }
 
 /** Ends what a sandbox held asleep in this process (its channel, main process, network and host directories), as a pause that kept no streams would have. */
-async function letSleeperGo(core: Core, id: string, sb: Sandbox): Promise<void> {
+export async function letSleeperGo(core: Core, id: string, sb: Sandbox, reason?: Error): Promise<void> {
   core.sleeping.delete(id);
-  sb.vm.channel.close();
+  sb.vm.channel.close(reason);
   core.mains.get(id)?.dispose();
   core.mains.delete(id);
   await core.networks.detach(id);

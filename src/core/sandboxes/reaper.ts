@@ -3,11 +3,13 @@
 // rows, console logs, egress logs, events and audit entries older than the history retention are removed.
 import { rm } from "node:fs/promises";
 import type { Core } from "../core.js";
-import { destroy, keptLogPath } from "./lifecycle.js";
+import { destroy, keptLogPath, type Ending } from "./lifecycle.js";
 import { mainLogPath } from "./main-process.js";
 import { pause } from "./pause.js";
 import { reclaimIdle } from "./reclaim.js";
 import { stop } from "./stop-start.js";
+
+const EXPIRED: Ending = { reason: "ttl", by: "server" };
 
 /**
  * Ends every live sandbox whose expiry has passed: destroyed, or paused when its lifecycle says
@@ -16,18 +18,18 @@ import { stop } from "./stop-start.js";
 export async function prune(core: Core): Promise<number> {
   // A pause takes longer than a tick: one in progress is left to finish.
   const expired = core.sandboxes.expired(new Date().toISOString()).filter((r) => !core.pausing.has(r.id));
-  await Promise.all(expired.map((r) => (r.lifecycle?.on_expiry === "pause" ? pauseAtExpiry(core, r.id) : destroy(core, r.id, "expired"))));
+  await Promise.all(expired.map((r) => (r.lifecycle?.on_expiry === "pause" ? pauseAtExpiry(core, r.id) : destroy(core, r.id, EXPIRED))));
   return expired.length;
 }
 
 async function pauseAtExpiry(core: Core, id: string): Promise<void> {
   const sb = core.live.get(id);
-  if (!sb) return destroy(core, id, "expired");
+  if (!sb) return destroy(core, id, EXPIRED);
   try {
     await pause(core, sb, "paused", "timeout", core.sandboxes.get(id)?.lifecycle?.pause_memory !== false);
   } catch {
     // Cannot be saved now (the disk is full, its VM went away): it expires as any other.
-    await destroy(core, id, "expired");
+    await destroy(core, id, EXPIRED);
   }
 }
 

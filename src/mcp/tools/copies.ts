@@ -14,7 +14,7 @@ const Copies = Type.Object({ sandbox_ids: Type.Array(Type.String()), duration_ms
 /** Copies made while the call was cancelled are destroyed: a cancelled call leaves nothing. */
 async function unlessCancelled(ctx: ToolContext, what: string, made: Sandbox[]): Promise<Sandbox[]> {
   if (!ctx.signal.aborted) return made;
-  await Promise.all(made.map((s) => ctx.forge.sandboxes.destroy(s.id).catch(ignore("the sandbox may be gone already; the copy's error is the one reported"))));
+  await Promise.all(made.map((s) => ctx.forge.sandboxes.destroy(s.id, "mcp", "failed").catch(ignore("the sandbox may be gone already; the copy's error is the one reported"))));
   throw new ForgevmError("BAD_REQUEST", `${what} was cancelled`);
 }
 

@@ -87,7 +87,7 @@ export const createSandbox = tool({
       });
       // A call cancelled while the VM started leaves nothing behind.
       if (ctx.signal.aborted) {
-        await forge.sandboxes.destroy(sb.id);
+        await forge.sandboxes.destroy(sb.id, "mcp", "failed");
         throw new ForgevmError("BAD_REQUEST", "create_sandbox was cancelled");
       }
       return sb;
@@ -124,7 +124,7 @@ export const destroySandbox = tool({
   annotations: { destructiveHint: true, idempotentHint: true },
   async run(ctx, a) {
     ctx.agents.row(a.sandbox_id);
-    await ctx.forge.sandboxes.destroy(a.sandbox_id);
+    await ctx.forge.sandboxes.destroy(a.sandbox_id, "mcp");
     return { result: { sandbox_id: a.sandbox_id, destroyed: true }, sandboxId: a.sandbox_id };
   },
 });

@@ -241,8 +241,8 @@ export class QemuVm implements Vm {
     return processUsage(this.info.pid);
   }
 
-  release(): void {
-    this.channel.close();
+  release(reason?: Error): void {
+    this.channel.close(reason);
     this.console.close();
     this.forget();
   }
