@@ -139,9 +139,20 @@ export async function stopServers(): Promise<void> {
  * `forgevm serve --config FILE` as a user runs it, in a process of its own (a test may SIGKILL
  * it); resolves once `<apiBase>/health` answers (with the key, when given).
  */
-export async function startServerProcess(configFile: string, apiBase: string, apiKey?: string): Promise<ChildProcess> {
-  const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
-  const proc = spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", "ignore", "inherit"] });
+export async function startServerProcess(
+  configFile: string,
+  apiBase: string,
+  apiKey?: string,
+  o: {
+    /** The CLI to run (another build's dist/src/cli/main.js); this checkout's by default. */
+    main?: string;
+    /** Hears what the server prints on stdout. */
+    stdout?: (text: string) => void;
+  } = {},
+): Promise<ChildProcess> {
+  const main = o.main ?? fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
+  const proc = spawn(process.execPath, [main, "serve", "--config", configFile], { env: childEnv(), stdio: ["ignore", o.stdout ? "pipe" : "ignore", "inherit"] });
+  if (o.stdout) proc.stdout?.on("data", (d: Buffer) => o.stdout?.(d.toString()));
   serverProcesses.add(proc);
   proc.once("exit", () => serverProcesses.delete(proc));
   const headers: Record<string, string> = apiKey ? { "X-API-Key": apiKey } : {};

@@ -1,12 +1,16 @@
-// Crash recovery: SIGKILL the server while sandboxes run and an exec is in flight, restart it,
-// and check that nothing stays running that is not, no QEMU is orphaned, and expiry still works.
-// VMs outlive a crashed server (QEMU runs detached) and the next server re-attaches to them.
+// Servers that stop, crash and are upgraded: sandboxes outlive their server. A SIGKILL or a
+// graceful stop (server.on_stop keep, the default) leaves every VM running with its processes;
+// the next server, this build or a newer one, takes each back: processes adopted with their pids
+// and output, the main process taken over rather than started twice, ports answering, files
+// intact, expiry still working. With server.on_stop: destroy a stop destroys, saying why.
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
+import { connect } from "node:net";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, it } from "node:test";
-import { alive, freePort, removeAtExit, startServerProcess, testDataDir, waitFor } from "./helpers.js";
+import { alive, freePort, removeAtExit, startServerProcess, stopProcess, testDataDir, waitFor } from "./helpers.js";
 
 let base: string;
 let dataDir: string;
@@ -34,9 +38,11 @@ async function qemuPidsOf(id: string): Promise<number[]> {
 }
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    server.kill("SIGTERM");
-    await new Promise((r) => server!.once("exit", r));
+  if (server) await stopProcess(server);
+  // A stop leaves VMs running: any a failed test left behind are ended (this file's servers started them).
+  for (const p of await readdir("/proc")) {
+    const cmd = /^\d+$/.test(p) ? await readFile(`/proc/${p}/cmdline`, "utf8").catch(() => "") : "";
+    if (/^(\S*\/)?qemu-system/.test(cmd) && cmd.includes(`${dataDir}/`)) process.kill(Number(p), "SIGKILL");
   }
   removeAtExit(dataDir);
 });
@@ -52,9 +58,9 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   const inflight = fetch(`${base}/sandboxes/${ids[0]}/exec`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ command: "sleep 60" }),
+    body: JSON.stringify({ command: "echo $$ > /root/inflight.pid; exec sleep 60" }),
   }).catch((e) => e);
-  await new Promise((r) => setTimeout(r, 300));
+  await waitFor(async () => (await fetch(`${base}/sandboxes/${ids[0]}/files?path=/root/inflight.pid`)).ok, 10_000, "the exec in flight to start");
   const qemuBefore = (await Promise.all(ids.map(qemuPidsOf))).flat();
   assert.equal(qemuBefore.length, 2, "both VMs run");
 
@@ -73,11 +79,11 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
     const r = await fetch(`${base}/sandboxes/${id}/exec`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ command: "echo back; grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l" }),
+      body: JSON.stringify({ command: "echo back; test -f /root/inflight.pid && kill -0 $(cat /root/inflight.pid) && echo alive" }),
     });
     assert.equal(r.status, 200);
-    // The exec in flight when the server died was killed with the connection that owned it.
-    assert.equal(((await r.json()) as { stdout: string }).stdout, "back\n0\n");
+    // The exec in flight when the server died runs on: its client got an error, not its process.
+    assert.equal(((await r.json()) as { stdout: string }).stdout, id === ids[0] ? "back\nalive\n" : "back\n");
   }
   const f = await fetch(`${base}/sandboxes/${ids[1]}/files?path=/etc/hostname`);
   assert.equal(await f.text(), `${ids[1]}\n`);
@@ -113,15 +119,17 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   }
   assert.equal(alive(qemuBefore[0]) && alive(qemuBefore[1]), false);
 
-  // A graceful stop destroys what is left: no QEMU survives it.
+  assert.equal((await fetch(`${base}/sandboxes/${ids[1]}`, { method: "DELETE" })).status, 200);
   server.kill("SIGTERM");
   const code = await new Promise((r) => server!.once("exit", r));
   assert.equal(code, 0);
   assert.deepEqual(await qemuPidsOf(ids[1]), []);
 });
 
-it("a graceful stop finishes the exec in flight, ends event streams, and leaves no VM", async () => {
-  server = await startServerProcess(configFile, base);
+it("with server.on_stop: destroy, a graceful stop finishes the exec in flight, ends event streams, destroys the sandbox saying why, and leaves no VM", async () => {
+  const destroying = join(dataDir, "destroying.yaml");
+  await writeFile(destroying, `${await readFile(configFile, "utf8")}  on_stop: destroy\n`);
+  server = await startServerProcess(destroying, base);
   const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
   const { id } = (await r.json()) as { id: string };
   const events = await fetch(`${base}/events`);
@@ -144,15 +152,22 @@ it("a graceful stop finishes the exec in flight, ends event streams, and leaves 
   assert.equal(code, 0);
   await waitFor(() => !alive(pids[0]), 5000, "QEMU to stop");
   await assert.rejects(stat(join(dataDir, "vms", id)), { code: "ENOENT" });
+  // Its record says why it ended, and who ended it.
+  server = await startServerProcess(configFile, base);
+  const all = (await (await fetch(`${base}/sandboxes?all=true`)).json()) as { id: string; state: string; end_reason?: string; ended_by?: string; destroyed_at?: string }[];
+  const row = all.find((x) => x.id === id);
+  assert.deepEqual([row?.state, row?.end_reason, row?.ended_by, typeof row?.destroyed_at], ["destroyed", "server stop", "server", "string"]);
+  server.kill("SIGTERM");
+  assert.equal(await new Promise((res) => server!.once("exit", res)), 0);
 });
 
-it("after a SIGKILL and restart, a main process with a restart policy runs again, one without does not", async () => {
+it("after a SIGKILL and restart, a main process is taken over where it runs, whatever its restart policy: same pid, no restart, its log goes on", async () => {
   server = await startServerProcess(configFile, base);
   const make = async (restart: string) => {
     const r = await fetch(`${base}/sandboxes`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ main: { command: ["sh", "-c", "echo started; exec sleep 300"], restart } }),
+      body: JSON.stringify({ main: { command: ["sh", "-c", "echo started $$; exec sleep 300"], restart } }),
     });
     assert.equal(r.status, 201);
     return ((await r.json()) as { id: string }).id;
@@ -161,16 +176,29 @@ it("after a SIGKILL and restart, a main process with a restart policy runs again
   const never = await make("no");
   const lines = async (id: string) => ((await (await fetch(`${base}/sandboxes/${id}/main/logs`)).json()) as { lines: { line: string }[] }).lines.map((l) => l.line);
   for (const id of [always, never]) await waitFor(async () => (await lines(id)).length === 1, 20_000, `the main process of ${id}`);
+  const before = new Map<string, string[]>();
+  for (const id of [always, never]) before.set(id, await lines(id));
 
   server.kill("SIGKILL");
   await new Promise((r) => server!.once("exit", r));
   server = await startServerProcess(configFile, base);
-  // The old main processes ended with the server that ran them; "always" brings its one back.
-  await waitFor(async () => (await lines(always)).join() === "started,started", 20_000, "the always-policy main process to run again");
-  const info = async (id: string) => (await (await fetch(`${base}/sandboxes/${id}`)).json()) as { state: string; main: { running: boolean } };
-  assert.deepEqual([(await info(always)).state, (await info(always)).main.running], ["running", true]);
-  assert.equal((await info(never)).state, "running");
-  assert.deepEqual(await lines(never), ["started"]);
+  const info = async (id: string) => (await (await fetch(`${base}/sandboxes/${id}`)).json()) as { state: string; main: { running: boolean; restarts: number } };
+  for (const id of [always, never]) {
+    const pid = (before.get(id)?.[0] ?? "").split(" ")[1];
+    const { state, main } = await info(id);
+    assert.deepEqual([state, main.running, main.restarts], ["running", true, 0], `${id}: its main process runs on, not started again`);
+    assert.deepEqual(await lines(id), before.get(id), `${id}: one start in its log`);
+    const r = await fetch(`${base}/sandboxes/${id}/exec`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ command: `kill -0 ${pid} && echo alive` }),
+    });
+    assert.equal(((await r.json()) as { stdout: string }).stdout, "alive\n");
+  }
+  // Taken over, it is the server's again: its exit is recorded and its policy applies.
+  assert.equal((await fetch(`${base}/sandboxes/${always}/kill`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" })).status, 200);
+  await waitFor(async () => (await info(always)).main.restarts === 1 && (await lines(always)).length === 2, 20_000, "the always-policy main process to restart");
+  for (const id of [always, never]) assert.equal((await fetch(`${base}/sandboxes/${id}`, { method: "DELETE" })).status, 200);
   server.kill("SIGTERM");
   assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
 });
@@ -205,4 +233,122 @@ it("a sandbox paused when idle stays paused through a SIGKILL of the server, and
   assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
   server.kill("SIGTERM");
   assert.equal(await new Promise((res) => server!.once("exit", res)), 0);
+});
+
+/** A build of this checkout that says it is newer: its own copy of the compiled code, and a version of its own. */
+async function newerBuild(version: string): Promise<string> {
+  const here = fileURLToPath(new URL("../../", import.meta.url));
+  const root = await mkdtemp(join(dataDir, "newer-build-"));
+  await cp(join(here, "dist", "src"), join(root, "dist", "src"), { recursive: true });
+  await cp(join(here, "dist", "web"), join(root, "dist", "web"), { recursive: true }).catch(() => {});
+  for (const shared of ["node_modules", "agent", "jail", "bin", "sdk"]) await symlink(join(here, shared), join(root, shared));
+  const pkg = JSON.parse(await readFile(join(here, "package.json"), "utf8")) as { version: string };
+  await writeFile(join(root, "package.json"), JSON.stringify({ ...pkg, version }));
+  return join(root, "dist", "src", "cli", "main.js");
+}
+
+it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, forkable, serving a port, a service), and a newer build takes each back: same pids, files, port", async () => {
+  server = await startServerProcess(configFile, base);
+  const api = async (method: string, path: string, body?: unknown) => {
+    const r = await fetch(`${base}${path}`, { method, headers: body ? { "Content-Type": "application/json" } : {}, body: body ? JSON.stringify(body) : undefined });
+    const text = await r.text();
+    return { status: r.status, body: text ? (JSON.parse(text) as any) : null };
+  };
+  const sh = async (id: string, command: string) => {
+    const r = await api("POST", `/sandboxes/${id}/exec`, { command });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body.stdout as string;
+  };
+  const hostPort = await freePort();
+  const ticking = ["sh", "-c", "i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.3; done"];
+  const specs = {
+    execing: {},
+    followed: { main: { command: ticking } },
+    paused: {},
+    forkable: { forkable: true },
+    serving: { ports: [`${hostPort}:8000`] },
+    service: { main: { command: ["sh", "-c", "echo up; exec sleep 600"], restart: "always" } },
+  };
+  const ids: Record<string, string> = {};
+  for (const [k, spec] of Object.entries(specs)) {
+    const r = await api("POST", "/sandboxes", { ttl: "15m", ...spec });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    ids[k] = r.body.id;
+  }
+  const pids: Record<string, string> = {};
+  for (const [k, id] of Object.entries(ids)) {
+    // An acknowledged write, in every one.
+    assert.equal((await api("POST", `/sandboxes/${id}/files`, { path: "/root/ack.txt", content: `acknowledged by ${k}\n` })).status, 200);
+    if (k === "paused" || k === "forkable") pids[k] = (await sh(id, "nohup sh -c 'exec sleep 600' >/dev/null 2>&1 & echo $!")).trim();
+  }
+  pids.serving = (await sh(ids.serving, "cd /root && nohup python3 -m http.server 8000 >/dev/null 2>&1 & echo $!")).trim();
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${hostPort}/ack.txt`).catch(() => null))?.ok === true, 20_000, "the published port");
+  const main = async (id: string, what: string) => {
+    const procs = (await api("GET", `/sandboxes/${id}/top`)).body as { pid: number; command: string }[];
+    return String(procs.find((p) => p.command.includes(what))?.pid ?? "");
+  };
+  await waitFor(async () => (pids.followed = await main(ids.followed, "tick")) !== "", 10_000, "the followed main process");
+  await waitFor(async () => (pids.service = await main(ids.service, "sleep 600")) !== "", 10_000, "the service's main process");
+  // A command in flight, and a client following a main process's log.
+  const execOut = fetch(`${base}/sandboxes/${ids.execing}/exec`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ command: "echo $$ > /root/exec.pid; exec sleep 600", stream: true }),
+  }).then((r) => r.text());
+  await waitFor(async () => (await api("GET", `/sandboxes/${ids.execing}/files/stat?path=/root/exec.pid`)).status === 200, 10_000, "the command in flight");
+  pids.execing = (await sh(ids.execing, "cat /root/exec.pid")).trim();
+  const followed = fetch(`${base}/sandboxes/${ids.followed}/main/logs?follow=true`).then((r) => r.text());
+  assert.equal((await api("POST", `/sandboxes/${ids.paused}/pause`)).status, 200);
+  // A connection to the published port open as the server stops.
+  const open = connect(hostPort, "127.0.0.1");
+  await new Promise<void>((r) => open.once("connect", () => r()));
+  const openEnded = new Promise<void>((r) => open.once("close", () => r()));
+  open.on("error", () => {});
+  const qemuBefore = Object.fromEntries(await Promise.all(Object.entries(ids).map(async ([k, id]) => [k, await qemuPidsOf(id)] as const)));
+
+  server.kill("SIGTERM");
+  assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
+  // Every stream that was open got a clear end, saying what happened and what to do.
+  assert.match(await execOut, /"code":"UNAVAILABLE".*the server is stopping: the sandbox and its processes run on/);
+  assert.match((await followed).trim().split("\n").at(-1) ?? "", /forgevm: the server is stopping/);
+  await openEnded;
+  // Nothing was destroyed: every VM that ran still runs, the same process.
+  for (const [k, id] of Object.entries(ids)) {
+    if (k === "paused") assert.deepEqual(await qemuPidsOf(id), []);
+    else assert.deepEqual(await qemuPidsOf(id), qemuBefore[k], `${k}: its VMM runs on`);
+  }
+
+  let printed = "";
+  server = await startServerProcess(configFile, base, undefined, { main: await newerBuild("0.999.0-newer"), stdout: (t) => (printed += t) });
+  assert.equal((await api("GET", "/health")).body.version, "0.999.0-newer");
+  await waitFor(() => /took back 5 running sandboxes \(\d+ processes running in them\)/.test(printed), 10_000, `the start's report (${printed})`);
+  for (const [k, id] of Object.entries(ids)) {
+    const row = (await api("GET", `/sandboxes/${id}`)).body;
+    assert.equal(row.state, k === "paused" ? "paused" : "running", `${k} is there`);
+  }
+  assert.equal((await api("POST", `/sandboxes/${ids.paused}/resume`)).status, 200);
+  for (const [k, id] of Object.entries(ids)) {
+    assert.equal(await sh(id, "cat /root/ack.txt"), `acknowledged by ${k}\n`, `${k}: its acknowledged file`);
+    if (pids[k]) assert.equal(await sh(id, `kill -0 ${pids[k]} && echo alive`), "alive\n", `${k}: process ${pids[k]} runs on`);
+  }
+  assert.equal(await (await fetch(`http://127.0.0.1:${hostPort}/ack.txt`)).text(), "acknowledged by serving\n");
+  // The main processes were taken over, not started again, and the log has no gap.
+  const service = (await api("GET", `/sandboxes/${ids.service}`)).body.main;
+  assert.deepEqual([service.running, service.restarts], [true, 0]);
+  const ticks = ((await api("GET", `/sandboxes/${ids.followed}/main/logs`)).body.lines as { line: string }[]).map((l) => Number(l.line.split(" ")[1]));
+  assert.deepEqual(
+    ticks,
+    ticks.map((_, i) => i),
+    "every tick, in order, across the restart",
+  );
+  // A forkable sandbox forks after the restart, its child with the same files and processes.
+  const fork = await api("POST", `/sandboxes/${ids.forkable}/fork`, { count: 1 });
+  assert.equal(fork.status, 201, JSON.stringify(fork.body));
+  const child = fork.body.sandboxes[0].id as string;
+  assert.equal(await sh(child, `cat /root/ack.txt; kill -0 ${pids.forkable} && echo alive`), "acknowledged by forkable\nalive\n");
+
+  for (const id of [...Object.values(ids), child]) assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
+  server.kill("SIGTERM");
+  assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
+  for (const id of [...Object.values(ids), child]) assert.deepEqual(await qemuPidsOf(id), [], `${id}: no VMM left`);
 });

@@ -219,8 +219,10 @@ export class MainRunner {
    * The server is letting go of the sandbox and leaves it running: the process runs on in the
    * guest, its record stays as it is (the next server adopts it), and followers of its log end.
    */
-  release(): void {
+  release(why: string): void {
     this.released = true;
+    // Followers of its log hear why their stream ends (a line for them, not for the log).
+    this.lines.emit("line", { ts: new Date().toISOString(), stream: "stderr", line: `forgevm: ${why}` } satisfies LogLine);
     this.lines.emit("done", null);
     this.dispose();
   }

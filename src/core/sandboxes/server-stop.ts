@@ -77,7 +77,7 @@ export async function stopSandboxes(core: Core, mode: OnStop, destroy: (id: stri
   // Paused in this process with their streams held: those streams end now (the pause is on disk;
   // its main process goes on in the guest when a server resumes it, and is adopted then).
   for (const [id, sb] of [...core.sleeping]) {
-    core.mains.get(id)?.release();
+    core.mains.get(id)?.release(SERVER_LEFT);
     core.mains.delete(id);
     await letSleeperGo(core, id, sb, new HostLeftError(SERVER_LEFT));
   }
@@ -103,7 +103,7 @@ async function pauseForStop(core: Core, sb: Sandbox): Promise<boolean> {
  */
 export async function letGo(core: Core, sb: Sandbox): Promise<void> {
   const id = sb.id;
-  core.mains.get(id)?.release();
+  core.mains.get(id)?.release(SERVER_LEFT);
   core.mains.delete(id);
   core.live.delete(id);
   await core.networks.detach(id);

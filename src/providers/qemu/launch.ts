@@ -299,7 +299,13 @@ async function runGuest(rt: QemuRuntime, vmm: Vmm, spec: VmSpec, accel: Accel, s
       restored: !!restore,
       ...(spec.forkable ? { forkable: true } : {}),
     };
-    const vm = new QemuVm(info, channel, consoleLog, exited, vmm.cleanup, () => rt.live.delete(vm), vmm.ownRam);
+    // Forgotten (destroyed, or let go of for the next server): this process no longer waits for its VMM.
+    const forget = () => {
+      rt.live.delete(vm);
+      proc.unref();
+      (proc.stdio[3] as Writable | null)?.destroy();
+    };
+    const vm = new QemuVm(info, channel, consoleLog, exited, vmm.cleanup, forget, vmm.ownRam);
     rt.live.add(vm);
     return vm;
   }
