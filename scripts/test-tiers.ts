@@ -7,6 +7,7 @@
 export const TIERS = {
   /** No VM, no server process: pure functions, parsers, the C agent under ASan, static checks. */
   unit: [
+    "adopt",
     "agent-c",
     "allowlist",
     "channel",
@@ -50,6 +51,7 @@ export const TIERS = {
     "host-dirs",
     "images",
     "lifecycle",
+    "clock",
     "limits",
     "mcp",
     "metrics",

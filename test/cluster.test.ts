@@ -364,6 +364,16 @@ describe("cluster", () => {
     const as = (m: Member, method: string, path: string, body?: unknown) => apiRequest(m.url, method, path, body, { "X-API-Key": mine });
     assert.equal((await as(fronts[1], "POST", `/sandboxes/${ids[0]}/exec`, { command: "echo keyed" })).body.stdout, "keyed\n");
     assert.equal((await as(fronts[1], "GET", "/sandboxes")).status, 200);
+    // E2B's team list, relayed to a node: it shows a key the caller presented, or none; never the operator's.
+    for (const [who, headers] of [
+      ["a cluster key", { "X-API-Key": mine }],
+      ["the operator", H],
+    ] as const) {
+      const teams = await fetch(`${fronts[0].url}/teams`, { headers: { ...headers, "X-ForgeVM-Node": nodes[0].id } });
+      assert.equal(teams.status, 200, who);
+      const [team] = (await teams.json()) as { apiKey: string }[];
+      assert.equal(team.apiKey, who === "the operator" ? KEY : "", `${who} sees ${team.apiKey ? "a key" : "no key"}`);
+    }
     // A WebSocket, whose headers are replayed to the node, and a browser's stream with the key in the query.
     const ws = new WebSocket(`${fronts[0].url.replace("http", "ws")}/api/v1/sandboxes/${ids[0]}/exec/ws`, { headers: { "X-API-Key": mine } });
     const code = await new Promise<number>((resolve, reject) => {

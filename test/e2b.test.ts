@@ -556,6 +556,8 @@ describe("snapshots, logs and team metrics in E2B's shape", () => {
     try {
       await src.files.write("snap.txt", "in the snapshot");
       await src.commands.run("nohup sleep 4242 >/dev/null 2>&1 &");
+      // A background command, as the frameworks start a server: the copies list it, by its pid.
+      const bg = await src.commands.run("sleep 4343", { background: true, timeoutMs: 0 });
       const named = await src.createSnapshot({ name: "e2b-snap" });
       assert.deepEqual(named, { snapshotId: "local/e2b-snap:default", names: ["local/e2b-snap"] });
       const unnamed = await Sandbox.createSnapshot(src.sandboxId);
@@ -576,6 +578,11 @@ describe("snapshots, logs and team metrics in E2B's shape", () => {
       assert.equal(await restored.files.read("snap.txt"), "in the snapshot");
       assert.match((await restored.commands.run("pgrep -fx 'sleep 4242'")).stdout, /^\d+\n$/);
       assert.equal((await restored.commands.run("echo $FROM_RESTORE")).stdout, "1\n");
+      const listed = (await restored.commands.list()).find((p) => p.pid === bg.pid);
+      assert.ok(listed?.args.join(" ").includes("sleep 4343"), `the copy lists the command that ran when the snapshot was taken: ${JSON.stringify(listed)}`);
+      // It is the copy's own, to signal, as any process it started.
+      assert.equal(await restored.commands.kill(bg.pid), true);
+      assert.match((await src.commands.run("pgrep -fx 'sleep 4343' || true")).stdout, /^\d+\n$/, "the source's own goes on");
       // Taken again under its name: a new build of the same snapshot, which now restores instead.
       await src.files.write("snap.txt", "second build");
       assert.equal((await src.createSnapshot({ name: "e2b-snap" })).snapshotId, named.snapshotId);
@@ -703,6 +710,37 @@ describe("lifecycle: pause at the timeout, and auto-resume", () => {
     assert.equal(resumed.at(-1)?.data?.by, "envd");
     const paused = forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.paused");
     assert.equal(paused.at(-1)?.data?.reason, "timeout");
+    await s.kill();
+  });
+
+  it("a background command whose output its client follows does not undo the pause at the timeout, nor does polling its state; the next call resumes it and the output goes on", async () => {
+    // The OpenAI Agents SDK's and Mastra's default: pause at the timeout, resume on the next call.
+    const s = await Sandbox.create({ timeoutMs: 4000, lifecycle: { onTimeout: "pause", autoResume: true } });
+    const seen: string[] = [];
+    const bg = await s.commands.run("i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.3; done", { background: true, timeoutMs: 0, onStdout: (d) => void seen.push(d) });
+    await waitFor(async () => (await Sandbox.getInfo(s.sandboxId)).state === "paused", 30_000, "the sandbox to pause at its timeout");
+    // Followed, and polled: it stays paused.
+    const until = Date.now() + 3000;
+    while (Date.now() < until) {
+      assert.equal((await Sandbox.getInfo(s.sandboxId)).state, "paused", "a followed stream or a status poll resumed it");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(forge.events.replay(0, 1_000_000).filter((e) => e.sandbox_id === s.sandboxId && e.type === "sandbox.resumed").length, 0);
+    const before = seen.join("").split("\n").filter(Boolean).length;
+    // A call that wants an answer wakes it; the stream that waited goes on where it was.
+    assert.equal((await s.commands.run("echo awake")).stdout, "awake\n");
+    await waitFor(() => seen.join("").split("\n").filter(Boolean).length > before + 2, 10_000, "the followed output to go on");
+    const ticks = seen
+      .join("")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => Number(l.split(" ")[1]));
+    assert.deepEqual(
+      ticks,
+      ticks.map((_, i) => i),
+      "nothing lost or repeated across the pause",
+    );
+    await bg.kill();
     await s.kill();
   });
 

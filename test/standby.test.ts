@@ -63,7 +63,12 @@ describe("standby on idle", () => {
     const id = r.body.id;
     const pid = server.forge.sandboxes.get(id).vm_pid!;
     assert.equal((await api("POST", `/sandboxes/${id}/exec`, { command: "echo kept > /root/kept.txt" })).body.exit_code, 0);
-    const paused = await untilPaused(id);
+    // Reading its state (untilPaused polls it), listing sandboxes, its metrics and health checks
+    // are no activity: polled all along, it pauses all the same.
+    const polling = setInterval(() => {
+      for (const path of ["/sandboxes", "/health", `/sandboxes/${id}/metrics`, "/stats"]) void api("GET", path).catch(() => {});
+    }, 150);
+    const paused = await untilPaused(id).finally(() => clearInterval(polling));
     assert.equal(paused.paused_reason, "idle");
     assert.equal(alive(pid), false, "the VMM is gone while paused");
     assert.equal(events(id, "sandbox.paused").at(-1)?.data?.reason, "idle");

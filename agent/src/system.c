@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define CLOCK_SLACK_MS 100 /* a guest clock this close to the host's is not stepped */
+
 /* Kernel ABI constants, spelled out so the agent builds without kernel headers. */
 #define RNDADDENTROPY 0x40085203
 #define RNDRESEEDCRNG 0x5207
@@ -283,8 +285,16 @@ void op_configure(uint32_t id, const jdoc *d) {
   }
   int64_t t;
   if (req_int(d, "time_ms", -1, &t) == 0 && t > 0) {
-    struct timespec ts = {.tv_sec = t / 1000, .tv_nsec = (t % 1000) * 1000000};
-    clock_settime(CLOCK_REALTIME, &ts);
+    /* The host sends its clock at every start and restore, and now and then while the guest runs
+     * (core/sandboxes/clock.ts). Within CLOCK_SLACK_MS the guest is left alone: the difference is
+     * the message's own delay, and stepping for it would only make the clock jitter. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t off = t - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    if (off >= CLOCK_SLACK_MS || off <= -CLOCK_SLACK_MS) {
+      struct timespec ts = {.tv_sec = t / 1000, .tv_nsec = (t % 1000) * 1000000};
+      clock_settime(CLOCK_REALTIME, &ts);
+    }
   }
   char *seed = req_str(d, "seed_hex");
   if (seed) {

@@ -49,7 +49,7 @@ export class AgentChannel extends EventEmitter implements Mux {
    * `introduce`, the host speaks first: it sends a HELLO with a nonce and waits for the guest's
    * HELLO that echoes it, skipping whatever the guest had in flight before — the way to take
    * over a guest restored from a snapshot, which still believes its old host is there. Its
-   * processes are killed, unless `keepProcesses` (a paused sandbox resuming) lets them run on.
+   * processes are killed, unless `keepProcesses` (a resumed pause, a copy of a snapshot) lets them run on, detached for adoption.
    */
   constructor(socket: Duplex, opts: { resync?: boolean; introduce?: boolean; keepProcesses?: boolean } = {}) {
     super();

@@ -22,6 +22,8 @@ export interface ForgeOptions {
   reapIntervalMs?: number;
   /** How long rows of destroyed sandboxes are kept (default 7 days). */
   historyRetentionMs?: number;
+  /** Send running guests the host's time every this many ms (sandboxes/clock.ts; default 30 s; 0: never, for measuring the guests' own clocks). */
+  clockEveryMs?: number;
   /**
    * Idle memory reclaim: a sandbox unused this long drops its clean page cache for free page
    * reporting to give back (0: never; default 10 min). `ksm` turns the host's same-page merging on

@@ -8,6 +8,7 @@ import { Type, type Static } from "typebox";
 import type { Forge } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { badRequest } from "../http/errors.js";
+import { ON_BEHALF_HEADER } from "../http/api-key.js";
 
 /** The team's slug: snapshot names are `<slug>/<name>`. */
 export const TEAM_SLUG = "local";
@@ -70,7 +71,13 @@ export async function teamRoutes(app: FastifyInstance, { forge, apiKey }: { forg
     return false;
   };
 
-  app.get("/teams", { schema: { hide: true } }, async () => [{ teamID, name: TEAM_SLUG, apiKey: apiKey ?? "", isDefault: true }]);
+  // A key the caller presented itself, or none: never one it did not (a front relays a cluster
+  // key's request with the operator's key, and says so).
+  app.get("/teams", { schema: { hide: true } }, async (req) => {
+    const given = req.headers["x-api-key"];
+    const shown = typeof given === "string" && req.headers[ON_BEHALF_HEADER] === undefined ? given : "";
+    return [{ teamID, name: TEAM_SLUG, apiKey: shown, isDefault: true }];
+  });
 
   app.get(
     "/teams/:teamID/metrics",

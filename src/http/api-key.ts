@@ -8,3 +8,9 @@ export function keyMatches(given: string, expected: string): boolean {
   const b = createHash("sha256").update(expected).digest();
   return timingSafeEqual(a, b);
 }
+
+/**
+ * Set by a front that let a request in with a cluster key and relays it with the operator's key
+ * (nodes know no other): nothing in the node's answer may show the key it now sees.
+ */
+export const ON_BEHALF_HEADER = "x-forgevm-on-behalf";

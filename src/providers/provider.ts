@@ -97,8 +97,13 @@ export interface RestoreSource {
   feed?: (stream: Writable) => void;
   /** Open the disk's backing file without checking it (it is still being written by the parent). */
   diskInUse?: boolean;
-  /** The same sandbox going on (a resumed pause): its processes keep running rather than being killed. */
+  /**
+   * The guest's processes run on (detached, for the new host to adopt) rather than being killed:
+   * a resumed pause, and a snapshot's or a fork's copies, which are the machine as it was.
+   */
   keepProcesses?: boolean;
+  /** The same sandbox going on (a resumed pause): it keeps its machine id. */
+  sameMachine?: boolean;
   /**
    * The channel the sandbox had, held before its save (AgentChannel.hold): the restored guest
    * takes over every stream of it (processes with their output, tunnels, watches), so the new

@@ -8,6 +8,7 @@ import type { Duplex } from "node:stream";
 import type { ClusterKeys } from "../../core/cluster/api-keys.js";
 import type { ErrorCode } from "../../http/errors.js";
 import { browserStreamKeys, keyMatches } from "../access.js";
+import { ON_BEHALF_HEADER } from "../../http/api-key.js";
 import { readBody } from "./proxy.js";
 
 const KEYS = /^\/api\/v1\/cluster\/keys(?:\/([^/]+))?$/;
@@ -87,15 +88,17 @@ export function asOperator(req: IncomingMessage, operatorKey: string): void {
     req.url = `${url.pathname}${url.search}`;
   }
   req.headers["x-api-key"] = operatorKey;
+  // The node must never show the key it now sees to this caller (E2B's team list would).
+  req.headers[ON_BEHALF_HEADER] = "cluster-key";
   delete req.headers.authorization;
   delete req.headers.cookie;
   // A WebSocket upgrade is replayed from the raw headers.
   const raw: string[] = [];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i].toLowerCase();
-    if (name !== "x-api-key" && name !== "authorization" && name !== "cookie") raw.push(req.rawHeaders[i], req.rawHeaders[i + 1]);
+    if (name !== "x-api-key" && name !== "authorization" && name !== "cookie" && name !== ON_BEHALF_HEADER) raw.push(req.rawHeaders[i], req.rawHeaders[i + 1]);
   }
-  raw.push("X-API-Key", operatorKey);
+  raw.push("X-API-Key", operatorKey, ON_BEHALF_HEADER, "cluster-key");
   req.rawHeaders.splice(0, req.rawHeaders.length, ...raw);
 }
 

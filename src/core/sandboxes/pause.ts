@@ -141,7 +141,7 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
         : await core.providers.of(row).spawn({
             ...spec,
             // The pause's RAM file becomes the VM's own again: nothing is copied.
-            restore: { files, keepProcesses: true, adoptMemory: forkable && !!files.memory, ...(asleep ? { channel: asleep.vm.channel } : {}) },
+            restore: { files, keepProcesses: true, sameMachine: true, adoptMemory: forkable && !!files.memory, ...(asleep ? { channel: asleep.vm.channel } : {}) },
           });
     } catch (e) {
       // A stopped sandbox's memory is only a head start (its main process runs anew): when the

@@ -8,6 +8,7 @@ import { mainLogPath } from "./main-process.js";
 import { pause } from "./pause.js";
 import { reclaimIdle } from "./reclaim.js";
 import { stop } from "./stop-start.js";
+import { keepClocks } from "./clock.js";
 
 const EXPIRED: Ending = { reason: "ttl", by: "server" };
 
@@ -70,6 +71,7 @@ export const DEFAULT_RECLAIM_AFTER_MS = 10 * 60_000;
 export async function reap(core: Core): Promise<void> {
   try {
     settleIdle(core);
+    keepClocks(core);
     const reclaimAfter = core.opts.memory?.reclaimAfterMs ?? DEFAULT_RECLAIM_AFTER_MS;
     if (reclaimAfter > 0) reclaimIdle(core, reclaimAfter);
     await prune(core);

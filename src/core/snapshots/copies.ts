@@ -145,7 +145,8 @@ async function forkByFile(
 
 /** What a fork's child VM is: its parent's machine, its own id and hostname, restored from `restore`. */
 function childSpec(src: SandboxRow, row: SandboxRow, opts: ForkOptions, restore: RestoreSource): VmSpec {
-  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: hasNic(src.network), forkable: !!opts.forkable, restore };
+  // The parent's processes run on in each child, which adopts them (guest/adopt.ts).
+  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: hasNic(src.network), forkable: !!opts.forkable, restore: { ...restore, keepProcesses: true } };
 }
 
 /** A fork's children admitted as running sandboxes; when one failed to start, every one that did is destroyed and the failure thrown. */
@@ -217,7 +218,8 @@ export async function restore(core: Core, idOrName: string, opts: ForkOptions = 
           memoryMb: snap.memory_mb,
           vcpus: snap.vcpus,
           hostname: row.id,
-          restore: { files: Snapshots.files(snap) },
+          // The processes that ran when the snapshot was taken run on in it, and are adopted (guest/adopt.ts).
+          restore: { files: Snapshots.files(snap), keepProcesses: true },
           nic: !!snap.nic,
           forkable: !!opts.forkable,
         };

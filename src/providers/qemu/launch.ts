@@ -282,7 +282,7 @@ async function runGuest(rt: QemuRuntime, vmm: Vmm, spec: VmSpec, accel: Accel, s
       time_ms: Date.now(),
       seed_hex: randomBytes(64).toString("hex"),
       // The same sandbox going on keeps its machine id; every other VM gets its own.
-      ...(restore?.keepProcesses ? {} : { machine_id: randomBytes(16).toString("hex") }),
+      ...(restore?.sameMachine ? {} : { machine_id: randomBytes(16).toString("hex") }),
       ...(restore && spec.hostname ? { hostname: spec.hostname } : {}),
       ...limitFields(rt),
       ...(spec.nic ? { net: USER_NET } : {}),
