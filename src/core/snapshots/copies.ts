@@ -146,7 +146,15 @@ async function forkByFile(
 /** What a fork's child VM is: its parent's machine, its own id and hostname, restored from `restore`. */
 function childSpec(src: SandboxRow, row: SandboxRow, opts: ForkOptions, restore: RestoreSource): VmSpec {
   // The parent's processes run on in each child, which adopts them (guest/adopt.ts).
-  return { id: row.id, memoryMb: src.memory_mb, vcpus: src.vcpus, hostname: row.id, nic: hasNic(src.network), forkable: !!opts.forkable, restore: { ...restore, keepProcesses: true } };
+  return {
+    id: row.id,
+    memoryMb: src.memory_mb,
+    vcpus: src.vcpus,
+    hostname: row.id,
+    nic: hasNic(src.network),
+    forkable: !!opts.forkable,
+    restore: { ...restore, keepProcesses: true },
+  };
 }
 
 /** A fork's children admitted as running sandboxes; when one failed to start, every one that did is destroyed and the failure thrown. */
