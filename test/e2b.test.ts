@@ -307,7 +307,7 @@ describe("bad input gets E2B-shaped errors", () => {
     assert.deepEqual(Object.keys((await r.json()) as object).sort(), ["code", "message"]);
   });
 
-  it("network fields and identity this server does not implement are refused by name, never ignored; so are rules naming an unknown secret", async () => {
+  it("network fields and identity this server does not implement are refused by name, never ignored", async () => {
     const create = (body: object) =>
       fetch(`${base}/v2/sandboxes`, {
         method: "POST",
@@ -315,8 +315,6 @@ describe("bad input gets E2B-shaped errors", () => {
         body: JSON.stringify({ templateID: "base", ...body }),
       });
     const refused: [object, RegExp][] = [
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder, literal text on the wire
-      [{ network: { rules: { "api.example.com": [{ transform: { headers: { "X-Key": "${e2b.secrets.k}" } } }] } } }, /^network\.rules: no secret "k"/],
       [{ network: { egressProxy: { address: "proxy.example.com:1080" } } }, /^network\.egressProxy is not supported/],
       [{ network: { httpsPorts: [8443] } }, /^network\.httpsPorts is not supported/],
       [{ network: { maskRequestHost: "bad host/" } }, /^maskRequestHost: "bad host\/" is not a host\[:port\]/],
@@ -397,9 +395,23 @@ describe("bad input gets E2B-shaped errors", () => {
     await sbx.commands.run("umount /mnt/small", { user: "root" });
   });
 
-  it("paths the user may not touch, and uploads without a target", async () => {
+  it("as envd does, directories, uploads and moves are made as root and given to the user (the OpenAI Agents SDK's /workspace); reads and listings stay the user's", async () => {
+    await sbx.files.makeDir("/workspace");
+    assert.equal((await sbx.files.getInfo("/workspace")).owner, "user");
+    await sbx.files.write("/opt/deep/a.txt", "made for the user");
+    for (const p of ["/opt/deep", "/opt/deep/a.txt"]) assert.equal((await sbx.files.getInfo(p)).owner, "user", p);
+    assert.equal((await sbx.files.getInfo("/opt")).owner, "root", "a directory that was there stays its owner's");
+    await sbx.files.rename("/opt/deep/a.txt", "/srv/moved/b.txt");
+    assert.equal(await sbx.files.read("/srv/moved/b.txt"), "made for the user");
+    assert.equal((await sbx.files.getInfo("/srv/moved")).owner, "user");
+    // The user's own commands can use what was made for it.
+    assert.equal((await sbx.commands.run("echo more >> /workspace/log && cat /workspace/log")).stdout, "more\n");
+    await sbx.commands.run("rm -rf /workspace /opt/deep /srv/moved", { user: "root" });
+  });
+
+  it("paths the user may not read, and uploads without a target", async () => {
     await assert.rejects(sbx.files.read("/root/../etc/shadow"), (e: Error) => /permission|denied/i.test(e.message) && !/500/.test(e.message));
-    await assert.rejects(sbx.files.write("/etc/forbidden", "x"), (e: Error) => /permission|denied/i.test(e.message));
+    await assert.rejects(sbx.files.list("/root"), (e: Error) => /permission|denied/i.test(e.message));
     const noPath = await post("/files", "data", { ...envd(), "content-type": "application/octet-stream" });
     assert.equal(noPath.status, 400);
     const badBoundary = await post("/files", "data", { ...envd(), "content-type": "multipart/form-data" });
@@ -648,6 +660,8 @@ describe("volumes in E2B's shape, and their content API", () => {
     const written = await vol.writeFile("/d/e/a.txt", "hello volume", { mode: 0o600 });
     assert.equal(written.mode, 0o600);
     assert.equal(written.size, 12);
+    // What the content API makes belongs to the volume's owner, E2B's default user (uid 1000), unless it says otherwise.
+    assert.deepEqual([written.uid, written.gid, (await vol.getInfo("/d")).uid], [1000, 1000, 1000]);
     assert.equal(await vol.readFile("/d/e/a.txt"), "hello volume");
     const big = randomBytes(5 * 1024 * 1024);
     await vol.writeFile("/big.bin", new Blob([big]));
@@ -666,12 +680,13 @@ describe("volumes in E2B's shape, and their content API", () => {
     await assert.rejects(Sandbox.create({ volumeMounts: { "/mnt/x": "no-such-volume" } }), /400: invalid mounts: - volume mount #0: volume "no-such-volume" not found/);
     const s = await Sandbox.create({ timeoutMs: 120_000, volumeMounts: { "/mnt/data": vol } });
     try {
-      assert.equal((await s.commands.run("cat /mnt/data/d/e/a.txt", { user: "root" })).stdout, "hello volume");
+      // The sandbox's default user reads and writes it, as on E2B.
+      assert.equal((await s.commands.run("cat /mnt/data/d/e/a.txt")).stdout, "hello volume");
       assert.deepEqual((await s.getInfo()).volumeMounts, [{ name: "e2b-data", path: "/mnt/data" }]);
-      await s.commands.run("echo from-the-sandbox > /mnt/data/inside.txt", { user: "root" });
+      await s.commands.run("echo from-the-sandbox > /mnt/data/inside.txt");
       assert.equal(await vol.readFile("/inside.txt"), "from-the-sandbox\n");
       await vol.writeFile("/while-mounted.txt", "through the sandbox");
-      assert.equal((await s.commands.run("cat /mnt/data/while-mounted.txt", { user: "root" })).stdout, "through the sandbox");
+      assert.equal((await s.commands.run("echo ' and the user' >> /mnt/data/while-mounted.txt && cat /mnt/data/while-mounted.txt")).stdout, "through the sandbox and the user\n");
       await assert.rejects(Volume.destroy(vol.volumeId), /409|mounted/);
     } finally {
       await s.kill();

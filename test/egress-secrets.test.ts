@@ -196,11 +196,32 @@ describe("secrets injected at egress (E2B SDK)", () => {
     }
   });
 
-  it("bad rules are a 400 naming the field: an unknown secret, a destination off the allowlist, a malformed placeholder", async () => {
+  it("a rule may name a secret that does not exist yet, as on E2B: its requests are refused with the reason in the egress log, nothing sent, until the secret is added", async () => {
+    const s = await Sandbox.create({
+      timeoutMs: 120_000,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder syntax, as the SDK sends it
+      network: { allowOut: [`${API}:${port}`], denyOut: [ALL_TRAFFIC], rules: { [API]: [{ transform: { headers: { Authorization: "Bearer ${e2b.secrets.later-key}" } } }] } },
+    });
+    try {
+      const r = await s.commands.run(curl(API, "/before-the-secret"), { timeoutMs: 60_000 }).catch((e) => e);
+      assert.notEqual(r.stdout, "200");
+      assert.equal(seen.filter((x) => x.path === "/before-the-secret").length, 0, "nothing was sent, with the placeholder or without");
+      const log = await forge.network.egressLog(s.sandboxId);
+      assert.ok(
+        log.some((e) => e.host === API && /later-key/.test(`${e.reason} ${e.error ?? ""}`)),
+        JSON.stringify(log),
+      );
+      await Secret.create("later-key", "added-later");
+      assert.equal((await requestFrom(s, curl(API, "/after-the-secret"), "/after-the-secret")).auth, "Bearer added-later");
+    } finally {
+      await s.kill();
+      await Secret.destroy("later-key").catch(() => {});
+    }
+  });
+
+  it("bad rules are a 400 naming the field: a destination off the allowlist, a malformed placeholder", async () => {
     const create = (rules: Record<string, { transform: { headers: Record<string, string> } }[]>, allowOut = [`${API}:${port}`]) =>
       Sandbox.create({ network: { allowOut, denyOut: [ALL_TRAFFIC], rules } });
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: E2B's placeholder syntax, as the SDK sends it
-    await assert.rejects(create({ [API]: [{ transform: { headers: { A: "${e2b.secrets.nope}" } } }] }), /400: .*no secret "nope"/);
     await assert.rejects(create({ "evil.test.local": [{ transform: { headers: { A: "x" } } }] }), /400: .*evil\.test\.local is not on the sandbox's allowlist/);
     await assert.rejects(create({ [API]: [{ transform: { headers: { A: "${e2b.secrets.openai-key" } } }] }), /400: .*malformed secret placeholder/);
     await assert.rejects(create({ [API]: [{ transform: { headers: { Host: "x" } } }] }), /400: .*frames the request/);

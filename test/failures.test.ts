@@ -129,3 +129,44 @@ describe("failures stay visible", () => {
     assert.deepEqual(await readdir(forge.paths.vmsDir), []);
   });
 });
+
+describe("copies that fail end what they started", () => {
+  it("a fork whose child is destroyed while it starts fails whole: no child's VM runs on, none is left half-made", async () => {
+    for (const forkable of [false, true]) {
+      const parent = await forge.sandboxes.spawn({ memoryMb: 256, forkable });
+      const before = forge.events.replay(0, 1_000_000).length;
+      const forking = forge.snapshots.fork(parent.id, { count: 3 }).then(
+        () => null,
+        (e: Error) => e,
+      );
+      // The first child as soon as it has a row: destroyed before the fork hands it out.
+      let victim: string | undefined;
+      await waitFor(
+        () => {
+          victim = forge.sandboxes.list(undefined, ["creating"]).find((r) => r.id !== parent.id)?.id;
+          return !!victim;
+        },
+        20_000,
+        "a child's row",
+      );
+      await forge.sandboxes.destroy(victim!);
+      const failed = await forking;
+      assert.ok(failed instanceof Error, `forkable ${forkable}: the fork failed`);
+      const children = forge.events
+        .replay(0, 1_000_000)
+        .slice(before)
+        .filter((e) => e.type === "sandbox.created" && e.data?.forked_from === parent.id)
+        .map((e) => e.sandbox_id as string);
+      assert.equal(children.length, 3);
+      for (const id of children) {
+        const row = forge.sandboxes.get(id);
+        assert.ok(row.state === "destroyed" || row.state === "error", `${id} is ${row.state}`);
+        await waitFor(() => !row.vm_pid || !alive(row.vm_pid), 10_000, `the VMM of ${id} to be gone`);
+        await waitFor(async () => !(await readdir(forge.paths.vmsDir)).includes(id), 10_000, `the VM directory of ${id} to go`);
+      }
+      assert.equal((await parent.exec("echo still")).stdout, "still\n", "the parent goes on");
+      await parent.destroy();
+    }
+    assert.deepEqual(await readdir(forge.paths.vmsDir), []);
+  });
+});

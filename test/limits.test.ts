@@ -105,6 +105,27 @@ describe("process and memory limits in the guest", () => {
     }
   });
 
+  it("a fork bomb whose processes call setsid() is ended by its exec's cgroup, commands run again, and a restart brings none of it back", async () => {
+    const forge = await testForge();
+    const sb = await forge.sandboxes.spawn();
+    try {
+      // Every process in a session and group of its own, so no process group holds the bomb; the exec returns at once.
+      await sb.exec("for i in $(seq 1 2000); do setsid sleep 600 & done >/dev/null 2>&1; exit 0", { timeoutMs: 60_000 });
+      const forks = async () => (await sb.exec("echo $(echo forked)", { timeoutMs: 10_000 }).catch(() => null))?.stdout === "forked\n";
+      await waitFor(forks, 60_000, "a command that forks to run again");
+      const current = Number((await sb.readFile("/sys/fs/cgroup/sandbox/pids.current", 64)).toString());
+      assert.ok(current < 64, `the bomb is gone (${current} tasks left in the sandbox)`);
+      assert.ok(sb.vm.consoleTail().includes("reached the sandbox's task limit"), "the console says what the agent ended");
+      // A stop ends every process, not the main one alone: what starts again is the sandbox's own.
+      await sb.exec("nohup setsid sleep 700 >/dev/null 2>&1 &");
+      await forge.sandboxes.stop(sb.id, 1000);
+      const back = await forge.sandboxes.start(sb.id);
+      assert.equal((await back.exec("pgrep -x sleep >/dev/null && echo some || echo none")).stdout, "none\n");
+    } finally {
+      await forge.sandboxes.destroy(sb.id);
+    }
+  });
+
   it("a fork bomb that outlives its exec is ended by the agent, and commands that fork run again", async () => {
     const forge = await testForge();
     const sb = await forge.sandboxes.spawn();

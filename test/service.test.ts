@@ -28,7 +28,7 @@ function words(line: string): string[] {
 }
 
 describe("forgevm service install", () => {
-  it("writes a unit whose command line serves this data directory, and stopped and started again it brings back the sandboxes their policy keeps", async () => {
+  it("writes a unit whose command line serves this data directory, and stopped and started again it takes every sandbox back, and starts again those stopped whose policy says so", async () => {
     const dataDir = await testDataDir();
     removeAtExit(dataDir);
     const port = await freePort();
@@ -105,12 +105,14 @@ describe("forgevm service install", () => {
         "the sandboxes with always and unless-stopped (not stopped by a person) to run again",
       );
       assert.equal((await state(stoppedUnless)).state, "stopped", "unless-stopped leaves a sandbox a person stopped");
-      assert.equal((await api("GET", `/sandboxes/${plain}`)).status, 404, "a sandbox without a policy ends with the server");
-      assert.equal((await api("POST", `/sandboxes/${always}/exec`, { command: "cat /root/mark" })).body.stdout, "kept\n", "its disk came back with it");
+      assert.equal((await state(plain)).state, "running", "a sandbox without a policy outlives its server too (server.on_stop: keep)");
+      assert.equal((await api("POST", `/sandboxes/${always}/exec`, { command: "cat /root/mark" })).body.stdout, "kept\n", "its files are where they were");
       const lines = (await api("GET", `/sandboxes/${always}/main/logs`)).body.lines.map((l: { line: string }) => l.line);
-      assert.deepEqual(lines, ["up", "up"], "its main process ran again");
+      assert.deepEqual(lines, ["up"], "its main process was taken over, not started again");
+      const stoppedLines = (await api("GET", `/sandboxes/${stoppedAlways}/main/logs`)).body.lines.map((l: { line: string }) => l.line);
+      assert.deepEqual(stoppedLines, ["up", "up"], "a stopped one with restart always ran again");
     } finally {
-      for (const id of [always, unless, stoppedUnless, stoppedAlways]) await api("DELETE", `/sandboxes/${id}`);
+      for (const id of [always, unless, stoppedUnless, stoppedAlways, plain]) await api("DELETE", `/sandboxes/${id}`);
       await stop(server);
     }
     assert.deepEqual(await readdir(join(dataDir, "vms")).catch(() => []), [], "no VM left behind");

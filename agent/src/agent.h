@@ -110,6 +110,9 @@ void exec_tick(sess *s, uint64_t now);
 void exec_detach(sess *s);
 uint64_t exec_next_deadline(sess *s);
 int exec_detached_count(void);
+void exec_cgroup(char *out, size_t size, pid_t pid, const char *file);
+void exec_cgroup_kill(pid_t pid);
+void op_killall(uint32_t id, const jdoc *d);
 void op_procs(uint32_t id, const jdoc *d);
 void op_adopt(uint32_t id, const jdoc *d);
 
@@ -129,6 +132,7 @@ void op_sync(uint32_t id, const jdoc *d);
 void op_freeze(uint32_t id, const jdoc *d);
 void op_glob(uint32_t id, const jdoc *d);
 int mkdir_parents(const char *path, mode_t mode);
+int mkdir_owned(const char *path, mode_t mode, int64_t uid, int64_t gid);
 
 /* net.c: TCP tunnels between host streams and guest sockets */
 void op_listen(uint32_t id, const jdoc *d);

@@ -44,14 +44,15 @@ static const struct op {
     {"freeze", op_freeze, 0, "commit"},     {"mount", op_mount, 0, "volumes"},
     {"share", op_share, 0, "host-dirs"},    {"hold", op_hold, 0, "continue-sessions"},
     {"reclaim", op_reclaim, 0, "reclaim"},
-    {"procs", op_procs, 0, "adopt"},        {"adopt", op_adopt, 0, "adopt"},
+    {"procs", op_procs, 0, "adopt"},        {"adopt", op_adopt, 0, "adopt"},     {"killall", op_killall, 0, "killall"},
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
 /* Features that belong to a field rather than an operation: the host's HELLO ("host-hello"),
  * processes that survive it ("keep-processes"), a network device set up by configure ("nic"),
- * close of a read or write stream ("close-transfers"). */
-static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic", "close-transfers"};
+ * close of a read or write stream ("close-transfers"), directories made for another user
+ * (mkdir's "uid"/"gid", "owned-dirs"). */
+static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic", "close-transfers", "owned-dirs"};
 
 void op_hello(uint32_t id, const char *nonce) { op_hello_as(id, nonce, 0); }
 

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "agent.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -35,6 +36,36 @@ extern char **environ;
 #define KEEP_ENDED 64
 
 static size_t kept_total;
+
+/* The path of `file` in the cgroup of the exec whose first process is `pid`, made when `file` is
+ * its cgroup.procs (the child calls this before it execs). */
+void exec_cgroup(char *out, size_t size, pid_t pid, const char *file) {
+  snprintf(out, size, SANDBOX_CGROUP "/x%d", (int)pid);
+  if (!strcmp(file, "cgroup.procs") && mkdir(out, 0755) < 0 && errno != EEXIST) { snprintf(out, size, "/nonexistent"); return; }
+  size_t n = strlen(out);
+  snprintf(out + n, size - n, "/%s", file);
+}
+
+/* Ends every process an exec made, whatever session or group it moved to (cgroup.kill). */
+void exec_cgroup_kill(pid_t pid) {
+  char path[80];
+  exec_cgroup(path, sizeof path, pid, "cgroup.kill");
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) { if (write(fd, "1", 1) < 0) {} close(fd); }
+}
+
+/* Removes the cgroups of execs whose processes have all gone (rmdir refuses a populated one). */
+static void sweep_cgroups(void) {
+  DIR *d = opendir(SANDBOX_CGROUP);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] != 'x') continue;
+    char path[300];
+    snprintf(path, sizeof path, SANDBOX_CGROUP "/%s", e->d_name);
+    rmdir(path);
+  }
+  if (d) closedir(d);
+}
 
 static void *tag_of(sess *s, int which) { return (void *)((uintptr_t)s | (uintptr_t)which); }
 
@@ -225,6 +256,9 @@ static void finish(sess *s) {
     return;
   }
   int sig, code = exit_code(s, &sig);
+  /* Its cgroup, and those of execs before it, go once empty: now and then, not on every exec. */
+  static unsigned finished;
+  if (++finished % 32 == 1) sweep_cgroups();
   jbuf b;
   jb_init(&b);
   jb_cstr(&b, "{\"ok\":true,\"exit_code\":");
@@ -243,6 +277,7 @@ void exec_tick(sess *s, uint64_t now) {
     s->timed_out = 1;
     s->deadline_ms = 0;
     kill(-s->pid, SIGKILL);
+    exec_cgroup_kill(s->pid);
   }
   if (s->out_fd >= 0) rearm(s, CH_OUT);
   if (s->err_fd >= 0) rearm(s, CH_ERR);
@@ -454,9 +489,16 @@ void op_exec(uint32_t id, const jdoc *d) {
       dup2(outp[1], 1);
       dup2(errp[1], 2);
     }
-    /* Into the sandbox cgroup while still root (a missing cgroup only loses the limits). */
-    int cg = open(SANDBOX_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
-    if (cg >= 0) { if (write(cg, "0", 1) < 0) {} close(cg); }
+    /* Into a cgroup of its own under the sandbox's, while still root: the sandbox's limits count
+     * it, and the guard and the end of the exec reach every process it makes, setsid or not (a
+     * missing cgroup only loses the limits). */
+    {
+      char cg[80];
+      exec_cgroup(cg, sizeof cg, getpid(), "cgroup.procs");
+      int fd = open(cg, O_WRONLY | O_CLOEXEC);
+      if (fd < 0) fd = open(SANDBOX_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) { if (write(fd, "0", 1) < 0) {} close(fd); }
+    }
     /* Credentials first, then the directory: a user may only start where it may go. */
     if (uid || gid) {
       if (pw) initgroups(pw->pw_name, gid); else setgroups(0, NULL);
@@ -540,6 +582,8 @@ void op_signal(uint32_t id, const jdoc *d) {
   if (!s || s->type != S_EXEC) { send_error(id, "ESRCH", "no running exec with id %lld", (long long)target); return; }
   int group = req_bool(d, "group", 1);
   if (kill(group ? -s->pid : s->pid, (int)sig) < 0 && errno != ESRCH) { send_errno(id, errno, "kill"); return; }
+  /* A kill of the whole group ends whatever the exec made, in its group or not. */
+  if (group && sig == SIGKILL) exec_cgroup_kill(s->pid);
   send_ok(id);
 }
 
@@ -576,6 +620,9 @@ void op_procs(uint32_t id, const jdoc *d) {
     jb_cstr(&b, s->ended ? ",\"running\":false" : ",\"running\":true");
     if (s->ended) {
       int sig, code = exit_code(s, &sig);
+  /* Its cgroup, and those of execs before it, go once empty: now and then, not on every exec. */
+  static unsigned finished;
+  if (++finished % 32 == 1) sweep_cgroups();
       jb_cstr(&b, ",\"exit_code\":");
       jb_int(&b, code);
       if (sig) { jb_cstr(&b, ",\"signal\":"); jb_int(&b, sig); }
@@ -640,4 +687,16 @@ void op_adopt(uint32_t id, const jdoc *d) {
   if (s->out_fd >= 0) rearm(s, CH_OUT);
   if (s->err_fd >= 0) rearm(s, CH_ERR);
   if (s->in_fd >= 0 && !s->pty) rearm(s, CH_IN);
+}
+
+/* killall: ends every process of the sandbox (cgroup.kill of its cgroup, execs' own included),
+ * as a stop does before the sandbox is saved. Feature killall. */
+void op_killall(uint32_t id, const jdoc *d) {
+  (void)d;
+  int fd = open(SANDBOX_CGROUP "/cgroup.kill", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) { send_errno(id, errno, "cgroup.kill"); return; }
+  int r = write(fd, "1", 1) < 0 ? errno : 0;
+  close(fd);
+  if (r) { send_errno(id, r, "cgroup.kill"); return; }
+  send_ok(id);
 }

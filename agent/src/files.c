@@ -29,18 +29,28 @@ static char *need_path(uint32_t id, const jdoc *d, const char *key) {
   return p;
 }
 
-int mkdir_parents(const char *path, mode_t mode) {
+int mkdir_parents(const char *path, mode_t mode) { return mkdir_owned(path, mode, -1, -1); }
+
+/* mkdir -p, each directory it makes given to uid:gid (-1: left as made), as E2B's envd makes a
+ * user's directories as root and then hands them over. */
+int mkdir_owned(const char *path, mode_t mode, int64_t uid, int64_t gid) {
   char *tmp = strdup(path);
   if (!tmp) return -1;
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
+  for (char *p = tmp + 1;; p++) {
+    if (*p && *p != '/') continue;
+    char c = *p;
     *p = 0;
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST) { free(tmp); return -1; }
-    *p = '/';
+    if (mkdir(tmp, mode) == 0) {
+      if ((uid >= 0 || gid >= 0) && chown(tmp, (uid_t)uid, (gid_t)gid) < 0) { free(tmp); return -1; }
+    } else if (errno != EEXIST) {
+      free(tmp);
+      return -1;
+    }
+    if (!c) break;
+    *p = c;
   }
-  int r = mkdir(tmp, mode);
   free(tmp);
-  return r < 0 && errno != EEXIST ? -1 : 0;
+  return 0;
 }
 
 static const char *type_name(mode_t m) {
@@ -115,7 +125,7 @@ void op_write(uint32_t id, const jdoc *d) {
   int fd = -1;
   struct stat st;
   if (!stat(path, &st) && S_ISDIR(st.st_mode)) { send_errno(id, EISDIR, path); goto fail; }
-  if (parents && mkdir_parents(dir, 0755) < 0) { send_errno(id, errno, dir); goto fail; }
+  if (parents && mkdir_owned(dir, 0755, uid, gid) < 0) { send_errno(id, errno, dir); goto fail; }
   if (asprintf(&tmp, "%s/.%.200s.fvm-%u.tmp", dir, base, id) < 0) { tmp = NULL; send_errno(id, ENOMEM, path); goto fail; }
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) { send_errno(id, errno, path); goto fail; }
@@ -277,9 +287,13 @@ void op_list(uint32_t id, const jdoc *d) {
 void op_mkdir(uint32_t id, const jdoc *d) {
   char *path = need_path(id, d, "path");
   if (!path) return;
-  int64_t mode;
+  int64_t mode, uid, gid;
   req_int(d, "mode", 0755, &mode);
-  int r = req_bool(d, "parents", 1) ? mkdir_parents(path, (mode_t)mode) : mkdir(path, (mode_t)mode);
+  req_int(d, "uid", -1, &uid);
+  req_int(d, "gid", -1, &gid);
+  int r;
+  if (req_bool(d, "parents", 1)) r = mkdir_owned(path, (mode_t)mode, uid, gid);
+  else if ((r = mkdir(path, (mode_t)mode)) == 0 && (uid >= 0 || gid >= 0)) r = chown(path, (uid_t)uid, (gid_t)gid);
   if (r < 0) send_errno(id, errno, path); else send_ok(id);
   free(path);
 }

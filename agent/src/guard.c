@@ -1,11 +1,13 @@
-/* The fork-bomb guard. Every exec'd process lives in the sandbox cgroup, whose pids limit stops a
- * fork bomb from taking the guest down; but a bomb whose exec has ended (`:(){ :|:& };:` returns
- * at once) goes on holding every task the limit allows, so nothing new can start in the sandbox
- * until someone kills it by hand. The kernel tells us each time a fork is refused for the limit
- * (pids.events changes, a poll event on its file); the guard then ends the process group that
- * holds most of the sandbox's tasks, as a group, until none of it is left. A legitimate workload
- * that reaches the limit (make -j of a thousand jobs) is ended the same way: past the limit it
- * could not go on anyway. */
+/* The fork-bomb guard. Every exec'd process lives in the sandbox cgroup (in a cgroup of its exec's
+ * own below it), whose pids limit stops a fork bomb from taking the guest down; but a bomb whose
+ * exec has ended (`:(){ :|:& };:` returns at once) goes on holding every task the limit allows, so
+ * nothing new can start in the sandbox until someone kills it by hand. The kernel tells us each
+ * time a fork is refused for the limit (pids.events changes, a poll event on its file); the guard
+ * then ends the exec whose cgroup holds most of the sandbox's tasks, all of it at once
+ * (cgroup.kill), so a bomb whose processes call setsid() is ended as surely as one that stays in
+ * its process group; without exec cgroups it ends the largest process group instead. A
+ * legitimate workload that reaches the limit (make -j of a thousand jobs) is ended the same way:
+ * past the limit it could not go on anyway. */
 #define _GNU_SOURCE
 #include "agent.h"
 
@@ -52,7 +54,7 @@ static pid_t largest_group(int *tasks) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%.20s/cgroup", e->d_name);
-    if (read_small(path, buf, sizeof buf) <= 0 || strncmp(buf, "0::/sandbox\n", 12)) continue;
+    if (read_small(path, buf, sizeof buf) <= 0 || strncmp(buf, "0::/sandbox", 11) || (buf[11] != '\n' && buf[11] != '/')) continue;
     snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
     if (read_small(path, buf, sizeof buf) <= 0) continue;
     /* pid (comm) state ppid pgrp: comm may hold anything, so read after the last ')' */
@@ -77,11 +79,45 @@ static pid_t largest_group(int *tasks) {
   return best < 0 ? 0 : groups[best];
 }
 
+/* The exec cgroup (x<pid>) holding most processes, and how many; 0 when there is none. */
+static pid_t largest_exec(int *tasks) {
+  pid_t best = 0;
+  *tasks = 0;
+  DIR *d = opendir(SANDBOX_CGROUP);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] != 'x') continue;
+    char path[300];
+    snprintf(path, sizeof path, SANDBOX_CGROUP "/%s/cgroup.procs", e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    int lines = 0;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+      for (ssize_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    close(fd);
+    if (lines > *tasks) {
+      *tasks = lines;
+      best = (pid_t)atoi(e->d_name + 1);
+    }
+  }
+  if (d) closedir(d);
+  return best;
+}
+
 void pids_guard_check(void) {
   long long now = refused_count();
   if (now <= refused_seen) return;
   refused_seen = now;
   int tasks;
+  pid_t exec = largest_exec(&tasks);
+  if (exec && tasks >= MIN_BOMB_TASKS) {
+    exec_cgroup_kill(exec);
+    alog("ended the processes of exec %d (%d tasks): they reached the sandbox's task limit", (int)exec, tasks);
+    refused_seen = refused_count();
+    return;
+  }
   pid_t pgrp = largest_group(&tasks);
   if (!pgrp || tasks < MIN_BOMB_TASKS) return;
   /* Members forking while the signal is delivered can add more: again until the group is empty. */

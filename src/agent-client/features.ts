@@ -36,6 +36,7 @@ export const OP_FEATURES: Record<string, string> = {
   reclaim: "reclaim",
   procs: "adopt",
   adopt: "adopt",
+  killall: "killall",
 };
 
 /** The feature an optional field needs, by operation and field. */
@@ -44,6 +45,7 @@ export const FIELD_FEATURES: Record<string, Record<string, string>> = {
   configure: { net: "nic" },
   list: { offset: "archive" },
   close: { transfer: "close-transfers" },
+  mkdir: { uid: "owned-dirs", gid: "owned-dirs" },
 };
 
 /**

@@ -212,7 +212,8 @@ export interface SimpleOps {
   ping: { req: { op: "ping" }; res: { ok: true } };
   stat: { req: { op: "stat"; path: string } & AsUser; res: { ok: true } & FileStat };
   list: { req: { op: "list"; path: string; offset?: number } & AsUser; res: { ok: true; entries: DirEntry[]; truncated: boolean } };
-  mkdir: { req: { op: "mkdir"; path: string; mode?: number; parents?: boolean } & AsUser; res: { ok: true } };
+  /** With `uid`/`gid` (feature owned-dirs), each directory it makes is given to that user. */
+  mkdir: { req: { op: "mkdir"; path: string; mode?: number; parents?: boolean; uid?: number; gid?: number } & AsUser; res: { ok: true } };
   remove: { req: { op: "remove"; path: string; recursive?: boolean } & AsUser; res: { ok: true } };
   move: { req: { op: "move"; from: string; to: string; overwrite?: boolean } & AsUser; res: { ok: true } };
   chmod: { req: { op: "chmod"; path: string; mode: number } & AsUser; res: { ok: true } };
@@ -229,6 +230,8 @@ export interface SimpleOps {
   signal: { req: { op: "signal"; target: number; signal: number; group?: boolean }; res: { ok: true } };
   resize: { req: { op: "resize"; target: number; rows: number; cols: number }; res: { ok: true } };
   shutdown: { req: { op: "shutdown" }; res: { ok: true } };
+  /** Ends every process of the sandbox (its cgroup's, execs' own included; feature killall). */
+  killall: { req: { op: "killall" }; res: { ok: true } };
   /** The processes a host that went away left running (feature adopt). */
   procs: { req: { op: "procs" }; res: { ok: true; procs: DetachedProcess[]; truncated?: boolean } };
   /**

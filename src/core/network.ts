@@ -11,7 +11,7 @@ import { AllowlistError, outside, parseAllowlist, type Presets } from "../net/al
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
-import { checkRules, type EgressRules, outsideAllowlist, RuleError, secretsNamed } from "../net/egress-rules.js";
+import { checkRules, type EgressRules, outsideAllowlist, RuleError } from "../net/egress-rules.js";
 import { tunnelDuplex } from "../net/tunnel.js";
 import { AddressSet } from "../net/addresses.js";
 import { trustEnv } from "./guest/trust.js";
@@ -45,8 +45,6 @@ export interface NetworkRequest {
   deny?: string[] | null;
   /** Port traffic served by Host: whether it needs the traffic token, and the Host the guest sees. */
   portAccess?: { private?: boolean; maskHost?: string };
-  /** false: the secrets rules name are not looked for (a template's, checked at each spawn). */
-  ruleSecrets?: boolean;
 }
 
 /** What a running sandbox's egress may be changed to; a field left out keeps its value. */
@@ -62,8 +60,6 @@ export interface EgressUpdate {
 
 /** What a sandbox's network needs of the rest of the core. */
 export interface NetworkHooks {
-  /** Whether a stored or server-given secret of this name exists. */
-  secretExists: (name: string) => boolean;
   /** Puts the egress CA in the guest's trust stores (guest/trust.ts). */
   trust: (id: string, vm: Vm) => Promise<void>;
   /** Gives a running sandbox's later execs this network environment (the proxy's address, the CA's files). */
@@ -131,7 +127,7 @@ export class Networks {
     private readonly onConnection: (id: string) => () => void = () => () => {},
     /** Whether allowlisted sandboxes use the package cache unless they say otherwise. */
     private readonly cacheDefault = false,
-    private readonly hooks: NetworkHooks = { secretExists: () => false, trust: async () => {}, env: () => {} },
+    private readonly hooks: NetworkHooks = { trust: async () => {}, env: () => {} },
   ) {}
 
   /** Validates a spawn's network request (template values under it); throws a 400 naming the field. */
@@ -146,7 +142,7 @@ export class Networks {
     const cache = mode === "allowlist" && (req.cache ?? this.cacheDefault);
     if (req.deny != null && mode !== "allowlist") throw badRequest(`deny needs network "allowlist" (network is "${mode}"): only the egress proxy can deny some destinations`);
     const deny = req.deny != null ? checkDeny(req.deny, "deny") : null;
-    const rules = this.rules(req.rules, mode, allow, deny, "egress_rules", req.ruleSecrets !== false);
+    const rules = this.rules(req.rules, mode, allow, deny, "egress_rules");
     return {
       mode,
       allow: mode === "allowlist" ? allow : [],
@@ -160,13 +156,13 @@ export class Networks {
     };
   }
 
-  /** Checks egress rules' shape and the secrets they name, a 400 naming `field` (for interfaces that name it otherwise). */
+  /** Checks egress rules' shape, a 400 naming `field` (for interfaces that name it otherwise). */
   checkRules(raw: unknown, field: string): void {
     this.rules(raw, "allowlist", [], [], field);
   }
 
-  /** Egress rules checked against the mode, the allowlist (unless egress is open) and the secrets there are; null when there are none. */
-  private rules(raw: unknown, mode: NetworkMode, allow: string[], deny: string[] | null, field: string, secrets = true): EgressRules | null {
+  /** Egress rules checked against the mode and the allowlist (unless egress is open); null when there are none. */
+  private rules(raw: unknown, mode: NetworkMode, allow: string[], deny: string[] | null, field: string): EgressRules | null {
     if (raw === undefined || raw === null) return null;
     let rules: EgressRules;
     try {
@@ -179,9 +175,8 @@ export class Networks {
     if (mode !== "allowlist") throw badRequest(`${field} needs network "allowlist" (network is "${mode}"): only the egress proxy can add headers`);
     const outside = deny ? [] : outsideAllowlist(rules, this.parse(allow));
     if (outside.length) throw badRequest(`${field}: ${outside.join(", ")} is not on the sandbox's allowlist (rules grant no access; allow it too)`);
-    for (const name of secrets ? secretsNamed(rules) : []) {
-      if (!this.hooks.secretExists(name)) throw badRequest(`${field}: no secret "${name}" (add it with forgevm secret add ${name}, or POST /api/v1/secrets)`);
-    }
+    // A secret a rule names need not exist yet (as on E2B): the proxy resolves it at each request,
+    // and refuses one whose secret is missing with a 502 and a line in the egress log, sending nothing.
     return rules;
   }
 

@@ -310,7 +310,6 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       },
       !!net.cache,
       {
-        secretExists: (name) => secretStore.has(name),
         trust: async (_id, vm) => installTrust(vm, await egressCa.certPem()),
         env: (id, env) => core.live.get(id)?.setNetworkEnv(env),
       },

@@ -61,13 +61,14 @@ export class Volumes {
   }
 
   /** Creates an empty volume of `sizeMb` (its file is sparse: it costs what is written). */
-  async create(name: string, sizeMb = DEFAULT_VOLUME_MB, labels?: Record<string, string>): Promise<VolumeInfo> {
+  /** Makes a volume; its root directory belongs to `owner` (root's by default). */
+  async create(name: string, sizeMb = DEFAULT_VOLUME_MB, labels?: Record<string, string>, owner: { uid: number; gid: number } = { uid: 0, gid: 0 }): Promise<VolumeInfo> {
     if (!NAME.test(name)) throw badRequest(`name: "${name}" must be 1-63 letters, digits, "_", "." or "-", starting with a letter or digit`);
     if (!Number.isInteger(sizeMb) || sizeMb < 16 || sizeMb > MAX_VOLUME_MB) throw badRequest(`size: a volume is 16 MiB to 1 TiB, got ${sizeMb} MiB`);
     if (!this.rows.insert({ name, size_mb: sizeMb, created_at: new Date().toISOString(), labels: labels ?? null })) throw conflict(`volume ${name} exists already`);
     try {
       await mkdir(this.dir, { recursive: true, mode: 0o700 });
-      await run("mkfs.ext4", ["-q", "-F", "-L", name.slice(0, 16), "-m", "0", "-E", "root_owner=0:0,lazy_itable_init=1", this.file(name), `${sizeMb}M`]);
+      await run("mkfs.ext4", ["-q", "-F", "-L", name.slice(0, 16), "-m", "0", "-E", `root_owner=${owner.uid}:${owner.gid},lazy_itable_init=1`, this.file(name), `${sizeMb}M`]);
     } catch (e) {
       this.rows.delete(name);
       await rm(this.file(name), { force: true });

@@ -65,6 +65,15 @@ const ListQuery = Type.Object(
   },
   { additionalProperties: true },
 );
+const PagedQuery = Type.Object(
+  {
+    labels: Type.Optional(Type.String()),
+    page: Type.Optional(Type.String({ pattern: "^[0-9]{1,7}$" })),
+    limit: Type.Optional(Type.String({ pattern: "^[0-9]{1,4}$" })),
+    states: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+  },
+  { additionalProperties: true },
+);
 /** Fields of a create we cannot honour: refused by name rather than ignored. */
 const REFUSED = ["outboundProxyUrl", "secrets"] as const;
 
@@ -163,8 +172,8 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
     return reply.status(200).send(dto(req, forge.sandboxes.get(sb.id)));
   });
 
-  app.get("/sandbox", { schema: { querystring: ListQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof ListQuery> }>) => {
-    const q = req.query;
+  /** The sandboxes a list asks for: by labels (JSON), states, id and name. */
+  const listed = (q: { labels?: string; states?: string | string[]; id?: string; name?: string }) => {
     let labels: Record<string, unknown> = {};
     if (q.labels) {
       try {
@@ -175,16 +184,31 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
       if (typeof labels !== "object" || labels === null || Array.isArray(labels)) throw badRequest("labels must be a JSON object");
     }
     const states = q.states === undefined ? null : (Array.isArray(q.states) ? q.states : [q.states]).flatMap((s) => s.split(","));
-    const rows = forge.sandboxes
+    return forge.sandboxes
       .list(undefined, ["creating", "running", "paused", "stopped", "created"])
       .filter((r) => Object.entries(labels).every(([k, v]) => labelsOf(r)[k] === v))
       .filter((r) => !states || states.includes(stateOf(r)))
       .filter((r) => !q.id || r.id === q.id)
       .filter((r) => !q.name || (r.name ?? r.id) === q.name);
+  };
+
+  app.get("/sandbox", { schema: { querystring: ListQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof ListQuery> }>) => {
+    const q = req.query;
+    const rows = listed(q);
     const start = Number(q.cursor ?? 0);
     const limit = Math.min(Math.max(Number(q.limit ?? 100), 1), 1000);
     const page = rows.slice(start, start + limit);
     return { items: page.map((r) => dto(req, r)), nextCursor: start + limit < rows.length ? String(start + limit) : null };
+  });
+
+  // The list of the SDKs before 0.16x (Mastra and LangChain pin 0.143): pages numbered from 1.
+  app.get("/sandbox/paginated", { schema: { querystring: PagedQuery, hide: true } }, async (req: FastifyRequest<{ Querystring: Static<typeof PagedQuery> }>) => {
+    const q = req.query;
+    const rows = listed(q);
+    const limit = Math.min(Math.max(Number(q.limit ?? 100), 1), 200);
+    const page = Math.max(Number(q.page ?? 1), 1);
+    const items = rows.slice((page - 1) * limit, page * limit);
+    return { items: items.map((r) => dto(req, r)), total: rows.length, page, totalPages: Math.max(1, Math.ceil(rows.length / limit)) };
   });
 
   app.get("/sandbox/:id", { schema: { params: Id, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Id> }>) => dto(req, find(forge, req.params.id)));

@@ -67,13 +67,18 @@ export function mountsView(row: SandboxRow): { name: string; path: string }[] {
 const IdParam = Type.Object({ volumeID: Type.String({ minLength: 1, maxLength: 64 }) });
 const CreateBody = Type.Object({ name: Type.String() }, { additionalProperties: true });
 
+/** The uid and gid of the default user `user` in E2B's templates and in our built-in images. */
+const E2B_USER_IDS = { uid: 1000, gid: 1000 };
+
 /** The control plane's volume routes. */
 export async function volumeRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
   app.post("/volumes", { schema: { body: CreateBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof CreateBody> }>, reply) => {
     const name = req.body.name;
     if (!NAME.test(name)) throw badRequest(`name: "${String(name).slice(0, 80)}" must be 1-63 letters, digits, "_" or "-"`);
     if ((await forge.volumes.list()).some((v) => v.name === name)) throw badRequest(`Volume with name '${name}' already exists`);
-    return reply.status(201).send(withToken(forge, await forge.volumes.create(name)));
+    // Usable by the sandbox's default user, as E2B's volumes are: E2B's templates, and ours, make
+    // that user with uid and gid 1000, and what the content API adds goes to the directory's owner.
+    return reply.status(201).send(withToken(forge, await forge.volumes.create(name, undefined, undefined, E2B_USER_IDS)));
   });
 
   app.get("/volumes", { schema: { hide: true } }, async () => (await forge.volumes.list()).map((v) => ({ volumeID: volumeIdOf(v), name: v.name })));

@@ -28,7 +28,7 @@ export class NetworkFacade {
     return this.core.networks.setEgress(this.sandboxes.running(id).id, change);
   }
 
-  /** Checks egress rules' shape and the secrets they name; a 400 naming `field`. */
+  /** Checks egress rules' shape; a 400 naming `field`. */
   checkRules(rules: unknown, field: string): void {
     this.core.networks.checkRules(rules, field);
   }

@@ -17,10 +17,10 @@ export class VolumesFacade {
     this.content = new VolumeContent(core.volumes, (id) => core.live.get(id) ?? null, join(core.paths.dataDir, "volumes", ".content"));
   }
 
-  /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host). */
-  async create(name: string, sizeMb?: number, labels?: Record<string, string>): Promise<VolumeInfo> {
+  /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host), its root directory `owner`'s (root's by default). */
+  async create(name: string, sizeMb?: number, labels?: Record<string, string>, owner?: { uid: number; gid: number }): Promise<VolumeInfo> {
     this.core.disk.require("a volume");
-    return this.core.volumes.create(name, sizeMb, labels);
+    return this.core.volumes.create(name, sizeMb, labels, owner);
   }
 
   /** Named volumes, with the sandboxes that mount each. */

@@ -41,7 +41,8 @@ export async function guestProcesses(sb: Sandbox): Promise<GuestProcess[]> {
           read(`/proc/${pid}/status`),
           read(`/proc/${pid}/smaps_rollup`).catch(() => ""),
         ]);
-        if (!cgroup.split("\n").includes(SANDBOX_CGROUP)) return null;
+        // The sandbox's cgroup, or an exec's own below it.
+        if (!cgroup.split("\n").some((l) => l === SANDBOX_CGROUP || l.startsWith(`${SANDBOX_CGROUP}/`))) return null;
         // pid (comm) state ppid …: comm may hold spaces and parentheses, so split after the last ")".
         const close = stat.lastIndexOf(")");
         const comm = stat.slice(stat.indexOf("(") + 1, close);

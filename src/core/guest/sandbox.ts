@@ -12,22 +12,17 @@ import { installMcpGateway } from "./mcp-gateway.js";
 import { ShellSessions } from "./shell-sessions.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 import { adoptDetached, noteOf } from "./adopt.js";
+import { Activity } from "./activity.js";
 import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
 
 export type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Tenant } from "./guest.js";
 export type { GuestUser };
 
-export class Sandbox implements Guest {
+export class Sandbox extends Activity implements Guest {
   /** The guest's user accounts (guest-users.ts). */
   private readonly users = new GuestUsers(this);
   /** Processes that outlive the call that started them (see processes.ts); a client attached to one follows it. */
   readonly processes = new ProcessTable(() => this.follow());
-  /** When the sandbox was last used: an exec, a file call, published-port traffic (for its idle policy). */
-  lastActive = Date.now();
-  /** Calls in flight, each waiting for an answer (`busy`). */
-  private inFlight = 0;
-  /** Clients following the sandbox without waiting for an answer: output, logs, watches, open port connections (`follow`). */
-  private following = 0;
   /** Shell sessions: a long-lived shell each, commands run in order in it (shell-sessions.ts). */
   readonly shells = new ShellSessions(this);
   /** Code contexts: stateful Python, JavaScript and bash runtimes (code/contexts.ts). */
@@ -45,7 +40,9 @@ export class Sandbox implements Guest {
     private readonly emit: Emit = () => {},
     /** What every exec gets unless it says otherwise: the image's and sandbox's env, the image's working directory. */
     private readonly defaults: ExecDefaults = {},
-  ) {}
+  ) {
+    super();
+  }
 
   /** Replaces the network's variables every later exec gets under its own (its egress changed while it runs). */
   setNetworkEnv(env: Record<string, string>): void {
@@ -73,55 +70,6 @@ export class Sandbox implements Guest {
     if (vm.channel !== this.vm.channel) throw new Error(`sandbox ${this.id}: a resumed VM must carry the channel over`);
     this.vm = vm;
     this.touch();
-  }
-
-  /** Marks the sandbox as in use now. */
-  touch(): void {
-    this.lastActive = Date.now();
-  }
-
-  /**
-   * Marks work in flight until the returned function is called (once; later calls do nothing):
-   * a sandbox is idle only when nothing is, so an idle pause never lands in the middle of work.
-   */
-  busy(): () => void {
-    this.inFlight++;
-    this.touch();
-    let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      this.inFlight--;
-      this.touch();
-    };
-  }
-
-  /**
-   * Marks a client that follows the sandbox (a process's output, logs, a watch, an open port
-   * connection) until the returned function is called: the sandbox does not idle meanwhile, but
-   * a follower is not a call, so it never wakes a paused sandbox. It waits, silent, until
-   * something that wants an answer resumes the sandbox (pause.ts).
-   */
-  follow(): () => void {
-    this.following++;
-    this.touch();
-    let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      this.following--;
-      this.touch();
-    };
-  }
-
-  /** Whether a call is in flight that waits for an answer (one that came during a pause wakes the sandbox). */
-  get calling(): boolean {
-    return this.inFlight > 0;
-  }
-
-  /** How long nothing has been in flight or followed and nothing has touched it (0 meanwhile). */
-  idleMs(now = Date.now()): number {
-    return this.inFlight > 0 || this.following > 0 ? 0 : Math.max(0, now - this.lastActive);
   }
 
   /** Runs `work` counted as work in flight. */
@@ -199,9 +147,15 @@ export class Sandbox implements Guest {
   }
 
   /** Writes a file atomically, creating parent directories. */
-  async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number; as?: FileIdentity } = {}) {
-    const { as, ...rest } = opts;
-    const r = await this.during(() => this.vm.channel.writeFile(path, data, { ...rest, ...this.fsId(as) }));
+  /**
+   * Writes a file atomically, creating parent directories; as `as` (the kernel checks that user's
+   * permissions), or with `owner` as root, the file and the directories it makes given to that
+   * user (E2B's envd writes so: a user's upload may go where only root may write).
+   */
+  async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number; as?: FileIdentity; owner?: FileIdentity } = {}) {
+    const { as, owner, ...rest } = opts;
+    const identity = owner && !this.defaults.tenant ? { uid: owner.uid, gid: owner.gid } : this.fsId(as);
+    const r = await this.during(() => this.vm.channel.writeFile(path, data, { ...rest, ...identity }));
     this.emit("file.written", this.id, { path, size: r.size });
     return r;
   }
@@ -278,6 +232,15 @@ export class Sandbox implements Guest {
 
   async mkdir(path: string, mode?: number, as?: FileIdentity): Promise<void> {
     await this.fileOp<"mkdir">({ op: "mkdir", path, mode, parents: true, ...this.fsId(as) });
+  }
+
+  /**
+   * Makes a directory and its parents as root, each one it makes given to `owner`, as E2B's envd
+   * does (`/workspace` for the default user); an agent without the feature makes them as that user.
+   */
+  async mkdirFor(path: string, owner: FileIdentity, mode = 0o755): Promise<void> {
+    if (this.defaults.tenant || !this.vm.channel.supports("owned-dirs")) return this.mkdir(path, mode, owner);
+    await this.fileOp<"mkdir">({ op: "mkdir", path, mode, parents: true, uid: owner.uid, gid: owner.gid, ...this.fsId() });
   }
 
   async remove(path: string, recursive = false, as?: FileIdentity): Promise<void> {
@@ -358,6 +321,11 @@ export class Sandbox implements Guest {
       throw e;
     }
     return w;
+  }
+
+  /** Ends every process in the sandbox, whatever session or group it is in (an agent without the feature: nothing). */
+  async endAll(): Promise<void> {
+    if (this.vm.channel.supports("killall")) await this.vm.channel.request<"killall">({ op: "killall" });
   }
 
   /** Sets the guest's clock to the host's (it is not activity: the sandbox's idle timer goes on). */

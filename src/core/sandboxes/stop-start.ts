@@ -1,6 +1,6 @@
 // Docker's verbs on a sandbox: stop (its main process gets SIGTERM, then SIGKILL after a grace
-// period; then the whole machine is saved and its VM stops, so a stopped sandbox keeps its disk
-// and costs no memory), start (brought back from that snapshot, its main process started again),
+// period, then every other process ends; then the whole machine is saved and its VM stops, so a
+// stopped sandbox keeps its disk and costs no memory), start (brought back from that snapshot, its main process started again),
 // restart, and signals to the main process. The restart policies live in main-process.ts.
 import type { SandboxRow } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
@@ -9,6 +9,7 @@ import { conflict, sandboxGone } from "../../http/errors.js";
 import { checkSavable, pause, resume } from "./pause.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { requireState } from "./states.js";
+import { ignore } from "../../util/ignore.js";
 
 /** How long `stop` waits for the main process after SIGTERM, unless told otherwise. */
 export const DEFAULT_STOP_GRACE_MS = 10_000;
@@ -22,6 +23,9 @@ export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_
   if (!sb) throw conflict(`sandbox ${id} is run by another ForgeVM process`);
   checkSavable(core, id, "stopped");
   await core.mains.get(id)?.stop(graceMs, byUser);
+  // As a container's stop: every process ends, not only the main one, so what starts again is
+  // the sandbox's own (a fork bomb or a hung job does not come back with its memory).
+  await sb.endAll().catch(ignore("a guest that cannot end its processes is saved as it is"));
   await pause(core, sb, "stopped");
 }
 

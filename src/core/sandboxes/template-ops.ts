@@ -134,10 +134,10 @@ function checkTemplate(core: Core, t: TemplateBody): void {
   } catch (e) {
     throw badRequest(`allowed_hosts: ${(e as Error).message}`);
   }
-  // Their shape and destinations now; the secrets they name at each spawn (one may be added later).
+  // Their shape and destinations; the secrets they name are looked up by the proxy at each request (one may be added later).
   if (t.egress_rules) {
     if (!t.allowed_hosts?.length) throw badRequest("egress_rules need allowed_hosts: only the egress proxy of an allowlisted sandbox can add headers");
-    core.networks.plan({ mode: "allowlist", allow: t.allowed_hosts, rules: t.egress_rules, ruleSecrets: false });
+    core.networks.plan({ mode: "allowlist", allow: t.allowed_hosts, rules: t.egress_rules });
   }
 }
 

@@ -9,7 +9,8 @@ import type { SnapshotRow } from "../../store/snapshots.js";
 import { MAX_FORK, type Core } from "../core.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
 import { hasNic } from "../network.js";
-import { admit, recordFailure } from "../sandboxes/lifecycle.js";
+import { admit, destroy, recordFailure } from "../sandboxes/lifecycle.js";
+import { ignore } from "../../util/ignore.js";
 import { EGRESS_HINT } from "../sandboxes/secrets.js";
 import type { ForkOptions, ForkResult } from "../options.js";
 import { copyNames, planLifecycle, rowOf } from "../sandboxes/plan.js";
@@ -98,8 +99,20 @@ export async function fork(core: Core, parent: Sandbox, opts: ForkOptions = {}):
     // A child that fails before QEMU runs would never take its pipe: stop waiting then.
     const settled = Promise.allSettled(children);
     await Promise.race([allFed, settled]);
-    if (tees.length < count) throw (await settled).find((r) => r.status === "rejected")!.reason;
-    const capture = await parent.vm.snapshot(snap.dir, { tees, disk: disk?.disk });
+    if (tees.length < count) {
+      const results = await settled;
+      await stopStarted(results);
+      throw results.find((r) => r.status === "rejected")!.reason;
+    }
+    let capture: Awaited<ReturnType<typeof parent.vm.snapshot>>;
+    try {
+      capture = await parent.vm.snapshot(snap.dir, { tees, disk: disk?.disk });
+    } catch (e) {
+      // The children loading from the parent's stream never get it whole: their VMs stop here.
+      for (const t of tees) t.destroy();
+      await stopStarted(await settled);
+      throw e;
+    }
     disksBackedBy(core, id, await core.snaps.finish(snap, capture));
     const sandboxes = await admitChildren(core, rows, await settled, image);
     core.events.emit("sandbox.forked", id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs });
@@ -157,16 +170,33 @@ function childSpec(src: SandboxRow, row: SandboxRow, opts: ForkOptions, restore:
   };
 }
 
-/** A fork's children admitted as running sandboxes; when one failed to start, every one that did is destroyed and the failure thrown. */
+/**
+ * A fork's children admitted as running sandboxes, all or none: when one failed to start or to be
+ * admitted, every VM started is stopped, every child admitted is destroyed, and the failure thrown.
+ */
 async function admitChildren(core: Core, rows: SandboxRow[], results: PromiseSettledResult<Vm>[], image: LocalImage | null): Promise<Sandbox[]> {
   const failed = results.find((r) => r.status === "rejected");
   if (failed) {
-    await Promise.all(results.map((r) => (r.status === "fulfilled" ? r.value.destroy() : null)));
+    await stopStarted(results);
     throw failed.reason;
   }
   const sandboxes: Sandbox[] = [];
-  for (const [i, r] of results.entries()) sandboxes.push(await admit(core, rows[i], (r as PromiseFulfilledResult<Vm>).value, image, "fork"));
+  for (const [i, r] of results.entries()) {
+    try {
+      sandboxes.push(await admit(core, rows[i], (r as PromiseFulfilledResult<Vm>).value, image, "fork"));
+    } catch (e) {
+      // admit stopped this one's VM; the ones after it were never handed out, the ones before it were.
+      await stopStarted(results.slice(i + 1));
+      for (const sb of sandboxes) await destroy(core, sb.id, { reason: "failed", by: "server" }).catch(ignore("a sibling gone already"));
+      throw e;
+    }
+  }
   return sandboxes;
+}
+
+/** Stops the VMs a copy started that were never handed out as sandboxes. */
+async function stopStarted(results: PromiseSettledResult<Vm>[]): Promise<void> {
+  await Promise.all(results.map((r) => (r.status === "fulfilled" ? r.value.destroy().catch(ignore("stopped already")) : null)));
 }
 
 /** The `creating` rows of a fork's children, inserted: the parent's settings, unique names, no host ports. */

@@ -7,6 +7,7 @@ import type { Sandbox } from "../guest/sandbox.js";
 import type { Volumes } from "../volumes.js";
 import { GuestFiles } from "./guest-files.js";
 import { ImageFiles } from "./image-files.js";
+import { InheritOwner } from "./inherit-owner.js";
 import type { VolumeFileOps } from "./types.js";
 
 export class VolumeContent {
@@ -19,7 +20,7 @@ export class VolumeContent {
   /** Runs `fn` on a volume's files the one safe way there is now; `write` when it changes them. */
   async with<T>(name: string, write: boolean, fn: (files: VolumeFileOps) => Promise<T>): Promise<T> {
     const through = this.writer(name);
-    if (through) return fn(through);
+    if (through) return fn(new InheritOwner(through));
     return this.volumes.withImage(name, async (image) => {
       // Checked again with spawns kept off the image: one may have taken the volume meanwhile.
       if (this.writer(name)) throw conflict(`volume ${name} was mounted meanwhile; try again`);
@@ -27,7 +28,7 @@ export class VolumeContent {
       if (write && readers.length) {
         throw conflict(`volume ${name} is mounted read-only by ${readers.map((u) => `${u.id} (${u.state})`).join(", ")}; it cannot be written while they hold it`);
       }
-      return fn(new ImageFiles(image, this.tmpDir));
+      return fn(new InheritOwner(new ImageFiles(image, this.tmpDir)));
     });
   }
 

@@ -121,7 +121,7 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
         if (encoding !== "identity" && encoding !== "gzip") throw badRequest(`Content-Encoding ${encoding} is not supported: send gzip or nothing`);
         const fed = detachable(body, { gzip: encoding === "gzip" });
         try {
-          await ctx.sandbox.writeFile(path, fed.stream, { as: ctx.as });
+          await ctx.sandbox.writeFile(path, fed.stream, { owner: ctx.as });
         } catch (e) {
           fed.release();
           throw e;
@@ -159,7 +159,7 @@ async function multipart(ctx: EnvdContext, req: FastifyRequest<{ Querystring: Fi
   await files.each(async (asked, stream) => {
     if (!asked) throw badRequest("a file part has no filename: name the target path in it, or in the path query");
     const path = resolvePath(ctx, asked);
-    await ctx.sandbox.writeFile(path, stream, { as: ctx.as });
+    await ctx.sandbox.writeFile(path, stream, { owner: ctx.as });
     results.push(written(path));
   });
   if (!results.length) throw badRequest('the upload holds no file: send parts named "file"');

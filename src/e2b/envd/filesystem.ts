@@ -1,6 +1,7 @@
 // envd's filesystem.Filesystem service: Stat, ListDir (with depth), MakeDir, Move, Remove, and
-// WatchDir. Every operation runs with the calling user's filesystem identity, so the guest's
-// kernel decides what it may touch.
+// WatchDir. As envd does, what creates runs as root and gives what it makes to the calling user
+// (MakeDir, Move: `/workspace` for the default user, where only root may write); what reads or
+// removes runs with the user's filesystem identity, so the guest's kernel decides.
 import { posix } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { DirEntry, FileStat } from "../../core/types.js";
@@ -97,7 +98,7 @@ export async function filesystemService(app: FastifyInstance, { forge }: { forge
     const existing = await statOf(ctx, path).catch(() => null);
     if (existing)
       throw new ConnectError(existing.type === "dir" ? "already_exists" : "invalid_argument", `${path} already exists${existing.type === "dir" ? "" : " and is not a directory"}`);
-    await ctx.sandbox.mkdir(path, 0o755, ctx.as);
+    await (ctx.as ? ctx.sandbox.mkdirFor(path, ctx.as) : ctx.sandbox.mkdir(path, 0o755));
     return { entry: await entryInfo(ctx, path, await statOf(ctx, path)) };
   });
 
@@ -106,8 +107,9 @@ export async function filesystemService(app: FastifyInstance, { forge }: { forge
     const from = resolvePath(ctx, msg.source, "source");
     const to = resolvePath(ctx, msg.destination, "destination");
     await statOf(ctx, from);
-    await ctx.sandbox.mkdir(posix.dirname(to), 0o755, ctx.as).catch(ignore("the parent may exist; the move reports what matters"));
-    await ctx.sandbox.move(from, to, true, ctx.as);
+    const parent = posix.dirname(to);
+    await (ctx.as ? ctx.sandbox.mkdirFor(parent, ctx.as) : ctx.sandbox.mkdir(parent, 0o755)).catch(ignore("the parent may exist; the move reports what matters"));
+    await ctx.sandbox.move(from, to, true);
     return { entry: await entryInfo(ctx, to, await statOf(ctx, to)) };
   });
 

@@ -1,7 +1,7 @@
 // One running QEMU VM: its agent channel and console, and what can be done to it from the
 // host: snapshots (a copy while it runs on), freezing (it becomes a base snapshot), priority,
 // destruction. Snapshots go through QEMU's migration into a socket this process serves.
-import { chmod, chown, copyFile, link, readdir, rename, writeFile } from "node:fs/promises";
+import { chmod, chown, copyFile, link, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
@@ -69,6 +69,8 @@ export class QemuVm implements Vm {
       const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, opts.tees);
       await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(ignore("a snapshot without the console log still restores"));
       let stopped = false;
+      let overlay: Overlay | null = null;
+      let switched = false;
       try {
         const prepared = opts.disk ? null : await this.prepareSnapshotWith(qmp, dir);
         const disk = opts.disk ?? prepared?.disk;
@@ -81,12 +83,17 @@ export class QemuVm implements Vm {
         // The guest is stopped for the whole copy. Live pre-copy would pause it only for the last
         // round, but on QEMU 7.2 under TCG it lost guest writes: half the snapshots taken soon
         // after a restore from a mapped snapshot crashed their guests (0 of 18 when stopped).
+        // The overlay the guest goes on with, made while it still runs.
+        overlay = disk && diskBytes ? await newOverlay(this.info.dir, disk, diskBytes) : null;
         const stopEvent = qmp.waitEvent((e) => e.event === "STOP", 10_000);
         await qmp.execute("stop");
         stopped = true;
-        // From here on the guest writes to a new overlay; the old one, consistent with the RAM
+        // From here on the guest writes to the new overlay; the old one, consistent with the RAM
         // being sent, belongs to the snapshot (and its children).
-        if (disk) await switchDisk(qmp, this.info.dir, disk);
+        if (overlay) {
+          await switchDisk(qmp, overlay);
+          switched = true;
+        }
         await qmp.execute("migrate", { uri: sink.uri });
         await waitMigration(qmp, ["completed"], 120_000);
         const bytes = await sink.done;
@@ -108,6 +115,7 @@ export class QemuVm implements Vm {
         return { files: { state, memory, disk, diskBytes }, pauseMs, bytes };
       } catch (e) {
         await qmp.execute("migrate_cancel").catch(ignore("no migration may be running any more"));
+        if (overlay && !switched) await rm(overlay.file, { force: true });
         if (stopped) await qmp.execute("cont").catch(ignore("the VM is being given up already; the save's error is the one reported"));
         // A stream that could not be written (a full disk) is why the migration failed.
         throw sink.failure() ?? e;
@@ -309,18 +317,39 @@ export function topFile(described: string): string {
   return d.file.filename;
 }
 
+/** A new overlay in a VM's directory, for its guest to go on with after a snapshot. */
+interface Overlay {
+  file: string;
+  node: string;
+}
+
 /**
- * Moves the VM onto a new overlay on top of its current disk, which is frozen from then on. The
- * new overlay names its backing file by the snapshot's link (`frozen`), not by its name in the VM's
- * directory: that directory goes with the VM, the snapshot's files stay while anything is backed by them.
+ * Makes the overlay a VM moves onto when its current disk is frozen for a snapshot. Its backing
+ * is named by the snapshot's link (`frozen`), not by the disk's name in the VM's directory: that
+ * directory goes with the VM, the snapshot's files stay while anything is backed by them. It is
+ * written here, by qemu-img: QEMU's own blockdev-snapshot-sync writes the backing's description,
+ * which once a backing was renamed is a json:{…} nesting one level per snapshot, and past eight
+ * snapshots it outgrew the 1023 bytes a qcow2 header holds (every later snapshot, fork, pause and
+ * stop of the sandbox failed). Made as the VM's own uid when it is confined.
  */
-async function switchDisk(qmp: Qmp, vmDir: string, frozen: string): Promise<void> {
+async function newOverlay(vmDir: string, frozen: string, bytes: number): Promise<Overlay> {
   const names = await readdir(vmDir);
   let n = 1;
   while (names.includes(`disk.${n}.qcow2`)) n++;
-  const node = `root-${n}`;
-  await qmp.execute("blockdev-snapshot-sync", { device: "root", "snapshot-file": join(vmDir, `disk.${n}.qcow2`), "snapshot-node-name": node, format: "qcow2" });
-  await qmp.execute("change-backing-file", { device: "root", "image-node-name": node, "backing-file": frozen });
+  const file = join(vmDir, `disk.${n}.qcow2`);
+  await run("qemu-img", ["create", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b", frozen, file, String(bytes)]);
+  const owner = (await stat(vmDir)).uid;
+  if (owner !== (process.getuid?.() ?? 0)) await chown(file, owner, owner);
+  return { file, node: `root-${n}` };
+}
+
+/** Moves a stopped guest onto `overlay`, on top of the disk it wrote until now. */
+async function switchDisk(qmp: Qmp, overlay: Overlay): Promise<void> {
+  const blocks = await qmp.execute<Array<{ device: string; inserted?: { "node-name": string } }>>("query-block");
+  const active = blocks.find((b) => b.device === "root")?.inserted?.["node-name"];
+  if (!active) throw new Error("the VM has no root disk to move onto an overlay");
+  await qmp.execute("blockdev-add", { driver: "qcow2", "node-name": overlay.node, file: { driver: "file", filename: overlay.file }, backing: null });
+  await qmp.execute("blockdev-snapshot", { node: active, overlay: overlay.node });
 }
 
 /** Makes a snapshot file root's and read-only for everyone. */
