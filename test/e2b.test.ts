@@ -617,7 +617,7 @@ describe("snapshots, logs and team metrics in E2B's shape", () => {
   it("sandbox logs (v2 structured, v1 lines) and team metrics through the SDK's ApiClient; another team's metrics are 403", async () => {
     const api = new ApiClient(new ConnectionConfig()).api;
     await sbx.commands.run("echo for-the-log");
-    const v2 = await api.GET("/v2/sandboxes/{sandboxID}/logs", { params: { path: { sandboxID: sbx.sandboxId }, query: { limit: 50, direction: "forward" } } });
+    const v2 = await api.GET("/v2/sandboxes/{sandboxID}/logs", { params: { path: { sandboxID: sbx.sandboxId }, query: { limit: 1000, direction: "forward" } } });
     assert.equal(v2.response.status, 200);
     const logs = v2.data!.logs;
     assert.equal(logs[0].fields.event, "sandbox.created");

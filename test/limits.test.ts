@@ -44,14 +44,16 @@ describe("process and memory limits in the guest", () => {
     const forge = await testForge();
     const sb = await forge.sandboxes.spawn();
     try {
-      const r = await sb.exec("cat /proc/self/cgroup /sys/fs/cgroup/sandbox/pids.max /sys/fs/cgroup/sandbox/memory.max /proc/meminfo");
+      const r = await sb.exec("cat /proc/self/cgroup /sys/fs/cgroup/sandbox/pids.max /sys/fs/cgroup/sandbox/memory.max /proc/meminfo; echo $$");
       const [cg, pids, memMax] = r.stdout.split("\n");
-      assert.equal(cg, "0::/sandbox");
+      // Its own cgroup below the sandbox's, named for its first process.
+      assert.equal(cg, `0::/sandbox/x${r.stdout.trim().split("\n").at(-1)}`);
       assert.equal(pids, "1024");
       const total = Number(/^MemTotal:\s+(\d+) kB/m.exec(r.stdout)![1]) * 1024;
       assert.equal(total - Number(memMax), 48 * 1024 * 1024);
-      // background processes stay in it too
-      assert.equal((await sb.exec("sleep 30 & cat /proc/$!/cgroup")).stdout.trim(), "0::/sandbox");
+      // background processes stay in it too, whatever session they move to
+      const bg = await sb.exec("setsid sleep 30 & sleep 0.2; cat /proc/$!/cgroup; echo $$");
+      assert.equal(bg.stdout.split("\n")[0], `0::/sandbox/x${bg.stdout.trim().split("\n").at(-1)}`);
     } finally {
       await sb.destroy();
     }
@@ -110,7 +112,10 @@ describe("process and memory limits in the guest", () => {
     const sb = await forge.sandboxes.spawn();
     try {
       // Every process in a session and group of its own, so no process group holds the bomb; the exec returns at once.
-      await sb.exec("for i in $(seq 1 2000); do setsid sleep 600 & done >/dev/null 2>&1; exit 0", { timeoutMs: 60_000 });
+      await sb.writeFile("/tmp/bomb.py", "import os, time\nwhile True:\n    try:\n        os.fork()\n        os.setsid()\n    except OSError:\n        time.sleep(0.05)\n");
+      await sb.exec("python3 /tmp/bomb.py >/dev/null 2>&1 & exit 0", { timeoutMs: 60_000 });
+      const refusals = async () => Number(/^max (\d+)/m.exec((await sb.readFile("/sys/fs/cgroup/sandbox/pids.events", 4096)).toString())?.[1] ?? 0);
+      await waitFor(async () => (await refusals()) > 0, 60_000, "the bomb to reach the task limit");
       const forks = async () => (await sb.exec("echo $(echo forked)", { timeoutMs: 10_000 }).catch(() => null))?.stdout === "forked\n";
       await waitFor(forks, 60_000, "a command that forks to run again");
       const current = Number((await sb.readFile("/sys/fs/cgroup/sandbox/pids.current", 64)).toString());

@@ -69,7 +69,7 @@ export function kvmGroup(): number | null {
 export async function backingChain(file: string): Promise<string[]> {
   const chain: string[] = [];
   let cur: string | null = resolve(file);
-  while (cur && chain.length < 64) {
+  while (cur && chain.length < 1024) {
     chain.push(cur);
     const fh = await open(cur, "r");
     try {

@@ -307,6 +307,8 @@ async function runGuest(rt: QemuRuntime, vmm: Vmm, spec: VmSpec, accel: Accel, s
     };
     const vm = new QemuVm(info, channel, consoleLog, exited, vmm.cleanup, forget, vmm.ownRam);
     rt.live.add(vm);
+    // A restored guest's disk is its snapshot's chain and one layer more (a pause resumed adds one each time).
+    if (restore && files.disk) void vm.collapseLayers().catch(ignore("the chain stays as it is until the next snapshot"));
     return vm;
   }
 }

@@ -1,7 +1,7 @@
 // One running QEMU VM: its agent channel and console, and what can be done to it from the
 // host: snapshots (a copy while it runs on), freezing (it becomes a base snapshot), priority,
 // destruction. Snapshots go through QEMU's migration into a socket this process serves.
-import { chmod, chown, copyFile, link, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, chown, copyFile, link, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
@@ -12,6 +12,7 @@ import type { ConsoleLog } from "../console-log.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
 import { copyRam, giveRam } from "./ram-file.js";
+import { activeDisk, collapseIfDeep, deepChain, newOverlay, type Overlay, settleJobs, switchDisk } from "./disk-layers.js";
 import { run } from "../../util/process.js";
 import { ignore } from "../../util/ignore.js";
 
@@ -64,6 +65,7 @@ export class QemuVm implements Vm {
         qmp.close();
         throw e;
       });
+      await settleJobs(qmp).catch(ignore("no block job to wait for; the save goes on"));
       const state = join(dir, "state");
       // In the VM's own directory: the only place a confined QEMU can reach.
       const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, opts.tees);
@@ -74,7 +76,7 @@ export class QemuVm implements Vm {
       try {
         const prepared = opts.disk ? null : await this.prepareSnapshotWith(qmp, dir);
         const disk = opts.disk ?? prepared?.disk;
-        const diskBytes = prepared?.diskBytes ?? (disk ? (await activeDisk(qmp))?.bytes : undefined);
+        const diskBytes = prepared?.diskBytes ?? (disk ? (await activeDisk(qmp, this.info.dir))?.bytes : undefined);
         await qmp.execute("migrate-set-parameters", MIGRATION_PARAMETERS);
         // By file: the stream carries the devices only, and RAM is the file, copied while the
         // guest is stopped. Under KVM as under TCG the stop is what makes the copy consistent
@@ -112,6 +114,8 @@ export class QemuVm implements Vm {
         await qmp.execute("cont");
         stopped = false;
         const pauseMs = eventGapMs(await stopEvent, await resumed);
+        // One layer more below the guest's disk: past the bound, they are collapsed while it runs.
+        if (switched) await collapseIfDeep(qmp, this.info.dir).catch(ignore("the chain stays as it is until the next snapshot"));
         return { files: { state, memory, disk, diskBytes }, pauseMs, bytes };
       } catch (e) {
         await qmp.execute("migrate_cancel").catch(ignore("no migration may be running any more"));
@@ -128,7 +132,7 @@ export class QemuVm implements Vm {
 
   // A hard link: the snapshot keeps the disk (frozen at the switch) after this VM is gone.
   private async prepareSnapshotWith(qmp: Qmp, dir: string): Promise<{ disk: string; diskBytes: number } | null> {
-    const active = await activeDisk(qmp);
+    const active = await activeDisk(qmp, this.info.dir);
     if (!active) return null;
     const disk = join(dir, "disk.qcow2");
     await link(active.file, disk);
@@ -144,7 +148,8 @@ export class QemuVm implements Vm {
       await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(ignore("a snapshot without the console log still restores"));
       try {
         await requireRunning(qmp, this.info.id);
-        const active = await activeDisk(qmp);
+        await settleJobs(qmp);
+        const active = await activeDisk(qmp, this.info.dir);
         const stopEvent = qmp.waitEvent((e) => e.event === "STOP", 10_000);
         await qmp.execute("stop");
         await qmp.execute("migrate-set-parameters", MIGRATION_PARAMETERS);
@@ -176,7 +181,8 @@ export class QemuVm implements Vm {
       let stopped = false;
       try {
         await requireRunning(qmp, this.info.id);
-        const active = await activeDisk(qmp);
+        await settleJobs(qmp);
+        const active = await activeDisk(qmp, this.info.dir);
         if (!active) return null;
         const t0 = performance.now();
         await qmp.execute("stop");
@@ -188,6 +194,19 @@ export class QemuVm implements Vm {
         return { pauseMs: Math.round(performance.now() - t0) };
       } finally {
         if (stopped) await qmp.execute("cont").catch(ignore("the VM is being given up already; the save's error is the one reported"));
+        qmp.close();
+      }
+    });
+  }
+
+  /** Collapses the layers below the guest's disk when there are too many (disk-layers.ts): after a restore, whose chain is its snapshot's and one more. */
+  collapseLayers(): Promise<void> {
+    return this.serial(async () => {
+      if (!(await deepChain(this.info.dir))) return;
+      const qmp = await Qmp.connect(this.qmpSocket);
+      try {
+        await collapseIfDeep(qmp, this.info.dir);
+      } finally {
         qmp.close();
       }
     });
@@ -300,58 +319,6 @@ async function requireRunning(qmp: Qmp, id: string): Promise<void> {
 }
 
 /** The file behind the VM's root disk as QEMU sees it now, and its virtual size. */
-async function activeDisk(qmp: Qmp): Promise<{ file: string; bytes: number } | null> {
-  const blocks = await qmp.execute<Array<{ device: string; inserted?: { file: string; image: { "virtual-size": number } } }>>("query-block");
-  const root = blocks.find((b) => b.device === "root")?.inserted;
-  return root ? { file: topFile(root.file), bytes: root.image["virtual-size"] } : null;
-}
-
-/**
- * The top image's own file. Once an overlay's backing is named by another path than the one it
- * was opened by (switchDisk), QEMU describes the disk as `json:{…}`; the top file is in it.
- */
-export function topFile(described: string): string {
-  if (!described.startsWith("json:")) return described;
-  const d = JSON.parse(described.slice(5)) as { file?: { filename?: string } };
-  if (typeof d.file?.filename !== "string") throw new Error(`cannot tell the disk's file from ${described}`);
-  return d.file.filename;
-}
-
-/** A new overlay in a VM's directory, for its guest to go on with after a snapshot. */
-interface Overlay {
-  file: string;
-  node: string;
-}
-
-/**
- * Makes the overlay a VM moves onto when its current disk is frozen for a snapshot. Its backing
- * is named by the snapshot's link (`frozen`), not by the disk's name in the VM's directory: that
- * directory goes with the VM, the snapshot's files stay while anything is backed by them. It is
- * written here, by qemu-img: QEMU's own blockdev-snapshot-sync writes the backing's description,
- * which once a backing was renamed is a json:{…} nesting one level per snapshot, and past eight
- * snapshots it outgrew the 1023 bytes a qcow2 header holds (every later snapshot, fork, pause and
- * stop of the sandbox failed). Made as the VM's own uid when it is confined.
- */
-async function newOverlay(vmDir: string, frozen: string, bytes: number): Promise<Overlay> {
-  const names = await readdir(vmDir);
-  let n = 1;
-  while (names.includes(`disk.${n}.qcow2`)) n++;
-  const file = join(vmDir, `disk.${n}.qcow2`);
-  await run("qemu-img", ["create", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b", frozen, file, String(bytes)]);
-  const owner = (await stat(vmDir)).uid;
-  if (owner !== (process.getuid?.() ?? 0)) await chown(file, owner, owner);
-  return { file, node: `root-${n}` };
-}
-
-/** Moves a stopped guest onto `overlay`, on top of the disk it wrote until now. */
-async function switchDisk(qmp: Qmp, overlay: Overlay): Promise<void> {
-  const blocks = await qmp.execute<Array<{ device: string; inserted?: { "node-name": string } }>>("query-block");
-  const active = blocks.find((b) => b.device === "root")?.inserted?.["node-name"];
-  if (!active) throw new Error("the VM has no root disk to move onto an overlay");
-  await qmp.execute("blockdev-add", { driver: "qcow2", "node-name": overlay.node, file: { driver: "file", filename: overlay.file }, backing: null });
-  await qmp.execute("blockdev-snapshot", { node: active, overlay: overlay.node });
-}
-
 /** Makes a snapshot file root's and read-only for everyone. */
 async function sealFile(file: string): Promise<void> {
   await chown(file, 0, 0).catch(ignore("not root: the file is the server's own already"));
