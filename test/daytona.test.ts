@@ -65,6 +65,12 @@ describe("the control plane", () => {
     assert.deepEqual(none, []);
     assert.equal((await daytona.get(sbx.id)).id, sbx.id);
     assert.equal((await daytona.get(sbx.name)).id, sbx.id);
+    // The list of the SDKs before 0.16x (Mastra and LangChain pin 0.143): pages numbered from 1.
+    const paged = await fetch(`${base}/daytona/sandbox/paginated?page=1&limit=10&labels=${encodeURIComponent(JSON.stringify({ suite: "daytona" }))}`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    const page = (await paged.json()) as { items: { id: string }[]; total: number; page: number; totalPages: number };
+    assert.deepEqual([page.items.map((i) => i.id), page.total, page.page, page.totalPages], [[sbx.id], 1, 1, 1]);
     // The same sandbox, to our own API.
     assert.deepEqual(forge.sandboxes.get(sbx.id).metadata, { suite: "daytona", run: "1", "code-toolbox-language": "python", "daytona.target": "us" });
   });

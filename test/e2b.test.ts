@@ -269,6 +269,17 @@ describe("bad input gets E2B-shaped errors", () => {
   const post = (path: string, body: string | Buffer, headers: Record<string, string>) => fetch(`${base}${path}`, { method: "POST", body, headers });
   const envd = () => ({ "e2b-sandbox-id": sbx.sandboxId, "x-access-token": (sbx as unknown as { envdAccessToken: string }).envdAccessToken });
 
+  it("an error quotes at most 2,000 characters of what was sent, on the control plane and in envd", async () => {
+    const huge = "x".repeat(1024 * 1024);
+    const created = await post("/sandboxes", JSON.stringify({ templateID: huge }), { "x-api-key": API_KEY, "content-type": "application/json" });
+    assert.ok(created.status >= 400 && created.status < 500, String(created.status));
+    const body = (await created.json()) as { message: string };
+    assert.ok(body.message.length < 2100, `${body.message.length} characters`);
+    const rpc = await post("/filesystem.Filesystem/Stat", JSON.stringify({ path: `/${huge}` }), { ...envd(), "content-type": "application/json" });
+    const said = (await rpc.json()) as { message: string };
+    assert.ok(said.message.length < 2100, `${said.message.length} characters`);
+  });
+
   it("a multipart upload cut off mid-way leaves no file under its name, and no temporary copy", async () => {
     const boundary = "----e2bcutoff0123";
     const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="/tmp/e2b-cut.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;

@@ -347,6 +347,14 @@ describe("TypeScript SDK: as users get it", () => {
     const example = /```js\n([\s\S]*?)```/.exec(readme)![1].replaceAll(DOCS_URL, URL_);
     const r = await runScript(proj, "example.mjs", example);
     assert.equal(r.stdout, "42\n4\ntick 1\ntick 2\ntick 3\nexit code 0\n");
+    // The install line the README starts with works as written, from a checkout.
+    const line = /```sh\n(npm install [^\n]+)\n```/.exec(readme)![1].replace("/path/to/forgevm", repo.replace(/\/$/, ""));
+    const byLine = join(dir, "by-line");
+    await mkdir(byLine);
+    await writeFile(join(byLine, "package.json"), JSON.stringify({ name: "by-line", private: true, type: "module" }));
+    const [npm, ...args] = line.split(" ");
+    await run(npm, [...args, "--offline", "--no-audit", "--no-fund"], { cwd: byLine });
+    assert.equal((await runScript(byLine, "example.mjs", example)).stdout, "42\n4\ntick 1\ntick 2\ntick 3\nexit code 0\n");
     // The CommonJS build works as well.
     const cjs = await run(process.execPath, ["-e", 'const f = require("forgevm"); console.log(typeof f.Client, typeof f.handleToolCall)'], { cwd: proj });
     assert.equal(cjs.stdout, "function function\n");

@@ -116,3 +116,28 @@ it("keeps the selection after a shell, takes keys typed in a burst, shows recent
     for (const id of ids) await apiRequest(server.url, "DELETE", `/sandboxes/${id}`);
   }
 });
+
+it("fits 80 columns without wrapping a row, and draws on the alternate screen, which quitting leaves", async () => {
+  const made = await apiRequest(server.url, "POST", "/sandboxes", { name: "a-rather-long-name-for-the-column", memory_mb: 256 });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const id = made.body.id as string;
+  screen = "";
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  const command = `stty cols 80 rows 30; exec ${quote(process.execPath)} ${quote(main)} --server ${quote(server.url)} tui`;
+  tui = spawn("script", ["-qfec", command, "/dev/null"], { env: childEnv({ TERM: "xterm-256color" }), stdio: ["pipe", "pipe", "pipe"] });
+  tui.stdout!.on("data", (d: Buffer) => (screen += d.toString()));
+  const exited = new Promise<number | null>((r) => tui!.once("exit", (code) => r(code)));
+  // The whole row on one line, its memory figures at its end: a row that wrapped would have them on the next.
+  const row = () =>
+    text()
+      .split(/\r?\n/)
+      .filter((l) => l.includes(id))
+      .at(-1) ?? "";
+  await waitFor(() => /running .* [0-9.]+ [KMG]iB \/ [0-9.]+ [KMG]iB\s*$/.test(row()), 30_000, `the sandbox's whole row, got: ${JSON.stringify(row())}`);
+  assert.ok(row().trimEnd().length <= 80, `the row fits: ${JSON.stringify(row())}`);
+  assert.ok(screen.includes(`${ESC}[?1049h`), "drawn on the alternate screen");
+  tui.stdin!.write("q");
+  assert.equal(await exited, 0);
+  assert.ok(screen.lastIndexOf(`${ESC}[?1049l`) > screen.lastIndexOf(`${ESC}[?1049h`), "quitting leaves it");
+  await apiRequest(server.url, "DELETE", `/sandboxes/${id}`);
+});

@@ -51,6 +51,20 @@ describe("one rule for each field, wherever it comes in", () => {
     assert.equal(ok.body.stdout, "v");
   });
 
+  it("env, metadata and owner that would break the sandbox later are refused at spawn: sizes an exec cannot take, NUL, bytes that are not text", async () => {
+    assertBad(await api("POST", "/sandboxes", { env: { ["N".repeat(1024 * 1024)]: "x" } }), /env: the name "N{40}…" is longer than 256 bytes/);
+    assertBad(await api("POST", "/sandboxes", { env: { BIG: "v".repeat(200 * 1024) } }), /env: BIG is \d+ bytes; a variable may have at most 131071/);
+    const many = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`V${i}`, "v".repeat(100 * 1024)]));
+    assertBad(await api("POST", "/sandboxes", { env: many }), /env: the variables take \d+ bytes; at most 1048576 in all/);
+    assertBad(await api("POST", "/sandboxes", { metadata: { "a\u0000b": "x" } }), /metadata: the key "a\u0000b" holds NUL/);
+    assertBad(await api("POST", "/sandboxes", { metadata: { k: "\ufffd" } }), /metadata\.k holds NUL or bytes that are not UTF-8/);
+    assertBad(await api("POST", "/sandboxes", { metadata: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, "v"])) }), /metadata: at most 64 entries/);
+    assertBad(await api("POST", "/sandboxes", { owner_id: "a\u0000b" }), /owner_id must be 1-256 printable characters/);
+    // What a spawn takes, every later exec takes: the largest variable allowed still runs.
+    const ok = await api("POST", `/sandboxes/${sb.id}/exec`, { command: 'printf %s "${#BIG}"', env: { BIG: "v".repeat(128 * 1024 - 5) } });
+    assert.equal(ok.body.stdout, String(128 * 1024 - 5));
+  });
+
   it("a template naming an image that is no reference is refused when it is made", async () => {
     assertBad(await api("POST", "/templates", { name: "bad-image", image: "Not A Reference!" }), /image: /);
     assert.equal((await api("GET", "/templates/bad-image")).status, 404);

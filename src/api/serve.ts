@@ -61,7 +61,7 @@ export async function startServer(
     address = await app.listen({ host: cfg.server.host, port: cfg.server.port });
   } catch (e) {
     await forge.close();
-    throw e;
+    throw listenError(e, cfg.server.host, cfg.server.port);
   }
   await forge.announce(address);
   if (cfg.cluster.role === "node") {
@@ -101,6 +101,19 @@ export async function startServer(
       return report;
     })());
   return { app, forge, url: address, close };
+}
+
+/** Why the server cannot listen, saying which address and which setting changes it. */
+function listenError(e: unknown, host: string, port: number): Error {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  const where = `${host}:${port}`;
+  if (code === "EADDRINUSE")
+    return new ConfigError(
+      `port ${port} on ${host} is in use (another forgevm serve, or another program): choose another with --port, server.port in forgevm.yaml or FORGEVM_SERVER_PORT`,
+    );
+  if (code === "EACCES") return new ConfigError(`may not listen on ${where} (ports below 1024 need root): choose another with --port or server.port`);
+  if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND") return new ConfigError(`${host} is not an address of this machine: set --host or server.host to one (127.0.0.1, 0.0.0.0)`);
+  return e as Error;
 }
 
 /** A database URL without its password, for messages. */

@@ -2,6 +2,7 @@
 // timestamp, statusCode, error, message), the toolbox as its daemon does (statusCode, message,
 // code, source DAYTONA_DAEMON), so the unmodified SDK raises its own classes (not-found, auth,
 // timeout, file-not-found). Our errors keep their status; a toolbox error may name its code.
+import { capMessage } from "../http/error-body.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { toApiError } from "../core/error-map.js";
 import { ForgevmError, type ErrorCode } from "../http/errors.js";
@@ -53,10 +54,10 @@ const DAEMON_CODES: Record<number, string> = {
 function statusOf(err: unknown): { status: number; message: string; daemonCode?: string } {
   const fastify = err as { statusCode?: number; validation?: unknown; message?: string };
   if (!(err instanceof ForgevmError) && typeof fastify.statusCode === "number" && fastify.statusCode < 500) {
-    return { status: fastify.statusCode, message: fastify.message ?? "bad request" };
+    return { status: fastify.statusCode, message: capMessage(fastify.message ?? "bad request") };
   }
   const e = toApiError(err);
-  return { status: e.status, message: e.message, daemonCode: e instanceof DaemonError ? e.daemonCode : undefined };
+  return { status: e.status, message: capMessage(e.message), daemonCode: e instanceof DaemonError ? e.daemonCode : undefined };
 }
 
 /** The control plane's error answer. */

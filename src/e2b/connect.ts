@@ -2,6 +2,7 @@
 // body answered with JSON; server-streaming calls send one enveloped message and get enveloped
 // messages back, ended by an end-stream envelope that carries the error if there was one.
 // Envelope: 1 flag byte (0 = message, 2 = end of stream), 4-byte big-endian length, JSON.
+import { capMessage } from "../http/error-body.js";
 import { PassThrough } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { toApiError } from "../core/error-map.js";
@@ -59,9 +60,9 @@ export class ConnectError extends Error {
 
 /** The Connect code and message for anything thrown while serving a call. */
 export function connectError(err: unknown): { code: ConnectCode; message: string } {
-  if (err instanceof ConnectError) return { code: err.code, message: err.message };
+  if (err instanceof ConnectError) return { code: err.code, message: capMessage(err.message) };
   const e = toApiError(err);
-  return { code: FROM_FORGEVM[e.code], message: e.message };
+  return { code: FROM_FORGEVM[e.code], message: capMessage(e.message) };
 }
 
 /** Frames one message. */

@@ -1,6 +1,7 @@
 // E2B's control plane (api.e2b.app) on our core: create, connect, list, get, set timeout, kill,
 // metrics, network. Both the v2 routes (e2b ≥ 2.51) and the v1 ones (≤ 2.50) are served by
 // the same handlers. Errors are E2B's {code, message} with the HTTP status as the code.
+import { capMessage } from "../http/error-body.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import { toApiError } from "../core/error-map.js";
@@ -114,7 +115,10 @@ function lifecycleOf(b: Static<typeof NewSandbox>): SpawnOptions["lifecycle"] {
 /** E2B's error body. */
 function e2bError(reply: FastifyReply, err: unknown): FastifyReply {
   const e = toApiError(err);
-  return reply.status(e.status).type("application/json").send({ code: e.status, message: e.message });
+  return reply
+    .status(e.status)
+    .type("application/json")
+    .send({ code: e.status, message: capMessage(e.message) });
 }
 
 /** A sandbox that is running, or paused when `paused` allows it (404 otherwise, which the SDKs read as "not found"). */

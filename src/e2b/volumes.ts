@@ -3,6 +3,7 @@
 // the SDK reaches at E2B_VOLUME_API_URL with the volume's token as a Bearer and no API key. A
 // volume's id is a UUID made from its name and creation time; its token is derived from the id
 // with this server's secret, like sandboxes' access tokens, so it outlives restarts.
+import { capMessage } from "../http/error-body.js";
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 import { Readable } from "node:stream";
@@ -126,7 +127,7 @@ function metaOf(q: Static<typeof PathQuery>) {
 export async function volumeContentRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
   app.setErrorHandler((err, _req, reply) => {
     const e = toApiError(err);
-    return reply.status(e.status).send({ code: e.code.toLowerCase(), message: e.message });
+    return reply.status(e.status).send({ code: e.code.toLowerCase(), message: capMessage(e.message) });
   });
   // The body of a file write is the file: passed on as it arrives.
   app.addContentTypeParser("application/octet-stream", (_req, _payload, done) => done(null));

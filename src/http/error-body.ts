@@ -16,9 +16,13 @@ export interface ErrorBody {
 /** Longest message an error body carries: messages quote what was sent, which may be megabytes. */
 const MAX_MESSAGE = 2000;
 
+/** An error message as every interface sends it: at most MAX_MESSAGE characters, saying how many more there were. */
+export function capMessage(message: string): string {
+  return message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}… (${message.length - MAX_MESSAGE} more characters)` : message;
+}
+
 export function errorBody(e: ForgevmError): ErrorBody {
-  const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE)}… (${e.message.length - MAX_MESSAGE} more characters)` : e.message;
-  return { ...e.detail, code: e.code, message, retryable: e.retryable };
+  return { ...e.detail, code: e.code, message: capMessage(e.message), retryable: e.retryable };
 }
 
 /** The error for what Fastify or the HTTP layer refused (validation, JSON, body size, other 4xx), or null. */

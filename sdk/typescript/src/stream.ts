@@ -8,6 +8,8 @@ import type { StreamChunk } from "./types.js";
 export class ExecStream implements AsyncIterable<StreamChunk> {
   /** The command's exit code, once the stream has ended (null before). */
   exitCode: number | null = null;
+  /** Whether the command was killed at its timeout (its exit code is then 124), once the stream has ended. */
+  timedOut = false;
   private started = false;
   private finished!: (code: number) => void;
   private failed!: (e: Error) => void;
@@ -27,9 +29,11 @@ export class ExecStream implements AsyncIterable<StreamChunk> {
     this.started = true;
     try {
       const res = await this.open();
-      for await (const msg of ndjson<{ stream: string; data: string; exit_code?: number; code?: string; message?: string; retryable?: boolean }>(res)) {
-        if (msg.stream === "exit") this.exitCode = msg.exit_code ?? -1;
-        else if (msg.stream === "error") throw errorFromBody({ ...msg, message: msg.message ?? msg.data });
+      for await (const msg of ndjson<{ stream: string; data: string; exit_code?: number; timed_out?: boolean; code?: string; message?: string; retryable?: boolean }>(res)) {
+        if (msg.stream === "exit") {
+          this.exitCode = msg.exit_code ?? -1;
+          this.timedOut = msg.timed_out === true;
+        } else if (msg.stream === "error") throw errorFromBody({ ...msg, message: msg.message ?? msg.data });
         else yield { stream: msg.stream as StreamChunk["stream"], data: msg.data };
       }
       if (this.exitCode === null) throw new ProviderError("the exec stream ended without an exit code", "INTERNAL_ERROR");

@@ -61,6 +61,7 @@ async function runIn(client: Client, id: string, command: string[], o: ExecFlags
   }
   const stream = sb.execStream(command[0], opts);
   for await (const chunk of stream) (chunk.stream === "stdout" ? process.stdout : process.stderr).write(chunk.data);
+  if (stream.timedOut) console.error(`forgevm: ${command[0]} was killed after its timeout of ${o.timeout} (exit code 124)`);
   return stream.exitCode ?? 1;
 }
 
@@ -98,10 +99,13 @@ export function execCommands(program: Command, cli: Cli): void {
         .option("--ttl <duration>", "with -d: lifetime, e.g. 30m or 1h (0: until removed; a --restart policy has none unless given)", ttlOption("--ttl"))
         .option("--tty", "an interactive terminal (-it): the command, else a login shell, on a PTY")
         .option("--keep", "keep the sandbox when the image's command ends (the default removes it, as docker run --rm)")
+        .option("--rm", "remove the sandbox when the command ends: what run does anyway unless --keep or -d (accepted as docker run takes it)")
         .addOption(new Option(COMMAND_ONLY).hideHelp()),
     ),
     false,
   ).action(async (args: string[], o) => {
+    if (o.rm && o.keep) throw new InvalidArgumentError("--rm and --keep ask for opposite things: give one");
+    if (o.rm && o.detach) throw new InvalidArgumentError("--rm with -d: a detached sandbox stays until removed (forgevm rm ID, or --ttl); drop --rm");
     let command = args;
     let ownCommand = !args.length;
     if (!o.image && !o.commandOnly && args.length && (await namesImage(() => cli.dataDirClient(), args[0]))) {

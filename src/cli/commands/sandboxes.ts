@@ -107,9 +107,9 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     });
 
   program
-    .command("list")
+    .command("ps")
     .alias("ls")
-    .alias("ps")
+    .alias("list")
     .description("list live sandboxes (with --all, stopped, failed and destroyed ones too, with the reason)")
     .option("-a, --all", "include sandboxes that are stopped, failed or destroyed")
     .option("--state <state>", `only sandboxes in this state (${STATES.join(", ")}; repeatable)`, (v: string, acc: string[] = []) => {

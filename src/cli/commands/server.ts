@@ -1,18 +1,48 @@
 // The server itself: serve, setup, doctor, version.
 import type { Command } from "commander";
+import { stat } from "node:fs/promises";
 import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
 
+/** What a data directory lacks to serve (its kernel, its initramfs), or null when it is set up; nothing is made. */
+async function notSetUp(dataDir: string): Promise<string | null> {
+  const paths = pathsFor(dataDir);
+  for (const [what, file] of [
+    ["the guest kernel", paths.kernel],
+    ["the initramfs", paths.initramfs],
+  ] as const) {
+    if (!(await stat(file).catch(() => null))) return what;
+  }
+  return null;
+}
+
 export function serverCommands(program: Command, cli: Cli, version: string): void {
   program
     .command("serve")
-    .description("run the REST API server (127.0.0.1:7423 by default; see forgevm.yaml)")
+    .description("run the server: the REST API, the E2B, Daytona, MCP and Custom HTTP interfaces and the web console, on one port")
+    .option("-p, --port <port>", "listen on this port (server.port; default 7423)")
+    .option("--host <address>", "listen on this address (server.host; default 127.0.0.1)")
+    .option("--data-dir <dir>", "the data directory (data_dir; default $FORGEVM_DATA_DIR or ~/.local/share/forgevm)")
     .option("--role <role>", "standalone (default), node (runs sandboxes in a cluster) or front (routes a cluster's requests)")
     .option("--database <url>", "the cluster's catalogue: postgres://user@host:port/db")
     .option("--advertise <url>", "a node: the address fronts reach it at")
-    .action(async (o: { role?: string; database?: string; advertise?: string }) => {
+    .addHelpText(
+      "after",
+      `
+Settings come from --config FILE, else ./forgevm.yaml, else ~/.forgevm/config.yaml; then
+FORGEVM_<SECTION>_<KEY> variables (FORGEVM_SERVER_PORT=8080); then these flags. A stop (Ctrl-C,
+SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pause | destroy).`,
+    )
+    .action(async (o: { port?: string; host?: string; dataDir?: string; role?: string; database?: string; advertise?: string }) => {
       const cfg = cli.config();
+      if (o.port !== undefined) {
+        const port = Number(o.port);
+        if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be a port number from 0 to 65535, got "${o.port}"`);
+        cfg.server.port = port;
+      }
+      if (o.host !== undefined) cfg.server.host = o.host;
+      if (o.dataDir !== undefined) cfg.data_dir = o.dataDir;
       if (o.role !== undefined) {
         if (o.role !== "standalone" && o.role !== "node" && o.role !== "front") throw new Error(`--role must be standalone, node or front, got "${o.role}"`);
         cfg.cluster.role = o.role;
@@ -38,6 +68,14 @@ export function serverCommands(program: Command, cli: Cli, version: string): voi
     .description("check every provider: QEMU, the kernel, the initramfs and the accelerator; bubblewrap for local (of the running server, if one owns the data directory)")
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
+      // A check changes nothing: a data directory that is not set up is reported, not made one.
+      const missing = (await cli.serverUrl()) ? null : await notSetUp(cli.dataDir);
+      if (missing) {
+        const problem = `the data directory ${cli.dataDir} is not set up (${missing} missing): run ./setup.sh, or forgevm setup`;
+        emit(o.json, { name: "qemu", healthy: false, default: true, accel: null, problems: [problem], details: {}, providers: [] }, () => console.log(`NOT healthy: ${problem}`));
+        process.exitCode = 1;
+        return;
+      }
       const server = await cli.dataDirClient();
       type Health = { name: string; healthy: boolean; default: boolean; accel: string | null; problems: string[]; details: Record<string, string> };
       const all: Health[] = await Promise.all(

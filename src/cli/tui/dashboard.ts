@@ -1,7 +1,7 @@
 // The terminal dashboard's screen (ink): running sandboxes with live CPU and memory, the
 // server's events as they happen, a sandbox's console log, and the keys that act on the
 // selected sandbox. It talks to the server only through the SDK, as the console does over REST.
-import { Box, Text, useApp, useInput } from "ink";
+import { Box, Text, useApp, useInput, useStdout } from "ink";
 import { createElement as h, type ReactNode, useCallback, useEffect, useRef, useState } from "react";
 import type { Client, LiveStats, SandboxInfo } from "forgevm";
 import { bytes } from "../../util/units.js";
@@ -36,6 +36,7 @@ const HELP = [
 export function Dashboard(props: { client: Client; url: string; done: (next: Next) => void; initialSelection?: string }): ReactNode {
   const { client } = props;
   const { exit } = useApp();
+  const { stdout } = useStdout();
   const [rows, setRows] = useState<Row[]>([]);
   // The selection is a sandbox, not a position: a refresh that reorders the list keeps it. The
   // sandbox a shell was opened in is selected once, when it is first listed, and never again.
@@ -180,6 +181,8 @@ export function Dashboard(props: { client: Client; url: string; done: (next: Nex
 
   const pct = (v: number | null | undefined) => (typeof v === "number" ? `${v.toFixed(1)}%` : "-");
   const cell = (text: string, width: number) => text.slice(0, width - 1).padEnd(width);
+  // The image column takes what the terminal has left, so no row wraps (80 columns and up).
+  const imageW = Math.max(10, Math.min(28, (stdout.columns || 80) - 14 - 14 - 10 - 8 - 22));
   return h(
     Box,
     { flexDirection: "column" },
@@ -187,16 +190,20 @@ export function Dashboard(props: { client: Client; url: string; done: (next: Nex
       Box,
       { justifyContent: "space-between" },
       h(Text, { bold: true }, "ForgeVM "),
-      h(Text, { dimColor: true }, `${props.url} · host CPU ${pct(host?.guest_cpu_pct)} · memory ${bytes(host?.mem_used_bytes)} of ${bytes(host?.mem_total_bytes)}`),
+      h(
+        Text,
+        { dimColor: true, wrap: "truncate-end" },
+        `${props.url} · host CPU ${pct(host?.guest_cpu_pct)} · memory ${bytes(host?.mem_used_bytes)} of ${bytes(host?.mem_total_bytes)}`,
+      ),
     ),
-    h(Text, { bold: true }, `${cell("SANDBOX", 14)}${cell("NAME", 16)}${cell("STATE", 10)}${cell("IMAGE", 28)}${cell("CPU", 8)}MEMORY`),
+    h(Text, { bold: true, wrap: "truncate-end" }, `${cell("SANDBOX", 14)}${cell("NAME", 14)}${cell("STATE", 10)}${cell("IMAGE", imageW)}${cell("CPU", 8)}MEMORY`),
     rows.length === 0
       ? h(Text, { dimColor: true }, "no sandboxes: press s to spawn one")
       : rows.map((r, i) =>
           h(
             Text,
-            { key: r.info.id, inverse: i === selected },
-            `${cell(r.info.id, 14)}${cell(r.info.name ?? "-", 16)}${cell(r.info.state, 10)}${cell(r.info.image, 28)}${cell(pct(r.cpu), 8)}${typeof r.mem === "number" ? `${bytes(r.mem)} / ${bytes(r.memTotal)}` : "-"}`,
+            { key: r.info.id, inverse: i === selected, wrap: "truncate-end" },
+            `${cell(r.info.id, 14)}${cell(r.info.name ?? "-", 14)}${cell(r.info.state, 10)}${cell(r.info.image, imageW)}${cell(pct(r.cpu), 8)}${typeof r.mem === "number" ? `${bytes(r.mem)} / ${bytes(r.memTotal)}` : "-"}`,
           ),
         ),
     help
@@ -212,9 +219,11 @@ export function Dashboard(props: { client: Client; url: string; done: (next: Nex
             Box,
             { flexDirection: "column", marginTop: 1 },
             h(Text, { bold: true }, "EVENTS"),
-            ...(events.length ? events.map((e) => h(Text, { key: e, dimColor: true }, e)) : [h(Text, { key: "none", dimColor: true }, "events appear here as they happen")]),
+            ...(events.length
+              ? events.map((e) => h(Text, { key: e, dimColor: true, wrap: "truncate-end" }, e))
+              : [h(Text, { key: "none", dimColor: true }, "events appear here as they happen")]),
           ),
     h(Box, { marginTop: 1 }, h(Text, { color: "cyan" }, status || " ")),
-    h(Text, { dimColor: true }, KEYS),
+    h(Text, { dimColor: true, wrap: "truncate-end" }, KEYS),
   );
 }

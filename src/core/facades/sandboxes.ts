@@ -3,7 +3,8 @@
 // method checks what the call needs (room on disk, the sandbox's state) and hands the work to the
 // operation modules (spawn.ts, create.ts, lifecycle.ts, stop-start.ts, pause.ts, reaper.ts).
 import { expiryAfter } from "../../schemas/durations.js";
-import { ForgevmError, badRequest, sandboxGone } from "../../http/errors.js";
+import { ForgevmError, sandboxGone } from "../../http/errors.js";
+import { checkMetadata } from "../sandboxes/validate.js";
 import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
 import { create, startCreated } from "../sandboxes/create.js";
@@ -163,12 +164,7 @@ export class SandboxesFacade {
   /** Replaces a sandbox's metadata (keys and values are strings, checked as at spawn). */
   setMetadata(id: string, metadata: Record<string, string>): SandboxRow {
     const row = this.get(id);
-    const entries = Object.entries(metadata);
-    if (entries.length > 64) throw badRequest(`metadata: at most 64 entries, got ${entries.length}`);
-    for (const [k, v] of entries) {
-      if (!k || k.length > 128) throw badRequest(`metadata: a key must be 1-128 characters, got "${k.slice(0, 40)}"`);
-      if (typeof v !== "string" || v.length > 1024) throw badRequest(`metadata.${k} must be a string of at most 1024 characters`);
-    }
+    checkMetadata(metadata);
     this.core.sandboxes.setMetadata(row.id, Object.keys(metadata).length ? metadata : null);
     return this.get(row.id);
   }

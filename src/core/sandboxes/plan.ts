@@ -11,7 +11,7 @@ import type { Core } from "../core.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { IdlePolicy, SpawnOptions } from "../options.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
-import { checkEnv, checkFullNetwork, checkMemory, checkProvider, checkVcpus } from "./validate.js";
+import { checkEnv, checkFullNetwork, checkMemory, checkMetadata, checkOwner, checkProvider, checkVcpus } from "./validate.js";
 import { expiryAfter, NO_TTL, parseIdle } from "../../schemas/durations.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */
@@ -132,6 +132,8 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
   if (opts.template !== undefined && !tpl) throw notFound(`template "${opts.template}" not found`);
   const provider = checkProvider(core, opts.provider || tpl?.provider || undefined, opts.provider ? "provider" : `template ${tpl?.name}: provider`);
   checkEnv(opts.env, "env");
+  checkMetadata(opts.metadata);
+  checkOwner(opts.ownerId);
   const name = checkName(core, opts.name);
   const network = core.networks.plan(
     { mode: opts.network, allow: opts.allow, ports: opts.ports, cache: opts.cache, rules: opts.egressRules ?? tpl?.egress_rules, deny: opts.deny, portAccess: opts.portAccess },

@@ -1,6 +1,7 @@
 // envd's plain HTTP endpoints: GET /health, GET /files (a file's bytes), POST /files (multipart
 // with the target path as each part's filename, or a raw octet-stream body, gzip allowed), and
 // GET /envs. Errors are envd's {code, message} with the HTTP status as the code.
+import { capMessage } from "../../http/error-body.js";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { posix } from "node:path";
@@ -15,21 +16,29 @@ import { ConnectError } from "../connect.js";
 import { ENVD_TOKEN } from "../views.js";
 import { detachable } from "../../util/detachable.js";
 import { FileParts } from "../../util/file-parts.js";
-import { envdContext, hasToken, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
+import { checkToken, envdContext, resolvePath, SandboxUnavailable, sandboxIdOf, sandboxOf, type EnvdContext } from "./context.js";
 
 /** Most files one multipart upload may carry. */
 const MAX_PARTS = 1000;
 
 /** envd's error body; a sandbox that is not running is a 502, as E2B's proxy answers. */
 export function envdError(reply: FastifyReply, err: unknown): FastifyReply {
-  if (err instanceof SandboxUnavailable) return reply.status(502).type("application/json").send({ code: 502, message: err.message });
-  if (err instanceof ConnectError) return reply.status(err.code === "not_found" ? 404 : err.code === "unauthenticated" ? 401 : 400).send({ code: 400, message: err.message });
+  if (err instanceof SandboxUnavailable)
+    return reply
+      .status(502)
+      .type("application/json")
+      .send({ code: 502, message: capMessage(err.message) });
+  if (err instanceof ConnectError)
+    return reply.status(err.code === "not_found" ? 404 : err.code === "unauthenticated" ? 401 : 400).send({ code: 400, message: capMessage(err.message) });
   const e = toApiError(err);
   // envd's answer for a full disk, which the SDK reports as such.
   const status = e.detail.errno === "ENOSPC" || e.detail.errno === "EDQUOT" ? 507 : e.status;
   // A caller without the token gets its answer and the connection closes: its body is never read.
   if (status === 401) reply.header("Connection", "close");
-  return reply.status(status).type("application/json").send({ code: status, message: e.message });
+  return reply
+    .status(status)
+    .type("application/json")
+    .send({ code: status, message: capMessage(e.message) });
 }
 
 /** `v1_` + base64(sha256("path:operation:user:token[:expiration]")) without padding: a pre-signed URL's signature. */
@@ -68,9 +77,12 @@ export async function envdHttpRoutes(app: FastifyInstance, { forge }: { forge: F
 
   app.get("/health", { schema: { hide: true } }, async (req, reply) => {
     try {
-      // With its token, a health check wakes a sandbox paused with auto-resume, as E2B's does.
+      // Only with its token: an id that does not exist, or is gone or paused, answers as a wrong
+      // token does, so a caller without one learns nothing of which ids exist. With it, a health
+      // check wakes a sandbox paused with auto-resume, as E2B's does.
       const id = sandboxIdOf(req);
-      if (hasToken(forge, id, req)) await forge.sandboxes.wake(id, "envd");
+      checkToken(forge, id, req);
+      await forge.sandboxes.wake(id, "envd");
       sandboxOf(forge, req);
       return reply.status(204).send();
     } catch (e) {
