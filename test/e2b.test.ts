@@ -369,8 +369,12 @@ describe("bad input gets E2B-shaped errors", () => {
     }
     const f = await fetch(`${base}/files?path=/etc/hostname`, { headers: { "e2b-sandbox-id": sbx.sandboxId } });
     assert.equal(f.status, 401);
-    const gone = await fetch(`${base}/health`, { headers: { "e2b-sandbox-id": "sb-nope" } });
-    assert.equal(gone.status, 502);
+    // The health check too: without the token, a real id and one that does not exist answer alike.
+    const unknownHealth = await fetch(`${base}/health`, { headers: { "e2b-sandbox-id": "sb-nope" } });
+    const realHealth = await fetch(`${base}/health`, { headers: { "e2b-sandbox-id": sbx.sandboxId } });
+    assert.deepEqual([unknownHealth.status, realHealth.status], [401, 401]);
+    assert.deepEqual(await unknownHealth.json(), await realHealth.json());
+    assert.equal(await sbx.isRunning(), true, "the SDK sends the token");
   });
 
   it("malformed Connect requests", async () => {

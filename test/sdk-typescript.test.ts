@@ -193,7 +193,10 @@ describe("TypeScript SDK: network and secrets", () => {
     } finally {
       await r.destroy();
     }
-    await assert.rejects(client.spawn({ allow: ["api.example.com"], egress_rules: { "api.example.com": { headers: { A: "{{no_such_secret}}" } } } }), BadRequestError);
+    // A rule may name a secret that does not exist yet (the proxy refuses its requests until it does); one off the allowlist is a 400.
+    await assert.rejects(client.spawn({ allow: ["api.example.com"], egress_rules: { "other.example.com": { headers: { A: "x" } } } }), BadRequestError);
+    const later = await client.spawn({ allow: ["api.example.com"], egress_rules: { "api.example.com": { headers: { A: "{{no_such_secret}}" } } } });
+    await later.destroy();
     await client.secrets.remove("ts_rule_key");
     await assert.rejects(client.secrets.get("ts_rule_key"), NotFoundError);
   });

@@ -131,9 +131,9 @@ it("fits 80 columns without wrapping a row, and draws on the alternate screen, w
   const row = () =>
     text()
       .split(/\r?\n/)
-      .filter((l) => l.includes(id))
+      .filter((l) => l.startsWith(id))
       .at(-1) ?? "";
-  await waitFor(() => /running .* [0-9.]+ [KMG]iB \/ [0-9.]+ [KMG]iB\s*$/.test(row()), 30_000, `the sandbox's whole row, got: ${JSON.stringify(row())}`);
+  await waitFor(() => / [0-9.]+ [KMG]iB \/ [0-9.]+ [KMG]iB\s*$/.test(row()), 60_000, `the sandbox's whole row, with its memory, got: ${JSON.stringify(row())}`);
   assert.ok(row().trimEnd().length <= 80, `the row fits: ${JSON.stringify(row())}`);
   assert.ok(screen.includes(`${ESC}[?1049h`), "drawn on the alternate screen");
   tui.stdin!.write("q");
