@@ -25,7 +25,7 @@ interface Served {
 async function serve(dataDir: string, extra = ""): Promise<Served> {
   const port = await freePort();
   const config = join(dataDir, `forgevm-${port}.yaml`);
-  await writeFile(config, `data_dir: ${dataDir}\nserver:\n  port: ${port}\nauth:\n  api_key: ${KEY}\n${extra}`);
+  await writeFile(config, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\n${extra}`);
   const proc = spawn(process.execPath, [main, "serve", "--config", config], { env: childEnv(), stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.on("data", (d) => (out += d));

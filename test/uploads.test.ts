@@ -30,7 +30,7 @@ before(async () => {
   port = await freePort();
   root = `http://127.0.0.1:${port}`;
   const configFile = join(dataDir, "forgevm.yaml");
-  await writeFile(configFile, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\nauth:\n  api_key: ${KEY}\n`);
+  await writeFile(configFile, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\n`);
   server = await startServerProcess(configFile, `${root}/api/v1`, KEY);
   // Created through E2B's control plane, for the envd access token; the REST routes use the same sandbox.
   const r = await fetch(`${root}/sandboxes`, {
