@@ -294,6 +294,20 @@ describe("previews, labels, stop and start", () => {
       await wild.close();
     }
     await assert.rejects(buildApp({ forge, version: "test", e2bDomain: "same.test", daytonaPreviewDomain: "same.test" }), /must differ from e2b\.domain/);
+    // A signed URL needs no header and no path; expiring it early shuts it.
+    const signed = await sbx.getSignedPreviewUrl(8000, 120);
+    assert.deepEqual([signed.sandboxId, signed.port], [sbx.id, 8000]);
+    const su = new URL(signed.url);
+    assert.equal(su.pathname, "/");
+    const viaSigned = await fetch(`${su.origin}/hello.txt${su.search}`);
+    assert.equal(await viaSigned.text(), "hi from the preview\n");
+    // A browser that follows a link loses the query: the cookie it was given carries the token.
+    const cookie = String(viaSigned.headers.get("set-cookie")).split(";")[0];
+    assert.equal((await fetch(`${su.origin}/hello.txt`, { headers: { cookie } })).status, 200);
+    assert.equal((await fetch(`${su.origin}/hello.txt`)).status, 401);
+    await sbx.expireSignedPreviewUrl(8000, signed.token);
+    assert.equal((await fetch(`${su.origin}/hello.txt${su.search}`)).status, 401);
+    await assert.rejects(sbx.getSignedPreviewUrl(8000, 10 ** 6), /expiresInSeconds must be 1-86400/);
     await sbx.process.deleteSession("web");
   });
 

@@ -58,7 +58,10 @@ before(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}/api/v1`;
   const config = join(mnt, "forgevm.yaml");
-  await writeFile(config, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\nmetrics:\n  interval: 1s\n  guest_every: 1\n`);
+  await writeFile(
+    config,
+    `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\nmetrics:\n  interval: 1s\n  guest_every: 1\n`,
+  );
   server = await startServerProcess(config, base, KEY);
 });
 

@@ -31,7 +31,10 @@ before(async () => {
   root = `http://127.0.0.1:${port}`;
   base = `${root}/api/v1`;
   configFile = join(dataDir, "forgevm.yaml");
-  await writeFile(configFile, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\nmetrics:\n  interval: 1s\n  guest_every: 1\n`);
+  await writeFile(
+    configFile,
+    `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  request_log: false\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\nmetrics:\n  interval: 1s\n  guest_every: 1\n`,
+  );
   server = await startServerProcess(configFile, base, KEY);
 });
 

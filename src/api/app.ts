@@ -231,7 +231,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(e2bRoutes, { forge: opts.forge, domain: opts.e2bDomain, apiKey: opts.apiKey });
 
   // Daytona's control plane, toolbox and previews under /daytona (daytona/).
-  await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey, previewDomain: opts.daytonaPreviewDomain });
+  await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey, previewDomain: opts.daytonaPreviewDomain, listenHost: opts.listenHost });
 
   // The seed's Custom HTTP provider protocol, served (custom-http/): the original server's `custom` provider can use this one.
   await app.register(customHttpRoutes, { prefix: CUSTOM_HTTP_PREFIX, forge: opts.forge });

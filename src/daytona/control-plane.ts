@@ -14,7 +14,8 @@ import type { SandboxRow } from "../core/types.js";
 import { ForgevmError, badRequest, notFound } from "../http/errors.js";
 import { NO_TTL } from "../schemas/durations.js";
 import { ignore } from "../util/ignore.js";
-import { previewToken } from "./preview.js";
+import { PREVIEW_TOKEN_QUERY, previewToken } from "./preview.js";
+import { SIGNED_DEFAULT_S, SIGNED_MAX_S, type SignedPreviews } from "./signed-preview.js";
 import { DEFAULT_AUTO_STOP_MIN, EXTRA, baseUrl, extraOf, labelsOf, sandboxDto, stateOf } from "./views.js";
 
 /** Who the toolbox runs as unless create names a user, and where that user lives. */
@@ -53,6 +54,8 @@ const CreateBody = Type.Object(
 const Id = Type.Object({ id: Type.String({ minLength: 1 }) });
 const Interval = Type.Object({ id: Type.String({ minLength: 1 }), minutes: Type.String({ pattern: "^-?[0-9]{1,9}$" }) });
 const PortParams = Type.Object({ id: Type.String({ minLength: 1 }), port: Type.String({ pattern: "^[0-9]{1,5}$" }) });
+const SignedQuery = Type.Object({ expiresInSeconds: Type.Optional(Type.String({ pattern: "^[0-9]{1,9}$" })) }, { additionalProperties: true });
+const TokenParams = Type.Object({ id: Type.String({ minLength: 1 }), port: Type.String({ pattern: "^[0-9]{1,5}$" }), token: Type.String({ minLength: 1, maxLength: 256 }) });
 const LabelsBody = Type.Object({ labels: StrMap }, { additionalProperties: true });
 const ListQuery = Type.Object(
   {
@@ -134,7 +137,10 @@ function networkOf(b: Static<typeof CreateBody>): Pick<SpawnOptions, "network" |
   return allow.length ? { network: "allowlist", allow } : {};
 }
 
-export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase, previewDomain }: { forge: Forge; urlBase: string; previewDomain?: string }): Promise<void> {
+export async function controlPlaneRoutes(
+  app: FastifyInstance,
+  { forge, urlBase, previewDomain, signed }: { forge: Forge; urlBase: string; previewDomain?: string; signed: SignedPreviews },
+): Promise<void> {
   const dto = (req: FastifyRequest, row: SandboxRow) => sandboxDto(row, baseUrl(req, urlBase));
 
   app.post("/sandbox", { schema: { body: CreateBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof CreateBody> }>, reply: FastifyReply) => {
@@ -303,6 +309,31 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, urlBase,
     const url = previewDomain ? `${scheme}://${port}-${row.id}.${previewDomain}` : `${baseUrl(req, urlBase)}/preview/${row.id}/${port}`;
     return { sandboxId: row.id, url, token: previewToken(forge, row.id) };
   });
+
+  app.get(
+    "/sandbox/:id/ports/:port/signed-preview-url",
+    { schema: { params: PortParams, querystring: SignedQuery, hide: true } },
+    async (req: FastifyRequest<{ Params: Static<typeof PortParams>; Querystring: Static<typeof SignedQuery> }>) => {
+      const row = find(forge, req.params.id);
+      const port = Number(req.params.port);
+      if (port < 1 || port > 65535) throw badRequest(`port must be 1-65535, got ${port}`);
+      const seconds = req.query.expiresInSeconds === undefined ? SIGNED_DEFAULT_S : Number(req.query.expiresInSeconds);
+      if (seconds < 1 || seconds > SIGNED_MAX_S) throw badRequest(`expiresInSeconds must be 1-${SIGNED_MAX_S}, got ${seconds}`);
+      const { token, listenPort } = await signed.sign(row.id, port, seconds);
+      const base = new URL(baseUrl(req, ""));
+      base.port = String(listenPort);
+      return { sandboxId: row.id, port, token, url: `${base.origin}/?${PREVIEW_TOKEN_QUERY}=${token}` };
+    },
+  );
+  app.post(
+    "/sandbox/:id/ports/:port/signed-preview-url/:token/expire",
+    { schema: { params: TokenParams, hide: true } },
+    async (req: FastifyRequest<{ Params: Static<typeof TokenParams> }>) => {
+      const row = find(forge, req.params.id);
+      if (!signed.expire(row.id, Number(req.params.port), req.params.token)) throw notFound(`no signed preview URL of port ${req.params.port} has that token (or it has expired)`);
+      return {};
+    },
+  );
 
   // Images with local files go through object storage this server does not offer.
   app.get("/object-storage/push-access", { schema: { hide: true } }, async (_req, reply) =>

@@ -13,6 +13,7 @@ import { keyMatches } from "../http/api-key.js";
 import { controlPlaneRoutes } from "./control-plane.js";
 import { apiError, toolboxError } from "./errors.js";
 import { hasPreviewToken, previewRoutes } from "./preview.js";
+import { SignedPreviews } from "./signed-preview.js";
 import { socketIoRoutes } from "./socket-io.js";
 import { fileRoutes } from "./toolbox/files.js";
 import { processRoutes } from "./toolbox/process.js";
@@ -45,7 +46,12 @@ function hasKey(req: FastifyRequest, apiKey: string | undefined): boolean {
 
 const unauthorized = () => new ForgevmError("UNAUTHORIZED", "missing or invalid API key: set DAYTONA_API_KEY to this server's API key (sent as Authorization: Bearer KEY)");
 
-export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey, previewDomain }: { forge: Forge; apiKey?: string; previewDomain?: string }): Promise<void> {
+export async function daytonaRoutes(
+  app: FastifyInstance,
+  { forge, apiKey, previewDomain, listenHost }: { forge: Forge; apiKey?: string; previewDomain?: string; listenHost?: string },
+): Promise<void> {
+  const signed = new SignedPreviews(forge, listenHost ?? "127.0.0.1");
+  app.addHook("onClose", async () => signed.closeAll());
   app.setNotFoundHandler((req, reply) =>
     apiError(req, reply, new ForgevmError("NOT_FOUND", `Cannot ${req.method} ${req.url.split("?")[0]}: this server does not serve it (docs/daytona.md)`)),
   );
@@ -59,7 +65,7 @@ export async function daytonaRoutes(app: FastifyInstance, { forge, apiKey, previ
     api.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
       if (!hasKey(req, apiKey)) return apiError(req, reply, unauthorized());
     });
-    await api.register(controlPlaneRoutes, { forge, urlBase: DAYTONA_PREFIX, previewDomain });
+    await api.register(controlPlaneRoutes, { forge, urlBase: DAYTONA_PREFIX, previewDomain, signed });
   });
   await app.register(
     async (toolbox) => {

@@ -3,6 +3,7 @@
 // and Daytona's preview URLs both go through here.
 import { request as httpRequest } from "node:http";
 import type { Duplex } from "node:stream";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
 /** Headers of the hop to this server, never passed to the guest. */
@@ -10,6 +11,12 @@ const HOP = new Set(["connection", "keep-alive", "proxy-connection", "te", "trai
 
 /** Proxies `req` to `path` over `conn` with this Host, leaving out the headers named in `drop` (lower case). */
 export function forwardRequest(req: FastifyRequest, reply: FastifyReply, conn: Duplex, path: string, host: string, drop: string[] = []): void {
+  reply.hijack();
+  forwardRaw(req.raw, reply.raw, conn, path, host, drop);
+}
+
+/** forwardRequest for a plain Node request; a Set-Cookie already on `res` is kept beside the guest's. */
+export function forwardRaw(req: IncomingMessage, res: ServerResponse, conn: Duplex, path: string, host: string, drop: string[] = []): void {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(req.headers)) {
     if (v === undefined || HOP.has(k) || drop.includes(k)) continue;
@@ -17,11 +24,11 @@ export function forwardRequest(req: FastifyRequest, reply: FastifyReply, conn: D
   }
   headers.host = host;
   const upstream = httpRequest({ method: req.method, path, headers, createConnection: () => conn });
-  reply.hijack();
-  const res = reply.raw;
   upstream.on("response", (r) => {
     const out: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k)) out[k] = v;
+    const mine = res.getHeader("set-cookie");
+    if (mine !== undefined && out["set-cookie"]) out["set-cookie"] = [...[mine].flat().map(String), ...[out["set-cookie"]].flat()];
     res.writeHead(r.statusCode ?? 502, r.statusMessage, out);
     r.pipe(res);
     r.on("error", () => res.destroy());
@@ -32,5 +39,5 @@ export function forwardRequest(req: FastifyRequest, reply: FastifyReply, conn: D
     res.end(JSON.stringify({ code: 502, message: `port traffic failed: ${e.message}` }));
   });
   res.on("close", () => upstream.destroy());
-  req.raw.pipe(upstream);
+  req.pipe(upstream);
 }

@@ -2,6 +2,8 @@
 // it in one step, `/{id}/connect` attaches to one that runs; then a JSON control frame
 // ("connected"), the terminal's output as binary frames, keystrokes back as binary frames, and at
 // its end an "exited" control frame with the exit code and a close whose reason carries it too.
+// Older SDKs (0.161 and before) make the terminal first (`POST /process/pty`, `lazyStart`) and
+// then connect: its output until that first connection is held for it, so nothing is missed.
 // Resize, kill, list and info are plain routes. Each terminal is a process of the sandbox's
 // process table (tag `daytona-pty:<id>`), so it outlives the socket that started it.
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -20,10 +22,54 @@ const HIGH_WATER = 1024 * 1024;
 const SHELL = "if [ -x /bin/bash ]; then exec /bin/bash -i; fi; exec /bin/sh -i";
 
 const PtyParams = Type.Object({ sandboxId: Type.String(), ptyId: Type.String({ minLength: 1 }) });
+const CreateBody = Type.Object(
+  {
+    id: Type.String({ pattern: "^[A-Za-z0-9._-]{1,128}$" }),
+    cwd: Type.Optional(Type.String({ maxLength: 4096 })),
+    envs: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
+    cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    lazyStart: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+);
+/** The most output a terminal made with `POST /process/pty` keeps for its first connection. */
+const HELD_MAX = 1024 * 1024;
 const ResizeBody = Type.Object({ cols: Type.Integer({ minimum: 1, maximum: 1000 }), rows: Type.Integer({ minimum: 1, maximum: 1000 }) }, { additionalProperties: true });
 
 /** When each terminal was made (the process table does not keep it). */
 const created = new WeakMap<TrackedProcess, string>();
+
+/**
+ * Output of a terminal that no socket has joined yet (made by `POST /process/pty`): kept, newest
+ * last and at most HELD_MAX, until the first connection takes it. A background listener, so a
+ * terminal nobody watches never keeps its sandbox awake.
+ */
+class Held implements ProcessListener {
+  readonly background = true;
+  private chunks: Buffer[] = [];
+  private bytes = 0;
+  ending: Parameters<ProcessListener["end"]>[0] | null = null;
+  output(o: { data: Buffer }): boolean {
+    this.chunks.push(o.data);
+    this.bytes += o.data.length;
+    while (this.bytes > HELD_MAX && this.chunks.length > 1) this.bytes -= this.chunks.shift()!.length;
+    return true;
+  }
+  drained(): Promise<void> {
+    return Promise.resolve();
+  }
+  end(e: Parameters<ProcessListener["end"]>[0]): void {
+    this.ending = e;
+  }
+  take(): Buffer[] {
+    const c = this.chunks;
+    this.chunks = [];
+    this.bytes = 0;
+    return c;
+  }
+}
+const held = new WeakMap<TrackedProcess, Held>();
 
 /** Daytona's PtySessionInfo of a terminal. */
 function info(p: TrackedProcess) {
@@ -35,7 +81,7 @@ function info(p: TrackedProcess) {
     cwd: p.spec.cwd ?? "",
     envs: p.spec.env,
     createdAt: created.get(p) ?? new Date().toISOString(),
-    lazyStart: false,
+    lazyStart: held.has(p),
   };
 }
 
@@ -91,6 +137,12 @@ function attach(ws: WebSocket, p: TrackedProcess): void {
     },
   };
   control(ws, { status: "connected" });
+  const h = held.get(p);
+  if (h) {
+    held.delete(p);
+    p.unsubscribe(h);
+    for (const data of h.take()) if (ws.readyState === ws.OPEN) ws.send(data, { binary: true });
+  }
   p.subscribe(listener);
   ws.on("message", (data: Buffer) => void p.sendInput(Buffer.from(data)).catch(ignore("keys for a terminal that just ended")));
   ws.on("close", () => {
@@ -106,7 +158,41 @@ function refuse(ws: WebSocket, e: unknown): void {
   if (ws.readyState === ws.OPEN) ws.close(1011, (e as Error).message.slice(0, 120));
 }
 
+/** Starts a shell on a terminal tagged with `id`, unless one with that id runs. */
+async function startTerminal(
+  t: Toolbox,
+  id: string,
+  o: { cols: number; rows: number; cwd?: string; envs: Record<string, string> },
+  first?: ProcessListener,
+): Promise<TrackedProcess> {
+  if (t.sandbox.processes.list().some((p) => p.spec.tag === TAG + id)) throw conflict(`PTY session ${id} exists: connect to it, or kill it first`);
+  const p = await t.sandbox.startProcess(
+    {
+      cmd: "/bin/sh",
+      args: ["-c", SHELL],
+      env: { TERM: "xterm-256color", ...o.envs },
+      cwd: o.cwd ? t.resolve(o.cwd) : t.workDir,
+      user: t.user.name,
+      tag: TAG + id,
+      stdin: true,
+      pty: { rows: o.rows, cols: o.cols },
+    },
+    first,
+  );
+  created.set(p, new Date().toISOString());
+  return p;
+}
+
 export async function ptyRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
+  app.post("/process/pty", { schema: { body: CreateBody, hide: true } }, async (req: FastifyRequest<{ Body: Static<typeof CreateBody> }>, reply) => {
+    const t = await toolboxOf(forge, req);
+    const b = req.body;
+    const h = new Held();
+    const p = await startTerminal(t, b.id, { cols: b.cols ?? 80, rows: b.rows ?? 24, cwd: b.cwd, envs: b.envs ?? {} }, h);
+    held.set(p, h);
+    return reply.status(201).send({ sessionId: b.id });
+  });
+
   app.get("/process/pty/create-connect", { websocket: true, schema: { hide: true } }, (ws, req) => {
     void (async () => {
       const t = await toolboxOf(forge, req);
@@ -116,19 +202,7 @@ export async function ptyRoutes(app: FastifyInstance, { forge }: { forge: Forge 
       const cols = Number(q.cols ?? 80);
       const rows = Number(q.rows ?? 24);
       if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > 1000 || rows > 1000) throw badRequest("cols and rows must be 1-1000");
-      if (t.sandbox.processes.list().some((p) => p.spec.tag === TAG + id)) throw conflict(`PTY session ${id} exists: connect to it, or kill it first`);
-      const p = await t.sandbox.startProcess({
-        cmd: "/bin/sh",
-        args: ["-c", SHELL],
-        env: { TERM: "xterm-256color", ...envsOf(req) },
-        cwd: q.cwd ? t.resolve(q.cwd) : t.workDir,
-        user: t.user.name,
-        tag: TAG + id,
-        stdin: true,
-        pty: { rows, cols },
-      });
-      created.set(p, new Date().toISOString());
-      attach(ws, p);
+      attach(ws, await startTerminal(t, id, { cols, rows, cwd: q.cwd, envs: envsOf(req) }));
     })().catch((e) => refuse(ws, e));
   });
 
