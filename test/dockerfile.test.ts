@@ -41,6 +41,9 @@ describe("parseDockerfile", () => {
     assert.deepEqual((cmd as { argv: string[] }).argv, ["app", "--x"]);
     assert.deepEqual({ ...copy, text: undefined }, { op: "COPY", line: 10, text: undefined, sources: ["a", "b"], dest: "/dst/", from: "build", chown: "app:app", chmod: 0o755 });
     assert.deepEqual((df.stages[1].steps[0] as { ports: string[] }).ports, ["80/tcp", "53/udp"]);
+    // Flags, then the JSON form (names with spaces).
+    const json = parseDockerfile('FROM a\nCOPY --chown=u --chmod=644 ["my file", "/dst dir/"]').stages[0].steps[0];
+    assert.deepEqual({ ...json, text: undefined }, { op: "COPY", line: 2, text: undefined, sources: ["my file"], dest: "/dst dir/", chown: "u", chmod: 0o644 });
   });
 
   it("names the line of what it cannot build", () => {

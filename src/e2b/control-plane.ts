@@ -8,6 +8,7 @@ import { toApiError } from "../core/error-map.js";
 import { ForgevmError, badRequest, sandboxGone } from "../http/errors.js";
 import { MAX_FORK, type Forge, type SpawnOptions } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
+import { templateBuildRoutes } from "./template-builds.js";
 import { CODE_INTERPRETER_TEMPLATE, MCP_GATEWAY_TEMPLATE, spawnTarget, templateIdOf } from "./templates.js";
 import { checkMcp } from "./mcp.js";
 import { detailView, e2bState, listedView, sandboxView } from "./views.js";
@@ -147,6 +148,7 @@ export async function controlPlaneRoutes(app: FastifyInstance, { forge, domain, 
   await app.register(teamRoutes, { forge, apiKey });
   await app.register(logRoutes, { forge });
   await app.register(volumeRoutes, { forge });
+  await app.register(templateBuildRoutes, { forge });
 
   const create = async (req: FastifyRequest<{ Body: Static<typeof NewSandbox> }>, reply: FastifyReply) => {
     const b = req.body;

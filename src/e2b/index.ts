@@ -14,6 +14,7 @@ import { envdError, envdHttpRoutes } from "./envd/files.js";
 import { filesystemService } from "./envd/filesystem.js";
 import { processService } from "./envd/process.js";
 import { portRoutes, routeByHost } from "./ports.js";
+import { TEMPLATE_FILES_PREFIX } from "./template-builds.js";
 import { CONTENT_PREFIX, volumeContentRoutes } from "./volumes.js";
 
 export const ENVD_PORT = 49983;
@@ -42,10 +43,17 @@ export function rewriteE2bUrl(req: IncomingMessage): string {
 
 /**
  * Whether a (rewritten) URL is authenticated by a token of its own instead of the API key: a call
- * to a sandbox (its access token, or none for its public ports) or to a volume's content (its token).
+ * to a sandbox (its access token, or none for its public ports), to a volume's content (its token)
+ * or a template build's file upload (the token of its URL).
  */
 export function hasOwnToken(url: string): boolean {
-  return url.startsWith(`${ENVD_PREFIX}/`) || url.startsWith(`${INTERPRETER_PREFIX}/`) || url.startsWith("/_e2b/port/") || url.startsWith(CONTENT_PREFIX);
+  return (
+    url.startsWith(`${ENVD_PREFIX}/`) ||
+    url.startsWith(`${INTERPRETER_PREFIX}/`) ||
+    url.startsWith("/_e2b/port/") ||
+    url.startsWith(CONTENT_PREFIX) ||
+    url.startsWith(TEMPLATE_FILES_PREFIX)
+  );
 }
 
 export async function e2bRoutes(app: FastifyInstance, { forge, domain, apiKey }: { forge: Forge; domain?: string; apiKey?: string }): Promise<void> {

@@ -200,10 +200,17 @@ export function parseDockerfile(text: string, buildArgs: Record<string, string> 
       }
       case "COPY":
       case "ADD": {
-        let w = jsonForm(rest, line, op) ?? words(rest);
+        // Flags come first, and the JSON form may follow them (COPY --chown=u ["a b", "/c"]).
+        const flagWords: string[] = [];
+        let after = rest;
+        for (let m = /^(--\S+)\s*/.exec(after); m; m = /^(--\S+)\s*/.exec(after)) {
+          flagWords.push(m[1]);
+          after = after.slice(m[0].length);
+        }
+        let w = jsonForm(after, line, op) ?? words(after);
         const flags: Record<string, string> = {};
-        while (w[0]?.startsWith("--")) {
-          const f = w.shift()!;
+        while (flagWords.length) {
+          const f = flagWords.shift()!;
           const eq = f.indexOf("=");
           if (eq < 0) throw new DockerfileError(`${op} flag ${f} needs a value (${f}=…)`, line);
           const key = f.slice(2, eq);

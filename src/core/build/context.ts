@@ -105,12 +105,18 @@ export class BuildContext {
         matched.push("");
         continue;
       }
-      const re = new RegExp(
-        `^${clean
-          .replace(/[.+^${}()|\\]/g, "\\$&")
-          .replace(/\*/g, "[^/]*")
-          .replace(/\?/g, "[^/]")}$`,
-      );
+      let re: RegExp;
+      try {
+        re = new RegExp(
+          `^${clean
+            .replace(/[.+^${}()|\\]/g, "\\$&")
+            .replace(/\*/g, "[^/]*")
+            .replace(/\?/g, "[^/]")}$`,
+        );
+      } catch {
+        // A "[" that opens no class of characters ([abc]) cannot match anything.
+        throw badRequest(`Dockerfile line ${line}: ${s} is not a valid pattern (an unclosed "[")`);
+      }
       const hits = everything.filter((p) => re.test(p));
       if (!hits.length) throw badRequest(`Dockerfile line ${line}: ${s} is not in the build context${this.ignore.ignores(clean) ? " (.dockerignore leaves it out)" : ""}`);
       matched.push(...hits);

@@ -280,6 +280,16 @@ export class Sandbox extends Activity implements Guest {
     return adoptDetached(this.vm.channel, this.processes);
   }
 
+  /** The user execs run as unless they say otherwise (the image's USER or the spawn's), when one was set. */
+  get defaultUser(): string | undefined {
+    return this.defaults.tenant?.user ?? this.defaults.user;
+  }
+
+  /** The image's working directory, when it set one. */
+  get imageWorkDir(): string | undefined {
+    return this.defaults.cwd;
+  }
+
   /** Where execs start unless they say otherwise: the image's working directory, else the default user's home. */
   async workDir(): Promise<string> {
     return this.defaults.cwd ?? (await this.guestUser(this.defaults.tenant?.user ?? this.defaults.user ?? "root"))?.home ?? "/";

@@ -1,7 +1,7 @@
 // Who an envd call is for and as whom it runs: the sandbox named by the E2b-Sandbox-Id header
 // (the access token proves the caller got it from create or connect), the user named by the
-// Basic header or `username` (default `user`, home /home/user), and paths relative to that
-// user's home.
+// Basic header or `username` (default: the template's user, else `user` with home /home/user),
+// and paths relative to that user's home.
 import { posix } from "node:path";
 import type { FastifyRequest } from "fastify";
 import { ForgevmError } from "../../http/errors.js";
@@ -27,6 +27,8 @@ export interface EnvdContext {
   forge: Forge;
   sandbox: Sandbox;
   user: GuestUser;
+  /** Where its processes start unless they say otherwise. */
+  cwd: string;
   /** The identity file operations run with (none for root). */
   as?: FileIdentity;
 }
@@ -65,8 +67,8 @@ export function hasToken(forge: Forge, id: string, req: FastifyRequest): boolean
   return typeof token === "string" && forge.sandboxes.checkAccessToken(id, ENVD_TOKEN, token);
 }
 
-/** The user a request names: `username` (files), else the Basic header (RPCs), else `user`. */
-export function userNameOf(req: FastifyRequest, username?: string): string {
+/** The user a request names: `username` (files), else the Basic header (RPCs), else none. */
+export function userNameOf(req: FastifyRequest, username?: string): string | undefined {
   if (username) return username;
   const auth = req.headers.authorization;
   if (typeof auth === "string" && /^basic /i.test(auth)) {
@@ -74,7 +76,7 @@ export function userNameOf(req: FastifyRequest, username?: string): string {
     const name = decoded.split(":")[0];
     if (name) return name;
   }
-  return DEFAULT_USER;
+  return undefined;
 }
 
 /** Resolves the sandbox (token checked) and the user of an envd call. */
@@ -84,10 +86,15 @@ export async function envdContext(forge: Forge, req: FastifyRequest, username?: 
   // A sandbox paused with auto-resume wakes for the call, which is then served as usual.
   await forge.sandboxes.wake(id, "envd");
   const sandbox = sandboxOf(forge, req);
-  const name = userNameOf(req, username);
+  // Unnamed, the call is the template's user (the last USER its build set, as E2B persists it) in
+  // the template's working directory; without one, `user` in its home.
+  const named = userNameOf(req, username);
+  const own = sandbox.defaultUser && sandbox.defaultUser !== "root" && sandbox.defaultUser !== "0" ? sandbox.defaultUser : undefined;
+  const name = named ?? own ?? DEFAULT_USER;
   const user = name === DEFAULT_USER ? await sandbox.ensureUser(DEFAULT_USER, DEFAULT_HOME) : await sandbox.guestUser(name);
   if (!user) throw new ForgevmError("UNAUTHORIZED", `user "${name}" does not exist in the sandbox`);
-  return { forge, sandbox, user, as: user.uid === 0 ? undefined : { uid: user.uid, gid: user.gid } };
+  const cwd = (named === undefined || named === own) && sandbox.imageWorkDir ? sandbox.imageWorkDir : user.home;
+  return { forge, sandbox, user, cwd, as: user.uid === 0 ? undefined : { uid: user.uid, gid: user.gid } };
 }
 
 /** An absolute path: relative ones (and ~) resolve against the user's home. */

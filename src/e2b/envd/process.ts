@@ -204,7 +204,7 @@ export async function processService(app: FastifyInstance, { forge }: { forge: F
 
 /** The working directory of a new process: the user's home unless one is given, which must exist. */
 async function workdir(ctx: EnvdContext, cwd: unknown): Promise<string> {
-  if (cwd === undefined || cwd === null || cwd === "") return ctx.user.home;
+  if (cwd === undefined || cwd === null || cwd === "") return ctx.cwd;
   const path = resolvePath(ctx, cwd, "process.cwd");
   const st = await ctx.sandbox.stat(path, ctx.as).catch(() => null);
   if (st?.type !== "dir") throw new ConnectError("invalid_argument", `process.cwd ${path} is not a directory in the sandbox`);
