@@ -51,6 +51,18 @@ else
   say "npm dependencies: already installed"
 fi
 
+# The agent frameworks' sandbox providers test/frameworks.test.ts drives, in a package of their own
+# (their peer ranges disagree with each other and with ours).
+if [ "$TEST" = 1 ]; then
+  FW=test/frameworks
+  if [ ! -f $FW/node_modules/.package-lock.json ] || [ $FW/package-lock.json -nt $FW/node_modules/.package-lock.json ]; then
+    echo "setup: installing the agent frameworks' providers the tests drive"
+    (cd $FW && npm ci --no-audit --no-fund --loglevel=error)
+  else
+    say "agent frameworks' providers: already installed"
+  fi
+fi
+
 # 3. Build: the TypeScript SDK, then the server (each when a source is newer than its last
 #    build; the server's tests use the SDK's build), and the agent (make).
 SDK=sdk/typescript
