@@ -1,6 +1,7 @@
 // Images from OCI layouts the tests write themselves: flattened, packed, booted, and checked
 // from inside a real VM; and every way an import must fail without leaving anything behind.
 import assert from "node:assert/strict";
+import { lookup } from "node:dns/promises";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -187,6 +188,15 @@ describe("image commands", () => {
       await assert.rejects(forgevm("rmi", "local/cli-test:v2"), /not in/);
       const doctor = JSON.parse((await forgevm("doctor", "--json")).stdout);
       assert.equal(doctor.healthy, true);
+      // A resolver without *.localhost is a note (E2B's getHost names), not a problem.
+      const resolves = await lookup("8000-x.localhost").then(
+        () => true,
+        () => false,
+      );
+      assert.equal(
+        doctor.notes.some((n: string) => /\.localhost do not resolve/.test(n)),
+        !resolves,
+      );
     } finally {
       await server.close();
     }

@@ -97,12 +97,14 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
       );
       // The default provider's health at the top (as before there were several), every provider under "providers".
       const h = all.find((p) => p.default) ?? all[0];
-      emit(o.json, { ...h, providers: all }, () => {
+      const notes = await hostNotes();
+      emit(o.json, { ...h, providers: all, notes }, () => {
         for (const p of all) {
           console.log(`provider ${p.name}${p.default ? " (default)" : ""}: ${p.healthy ? "healthy" : "NOT healthy"}${p.accel ? `, accel ${p.accel}` : ""}`);
           for (const [k, v] of Object.entries(p.details)) console.log(`  ${k}: ${v}`);
           for (const problem of p.problems) console.log(`  problem: ${problem}`);
         }
+        for (const n of notes) console.log(`note: ${n}`);
       });
       if (!all.every((p) => p.healthy)) process.exitCode = 1;
     });
@@ -112,4 +114,18 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .description("print the version")
     .option("--json", "print JSON")
     .action((o: { json?: boolean }) => emit(o.json, { version }, () => console.log(`forgevm ${version}`)));
+}
+
+/** What a user of this machine should know that is no provider's health: a name resolver that leaves out `*.localhost`. */
+async function hostNotes(): Promise<string[]> {
+  const { lookup } = await import("node:dns/promises");
+  const resolves = await lookup("8000-forgevm-doctor.localhost").then(
+    () => true,
+    () => false,
+  );
+  return resolves
+    ? []
+    : [
+        "names under .localhost do not resolve here, so E2B's getHost addresses (<port>-<id>.localhost:<port>) reach sandbox ports from browsers and curl but not from Node.js or Python clients on this machine: install libnss-myhostname (Debian and Ubuntu), or set e2b.domain to a name whose wildcard DNS points at this server",
+      ];
 }
