@@ -41,13 +41,32 @@ describe("parseDockerfile", () => {
     assert.deepEqual((cmd as { argv: string[] }).argv, ["app", "--x"]);
     assert.deepEqual({ ...copy, text: undefined }, { op: "COPY", line: 10, text: undefined, sources: ["a", "b"], dest: "/dst/", from: "build", chown: "app:app", chmod: 0o755 });
     assert.deepEqual((df.stages[1].steps[0] as { ports: string[] }).ports, ["80/tcp", "53/udp"]);
+    // What ordinary Dockerfiles carry besides: recorded in the image as Docker records it, or kept out with a warning.
+    const extra = parseDockerfile(
+      [
+        "FROM a",
+        "MAINTAINER Jo <jo@example.com>",
+        'VOLUME ["/data", "/logs"]',
+        "STOPSIGNAL sigint",
+        "HEALTHCHECK --interval=1m30s --retries=3 CMD curl -f http://localhost/",
+        "ONBUILD RUN make",
+      ].join("\n"),
+    ).stages[0].steps;
+    assert.deepEqual((extra[0] as { pairs: unknown }).pairs, [["maintainer", "Jo <jo@example.com>"]]);
+    assert.deepEqual((extra[1] as { paths: string[] }).paths, ["/data", "/logs"]);
+    assert.equal((extra[2] as { signal: string }).signal, "SIGINT");
+    assert.deepEqual((extra[3] as { healthcheck: unknown }).healthcheck, { Test: ["CMD-SHELL", "curl -f http://localhost/"], Interval: 90e9, Retries: 3 });
+    assert.equal(extra[4].op, "IGNORED");
     // Flags, then the JSON form (names with spaces).
     const json = parseDockerfile('FROM a\nCOPY --chown=u --chmod=644 ["my file", "/dst dir/"]').stages[0].steps[0];
     assert.deepEqual({ ...json, text: undefined }, { op: "COPY", line: 2, text: undefined, sources: ["my file"], dest: "/dst dir/", chown: "u", chmod: 0o644 });
   });
 
   it("names the line of what it cannot build", () => {
-    assert.throws(() => parseDockerfile("FROM a\n\nHEALTHCHECK CMD true"), /line 3: HEALTHCHECK is not supported/);
+    assert.throws(() => parseDockerfile("FROM a\n\nFROBNICATE x"), /line 3: FROBNICATE is not supported/);
+    assert.throws(() => parseDockerfile("FROM a\nHEALTHCHECK --interval=soon CMD true"), /line 2: HEALTHCHECK --interval: "soon" is not a duration/);
+    assert.throws(() => parseDockerfile("FROM a\nHEALTHCHECK true"), /line 2: HEALTHCHECK needs CMD <command> or NONE/);
+    assert.throws(() => parseDockerfile("FROM a\nVOLUME data"), /line 2: VOLUME takes absolute paths/);
     assert.throws(() => parseDockerfile("RUN x"), /line 1: RUN before the first FROM/);
     assert.throws(() => parseDockerfile("# nothing"), /no FROM/);
     assert.throws(() => parseDockerfile("FROM a\nCOPY --link=true --weird=1 a b"), /line 2: COPY --weird is not supported/);

@@ -21,7 +21,12 @@ export type Instruction =
   | { op: "WORKDIR" | "USER"; line: number; text: string; value: string }
   | { op: "CMD" | "ENTRYPOINT"; line: number; text: string; argv: string[] | null; command: string }
   | { op: "SHELL"; line: number; text: string; argv: string[] }
-  | { op: "EXPOSE"; line: number; text: string; ports: string[] };
+  | { op: "EXPOSE"; line: number; text: string; ports: string[] }
+  | { op: "VOLUME"; line: number; text: string; paths: string[] }
+  | { op: "STOPSIGNAL"; line: number; text: string; signal: string }
+  | { op: "HEALTHCHECK"; line: number; text: string; healthcheck: Record<string, unknown> }
+  /** Read and kept out of the image, with a warning: ONBUILD (a trigger for images built FROM this one). */
+  | { op: "IGNORED"; line: number; text: string; warning: string };
 
 export interface Stage {
   /** FROM's image, variables substituted ("scratch" for none). */
@@ -38,7 +43,54 @@ export interface Dockerfile {
   globalArgs: Map<string, string | undefined>;
 }
 
-const SUPPORTED = ["FROM", "RUN", "COPY", "ADD", "ENV", "ARG", "WORKDIR", "USER", "ENTRYPOINT", "CMD", "EXPOSE", "LABEL", "SHELL"];
+const SUPPORTED = [
+  "FROM",
+  "RUN",
+  "COPY",
+  "ADD",
+  "ENV",
+  "ARG",
+  "WORKDIR",
+  "USER",
+  "ENTRYPOINT",
+  "CMD",
+  "EXPOSE",
+  "LABEL",
+  "SHELL",
+  "VOLUME",
+  "STOPSIGNAL",
+  "HEALTHCHECK",
+  "MAINTAINER",
+  "ONBUILD",
+];
+
+/** A Docker duration ("30s", "1m30s", "500ms") in nanoseconds, as an image config keeps it. */
+function durationNs(text: string, line: number, flag: string): number {
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (!parts.length || parts.map((p) => p[0]).join("") !== text) throw new DockerfileError(`HEALTHCHECK --${flag}: "${text}" is not a duration like 30s or 1m30s`, line);
+  const unit = { ms: 1e6, s: 1e9, m: 60e9, h: 3600e9 } as const;
+  return Math.round(parts.reduce((n, p) => n + Number(p[1]) * unit[p[2] as keyof typeof unit], 0));
+}
+
+/** HEALTHCHECK [--interval=… --timeout=… --start-period=… --retries=N] CMD … | NONE, as Docker records it. */
+function healthcheckOf(rest: string, line: number): Record<string, unknown> {
+  let after = rest;
+  const hc: Record<string, unknown> = {};
+  for (let m = /^--([a-z-]+)=(\S+)\s*/.exec(after); m; m = /^--([a-z-]+)=(\S+)\s*/.exec(after)) {
+    after = after.slice(m[0].length);
+    const key = { interval: "Interval", timeout: "Timeout", "start-period": "StartPeriod", "start-interval": "StartInterval", retries: "Retries" }[m[1]];
+    if (!key) throw new DockerfileError(`HEALTHCHECK --${m[1]} is not an option (--interval, --timeout, --start-period, --start-interval, --retries are)`, line);
+    if (key === "Retries") {
+      if (!/^\d{1,4}$/.test(m[2])) throw new DockerfileError(`HEALTHCHECK --retries must be a number, got ${m[2]}`, line);
+      hc.Retries = Number(m[2]);
+    } else hc[key] = durationNs(m[2], line, m[1]);
+  }
+  if (/^NONE$/i.test(after)) return { Test: ["NONE"] };
+  const cmd = /^CMD\s+([\s\S]+)$/i.exec(after);
+  if (!cmd) throw new DockerfileError("HEALTHCHECK needs CMD <command> or NONE", line);
+  const argv = jsonForm(cmd[1], line, "HEALTHCHECK CMD");
+  return { Test: argv ? ["CMD", ...argv] : ["CMD-SHELL", cmd[1]], ...hc };
+}
 
 /** Logical lines: continuations joined, comments and blank lines dropped, each with its first line number. */
 function logicalLines(text: string): { line: number; text: string }[] {
@@ -198,6 +250,28 @@ export function parseDockerfile(text: string, buildArgs: Record<string, string> 
         stage.steps.push({ op, line, text: l, argv });
         break;
       }
+      case "VOLUME": {
+        const paths = (jsonForm(rest, line, op) ?? words(rest)).map(sub);
+        if (!paths.length || paths.some((p) => !p.startsWith("/"))) throw new DockerfileError("VOLUME takes absolute paths", line);
+        stage.steps.push({ op, line, text: l, paths });
+        break;
+      }
+      case "STOPSIGNAL": {
+        const signal = sub(rest).toUpperCase();
+        if (!/^(SIG)?[A-Z0-9+]{2,12}$|^\d{1,2}$/.test(signal)) throw new DockerfileError(`STOPSIGNAL: "${rest}" is not a signal`, line);
+        stage.steps.push({ op, line, text: l, signal });
+        break;
+      }
+      case "HEALTHCHECK":
+        stage.steps.push({ op, line, text: l, healthcheck: healthcheckOf(rest, line) });
+        break;
+      case "MAINTAINER":
+        // Deprecated by Docker for the label it sets.
+        stage.steps.push({ op: "LABEL", line, text: l, pairs: [["maintainer", sub(rest)]] });
+        break;
+      case "ONBUILD":
+        stage.steps.push({ op: "IGNORED", line, text: l, warning: `ONBUILD is not kept: images built FROM this one do not run "${rest.slice(0, 80)}"` });
+        break;
       case "COPY":
       case "ADD": {
         // Flags come first, and the JSON form may follow them (COPY --chown=u ["a b", "/c"]).

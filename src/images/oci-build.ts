@@ -21,6 +21,11 @@ export interface ImageChanges {
   labels?: Record<string, string>;
   /** "80/tcp" */
   exposedPorts?: string[];
+  /** VOLUME paths, recorded as the image's mount points. */
+  volumes?: string[];
+  stopSignal?: string;
+  /** Docker's Healthcheck: {Test: ["CMD-SHELL", "…"] | ["NONE"], Interval, Timeout, Retries, …} (ns). */
+  healthcheck?: Record<string, unknown>;
 }
 
 export interface StoredLayer {
@@ -68,6 +73,9 @@ export function childConfig(parent: any | null, layer: { diffId: string; created
   if (changes.user !== undefined) cfg.User = changes.user;
   if (changes.labels) cfg.Labels = { ...(cfg.Labels ?? {}), ...changes.labels };
   if (changes.exposedPorts?.length) cfg.ExposedPorts = { ...(cfg.ExposedPorts ?? {}), ...Object.fromEntries(changes.exposedPorts.map((p) => [p, {}])) };
+  if (changes.volumes?.length) cfg.Volumes = { ...(cfg.Volumes ?? {}), ...Object.fromEntries(changes.volumes.map((v) => [v, {}])) };
+  if (changes.stopSignal !== undefined) cfg.StopSignal = changes.stopSignal;
+  if (changes.healthcheck !== undefined) cfg.Healthcheck = changes.healthcheck;
   const diffIds: string[] = replaceLayers ? [] : [...(base.rootfs?.diff_ids ?? [])];
   const history: any[] = replaceLayers ? [] : [...(base.history ?? [])];
   if (layer) {

@@ -192,6 +192,15 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
         return configOnly({ user: step.value });
       case "EXPOSE":
         return configOnly({ exposedPorts: step.ports });
+      case "VOLUME":
+        return configOnly({ volumes: step.paths });
+      case "STOPSIGNAL":
+        return configOnly({ stopSignal: step.signal });
+      case "HEALTHCHECK":
+        return configOnly({ healthcheck: step.healthcheck });
+      case "IGNORED":
+        report.log(`warning: Dockerfile line ${step.line}: ${step.warning}`);
+        return "done";
       case "CMD":
       case "ENTRYPOINT": {
         const argv = step.argv ?? [...st.shell, step.command];
