@@ -86,4 +86,23 @@ it("a request with a wrong key gets its 401 and its connection closes: the body 
   assert.match(c.answer(), /connection: close/i);
   assert.ok(ms < 1000, `closed after ${ms} ms`);
   await answersOthers();
+  // The same on the routes that check callers themselves: Daytona's control plane and toolbox,
+  // E2B's volume content, and port traffic for a sandbox that is not there.
+  const host = `Host: 127.0.0.1:${port}`;
+  const big = "Content-Type: application/octet-stream\r\nContent-Length: 100000000";
+  const heads: [string, RegExp][] = [
+    [`POST /daytona/sandbox HTTP/1.1\r\n${host}\r\nAuthorization: Bearer wrong\r\n${big}\r\n\r\n`, /^HTTP\/1\.1 401/],
+    [`POST /daytona/toolbox/sb-x/files/upload?path=/a HTTP/1.1\r\n${host}\r\n${big}\r\n\r\n`, /^HTTP\/1\.1 401/],
+    [`PUT /volumecontent/00000000-0000-0000-0000-000000000000/file?path=/a HTTP/1.1\r\n${host}\r\nAuthorization: Bearer wrong\r\n${big}\r\n\r\n`, /^HTTP\/1\.1 401/],
+    [`POST /upload HTTP/1.1\r\nHost: 8000-sb-nothere.localhost:${port}\r\n${big}\r\n\r\n`, /^HTTP\/1\.1 502/],
+    [`POST /daytona/preview/sb-nothere/8000/x HTTP/1.1\r\n${host}\r\n${big}\r\n\r\n`, /^HTTP\/1\.1 401/],
+  ];
+  for (const [head, status] of heads) {
+    const o = await open(head, Buffer.alloc(64 * 1024));
+    const took = await o.closed;
+    assert.match(o.answer(), status, head);
+    assert.match(o.answer(), /connection: close/i, head);
+    assert.ok(took < 1000, `${head.split("\r\n")[0]}: closed after ${took} ms`);
+  }
+  await answersOthers();
 });

@@ -44,6 +44,7 @@ function hasKey(req: FastifyRequest, apiKey: string | undefined): boolean {
   return !!bearer && (!apiKey || keyMatches(bearer, apiKey));
 }
 
+/** A refused call's answer closes its connection (see the hooks below), so a body that follows is never read. */
 const unauthorized = () => new ForgevmError("UNAUTHORIZED", "missing or invalid API key: set DAYTONA_API_KEY to this server's API key (sent as Authorization: Bearer KEY)");
 
 export async function daytonaRoutes(
@@ -63,7 +64,7 @@ export async function daytonaRoutes(
   await app.register(previewRoutes, { forge, apiKey });
   await app.register(async (api) => {
     api.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
-      if (!hasKey(req, apiKey)) return apiError(req, reply, unauthorized());
+      if (!hasKey(req, apiKey)) return apiError(req, reply.header("connection", "close"), unauthorized());
     });
     await api.register(controlPlaneRoutes, { forge, urlBase: DAYTONA_PREFIX, previewDomain, signed });
   });
@@ -72,7 +73,7 @@ export async function daytonaRoutes(
       toolbox.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
         // Daytona's proxy also lets the sandbox's preview token into its toolbox.
         const id = (req.params as { sandboxId?: string }).sandboxId ?? "";
-        if (!hasKey(req, apiKey) && !hasPreviewToken(forge, id, req)) return toolboxError(req, reply, unauthorized());
+        if (!hasKey(req, apiKey) && !hasPreviewToken(forge, id, req)) return toolboxError(req, reply.header("connection", "close"), unauthorized());
       });
       toolbox.setErrorHandler((err, req, reply) => toolboxError(req, reply, err));
       toolbox.setNotFoundHandler((req, reply) =>

@@ -27,9 +27,11 @@ export function hasPreviewToken(forge: Forge, id: string, req: FastifyRequest): 
   return [header, query].some((t) => typeof t === "string" && forge.sandboxes.checkAccessToken(id, PURPOSE, t));
 }
 
+/** An answer of the preview itself; the connection closes, so a body sent with the request is never read. */
 const answer = (reply: FastifyReply, status: number, message: string) =>
   reply
     .status(status)
+    .header("connection", "close")
     .type("application/json")
     .send({ statusCode: status, error: status === 401 ? "Unauthorized" : "Bad Gateway", message });
 

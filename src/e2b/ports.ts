@@ -46,9 +46,9 @@ function guestHost(mask: string | undefined, port: number, sent: string | undefi
   return mask ? mask.replaceAll(PORT_PLACEHOLDER, String(port)) : (sent ?? `localhost:${port}`);
 }
 
-/** E2B's proxy answer for a sandbox or port it cannot reach. */
+/** E2B's proxy answer for a sandbox or port it cannot reach; the connection closes, so a body that follows is never read. */
 function unreachable(reply: FastifyReply, id: string, status: number, message: string) {
-  return reply.status(status).send({ sandboxId: id, message, code: status });
+  return reply.status(status).header("connection", "close").send({ sandboxId: id, message, code: status });
 }
 
 /** The route sandbox port traffic is rewritten to (/_e2b/port/<port>/<path>). */
@@ -70,7 +70,7 @@ export async function portRoutes(app: FastifyInstance, { forge }: { forge: Forge
     if (net?.private_ports) {
       const token = req.headers[TRAFFIC_TOKEN_HEADER];
       if (typeof token !== "string" || !forge.sandboxes.checkAccessToken(row.id, TRAFFIC_TOKEN, token)) {
-        return reply.status(403).send({ sandboxId: row.id, message: `missing or wrong ${TRAFFIC_TOKEN_HEADER}: use the trafficAccessToken create returned`, code: 403 });
+        return reply.status(403).header("connection", "close").send({ sandboxId: row.id, message: `missing or wrong ${TRAFFIC_TOKEN_HEADER}: use the trafficAccessToken create returned`, code: 403 });
       }
     }
     // A pause still under way is waited for; a sandbox paused with auto-resume (or idle) wakes.

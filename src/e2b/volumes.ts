@@ -132,13 +132,23 @@ export async function volumeContentRoutes(app: FastifyInstance, { forge }: { for
   // The body of a file write is the file: passed on as it arrives.
   app.addContentTypeParser("application/octet-stream", (_req, _payload, done) => done(null));
 
-  /** The volume a content call names, once its token is checked; same 401 for an unknown id and a wrong token. */
-  const volumeOf = async (req: ContentRequest): Promise<string> => {
-    const id = req.params.volumeID;
+  const hasVolumeToken = (req: FastifyRequest) => {
+    const id = (req.params as { volumeID?: string }).volumeID ?? "";
     const bearer = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
-    if (!bearer || !forge.sandboxes.checkAccessToken(`volume:${id}`, TOKEN_PURPOSE, bearer)) {
+    return !!bearer && forge.sandboxes.checkAccessToken(`volume:${id}`, TOKEN_PURPOSE, bearer);
+  };
+  // The token before anything else (the body, the query): same 401 for an unknown id and a wrong
+  // token, and the connection closes, so a body that follows is never read.
+  app.addHook("onRequest", async (req, reply) => {
+    if (!hasVolumeToken(req)) {
+      reply.header("connection", "close");
       throw new ForgevmError("UNAUTHORIZED", "missing or wrong volume token: send the token Volume.create or Volume.getInfo gave as Authorization: Bearer");
     }
+  });
+
+  /** The volume a content call names (its token was checked on the request). */
+  const volumeOf = async (req: ContentRequest): Promise<string> => {
+    const id = req.params.volumeID;
     const v = await byId(forge, id);
     if (!v) throw new ForgevmError("NOT_FOUND", `volume ${id} not found`);
     return v.name;
