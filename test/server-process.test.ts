@@ -109,6 +109,44 @@ describe("connections the server refuses", () => {
     await waitFor(async () => (await openFds(s.proc.pid!)) <= before + 4, 5000, `the server's file descriptors to return to ${before}`);
   });
 
+  it("uploads cut off mid-body (envd multipart and octet-stream, Daytona's bulk upload, our own) end with nothing left unhandled", async () => {
+    const created = await fetch(`${s.base}/sandboxes`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/json" }, body: JSON.stringify({ templateID: "base" }) });
+    assert.equal(created.status, 201, await created.clone().text());
+    const { sandboxID: id, envdAccessToken: token } = (await created.json()) as { sandboxID: string; envdAccessToken: string };
+    /** Sends a head and the start of a body that never ends, then hangs up. */
+    const cut = (head: string, body: string) =>
+      new Promise<void>((res) => {
+        const c = connect(s.port, "127.0.0.1", () => {
+          c.write(head);
+          c.write(body);
+          setTimeout(() => {
+            c.destroy();
+            res();
+          }, 300);
+        });
+        c.on("error", () => {});
+      });
+    const b = "XBOUNDARY";
+    const part = (name: string) => `--${b}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+    const body = `${part("/home/user/a.txt")}aaaa\r\n${part("/home/user/b.txt")}bbbbbbbb`;
+    const envd = (type: string, path: string) =>
+      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nE2b-Sandbox-Id: ${id}\r\nE2b-Sandbox-Port: 49983\r\nX-Access-Token: ${token}\r\nContent-Type: ${type}\r\nContent-Length: 1000000\r\n\r\n`;
+    await cut(envd(`multipart/form-data; boundary=${b}`, "/files"), body);
+    await cut(envd(`multipart/form-data; boundary=${b}`, "/files?path=/home/user/"), `${part("/home/user/c.txt")}cc\r\n--${b}\r\nContent-Disp`);
+    await cut(envd("application/octet-stream", "/files?path=/home/user/o.txt"), "oooo");
+    const d = "DBOUND";
+    const bulk = `--${d}\r\nContent-Disposition: form-data; name="files[0].path"\r\n\r\n/tmp/x.txt\r\n--${d}\r\nContent-Disposition: form-data; name="files[0].file"; filename="x.txt"\r\n\r\nxxxx`;
+    await cut(`POST /daytona/toolbox/${id}/files/bulk-upload HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: multipart/form-data; boundary=${d}\r\nContent-Length: 1000000\r\n\r\n`, bulk);
+    const ours = (type: string) => `POST /api/v1/sandboxes/${id}/files?path=/tmp/z HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nX-API-Key: ${KEY}\r\nContent-Type: ${type}\r\nContent-Length: 1000000\r\n\r\n`;
+    await cut(ours("application/octet-stream"), "zzzz");
+    await cut(ours(`multipart/form-data; boundary=${b}`), body);
+    // The server answers on, and nothing reached its catch-all.
+    const after = await fetch(`${s.base}/api/v1/sandboxes/${id}/exec`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/json" }, body: JSON.stringify({ command: "ls /home/user /tmp" }) });
+    assert.equal(after.status, 200);
+    assert.doesNotMatch(s.output(), /nothing handled/);
+    assert.equal((await fetch(`${s.base}/api/v1/sandboxes/${id}`, { method: "DELETE", headers: { "x-api-key": KEY } })).status, 200);
+  });
+
   it("stops on SIGTERM while refused clients still hold their end open", async () => {
     const held: Socket[] = [];
     for (let i = 0; i < 20; i++) held.push((await upgrade(s.port, "/api/v1/events")).socket);
