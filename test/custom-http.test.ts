@@ -1,4 +1,4 @@
-// The seed's Custom HTTP provider protocol both ways, with real VMs: a server whose `custom`
+// The ForgeVM Custom HTTP provider protocol both ways, with real VMs: a server whose `custom`
 // provider is another server's /custom-http routes (ours speaking to ours), and the same provider
 // against a small backend written here that speaks only the protocol (commands run on this host
 // in a directory per sandbox: a stand-in for "any backend", not a sandbox — so the commands this
@@ -94,6 +94,29 @@ describe("our custom provider on our own /custom-http routes", () => {
     const stdin = await apiRequest(near.url, "POST", `/sandboxes/${id}/exec`, { command: "cat", stdin: "x" });
     assert.ok(stdin.status >= 400 && stdin.status < 500, JSON.stringify(stdin.body));
     assert.match(JSON.stringify(stdin.body), /stdin/);
+  });
+
+  it("a spawn's numbers have the same bounds as on every interface: 4xx naming the field, never a 500 or a 503 that cannot succeed", async () => {
+    for (const [field, value] of [
+      ["disk_size_mb", 1e308],
+      ["memory_mb", 64],
+      ["memory_mb", 1e308],
+      ["vcpus", 1000],
+    ] as const) {
+      const r = await fetch(`${far.url}/custom-http/spawn`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": FAR_KEY },
+        body: JSON.stringify({ image: "forgevm/debian:bookworm", [field]: value }),
+      });
+      const text = await r.text();
+      assert.equal(r.status, 400, `${field}=${value}: ${text}`);
+      assert.match(text, new RegExp(field));
+      assert.doesNotMatch(text, /\/tmp\/|qemu-img/);
+    }
+    // The same memory bound on our own API.
+    const rest = await apiRequest(near.url, "POST", "/sandboxes", { memory_mb: 64 });
+    assert.equal(rest.status, 400, JSON.stringify(rest.body));
+    assert.match(JSON.stringify(rest.body), /memory_mb/);
   });
 });
 

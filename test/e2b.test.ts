@@ -690,6 +690,18 @@ describe("volumes in E2B's shape, and their content API", () => {
     await assert.rejects(vol.getInfo('/a"\nrm /x'), /400: path holds a quote/);
     const forged = await fetch(`${base}/volumecontent/${vol.volumeId}/path?path=%2F`, { headers: { authorization: "Bearer forged" } });
     assert.equal(forged.status, 401);
+    // uid and gid are Linux ids (32 bits), refused by name past that, in the query and in the body.
+    const auth = { authorization: `Bearer ${vol.token}` };
+    const bigQuery = await fetch(`${base}/volumecontent/${vol.volumeId}/dir?path=%2Fbig&uid=9999999999`, { method: "POST", headers: auth });
+    assert.equal(bigQuery.status, 400);
+    assert.match(await bigQuery.text(), /uid must be 0-4294967294/);
+    const bigBody = await fetch(`${base}/volumecontent/${vol.volumeId}/path?path=%2F`, {
+      method: "PATCH",
+      headers: { ...auth, "content-type": "application/json" },
+      body: '{"gid": 1e308}',
+    });
+    assert.equal(bigBody.status, 400);
+    assert.match(await bigBody.text(), /gid/);
 
     // Mounted at create: the sandbox sees the files, and content calls go through it meanwhile.
     await assert.rejects(Sandbox.create({ volumeMounts: { "/mnt/x": "no-such-volume" } }), /400: invalid mounts: - volume mount #0: volume "no-such-volume" not found/);

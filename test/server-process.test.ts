@@ -110,7 +110,11 @@ describe("connections the server refuses", () => {
   });
 
   it("uploads cut off mid-body (envd multipart and octet-stream, Daytona's bulk upload, our own) end with nothing left unhandled", async () => {
-    const created = await fetch(`${s.base}/sandboxes`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/json" }, body: JSON.stringify({ templateID: "base" }) });
+    const created = await fetch(`${s.base}/sandboxes`, {
+      method: "POST",
+      headers: { "x-api-key": KEY, "content-type": "application/json" },
+      body: JSON.stringify({ templateID: "base" }),
+    });
     assert.equal(created.status, 201, await created.clone().text());
     const { sandboxID: id, envdAccessToken: token } = (await created.json()) as { sandboxID: string; envdAccessToken: string };
     /** Sends a head and the start of a body that never ends, then hangs up. */
@@ -136,12 +140,20 @@ describe("connections the server refuses", () => {
     await cut(envd("application/octet-stream", "/files?path=/home/user/o.txt"), "oooo");
     const d = "DBOUND";
     const bulk = `--${d}\r\nContent-Disposition: form-data; name="files[0].path"\r\n\r\n/tmp/x.txt\r\n--${d}\r\nContent-Disposition: form-data; name="files[0].file"; filename="x.txt"\r\n\r\nxxxx`;
-    await cut(`POST /daytona/toolbox/${id}/files/bulk-upload HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: multipart/form-data; boundary=${d}\r\nContent-Length: 1000000\r\n\r\n`, bulk);
-    const ours = (type: string) => `POST /api/v1/sandboxes/${id}/files?path=/tmp/z HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nX-API-Key: ${KEY}\r\nContent-Type: ${type}\r\nContent-Length: 1000000\r\n\r\n`;
+    await cut(
+      `POST /daytona/toolbox/${id}/files/bulk-upload HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: multipart/form-data; boundary=${d}\r\nContent-Length: 1000000\r\n\r\n`,
+      bulk,
+    );
+    const ours = (type: string) =>
+      `POST /api/v1/sandboxes/${id}/files?path=/tmp/z HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\nX-API-Key: ${KEY}\r\nContent-Type: ${type}\r\nContent-Length: 1000000\r\n\r\n`;
     await cut(ours("application/octet-stream"), "zzzz");
     await cut(ours(`multipart/form-data; boundary=${b}`), body);
     // The server answers on, and nothing reached its catch-all.
-    const after = await fetch(`${s.base}/api/v1/sandboxes/${id}/exec`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/json" }, body: JSON.stringify({ command: "ls /home/user /tmp" }) });
+    const after = await fetch(`${s.base}/api/v1/sandboxes/${id}/exec`, {
+      method: "POST",
+      headers: { "x-api-key": KEY, "content-type": "application/json" },
+      body: JSON.stringify({ command: "ls /home/user /tmp" }),
+    });
     assert.equal(after.status, 200);
     assert.doesNotMatch(s.output(), /nothing handled/);
     assert.equal((await fetch(`${s.base}/api/v1/sandboxes/${id}`, { method: "DELETE", headers: { "x-api-key": KEY } })).status, 200);

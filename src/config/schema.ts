@@ -2,6 +2,7 @@
 // the loader (config.ts) and the reading of the seed's names (seed-config.ts) work on.
 import { Type, type Static } from "typebox";
 import { TemplateFields } from "../schemas/rest.js";
+import { DiskMb, MemoryMb, Vcpus } from "../schemas/fields.js";
 
 // A template in the config file: the API's fields, less the server's timestamps.
 const { created_at: _c, updated_at: _u, ...ConfigTemplateFields } = TemplateFields;
@@ -41,9 +42,9 @@ export const ConfigSchema = Type.Object(
     defaults: Type.Object(
       {
         image: Type.String({ minLength: 1 }),
-        memory_mb: Type.Integer({ minimum: 64, maximum: 65536 }),
-        vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
-        disk_mb: Type.Integer({ minimum: 64 }),
+        memory_mb: MemoryMb(),
+        vcpus: Vcpus(),
+        disk_mb: DiskMb(),
         ttl: Type.String({ minLength: 1 }),
         /** What sandboxes that name no idle policy do once idle (`{after: "10m", action: "pause"}`). */
         idle: Type.Optional(Type.Object({ after: Type.String({ minLength: 1 }), action: Type.Union([Type.Literal("pause"), Type.Literal("stop"), Type.Literal("none")]) }, strict)),
@@ -66,8 +67,8 @@ export const ConfigSchema = Type.Object(
         max_vms: Type.Integer({ minimum: 1, maximum: 256 }),
         max_users_per_vm: Type.Integer({ minimum: 1, maximum: 64 }),
         image: Type.String(),
-        memory_mb: Type.Integer({ minimum: 64, maximum: 65536 }),
-        vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
+        memory_mb: MemoryMb(),
+        vcpus: Vcpus(),
         overflow: Type.Union([Type.Literal("reject"), Type.Literal("queue")]),
         queue_timeout: Type.String({ minLength: 1 }),
       },
@@ -172,8 +173,8 @@ export const ConfigSchema = Type.Object(
         allow: Type.Array(Type.String({ minLength: 1 })),
         max_sandboxes: Type.Integer({ minimum: 0, maximum: 10000 }),
         max_sandboxes_per_session: Type.Integer({ minimum: 0, maximum: 10000 }),
-        max_memory_mb: Type.Integer({ minimum: 64, maximum: 65536 }),
-        max_vcpus: Type.Integer({ minimum: 1, maximum: 64 }),
+        max_memory_mb: MemoryMb(),
+        max_vcpus: Vcpus(),
         max_ttl: Type.String({ minLength: 1 }),
         /** Images and templates agents may use ("*" wildcards); empty: any. */
         images: Type.Array(Type.String({ minLength: 1 })),

@@ -12,6 +12,7 @@ import { readLength, type Sandbox } from "../core/guest/sandbox.js";
 import type { FileStat } from "../core/types.js";
 import { badRequest } from "../http/errors.js";
 import { ignore } from "../util/ignore.js";
+import { DiskMb, MemoryMb, Vcpus } from "../schemas/fields.js";
 
 export const CUSTOM_HTTP_PREFIX = "/custom-http";
 /** The most an exec answers of each of its output streams. */
@@ -22,9 +23,9 @@ const Mode = Type.Union([Type.String({ pattern: "^0?[0-7]{3,4}$" }), Type.Intege
 const SpawnBody = Type.Object(
   {
     image: Type.String({ minLength: 1 }),
-    memory_mb: Type.Optional(Type.Integer({ minimum: 64 })),
-    vcpus: Type.Optional(Type.Integer({ minimum: 1 })),
-    disk_size_mb: Type.Optional(Type.Integer({ minimum: 64 })),
+    memory_mb: Type.Optional(MemoryMb()),
+    vcpus: Type.Optional(Vcpus()),
+    disk_size_mb: Type.Optional(DiskMb()),
     metadata: Type.Optional(StrMap),
   },
   { additionalProperties: true },

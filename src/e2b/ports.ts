@@ -70,7 +70,10 @@ export async function portRoutes(app: FastifyInstance, { forge }: { forge: Forge
     if (net?.private_ports) {
       const token = req.headers[TRAFFIC_TOKEN_HEADER];
       if (typeof token !== "string" || !forge.sandboxes.checkAccessToken(row.id, TRAFFIC_TOKEN, token)) {
-        return reply.status(403).header("connection", "close").send({ sandboxId: row.id, message: `missing or wrong ${TRAFFIC_TOKEN_HEADER}: use the trafficAccessToken create returned`, code: 403 });
+        return reply
+          .status(403)
+          .header("connection", "close")
+          .send({ sandboxId: row.id, message: `missing or wrong ${TRAFFIC_TOKEN_HEADER}: use the trafficAccessToken create returned`, code: 403 });
       }
     }
     // A pause still under way is waited for; a sandbox paused with auto-resume (or idle) wakes.

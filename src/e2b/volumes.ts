@@ -15,6 +15,7 @@ import type { SandboxRow } from "../core/types.js";
 import type { VolumeInfo } from "../core/volumes.js";
 import { badRequest, ForgevmError } from "../http/errors.js";
 import { toApiError } from "../core/error-map.js";
+import { UnixId, UNIX_ID } from "../schemas/fields.js";
 
 export const CONTENT_PREFIX = "/volumecontent/";
 const TOKEN_PURPOSE = "e2b-volume";
@@ -110,7 +111,7 @@ const PathQuery = Type.Object(
   { additionalProperties: true },
 );
 const MetaBody = Type.Object(
-  { uid: Type.Optional(Type.Integer({ minimum: 0 })), gid: Type.Optional(Type.Integer({ minimum: 0 })), mode: Type.Optional(Type.Integer({ minimum: 0, maximum: 0o7777 })) },
+  { uid: Type.Optional(UnixId()), gid: Type.Optional(UnixId()), mode: Type.Optional(Type.Integer({ minimum: 0, maximum: 0o7777 })) },
   { additionalProperties: false },
 );
 
@@ -120,7 +121,12 @@ type ContentRequest = FastifyRequest<{ Params: Static<typeof IdParam>; Querystri
 function metaOf(q: Static<typeof PathQuery>) {
   const mode = q.mode !== undefined ? Number(q.mode) : undefined;
   if (mode !== undefined && mode > 0o7777) throw badRequest("mode must be permission bits (at most 4095)");
-  return { uid: q.uid !== undefined ? Number(q.uid) : undefined, gid: q.gid !== undefined ? Number(q.gid) : undefined, mode };
+  const id = (field: "uid" | "gid") => {
+    const v = q[field] === undefined ? undefined : Number(q[field]);
+    if (v !== undefined && v > UNIX_ID.maximum) throw badRequest(`${field} must be 0-${UNIX_ID.maximum}, got ${q[field]}`);
+    return v;
+  };
+  return { uid: id("uid"), gid: id("gid"), mode };
 }
 
 /** The content API: the volume's token (Bearer) instead of the API key; errors as {code, message} with the status. */

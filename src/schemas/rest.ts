@@ -6,6 +6,7 @@
 // they do not define, so a typo is a 400 that names it rather than a default taking its place.
 import { Type, type Static, type TProperties } from "typebox";
 import { MAX_TTL_MS } from "./durations.js";
+import { DiskMb, MemoryMb, Vcpus } from "./fields.js";
 
 /** A request body: unknown fields are refused. */
 export const Body = <T extends TProperties>(props: T, opts: { $id?: string; description?: string } = {}) => Type.Object(props, { ...opts, additionalProperties: false });
@@ -182,9 +183,9 @@ export const SpawnRequest = Body(
     deny: Type.Optional(DenyList),
     image: Type.Optional(Type.String({ minLength: 1, description: "Image name; the server's default when left out." })),
     provider: Type.Optional(Type.String()),
-    memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
-    vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-    disk_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
+    memory_mb: Type.Optional(MemoryMb()),
+    vcpus: Type.Optional(Vcpus()),
+    disk_mb: Type.Optional(DiskMb()),
     ttl: Type.Optional(Type.String({ description: 'Lifetime as a duration string, e.g. "30m" ("0": until destroyed).' })),
     template: Type.Optional(Type.String({ minLength: 1 })),
     owner_id: Type.Optional(Type.String({ maxLength: 256 })),
@@ -401,9 +402,9 @@ export const TemplateFields = {
   allowed_hosts: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 500 })),
   /** Headers the egress proxy adds to its sandboxes' requests per destination (on allowed_hosts), secrets by placeholder. */
   egress_rules: Type.Optional(EgressRules),
-  memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536 })),
-  cpu_cores: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-  vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  memory_mb: Type.Optional(MemoryMb()),
+  cpu_cores: Type.Optional(Vcpus()),
+  vcpus: Type.Optional(Vcpus()),
   ttl_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TTL_MS / 1000, description: "0: its sandboxes live until destroyed" })),
   ttl: Type.Optional(Type.Union([Type.String(), Type.Integer({ minimum: 0, maximum: MAX_TTL_MS / 1000 })])),
   env: Type.Optional(StringMap),

@@ -4,6 +4,7 @@ import { ForgevmError } from "../../http/errors.js";
 import { checkImage, checkSize, narrowNetwork } from "../policy.js";
 import { tool } from "../tool.js";
 import { Duration, Env, Keep, Lines, SandboxId, SandboxSummary, ms, summary } from "./common.js";
+import { MemoryMb, Vcpus } from "../../schemas/fields.js";
 
 const NetworkMode = Type.Union([Type.Literal("none"), Type.Literal("allowlist"), Type.Literal("full")], {
   description: 'none: loopback only; allowlist: only the hosts in "allow" (HTTP(S) through a proxy); full: the internet, never the host',
@@ -18,8 +19,8 @@ export const createSandbox = tool({
     {
       image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: "Image to boot (see the images tool); default: the server's default image" })),
       template: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: "A template (see the templates tool) whose settings fill in what is left out" })),
-      memory_mb: Type.Optional(Type.Integer({ minimum: 64, maximum: 65536, description: "Memory in MiB" })),
-      vcpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, description: "Virtual CPUs" })),
+      memory_mb: Type.Optional(MemoryMb("Memory in MiB")),
+      vcpus: Type.Optional(Vcpus("Virtual CPUs")),
       ttl: Type.Optional(Duration("How long it lives before it is destroyed")),
       network: Type.Optional(NetworkMode),
       allow: Type.Optional(
