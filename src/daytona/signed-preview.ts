@@ -40,18 +40,14 @@ export class SignedPreviews {
   private readonly listeners = new Map<string, Listener>();
   /** Tokens expired early, until they would have expired anyway. */
   private readonly revoked = new Map<string, number>();
-  private readonly unsubscribe: () => void;
+  /** Set once the first URL is signed: until then there is nothing to close. */
+  private unsubscribe: (() => void) | null = null;
 
   constructor(
     private readonly forge: Forge,
     /** The address the server listens on; each listener takes a free port on it. */
     private readonly bindHost: string,
-  ) {
-    this.unsubscribe = forge.events.subscribe((e) => {
-      if ((e.type === "sandbox.destroyed" || e.type === "sandbox.expired") && e.sandbox_id)
-        for (const key of this.listeners.keys()) if (key.startsWith(`${e.sandbox_id}:`)) this.close(key);
-    });
-  }
+  ) {}
 
   private mac(id: string, port: number, expiry: number): string {
     return this.forge.sandboxes.accessToken(id, `daytona-signed:${port}:${expiry}`);
@@ -67,6 +63,10 @@ export class SignedPreviews {
 
   /** A new token for `port` of sandbox `id`, and the port of the listener that takes it. */
   async sign(id: string, port: number, seconds: number): Promise<{ token: string; listenPort: number }> {
+    this.unsubscribe ??= this.forge.events.subscribe((e) => {
+      if ((e.type === "sandbox.destroyed" || e.type === "sandbox.expired") && e.sandbox_id)
+        for (const key of this.listeners.keys()) if (key.startsWith(`${e.sandbox_id}:`)) this.close(key);
+    });
     const expiry = Math.floor(Date.now() / 1000) + seconds;
     const token = `${expiry}.${this.mac(id, port, expiry)}`;
     const l = await this.listener(id, port);
@@ -125,7 +125,8 @@ export class SignedPreviews {
 
   /** Closes every listener (the server is stopping). */
   closeAll(): void {
-    this.unsubscribe();
+    this.unsubscribe?.();
+    this.unsubscribe = null;
     for (const key of [...this.listeners.keys()]) this.close(key);
   }
 

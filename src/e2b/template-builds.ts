@@ -191,7 +191,8 @@ const Spec = Type.Object(
 
 export async function templateBuildRoutes(app: FastifyInstance, { forge }: { forge: Forge }): Promise<void> {
   const builds = new Map<string, Build>();
-  const filesDir = join(forge.paths.dataDir, "e2b-template-files");
+  // Read when a call needs it: the app is also built without a data directory (scripts/contract-docs.ts).
+  const filesDir = () => join(forge.paths.dataDir, "e2b-template-files");
   const running = new Set<AbortController>();
   app.addHook("onClose", async () => {
     for (const a of running) a.abort();
@@ -240,7 +241,7 @@ export async function templateBuildRoutes(app: FastifyInstance, { forge }: { for
   app.get("/templates/:templateID/files/:hash", { schema: { params: FileParams, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof FileParams> }>) => {
     const { hash } = req.params;
     if (!HASH.test(hash)) throw badRequest("hash: a sha256 hex digest is needed");
-    const present = await stat(join(filesDir, `${hash}.tar`)).then(
+    const present = await stat(join(filesDir(), `${hash}.tar`)).then(
       () => true,
       () => false,
     );
@@ -267,8 +268,8 @@ export async function templateBuildRoutes(app: FastifyInstance, { forge }: { for
       }
       const length = Number(req.headers["content-length"] ?? Number.NaN);
       if (length > MAX_UPLOAD) throw new ForgevmError("PAYLOAD_TOO_LARGE", `a template's files may be up to ${MAX_UPLOAD / 1048576} MiB`);
-      await mkdir(filesDir, { recursive: true });
-      const part = join(filesDir, `${hash}.${randomUUID()}.part`);
+      await mkdir(filesDir(), { recursive: true });
+      const part = join(filesDir(), `${hash}.${randomUUID()}.part`);
       let seen = 0;
       try {
         await pipeline(
@@ -282,7 +283,7 @@ export async function templateBuildRoutes(app: FastifyInstance, { forge }: { for
           },
           createWriteStream(part),
         );
-        await rename(part, join(filesDir, `${hash}.tar`));
+        await rename(part, join(filesDir(), `${hash}.tar`));
       } catch (e) {
         await rm(part, { force: true });
         throw e;
@@ -307,7 +308,7 @@ export async function templateBuildRoutes(app: FastifyInstance, { forge }: { for
       const ours = !!spec.fromTemplate && spec.fromTemplate !== BASE_TEMPLATE && spec.fromTemplate !== CODE_INTERPRETER_TEMPLATE;
       const { dockerfile, hashes, notes } = templateDockerfile(spec, base!, ours);
       for (const h of hashes) {
-        if (!(await stat(join(filesDir, `${h}.tar`)).catch(() => null))) throw badRequest(`steps: the files of hash ${h} were never uploaded`);
+        if (!(await stat(join(filesDir(), `${h}.tar`)).catch(() => null))) throw badRequest(`steps: the files of hash ${h} were never uploaded`);
       }
       b.status = "building";
       const log = (message: string, level: LogEntry["level"] = "info") => b.logEntries.push({ timestamp: new Date().toISOString(), level, message });
@@ -321,7 +322,7 @@ export async function templateBuildRoutes(app: FastifyInstance, { forge }: { for
           await writeFile(join(dir, "Dockerfile"), dockerfile);
           for (const h of hashes) {
             await mkdir(join(dir, "files", h), { recursive: true });
-            await run("tar", ["-xf", join(filesDir, `${h}.tar`), "-C", join(dir, "files", h), "--no-same-owner", "--no-same-permissions"]);
+            await run("tar", ["-xf", join(filesDir(), `${h}.tar`), "-C", join(dir, "files", h), "--no-same-owner", "--no-same-permissions"]);
           }
           await forge.builds.run(
             dir,
