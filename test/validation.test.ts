@@ -132,14 +132,19 @@ describe("TTLs", () => {
 
 describe("Idempotency-Key on create", () => {
   it("a retry with the same key gets the sandbox the first try made, at once or while it starts; a bad key is a 400", async () => {
-    const create = (key: string) => app.inject({ method: "POST", url: "/api/v1/sandboxes", payload: {}, headers: { "content-type": "application/json", "idempotency-key": key } });
-    const [a, b] = await Promise.all([create("try-1"), create("try-1")]);
+    const create = (key: string, payload: Record<string, unknown> = { metadata: { a: "1", b: "2" } }) =>
+      app.inject({ method: "POST", url: "/api/v1/sandboxes", payload, headers: { "content-type": "application/json", "idempotency-key": key } });
+    const [a, b] = await Promise.all([create("try-1"), create("try-1", { metadata: { b: "2", a: "1" } })]);
     assert.equal(a.statusCode, 201, a.body);
     assert.equal(b.statusCode, 201, b.body);
     assert.equal(a.json().id, b.json().id, "two tries at once made one sandbox");
     const again = await create("try-1");
     assert.equal(again.json().id, a.json().id);
     assert.equal(again.headers["idempotent-replayed"], "true");
+    // The same key with another create is a mistake the client must hear about, not the first sandbox.
+    const changed = await create("try-1", { metadata: { a: "other" } });
+    assert.equal(changed.statusCode, 409, changed.body);
+    assert.match(changed.json().message, /Idempotency-Key: this key was sent before with a different create/);
     const other = await create("try-2");
     assert.notEqual(other.json().id, a.json().id);
     for (const r of [a, other]) assert.equal((await api("DELETE", `/sandboxes/${r.json().id}`)).status, 200);

@@ -199,6 +199,8 @@ const MIGRATIONS: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN end_reason TEXT;
    ALTER TABLE sandboxes ADD COLUMN ended_by TEXT;
    ALTER TABLE sandboxes ADD COLUMN last_active_at TEXT;`,
+  // What the create sent with its idempotency key: a retry must send the same.
+  `ALTER TABLE sandboxes ADD COLUMN idempotency_fingerprint TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -60,6 +60,8 @@ export interface SandboxRow {
   lifecycle: LifecycleRecord | null;
   /** The key its create was sent with: a retry with the same key gets this sandbox, not another. */
   idempotency_key: string | null;
+  /** A digest of the create its key came with (a retry with other settings is refused). */
+  idempotency_fingerprint?: string | null;
   /** Why it ended (`destroyed` or `error`): `request`, `ttl`, `failed`, `server stop`, … (EndReason). */
   end_reason?: string | null;
   /** Who ended it: the interface a request came through (`rest`, `e2b`, `daytona`, `mcp`, …) or `server`. */

@@ -1,4 +1,5 @@
 // Sandbox lifecycle routes: spawn, list, get, extend, destroy, prune, logs.
+import { createHash } from "node:crypto";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { parseTtl } from "../../schemas/durations.js";
@@ -9,6 +10,24 @@ import { ExtendRequest, IdParams, Sandbox, SpawnRequest, Status } from "../../sc
 import { sandboxView } from "../views.js";
 import { ownerOf } from "../owner.js";
 import { spawnOptionsOf } from "../spawn-options.js";
+
+/** A digest of a create's body, its keys in order, so a retry of it matches whatever order it sent them in. */
+function fingerprintOf(body: unknown): string {
+  const sorted = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sorted)
+      : v && typeof v === "object"
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, sorted((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+  return createHash("sha256")
+    .update(JSON.stringify(sorted(body ?? {})))
+    .digest("hex")
+    .slice(0, 32);
+}
 
 export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
   app.post("/sandboxes", { schema: { tags: ["sandboxes"], body: SpawnRequest, response: { 201: Sandbox } } }, async (req, reply) => {
@@ -25,7 +44,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
       throw badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters, the same on every try of one create");
     // A retry of a create that went through (its answer lost) gets that sandbox, not a second one.
     opts.idempotencyKey = key;
-    const { id, replayed } = await forge.sandboxes.once(key, make);
+    const { id, replayed } = await forge.sandboxes.once(key, make, fingerprintOf(b));
     if (replayed) reply.header("Idempotent-Replayed", "true");
     reply.status(201);
     return sandboxView(forge.sandboxes.get(id));

@@ -35,7 +35,7 @@ export interface SandboxHooks {
 
 export class SandboxesFacade {
   // Creates in progress by idempotency key: a retry that comes meanwhile waits for the same one.
-  private readonly creatingByKey = new Map<string, Promise<string>>();
+  private readonly creatingByKey = new Map<string, { id: Promise<string>; fingerprint?: string }>();
 
   constructor(
     private readonly core: Core,
@@ -66,13 +66,22 @@ export class SandboxesFacade {
   /**
    * Runs `make` (a spawn or create given `key`) once per idempotency key: a retry gets the
    * sandbox the first try made (waiting for it while it starts); a sandbox that ended since is a
-   * 409 naming it. Resolves with its id and whether it was made before.
+   * 409 naming it, and so is a retry whose create differs from the first (`fingerprint`, a digest of
+   * what it asked for). Resolves with its id and whether it was made before.
    */
-  async once(key: string, make: () => Promise<string>): Promise<{ id: string; replayed: boolean }> {
+  async once(key: string, make: () => Promise<string>, fingerprint?: string): Promise<{ id: string; replayed: boolean }> {
+    const differs = (fp: string | null | undefined) => {
+      if (fingerprint && fp && fp !== fingerprint)
+        throw new ForgevmError("CONFLICT", "Idempotency-Key: this key was sent before with a different create; a retry sends the same body, another create another key");
+    };
     const pending = this.creatingByKey.get(key);
-    if (pending) return { id: await pending, replayed: true };
+    if (pending) {
+      differs(pending.fingerprint);
+      return { id: await pending.id, replayed: true };
+    }
     const made = this.core.sandboxes.byIdempotencyKey(key);
     if (made) {
+      differs(made.idempotency_fingerprint);
       if (made.state === "destroyed" || made.state === "error")
         throw new ForgevmError(
           "CONFLICT",
@@ -83,9 +92,10 @@ export class SandboxesFacade {
     const p = make().then((id) => {
       // A sandbox claimed from a warm pool was made before the key came: it takes it now.
       if (!this.core.sandboxes.get(id)?.idempotency_key) this.core.sandboxes.update(id, { idempotency_key: key });
+      if (fingerprint) this.core.sandboxes.update(id, { idempotency_fingerprint: fingerprint });
       return id;
     });
-    this.creatingByKey.set(key, p);
+    this.creatingByKey.set(key, { id: p, fingerprint });
     try {
       return { id: await p, replayed: false };
     } finally {
