@@ -480,6 +480,14 @@ describe("bad input", () => {
       assert.equal(json.statusCode, r.status);
       assert.match(json.message, field, `${method} ${path}: ${json.message}`);
     }
+    // A NUL in an upload's path would name the file short of what the answer says: refused.
+    const form = new FormData();
+    form.append("files[0].path", "/tmp/nul\0tail.txt");
+    form.append("files[0].file", new Blob(["x"]), "x");
+    const nul = await fetch(`${base}/daytona/toolbox/${sbx.id}/files/bulk-upload`, { method: "POST", headers: { authorization: `Bearer ${API_KEY}` }, body: form });
+    assert.equal(nul.status, 400);
+    assert.match(((await nul.json()) as { message: string }).message, /NUL/);
+    assert.equal((await sbx.process.executeCommand("ls /tmp/nul* 2>/dev/null | wc -l")).result.trim(), "0");
   });
 
   it("an upload cut off mid-way leaves no file under its final name", async () => {

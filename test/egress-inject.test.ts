@@ -281,6 +281,9 @@ describe("egress rule syntax", () => {
     const bad: [unknown, RegExp][] = [
       [{ "*": { headers: {} } }, /bare \* is not allowed/],
       [{ "bad_host!": { headers: {} } }, /not a hostname/],
+      // A request to an address never meets a rule (the proxy matches names): refused, not stored and ignored.
+      [{ "127.0.0.1": { headers: { A: "1" } } }, /"127\.0\.0\.1" is an IP address; rules apply to host names/],
+      [{ "[::1]": { headers: { A: "1" } } }, /not a hostname/],
       [{ "a.test": { headers: { "Bad Name": "x" } } }, /r\.a\.test\.headers: "Bad Name" is not a header name/],
       [{ "a.test": { headers: { Host: "x" } } }, /Host: this header frames the request/],
       [{ "a.test": { headers: { "Content-Length": "1" } } }, /frames the request/],

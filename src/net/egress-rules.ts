@@ -4,6 +4,7 @@
 // shorter one. A header value may hold placeholders, `{{NAME}}` or E2B's `${e2b.secrets.NAME}`,
 // anywhere and several times; other text is sent as written. Rules grant no access: a rule's
 // destination must also be on the sandbox's allowlist (core/network.ts checks it).
+import { isIP } from "node:net";
 import { type Rule, normalHost, outside, parseAllowlist } from "./allowlist.js";
 
 /** A sandbox's rules: destination → header name → value (placeholders kept as written). */
@@ -103,6 +104,10 @@ export function ruleHost(raw: string, field: string): string {
   if (raw.length > RULE_LIMITS.domain) throw new RuleError(`${field}: a destination is at most ${RULE_LIMITS.domain} characters`);
   const h = normalHost(wild ? raw.slice(2) : raw);
   if (!h || (wild && !h.includes("."))) throw new RuleError(`${field}: "${raw.slice(0, 130)}" is not a hostname or *.domain (a bare * is not allowed)`);
+  // The proxy finds a request's rule by the name it is sent to (its TLS certificate is made for a
+  // name): a request to an address would never meet the rule, so an address is refused, not kept.
+  if (isIP(h.replace(/^\[|\]$/g, "")))
+    throw new RuleError(`${field}: "${raw.slice(0, 130)}" is an IP address; rules apply to host names: use the name the sandbox sends its requests to`);
   return wild ? `*.${h}` : h;
 }
 

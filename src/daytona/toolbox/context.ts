@@ -5,7 +5,7 @@ import { posix } from "node:path";
 import type { FastifyRequest } from "fastify";
 import type { Forge } from "../../core/forge.js";
 import type { FileIdentity, GuestUser, Sandbox } from "../../core/guest/sandbox.js";
-import { conflict, notFound } from "../../http/errors.js";
+import { badRequest, conflict, notFound } from "../../http/errors.js";
 
 export interface Toolbox {
   sandbox: Sandbox;
@@ -37,6 +37,10 @@ export async function toolboxOf(forge: Forge, req: FastifyRequest): Promise<Tool
     user,
     as: user.uid === 0 ? undefined : { uid: user.uid, gid: user.gid },
     workDir,
-    resolve: (path) => posix.resolve(workDir, path),
+    resolve: (path) => {
+      // The guest's file calls end a name at a NUL: the file would be made under another name than the one answered.
+      if (path.includes("\0")) throw badRequest(`path "${path.replaceAll("\0", "\\0").slice(0, 200)}" holds a NUL byte`);
+      return posix.resolve(workDir, path);
+    },
   };
 }
