@@ -289,7 +289,7 @@ describe("the command line's verbs", () => {
       // A signal is not a person's stop: "always" brings it back.
       await cli("kill", "-s", "TERM", "cli-web");
       await waitFor(async () => (await cli("logs", "cli-web")).stdout.split("\n").filter(Boolean).length === 2, 20_000, "the restart's line");
-      await assert.rejects(cli("rm", "cli-web"), (e: any) => /is running: stop it first, or use rm -f/.test(e.stderr));
+      await assert.rejects(cli("rm", "cli-web"), (e: any) => /this sandbox is running: cli-web \(running\): stop it first, or use rm -f/.test(e.stderr));
       await cli("stop", "-t", "2s", "cli-web");
       assert.match((await cli("ps", "--state", "stopped")).stdout, new RegExp(`${id} +cli-web +stopped`));
       assert.doesNotMatch((await cli("ps")).stdout, /cli-web/);
@@ -380,11 +380,14 @@ describe("the command line's verbs", () => {
       assert.equal(guest.body.stdout, `ran\n19\nempty\n${"long-".repeat(30)}name\n`, JSON.stringify(guest.body));
       assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/data/sub/secret`)).body.mode, "600");
       // Into an existing directory: it lands under its own name.
-      await cli("cp", join(tree, "run.sh"), `${id}:/data/sub`);
+      const one = await cli("cp", join(tree, "run.sh"), `${id}:/data/sub`);
+      assert.match(one.stdout, new RegExp(`^Successfully copied \\S+ \\(1 entry\\) to ${id}:/data/sub\n$`));
       assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/data/sub/run.sh`)).body.mode, "755");
       await api("DELETE", `/sandboxes/${id}/files?path=/data/sub/run.sh`);
       // And back out, twice: as a new path, and into an existing directory.
-      await cli("cp", `${id}:/data`, join(work, "back"));
+      // The same summary both ways.
+      const back = await cli("cp", `${id}:/data`, join(work, "back"));
+      assert.match(back.stdout, /^Successfully copied \S+ \(\d+ entries\) to \/.*back\n$/);
       await compareTrees(tree, join(work, "back"));
       await mkdir(join(work, "into"));
       await cli("cp", `${id}:/data/.`, join(work, "into"));

@@ -98,6 +98,17 @@ function commandAfterImage(argv: string[]): string[] {
   return argv;
 }
 
+/** What a failed local file operation says to the user, by its errno code. */
+const LOCAL_FILE_ERRORS: Record<string, string> = {
+  ENOENT: "no such file or directory",
+  EACCES: "permission denied",
+  EPERM: "permission denied",
+  EISDIR: "is a directory",
+  ENOTDIR: "a part of the path is not a directory",
+  ENOSPC: "no space left on the device",
+  EROFS: "read-only file system",
+};
+
 program
   .parseAsync(commandAfterImage(dockerTty(process.argv)))
   // A server the command started for itself stops with it (its sandboxes end).
@@ -107,7 +118,15 @@ program
     // Loaded only when it is needed: it knows every layer's errors.
     const { toForgevmError } = await import("../core/error-map.js");
     // One way to say what went wrong, whichever side found it: the message, and the code.
-    const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" ? e : toForgevmError(e);
+    // A local file the command could not use is the user's to fix (no code), as is a plain Error
+    // the CLI throws about its own arguments; anything else is mapped to its code.
+    const sys = e as NodeJS.ErrnoException;
+    if (sys.syscall && typeof sys.path === "string" && LOCAL_FILE_ERRORS[sys.code ?? ""]) {
+      console.error(`forgevm: ${sys.path}: ${LOCAL_FILE_ERRORS[sys.code!]}`);
+      process.exit(1);
+    }
+    const own = e.constructor === Error && !sys.code;
+    const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" || own ? e : toForgevmError(e);
     const code = err instanceof ForgevmError || err instanceof CoreError ? err.code : "";
     console.error(`forgevm: ${err.message}${code && code !== "CONNECTION_ERROR" && !err.message.includes(code) ? ` (${code})` : ""}`);
     process.exit(1);

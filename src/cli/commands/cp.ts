@@ -84,13 +84,18 @@ async function download(sb: Sandbox, from: string, to: string): Promise<string> 
     r = await unpackLocal(tar, dirname(to), { rename: basename(to) });
     if (kind === "file" && r.dirs) throw new Error(`cannot copy a directory onto the file ${to}`);
   }
-  return `Successfully copied ${human(r.bytes)} (${r.files} files, ${r.dirs} directories, ${r.links} links) to ${to}`;
+  return copied(r.bytes, r.files + r.dirs + r.links, to);
+}
+
+/** One summary for both directions: what Docker prints, with how many entries (files, directories, links). */
+function copied(bytes: number, entries: number, to: string): string {
+  return `Successfully copied ${human(bytes)} (${entries} ${entries === 1 ? "entry" : "entries"}) to ${to}`;
 }
 
 async function upload(sb: Sandbox, from: string, to: string): Promise<string> {
   if (from === "-") {
     const r = await sb.uploadArchive(to, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>);
-    return `Successfully copied ${human(r.bytes)} (${r.entries} entries) to ${sb.id}:${to}`;
+    return copied(r.bytes, r.entries, `${sb.id}:${to}`);
   }
   const contents = from.endsWith("/.");
   const local = contents ? from.slice(0, -2) || "/" : from;
@@ -118,5 +123,5 @@ async function upload(sb: Sandbox, from: string, to: string): Promise<string> {
   }
   const warn = (m: string) => console.error(`warning: ${m}`);
   const r = await sb.uploadArchive(dir, Readable.from(packLocal(local, name, warn)));
-  return `Successfully copied ${human(r.bytes)} (${r.entries} entries) to ${sb.id}:${to}`;
+  return copied(r.bytes, r.entries, `${sb.id}:${to}`);
 }

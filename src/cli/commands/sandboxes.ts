@@ -174,11 +174,17 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     .option("--json", "print JSON")
     .action(async (ids: string[], o: { force?: boolean; json?: boolean }) => {
       const client = await cli.client();
-      for (const id of ids) {
-        const info = await client.info(id);
-        if (!o.force && (info.state === "running" || info.state === "creating")) {
-          throw new InvalidArgumentError(`sandbox ${id} is ${info.state}: stop it first, or use rm -f`);
+      if (!o.force) {
+        // Every one that is running, named at once (as Docker does), before any is removed.
+        const running: string[] = [];
+        for (const id of ids) {
+          const info = await client.info(id);
+          if (info.state === "running" || info.state === "creating") running.push(`${id} (${info.state})`);
         }
+        if (running.length)
+          throw new InvalidArgumentError(
+            `${running.length === 1 ? "this sandbox is" : "these sandboxes are"} running: ${running.join(", ")}: stop ${running.length === 1 ? "it" : "them"} first, or use rm -f`,
+          );
       }
       for (const id of ids) {
         await client.destroy(id);
