@@ -130,6 +130,9 @@ describe("Dockerfile builds", () => {
     const job = await finished(started.body.id);
     digest = job.digest;
     assert.match(digest, /^sha256:/);
+    // Named as typed (as `images` lists it), in the job and in its log.
+    assert.equal(job.image, "local/demo:v1");
+    assert.ok(job.log.some((l: string) => l.startsWith("built local/demo:v1 (sha256:")));
     assert.equal(job.steps.length, 16);
     // A first build runs every step: none of them, config steps included, came from a cache.
     assert.deepEqual(
@@ -184,10 +187,10 @@ describe("Dockerfile builds", () => {
   });
 
   it("names the line of an unsupported instruction, and of a RUN that fails", async () => {
-    const bad = await context({ Dockerfile: `FROM ${baseRef}\nRUN true\nHEALTHCHECK CMD true\n` });
+    const bad = await context({ Dockerfile: `FROM ${baseRef}\nRUN true\nFROBNICATE x\n` });
     const r = await startBuild(bad, { tag: "local/bad:v1" });
     assert.equal(r.status, 400);
-    assert.match(r.body.message, /line 3: HEALTHCHECK is not supported/);
+    assert.match(r.body.message, /line 3: FROBNICATE is not supported/);
     const noFrom = await startBuild(await context({ Dockerfile: "RUN true\n" }), { tag: "local/bad:v1" });
     assert.match(noFrom.body.message, /line 1: RUN before the first FROM/);
     const missing = await startBuild(await context({ Dockerfile: `FROM ${baseRef}\nCOPY nothing-here /x\n` }), { tag: "local/bad:v1" });

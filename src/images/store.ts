@@ -3,7 +3,7 @@
 import { readFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { parseReference } from "./reference.js";
+import { familiarName, parseReference } from "./reference.js";
 
 /** The image a spawn gets when none is named: Debian bookworm minbase with python3 and bash. */
 export const DEFAULT_IMAGE = "forgevm/debian:bookworm";
@@ -97,8 +97,8 @@ export async function resolveImage(paths: Paths, name: string = DEFAULT_IMAGE): 
     await stat(rootfs);
     return { ...meta, dir, rootfs };
   } catch {
-    const hint = wanted === DEFAULT_IMAGE ? "run ./setup.sh to build it" : `local images: ${(await listImages(paths)).map((i) => i.name).join(", ") || "none"}`;
-    throw new ImageNotFoundError(`image "${wanted}" is not in ${paths.imagesDir} (${hint})`);
+    const hint = wanted === DEFAULT_IMAGE ? "run ./setup.sh to build it" : `local images: ${(await listImages(paths)).map((i) => familiarName(i.name)).join(", ") || "none"}`;
+    throw new ImageNotFoundError(`image "${familiarName(wanted)}" is not in ${paths.imagesDir} (${hint})`);
   }
 }
 

@@ -11,6 +11,7 @@ import { applyChange } from "../changes.js";
 import type { Cli } from "../context.js";
 import { listOption } from "../options.js";
 import { emit, mib } from "../output.js";
+import { familiarName } from "../../core/images/image-reference.js";
 
 export function imageOutCommands(program: Command, cli: Cli): void {
   program
@@ -34,7 +35,7 @@ export function imageOutCommands(program: Command, cli: Cli): void {
       const r = await client.commit(id, image, { changes, squash: o.squash, comment: o.message, pause: o.pause });
       emit(o.json, r, () =>
         console.log(
-          `${r.image.name}\n  digest ${r.image.digest}\n  ${r.image.layers} layers (+${r.layer.entries} entries, ${r.layer.whiteouts} removed, ${mib(r.layer.size)}), rootfs ${mib(r.image.size)}\n  ${(r.duration_ms / 1000).toFixed(1)} s, processes stopped ${r.frozen_ms} ms`,
+          `${familiarName(r.image.name)}\n  digest ${r.image.digest}\n  ${r.image.layers} layers (+${r.layer.entries} entries, ${r.layer.whiteouts} removed, ${mib(r.layer.size)}), rootfs ${mib(r.image.size)}\n  ${(r.duration_ms / 1000).toFixed(1)} s, processes stopped ${r.frozen_ms} ms`,
         ),
       );
     });

@@ -28,6 +28,7 @@ import type { BuildContext } from "./context.js";
 import { chown, destPath, envOf, retarget, substituteEnv } from "./step-helpers.js";
 import { imageName } from "../images/commit.js";
 import { ignore } from "../../util/ignore.js";
+import { familiarName } from "../images/image-reference.js";
 import {
   checkDockerfile,
   fixDiffIds,
@@ -352,7 +353,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
         await repairExt4(tmp);
         await installRootfs(core.paths, { ...base, rootfs: tmp, index: st.index ?? undefined });
       } else {
-        report.log(`  (flattening ${st.layers.length} layers into ${name})`);
+        report.log(`  (flattening ${st.layers.length} layers into ${familiarName(name)})`);
         await installImage(core.paths, work.blobs, { ...base, manifest: stored.manifest, manifestBytes: stored.manifestBytes, configBytes: stored.configBytes });
       }
     } finally {
@@ -361,7 +362,7 @@ export async function build(core: Core, work: BuildWork, ctx: BuildContext, o: B
     const image = await resolveImage(core.paths, name);
     if (st.index && st.synced && !same) await saveIndex(image.dir, st.index);
     core.events.emit("image.built", null, { image: name, digest: stored.manifestDigest });
-    report.log(`built ${name} (${stored.manifestDigest})`);
+    report.log(`built ${familiarName(name)} (${stored.manifestDigest})`);
     return image;
   }
 

@@ -7,6 +7,7 @@ import { toForgevmError } from "../error-map.js";
 import { conflict, notFound } from "../../http/errors.js";
 import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "./builder.js";
 import { ignore } from "../../util/ignore.js";
+import { familiarName } from "../images/image-reference.js";
 
 export interface BuildJob {
   id: string;
@@ -54,7 +55,7 @@ export class BuildJobs {
     };
     run(o, report, abort.signal)
       .then(
-        (r) => Object.assign(job, { state: "done", image: r.image.name, digest: r.digest }),
+        (r) => Object.assign(job, { state: "done", image: familiarName(r.image.name), digest: r.digest }),
         (e: Error) => {
           const err = toForgevmError(e);
           Object.assign(job, { state: abort.signal.aborted ? "cancelled" : "error", error: err.message, error_code: err.code });

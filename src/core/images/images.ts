@@ -14,7 +14,7 @@ import { installImage } from "../../images/install.js";
 import { ImageFormatError } from "../../images/oci.js";
 import { importOciLayout } from "../../images/oci-layout.js";
 import type { ImageReference } from "../../images/reference.js";
-import { parseImageReference } from "./image-reference.js";
+import { familiarName, parseImageReference } from "./image-reference.js";
 import { PullError, RegistryClient, dockerConfigCredentials, type Credentials, type RegistryOptions } from "../../images/registry.js";
 import { DEFAULT_IMAGE, ImageNotFoundError, canonicalName, listImages, resolveImage, type LocalImage } from "../../images/store.js";
 import { TarError } from "../../util/tar-read.js";
@@ -170,7 +170,7 @@ export class Images {
 /** A failed pull or push as the error interfaces report: unreachable registry 503, unknown image 404, refused or bad content 400. */
 export function pullFailure(e: unknown, ref: ImageReference): Error {
   if (e instanceof ForgevmError) return e;
-  const msg = `image ${ref.canonical}: ${(e as Error).message}`;
+  const msg = `image ${familiarName(ref.canonical)}: ${(e as Error).message}`;
   if (e instanceof PullError) {
     if (e.kind === "unreachable") return new ForgevmError("UNAVAILABLE", msg);
     if (e.kind === "not_found") return notFound(msg);
