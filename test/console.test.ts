@@ -98,6 +98,24 @@ describe("the web console", () => {
     await page.getByTestId("forkable").waitFor();
   });
 
+  it("Extend 30m adds half an hour to what is left, never shortens it", async () => {
+    const before = Date.parse((await api("GET", `/sandboxes/${id}`)).body.expires_at);
+    await page.getByRole("button", { name: "Extend 30m" }).click();
+    await waitFor(async () => Date.parse((await api("GET", `/sandboxes/${id}`)).body.expires_at) > before + 25 * 60_000, 10_000, "the later expiry");
+    const after = Date.parse((await api("GET", `/sandboxes/${id}`)).body.expires_at);
+    assert.ok(Math.abs(after - (before + 30 * 60_000)) < 60_000, `expiry moved by ${(after - before) / 60_000} min`);
+  });
+
+  it("Launch… on an image opens the form with that image chosen", async () => {
+    await page.goto(`${server.url}/#/images`);
+    const name = "forgevm/debian:bookworm";
+    await page.locator(`tr[data-image="${name}"]`).getByRole("button", { name: "Launch…" }).click();
+    await page.getByLabel("Name").waitFor();
+    await waitFor(async () => (await page.locator('select[name="image"]').inputValue()) === name, 10_000, "the image chosen");
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
+    await page.getByTestId("sandbox-id").waitFor();
+  });
+
   it("runs a command typed in the terminal and shows its output", async () => {
     await page.getByRole("tab", { name: "Terminal" }).click();
     await page.getByTestId("terminal-status").getByText("connected").waitFor({ timeout: 30_000 });
@@ -291,6 +309,14 @@ describe("the web console", () => {
     ]) {
       await page.goto(`${server.url}/#/${path}`);
       await page.getByRole("heading", { name: heading, exact: true }).waitFor();
+      if (path === "snapshots") {
+        // A snapshot is ready, not running (the fork above made one).
+        const snap = await api("POST", `/sandboxes/${id}/snapshot`, { name: "console-badge" });
+        assert.equal(snap.status, 201, JSON.stringify(snap.body));
+        await page.reload();
+        await page.locator(".badge").getByText("ready", { exact: true }).first().waitFor();
+        assert.equal(await page.locator(".badge").getByText("running", { exact: true }).count(), 0);
+      }
     }
     await page.getByRole("button", { name: /Dark theme|Light theme/ }).click();
     await page.goto(`${server.url}/#/sandboxes/${id}`);

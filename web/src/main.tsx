@@ -55,7 +55,7 @@ function App() {
   if (auth === "needed") return <Login onDone={() => setAuth("ok")} />;
   const [section, id, tab] = route;
   let page = <Dashboard />;
-  if (section === "sandboxes") page = id === "new" ? <LaunchForm /> : id ? <SandboxDetail key={id} id={id} tab={tab} /> : <SandboxList />;
+  if (section === "sandboxes") page = id === "new" ? <LaunchForm image={tab} /> : id ? <SandboxDetail key={id} id={id} tab={tab} /> : <SandboxList />;
   else if (section === "images") page = <Images />;
   else if (section === "templates") page = <Templates />;
   else if (section === "snapshots") page = <Snapshots />;

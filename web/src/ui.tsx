@@ -98,8 +98,9 @@ export function Card({ title, children, actions }: { title?: string; children: R
   );
 }
 
-export function StateBadge({ state }: { state: string }) {
-  return <span className={`badge state-${state}`}>{state}</span>;
+/** A state's badge: its word, in the colour of `tone` (a state with the same meaning) when given. */
+export function StateBadge({ state, tone }: { state: string; tone?: string }) {
+  return <span className={`badge state-${tone ?? state}`}>{state}</span>;
 }
 
 /** The current hash route ("#/sandboxes/sb-1" → ["sandboxes", "sb-1"]) and a way to go elsewhere. */

@@ -70,7 +70,7 @@ export function Images() {
         {pull && (
           <div className="progress" data-testid="pull-progress" data-state={pull.state}>
             <div>
-              <strong>{pull.image}</strong> <StateBadge state={pull.state === "done" ? "running" : pull.state === "error" ? "error" : "creating"} /> {pull.state}
+              <strong>{pull.image}</strong> <StateBadge state={pull.state} tone={pull.state === "done" ? "running" : pull.state === "error" ? "error" : "creating"} />
               {pull.digest && <span className="mono muted"> {pull.digest}</span>}
             </div>
             <progress max={Math.max(1, pull.progress_total)} value={pull.state === "done" ? Math.max(1, pull.progress_total) : pull.progress.length} />
@@ -101,7 +101,7 @@ export function Images() {
               <td className="muted">{i.source}</td>
               <td>{relative(i.created_at)}</td>
               <td className="row-actions">
-                <button type="button" onClick={() => go(`sandboxes/new`)}>
+                <button type="button" onClick={() => go(`sandboxes/new/${encodeURIComponent(i.name)}`)}>
                   Launch…
                 </button>
                 <Action label="Remove" kind="danger" confirm={`Remove image ${i.name}?`} onError={setError} run={() => api("DELETE", `/images/${q(i.name)}`).then(list.reload)} />
@@ -329,7 +329,7 @@ export function Snapshots() {
                 {s.name ?? s.id} <span className="muted small">{s.kind}</span>
               </td>
               <td>
-                <StateBadge state={s.state === "ready" ? "running" : s.state} />
+                <StateBadge state={s.state} tone={s.state === "ready" ? "running" : s.state} />
               </td>
               <td>{s.source_id ? <a href={`#/sandboxes/${s.source_id}`}>{s.source_id}</a> : "–"}</td>
               <td>{s.image}</td>

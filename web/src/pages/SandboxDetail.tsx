@@ -46,7 +46,18 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
                   go(`sandboxes/${r.sandboxes[0].id}`);
                 }}
               />
-              <Action label="Extend 30m" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/extend`, { ttl: "30m" }).then(sb.reload)} />
+              {s?.expires_at && (
+                <Action
+                  label="Extend 30m"
+                  onError={setError}
+                  title="30 minutes more than it has left"
+                  run={() => {
+                    // The API sets the expiry from now: what is left goes in too, so this only ever lengthens.
+                    const left = Math.max(0, Math.round((Date.parse(s.expires_at) - Date.now()) / 1000));
+                    return api("POST", `/sandboxes/${q(id)}/extend`, { ttl: `${left + 1800}s` }).then(sb.reload);
+                  }}
+                />
+              )}
               <Action
                 label="Pause"
                 onError={setError}

@@ -80,7 +80,8 @@ export function shellWords(text: string): string[] {
   return out;
 }
 
-export function LaunchForm() {
+/** The launch form; `image` (from an image's "Launch…") is chosen at first. */
+export function LaunchForm({ image }: { image?: string } = {}) {
   const images = useData<any[]>(() => api("GET", "/images"), []);
   const templates = useData<any[]>(() => api("GET", "/templates"), []);
   const providers = useData<any[]>(() => api("GET", "/providers"), []);
@@ -156,7 +157,8 @@ export function LaunchForm() {
           {source === "image" ? (
             <label>
               Image
-              <select name="image" defaultValue="">
+              {/* Mounted again once the images are in, so the image asked for is chosen. */}
+              <select name="image" defaultValue={image ?? ""} key={images.data ? "images" : "loading"}>
                 <option value="">the server's default</option>
                 {(images.data ?? []).map((i) => (
                   <option key={i.name} value={i.name}>
