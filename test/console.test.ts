@@ -172,6 +172,11 @@ describe("the web console", () => {
     await page.getByRole("tab", { name: "Overview" }).click();
     await page.getByRole("button", { name: "Pause" }).click();
     await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
+    // A paused sandbox's network is shown as it keeps it (reading it wakes nothing).
+    await page.getByRole("tab", { name: "Network" }).click();
+    await page.getByText("Mode: none").waitFor({ timeout: 10_000 });
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "paused");
+    await page.getByRole("tab", { name: "Overview" }).click();
     await page.getByRole("button", { name: "Resume" }).click();
     await page.locator(".badge.state-running").waitFor({ timeout: 60_000 });
     assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running");

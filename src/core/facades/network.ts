@@ -13,8 +13,13 @@ export class NetworkFacade {
     private readonly sandboxes: SandboxLookup,
   ) {}
 
-  /** A running sandbox's network mode, allowlist and published ports. */
+  /**
+   * A sandbox's network mode, allowlist and published ports: a running one's as they are now, a
+   * paused or stopped one's as it keeps them for when it runs again.
+   */
   get(id: string): NetworkRecord {
+    const row = this.sandboxes.get(id);
+    if (row.state !== "running" && row.network && (row.state === "paused" || row.state === "stopped")) return row.network;
     return this.core.networks.get(this.sandboxes.running(id).id);
   }
 

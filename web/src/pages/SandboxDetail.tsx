@@ -91,7 +91,9 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
       {active === "Files" && (usable ? <FileBrowser id={id} /> : <p className="muted">the sandbox is not running</p>)}
       {active === "Processes" && running && <Processes id={id} />}
       {active === "Logs" && <Logs id={id} hasMain={!!s?.main} />}
-      {active === "Network" && running && <Network id={id} onError={setError} />}
+      {/* A paused or stopped sandbox's network is the one it keeps for when it runs again. */}
+      {active === "Network" &&
+        (running || s?.state === "paused" || s?.state === "stopped" ? <Network id={id} onError={setError} /> : <p className="muted">the sandbox is not running</p>)}
     </div>
   );
 }
