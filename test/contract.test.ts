@@ -69,8 +69,8 @@ describe("the OpenAPI document and the error table", () => {
       url.startsWith("/_e2b/") ||
       url.startsWith("/sandboxes") ||
       url.startsWith("/v2/sandboxes") ||
-      ["/secrets", "/snapshots", "/templates/", "/teams", "/volumes", "/volumecontent/"].some((p) => url.startsWith(p)) ||
-      // Daytona's follow Daytona's (docs/daytona.md), the Custom HTTP protocol's the seed's (docs/custom-http.md).
+      ["/secrets", "/snapshots", "/templates/", "/teams", "/volumes", "/volumecontent/", "/v2/templates/", "/v3/templates"].some((p) => url.startsWith(p)) ||
+      // Daytona's follow Daytona's (docs/daytona.md), the Custom HTTP protocol's its own (docs/custom-http.md).
       url.startsWith("/daytona/") ||
       url.startsWith("/custom-http/");
     const hidden = routesOf(app)
