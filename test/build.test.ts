@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../src/api/serve.js";
 import { packLocal } from "../src/cli/host-tree.js";
+import { resolveImage } from "../src/images/store.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 import { startRegistry, type LocalRegistry } from "./local-registry.js";
 import { writeBusyboxImage } from "./oci-writer.js";
@@ -183,6 +184,30 @@ describe("Dockerfile builds", () => {
     assert.equal(job.state, "done", job.error);
     const sb = await api("POST", "/sandboxes", { image: "local/wd:v1" });
     assert.equal((await api("POST", `/sandboxes/${sb.body.id}/exec`, { command: "pwd" })).body.stdout, "/srv/made\n");
+    await api("DELETE", `/sandboxes/${sb.body.id}`);
+  });
+
+  it("STOPSIGNAL is what a stop sends the main process first; VOLUME is recorded in the image", async () => {
+    const df = [
+      `FROM ${baseRef}`,
+      "VOLUME /data",
+      "STOPSIGNAL SIGUSR1",
+      "HEALTHCHECK --interval=5s CMD true",
+      // Exits 42 on SIGUSR1 only: SIGTERM would end it with 143.
+      `CMD ["sh", "-c", "trap 'exit 42' USR1; while true; do sleep 1; done"]`,
+    ].join("\n");
+    const job = await finished((await startBuild(await context({ Dockerfile: df }), { tag: "local/stopsig:v1" })).body.id);
+    assert.equal(job.state, "done", job.error);
+    const image = await resolveImage(server.forge.paths, "registry-1.docker.io/local/stopsig:v1");
+    assert.equal(image.config?.StopSignal, "SIGUSR1");
+    assert.deepEqual(image.config?.Volumes, ["/data"]);
+    const sb = await api("POST", "/sandboxes", { image: "local/stopsig:v1", main: {} });
+    assert.equal(sb.status, 201, JSON.stringify(sb.body));
+    await waitFor(async () => !!(await api("GET", `/sandboxes/${sb.body.id}`)).body.main?.started_at, 30_000, "the main process");
+    await new Promise((r) => setTimeout(r, 1500)); // its trap is set
+    const stopped = await api("POST", `/sandboxes/${sb.body.id}/stop`, { timeout: "20s" });
+    assert.equal(stopped.status, 200, JSON.stringify(stopped.body));
+    assert.equal(stopped.body.main?.exit_code, 42, JSON.stringify(stopped.body.main));
     await api("DELETE", `/sandboxes/${sb.body.id}`);
   });
 

@@ -381,13 +381,14 @@ describe("the command line's verbs", () => {
       assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/data/sub/secret`)).body.mode, "600");
       // Into an existing directory: it lands under its own name.
       const one = await cli("cp", join(tree, "run.sh"), `${id}:/data/sub`);
-      assert.match(one.stdout, new RegExp(`^Successfully copied \\S+ \\(1 entry\\) to ${id}:/data/sub\n$`));
+      // As Docker does, the summary goes to stderr (stdout stays the data's, for `cp ID:PATH -`).
+      assert.match(one.stderr, new RegExp(`^Successfully copied \\S+ \\(1 entry\\) to ${id}:/data/sub\n$`));
       assert.equal((await api("GET", `/sandboxes/${id}/files/stat?path=/data/sub/run.sh`)).body.mode, "755");
       await api("DELETE", `/sandboxes/${id}/files?path=/data/sub/run.sh`);
       // And back out, twice: as a new path, and into an existing directory.
       // The same summary both ways.
       const back = await cli("cp", `${id}:/data`, join(work, "back"));
-      assert.match(back.stdout, /^Successfully copied \S+ \(\d+ entries\) to \/.*back\n$/);
+      assert.match(back.stderr, /^Successfully copied \S+ \(\d+ entries\) to \/.*back\n$/);
       await compareTrees(tree, join(work, "back"));
       await mkdir(join(work, "into"));
       await cli("cp", `${id}:/data/.`, join(work, "into"));

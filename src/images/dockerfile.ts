@@ -1,7 +1,10 @@
 // Dockerfiles, parsed: line continuations, comments, JSON and shell forms, build arguments and
 // variable substitution (${VAR}, ${VAR:-default}, ${VAR:+alt}), stages (FROM … AS name). The
 // instructions a build supports are FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, ENTRYPOINT,
-// CMD, EXPOSE, LABEL and SHELL; anything else is an error that names its line.
+// CMD, EXPOSE, LABEL and SHELL; VOLUME, STOPSIGNAL and HEALTHCHECK are recorded in the image's
+// config as Docker records them (a stop sends STOPSIGNAL first; a HEALTHCHECK is not run here),
+// MAINTAINER is its label, ONBUILD is left out with a warning; anything else is an error that
+// names its line.
 
 export class DockerfileError extends Error {
   override name = "DockerfileError";

@@ -31,6 +31,10 @@ export interface ImageConfig {
   Cmd?: string[] | null;
   WorkingDir?: string;
   User?: string;
+  /** The signal a stop sends first (Docker's STOPSIGNAL). */
+  StopSignal?: string;
+  /** Mount points the image declares (Docker's VOLUME). */
+  Volumes?: string[];
 }
 
 export class ImageFormatError extends Error {
@@ -104,6 +108,8 @@ export function parseImageConfig(bytes: Uint8Array): ImageConfig {
     Cmd: strs(c.Cmd) ?? null,
     WorkingDir: typeof c.WorkingDir === "string" ? c.WorkingDir : undefined,
     User: typeof c.User === "string" ? c.User : undefined,
+    ...(typeof c.StopSignal === "string" && c.StopSignal.length <= 16 ? { StopSignal: c.StopSignal } : {}),
+    ...(c.Volumes && typeof c.Volumes === "object" && !Array.isArray(c.Volumes) ? { Volumes: Object.keys(c.Volumes).slice(0, 64) } : {}),
   };
 }
 

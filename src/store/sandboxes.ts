@@ -113,6 +113,8 @@ export interface MainRecord {
   finished_at: string | null;
   /** A person stopped it: no policy brings it back until it is started again. */
   stopped_by_user: boolean;
+  /** The signal a stop sends first (the image's STOPSIGNAL; SIGTERM when absent). */
+  stop_signal?: number;
 }
 
 /** A sandbox's network as stored. */

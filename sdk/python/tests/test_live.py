@@ -271,7 +271,7 @@ class Live(unittest.TestCase):
         with c.spawn(image="local/py-built:v1") as s:
             self.assertEqual(s.exec("cat /note.txt /built").stdout, "a note\nbuilt-yes\n")
         with open(os.path.join(ctx, "Dockerfile"), "w") as f:
-            f.write("FROM local/py-commit:v1\nHEALTHCHECK CMD true\n")
+            f.write("FROM local/py-commit:v1\nFROBNICATE x\n")
         with self.assertRaises(BadRequestError) as e:
             c.build(ctx, "local/py-bad:v1")
         self.assertIn("line 2", str(e.exception))

@@ -187,7 +187,7 @@ export class MainRunner {
     this.timer.unref();
   }
 
-  /** A stop: SIGTERM, then after `graceMs` SIGKILL to its whole group; no policy restarts it (a person's stop is remembered). */
+  /** A stop: SIGTERM (or the image's STOPSIGNAL), then after `graceMs` SIGKILL to its whole group; no policy restarts it (a person's stop is remembered). */
   async stop(graceMs: number, byUser = true): Promise<void> {
     this.disposed ||= !byUser; // the server is going: nothing restarts now, and the record stays as it was
     if (byUser) this.save({ stopped_by_user: true });
@@ -196,7 +196,7 @@ export class MainRunner {
     const p = this.proc;
     if (!p?.running) return;
     const exited = new Promise<void>((r) => this.lines.once("exit", () => r()));
-    await p.signal(15).catch(ignore("the process may have exited"));
+    await p.signal(this.record()?.stop_signal ?? 15).catch(ignore("the process may have exited"));
     const killed = await Promise.race([exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), graceMs).unref())]);
     if (killed && p.running) {
       await p.signal(9).catch(ignore("the process may have exited"));

@@ -1,6 +1,7 @@
 // Spawn planning: a request with its template and defaults applied, checked against what this
 // host and provider can do, its image resolved (pulled when it is not local); and the `creating`
 // row a new sandbox starts as.
+import { constants as osConstants } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Provider } from "../../providers/provider.js";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../../images/store.js";
@@ -72,6 +73,14 @@ function restarts(main: SpawnOptions["main"]): boolean {
   return !!main?.restart && parseRestart(main.restart).policy !== "no";
 }
 
+/** An image's STOPSIGNAL ("SIGINT", "INT", "2") as a number; undefined when absent or unknown. */
+function signalNumber(name: unknown): number | undefined {
+  if (typeof name !== "string" || !name) return undefined;
+  if (/^\d{1,2}$/.test(name)) return Number(name) >= 1 && Number(name) <= 64 ? Number(name) : undefined;
+  const upper = name.toUpperCase();
+  return (osConstants.signals as Record<string, number>)[upper.startsWith("SIG") ? upper : `SIG${upper}`];
+}
+
 /** The main process a spawn asks for: the image's ENTRYPOINT with the given command, else its CMD. */
 export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRecord | null {
   if (!main) return null;
@@ -80,9 +89,11 @@ export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRec
   const command = [...entry, ...(main.command ?? image.config?.Cmd ?? [])];
   if (!command.length) throw badRequest(`main.command: image ${image.name} has no ENTRYPOINT or CMD; give the command to run`);
   const user = image.config?.User?.split(":")[0] || undefined;
+  const stopSignal = signalNumber(image.config?.StopSignal);
   return {
     command,
     ...(user ? { user } : {}),
+    ...(stopSignal !== undefined && stopSignal !== 15 ? { stop_signal: stopSignal } : {}),
     restart: policy,
     ...(max !== undefined ? { max_restarts: max } : {}),
     restarts: 0,
