@@ -237,7 +237,8 @@ describe("standby on idle", () => {
       assert.equal(again.status, 200, JSON.stringify(again.body));
       const back = await api("POST", `/sandboxes/${sb.id}/resume`);
       assert.equal(back.status, 200, JSON.stringify(back.body));
-      assert.ok(Number(await run("cat /root/n")) > n);
+      // The counter's file is rewritten each second: a read may meet it empty, so wait for a number past n.
+      await waitFor(async () => Number(await run("cat /root/n")) > n, 10_000, "the counter after the resume");
       await api("DELETE", `/sandboxes/${sb.id}`);
     });
 
