@@ -3,6 +3,7 @@
 // labels never show and setLabels never drops. Any sandbox has this view, however it was made.
 import type { FastifyRequest } from "fastify";
 import type { SandboxRow } from "../core/types.js";
+import { requestOrigin } from "../http/request-origin.js";
 
 export const EXTRA = "daytona.";
 export const ORGANIZATION = "forgevm";
@@ -40,13 +41,7 @@ export function stateOf(row: SandboxRow): string {
 
 /** The base of this server's Daytona routes as the client reached it (`http://host:port/daytona`). */
 export function baseUrl(req: FastifyRequest, prefix: string): string {
-  const proto =
-    String(req.headers["x-forwarded-proto"] ?? "http")
-      .split(",")[0]
-      .trim() === "https"
-      ? "https"
-      : "http";
-  return `${proto}://${req.headers.host ?? `127.0.0.1:${req.socket.localPort}`}${prefix}`;
+  return `${requestOrigin(req)}${prefix}`;
 }
 
 const minutes = (row: SandboxRow, key: string, dflt: number) => {

@@ -22,6 +22,7 @@ import { CODE_IMAGE, type Forge } from "../core/forge.js";
 import { ForgevmError, badRequest, notFound } from "../http/errors.js";
 import { run } from "../util/process.js";
 import { BASE_TEMPLATE, CODE_INTERPRETER_TEMPLATE, templateImage } from "./templates.js";
+import { requestOrigin } from "../http/request-origin.js";
 
 /** Where the e2b SDK's file uploads go (with their token in the query). */
 export const TEMPLATE_FILES_PREFIX = "/_e2b/template-files/";
@@ -246,13 +247,7 @@ export async function templateBuildRoutes(app: FastifyInstance, { forge }: { for
       () => false,
     );
     const token = forge.sandboxes.accessToken(hash, UPLOAD_PURPOSE);
-    const proto =
-      String(req.headers["x-forwarded-proto"] ?? "")
-        .split(",")[0]
-        .trim() === "https"
-        ? "https"
-        : "http";
-    return { present, url: `${proto}://${req.headers.host}${TEMPLATE_FILES_PREFIX}${hash}?token=${token}` };
+    return { present, url: `${requestOrigin(req)}${TEMPLATE_FILES_PREFIX}${hash}?token=${token}` };
   });
 
   // The upload itself carries its token, not the API key (the SDK sends no other header).

@@ -1,3 +1,4 @@
+// Past 400 lines because forward requests and CONNECT tunnels share one check, connect and log path.
 // The egress proxy: the only way out of an `allowlist` sandbox. Each client connection arrives
 // through one sandbox's agent channel, so the caller names the sandbox (the guest cannot forge
 // it). Speaks HTTP/1.x forward proxying (absolute-form requests) and CONNECT tunnels; resolves
