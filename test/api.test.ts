@@ -1,4 +1,4 @@
-// The REST API against a real server with real VMs: the seed's curl quick start, every route's
+// The REST API against a real server with real VMs: the ForgeVM API's curl quick start, every route's
 import type { WebSocket } from "ws";
 // happy path and its bad inputs.
 import assert from "node:assert/strict";
@@ -33,9 +33,9 @@ after(async () => {
   await server?.close();
 });
 
-describe("the seed README quick start", () => {
+describe("the ForgeVM API's own quick start", () => {
   it("runs with curl and jq as written (default image instead of alpine:latest, the test server's address)", async () => {
-    // The seed's commands, with its localhost address replaced by the test server's.
+    // The ForgeVM API's documented commands, with its localhost address replaced by the test server's.
     const host = new URL(base).host;
     const script = `
 set -e

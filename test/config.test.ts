@@ -52,9 +52,9 @@ describe("config", () => {
   });
 });
 
-describe("the seed's configuration", () => {
+describe("a configuration written for a Firecracker-based ForgeVM API server", () => {
   it("its forgevm.yaml loads: Firecracker's keys, auth.enabled, pool and defaults", () => {
-    const c = loadConfig({ file: fileURLToPath(new URL("../../test/fixtures/seed-forgevm.yaml", import.meta.url)), env: {} });
+    const c = loadConfig({ file: fileURLToPath(new URL("../../test/fixtures/forgevm-api.yaml", import.meta.url)), env: {} });
     assert.equal(c.providers.default, "qemu");
     assert.equal(c.providers.firecracker.kernel_path, "/var/lib/forgevm/vmlinux.bin");
     assert.equal(c.auth.api_key, "", "auth.enabled: false turns the key off");
@@ -71,7 +71,7 @@ describe("the seed's configuration", () => {
     assert.ok(m.notes.some((n) => /"mock": the local provider .*not a security boundary/.test(n)));
     await writeFile(join(dir, "custom.yaml"), 'providers:\n  default: "custom"\n');
     assert.throws(() => loadConfig({ file: join(dir, "custom.yaml"), env: {} }), /providers\.default "custom": the Custom HTTP provider needs providers\.custom\.base_url/);
-    // The seed's own block, as its README writes it.
+    // The ForgeVM API's own example block, as its documentation writes it.
     await writeFile(
       join(dir, "custom-ok.yaml"),
       'providers:\n  default: "custom"\n  custom:\n    base_url: "http://10.0.0.9:9000"\n    api_key: "k"\n    timeout: "90s"\n    name: "mybackend"\n',

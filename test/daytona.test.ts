@@ -1,5 +1,5 @@
 // The unmodified Daytona SDK (npm `@daytonaio/sdk@0.218.0`) against a real server with real VMs,
-// configured as the README says: DAYTONA_API_URL at the server's /daytona, DAYTONA_API_KEY its key.
+// configured as docs/daytona.md says: DAYTONA_API_URL at the server's /daytona, DAYTONA_API_KEY its key.
 // Past 400 lines because the calls share one sandbox made once (a create costs seconds under TCG),
 // and each describe goes on from the state the one before left.
 import assert from "node:assert/strict";
@@ -369,15 +369,15 @@ describe("previews, labels, stop and start", () => {
   });
 });
 
-describe("the README, and scripts that end", () => {
-  it("its Daytona snippet runs unchanged with the README's variables, and a script that leaves its sandbox running exits at once", async () => {
-    const readme = await readFile(join(repo, "README.md"), "utf8");
+describe("the Daytona guide, and scripts that end", () => {
+  it("its snippet runs unchanged with the guide's variables, and a script that leaves its sandbox running exits at once", async () => {
+    const readme = await readFile(join(repo, "docs", "daytona.md"), "utf8");
     const m = /<!-- snippet:daytona -->\s*```js\n([\s\S]*?)```/.exec(readme);
-    assert.ok(m, "README has the Daytona snippet");
+    assert.ok(m, "docs/daytona.md has the Daytona snippet");
     const vars = /```sh\n(export DAYTONA_API_URL=[\s\S]*?)```/.exec(readme);
-    assert.ok(vars, "README has the Daytona variables");
+    assert.ok(vars, "docs/daytona.md has the Daytona variables");
     const env: Record<string, string> = {};
-    // The README's address becomes this server's (with the path it names), its placeholder key this server's key.
+    // The guide's address becomes this server's (with the path it names), its placeholder key this server's key.
     for (const [, name, value] of vars[1].matchAll(/^export (DAYTONA_\w+)=(\S+)/gm)) {
       env[name] = /^https?:/.test(value) ? `${base}${new URL(value).pathname}` : name === "DAYTONA_API_KEY" ? API_KEY : value;
     }

@@ -97,15 +97,15 @@ describe("runCode", () => {
   });
 });
 
-describe("the README", () => {
-  it("its E2B snippet runs unchanged in a program that has only the E2B variables the README sets", async () => {
-    const readme = await readFile(join(repo, "README.md"), "utf8");
+describe("the E2B guide", () => {
+  it("its snippet runs unchanged in a program that has only the E2B variables the guide sets", async () => {
+    const readme = await readFile(join(repo, "docs", "e2b.md"), "utf8");
     const m = /<!-- snippet:e2b -->\s*```js\n([\s\S]*?)```/.exec(readme);
-    assert.ok(m, "README has the E2B snippet");
+    assert.ok(m, "docs/e2b.md has the E2B snippet");
     const vars = /```sh\n(export E2B_API_URL=[\s\S]*?)```/.exec(readme);
-    assert.ok(vars, "README has the E2B variables");
+    assert.ok(vars, "docs/e2b.md has the E2B variables");
     const env: Record<string, string> = {};
-    // The README's addresses become this server's, its placeholder key this server's key.
+    // The guide's addresses become this server's, its placeholder key this server's key.
     for (const [, name, value] of vars[1].matchAll(/^export (E2B_\w+)=(\S+)/gm)) env[name] = /^https?:/.test(value) ? base : name === "E2B_API_KEY" ? API_KEY : value;
     assert.deepEqual(Object.keys(env).sort(), ["E2B_API_KEY", "E2B_API_URL", "E2B_SANDBOX_URL", "E2B_VOLUME_API_URL"]);
     const file = join(repo, `.readme-e2b-${process.pid}.mjs`);

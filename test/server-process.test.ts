@@ -204,13 +204,13 @@ describe("one owner per data directory", () => {
   });
 });
 
-describe("the seed's own forgevm.yaml", () => {
+describe("a forgevm.yaml written for the ForgeVM API", () => {
   it("loads as written: Firecracker's section served by QEMU, auth.enabled: false honoured, and the provider name accepted", async () => {
-    const seedConfig = fileURLToPath(new URL("../../test/fixtures/seed-forgevm.yaml", import.meta.url));
+    const seedConfig = fileURLToPath(new URL("../../test/fixtures/forgevm-api.yaml", import.meta.url));
     const own = await testDataDir();
     removeAtExit(own);
     const port = await freePort();
-    // Only where it listens and keeps its data are this test's: the rest is the seed's file, unchanged.
+    // Only where it listens and keeps its data are this test's: the rest is that file, unchanged.
     const env = childEnv({ FORGEVM_SERVER_PORT: String(port), FORGEVM_SERVER_HOST: "127.0.0.1", FORGEVM_DATA_DIR: own });
     const proc = spawn(process.execPath, [main, "serve", "--config", seedConfig], { env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
@@ -225,7 +225,7 @@ describe("the seed's own forgevm.yaml", () => {
       );
       assert.match(out, /note: auth\.enabled is false/);
       await waitFor(() => /listening on .*providers qemu \(default\)/.test(out), 30_000, "the start-up line");
-      // auth.enabled: false: no key is needed; the seed's provider name is a provider here.
+      // auth.enabled: false: no key is needed; the ForgeVM API's provider name is a provider here.
       const r = await fetch(`${s.base}/api/v1/sandboxes`, {
         method: "POST",
         headers: { "content-type": "application/json" },

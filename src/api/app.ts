@@ -233,7 +233,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // Daytona's control plane, toolbox and previews under /daytona (daytona/).
   await app.register(daytonaRoutes, { prefix: DAYTONA_PREFIX, forge: opts.forge, apiKey: opts.apiKey, previewDomain: opts.daytonaPreviewDomain, listenHost: opts.listenHost });
 
-  // The seed's Custom HTTP provider protocol, served (custom-http/): the original server's `custom` provider can use this one.
+  // The ForgeVM Custom HTTP provider protocol, served (custom-http/): another ForgeVM API server's `custom` provider can use this one.
   await app.register(customHttpRoutes, { prefix: CUSTOM_HTTP_PREFIX, forge: opts.forge });
 
   // MCP for coding agents (mcp/), under the operator's policy.

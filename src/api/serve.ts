@@ -146,7 +146,7 @@ async function serveFront(version: string, cfg: Config): Promise<void> {
   });
 }
 
-/** Runs the server until SIGINT or SIGTERM; `notes` (what the config loader read the seed's names as) are printed first. */
+/** Runs the server until SIGINT or SIGTERM; `notes` (what the config loader read the ForgeVM API's names as) are printed first. */
 export async function serveForever(version: string, cfg: Config, notes: string[] = []): Promise<void> {
   for (const n of notes) console.log(`note: ${n}`);
   if (cfg.cluster.role === "front") return serveFront(version, cfg);

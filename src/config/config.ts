@@ -8,7 +8,7 @@ import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
 import { defaultDataDir } from "./paths.js";
 import { ConfigSchema, type Config } from "./schema.js";
-import { seedCompat } from "./seed-config.js";
+import { compatNames } from "./compat-config.js";
 
 export { ConfigSchema, type Config } from "./schema.js";
 
@@ -95,8 +95,8 @@ function merge(into: any, from: any, where: string): void {
 }
 
 /**
- * Loads and validates the configuration (explicit file, else the default locations). The seed's
- * own names are read as what serves them here (seedCompat); `notes` says what was read so.
+ * Loads and validates the configuration (explicit file, else the default locations). A ForgeVM API config file's
+ * names are read as what serves them here (compatNames); `notes` says what was read so.
  */
 export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string; home?: string } = {}): Config & { source: string[]; notes: string[] } {
   const env = opts.env ?? process.env;
@@ -166,7 +166,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     const key = e.instancePath.slice(1).replace(/\//g, ".") || "config";
     throw new ConfigError(`config key "${key}" ${e.message} (from ${source.join(", ")})`);
   }
-  const { notes, problem } = seedCompat(cfg as Config);
+  const { notes, problem } = compatNames(cfg as Config);
   if (problem) throw new ConfigError(`${problem} (from ${source.join(", ")})`);
   return { ...(cfg as Config), source, notes };
 }

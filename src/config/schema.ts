@@ -1,5 +1,5 @@
 // What a configuration may hold: the one TypeBox definition of forgevm.yaml's keys, which both
-// the loader (config.ts) and the reading of the seed's names (seed-config.ts) work on.
+// the loader (config.ts) and the reading of the ForgeVM API's names (compat-config.ts) work on.
 import { Type, type Static } from "typebox";
 import { TemplateFields } from "../schemas/rest.js";
 import { DiskMb, MemoryMb, Vcpus } from "../schemas/fields.js";
@@ -37,7 +37,7 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
-    /** `enabled: false` (the seed's) turns the key off without removing it from the file. */
+    /** `enabled: false` (as ForgeVM API config files have it) turns the key off without removing it from the file. */
     auth: Type.Object({ enabled: Type.Boolean(), api_key: Type.String() }, strict),
     defaults: Type.Object(
       {
@@ -199,7 +199,7 @@ export const ConfigSchema = Type.Object(
         remote: Type.Object({ url: Type.String(), api_key: Type.String() }, strict),
         /** An E2B-compatible service that runs this one's sandboxes of provider "e2b" (on when api_url is set). */
         e2b: Type.Object({ api_url: Type.String(), api_key: Type.String(), sandbox_url: Type.String(), domain: Type.String(), template: Type.String({ minLength: 1 }) }, strict),
-        /** A backend of the seed's Custom HTTP provider protocol that runs sandboxes of provider `name` (on when base_url is set; timeout: a duration or seconds). */
+        /** A backend of the ForgeVM Custom HTTP provider protocol that runs sandboxes of provider `name` (on when base_url is set; timeout: a duration or seconds). */
         custom: Type.Object(
           {
             base_url: Type.String(),
@@ -209,7 +209,7 @@ export const ConfigSchema = Type.Object(
           },
           strict,
         ),
-        /** The seed's Firecracker section, so its forgevm.yaml loads: QEMU serves the sandboxes it names (seed-config.ts). */
+        /** The ForgeVM API's Firecracker section, so its forgevm.yaml loads: QEMU serves the sandboxes it names (compat-config.ts). */
         firecracker: Type.Object(
           { enabled: Type.Boolean(), firecracker_path: Type.String(), kernel_path: Type.String(), agent_path: Type.String(), data_dir: Type.String() },
           strict,

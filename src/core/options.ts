@@ -46,7 +46,7 @@ export interface ForgeOptions {
    * memory all warm pools together may hold. Templates set their own size with `pool_size`.
    */
   warmPool?: { size?: number; memoryBudgetMb?: number };
-  /** Pool mode: spawns without a template become users in shared VMs (the seed's `pool:` section). */
+  /** Pool mode: spawns without a template become users in shared VMs (the ForgeVM API's `pool:` section). */
   pool?: PoolModeOptions;
   network?: NetworkOptions;
   /** Limits inside every guest on what its sandbox runs (processes, memory kept for the agent). */
@@ -61,7 +61,7 @@ export interface ForgeOptions {
   remoteProvider?: { url: string; apiKey: string };
   /** Also offer the e2b provider: sandboxes of an E2B-compatible service. */
   e2bProvider?: { apiUrl: string; apiKey: string; sandboxUrl?: string; domain?: string; template?: string };
-  /** A backend of the seed's Custom HTTP provider protocol (providers.custom), under its name. */
+  /** A backend of the ForgeVM Custom HTTP provider protocol (providers.custom), under its name. */
   customProvider?: { baseUrl: string; apiKey: string; timeoutMs: number; name: string };
   /** The provider of spawns that name none (default: the VM provider). */
   defaultProvider?: string;

@@ -3,7 +3,7 @@
 // a sandbox afterwards is checked against the features of the provider it runs on.
 import type { Provider, ProviderFeatures } from "../providers/provider.js";
 import { LOCAL_WARNING } from "../providers/local/local-provider.js";
-import { SEED_PROVIDERS } from "../config/seed-config.js";
+import { COMPAT_PROVIDERS } from "../config/compat-config.js";
 import { badRequest } from "../http/errors.js";
 
 /** What a sandbox on the provider called `name` must say about itself, if anything (shown in its JSON). */
@@ -47,10 +47,10 @@ export class Providers {
     return this.byName.get(name);
   }
 
-  /** The provider a request names ("" or absent: the default; the seed's names as what serves them); a 400 naming `field` otherwise. */
+  /** The provider a request names ("" or absent: the default; the ForgeVM API's names as what serves them); a 400 naming `field` otherwise. */
   pick(name: string | undefined, field: string): Provider {
     if (!name) return this.default;
-    const p = this.byName.get(name) ?? this.byName.get(SEED_PROVIDERS[name] ?? "");
+    const p = this.byName.get(name) ?? this.byName.get(COMPAT_PROVIDERS[name] ?? "");
     if (!p) throw badRequest(`${field}: provider "${name}" is not available (available: ${this.names().join(", ")})`);
     return p;
   }

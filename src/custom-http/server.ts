@@ -1,5 +1,5 @@
-// The seed's Custom HTTP provider protocol, served: under /custom-http, `forgevm serve` answers
-// the routes the original ForgeVM server's `custom` provider calls (spawn, exec, files, status,
+// The ForgeVM Custom HTTP provider protocol, served: under /custom-http, `forgevm serve` answers
+// the routes another ForgeVM API server's `custom` provider calls (spawn, exec, files, status,
 // destroy, health), so that server can run its sandboxes here. Every route goes through the same
 // core operations as our REST API, behind the same API key (X-API-Key). Failures keep our error
 // body, which the protocol's client shows verbatim. docs/custom-http.md has the protocol.

@@ -116,11 +116,16 @@ export function sandboxCommands(program: Command, cli: Cli): void {
       if (!STATES.includes(v)) throw new InvalidArgumentError(`--state must be one of ${STATES.join(", ")}`);
       return [...acc, v];
     })
+    .option("-q, --quiet", "print only the ids, one per line")
     .option("--json", "print JSON")
-    .action(async (o: { all?: boolean; state?: string[]; json?: boolean }) => {
+    .action(async (o: { all?: boolean; state?: string[]; quiet?: boolean; json?: boolean }) => {
       // Live means paused too, as docker ps lists paused containers.
       const state = o.state ?? (o.all ? undefined : ["creating", "running", "paused"]);
       const list = await (await cli.client()).list({ all: o.all, state: state as never });
+      if (o.quiet && !o.json) {
+        for (const s of list) console.log(s.id);
+        return;
+      }
       emit(o.json, list, () => table([...HEADER, o.all || o.state ? "EXPIRES / ERROR" : "EXPIRES"], list.map(row), "no sandboxes"));
     });
 

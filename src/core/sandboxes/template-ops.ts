@@ -123,7 +123,7 @@ export async function deleteTemplate(core: Core, name: string, pull: Pull): Prom
 /** Refuses a template no spawn could use, naming the field, before it is stored. */
 function checkTemplate(core: Core, t: TemplateBody): void {
   checkDecls(t.secrets ?? []);
-  // Stored by the name of the provider that serves it (the seed's "firecracker" is "qemu" here).
+  // Stored by the name of the provider that serves it (the ForgeVM API's "firecracker" is "qemu" here).
   if (t.provider) t.provider = checkProvider(core, t.provider, "provider").name;
   checkEnv(t.env, "env");
   if (t.cpu_cores !== undefined) checkVcpus(core, t.cpu_cores, "cpu_cores");

@@ -1,4 +1,4 @@
-// A client of the seed's Custom HTTP provider protocol (docs/custom-http.md): JSON requests with
+// A client of the ForgeVM Custom HTTP provider protocol (docs/custom-http.md): JSON requests with
 // X-API-Key when a key is set, a status of 400 or more a failure whose body is shown verbatim,
 // each call bounded by the configured timeout.
 

@@ -1,4 +1,4 @@
-// The `custom` provider: each sandbox is a sandbox of a backend that speaks the seed's Custom HTTP
+// The `custom` provider: each sandbox is a sandbox of a backend that speaks the ForgeVM Custom HTTP
 // provider protocol (docs/custom-http.md), configured as `providers.custom` (base_url, api_key,
 // timeout, name). Core drives it through an agent channel like any VM; the agent on the other end
 // is played here (protocol-agent.ts), turning each operation into the backend's HTTP calls. What

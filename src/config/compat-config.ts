@@ -1,15 +1,15 @@
-// The seed's forgevm.yaml, read as what serves it here. Its provider names are Firecracker
+// A forgevm.yaml written for the ForgeVM API, read as what serves it here. Its provider names are Firecracker
 // ("firecracker", the production one), the host-process one ("mock") and the Custom HTTP
 // protocol ("custom", served by providers/custom-http); its `auth.enabled: false` turns the key off. A user's existing file loads
 // unchanged: each name becomes the provider that does that job here, and a note says so at start.
 import { existsSync } from "node:fs";
 import type { Config } from "./schema.js";
 
-/** The seed's provider names and the providers that serve them here. */
-export const SEED_PROVIDERS: Record<string, string> = { firecracker: "qemu", mock: "local" };
+/** The ForgeVM API's provider names and the providers that serve them here. */
+export const COMPAT_PROVIDERS: Record<string, string> = { firecracker: "qemu", mock: "local" };
 
-/** Rewrites the seed's names in a validated config in place: one note per rewrite, or the problem that stops it. */
-export function seedCompat(cfg: Config): { notes: string[]; problem?: string } {
+/** Rewrites the ForgeVM API's names in a validated config in place: one note per rewrite, or the problem that stops it. */
+export function compatNames(cfg: Config): { notes: string[]; problem?: string } {
   const notes: string[] = [];
   if (!cfg.auth.enabled && cfg.auth.api_key) {
     cfg.auth.api_key = "";
@@ -30,9 +30,9 @@ export function seedCompat(cfg: Config): { notes: string[]; problem?: string } {
   if (asked === "custom" || asked === cfg.providers.custom.name) {
     if (!cfg.providers.custom.base_url)
       return { notes, problem: `providers.default "${asked}": the Custom HTTP provider needs providers.custom.base_url, the address of a backend that speaks the protocol` };
-    // The seed names the provider "custom" whatever its `name`; here it runs under that name.
+    // The ForgeVM API names the provider "custom" whatever its `name`; here it runs under that name.
     cfg.providers.default = cfg.providers.custom.name;
   }
-  if (SEED_PROVIDERS[asked]) cfg.providers.default = SEED_PROVIDERS[asked];
+  if (COMPAT_PROVIDERS[asked]) cfg.providers.default = COMPAT_PROVIDERS[asked];
   return { notes };
 }
