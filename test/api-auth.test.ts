@@ -4,6 +4,8 @@ import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "../src/api/app.js";
+import { defaultConfig } from "../src/config/config.js";
+import { policyFromConfig } from "../src/mcp/policy.js";
 import type { Forge } from "../src/index.js";
 import { openForge } from "./helpers.js";
 
@@ -76,8 +78,19 @@ it("refuses bodies over the size limit with 413 and gives every response a reque
   const r = await small.inject({ method: "POST", url: "/api/v1/sandboxes", payload: { metadata: { pad: "x".repeat(4096) } } });
   assert.equal(r.statusCode, 413);
   assert.equal(r.json().code, "PAYLOAD_TOO_LARGE");
+  assert.match(r.json().message, /larger than the 1 KiB this route takes \(server\.body_limit_mb\)/);
   assert.ok(r.headers["x-request-id"]);
   const echoed = await small.inject({ method: "GET", url: "/api/v1/health", headers: { "x-request-id": "req-42" } });
   assert.equal(echoed.headers["x-request-id"], "req-42");
   await small.close();
+});
+
+it("a body too large for /mcp names MCP's own limit, not server.body_limit_mb, which does not govern it", async () => {
+  const withMcp = await buildApp({ forge, version: "test", mcp: policyFromConfig(defaultConfig({}).mcp) });
+  const r = await withMcp.inject({ method: "POST", url: "/mcp", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, payload: `{"pad":"${"x".repeat(49 * 1024 * 1024)}"}` });
+  assert.equal(r.statusCode, 413);
+  assert.equal(r.json().code, "PAYLOAD_TOO_LARGE");
+  assert.match(r.json().message, /48 MiB this route takes, a limit of its own/);
+  assert.doesNotMatch(r.json().message, /body_limit_mb/);
+  await withMcp.close();
 });

@@ -532,6 +532,10 @@ describe("cluster", () => {
     db.stop();
     const during = await api(fronts[1], "GET", `/sandboxes/${ids[1]}`);
     assert.equal(during.status, 503);
+    const said = JSON.stringify(during.body);
+    assert.match(said, /catalogue did not answer/);
+    // Where the catalogue lives is the operator's business, not the caller's.
+    assert.doesNotMatch(said, /127\.0\.0\.1|localhost|:\d{4,5}\b|postgres/i, said);
     db.start();
     await waitFor(async () => (await api(fronts[1], "GET", `/sandboxes/${ids[1]}`)).status === 200, 20_000, "the front to reconnect");
     await waitFor(

@@ -359,6 +359,11 @@ describe("previews, labels, stop and start", () => {
     await sbx.setAutostopInterval(0);
     assert.equal((await daytona.get(sbx.id)).autoStopInterval, 0);
     assert.equal(forge.sandboxes.get(sbx.id).idle_ms, null);
+    // Bounded as REST's TTL is, at a year, on create and on every interval route.
+    await assert.rejects(sbx.setAutostopInterval(999_999_999), /autoStopInterval must be 0 \(off\) or up to 525600 minutes/);
+    await assert.rejects(sbx.setAutoDeleteInterval(525_601), /autoDeleteInterval must be -1 \(never\)/);
+    await assert.rejects(daytona.create({ autoStopInterval: 999_999_999 }), /autoStopInterval/);
+    assert.equal(forge.sandboxes.get(sbx.id).idle_ms, null);
   });
 
   it("delete ends it: a get is the SDK's not-found error, and our API sees it destroyed", async () => {

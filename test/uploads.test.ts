@@ -163,6 +163,11 @@ describe("bodies whose content breaks off are 400s, and the server goes on", () 
         assert.ok(r.status >= 400 && r.status < 500, `${path}, ${what}: ${r.status} ${r.text}`);
       }
     }
+    // A whole tar that is no image: the answer names the upload, not the server's file for it.
+    const notImage = await rest("POST", "/images/import?name=local/not-image", tarBytes, { "content-type": "application/x-tar" });
+    assert.equal(notImage.status, 400, notImage.text);
+    assert.match(notImage.text, /the uploaded archive is neither a docker save tarball/);
+    assert.doesNotMatch(notImage.text, /\.import-|\/tmp\/|forgevm/, notImage.text);
     const q = await rest("POST", "/builds?tag=local/x&memory_mb=abc", tarBytes, { "content-type": "application/x-tar" });
     assert.equal(q.status, 400, q.text);
     assert.match(q.json.message, /memory_mb/);

@@ -14,7 +14,7 @@ function send(reply: FastifyReply, e: ForgevmError) {
 /** Installs the error handler and the JSON 404 / 405 handler; `count` hears each error's code. */
 export function installErrorHandling(app: FastifyInstance, routePatterns: { method: string; re: RegExp }[], count: (code: string) => void = () => {}): void {
   app.setErrorHandler((err, req, reply) => {
-    const e = toApiError(err);
+    const e = toApiError(err, { route: req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? 0, server: app.initialConfig.bodyLimit ?? 0 });
     if (e.status >= 500) req.log.error({ err }, "request failed");
     count(e.code);
     return send(reply, e);

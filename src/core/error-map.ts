@@ -6,7 +6,7 @@ import { DigestMismatchError } from "../images/blobs.js";
 import { LayerError } from "../images/flatten.js";
 import { ImageReferenceError } from "../images/reference.js";
 import { BodyError } from "../util/detachable.js";
-import { requestError } from "../http/error-body.js";
+import { type BodyLimits, requestError } from "../http/error-body.js";
 import { ForgevmError, type ErrorCode } from "../http/errors.js";
 
 // A guest errno is about the caller's request inside the sandbox (a missing file, a full disk,
@@ -54,6 +54,6 @@ export function toForgevmError(err: unknown): ForgevmError {
 }
 
 /** The error to answer with for anything thrown while an HTTP interface handled a request. */
-export function toApiError(err: unknown): ForgevmError {
-  return requestError(err) ?? toForgevmError(err);
+export function toApiError(err: unknown, limits?: BodyLimits): ForgevmError {
+  return requestError(err, limits) ?? toForgevmError(err);
 }

@@ -12,7 +12,7 @@ import { Type, type Static } from "typebox";
 import type { Forge, SpawnOptions } from "../core/forge.js";
 import type { SandboxRow } from "../core/types.js";
 import { ForgevmError, badRequest, notFound } from "../http/errors.js";
-import { NO_TTL } from "../schemas/durations.js";
+import { MAX_TTL_MS, NO_TTL } from "../schemas/durations.js";
 import { ignore } from "../util/ignore.js";
 import { PREVIEW_TOKEN_QUERY, previewToken } from "./preview.js";
 import { SIGNED_DEFAULT_S, SIGNED_MAX_S, type SignedPreviews } from "./signed-preview.js";
@@ -20,6 +20,17 @@ import { DEFAULT_AUTO_STOP_MIN, EXTRA, baseUrl, extraOf, labelsOf, sandboxDto, s
 
 /** Who the toolbox runs as unless create names a user, and where that user lives. */
 export const DEFAULT_USER = "daytona";
+
+/** The longest interval in minutes, as REST's longest TTL: a year. */
+const MAX_MINUTES = MAX_TTL_MS / 60_000;
+
+/** An interval route's minutes: from `min` to a year, else a 400 naming `key`. */
+function minutesOf(key: string, raw: string, min: number, zero: string): number {
+  const n = Number(raw);
+  if (n < min || n > MAX_MINUTES) throw badRequest(`${key} must be ${min < 0 ? "-1 (never), " : ""}0 (${zero}) or up to ${MAX_MINUTES} minutes (a year); got ${raw}`);
+  return n;
+}
+
 const homeOf = (user: string) => (user === "root" ? "/root" : `/home/${user}`);
 
 const StrMap = Type.Record(Type.String(), Type.String());
@@ -39,11 +50,11 @@ const CreateBody = Type.Object(
     gpu: Type.Optional(Type.Integer({ minimum: 0 })),
     memory: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 256 })),
     disk: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1024 })),
-    autoStopInterval: Type.Optional(Type.Integer({ minimum: 0 })),
-    autoPauseInterval: Type.Optional(Type.Integer({ minimum: 0 })),
-    autoArchiveInterval: Type.Optional(Type.Integer({ minimum: 0 })),
-    autoDeleteInterval: Type.Optional(Type.Integer({ minimum: -1 })),
-    ttlMinutes: Type.Optional(Type.Integer({ minimum: 0 })),
+    autoStopInterval: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_MINUTES })),
+    autoPauseInterval: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_MINUTES })),
+    autoArchiveInterval: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_MINUTES })),
+    autoDeleteInterval: Type.Optional(Type.Integer({ minimum: -1, maximum: MAX_MINUTES })),
+    ttlMinutes: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_MINUTES })),
     volumes: Type.Optional(Type.Array(Type.Object({ volumeId: Type.String(), mountPath: Type.String() }, { additionalProperties: true }))),
     networkBlockAll: Type.Optional(Type.Boolean()),
     networkAllowList: Type.Optional(Type.String()),
@@ -265,8 +276,7 @@ export async function controlPlaneRoutes(
   ] as const) {
     app.post(`/sandbox/:id/${route}/:minutes`, { schema: { params: Interval, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Interval> }>) => {
       const row = find(forge, req.params.id);
-      const n = Number(req.params.minutes);
-      if (n < 0) throw badRequest(`${key} must be 0 (off) or more minutes`);
+      const n = minutesOf(key, req.params.minutes, 0, "off");
       forge.sandboxes.setIdle(row.id, n > 0 ? { ms: n * 60_000, action } : null);
       return {};
     });
@@ -277,16 +287,14 @@ export async function controlPlaneRoutes(
   ] as const) {
     app.post(`/sandbox/:id/${route}/:minutes`, { schema: { params: Interval, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Interval> }>) => {
       const row = find(forge, req.params.id);
-      const n = Number(req.params.minutes);
-      if (n < min) throw badRequest(`${key} must be ${min} or more minutes`);
+      const n = minutesOf(key, req.params.minutes, min, key === "autoDeleteInterval" ? "when stopped" : "at once");
       forge.sandboxes.setMetadata(row.id, { ...row.metadata, [`${EXTRA}${key}`]: String(n) });
       return {};
     });
   }
   app.post("/sandbox/:id/ttl/:minutes", { schema: { params: Interval, hide: true } }, async (req: FastifyRequest<{ Params: Static<typeof Interval> }>) => {
     const row = find(forge, req.params.id);
-    const n = Number(req.params.minutes);
-    if (n < 0) throw badRequest("ttl must be 0 (none) or more minutes");
+    const n = minutesOf("ttl", req.params.minutes, 0, "none");
     forge.sandboxes.extend(row.id, n > 0 ? n * 60_000 : NO_TTL);
     return {};
   });

@@ -25,8 +25,18 @@ export function errorBody(e: ForgevmError): ErrorBody {
   return { ...e.detail, code: e.code, message: capMessage(e.message), retryable: e.retryable };
 }
 
-/** The error for what Fastify or the HTTP layer refused (validation, JSON, body size, other 4xx), or null. */
-export function requestError(err: unknown): ForgevmError | null {
+/** What a request's route takes: its own body limit, and the server's (which server.body_limit_mb sets). */
+export interface BodyLimits {
+  route: number;
+  server: number;
+}
+
+/**
+ * The error for what Fastify or the HTTP layer refused (validation, JSON, body size, other 4xx),
+ * or null. With `limits`, a body too large is said in bytes, and names server.body_limit_mb only
+ * where that setting governs the route (MCP's and the uploads' limits are their own).
+ */
+export function requestError(err: unknown, limits?: BodyLimits): ForgevmError | null {
   const fe = err as FastifyError & {
     validation?: { instancePath: string; message?: string; params?: Record<string, unknown>; parentSchema?: { properties?: object } }[];
     validationContext?: string;
@@ -42,7 +52,12 @@ export function requestError(err: unknown): ForgevmError | null {
   if (fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || (fe instanceof SyntaxError && fe.statusCode === 400)) {
     return new ForgevmError("BAD_REQUEST", `the request body is not valid JSON: ${fe.message}`);
   }
-  if (fe?.code === "FST_ERR_CTP_BODY_TOO_LARGE") return new ForgevmError("PAYLOAD_TOO_LARGE", "the request body is larger than server.body_limit_mb allows");
+  if (fe?.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+    if (!limits) return new ForgevmError("PAYLOAD_TOO_LARGE", "the request body is larger than this route takes");
+    const size = limits.route < 1024 * 1024 ? `${Math.round(limits.route / 1024)} KiB` : `${Math.round((limits.route / 1024 / 1024) * 10) / 10} MiB`;
+    const setting = limits.route === limits.server ? " (server.body_limit_mb)" : ", a limit of its own that no setting changes";
+    return new ForgevmError("PAYLOAD_TOO_LARGE", `the request body is larger than the ${size} this route takes${setting}`);
+  }
   if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
     return new ForgevmError("BAD_REQUEST", `unsupported Content-Type: send application/json${fe.message ? ` (${fe.message})` : ""}`);
   if (!(err instanceof ForgevmError) && typeof fe?.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {

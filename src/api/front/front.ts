@@ -200,9 +200,13 @@ export async function startFront(cfg: Config, version: string): Promise<RunningF
   };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((e: Error) => {
-      if (!res.headersSent) problem(res, e instanceof RangeError ? "PAYLOAD_TOO_LARGE" : "UNAVAILABLE", e.message);
-      else res.destroy();
+    handle(req, res).catch((e: Error & { code?: string }) => {
+      if (res.headersSent) return res.destroy();
+      if (e instanceof RangeError) return problem(res, "PAYLOAD_TOO_LARGE", e.message);
+      // What is left failed in the catalogue: its address and the driver's words stay in this
+      // front's log, out of answers to callers who have no business knowing where it is.
+      console.error(`forgevm front: ${req.method} ${req.url?.split("?")[0]}: ${e.message}`);
+      problem(res, "UNAVAILABLE", `the cluster's catalogue did not answer${e.code ? ` (${e.code})` : ""}; try again, and see the front's log if it lasts`);
     });
   });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {

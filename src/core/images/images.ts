@@ -123,7 +123,8 @@ export class Images {
       return await resolveImage(paths, meta.name);
     } catch (e) {
       if (e instanceof ForgevmError || e instanceof DigestMismatchError || e instanceof LayerError) throw e;
-      if (e instanceof ImageFormatError || e instanceof TarError) throw badRequest(e.message);
+      // An upload's file is ours, in the data directory: the caller knows it as its label.
+      if (e instanceof ImageFormatError || e instanceof TarError) throw badRequest(o.label ? e.message.replaceAll(source, o.label) : e.message);
       throw e;
     }
   }
