@@ -87,7 +87,12 @@ it("refuses bodies over the size limit with 413 and gives every response a reque
 
 it("a body too large for /mcp names MCP's own limit, not server.body_limit_mb, which does not govern it", async () => {
   const withMcp = await buildApp({ forge, version: "test", mcp: policyFromConfig(defaultConfig({}).mcp) });
-  const r = await withMcp.inject({ method: "POST", url: "/mcp", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, payload: `{"pad":"${"x".repeat(49 * 1024 * 1024)}"}` });
+  const r = await withMcp.inject({
+    method: "POST",
+    url: "/mcp",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    payload: `{"pad":"${"x".repeat(49 * 1024 * 1024)}"}`,
+  });
   assert.equal(r.statusCode, 413);
   assert.equal(r.json().code, "PAYLOAD_TOO_LARGE");
   assert.match(r.json().message, /48 MiB this route takes, a limit of its own/);

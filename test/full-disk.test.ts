@@ -82,8 +82,8 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
     }
     // A third one whose VM is killed from outside while the disk is full.
     const doomed = (await api("POST", "/sandboxes", { memory_mb: 256, ttl: "30m" })).body.id as string;
-    const write = async (sandbox: string, path: string, content: string) => {
-      const r = await api("POST", `/sandboxes/${sandbox}/files`, { path, content }, 5000).catch((e) => ({ status: 0, body: String(e) }));
+    const write = async (sandbox: string, path: string, content: string, timeoutMs = 5000) => {
+      const r = await api("POST", `/sandboxes/${sandbox}/files`, { path, content }, timeoutMs).catch((e) => ({ status: 0, body: String(e) }));
       if (r.status === 200) acknowledged.set(`${sandbox}:${path}`, { sandbox, content });
       return r;
     };
@@ -102,6 +102,8 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
       })),
     );
     await waitFor(async () => (await free()) < 8 * 1048576, 300_000, "the disk to fill");
+    // A write sent as the guest meets the wall is in flight when QEMU pauses it: answered all the same.
+    const inFlight = write(sandboxes[0], "/root/in-flight.txt", "x".repeat(1 << 20), 30_000);
     // The server says so, and then a spawn and a snapshot are 507s, at once.
     await waitFor(async () => (await api("GET", "/health")).body.storage?.full === true, 20_000, "the server to see the disk full");
     const spawn = await api("POST", "/sandboxes", { memory_mb: 256 }, 5000);
@@ -125,12 +127,24 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
     assert.equal(listed.status, 200);
     assert.deepEqual(listed.body.map((s: { id: string }) => s.id).sort(), [...sandboxes, doomed].sort());
     // Writes to a guest that has not hit the wall are acknowledged and kept; to one that waits, 507s.
+    const flew = await inFlight;
+    assert.ok(flew.status === 200 || flew.status === 507, `the write in flight: ${JSON.stringify(flew).slice(0, 300)}`);
+    // Every write is answered, at once or within the disk watch's look (a write in flight when
+    // its guest paused is answered 507 then): none is left hanging.
     for (const sb of sandboxes) {
-      const r = await write(sb, "/root/during.txt", `during in ${sb}\n`);
-      assert.ok(r.status === 200 || r.status === 507 || r.status === 0, JSON.stringify(r));
+      const r = await write(sb, "/root/during.txt", `during in ${sb}\n`, 20_000);
+      assert.ok(r.status === 200 || r.status === 507, JSON.stringify(r));
     }
     const { stdout } = await run("pgrep", ["-f", `fvm.hostname=${doomed}`]);
     process.kill(Number(stdout.trim().split("\n")[0]), "SIGKILL");
+    // Its end is known at once, though the disk has no room to record it yet: error, with why,
+    // and a call to it is told so (not that another server runs it).
+    await waitFor(async () => (await api("GET", `/sandboxes/${doomed}`)).body.state === "error", 15_000, "the killed sandbox to read as error on the full disk");
+    assert.match((await api("GET", `/sandboxes/${doomed}`)).body.error, /agent channel closed|VMM exited|went away/);
+    const toDoomed = await api("POST", `/sandboxes/${doomed}/exec`, { command: "true" }, 5000);
+    assert.ok(toDoomed.status >= 400 && toDoomed.status < 500 && toDoomed.status !== 409, JSON.stringify(toDoomed));
+    assert.doesNotMatch(JSON.stringify(toDoomed.body), /another ForgeVM process/);
+    assert.ok(!(await api("GET", "/sandboxes")).body.some((s: { id: string }) => s.id === doomed), "it is no longer listed as live");
 
     // Room again: the waiting guests go on, their writes finish, and everything reads back.
     await rm(join(mnt, "ballast"));

@@ -20,10 +20,17 @@ import { ignore } from "../util/ignore.js";
 export type { BufferedExecResult, DirWatch, ExecSession, GuestListener, ReadFileStream, RequestOptions, Share, Tunnel };
 
 interface Pending extends StreamParts {
+  op: string;
   resolve(body: any): void;
   reject(err: Error): void;
   timer?: NodeJS.Timeout;
 }
+
+/**
+ * The file operations: done with once answered, as against what lasts (an exec, a watch, a
+ * listener, a connection), whose wait is the caller's own.
+ */
+const FILE_OPS = new Set(["read", "write", "mkdir", "move", "remove", "chmod", "stat", "list", "glob", "symlink", "sync"]);
 
 export class AgentChannel extends EventEmitter implements Mux {
   private decoder: FrameDecoder;
@@ -211,6 +218,25 @@ export class AgentChannel extends EventEmitter implements Mux {
     this.request<"close">({ op: "close", target: id, ...(transfer ? { transfer: true as const } : {}) }).catch(ignore("the stream may be closed on the guest's side already"));
   }
 
+  /**
+   * Fails the file operations in flight with `reason` and closes them on the guest's side (sent
+   * now, read when the guest goes on), for a guest its VMM holds paused: their callers get an
+   * answer at once, and a write told it failed is abandoned rather than made later. Returns how
+   * many. Execs and other lasting requests wait with their guest.
+   */
+  failFileOps(reason: Error): number {
+    let n = 0;
+    for (const [id, p] of [...this.pending]) {
+      if (!FILE_OPS.has(p.op)) continue;
+      if (this.isOpen) this.request<"close">({ op: "close", target: id }).catch(ignore("the guest may have finished it before it paused"));
+      this.pending.delete(id);
+      if (p.timer) clearTimeout(p.timer);
+      this.fail(p, reason);
+      n++;
+    }
+    return n;
+  }
+
   /** Closes the channel; every request in flight fails with the reason. */
   close(reason: Error = new ChannelClosedError("agent channel closed")): void {
     if (this.closedWith) return;
@@ -241,7 +267,7 @@ export class AgentChannel extends EventEmitter implements Mux {
           body.op === "exec" ? " (command, arguments and environment): write long input to a file in the sandbox, or send it as stdin, and run a command that reads it" : "";
         return reject(new AgentError("E2BIG", `the ${body.op} request is ${payload.length} bytes, more than the ${MAX_PAYLOAD} one message to the guest may carry${hint}`));
       }
-      const entry: Pending = { ...p, resolve, reject };
+      const entry: Pending = { ...p, op: body.op, resolve, reject };
       if (opts.timeoutMs) {
         entry.timer = setTimeout(() => {
           this.pending.delete(id);

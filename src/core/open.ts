@@ -344,6 +344,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     pausing: new Map(),
     disk: new DiskSpace(paths.dataDir, {
       vms: () => [...core.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
+      failFileOps: (id, err) => void core.live.get(id)?.vm.channel.failFileOps(err),
       onRoom: async () => {
         events.flush();
         await markLost(core, "its VM went away while the server's disk was full");

@@ -161,6 +161,9 @@ const decode = (r: Raw | undefined): SandboxRow | undefined =>
   };
 
 export class SandboxStore {
+  /** Ends shown before they are written (showUnwritten), by sandbox id. */
+  private readonly unwritten = new Map<string, Partial<SandboxRow>>();
+
   constructor(private readonly db: Db) {}
 
   insert(row: SandboxRow): void {
@@ -202,13 +205,35 @@ export class SandboxStore {
   }
 
   get(id: string): SandboxRow | undefined {
-    return decode(this.db.prepare("SELECT * FROM sandboxes WHERE id = ?").get(id) as Raw | undefined);
+    return this.shown(decode(this.db.prepare("SELECT * FROM sandboxes WHERE id = ?").get(id) as Raw | undefined));
   }
 
   /** Sandboxes in the given states, newest first. */
   list(states: SandboxState[], owner?: string): SandboxRow[] {
     const q = `SELECT * FROM sandboxes WHERE state IN (${states.map(() => "?").join(",")})${owner ? " AND owner_id = ?" : ""} ORDER BY created_at DESC, rowid DESC`;
-    return (this.db.prepare(q).all(...states, ...(owner ? [owner] : [])) as Raw[]).map((r) => decode(r)!);
+    const rows = (this.db.prepare(q).all(...states, ...(owner ? [owner] : [])) as Raw[]).map((r) => this.shown(decode(r))!);
+    if (!this.unwritten.size) return rows;
+    // An end not written yet moves its row from the live states to the ended ones.
+    const listed = new Set(rows.map((r) => r.id));
+    const moved = [...this.unwritten.keys()]
+      .filter((id) => !listed.has(id))
+      .map((id) => this.get(id)!)
+      .filter((r) => r && (!owner || r.owner_id === owner));
+    return [...rows, ...moved].filter((r) => states.includes(r.state));
+  }
+
+  /**
+   * Shows `fields` on every read of sandbox `id` until an update of it is written: an end that
+   * has happened while the disk had no room to record it (DiskSpace writes it once there is).
+   * Without it, a sandbox whose VM died then would read as running, and be answered as one.
+   */
+  showUnwritten(id: string, fields: Partial<SandboxRow>): void {
+    this.unwritten.set(id, { ...this.unwritten.get(id), ...fields });
+  }
+
+  private shown(row: SandboxRow | undefined): SandboxRow | undefined {
+    const over = row && this.unwritten.get(row.id);
+    return over ? { ...row, ...over } : row;
   }
 
   /** Records a sandbox's network (its allowlist or ports changed). */
@@ -225,6 +250,8 @@ export class SandboxStore {
     const keys = Object.keys(fields);
     if (!keys.length) return;
     this.db.prepare(`UPDATE sandboxes SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @id`).run({ ...fields, id });
+    // The end shown while it waited is written now (another field written meanwhile is not it).
+    if ("state" in fields) this.unwritten.delete(id);
   }
 
   /** Running sandboxes whose expiry has passed (one still booting expires once it runs). */

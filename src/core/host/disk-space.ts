@@ -2,7 +2,8 @@
 // imports), QEMU pauses each guest whose write found no room (werror=enospc: the write waits and
 // is retried, so nothing a guest wrote is lost), SQLite refuses writes (SQLITE_FULL), and every
 // file write fails with ENOSPC. Here that becomes a state with an owner: work that would write to
-// the disk is refused with a clear 507, sandboxes whose guest waits answer 507 instead of hanging,
+// the disk is refused with a clear 507, sandboxes whose guest waits answer 507 instead of hanging
+// (file operations already in flight to it too: an exec in flight waits with its process),
 // store writes that must not be lost (a sandbox's end) wait in order, and when there is room
 // again the waiting guests go on, the waiting writes are made, and sandboxes whose VM went away
 // meanwhile are marked `error`. Under KVM the guest pauses the same way (the block layer's
@@ -24,6 +25,8 @@ export const ROOM_FREE_BYTES = 96 * 1048576;
 export interface DiskSpaceHooks {
   /** Live sandboxes with their VMs. */
   vms(): Iterable<{ id: string; vm: { waitingForDisk(): Promise<boolean>; continueAfterDisk(): Promise<void> } }>;
+  /** A sandbox's guest was found waiting: its file operations in flight are answered with `err` now. */
+  failFileOps(id: string, err: ForgevmError): void;
   /** Called once there is room again, after the waiting writes are made (reconciling the store). */
   onRoom(): Promise<void>;
   log(line: string): void;
@@ -113,7 +116,9 @@ export class DiskSpace {
     if (!this.full) return;
     if (free < ROOM_FREE_BYTES) {
       for (const { id, vm } of this.hooks.vms()) {
-        if (await vm.waitingForDisk().catch(() => false)) this.waiting.add(id);
+        if (this.waiting.has(id) || !(await vm.waitingForDisk().catch(() => false))) continue;
+        this.waiting.add(id);
+        this.hooks.failFileOps(id, sandboxWaits(id));
       }
       return;
     }

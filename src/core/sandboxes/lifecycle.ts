@@ -70,6 +70,7 @@ export async function recordFailure(core: Core, id: string, e: unknown): Promise
   const reason = (e as Error).message;
   const end = { state: "error" as const, error: reason, destroyed_at: new Date().toISOString(), end_reason: "failed", ended_by: "server" };
   core.disk.write(id, `sandbox ${id} failed`, () => core.sandboxes.update(id, end));
+  if (core.disk.waitsFor(id)) core.sandboxes.showUnwritten(id, end);
   if (e instanceof BootError && e.consoleTail) await keepText(core, id, e.consoleTail);
   core.events.emit("sandbox.error", id, { error: reason.split("\n")[0] });
 }
@@ -152,6 +153,7 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; ending: End
       ...(end.state === "error" ? { error: end.error } : {}),
     };
     core.disk.write(id, `sandbox ${id} ${end.state}`, () => core.sandboxes.update(id, mark));
+    if (core.disk.waitsFor(id)) core.sandboxes.showUnwritten(id, mark);
     const asleep = core.sleeping.get(id);
     const sb = core.live.get(id) ?? asleep;
     core.live.delete(id);
