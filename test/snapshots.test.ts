@@ -160,6 +160,22 @@ for (const forkable of [false, true])
       assert.equal(new Set(rnd).size, 3);
     });
 
+    it("once a fork's copies are gone its snapshot is listed no more and its memory is freed; the parent pauses, resumes and forks on", async () => {
+      const [temp] = (await forge.snapshots.fork(parent.id, { count: 1 })).sandboxes;
+      const snap = snapshotRow(forge.sandboxes.get(temp.id).snapshot_id!)!;
+      assert.ok(
+        forge.snapshots.list().some((s) => s.id === snap.id),
+        "listed while a copy restores from it",
+      );
+      await temp.destroy();
+      assert.ok(!forge.snapshots.list().some((s) => s.id === snap.id), "an unnamed fork snapshot is not left behind");
+      await assert.rejects(stat(join(snap.dir, "state")), "its memory is gone");
+      // Its disk stays as a layer of the parent's, which pauses and resumes on it.
+      await forge.sandboxes.pause(parent.id);
+      parent = await forge.sandboxes.resume(parent.id);
+      assert.equal(await out(parent, "cat /root/before.txt"), "before");
+    });
+
     it("a copy from a second fork outlives its parent, and pauses and resumes with its files after the parent is gone", async () => {
       // The second fork's disk is an overlay on the parent's overlay since the first fork: the
       // chain must name files that stay, not the parent's own directory.

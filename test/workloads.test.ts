@@ -284,6 +284,10 @@ describe("the command line's verbs", () => {
       await waitFor(async () => (await cli("logs", "cli-web")).stdout.startsWith("up "), 20_000, "the main process's first line");
       const ps = (await cli("ps")).stdout;
       assert.match(ps, new RegExp(`${id} +cli-web +running +\\S*httpd:v1 +up \\(always\\)`));
+      // Paused, its main process is held with its memory, not "not started".
+      await cli("pause", "cli-web");
+      assert.match((await cli("ps")).stdout, new RegExp(`${id} +cli-web +paused +\\S*httpd:v1 +paused \\(always\\)`));
+      await cli("resume", "cli-web");
       const stamped = (await cli("logs", "-t", "cli-web")).stdout;
       assert.match(stamped, /^\d{4}-\d\d-\d\dT\S+Z up \d+\n$/);
       // A signal is not a person's stop: "always" brings it back.

@@ -319,7 +319,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
     warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
     prestarts: new Prestarts(opts.baseSnapshots === false ? 0 : (opts.prestart ?? 0), PRESTART_BASES, events.emit),
-    snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core) }),
+    snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core), restoredFrom: () => snapshotsInUse(core, true) }),
     images: new Images({
       paths,
       blobs: hooks.blobs,

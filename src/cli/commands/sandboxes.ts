@@ -79,8 +79,14 @@ function idleRequest(o: Record<string, any>): { after: string; action: "pause" |
   return undefined;
 }
 
-const mainState = (s: SandboxInfo) =>
-  !s.main ? "-" : s.main.running ? `up (${s.main.restart})` : s.main.exit_code !== null ? `exited ${s.main.exit_code}` : s.main.finished_at ? "ended" : "not started";
+const mainState = (s: SandboxInfo) => {
+  const m = s.main;
+  if (!m) return "-";
+  if (m.running) return `up (${m.restart})`;
+  // Started and not ended, but not running now: held with its sandbox (paused, memory kept).
+  if (m.started_at && m.finished_at === null && m.exit_code === null) return s.state === "paused" ? `paused (${m.restart})` : s.state;
+  return m.exit_code !== null ? `exited ${m.exit_code}` : m.finished_at ? "ended" : "not started";
+};
 const row = (s: SandboxInfo) => [
   s.id,
   s.name ?? s.metadata?.name ?? "-",

@@ -194,9 +194,12 @@ async function makePooled(core: Core, p: SpawnPlan): Promise<{ vm: Vm; snapshotI
 }
 
 /** Snapshots that live VMs are restored from (their disks are backed by the snapshot's). */
-export function snapshotsInUse(core: Core): Set<string> {
+export function snapshotsInUse(core: Core, exceptSources = false): Set<string> {
   const ids = new Set<string>();
-  for (const r of core.sandboxes.list(["created", "creating", "running", "paused", "stopped"])) if (r.snapshot_id) ids.add(r.snapshot_id);
+  for (const r of core.sandboxes.list(["created", "creating", "running", "paused", "stopped"])) {
+    // The sandbox a snapshot was taken of has its disk built on it, and restores nothing from it.
+    if (r.snapshot_id && !(exceptSources && core.snapshotRows.get(r.snapshot_id)?.source_id === r.id)) ids.add(r.snapshot_id);
+  }
   for (const id of core.warm.snapshotIds()) ids.add(id);
   for (const id of core.prestarts.snapshotIds()) ids.add(id);
   for (const id of core.tenants?.snapshotIds() ?? []) ids.add(id);

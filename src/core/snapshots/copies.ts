@@ -140,18 +140,21 @@ async function forkByFile(
   image: LocalImage | null,
   started: number,
 ): Promise<ForkResult> {
-  const capture = await parent.vm.snapshot(snap.dir, { memory: "copy" });
-  const ready = await core.snaps.finish(snap, capture);
-  disksBackedBy(core, src.id, ready);
+  // The children's rows first: from the moment the snapshot is ready they keep it from being
+  // collected as a mere layer of the parent's disk.
   const rows = childRows(core, src, snap, count, opts);
   try {
+    const capture = await parent.vm.snapshot(snap.dir, { memory: "copy" });
+    const ready = await core.snaps.finish(snap, capture);
+    disksBackedBy(core, src.id, ready);
     const results = await Promise.allSettled(rows.map((row) => core.providers.of(src).spawn(childSpec(src, row, opts, { files: Snapshots.files(ready) }))));
     const sandboxes = await admitChildren(core, rows, results, image);
     core.events.emit("sandbox.forked", src.id, { children: rows.map((r) => r.id), pause_ms: capture.pauseMs, by_file: true });
     return { sandboxes, pauseMs: capture.pauseMs, totalMs: Math.round(performance.now() - started), snapshotBytes: ready.size_bytes };
   } catch (e) {
     for (const r of rows) await recordFailure(core, r.id, e);
-    await core.snaps.collect();
+    if (core.snapshotRows.get(snap.id)?.state === "creating") await abandon(core, snap, src.id);
+    else await core.snaps.collect();
     throw e;
   }
 }

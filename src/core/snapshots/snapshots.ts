@@ -31,6 +31,8 @@ export interface SnapshotDeps {
   events: EventBus;
   /** Ids of snapshots that running VMs are restored from (their disks are backed by them). */
   inUse: () => Set<string>;
+  /** The same, less the sandboxes each snapshot was taken of (whose disk is only built on it). */
+  restoredFrom: () => Set<string>;
 }
 
 /** Base snapshots kept at most (least recently used go first; ones in use stay). */
@@ -282,6 +284,18 @@ export class Snapshots {
     const keep = this.d.inUse();
     // Fork and pause snapshots stay only while a sandbox uses them.
     for (const r of rows) if ((r.state === "ready" && r.kind !== "fork" && r.kind !== "pause") || (r.state === "creating" && !startup)) keep.add(r.id);
+    // A fork's snapshot whose children are all gone is a layer of its parent's disk and nothing
+    // more: no one can restore it, so it is listed no more (deleted) and its memory goes now; its
+    // disk goes with the parent's.
+    const restored = this.d.restoredFrom();
+    for (const r of rows) {
+      if (r.state !== "ready" || r.kind !== "fork" || restored.has(r.id)) continue;
+      const files = Snapshots.files(r);
+      for (const f of [files.state, files.memory]) if (f) await rm(f, { force: true });
+      this.d.store.update(r.id, { state: "deleted" });
+      r.state = "deleted";
+      this.d.events.emit("snapshot.deleted", null, { snapshot_id: r.id });
+    }
     // A kept snapshot's disk is backed by its parent's: keep the whole chain.
     for (const id of [...keep]) {
       for (let p = byId.get(id)?.parent_id; p && !keep.has(p); p = byId.get(p)?.parent_id) keep.add(p);
