@@ -211,6 +211,36 @@ describe("Dockerfile builds", () => {
     await api("DELETE", `/sandboxes/${sb.body.id}`);
   });
 
+  it("HEALTHCHECK runs while the main process runs: unhealthy after its retries, healthy after a pass, in the JSON and ps; checks keep no sandbox awake", async () => {
+    const df = [`FROM ${baseRef}`, "HEALTHCHECK --interval=1s --timeout=5s --retries=2 CMD test -f /tmp/ok || { echo missing; exit 1; }", `CMD ["sleep", "600"]`].join("\n");
+    const job = await finished((await startBuild(await context({ Dockerfile: df }), { tag: "local/health:v1" })).body.id);
+    assert.equal(job.state, "done", job.error);
+    const sb = await api("POST", "/sandboxes", { image: "local/health:v1", main: {}, idle: { after: "6s", action: "pause" } });
+    assert.equal(sb.status, 201, JSON.stringify(sb.body));
+    const id = sb.body.id as string;
+    const health = async () => (await api("GET", `/sandboxes/${id}`)).body.main?.health;
+    try {
+      await waitFor(async () => (await health())?.status === "unhealthy", 30_000, "two failed checks");
+      const sick = await health();
+      assert.ok(sick.failing_streak >= 2, JSON.stringify(sick));
+      assert.deepEqual(sick.log.at(-1).exit_code, 1);
+      assert.equal(sick.log.at(-1).output, "missing\n");
+      await api("POST", `/sandboxes/${id}/exec`, { command: "touch /tmp/ok" });
+      await waitFor(async () => (await health())?.status === "healthy", 30_000, "a passing check");
+      assert.equal((await health()).failing_streak, 0);
+      const ps = await run("node", [CLI, "--server", base, "ps"], { env: childEnv() });
+      assert.match(ps.stdout, new RegExp(`${id} .* up \\(no, healthy\\)`), ps.stdout);
+      // A check every second is not a use: the idle pause comes, and no check wakes it.
+      await waitFor(async () => (await api("GET", `/sandboxes/${id}`)).body.state === "paused", 30_000, "the idle pause");
+      await new Promise((r) => setTimeout(r, 3000));
+      const after = (await api("GET", `/sandboxes/${id}`)).body;
+      assert.equal(after.state, "paused");
+      assert.equal(after.main.health.status, "healthy", "a paused sandbox shows what was found before it paused");
+    } finally {
+      await api("DELETE", `/sandboxes/${id}`);
+    }
+  });
+
   it("names the line of an unsupported instruction, and of a RUN that fails", async () => {
     const bad = await context({ Dockerfile: `FROM ${baseRef}\nRUN true\nFROBNICATE x\n` });
     const r = await startBuild(bad, { tag: "local/bad:v1" });

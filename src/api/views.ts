@@ -48,6 +48,8 @@ function mainView(m: MainRecord, running: boolean) {
     exit_code: m.exit_code,
     started_at: m.started_at,
     finished_at: m.finished_at,
+    // A run's health, while that run lasts (a paused sandbox shows what was found before it paused).
+    ...(m.health && m.finished_at === null ? { health: m.health } : {}),
   };
 }
 

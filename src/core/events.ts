@@ -21,6 +21,7 @@ export type EventType =
   | "sandbox.restore_retry"
   | "sandbox.main_exited"
   | "sandbox.main_restarted"
+  | "sandbox.health"
   | "image.pulling"
   | "image.progress"
   | "image.pulled"

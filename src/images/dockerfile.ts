@@ -2,7 +2,7 @@
 // variable substitution (${VAR}, ${VAR:-default}, ${VAR:+alt}), stages (FROM … AS name). The
 // instructions a build supports are FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, ENTRYPOINT,
 // CMD, EXPOSE, LABEL and SHELL; VOLUME, STOPSIGNAL and HEALTHCHECK are recorded in the image's
-// config as Docker records them (a stop sends STOPSIGNAL first; a HEALTHCHECK is not run here),
+// config as Docker records them (a stop sends STOPSIGNAL first; the main process's HEALTHCHECK runs, core/sandboxes/health.ts),
 // MAINTAINER is its label, ONBUILD is left out with a warning; anything else is an error that
 // names its line.
 

@@ -35,6 +35,8 @@ export interface ImageConfig {
   StopSignal?: string;
   /** Mount points the image declares (Docker's VOLUME). */
   Volumes?: string[];
+  /** Docker's HEALTHCHECK: Test is ["CMD", argv…], ["CMD-SHELL", command] or ["NONE"]; durations in ns. */
+  Healthcheck?: { Test: string[]; Interval?: number; Timeout?: number; StartPeriod?: number; Retries?: number };
 }
 
 export class ImageFormatError extends Error {
@@ -110,7 +112,17 @@ export function parseImageConfig(bytes: Uint8Array): ImageConfig {
     User: typeof c.User === "string" ? c.User : undefined,
     ...(typeof c.StopSignal === "string" && c.StopSignal.length <= 16 ? { StopSignal: c.StopSignal } : {}),
     ...(c.Volumes && typeof c.Volumes === "object" && !Array.isArray(c.Volumes) ? { Volumes: Object.keys(c.Volumes).slice(0, 64) } : {}),
+    ...healthcheckOf(c.Healthcheck),
   };
+}
+
+/** An image's Healthcheck, when it is well formed (an image is not trusted: a bad one is ignored). */
+function healthcheckOf(h: any): Pick<ImageConfig, "Healthcheck"> {
+  const test = h?.Test;
+  if (!Array.isArray(test) || !test.length || !test.every((x) => typeof x === "string") || test.length > 256) return {};
+  const ns = (v: unknown) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : undefined);
+  const retries = typeof h.Retries === "number" && Number.isInteger(h.Retries) && h.Retries > 0 ? h.Retries : undefined;
+  return { Healthcheck: { Test: test, Interval: ns(h.Interval), Timeout: ns(h.Timeout), StartPeriod: ns(h.StartPeriod), Retries: retries } };
 }
 
 /** How a layer is compressed, from its media type or, failing that, its first bytes. */

@@ -92,6 +92,24 @@ export const MainInfo = Type.Object(
     exit_code: Type.Union([Type.Integer(), Type.Null()]),
     started_at: Type.Union([Type.String(), Type.Null()]),
     finished_at: Type.Union([Type.String(), Type.Null()]),
+    health: Type.Optional(
+      Type.Object(
+        {
+          status: Type.Union([Type.Literal("starting"), Type.Literal("healthy"), Type.Literal("unhealthy")]),
+          failing_streak: Type.Integer({ description: "checks failed in a row" }),
+          log: Type.Array(
+            Type.Object({
+              start: Type.String(),
+              end: Type.String(),
+              exit_code: Type.Integer({ description: "-1: it ran past its timeout, or could not run" }),
+              output: Type.String(),
+            }),
+            { description: "the last five checks" },
+          ),
+        },
+        { description: "the image's HEALTHCHECK, run while the main process runs (as Docker's State.Health)" },
+      ),
+    ),
   },
   { $id: "MainInfo" },
 );

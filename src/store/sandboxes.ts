@@ -115,6 +115,26 @@ export interface MainRecord {
   stopped_by_user: boolean;
   /** The signal a stop sends first (the image's STOPSIGNAL; SIGTERM when absent). */
   stop_signal?: number;
+  /** The image's HEALTHCHECK, run while the main process runs (core/sandboxes/health.ts). */
+  healthcheck?: HealthSpec;
+  /** What the health checks found, last. */
+  health?: HealthState;
+}
+
+/** A health check as a sandbox runs it: argv in the guest, Docker's timings in ms. */
+export interface HealthSpec {
+  argv: string[];
+  interval_ms: number;
+  timeout_ms: number;
+  start_period_ms: number;
+  retries: number;
+}
+
+/** A main process's health, as Docker reports a container's: its status, the failures in a row, the last checks. */
+export interface HealthState {
+  status: "starting" | "healthy" | "unhealthy";
+  failing_streak: number;
+  log: { start: string; end: string; exit_code: number; output: string }[];
 }
 
 /** A sandbox's network as stored. */

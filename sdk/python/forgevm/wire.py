@@ -70,8 +70,11 @@ class _MainInfoRequired(TypedDict):
     finished_at: Optional[str]
 
 
-class MainInfo(_MainInfoRequired):
+class MainInfo(_MainInfoRequired, total=False):
     """A sandbox's main process: command, restart policy, and how its last run went."""
+
+    #: the image's HEALTHCHECK, run while the main process runs (as Docker's State.Health)
+    health: Dict[str, Any]
 
 
 class _NetworkInfoRequired(TypedDict):

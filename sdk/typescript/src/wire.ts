@@ -107,6 +107,20 @@ export interface MainInfo {
   exit_code: number | null;
   started_at: string | null;
   finished_at: string | null;
+  /** the image's HEALTHCHECK, run while the main process runs (as Docker's State.Health) */
+  health?: {
+    status: "starting" | "healthy" | "unhealthy";
+    /** checks failed in a row */
+    failing_streak: number;
+    /** the last five checks */
+    log: {
+      start: string;
+      end: string;
+      /** -1: it ran past its timeout, or could not run */
+      exit_code: number;
+      output: string;
+    }[];
+  };
 }
 
 /** A sandbox's network: mode, egress allowlist, published ports. */

@@ -82,7 +82,7 @@ function idleRequest(o: Record<string, any>): { after: string; action: "pause" |
 const mainState = (s: SandboxInfo) => {
   const m = s.main;
   if (!m) return "-";
-  if (m.running) return `up (${m.restart})`;
+  if (m.running) return `up (${[m.restart, m.health?.status].filter(Boolean).join(", ")})`;
   // Started and not ended, but not running now: held with its sandbox (paused, memory kept).
   if (m.started_at && m.finished_at === null && m.exit_code === null) return s.state === "paused" ? `paused (${m.restart})` : s.state;
   return m.exit_code !== null ? `exited ${m.exit_code}` : m.finished_at ? "ended" : "not started";

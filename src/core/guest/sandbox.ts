@@ -109,6 +109,16 @@ export class Sandbox extends Activity implements Guest {
   }
 
   /** Runs a command (a shell string, or argv without a shell) and waits for it. */
+  /**
+   * Runs a check the server makes on its own (a HEALTHCHECK): not a use of the sandbox, so no
+   * idle timer is put off by it and no event tells of it. Output is stdout then stderr.
+   */
+  async probe(argv: string[], opts: { user?: string; timeoutMs: number; maxOutputBytes: number }): Promise<{ exitCode: number; output: string; timedOut: boolean }> {
+    const req = { argv, env: this.envFor(undefined), cwd: this.defaults.cwd, ...this.runAs(opts.user), timeout_ms: opts.timeoutMs };
+    const r = await this.vm.channel.execBuffered(req, { maxOutputBytes: opts.maxOutputBytes });
+    return { exitCode: r.exit_code, output: Buffer.concat([r.stdout, r.stderr]).toString("utf8"), timedOut: r.timed_out };
+  }
+
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecOutput> {
     const t0 = performance.now();
     const req = this.execRequest(command, opts);

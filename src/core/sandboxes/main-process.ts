@@ -13,6 +13,7 @@ import type { EventBus } from "../events.js";
 import type { ProcessEnd, ProcessListener, TrackedProcess } from "../guest/processes.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { ignore } from "../../util/ignore.js";
+import { HealthMonitor } from "./health.js";
 
 /** First back-off before a restart; it doubles per quick failure up to MAX_BACKOFF_MS. */
 const FIRST_BACKOFF_MS = 100;
@@ -66,6 +67,7 @@ export class MainRunner {
   private proc: TrackedProcess | null = null;
   private timer: NodeJS.Timeout | null = null;
   private quickFailures = 0;
+  private health: HealthMonitor | null = null;
   private disposed = false;
   private released = false;
   /** Emits "line" (LogLine) and "exit" (exit code). */
@@ -116,6 +118,7 @@ export class MainRunner {
     const [cmd, ...args] = m.command;
     try {
       this.proc = await this.sb.startProcess({ cmd, args, env: {}, user: m.user, tag: MAIN_TAG, stdin: false }, this.listener(startedAt));
+      this.watchHealth();
     } catch (e) {
       this.log("stderr", `forgevm: the main process could not start: ${(e as Error).message}`);
       this.ended({ exitCode: 127, timedOut: false, error: (e as Error).message }, startedAt);
@@ -131,6 +134,24 @@ export class MainRunner {
     const started = Date.parse(this.record()?.started_at ?? "");
     this.proc = proc;
     proc.subscribe(this.listener(Number.isFinite(started) ? started : Date.now()));
+    this.watchHealth();
+  }
+
+  /** Starts the image's health checks for this run of the main process (each run starts as "starting", as Docker's). */
+  private watchHealth(): void {
+    this.health?.stop();
+    this.health = null;
+    const m = this.record();
+    if (!m?.healthcheck || !this.proc?.running) return;
+    const running = () => this.core.live.get(this.sb.id) === this.sb && this.core.sandboxes.get(this.sb.id)?.state === "running";
+    this.health = new HealthMonitor(this.sb, m.healthcheck, m.user, {
+      running,
+      record: (health, changed) => {
+        this.save({ health });
+        if (changed) this.core.events.emit("sandbox.health", this.sb.id, { status: health.status, failing_streak: health.failing_streak });
+      },
+    });
+    this.health.start();
   }
 
   /** Hears the main process: each line to the log, its end to the restart policy. */
@@ -156,6 +177,8 @@ export class MainRunner {
 
   private ended(e: ProcessEnd, startedAt: number): void {
     this.proc = null;
+    this.health?.stop();
+    this.health = null;
     // Let go of with its server (release): the process runs on in the guest, and the next server adopts it.
     if (this.released) return;
     const code = e.signal ? 128 + e.signal : e.exitCode;
@@ -230,6 +253,7 @@ export class MainRunner {
   /** The sandbox is going away: no more restarts. */
   dispose(): void {
     this.disposed = true;
+    this.health?.stop();
     if (this.timer) clearTimeout(this.timer);
     this.lines.removeAllListeners();
   }

@@ -11,6 +11,7 @@ import type { TemplateRow } from "../../store/templates.js";
 import type { Core } from "../core.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { IdlePolicy, SpawnOptions } from "../options.js";
+import { healthSpec } from "./health.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
 import { checkEnv, checkFullNetwork, checkMemory, checkMetadata, checkOwner, checkProvider, checkVcpus } from "./validate.js";
 import { expiryAfter, NO_TTL, parseIdle } from "../../schemas/durations.js";
@@ -90,10 +91,12 @@ export function planMain(image: LocalImage, main: SpawnOptions["main"]): MainRec
   if (!command.length) throw badRequest(`main.command: image ${image.name} has no ENTRYPOINT or CMD; give the command to run`);
   const user = image.config?.User?.split(":")[0] || undefined;
   const stopSignal = signalNumber(image.config?.StopSignal);
+  const healthcheck = healthSpec(image.config?.Healthcheck);
   return {
     command,
     ...(user ? { user } : {}),
     ...(stopSignal !== undefined && stopSignal !== 15 ? { stop_signal: stopSignal } : {}),
+    ...(healthcheck ? { healthcheck } : {}),
     restart: policy,
     ...(max !== undefined ? { max_restarts: max } : {}),
     restarts: 0,
