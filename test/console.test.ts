@@ -150,6 +150,10 @@ describe("the web console", () => {
     await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 3, 60_000, "three samples in the CPU chart");
     await page.waitForTimeout(1500);
     await shot("sandbox");
+    // Its labels are laid over the plot, not drawn in the stretched SVG (where they were squeezed).
+    assert.equal(await cpu.locator("svg text").count(), 0);
+    assert.ok((await cpu.locator(".tick-max").textContent())?.trim(), "the scale's top is labelled");
+    assert.match((await cpu.locator(".tick-end").textContent()) ?? "", /\d{1,2}:\d{2}/);
     // The guest's line (sampled every third tick, with empty buckets between) is one stroke, as is the network chart's.
     await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 12, 60_000, "twelve samples in the CPU chart");
     for (const chart of [cpu, page.getByTestId("charts").locator("figure").nth(3)]) {
@@ -249,6 +253,35 @@ describe("the web console", () => {
       await waitFor(async () => (await api("GET", "/secrets/console_token")).body.version === 2, 10_000, "the new version");
       await shot("secrets");
       assert.doesNotMatch(await page.content(), /console-secret-value/);
+      // The stored secret is used from the console: an egress header rule at launch, changed on the Network tab.
+      await page.goto(`${server.url}/#/sandboxes/new`);
+      await page.getByRole("radio", { name: "allowlist" }).check();
+      await page.getByLabel("Also allow (hosts, *.domains, CIDRs, :ports)").fill("api.example.test");
+      await page.getByLabel("egress headers").fill("api.example.test: Authorization=Bearer {{console_token}}");
+      await page.getByRole("button", { name: "Launch", exact: true }).click();
+      await page.getByTestId("sandbox-id").waitFor({ timeout: 120_000 });
+      const ruled = (await page.getByTestId("sandbox-id").textContent())!;
+      try {
+        assert.deepEqual((await api("GET", `/sandboxes/${ruled}/network`)).body.egress_rules, { "api.example.test": { headers: { Authorization: "Bearer {{console_token}}" } } });
+        await page.getByRole("tab", { name: "Network" }).click();
+        const rules = page.getByLabel("egress headers");
+        await rules.waitFor();
+        assert.equal(await rules.inputValue(), "api.example.test: Authorization=Bearer {{console_token}}");
+        await page.getByText("{{console_token}}", { exact: false }).first().waitFor();
+        await rules.fill("api.example.test: X-Token={{console_token}}");
+        await page.getByRole("button", { name: "Save egress headers" }).click();
+        await waitFor(
+          async () =>
+            JSON.stringify((await api("GET", `/sandboxes/${ruled}/network`)).body.egress_rules) ===
+            JSON.stringify({ "api.example.test": { headers: { "X-Token": "{{console_token}}" } } }),
+          10_000,
+          "the rule changed from the Network tab",
+        );
+      } finally {
+        // Off its page first: a page polling a sandbox that goes away logs the 404.
+        await page.goto(`${server.url}/#/secrets`);
+        await api("DELETE", `/sandboxes/${ruled}`);
+      }
       await page.getByRole("button", { name: "Remove" }).click();
       await waitFor(async () => (await api("GET", "/secrets/console_token")).status === 404, 10_000, "the secret removed");
       assert.ok(seen.length > 0);

@@ -118,6 +118,34 @@ export function go(path: string): void {
   location.hash = `#/${path}`;
 }
 
+/** Egress rules as the API takes them: per host, the headers the egress proxy adds. */
+export type EgressRules = Record<string, { headers: Record<string, string> }>;
+
+/**
+ * "HOST: Header=value" lines (the CLI's --egress-header) → egress rules; a line that is not
+ * one is an error naming it. `{{NAME}}` in a value names a stored secret.
+ */
+export function parseEgressHeaders(text: string): EgressRules | undefined {
+  const out: EgressRules = {};
+  for (const line of text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean)) {
+    const m = /^([^:\s]+)\s*:\s*([^=\s]+)\s*=(.*)$/.exec(line);
+    if (!m) throw new Error(`egress headers: "${line}" is not HOST: Header=value`);
+    const rule = (out[m[1]] ??= { headers: {} });
+    rule.headers[m[2]] = m[3].trim();
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+/** Egress rules → the lines parseEgressHeaders reads. */
+export function egressHeaderLines(rules: EgressRules | undefined): string {
+  return Object.entries(rules ?? {})
+    .flatMap(([host, r]) => Object.entries(r.headers).map(([name, value]) => `${host}: ${name}=${value}`))
+    .join("\n");
+}
+
 /** "KEY=value" lines → an object; a line without "=" is an error naming it. */
 export function parsePairs(text: string, what: string): Record<string, string> | undefined {
   const out: Record<string, string> = {};

@@ -1,4 +1,6 @@
-// A line chart in SVG of one or more series over time; gaps where a value was not sampled.
+// A line chart in SVG of one or more series over time; gaps where a value was not sampled. The
+// SVG stretches to its box (preserveAspectRatio none), so its labels are HTML laid over it: text
+// inside it would be stretched and squeezed with the box.
 import { useState } from "react";
 
 export interface Series {
@@ -57,32 +59,34 @@ export function Chart(props: { title: string; ts: number[]; series: Series[]; fo
           no samples yet
         </div>
       ) : (
-        <svg
-          viewBox={`0 0 ${W} ${H}`}
-          preserveAspectRatio="none"
-          role="img"
-          aria-label={props.title}
-          onMouseLeave={() => setHover(null)}
-          onMouseMove={(e) => {
-            const r = (e.currentTarget as SVGSVGElement).getBoundingClientRect();
-            const t = t0 + ((e.clientX - r.left) / r.width) * (t1 - t0);
-            let best = 0;
-            ts.forEach((v, i) => {
-              if (Math.abs(v - t) < Math.abs(ts[best] - t)) best = i;
-            });
-            setHover(best);
-          }}
-        >
-          <line x1={pad.l} x2={W - pad.r} y1={H - pad.b} y2={H - pad.b} className="axis" />
-          <line x1={pad.l} x2={W - pad.r} y1={pad.t} y2={pad.t} className="grid" />
-          {series.map((s) => (
-            <path key={s.label} d={path(s.values)} fill="none" stroke={s.color} strokeWidth={1.5} vectorEffect="non-scaling-stroke" />
-          ))}
-          {hover !== null && <line x1={x(ts[at])} x2={x(ts[at])} y1={pad.t} y2={H - pad.b} className="cursor" />}
-          <text x={W - pad.r} y={pad.t + 10} textAnchor="end" className="tick">
-            {props.format(max)}
-          </text>
-        </svg>
+        <div className="chart-plot">
+          <svg
+            viewBox={`0 0 ${W} ${H}`}
+            preserveAspectRatio="none"
+            role="img"
+            aria-label={props.title}
+            onMouseLeave={() => setHover(null)}
+            onMouseMove={(e) => {
+              const r = (e.currentTarget as SVGSVGElement).getBoundingClientRect();
+              const t = t0 + ((e.clientX - r.left) / r.width) * (t1 - t0);
+              let best = 0;
+              ts.forEach((v, i) => {
+                if (Math.abs(v - t) < Math.abs(ts[best] - t)) best = i;
+              });
+              setHover(best);
+            }}
+          >
+            <line x1={pad.l} x2={W - pad.r} y1={H - pad.b} y2={H - pad.b} className="axis" />
+            <line x1={pad.l} x2={W - pad.r} y1={pad.t} y2={pad.t} className="grid" />
+            {series.map((s) => (
+              <path key={s.label} d={path(s.values)} fill="none" stroke={s.color} strokeWidth={1.5} vectorEffect="non-scaling-stroke" />
+            ))}
+            {hover !== null && <line x1={x(ts[at])} x2={x(ts[at])} y1={pad.t} y2={H - pad.b} className="cursor" />}
+          </svg>
+          <span className="tick tick-max">{props.format(max)}</span>
+          <span className="tick tick-start">{new Date(t0).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</span>
+          <span className="tick tick-end">{new Date(t1).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</span>
+        </div>
       )}
     </figure>
   );

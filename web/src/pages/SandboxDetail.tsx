@@ -1,10 +1,11 @@
 // One sandbox: its details and live charts (host and guest, 10 m / 1 h / 24 h), a terminal,
-// files, processes, the console log, network (egress log, allowlist, ports) and the actions:
+// files, processes, the console log, network (components/NetworkTab.tsx) and the actions:
 // snapshot, fork, stop/start, extend, destroy.
 import { useState } from "react";
 import { api, bytes, q, relative } from "../api";
 import { Chart } from "../components/Chart";
 import { FileBrowser } from "../components/FileBrowser";
+import { NetworkTab } from "../components/NetworkTab";
 import { Terminal } from "../components/Terminal";
 import { Action, Card, ErrorBox, go, StateBadge, Tabs, useData } from "../ui";
 
@@ -93,7 +94,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
       {active === "Logs" && <Logs id={id} hasMain={!!s?.main} />}
       {/* A paused or stopped sandbox's network is the one it keeps for when it runs again. */}
       {active === "Network" &&
-        (running || s?.state === "paused" || s?.state === "stopped" ? <Network id={id} onError={setError} /> : <p className="muted">the sandbox is not running</p>)}
+        (running || s?.state === "paused" || s?.state === "stopped" ? <NetworkTab id={id} onError={setError} /> : <p className="muted">the sandbox is not running</p>)}
     </div>
   );
 }
@@ -310,106 +311,6 @@ function Logs({ id, hasMain }: { id: string; hasMain: boolean }) {
         <pre className="log" data-testid="console-log">
           {(logs.data ?? []).join("\n") || "the console is empty"}
         </pre>
-      </Card>
-    </>
-  );
-}
-
-function Network({ id, onError }: { id: string; onError: (m: string | null) => void }) {
-  const net = useData<any>(() => api("GET", `/sandboxes/${q(id)}/network`), [id]);
-  const egress = useData<any[]>(() => api("GET", `/sandboxes/${q(id)}/egress?lines=200`), [id], 5000);
-  const [allow, setAllow] = useState<string | null>(null);
-  const n = net.data;
-  return (
-    <>
-      <ErrorBox error={net.error} />
-      {n && (
-        <div className="grid2">
-          <Card title={`Mode: ${n.mode}`}>
-            {n.mode === "allowlist" ? (
-              <>
-                <label>
-                  Allowlist (one entry per line)
-                  <textarea rows={6} value={allow ?? (n.allow ?? []).join("\n")} onChange={(e) => setAllow(e.target.value)} aria-label="allowlist" />
-                </label>
-                <Action
-                  label="Save allowlist"
-                  kind="primary"
-                  onError={onError}
-                  run={async () => {
-                    await api("PUT", `/sandboxes/${q(id)}/network/allow`, {
-                      allow: (allow ?? "")
-                        .split("\n")
-                        .map((l) => l.trim())
-                        .filter(Boolean),
-                    });
-                    setAllow(null);
-                    net.reload();
-                  }}
-                />
-              </>
-            ) : (
-              <p className="muted">{n.mode === "none" ? "no network device: nothing leaves this sandbox" : "full network access (still never the host's own services)"}</p>
-            )}
-          </Card>
-          <Card title="Published ports">
-            <table className="list">
-              <tbody>
-                {(n.ports ?? []).map((p: any) => (
-                  <tr key={p.host_port}>
-                    <td className="mono">
-                      {p.host_ip}:{p.host_port} → {p.guest_port}
-                    </td>
-                    <td className="row-actions">
-                      <Action label="Remove" onError={onError} run={() => api("DELETE", `/sandboxes/${q(id)}/ports/${p.host_port}`).then(net.reload)} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-            <form
-              className="toolbar"
-              onSubmit={async (e) => {
-                e.preventDefault();
-                const port = String(new FormData(e.currentTarget).get("port") ?? "");
-                onError(null);
-                try {
-                  await api("POST", `/sandboxes/${q(id)}/ports`, { port });
-                  net.reload();
-                } catch (err) {
-                  onError((err as Error).message);
-                }
-              }}
-            >
-              <input name="port" placeholder="8080:80" aria-label="port" />
-              <button type="submit">Publish</button>
-            </form>
-          </Card>
-        </div>
-      )}
-      <Card title="Egress log">
-        <table className="list">
-          <tbody>
-            {[...(egress.data ?? [])].reverse().map((e, i) => (
-              // biome-ignore lint/suspicious/noArrayIndexKey: log lines have no identity of their own, and the list only grows at one end
-              <tr key={`${e.ts}-${i}`}>
-                <td className="muted">{new Date(e.ts).toLocaleTimeString()}</td>
-                <td>
-                  <span className={`badge ${e.decision === "allow" ? "state-running" : "state-error"}`}>{e.decision}</span>
-                </td>
-                <td className="mono">
-                  {e.method} {e.host}:{e.port}
-                </td>
-                <td className="muted">{e.reason}</td>
-              </tr>
-            ))}
-            {!egress.data?.length && (
-              <tr>
-                <td className="muted">no requests yet</td>
-              </tr>
-            )}
-          </tbody>
-        </table>
       </Card>
     </>
   );

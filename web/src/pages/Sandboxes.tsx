@@ -2,7 +2,7 @@
 // with presets, ports, environment, secrets).
 import { useState } from "react";
 import { api, q, relative } from "../api";
-import { Card, ErrorBox, go, parsePairs, StateBadge, useData } from "../ui";
+import { Card, ErrorBox, go, parseEgressHeaders, parsePairs, StateBadge, useData } from "../ui";
 
 export function SandboxList() {
   const [filter, setFilter] = useState("");
@@ -116,6 +116,7 @@ export function LaunchForm({ image }: { image?: string } = {}) {
           : undefined,
         env: parsePairs(s("env"), "environment"),
         secrets: parsePairs(s("secrets"), "secrets"),
+        egress_rules: network === "allowlist" ? parseEgressHeaders(s("egress_headers")) : undefined,
         disk_mb: n("disk_mb"),
         volumes: s("volumes") ? s("volumes").split(/\s+/).filter(Boolean) : undefined,
         idle: s("idle_pause") ? { after: s("idle_pause"), action: "pause" } : undefined,
@@ -266,6 +267,10 @@ export function LaunchForm({ image }: { image?: string } = {}) {
               <label>
                 Also allow (hosts, *.domains, CIDRs, :ports)
                 <input name="allow" placeholder="example.com api.example.org:443" />
+              </label>
+              <label title="the egress proxy adds these headers to requests for HOST; {{NAME}} is a secret stored on the Secrets page, whose value never enters the sandbox">
+                Egress headers (HOST: Header=value per line; {"{{NAME}}"} names a stored secret)
+                <textarea name="egress_headers" rows={2} placeholder="api.openai.com: Authorization=Bearer {{OPENAI_KEY}}" aria-label="egress headers" />
               </label>
             </>
           )}
