@@ -290,11 +290,13 @@ it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, f
   await waitFor(async () => (pids.followed = await main(ids.followed, "tick")) !== "", 10_000, "the followed main process");
   await waitFor(async () => (pids.service = await main(ids.service, "sleep 600")) !== "", 10_000, "the service's main process");
   // A command in flight, and a client following a main process's log.
-  const execOut = fetch(`${base}/sandboxes/${ids.execing}/exec`, {
+  const execResponse = fetch(`${base}/sandboxes/${ids.execing}/exec`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ command: "echo $$ > /root/exec.pid; exec sleep 600", stream: true }),
-  }).then((r) => r.text());
+    body: JSON.stringify({ command: "echo $$ > /root/exec.pid; i=0; while true; do echo tick $i; i=$((i+1)); sleep 1; done", stream: true }),
+  });
+  const execPid = execResponse.then((r) => r.headers.get("x-forgevm-pid"));
+  const execOut = execResponse.then((r) => r.text());
   await waitFor(async () => (await api("GET", `/sandboxes/${ids.execing}/files/stat?path=/root/exec.pid`)).status === 200, 10_000, "the command in flight");
   pids.execing = (await sh(ids.execing, "cat /root/exec.pid")).trim();
   const followed = fetch(`${base}/sandboxes/${ids.followed}/main/logs?follow=true`).then((r) => r.text());
@@ -332,6 +334,21 @@ it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, f
     if (pids[k]) assert.equal(await sh(id, `kill -0 ${pids[k]} && echo alive`), "alive\n", `${k}: process ${pids[k]} runs on`);
   }
   assert.equal(await (await fetch(`http://127.0.0.1:${hostPort}/ack.txt`)).text(), "acknowledged by serving\n");
+  // The exec whose stream the stop ended: its pid came with the stream, and it is followed again by it.
+  assert.equal(await execPid, pids.execing, "the stream named its process");
+  const listed = (await api("GET", `/sandboxes/${ids.execing}/processes`)).body as { pid: number; adopted: boolean }[];
+  assert.ok(
+    listed.some((p) => String(p.pid) === pids.execing && p.adopted),
+    JSON.stringify(listed),
+  );
+  const again = await fetch(`${base}/sandboxes/${ids.execing}/processes/${pids.execing}/output`);
+  assert.equal(again.status, 200);
+  const reader = again.body!.getReader();
+  let got = "";
+  while (!/"stream":"stdout","data":"[^"]*tick \d+/.test(got)) got += new TextDecoder().decode((await reader.read()).value);
+  assert.equal((await api("POST", `/sandboxes/${ids.execing}/processes/${pids.execing}/kill`, { signal: "SIGKILL" })).status, 200);
+  for (let r = await reader.read(); !r.done; r = await reader.read()) got += new TextDecoder().decode(r.value);
+  assert.match(got.trim().split("\n").at(-1) ?? "", /"stream":"exit".*"exit_code":137/);
   // The main processes were taken over, not started again, and the log has no gap.
   const service = (await api("GET", `/sandboxes/${ids.service}`)).body.main;
   assert.deepEqual([service.running, service.restarts], [true, 0]);

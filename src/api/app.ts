@@ -26,6 +26,7 @@ import { auditRoutes } from "./routes/audit.js";
 import { codeRoutes } from "./routes/code.js";
 import { eventRoutes } from "./routes/events.js";
 import { execRoutes } from "./routes/exec.js";
+import { processRoutes } from "./routes/processes.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
 import { fileRoutes } from "./routes/files.js";
 import { commitRoutes } from "./routes/commit.js";
@@ -202,6 +203,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await api.register(sandboxRoutes, { forge: opts.forge });
       await api.register(workloadRoutes, { forge: opts.forge });
       await api.register(execRoutes, { forge: opts.forge, maxOutputBytes: opts.maxOutputBytes ?? 16 * 1024 * 1024 });
+      await api.register(processRoutes, { forge: opts.forge });
       await api.register(execWsRoutes, { forge: opts.forge });
       await api.register(codeRoutes, { forge: opts.forge });
       await api.register(fileRoutes, { forge: opts.forge });

@@ -114,6 +114,18 @@ export const MainInfo = Type.Object(
   { $id: "MainInfo" },
 );
 
+/** A process the sandbox keeps track of (GET /sandboxes/{id}/processes). */
+export const ProcessInfo = Type.Object(
+  {
+    pid: Type.Integer({ description: "the guest's pid" }),
+    command: Type.Array(Type.String()),
+    tag: Type.Optional(Type.String()),
+    running: Type.Boolean(),
+    adopted: Type.Boolean({ description: "taken over from a server that went away: what it wrote meanwhile comes first to the first follower" }),
+  },
+  { $id: "ProcessInfo" },
+);
+
 export const VolumeMount = Type.Object({ name: Type.String(), path: Type.String(), read_only: Type.Boolean() }, { $id: "VolumeMount" });
 
 export const HostDirMount = Type.Object({ host: Type.String(), path: Type.String(), read_only: Type.Boolean() }, { $id: "HostDirMount" });

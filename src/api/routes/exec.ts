@@ -25,18 +25,19 @@ export const execRoutes: FastifyPluginAsyncTypebox<{ forge: Forge; maxOutputByte
     const s = sb.execStream(command, { ...opts, stdin: stdin !== undefined });
     if (s.stdin) s.stdin.end(stdin);
     // Refused before it ran (an unknown user, a closed channel): an error response, not a stream.
-    const ran = await s.started.then(
-      () => true,
-      () => false,
+    const pid = await s.started.then(
+      (st) => st.pid,
+      () => null,
     );
-    if (!ran)
+    if (pid === null)
       throw await s.result.then(
         () => new Error("the command did not start"),
         (e: Error) => e,
       );
     reply.hijack();
     const out = reply.raw;
-    out.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), "Content-Type": "application/x-ndjson", "Cache-Control": "no-store" });
+    // Its pid, for a client whose stream ends before the process does (the server stopped) to follow it again (routes/processes.ts).
+    out.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-ForgeVM-Pid": String(pid) });
     const forward = (name: "stdout" | "stderr", stream: NodeJS.ReadableStream) =>
       relayChunks(
         name,
