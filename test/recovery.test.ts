@@ -300,6 +300,18 @@ it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, f
   await waitFor(async () => (await api("GET", `/sandboxes/${ids.execing}/files/stat?path=/root/exec.pid`)).status === 200, 10_000, "the command in flight");
   pids.execing = (await sh(ids.execing, "cat /root/exec.pid")).trim();
   const followed = fetch(`${base}/sandboxes/${ids.followed}/main/logs?follow=true`).then((r) => r.text());
+  // A Daytona session with a working directory and a variable, busy with a command as the server stops.
+  const toolbox = async (id: string, path: string, body?: unknown) => {
+    const r = await fetch(`${base.replace(/\/api\/v1$/, "")}/daytona/toolbox/${id}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: "Bearer any-key", "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: r.status, body: (r.status === 204 || r.status === 201 ? null : await r.json()) as any };
+  };
+  assert.equal((await toolbox(ids.forkable, "/process/session", { sessionId: "kept" })).status, 201);
+  assert.equal((await toolbox(ids.forkable, "/process/session/kept/exec", { command: "cd /tmp && export GREETING=still-here" })).body.exitCode, 0);
+  assert.equal((await toolbox(ids.forkable, "/process/session/kept/exec", { command: "sleep 12; echo from-before", runAsync: true })).status, 202);
   assert.equal((await api("POST", `/sandboxes/${ids.paused}/pause`)).status, 200);
   // A connection to the published port open as the server stops.
   const open = connect(hostPort, "127.0.0.1");
@@ -358,11 +370,17 @@ it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, f
     ticks.map((_, i) => i),
     "every tick, in order, across the restart",
   );
+  // The session is back under its id, its shell's state kept; a new command waits for the one
+  // the shell was running and gets only its own output.
+  const inSession = await toolbox(ids.forkable, "/process/session/kept/exec", { command: "echo $GREETING $(pwd)" });
+  assert.deepEqual([inSession.body.exitCode, inSession.body.stdout], [0, "still-here /tmp\n"], JSON.stringify(inSession.body));
   // A forkable sandbox forks after the restart, its child with the same files and processes.
   const fork = await api("POST", `/sandboxes/${ids.forkable}/fork`, { count: 1 });
   assert.equal(fork.status, 201, JSON.stringify(fork.body));
   const child = fork.body.sandboxes[0].id as string;
   assert.equal(await sh(child, `cat /root/ack.txt; kill -0 ${pids.forkable} && echo alive`), "acknowledged by forkable\nalive\n");
+  // Its copy has the session too.
+  assert.equal((await toolbox(child, "/process/session/kept/exec", { command: "echo $GREETING" })).body.stdout, "still-here\n");
 
   for (const id of [...Object.values(ids), child]) assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
   server.kill("SIGTERM");

@@ -285,9 +285,11 @@ export class Sandbox extends Activity implements Guest {
     return this.processes.track(spec, session, first);
   }
 
-  /** Takes over the processes a server that went away left running here (adopt.ts); returns them. */
-  adoptProcesses(): Promise<TrackedProcess[]> {
-    return adoptDetached(this.vm.channel, this.processes);
+  /** Takes over the processes a server that went away left running here (adopt.ts), and the shell sessions among them; returns them. */
+  async adoptProcesses(): Promise<TrackedProcess[]> {
+    const adopted = await adoptDetached(this.vm.channel, this.processes);
+    await this.shells.takeOver(adopted);
+    return adopted;
   }
 
   /** The user execs run as unless they say otherwise (the image's USER or the spawn's), when one was set. */

@@ -4,6 +4,10 @@
 // its exit status, on stdout and on stderr; output is the command's until its markers arrive.
 // A command's output is kept (in arrival order, stream by stream) for its logs and for whoever
 // follows it. An async command's stdin is a FIFO fed by a small `cat` the host writes to.
+// A session's shell is tagged with its id, so it outlives its server: the next server (or a
+// fork's copy) that adopts the shell takes the session back under the same id, with the shell's
+// working directory and variables; the commands given before are not remembered (their output
+// was the old server's).
 // Daytona's toolbox sessions are built on this; the Sandbox holds one ShellSessions.
 import { randomBytes } from "node:crypto";
 import { ForgevmError, badRequest, conflict, notFound } from "../../http/errors.js";
@@ -21,6 +25,8 @@ const SESSION_LOG_BYTES = 32 * 1024 * 1024;
 /** Where async commands' stdin FIFOs live in the guest. */
 const FIFO_DIR = "/tmp/.forgevm-sessions";
 const RS = 0x1e;
+/** The tag of a session's shell: this, then the session's id. */
+const SHELL_TAG = "shell-session:";
 
 export type LogStream = "stdout" | "stderr";
 export interface LogChunk {
@@ -144,6 +150,7 @@ const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 export class ShellSession {
   readonly commands = new Map<string, SessionCommand>();
   private readonly queue: SessionCommand[] = [];
+  // Each server's own: markers of a command a server before it gave are plain output to this one.
   private readonly token = randomBytes(12).toString("hex");
   private seq = 0;
   private ended: ProcessEnd | null = null;
@@ -188,24 +195,43 @@ export class ShellSession {
         cwd: this.spec.cwd,
         user: this.spec.user,
         stdin: true,
+        tag: `${SHELL_TAG}${this.id}`,
       },
-      {
-        // The server's own reader: a session left open does not keep its sandbox from idling.
-        background: true,
-        output: (o) => {
-          (o.stream === "stderr" ? this.err : this.out).push(o.data);
-          return true;
-        },
-        drained: async () => {},
-        end: (e) => {
-          this.ended = e;
-          // A command that ended the shell (`exit`) ends with it; those queued behind it never ran.
-          const [running, ...never] = this.queue.splice(0);
-          running?.end(e.exitCode);
-          for (const c of never) c.end(-1);
-        },
-      },
+      this.listener(),
     );
+  }
+
+  /**
+   * Takes over the shell of this session that a server before this one started (adopted):
+   * commands queue behind a hidden one whose markers come once whatever the shell was running
+   * has ended, so no new command is told the end of an old one.
+   */
+  async takeOver(shell: TrackedProcess): Promise<void> {
+    this.shell = shell;
+    const resync = new SessionCommand(`${this.id}-taken-over`, "", false, false);
+    this.queue.push(resync);
+    shell.subscribe(this.listener());
+    if (!this.alive) return;
+    await shell.sendInput(Buffer.from(`printf '\\036E${this.token}:0\\036'; printf '\\036E${this.token}\\036' >&2\n`));
+  }
+
+  private listener(): ProcessListener {
+    return {
+      // The server's own reader: a session left open does not keep its sandbox from idling.
+      background: true,
+      output: (o) => {
+        (o.stream === "stderr" ? this.err : this.out).push(o.data);
+        return true;
+      },
+      drained: async () => {},
+      end: (e) => {
+        this.ended = e;
+        // A command that ended the shell (`exit`) ends with it; those queued behind it never ran.
+        const [running, ...never] = this.queue.splice(0);
+        running?.end(e.exitCode);
+        for (const c of never) c.end(-1);
+      },
+    };
   }
 
   get alive(): boolean {
@@ -301,6 +327,17 @@ export class ShellSessions {
       throw e;
     }
     return s;
+  }
+
+  /** Takes back the sessions whose shells a server before this one left running (adopted, adopt.ts). */
+  async takeOver(adopted: TrackedProcess[]): Promise<void> {
+    for (const p of adopted) {
+      const id = p.spec.tag?.startsWith(SHELL_TAG) ? p.spec.tag.slice(SHELL_TAG.length) : "";
+      if (!/^[A-Za-z0-9._-]{1,128}$/.test(id) || this.sessions.has(id) || !p.running || this.sessions.size >= MAX_SESSIONS) continue;
+      const s = new ShellSession(id, this.guest, { user: p.spec.user, cwd: p.spec.cwd });
+      this.sessions.set(id, s);
+      await s.takeOver(p).catch(ignore("a shell that ended meanwhile leaves its session ended"));
+    }
   }
 
   get(id: string): ShellSession {
