@@ -39,6 +39,7 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ["SecretInput", { body: ["post", "/secrets"] }, "What `secrets.create` sends."],
   ["SecretUpdate", { body: ["put", "/secrets/{name}"] }, "What `secrets.update` sends: a new value, and optionally a new description and metadata."],
   ["GuestProcess", { schema: "GuestProcess" }, "A process running in a sandbox."],
+  ["ProcessInfo", { schema: "ProcessInfo" }, "A process the sandbox keeps track of, to follow again by pid."],
   ["ExecResult", { response: ["post", "/sandboxes/{id}/exec", 200] }, "What a command did: a non-zero exit code is a result, not an error."],
   ["FileInfo", { schema: "FileInfo" }, "A file or directory in a sandbox."],
   ["ArchiveResult", { response: ["put", "/sandboxes/{id}/archive", 200] }, "What an archive upload wrote."],

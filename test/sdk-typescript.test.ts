@@ -23,7 +23,7 @@ import {
 } from "forgevm";
 import type { RunningServer } from "../src/api/serve.js";
 import { DEFAULT_PORT } from "../src/config/config.js";
-import { childEnv, startTestServer } from "./helpers.js";
+import { childEnv, startTestServer, waitFor } from "./helpers.js";
 
 /** The address the documents' examples name; the tests put their own server's in its place. */
 const DOCS_URL = `http://localhost:${DEFAULT_PORT}`;
@@ -235,6 +235,29 @@ describe("TypeScript SDK: sandbox", () => {
     assert.equal(await stream.done, 4);
     const all = await sb.execStream("echo a; echo b >&2").collect();
     assert.deepEqual(all, { stdout: "a\n", stderr: "b\n", exitCode: 0 });
+    assert.ok(stream.pid && stream.pid > 1, "the stream names its process");
+  });
+
+  it("lists the processes a sandbox tracks, follows one again by pid (leaving it running), and signals it", async () => {
+    const svc = await client.spawn({ main: { command: ["sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"] } });
+    try {
+      let main: { pid: number; tag?: string } | undefined;
+      await waitFor(async () => !!(main = (await svc.trackedProcesses()).find((p) => p.tag === "main")), 20_000, "the main process listed");
+      const first = svc.followProcess(main!.pid);
+      for await (const c of first) if (/tick \d+/.test(c.data)) break;
+      // Leaving the loop left it running: a second follower gets more of it.
+      const second = svc.followProcess(main!.pid);
+      const seen: string[] = [];
+      for await (const c of second) {
+        seen.push(c.data);
+        if (seen.length === 1) assert.equal(await svc.killProcess(main!.pid, "SIGKILL"), 9);
+      }
+      assert.equal(second.exitCode, 137);
+      assert.match(seen.join(""), /tick \d+/);
+      await assert.rejects(svc.followProcess(999_999).collect(), (e: Error & { code?: string }) => e.code === "NOT_FOUND");
+    } finally {
+      await svc.destroy();
+    }
   });
 
   it("round-trips text, every byte value, and a 20 MiB file", async () => {

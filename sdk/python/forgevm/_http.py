@@ -65,9 +65,11 @@ class Transport:
             reason = getattr(e, "reason", e)
             raise ConnectionError(f"cannot reach the ForgeVM server at {self.base_url}: {reason} (is `forgevm serve` running?)") from None
 
-    def ndjson(self, method: str, path: str, **kw: Any) -> Iterator[Any]:
+    def ndjson(self, method: str, path: str, on_headers: Any = None, **kw: Any) -> Iterator[Any]:
         """The JSON values of a streamed (NDJSON) answer, one per line, as the server flushes them."""
         with self.open(method, path, **kw) as res:
+            if on_headers is not None:
+                on_headers(res.headers)
             for raw in res:
                 line = raw.strip()
                 if line:

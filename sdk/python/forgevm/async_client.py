@@ -30,6 +30,10 @@ class AsyncExecStream:
     def exit_code(self) -> Optional[int]:
         return self._stream.exit_code
 
+    @property
+    def pid(self) -> Optional[int]:
+        return self._stream.pid
+
     def __aiter__(self) -> AsyncIterator[StreamChunk]:
         return self
 
@@ -65,6 +69,15 @@ class AsyncSandbox:
 
     def exec_stream(self, command: str, **kw: Any) -> AsyncExecStream:
         return AsyncExecStream(self._sb.exec_stream(command, **kw))
+
+    async def tracked_processes(self) -> List[Dict[str, Any]]:
+        return await _run(self._sb.tracked_processes)
+
+    def follow_process(self, pid: int) -> AsyncExecStream:
+        return AsyncExecStream(self._sb.follow_process(pid))
+
+    async def kill_process(self, pid: int, signal: Union[str, int] = "SIGKILL") -> int:
+        return await _run(self._sb.kill_process, pid, signal)
 
     async def network(self) -> Dict[str, Any]:
         return await _run(self._sb.network)

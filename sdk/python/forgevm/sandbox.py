@@ -112,7 +112,22 @@ class Sandbox:
     ) -> ExecStream:
         """Runs a command and yields its output as produced; ``exit_code`` is set afterwards."""
         body = self._exec_body(command, args, env, workdir, timeout, user, stdin, True)
-        return ExecStream(lambda: self._http.ndjson("POST", self._path("/exec"), body=body, timeout=None, sandbox_id=self.id))
+        stream = ExecStream(lambda: self._http.ndjson("POST", self._path("/exec"), on_headers=stream._headers, body=body, timeout=None, sandbox_id=self.id))
+        return stream
+
+    def tracked_processes(self) -> List[Dict[str, Any]]:
+        """The processes the sandbox tracks ({pid, command, tag, running, adopted}): its main process,
+        E2B's commands and terminals, and those a server that went away left running."""
+        return self._http.json("GET", self._path("/processes"), sandbox_id=self.id)
+
+    def follow_process(self, pid: int) -> ExecStream:
+        """Follows a tracked process again by pid: what it wrote unheard first, then its output;
+        ``exit_code`` once it ends. Leaving the loop leaves the process running."""
+        return ExecStream(lambda: self._http.ndjson("GET", self._path(f"/processes/{int(pid)}/output"), timeout=None, sandbox_id=self.id))
+
+    def kill_process(self, pid: int, signal: Union[str, int] = "SIGKILL") -> int:
+        """Sends a signal ("SIGTERM", "HUP", 9; default SIGKILL) to a tracked process; returns its number."""
+        return int(self._http.json("POST", self._path(f"/processes/{int(pid)}/kill"), body={"signal": signal}, sandbox_id=self.id)["signal"])
 
     # -- files
     # -- code

@@ -15,6 +15,14 @@ class ExecStream:
         self._open = open_lines
         self._started = False
         self.exit_code: Optional[int] = None
+        #: The process's pid in the guest once the stream has started: a stream a server stop ended
+        #: with UNAVAILABLE is followed again with ``sandbox.follow_process(pid)``.
+        self.pid: Optional[int] = None
+
+    def _headers(self, headers: Any) -> None:
+        pid = headers.get("x-forgevm-pid")
+        if pid and pid.isdigit():
+            self.pid = int(pid)
 
     def __iter__(self) -> Iterator[StreamChunk]:
         if self._started:

@@ -228,6 +228,21 @@ class GuestProcess(_GuestProcessRequired):
     """A process running in a sandbox."""
 
 
+class _ProcessInfoRequired(TypedDict):
+    #: the guest's pid
+    pid: int
+    command: List[str]
+    running: bool
+    #: taken over from a server that went away: what it wrote meanwhile comes first to the first follower
+    adopted: bool
+
+
+class ProcessInfo(_ProcessInfoRequired, total=False):
+    """A process the sandbox keeps track of, to follow again by pid."""
+
+    tag: str
+
+
 class _ArchiveResultRequired(TypedDict):
     status: Literal["extracted"]
     #: Files, directories and links written

@@ -164,6 +164,30 @@ class Live(unittest.TestCase):
                 return out, s.exit_code
 
         self.assertEqual(asyncio.run(astream()), (["x\n", "y\n"], 0))
+        self.assertTrue(stream.pid and stream.pid > 1, "the stream names its process")
+
+    def test_tracked_processes_followed_again_and_signalled(self):
+        svc = self.client.spawn(main={"command": ["sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"]})
+        try:
+            main = None
+            for _ in range(100):
+                main = next((p for p in svc.tracked_processes() if p.get("tag") == "main"), None)
+                if main:
+                    break
+                time.sleep(0.2)
+            self.assertIsNotNone(main, "the main process is listed")
+            seen = []
+            stream = svc.follow_process(main["pid"])
+            for c in stream:
+                seen.append(c.data)
+                if len(seen) == 1:
+                    self.assertEqual(svc.kill_process(main["pid"]), 9)
+            self.assertEqual(stream.exit_code, 137)
+            self.assertRegex("".join(seen), r"tick \d+")
+            with self.assertRaises(NotFoundError):
+                svc.follow_process(999999).collect()
+        finally:
+            svc.destroy()
 
     def test_run_code(self):
         sb = self.sb

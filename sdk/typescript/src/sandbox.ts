@@ -18,6 +18,7 @@ import type {
   EgressRules,
   NetworkUpdate,
   PortMapping,
+  ProcessInfo,
   SandboxInfo,
   SandboxState,
   SnapshotInfo,
@@ -103,6 +104,28 @@ export class Sandbox implements AsyncDisposable {
    */
   execStream(command: string, opts: ExecOptions = {}): ExecStream {
     return new ExecStream(() => this.http.send("POST", this.path("/exec"), { body: this.execBody(command, opts, true), timeoutMs: null, sandboxId: this.id }));
+  }
+
+  /**
+   * The processes the sandbox keeps track of: its main process, E2B's commands and terminals,
+   * and every process a server that went away left running (`adopted`), plain execs included.
+   */
+  trackedProcesses(): Promise<ProcessInfo[]> {
+    return this.http.json<ProcessInfo[]>("GET", this.path("/processes"), { sandboxId: this.id });
+  }
+
+  /**
+   * Follows a tracked process again by its pid (an exec stream's `pid`): what it wrote while
+   * nobody listened first, then its output as it comes; `exitCode` once it ends. Leaving the loop
+   * leaves the process running.
+   */
+  followProcess(pid: number): ExecStream {
+    return new ExecStream(() => this.http.send("GET", this.path(`/processes/${pid}/output`), { timeoutMs: null, sandboxId: this.id }));
+  }
+
+  /** Sends a signal ("SIGTERM", "HUP", 9; default SIGKILL) to a tracked process. */
+  async killProcess(pid: number, signal: string | number = "SIGKILL"): Promise<number> {
+    return (await this.http.json<{ signal: number }>("POST", this.path(`/processes/${pid}/kill`), { body: { signal }, sandboxId: this.id })).signal;
   }
 
   /**

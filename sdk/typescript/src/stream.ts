@@ -10,6 +10,12 @@ export class ExecStream implements AsyncIterable<StreamChunk> {
   exitCode: number | null = null;
   /** Whether the command was killed at its timeout (its exit code is then 124), once the stream has ended. */
   timedOut = false;
+  /**
+   * The process's pid in the guest, once the stream has started (null before): a stream that
+   * ends with UNAVAILABLE because the server stopped can be followed again with
+   * `sandbox.followProcess(pid)` once the server is back.
+   */
+  pid: number | null = null;
   private started = false;
   private finished!: (code: number) => void;
   private failed!: (e: Error) => void;
@@ -29,6 +35,8 @@ export class ExecStream implements AsyncIterable<StreamChunk> {
     this.started = true;
     try {
       const res = await this.open();
+      const pid = Number(res.headers.get("x-forgevm-pid"));
+      if (Number.isSafeInteger(pid) && pid > 0) this.pid = pid;
       for await (const msg of ndjson<{ stream: string; data: string; exit_code?: number; timed_out?: boolean; code?: string; message?: string; retryable?: boolean }>(res)) {
         if (msg.stream === "exit") {
           this.exitCode = msg.exit_code ?? -1;

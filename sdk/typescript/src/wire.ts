@@ -239,6 +239,17 @@ export interface GuestProcess {
   command: string;
 }
 
+/** A process the sandbox keeps track of, to follow again by pid. */
+export interface ProcessInfo {
+  /** the guest's pid */
+  pid: number;
+  command: string[];
+  tag?: string;
+  running: boolean;
+  /** taken over from a server that went away: what it wrote meanwhile comes first to the first follower */
+  adopted: boolean;
+}
+
 /** What a command did: a non-zero exit code is a result, not an error. */
 export interface ExecResult {
   exit_code: number;
