@@ -2,7 +2,7 @@
 // server with real VMs. Log in with the API key; launch from the form; a command typed in the
 // terminal; a file uploaded, edited and downloaded; charts that fill; fork and destroy from the
 // page; an image pulled from a local registry with progress; no console errors on any page.
-// Screenshots of the main pages go to .forgevm-test/screenshots (the README's are chosen from them).
+// Screenshots of the main pages go to .forgevm-test/screenshots (docs/console.md's are chosen from them).
 import assert from "node:assert/strict";
 import { mkdir, mkdtemp, readFile } from "node:fs/promises";
 import { join } from "node:path";

@@ -67,6 +67,8 @@ before(async () => {
 
 after(async () => {
   if (!root) return;
+  // Room first, whatever a failed test left: the server's stop then destroys its sandboxes.
+  await rm(join(mnt, "ballast"), { force: true });
   if (server) await stopProcess(server);
   await run("umount", [mnt]).catch(() => run("umount", ["-l", mnt]).catch(() => {}));
   await rm(mnt, { recursive: true, force: true });

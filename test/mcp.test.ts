@@ -577,9 +577,9 @@ describe("forgevm mcp on stdio", () => {
     assert.deepEqual(relayCfg.mcpServers.forgevm.env, { FORGEVM_API_KEY: KEY });
     const dirCfg = JSON.parse((await run("node", [CLI, "--data-dir", work, "mcp", "--print-config"], { env: childEnv() })).stdout);
     assert.deepEqual(dirCfg.mcpServers.forgevm.args, ["--data-dir", work, "mcp"]);
-    // The README's blocks say the same, and its policy example is a valid config.
-    const readme = await readFile(fileURLToPath(new URL("../../README.md", import.meta.url)), "utf8");
-    const section = readme.slice(readme.indexOf("## Use it from coding agents (MCP)"), readme.indexOf("## SDKs"));
+    // The MCP guide's blocks say the same, and its policy example is a valid config.
+    const guide = await readFile(fileURLToPath(new URL("../../docs/mcp.md", import.meta.url)), "utf8");
+    const section = guide.slice(guide.indexOf("## Register it with a client"), guide.indexOf("## Transports"));
     const blocks = [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]).mcpServers.forgevm);
     assert.deepEqual(blocks[0], { type: "stdio", command: "forgevm", args: ["mcp"] });
     assert.deepEqual(Object.keys(blocks[1]), ["type", "url", "headers"]);
