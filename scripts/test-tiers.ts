@@ -14,6 +14,7 @@ export const TIERS = {
     "config",
     "contract",
     "dockerfile",
+    "docs-names",
     "egress-inject",
     "egress-proxy",
     "flatten",
