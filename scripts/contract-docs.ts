@@ -10,6 +10,7 @@ import { buildApp } from "../src/api/app.js";
 import type { Forge } from "../src/core/forge.js";
 import { ERRORS } from "../src/http/errors.js";
 import { ARCHITECTURE_FILE, architectureDoc } from "./architecture-doc.js";
+import { MODULES_FILE, modulesDoc } from "./modules-doc.js";
 import { PY_WIRE_FILE, pyWire, TS_WIRE_FILE, tsWire } from "./sdk-types.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -49,5 +50,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   writeFileSync(PY_WIRE_FILE, pyWire(doc));
   writeFileSync(ERRORS_FILE, errorsDoc(readFileSync(ERRORS_FILE, "utf8")));
   writeFileSync(ARCHITECTURE_FILE, architectureDoc(readFileSync(ARCHITECTURE_FILE, "utf8")));
-  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE} and the generated parts of ${ARCHITECTURE_FILE}`);
+  writeFileSync(MODULES_FILE, modulesDoc());
+  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE}, the generated parts of ${ARCHITECTURE_FILE} and ${MODULES_FILE}`);
 }

@@ -11,6 +11,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../scripts/architecture-doc.js";
+import { MODULES_FILE, modulesDoc } from "../scripts/modules-doc.js";
 import { ALONE, LONGEST, TIERS } from "../scripts/test-tiers.js";
 import { circles, importsOf, sourceFiles, type Graph } from "./dependency-graph.js";
 
@@ -132,6 +133,12 @@ it("ownership (the X-User-ID header) is read in one place, api/owner.ts", () => 
     .filter((f) => /headers\[\s*["']x-user-id["']\s*\]/i.test(readFileSync(f, "utf8")))
     .map((f) => relative(src, f));
   assert.deepEqual(readers, ["api/owner.ts"]);
+});
+
+it("docs/modules.md lists every file of src/ with the first sentence of its opening comment (npm run docs writes it)", () => {
+  const text = readFileSync(MODULES_FILE, "utf8");
+  assert.equal(text, modulesDoc(), "docs/modules.md has drifted: run npm run docs");
+  assert.doesNotMatch(text, /\| — \|/, "every file of src/ opens with a comment that says what it is");
 });
 
 it("every file docs/architecture.md names exists", () => {
