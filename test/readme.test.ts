@@ -8,6 +8,7 @@ import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { RunningServer } from "../src/api/serve.js";
+import { defaultConfig } from "../src/config/config.js";
 import { run } from "../src/util/process.js";
 import { childEnv, startTestServer, testDataDir } from "./helpers.js";
 
@@ -45,6 +46,7 @@ describe("the README's commands, against a server of the test's own", () => {
 
   it("the tour runs as written: a throwaway run, spawn, exec, cp both ways, snapshot, fork, restore, pause, ps, clean-up", async () => {
     const tour = block(await readme(), "tour");
+    const since = server.forge.events.replay(0).at(-1)?.seq ?? 0;
     const { stdout, stderr } = await run("bash", ["-euo", "pipefail", "-c", tour], { cwd, env }).catch((e) => {
       throw new Error(`the tour failed: ${(e as Error).message}`);
     });
@@ -54,6 +56,9 @@ describe("the README's commands, against a server of the test's own", () => {
     assert.equal(lines.filter((l) => l === "hello from a file").length, 3, "the file, read in the sandbox, in its restored copy and after the pause");
     assert.equal(await readFile(join(cwd, "out.txt"), "utf8"), "hello from a file\n", "the file copied out of the sandbox");
     assert.match(stdout, /^ID\s+NAME/m, "ps printed its table");
+    // It was this server the tour drove (never one at the default address): it saw the fork and the named snapshot.
+    const seen = server.forge.events.replay(since).map((e) => e.type);
+    assert.ok(seen.includes("sandbox.forked") && seen.includes("snapshot.created"), `the test server's events: ${[...new Set(seen)].join(", ")}`);
     // The clean-up removed everything the tour made.
     assert.deepEqual(
       server.forge.sandboxes.list().map((s) => s.id),
@@ -63,8 +68,13 @@ describe("the README's commands, against a server of the test's own", () => {
     assert.ok(!server.forge.snapshots.list().some((s) => s.name === "tour-ready"), "the snapshot is gone");
   });
 
-  it("the curl block runs as written (the test server's address for localhost:7423)", async () => {
-    const script = block(await readme(), "tour-rest").replaceAll("localhost:7423", host);
+  it("the curl block runs as written, against the test server's address instead of the default one it names", async () => {
+    // The README names the server's default address; the test's own takes its place, every time.
+    const named = `localhost:${defaultConfig({}).server.port}`;
+    const written = block(await readme(), "tour-rest");
+    assert.ok(written.includes(named), `the block names ${named}`);
+    const script = written.replaceAll(named, host);
+    assert.ok(!script.includes(named) && script.includes(host));
     const { stdout } = await run("bash", ["-euo", "pipefail", "-c", script], { cwd, env });
     const [execLine, deleteLine] = stdout.replace("}{", "}\n{").trim().split("\n");
     const exec = JSON.parse(execLine);

@@ -7,7 +7,8 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import type { Forge } from "../../core/forge.js";
-import type { ProcessListener } from "../../core/guest/processes.js";
+import { StringDecoder } from "node:string_decoder";
+import { exitCodeOf, type ProcessListener } from "../../core/guest/processes.js";
 import { formatDuration } from "../../schemas/durations.js";
 import { IdParams, ProcessInfo } from "../../schemas/rest.js";
 import { ndjsonEnd } from "../stream-end.js";
@@ -35,15 +36,22 @@ export const processRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
     reply.hijack();
     const out = reply.raw;
     out.writeHead(200, { "Content-Type": "application/x-ndjson", "Cache-Control": "no-store", "X-Request-ID": String(req.id) });
+    // One decoder per stream: a character split between two chunks of output is sent whole.
+    const decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
+    const line = (stream: "stdout" | "stderr", data: string) => (data && !out.writableEnded ? out.write(`${JSON.stringify({ stream, data })}\n`) : true);
     await new Promise<void>((resolve) => {
       const listener: ProcessListener = {
-        output: (o) => out.write(`${JSON.stringify({ stream: o.stream === "stderr" ? "stderr" : "stdout", data: o.data.toString("utf8") })}\n`),
+        output: (o) => {
+          const stream = o.stream === "stderr" ? "stderr" : "stdout";
+          return line(stream, decoders[stream].write(o.data));
+        },
         drained: () => new Promise<void>((r) => out.once("drain", () => r())),
         end: (e) => {
-          const line = e.error
+          for (const s of ["stdout", "stderr"] as const) line(s, decoders[s].end());
+          const last = e.error
             ? ndjsonEnd({ error: { code: "UNAVAILABLE", message: e.error, retryable: true } })
-            : ndjsonEnd({ ok: { exit_code: e.signal ? 128 + e.signal : e.exitCode, timed_out: e.timedOut, duration: formatDuration(performance.now() - t0) } });
-          if (!out.writableEnded) out.end(`${line}\n`);
+            : ndjsonEnd({ ok: { exit_code: exitCodeOf(e), timed_out: e.timedOut, duration: formatDuration(performance.now() - t0) } });
+          if (!out.writableEnded) out.end(`${last}\n`);
           resolve();
         },
       };

@@ -33,6 +33,11 @@ export interface ProcessEnd {
   error?: string;
 }
 
+/** A process's end as a shell reports it: its exit code, or 128 + the signal that killed it. */
+export function exitCodeOf(e: ProcessEnd): number {
+  return e.signal ? 128 + e.signal : e.exitCode;
+}
+
 export type ProcessOutput = { stream: "stdout" | "stderr" | "pty"; data: Buffer };
 
 /** A subscriber gets output and the end; returning false asks the producer to wait for `drained`. */

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { MainRecord, SandboxStore } from "../../store/sandboxes.js";
 import type { Paths } from "../../config/paths.js";
 import type { EventBus } from "../events.js";
-import type { ProcessEnd, ProcessListener, TrackedProcess } from "../guest/processes.js";
+import { exitCodeOf, type ProcessEnd, type ProcessListener, type TrackedProcess } from "../guest/processes.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { ignore } from "../../util/ignore.js";
 import { HealthMonitor } from "./health.js";
@@ -181,7 +181,7 @@ export class MainRunner {
     this.health = null;
     // Let go of with its server (release): the process runs on in the guest, and the next server adopts it.
     if (this.released) return;
-    const code = e.signal ? 128 + e.signal : e.exitCode;
+    const code = exitCodeOf(e);
     this.save({ exit_code: code, finished_at: new Date().toISOString() });
     this.lines.emit("exit", code);
     this.core.events.emit("sandbox.main_exited", this.sb.id, { exit_code: code });
