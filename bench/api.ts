@@ -6,7 +6,7 @@
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { benchConfig } from "./data-dir.js";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { pct, timed } from "./stats.js";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "20" }, clients: { type: "string", default: "16" }, runs: { type: "string", default: "300" } } });

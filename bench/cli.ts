@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { parseArgs } from "node:util";
 import { cpus, totalmem } from "node:os";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
 import { pct, timed } from "./stats.js";
 

@@ -7,8 +7,8 @@
 // Usage: node dist/bench/cluster.js [--rounds 8] [--burst 9]
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { startServer } from "../src/api/serve.js";
-import { startFront } from "../src/api/front/front.js";
+import { startServer } from "../src/compose/serve.js";
+import { startFront } from "../src/front/front.js";
 import { startPostgres } from "../test/postgres.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";

@@ -6,7 +6,7 @@
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";
 

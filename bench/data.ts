@@ -8,8 +8,8 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startServer } from "../src/api/serve.js";
-import type { BuildReport } from "../src/core/build/builder.js";
+import { startServer } from "../src/compose/serve.js";
+import type { BuildReport } from "../src/core/builder/builder.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";
 

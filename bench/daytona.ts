@@ -8,7 +8,7 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Daytona } from "@daytonaio/sdk";
 import { Client } from "forgevm";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { DEFAULT_IMAGE } from "../src/core/forge.js";
 import { benchConfig } from "./data-dir.js";
 import { pct, timed } from "./stats.js";

@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
 import { Sandbox as E2bSandbox } from "e2b";
 import { Client } from "forgevm";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/core/forge.js";
 import { benchConfig } from "./data-dir.js";
 import { pct, timed } from "./stats.js";

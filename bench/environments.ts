@@ -9,7 +9,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { BuildReport } from "../src/core/build/builder.js";
+import type { BuildReport } from "../src/core/builder/builder.js";
 import { cleanSpec } from "../src/core/environments/spec.js";
 import { environmentDockerfile } from "../src/core/environments/steps.js";
 import { startPackageIndex } from "../test/package-index.js";

@@ -6,7 +6,7 @@
 // Usage: node dist/bench/providers.js [--rounds 5] [--execs 30]
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";
 

@@ -14,7 +14,7 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "20" }, burst: { type: "string", default: "20" }, idle: { type: "string", default: "10" } } });
 const RUNS = Number(values.runs);

@@ -11,7 +11,7 @@
 import { readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";
 

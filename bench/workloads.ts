@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Client } from "forgevm";
-import { startServer } from "../src/api/serve.js";
+import { startServer } from "../src/compose/serve.js";
 import { TAR_END, tarHeader, tarPadding } from "../src/util/tar-write.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";

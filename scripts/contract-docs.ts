@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/core/forge.js";
 import { ERRORS } from "../src/http/errors.js";
 import { ARCHITECTURE_FILE, architectureDoc } from "./architecture-doc.js";

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import { defaultConfig } from "../src/config/config.js";
-import { policyFromConfig } from "../src/mcp/policy.js";
+import { policyFromConfig } from "../src/interfaces/mcp/policy.js";
 import type { Forge } from "../src/index.js";
 import { openForge } from "./helpers.js";
 

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { connect } from "node:net";
 import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/index.js";
 import { openForge } from "./helpers.js";
 

@@ -11,7 +11,7 @@ import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { packLocal } from "../src/cli/host-tree.js";
 import { resolveImage } from "../src/images/store.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer, waitFor } from "./helpers.js";

@@ -6,7 +6,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { Client, NotFoundError, BadRequestError, type Sandbox } from "forgevm";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { apiRequest, childEnv, startTestServer } from "./helpers.js";
 
 const KEY = "code-test-key";

@@ -14,7 +14,7 @@ import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 import { startRegistry, type LocalRegistry } from "./local-registry.js";
 import { writeBusyboxImage } from "./oci-writer.js";

@@ -125,7 +125,7 @@ describe("templates in the config file", () => {
   });
 
   it("a server makes them, replaces one that changed, and leaves the rest alone", async () => {
-    const { startServer } = await import("../src/api/serve.js");
+    const { startServer } = await import("../src/compose/serve.js");
     const { testConfig, removeAtExit } = await import("./helpers.js");
     const cfg = await testConfig((c) => {
       c.templates = { small: { memory_mb: 256, description: "v1", ttl: "20m" }, other: { description: "kept" } };

@@ -7,7 +7,7 @@ import { connect, type Socket } from "node:net";
 import { after, before, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import { testForge } from "./helpers.js";
 
 const KEY = "limits-test-key";

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { type Browser, chromium, type Page } from "playwright-core";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
 import { apiRequest, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 import { tmpdir } from "node:os";

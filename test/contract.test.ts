@@ -60,7 +60,8 @@ describe("the OpenAPI document and the error table", () => {
   });
 
   it("documents every route but the WebSocket upgrade (docs/protocol.md), the document itself, the console's files, E2B's (docs/e2b.md), Daytona's (docs/daytona.md) and the Custom HTTP protocol's (docs/custom-http.md)", async () => {
-    const { buildApp, routesOf } = await import("../src/api/app.js");
+    const { buildApp } = await import("../src/compose/app.js");
+    const { routesOf } = await import("../src/server/app.js");
     const app = await buildApp({ forge: {} as never, version: "test" });
     await app.ready();
     const d = await current();

@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { Daytona as Daytona0143 } from "daytona-sdk-0143";
 import { Daytona as Daytona0161 } from "daytona-sdk-0161";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/index.js";
 import { assertNoVmLeft, openForge } from "./helpers.js";
 

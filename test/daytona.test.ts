@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { Daytona, DaytonaAuthenticationError, DaytonaNotFoundError, DaytonaTimeoutError, Image, type Sandbox } from "@daytonaio/sdk";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/index.js";
 import { run } from "../src/util/process.js";
 import { assertNoVmLeft, childEnv, freePort, openForge } from "./helpers.js";

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { Sandbox } from "@e2b/code-interpreter";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/core/forge.js";
 import type { Forge } from "../src/index.js";
 import { e2bEnv } from "./e2b-env.js";

@@ -10,7 +10,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Sandbox, SandboxError } from "e2b";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/index.js";
 import { e2bEnv } from "./e2b-env.js";
 import { assertNoVmLeft, openForge } from "./helpers.js";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { BuildError, Sandbox, Template } from "e2b";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/index.js";
 import { e2bEnv } from "./e2b-env.js";
 import { assertNoVmLeft, openForge } from "./helpers.js";

@@ -15,7 +15,7 @@ import { after, before, describe, it } from "node:test";
 import { createSecureContext } from "node:tls";
 import { ALL_TRAFFIC, Sandbox, Secret, SecretError, SecretNotFoundError } from "e2b";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import { EgressCa } from "../src/net/egress-ca.js";
 import type { Forge } from "../src/index.js";
 import { e2bEnv } from "./e2b-env.js";

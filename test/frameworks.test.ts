@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge } from "../src/index.js";
 import { assertNoVmLeft, childEnv, openForge } from "./helpers.js";
 

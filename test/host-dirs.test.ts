@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { serveShare } from "../src/fuse/server.js";
 import { apiRequest, assertNoVmLeft, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 

@@ -1,4 +1,5 @@
-// One direction of dependency: interfaces (api, e2b, daytona, custom-http, mcp, cli) → core → providers → agent-client,
+// One direction of dependency: the composition root (compose) → the server and its interfaces (interfaces/: rest, e2b,
+// daytona, custom-http, mcp, console; the cli and the cluster front beside them) → core → providers → agent-client,
 // with the shared schemas, the error table and HTTP error bodies (schemas, http), config and
 // util on the ground floor. Every interface goes through core's operations; core never knows an
 // interface; nothing below core knows core. This test reads every import in src/ (static,
@@ -32,12 +33,11 @@ const ALLOWED: Record<string, string[]> = {
   net: [...GROUND, "agent-client"],
   providers: [...GROUND, "agent-client", "images"],
   core: [...GROUND, "providers", "agent-client", "store", "net", "images"],
-  e2b: [...GROUND, "core"],
-  daytona: [...GROUND, "core"],
-  "custom-http": [...GROUND, "core"],
-  mcp: [...GROUND, "core"],
-  api: [...GROUND, "core", "e2b", "daytona", "custom-http", "mcp"],
-  cli: [...GROUND, "core", "api", "mcp", "setup"],
+  server: [...GROUND, "core"],
+  interfaces: [...GROUND, "core", "server"],
+  front: [...GROUND, "core", "interfaces"],
+  compose: [...GROUND, "core", "server", "interfaces", "front"],
+  cli: [...GROUND, "core", "compose", "interfaces", "setup"],
   setup: [...GROUND, "images"],
 };
 /** Files directly in src/: the library's entry point. */
@@ -66,6 +66,46 @@ it("no import points against the direction of the layers, and every folder of sr
   }
   assert.ok(seen > 500, `the imports were read (${seen})`);
   assert.deepEqual(wrong, []);
+});
+
+it("interfaces are peers: no folder of interfaces/ imports another, and server/ names none of them", () => {
+  const crossing: string[] = [];
+  for (const file of files(join(src, "interfaces"))) {
+    const own = relative(src, file).split("/")[1];
+    for (const target of imports(file)) {
+      const [top, peer] = target.split("/");
+      if (top === "interfaces" && peer !== own) crossing.push(`${relative(src, file)} imports ${target}`);
+    }
+  }
+  assert.deepEqual(crossing, []);
+  const peers = readdirSync(join(src, "interfaces"), { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name);
+  assert.ok(peers.length >= 6, `the interfaces were found (${peers.join(", ")})`);
+  const naming: string[] = [];
+  for (const file of files(join(src, "server"))) {
+    // Comments may say what an interface is; code may not name one.
+    const code = readFileSync(file, "utf8").replace(/\/\/.*$|\/\*[\s\S]*?\*\/|^import .*$/gm, "");
+    for (const p of peers) if (new RegExp(`\\b${p}\\b`, "i").test(code)) naming.push(`${relative(src, file)} names ${p}`);
+  }
+  assert.deepEqual(naming, []);
+});
+
+it("the bounds of a sandbox's memory are written once (schemas/fields.ts MEMORY_MB), and every interface, the CLI and the providers' spec check use them", () => {
+  const written: string[] = [];
+  for (const file of files(src)) {
+    const rel = relative(src, file);
+    if (rel === "schemas/fields.ts") continue;
+    readFileSync(file, "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        if (/\b65536\b|\b65_536\b/.test(line) && /mem/i.test(line)) written.push(`${rel}:${i + 1}`);
+        if (/intOption\("--(max-)?memory", \d/.test(line)) written.push(`${rel}:${i + 1}`);
+      });
+  }
+  assert.deepEqual(written, []);
+  const spec = readFileSync(join(src, "providers", "spec.ts"), "utf8");
+  assert.match(spec, /MEMORY_MB\.minimum/, "the providers' spec check takes the same bounds");
 });
 
 it("no import circle between files of src/, type imports included", () => {
@@ -128,17 +168,30 @@ it("every error dropped in src/ says why (ignore(reason)), none silently", () =>
   assert.deepEqual(silent, []);
 });
 
-it("ownership (the X-User-ID header) is read in one place, api/owner.ts", () => {
+it("ownership (the X-User-ID header) is read in one place, interfaces/rest/owner.ts", () => {
   const readers = files(src)
     .filter((f) => /headers\[\s*["']x-user-id["']\s*\]/i.test(readFileSync(f, "utf8")))
     .map((f) => relative(src, f));
-  assert.deepEqual(readers, ["api/owner.ts"]);
+  assert.deepEqual(readers, ["interfaces/rest/owner.ts"]);
 });
 
 it("docs/modules.md lists every file of src/ with the first sentence of its opening comment (npm run docs writes it)", () => {
   const text = readFileSync(MODULES_FILE, "utf8");
   assert.equal(text, modulesDoc(), "docs/modules.md has drifted: run npm run docs");
   assert.doesNotMatch(text, /\| — \|/, "every file of src/ opens with a comment that says what it is");
+});
+
+it("docs/architecture.md's diagram draws every folder of src/ and every interface", () => {
+  const doc = readFileSync(join(src, "..", "docs", "architecture.md"), "utf8");
+  const diagram = /## Layers\n\n```\n([\s\S]*?)\n```/.exec(doc)?.[1] ?? "";
+  const folders = (dir: string) =>
+    readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
+  const drawn = (name: string) => new RegExp(`(^|[\\s(])${name}/`, "m").test(diagram);
+  const missing = [...folders(src), ...folders(join(src, "interfaces"))].filter((f) => !drawn(f));
+  assert.ok(diagram.length > 1000, "the diagram was found");
+  assert.deepEqual(missing, [], "a folder the diagram does not draw");
 });
 
 it("every file docs/architecture.md names exists", () => {

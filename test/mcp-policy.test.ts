@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { loadPresets, outside, parseAllowlist } from "../src/net/allowlist.js";
-import { redactArguments } from "../src/mcp/audit.js";
-import { HeadTail } from "../src/mcp/head-tail.js";
-import { checkSize, narrowNetwork, type McpPolicy } from "../src/mcp/policy.js";
+import { redactArguments } from "../src/interfaces/mcp/audit.js";
+import { HeadTail } from "../src/interfaces/mcp/head-tail.js";
+import { checkSize, narrowNetwork, type McpPolicy } from "../src/interfaces/mcp/policy.js";
 
 const presets = loadPresets();
 const beyond = (asked: string[], pinned: string[]) => outside(parseAllowlist(asked, presets), parseAllowlist(pinned, presets));

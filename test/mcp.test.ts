@@ -16,9 +16,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ReadResourceResultSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { Ajv } from "ajv";
 import { stringify } from "yaml";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { defaultConfig, loadConfig } from "../src/config/config.js";
-import { policyFromConfig } from "../src/mcp/policy.js";
+import { policyFromConfig } from "../src/interfaces/mcp/policy.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer, testDataDir, waitFor } from "./helpers.js";
 import { pushImage, startRegistry, type LocalRegistry } from "./local-registry.js";
 

@@ -11,7 +11,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { openDb } from "../src/store/db.js";
 import { MetricStore, MINUTE, RAW } from "../src/store/metrics.js";
-import { metricsRange } from "../src/api/routes/metrics.js";
+import { metricsRange } from "../src/interfaces/rest/routes/metrics.js";
 import { childEnv, freePort, removeAtExit, startServerProcess, testDataDir, waitFor } from "./helpers.js";
 
 type Family = { name: string; type: string; metrics: { value?: string; labels?: Record<string, string>; count?: string; buckets?: Record<string, string> }[] };

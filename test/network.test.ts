@@ -8,7 +8,7 @@ import { networkInterfaces } from "node:os";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import { firewallProblem } from "../src/providers/qemu/firewall.js";
 import type { Forge, Sandbox } from "../src/index.js";
 import { assertNoVmLeft, openForge } from "./helpers.js";

@@ -3,7 +3,7 @@
 // provider (or its template does), and an unknown one is a 400 listing those enabled.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { apiRequest, startTestServer } from "./helpers.js";
 import { sandboxContract } from "./sandbox-contract.js";
 

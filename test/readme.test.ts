@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { defaultConfig } from "../src/config/config.js";
 import { run } from "../src/util/process.js";
 import { childEnv, startTestServer, testDataDir } from "./helpers.js";

@@ -239,7 +239,7 @@ describe("registry logins and redirects", () => {
 
 describe("image routes", () => {
   it("lists, pulls as a job with progress, and deletes", async () => {
-    const { buildApp } = await import("../src/api/app.js");
+    const { buildApp } = await import("../src/compose/app.js");
     const app = await buildApp({ forge, version: "test" });
     try {
       await push("test/api:v1", [base("api")]);

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { RemoteProvider } from "../src/providers/remote/remote-provider.js";
 import { apiRequest, startTestServer } from "./helpers.js";
 import { providerContract } from "./provider-contract.js";

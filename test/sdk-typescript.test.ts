@@ -21,7 +21,7 @@ import {
   openaiTools,
   type Sandbox,
 } from "forgevm";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { DEFAULT_PORT } from "../src/config/config.js";
 import { childEnv, startTestServer, waitFor } from "./helpers.js";
 
@@ -331,6 +331,9 @@ describe("TypeScript SDK: LLM tools", () => {
   });
 });
 
+/** sha256 of the product document's "Use with TypeScript" snippet (trimmed), as test/fixtures/seed-typescript.mjs holds it. */
+const SNIPPET_SHA256 = "9aef425a99675fbe8f07dfbcc9c0295ff72dab849ea59b53f406af77a5cbee36";
+
 describe("TypeScript SDK: as users get it", () => {
   let dir: string;
   before(async () => {
@@ -347,11 +350,13 @@ describe("TypeScript SDK: as users get it", () => {
   }
 
   it("the product document's TypeScript snippet runs as written (default image for alpine:latest)", async () => {
-    // test/fixtures/seed-typescript.mjs is the "Use with TypeScript" section, copied verbatim;
-    // where the product document sits beside the repository, check that it still says that.
+    // test/fixtures/seed-typescript.mjs is the "Use with TypeScript" section, copied verbatim: its
+    // digest was taken from the product document, so an edit to the fixture fails here on any
+    // machine; where the document sits beside the repository, it is compared as well.
     const fixture = await readFile(join(repo, "test", "fixtures", "seed-typescript.mjs"), "utf8");
+    assert.equal(createHash("sha256").update(fixture.trim()).digest("hex"), SNIPPET_SHA256, "the fixture is the product document's snippet, unchanged");
     const seed = await readFile(join(repo, "..", "shared", "seeds", "000_5e0eec8a6eae65fa.txt"), "utf8").catch(() => null);
-    if (seed) assert.ok(seed.includes(fixture.trim()), "the fixture is the product document's snippet");
+    if (seed) assert.ok(seed.includes(fixture.trim()), "the product document still says what the fixture holds");
     // The only changes: the image and the test server's address (its key comes from FORGEVM_API_KEY).
     const snippet = fixture.replace('spawn({ image: "alpine:latest" })', "spawn({})").replace(DOCS_URL, URL_);
     assert.notEqual(snippet, fixture);

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { TAR_END, tarHeader, tarPadding } from "../src/util/tar-write.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, startTestServer } from "./helpers.js";
 

@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Client } from "forgevm";
 import WebSocket from "ws";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { alive, apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, startTestServer, waitFor } from "./helpers.js";
 import { writeBusyboxImage } from "./oci-writer.js";
 

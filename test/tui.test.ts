@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { after, before, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { apiRequest, childEnv, startTestServer, waitFor } from "./helpers.js";
 
 const main = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));

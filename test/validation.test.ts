@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { availableParallelism, totalmem } from "node:os";
 import { after, before, describe, it } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/api/app.js";
+import { buildApp } from "../src/compose/app.js";
 import type { Forge, Sandbox } from "../src/index.js";
 import { openForge } from "./helpers.js";
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { apiRequest, assertNoVmLeft, childEnv, startTestServer } from "./helpers.js";
 
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));

@@ -11,7 +11,7 @@ import { execFile, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import type { RunningServer } from "../src/api/serve.js";
+import type { RunningServer } from "../src/compose/serve.js";
 import { apiRequest, assertNoVmLeft, childEnv, freePort, removeAtExit, runCli, startTestServer, waitFor } from "./helpers.js";
 import { writeBusyboxImage } from "./oci-writer.js";
 import { tarOf } from "./tar-writer.js";

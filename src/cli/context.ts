@@ -7,7 +7,7 @@ import type { Command } from "commander";
 import { Client } from "forgevm";
 import type { loadConfig } from "../config/config.js";
 import { currentOwner, DataDirInUseError } from "../core/host/owner.js";
-import type { McpPolicy } from "../mcp/policy.js";
+import type { McpPolicy } from "../interfaces/mcp/policy.js";
 import type { LocalServer } from "./local-server.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:7423";

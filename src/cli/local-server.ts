@@ -5,10 +5,10 @@
 // data directory taken by this process, as it would any owner that does not serve.
 import { randomBytes } from "node:crypto";
 import { Client } from "forgevm";
-import { buildApp } from "../api/app.js";
+import { buildApp } from "../compose/app.js";
 import type { loadConfig } from "../config/config.js";
 import { forgeOptions } from "../core/forge-options.js";
-import type { McpPolicy } from "../mcp/policy.js";
+import type { McpPolicy } from "../interfaces/mcp/policy.js";
 
 /** A server of this process's own on a data directory. */
 export interface LocalServer {

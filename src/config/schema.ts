@@ -2,7 +2,7 @@
 // the loader (config.ts) and the reading of the ForgeVM API's names (compat-config.ts) work on.
 import { Type, type Static } from "typebox";
 import { TemplateFields } from "../schemas/rest.js";
-import { DiskMb, MemoryMb, Vcpus } from "../schemas/fields.js";
+import { DiskMb, MEMORY_MB, MemoryMb, Vcpus } from "../schemas/fields.js";
 
 // A template in the config file: the API's fields, less the server's timestamps.
 const { created_at: _c, updated_at: _u, ...ConfigTemplateFields } = TemplateFields;
@@ -132,7 +132,8 @@ export const ConfigSchema = Type.Object(
         allow: Type.Array(Type.String({ minLength: 1 })),
         /** Builds that run at once; more wait as "queued". */
         concurrency: Type.Integer({ minimum: 1, maximum: 16 }),
-        memory_mb: Type.Integer({ minimum: 256, maximum: 65536 }),
+        /** Each environment build VM's memory: at least 256 MiB, which pip and npm installs need. */
+        memory_mb: Type.Integer({ minimum: 256, maximum: MEMORY_MB.maximum }),
         /** The key registry secrets are encrypted with (32 bytes); empty: <data_dir>/keys/environments.key, made on first use. */
         secret_key_file: Type.String(),
       },

@@ -29,7 +29,7 @@ import { SnapshotStore } from "../store/snapshots.js";
 import { TemplateStore } from "../store/templates.js";
 import { VolumeStore } from "../store/volumes.js";
 import { ignore } from "../util/ignore.js";
-import { BuildCache } from "./build/cache.js";
+import { BuildCache } from "./builder/cache.js";
 import { NodeMember, type NodeMemberOptions } from "./cluster/node-member.js";
 import type { Core } from "./core.js";
 import { DiskSpace } from "./host/disk-space.js";

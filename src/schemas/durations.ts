@@ -28,6 +28,17 @@ export const MAX_TTL_MS = 365 * 86_400_000;
 /** A TTL of none: the sandbox lives until it is destroyed (services with a restart policy, "ttl": "0"). */
 export const NO_TTL = Number.POSITIVE_INFINITY;
 
+/**
+ * A lifetime as core takes it: milliseconds from now, NO_TTL for none. Zero is a lifetime that has
+ * run out (the sandbox ends at the reaper's next pass, as E2B's setTimeout(0) asks). A wire that
+ * spells "none" as zero (REST's "0", a template's ttl_seconds, Daytona's minutes) says so where
+ * it is read, with noneIfZero: "never" is spelled NO_TTL in core and nowhere else.
+ */
+export type Ttl = number;
+
+/** A wire's lifetime in ms where zero means none, as core's Ttl. */
+export const noneIfZero = (ms: number): Ttl => (ms === 0 ? NO_TTL : ms);
+
 /** The expiry stored for a sandbox that has none: later than any real time, so no reaper query matches it. */
 export const NO_EXPIRY = "9999-12-31T23:59:59.999Z";
 
@@ -41,8 +52,8 @@ export function parseIdle(value: { after?: unknown; action?: unknown }, field: s
 }
 
 /** A TTL: a positive duration up to a year, or "0" (or 0) for none (NO_TTL); a 400 naming `field` for anything else. */
-export function parseTtl(value: unknown, field: string): number {
-  if (value === 0 || (typeof value === "string" && /^\s*0+(\.0+)?\s*$/.test(value))) return NO_TTL;
+export function parseTtl(value: unknown, field: string): Ttl {
+  if (value === 0 || (typeof value === "string" && /^\s*0+(\.0+)?\s*$/.test(value))) return noneIfZero(0);
   return parseDuration(value, field);
 }
 
@@ -55,12 +66,12 @@ export function ttlSeconds(value: unknown, field: string): number {
 }
 
 /** When something with this TTL expires, counted from `now`: NO_EXPIRY for none. */
-export function expiryAfter(ttlMs: number, now = Date.now()): string {
+export function expiryAfter(ttlMs: Ttl, now = Date.now()): string {
   return ttlMs === NO_TTL ? NO_EXPIRY : new Date(now + ttlMs).toISOString();
 }
 
 /** What is left of a stored expiry, in ms (NO_TTL for none). */
-export function ttlLeft(expiresAt: string, now = Date.now()): number {
+export function ttlLeft(expiresAt: string, now = Date.now()): Ttl {
   return expiresAt === NO_EXPIRY ? NO_TTL : Date.parse(expiresAt) - now;
 }
 

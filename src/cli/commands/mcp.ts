@@ -1,6 +1,7 @@
 // `forgevm mcp`: the MCP server on stdio for coding agents (relayed to a server when one runs),
 // its client configuration, and the audit log of what agents did.
 import { resolve } from "node:path";
+import { MEMORY_MB } from "../../schemas/fields.js";
 import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, type Command } from "commander";
 import { type Cli, DEFAULT_URL } from "../context.js";
@@ -58,7 +59,7 @@ export function mcpCommands(program: Command, cli: Cli): void {
     .option("--allow <entry>", "with --network allowlist: an entry agents' allowlists must stay within (repeatable)", listOption)
     .option("--max-sandboxes <n>", "most sandboxes agents may have in total", intOption("--max-sandboxes", 0, 10000))
     .option("--max-sandboxes-per-session <n>", "most sandboxes one session may have", intOption("--max-sandboxes-per-session", 0, 10000))
-    .option("--max-memory <mib>", "most memory per sandbox, MiB", intOption("--max-memory", 64, 65536))
+    .option("--max-memory <mib>", "most memory per sandbox, MiB", intOption("--max-memory", MEMORY_MB.minimum, MEMORY_MB.maximum))
     .option("--max-vcpus <n>", "most vCPUs per sandbox", intOption("--max-vcpus", 1, 64))
     .option("--max-ttl <duration>", 'longest lifetime per sandbox ("2h")', durationOption("--max-ttl"))
     .option("--image <pattern>", 'an image or template agents may use ("python:*"; repeatable; default any)', listOption)
@@ -81,7 +82,7 @@ export function mcpCommands(program: Command, cli: Cli): void {
             `policy flags apply to a core this command runs itself; the server at ${server.url} applies the mcp section of its own config (set the policy there)`,
           );
         }
-        const { relayStdio } = await import("../../mcp/stdio.js");
+        const { relayStdio } = await import("../../interfaces/mcp/stdio.js");
         await relayStdio(server.url, server.apiKey);
         return;
       }
@@ -95,7 +96,7 @@ export function mcpCommands(program: Command, cli: Cli): void {
       if (o.maxTtl) m.max_ttl = o.maxTtl;
       if (o.image) m.images = o.image;
       if (o.hostDir) m.host_dirs = o.hostDir;
-      const [{ policyFromConfig }, { relayStdio }] = await Promise.all([import("../../mcp/policy.js"), import("../../mcp/stdio.js")]);
+      const [{ policyFromConfig }, { relayStdio }] = await Promise.all([import("../../interfaces/mcp/policy.js"), import("../../interfaces/mcp/stdio.js")]);
       // No server: one of this process's own serves /mcp under the policy, and the session relays to it.
       const own = await cli.dataDirServer({ reaper: true, mcp: policyFromConfig(m) });
       await relayStdio(own.url, own.apiKey);

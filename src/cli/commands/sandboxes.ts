@@ -1,5 +1,6 @@
 // Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, pause, resume, logs.
 import { resolve as resolvePath } from "node:path";
+import { MEMORY_MB } from "../../schemas/fields.js";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo, SpawnOptions } from "forgevm";
 import type { Cli } from "../context.js";
@@ -12,7 +13,7 @@ export function sandboxOptions(c: Command): Command {
   return c
     .option("-i, --image <name>", "image (default: the server's, forgevm/debian:bookworm)")
     .option("--template <name>", "a stored template whose settings fill in the rest")
-    .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", 64, 65536))
+    .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", MEMORY_MB.minimum, MEMORY_MB.maximum))
     .option("-c, --vcpus <n>", "vCPUs", intOption("--vcpus", 1, 64))
     .option("--disk <mib>", "disk size in MiB", intOption("--disk", 64, 1048576))
     .option("-e, --env <NAME=VALUE>", "environment of every command in it (repeatable)", pairOption("--env"))

@@ -49,7 +49,7 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
       }
       if (o.database !== undefined) cfg.cluster.database = o.database;
       if (o.advertise !== undefined) cfg.cluster.advertise = o.advertise;
-      const { serveForever } = await import("../../api/serve.js");
+      const { serveForever } = await import("../../compose/serve.js");
       await serveForever(version, cfg, cfg.notes);
     });
 

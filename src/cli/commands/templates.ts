@@ -1,5 +1,6 @@
 // Templates: named spawn settings with setup commands and warm pools.
 import { readFileSync } from "node:fs";
+import { MEMORY_MB } from "../../schemas/fields.js";
 import type { Command } from "commander";
 import type { Template, TemplateInput } from "forgevm";
 import type { Cli } from "../context.js";
@@ -11,7 +12,7 @@ function templateFlags(c: Command): Command {
   return c
     .option("-f, --file <file>", "the template as YAML or JSON (flags override its fields)")
     .option("-i, --image <name>", "image")
-    .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", 64, 65536))
+    .option("-m, --memory <mib>", "memory in MiB", intOption("--memory", MEMORY_MB.minimum, MEMORY_MB.maximum))
     .option("-c, --vcpus <n>", "vCPUs", intOption("--vcpus", 1, 64))
     .option("--ttl <duration>", "lifetime of its sandboxes, e.g. 30m (0: until removed)", ttlOption("--ttl"))
     .option("-e, --env <NAME=VALUE>", "environment of its sandboxes (repeatable)", pairOption("--env"))

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Credentials } from "../../images/registry.js";
 import type { ArtifactStatus, EnvArtifactRow, EnvBuildRow, EnvBuildStatus, EnvironmentStore } from "../../store/environments.js";
-import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "../build/builder.js";
+import type { BuildOptions, BuildReport, BuildResult, BuildStep } from "../builder/builder.js";
 import { toForgevmError } from "../error-map.js";
 import { explainPackageFailure } from "./failures.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";

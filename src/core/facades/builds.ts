@@ -3,10 +3,10 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ForgevmError } from "../../http/errors.js";
-import { build, checkDockerfile, type BuildOptions, type BuildReport, type BuildResult, type BuildWork } from "../build/builder.js";
-import type { BuildCache } from "../build/cache.js";
-import { BuildContext, unpackContext } from "../build/context.js";
-import { BuildJobs, removeDir, type BuildJob } from "../build/jobs.js";
+import { build, checkDockerfile, type BuildOptions, type BuildReport, type BuildResult, type BuildWork } from "../builder/builder.js";
+import type { BuildCache } from "../builder/cache.js";
+import { BuildContext, unpackContext } from "../builder/context.js";
+import { BuildJobs, removeDir, type BuildJob } from "../builder/jobs.js";
 import type { Core } from "../core.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import type { SpawnOptions } from "../options.js";

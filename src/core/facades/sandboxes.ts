@@ -3,7 +3,9 @@
 // method checks what the call needs (room on disk, the sandbox's state) and hands the work to the
 // operation modules (spawn.ts, create.ts, lifecycle.ts, stop-start.ts, pause.ts, reaper.ts).
 import { expiryAfter } from "../../schemas/durations.js";
-import { ForgevmError, sandboxGone } from "../../http/errors.js";
+import { badRequest, ForgevmError, notFound, sandboxGone } from "../../http/errors.js";
+import { defaultAccount, GuestSession, type RelativePaths } from "../guest/session.js";
+import { ignore } from "../../util/ignore.js";
 import { checkMetadata } from "../sandboxes/validate.js";
 import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
@@ -60,6 +62,21 @@ export class SandboxesFacade {
     } catch (e) {
       this.core.prom.spawnFailed();
       throw e;
+    }
+  }
+
+  /**
+   * Gives a new sandbox the guest account an interface runs its commands as (E2B's `user`,
+   * Daytona's), made where the image lacks it. One that cannot be made ends the sandbox, named as
+   * ended by `by`, and fails with a 400 naming the account: the caller never gets a sandbox its
+   * own commands cannot run in.
+   */
+  async withAccount(sb: Sandbox, account: { name: string; home: string }, by: string): Promise<void> {
+    try {
+      await sb.ensureUser(account.name, account.home);
+    } catch (e) {
+      await this.destroy(sb.id, by, "failed").catch(ignore("the sandbox may be gone already; the account's error is the one reported"));
+      throw badRequest(`user "${account.name}": ${(e as Error).message}`);
     }
   }
 
@@ -161,6 +178,21 @@ export class SandboxesFacade {
     const id = this.idOf(idOrName);
     await wake(this.core, id, by, true);
     return this.running(id);
+  }
+
+  /**
+   * A caller's session on a running sandbox (guest/session.ts), the one every interface's calls go
+   * through: found by id or name and woken as `use` does; its account `user` (default: the
+   * sandbox's default user, else root; a name the guest does not have is a 404); commands starting
+   * in the sandbox's working directory, or the account's home with `workDir: "home"`.
+   */
+  async session(idOrName: string, by: string, o: { user?: string; relative: RelativePaths; workDir?: "sandbox" | "home" }): Promise<GuestSession> {
+    const sandbox = await this.use(idOrName, by);
+    const name = o.user ?? this.core.sandboxes.get(sandbox.id)?.exec_user ?? undefined;
+    const user = o.user !== undefined ? await sandbox.guestUser(o.user) : await defaultAccount(sandbox, name);
+    if (!user) throw notFound(`user "${o.user}" does not exist in sandbox ${sandbox.id}`);
+    const workDir = o.workDir === "home" ? user.home : await sandbox.workDir();
+    return new GuestSession(sandbox, user, workDir, o.relative);
   }
 
   /** Sets a new expiry `ttlMs` from now. */

@@ -16,7 +16,7 @@ const MAX_FILE = 4 * 1024 * 1024;
 /** The first uid (and gid) given to an account we add. */
 const FIRST_ID = 1000;
 
-type Guest = Pick<GuestOps, "readFile" | "writeFile" | "stat" | "mkdir" | "exec">;
+type Guest = Pick<GuestOps, "readFile" | "writeFile" | "stat" | "mkdir" | "exec" | "shell">;
 
 /** Appends a line to a file's contents, with the newline the last line may lack. */
 const appendLine = (b: Buffer, l: string) => Buffer.concat([b, Buffer.from(b.length && b[b.length - 1] !== 10 ? `\n${l}\n` : `${l}\n`)]);
@@ -91,7 +91,7 @@ export class GuestUsers {
     const taken = new Set([...passwd.entries, ...groups.entries].map((f) => Number(f[2])));
     let id = FIRST_ID;
     while (taken.has(id)) id++;
-    const shell = (await this.guest.stat("/bin/bash").catch(() => null)) ? "/bin/bash" : "/bin/sh";
+    const shell = await this.guest.shell();
     await this.guest.writeFile("/etc/passwd", appendLine(passwd.raw, `${name}:x:${id}:${id}::${home}:${shell}`), { mode: 0o644 });
     await this.guest.writeFile("/etc/group", appendLine(groups.raw, `${name}:x:${id}:`), { mode: 0o644 });
     this.passwdFile = this.groupFile = null;

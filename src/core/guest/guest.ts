@@ -69,6 +69,8 @@ export interface Guest {
   readFile(path: string, maxBytes?: number, as?: FileIdentity): Promise<Buffer>;
   stat(path: string, as?: FileIdentity): Promise<FileStat>;
   mkdir(path: string, mode?: number, as?: FileIdentity): Promise<void>;
+  /** The shell commands and terminals run in: /bin/bash where the image has it, else /bin/sh (looked up once). */
+  shell(): Promise<string>;
   /** Marks work in flight (the sandbox does not idle meanwhile); returns its end. */
   busy(): () => void;
   /** Marks a client following the sandbox (it does not idle meanwhile, but a follower wakes no pause); returns its end. */

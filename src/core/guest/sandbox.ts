@@ -13,6 +13,7 @@ import { ShellSessions } from "./shell-sessions.js";
 import { ProcessTable, type ProcessListener, type ProcessSpec, type TrackedProcess } from "./processes.js";
 import { adoptDetached, noteOf } from "./adopt.js";
 import { Activity } from "./activity.js";
+import { openRead, type OpenedRead } from "./file-read.js";
 import type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Guest, StreamExecOptions, Tenant } from "./guest.js";
 
 export type { ExecDefaults, ExecOptions, ExecOutput, FileIdentity, Tenant } from "./guest.js";
@@ -196,6 +197,11 @@ export class Sandbox extends Activity implements Guest {
     return r;
   }
 
+  /** A file opened for a download (file-read.ts): the one way every interface streams a file out. */
+  openRead(path: string, as?: FileIdentity): Promise<OpenedRead> {
+    return openRead(this.readFileStream(path, as), path);
+  }
+
   async listFiles(path: string, as?: FileIdentity): Promise<DirEntry[]> {
     return (await this.fileOp<"list">({ op: "list", path, ...this.fsId(as) })).entries;
   }
@@ -297,6 +303,25 @@ export class Sandbox extends Activity implements Guest {
     return this.defaults.tenant?.user ?? this.defaults.user;
   }
 
+  private shellPath: Promise<string> | null = null;
+
+  /**
+   * The shell every interface runs command lines and terminals in: /bin/bash where the image has
+   * it, else /bin/sh. Asked once per sandbox (an image does not change under it); a failed look
+   * is asked again next time.
+   */
+  shell(): Promise<string> {
+    this.shellPath ??= this.stat("/bin/bash").then(
+      () => "/bin/bash",
+      (e) => {
+        if ((e as { code?: string }).code === "ENOENT") return "/bin/sh";
+        this.shellPath = null;
+        return "/bin/sh";
+      },
+    );
+    return this.shellPath;
+  }
+
   /** The image's working directory, when it set one. */
   get imageWorkDir(): string | undefined {
     return this.defaults.cwd;
@@ -368,14 +393,4 @@ export class Sandbox extends Activity implements Guest {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.destroy();
   }
-}
-
-/**
- * How many bytes a read of `path` will give, when its stat says so truly: procfs and sysfs files
- * report 0 or a page whatever they hold, devices 0 (and /dev/zero never ends), so none of those
- * gets a Content-Length and each is streamed to its end, or until its client goes.
- */
-export function readLength(path: string, st: Pick<FileStat, "type" | "size">): number | undefined {
-  if (st.type !== "file" || st.size === 0 || /^\/(proc|sys)(\/|$)/.test(path)) return undefined;
-  return st.size;
 }

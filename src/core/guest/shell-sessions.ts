@@ -185,12 +185,12 @@ export class ShellSession {
     );
   }
 
-  /** Starts the shell: bash where the image has it, else sh. */
+  /** Starts the shell: the sandbox's (bash where the image has it, else sh). */
   async start(): Promise<void> {
     this.shell = await this.guest.startProcess(
       {
-        cmd: "/bin/sh",
-        args: ["-c", "if [ -x /bin/bash ]; then exec /bin/bash; fi; exec /bin/sh"],
+        cmd: await this.guest.shell(),
+        args: [],
         env: {},
         cwd: this.spec.cwd,
         user: this.spec.user,

@@ -14,7 +14,7 @@ import type { IdlePolicy, SpawnOptions } from "../options.js";
 import { healthSpec } from "./health.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
 import { checkEnv, checkFullNetwork, checkMemory, checkMetadata, checkOwner, checkProvider, checkVcpus } from "./validate.js";
-import { expiryAfter, NO_TTL, parseIdle } from "../../schemas/durations.js";
+import { expiryAfter, NO_TTL, noneIfZero, parseIdle } from "../../schemas/durations.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */
 export interface SpawnPlan {
@@ -186,7 +186,7 @@ export async function plan(core: Core, opts: SpawnOptions, pull: (ref: string) =
     vcpus,
     diskMb: opts.diskMb ?? d.diskMb,
     // A template's ttl_seconds of 0 is none; a service (a main process with a restart policy) lives until it is removed.
-    ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds !== undefined ? (tpl.ttl_seconds === 0 ? NO_TTL : tpl.ttl_seconds * 1000) : restarts(opts.main) ? NO_TTL : d.ttlMs),
+    ttlMs: opts.ttlMs ?? (tpl?.ttl_seconds !== undefined ? noneIfZero(tpl.ttl_seconds * 1000) : restarts(opts.main) ? NO_TTL : d.ttlMs),
     env,
     execUser,
     network,

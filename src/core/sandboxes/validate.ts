@@ -3,6 +3,7 @@ import { totalmem } from "node:os";
 import type { Provider } from "../../providers/provider.js";
 import type { Providers } from "../providers.js";
 import { badRequest } from "../../http/errors.js";
+import { MEMORY_MB } from "../../schemas/fields.js";
 
 /** The longest variable name, and the most one variable and all of them may take (Linux refuses an exec past MAX_ARG_STRLEN, 128 KiB, per string). */
 const MAX_ENV_NAME = 256;
@@ -60,6 +61,10 @@ export function checkVcpus(core: { provider: Provider }, vcpus: number, field: s
 
 /** More memory than the host has fails only after QEMU has tried for a while: refused at once, with the figures. */
 export function checkMemory(core: { provider: Provider }, memoryMb: number, field: string, provider: Provider = core.provider): void {
+  // Every interface's schema has the same bounds; this holds them for callers without one (the library, units converted from GiB).
+  if (!Number.isInteger(memoryMb) || memoryMb < MEMORY_MB.minimum || memoryMb > MEMORY_MB.maximum) {
+    throw badRequest(`${field}: memory must be a whole number of MiB from ${MEMORY_MB.minimum} to ${MEMORY_MB.maximum}, got ${memoryMb}`);
+  }
   const max = provider.maxMemoryMb();
   if (memoryMb > max)
     throw badRequest(`${field}: ${memoryMb} MiB asked for, but one VM on this host can have at most ${max} MiB (it has ${Math.floor(totalmem() / 1048576)} MiB of RAM)`);

@@ -7,6 +7,7 @@
 // A backend sandbox is recorded on disk until it is destroyed, so that one a dead server left is
 // destroyed by its successor's sweep.
 import { mkdir, rm } from "node:fs/promises";
+import { MEMORY_MB, VCPUS } from "../../schemas/fields.js";
 import { join } from "node:path";
 import { Duplex, PassThrough } from "node:stream";
 import { AgentChannel } from "../../agent-client/index.js";
@@ -100,11 +101,11 @@ export class CustomProvider implements Provider {
   }
 
   maxVcpus(): number {
-    return 64;
+    return VCPUS.maximum;
   }
 
   maxMemoryMb(): number {
-    return 65536;
+    return MEMORY_MB.maximum;
   }
 
   async spawn(spec: VmSpec): Promise<Vm> {

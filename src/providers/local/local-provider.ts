@@ -5,6 +5,7 @@
 // sandbox shares the host's kernel. It cannot snapshot, fork, commit, attach volumes or outlive
 // its server; core refuses those by name from `features`.
 import { availableParallelism } from "node:os";
+import { MEMORY_MB } from "../../schemas/fields.js";
 import { join } from "node:path";
 import { cgroupVersion } from "../cgroups.js";
 import { readdir, rm } from "node:fs/promises";
@@ -63,7 +64,7 @@ export class LocalProvider implements Provider {
   }
 
   probe(): Promise<boolean> {
-    return probeBySpawn((spec) => launchLocal(this.rt, spec), 64);
+    return probeBySpawn((spec) => launchLocal(this.rt, spec), MEMORY_MB.minimum);
   }
 
   maxVcpus(): number {
