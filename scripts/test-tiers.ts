@@ -61,6 +61,7 @@ export const TIERS = {
     "metrics",
     "network",
     "package-cache",
+    "pause-cycles",
     "pool-mode",
     "prestart",
     "providers",
@@ -98,7 +99,7 @@ export type Tier = keyof typeof TIERS;
  * runner starts them before the others, so that the two lanes of a phase end close together
  * instead of one long file running alone at the end. Only the order depends on this list.
  */
-export const LONGEST = ["environments", "commit", "sdk-python", "e2b", "api", "workloads", "snapshots", "egress-secrets"];
+export const LONGEST = ["environments", "snapshots", "e2b", "api", "sdk-python", "commit", "workloads", "pause-cycles", "egress-secrets"];
 
 /**
  * Files that run alone, each for a reason another file running beside it would break: host state

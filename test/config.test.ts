@@ -78,7 +78,7 @@ describe("a configuration written for a Firecracker-based ForgeVM API server", (
     );
     const c = loadConfig({ file: join(dir, "custom-ok.yaml"), env: {} });
     assert.equal(c.providers.default, "mybackend");
-    assert.deepEqual(forgeOptions(c).customProvider, { baseUrl: "http://10.0.0.9:9000", apiKey: "k", timeoutMs: 90_000, name: "mybackend" });
+    assert.deepEqual(forgeOptions(c).extraProviders?.custom, { baseUrl: "http://10.0.0.9:9000", apiKey: "k", timeoutMs: 90_000, name: "mybackend" });
     await writeFile(join(dir, "fc.yaml"), "providers:\n  firecracker:\n    enabled: true\n    socket: /x\n");
     assert.throws(() => loadConfig({ file: join(dir, "fc.yaml"), env: {} }), /unknown config key "providers\.firecracker\.socket"/);
     await writeFile(join(dir, "key.yaml"), "auth:\n  api_key: k\n");

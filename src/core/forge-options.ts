@@ -1,6 +1,7 @@
 // A loaded configuration as the options of a Forge: what `forgevm serve` and the CLI's local
 // commands (run, images, pull… without a server) open the core with.
 import type { ForgeOptions } from "./options.js";
+import { defaultProviderName, extraProvidersFromConfig } from "../providers/registry.js";
 import { parseDuration, parseIdle, parseTtl } from "../schemas/durations.js";
 import type { Config } from "../config/config.js";
 
@@ -17,28 +18,8 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     dataDir: cfg.data_dir,
     accel: cfg.providers.qemu.accel,
     jail: cfg.providers.qemu.jail ? undefined : false,
-    localProvider: cfg.providers.local.enabled,
-    remoteProvider: cfg.providers.remote.url ? { url: cfg.providers.remote.url, apiKey: cfg.providers.remote.api_key } : undefined,
-    e2bProvider: cfg.providers.e2b.api_url
-      ? {
-          apiUrl: cfg.providers.e2b.api_url,
-          apiKey: cfg.providers.e2b.api_key,
-          sandboxUrl: cfg.providers.e2b.sandbox_url || undefined,
-          domain: cfg.providers.e2b.domain || undefined,
-          template: cfg.providers.e2b.template,
-        }
-      : undefined,
-    customProvider: cfg.providers.custom.base_url
-      ? {
-          baseUrl: cfg.providers.custom.base_url,
-          apiKey: cfg.providers.custom.api_key,
-          timeoutMs:
-            typeof cfg.providers.custom.timeout === "number" ? cfg.providers.custom.timeout * 1000 : parseDuration(cfg.providers.custom.timeout, "providers.custom.timeout"),
-          name: cfg.providers.custom.name,
-        }
-      : undefined,
-    // The seed calls the Custom HTTP provider "custom" whatever name it runs under.
-    defaultProvider: cfg.providers.default === "custom" && cfg.providers.custom.base_url ? cfg.providers.custom.name : cfg.providers.default,
+    extraProviders: extraProvidersFromConfig(cfg.providers),
+    defaultProvider: defaultProviderName(cfg.providers),
     hostSecrets: hostSecrets(env),
     hostDirs: cfg.mounts.host_dirs,
     defaults: {

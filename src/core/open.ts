@@ -14,11 +14,8 @@ import { ext4Has } from "../images/ext4.js";
 import { resolveImage } from "../images/store.js";
 import { BLOCKED_V4 } from "../net/addresses.js";
 import { loadPresets } from "../net/allowlist.js";
-import { E2bProvider } from "../providers/e2b/e2b-provider.js";
-import { CustomProvider } from "../providers/custom-http/custom-provider.js";
-import { LocalProvider } from "../providers/local/local-provider.js";
 import { QemuProvider } from "../providers/qemu/qemu-provider.js";
-import { RemoteProvider } from "../providers/remote/remote-provider.js";
+import { makeExtraProviders } from "../providers/registry.js";
 import { AuditStore } from "../store/audit.js";
 import { Catalogue } from "../store/catalogue.js";
 import { openDb, type Db } from "../store/db.js";
@@ -128,16 +125,7 @@ function makeProviders(paths: Paths, opts: ForgeOptions): Providers {
       jail: opts.jail,
       firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
     });
-  return new Providers(
-    [
-      vms,
-      ...(opts.localProvider ? [new LocalProvider({ paths })] : []),
-      ...(opts.remoteProvider ? [new RemoteProvider({ paths, url: opts.remoteProvider.url, apiKey: opts.remoteProvider.apiKey })] : []),
-      ...(opts.e2bProvider ? [new E2bProvider({ paths, ...opts.e2bProvider })] : []),
-      ...(opts.customProvider ? [new CustomProvider({ paths, ...opts.customProvider })] : []),
-    ],
-    opts.defaultProvider ?? vms.name,
-  );
+  return new Providers([vms, ...makeExtraProviders(paths, opts.extraProviders)], opts.defaultProvider ?? vms.name);
 }
 
 async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership): Promise<OpenedCore> {
@@ -145,22 +133,9 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
   const blobs = new BlobStore(paths.blobsDir);
   const buildCache = new BuildCache(join(paths.dataDir, "build-cache"), blobs);
   const cluster: ClusterLink = { member: null };
-  // The core's services call back into operations (a pull, the list of sandboxes) through these, once the facades exist.
-  let facades: Facades | undefined;
-  const f = () => facades as Facades;
-  const pull: Pull = (ref) => f().images.pull(ref);
-  const core = makeCore(paths, makeProviders(paths, opts), db, opts, {
-    pull,
-    sandboxesUsing: (image) =>
-      f()
-        .sandboxes.list()
-        .filter((r) => r.image === image)
-        .map((r) => r.id),
-    keepBlobs: () => buildCache.layers(),
-    blobs,
-    warmPools: () => f().pools.warm(),
-  });
-  facades = makeFacades(core, { pull, blobs, buildCache, tokens: new Tokens(paths.dataDir), cluster });
+  const core = makeCore(paths, makeProviders(paths, opts), db, opts, { keepBlobs: () => buildCache.layers(), blobs });
+  const pull = pullWithRoom(core);
+  const facades = makeFacades(core, { pull, blobs, buildCache, tokens: new Tokens(paths.dataDir), cluster });
   const environments = openEnvironments({
     db,
     dataDir: paths.dataDir,
@@ -168,8 +143,8 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
     operatorSecrets: opts.hostSecrets ?? {},
     provider: () => core.providers.default.name,
     scratchDir: paths.dataDir,
-    build: (dir, o, report, signal) => f().builds.run(dir, o, report, signal),
-    push: (image, reference, login, log) => f().images.push(image, reference, log, undefined, login),
+    build: (dir, o, report, signal) => facades.builds.run(dir, o, report, signal),
+    push: (image, reference, login, log) => facades.images.push(image, reference, log, undefined, login),
     imageHas: async (image, files) => {
       const found = await resolveImage(paths, image).catch(() => null);
       return found ? ext4Has(found.rootfs, files) : null;
@@ -192,7 +167,7 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
     facades,
     async joinCluster(o) {
       const catalogue = await Catalogue.open(o.database);
-      const member = new NodeMember(f(), catalogue, o);
+      const member = new NodeMember(facades, catalogue, o);
       try {
         await member.start();
       } catch (e) {
@@ -214,12 +189,12 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
       await core.sampler.stop();
       await core.disk.stop();
       await environments.close();
-      await f().builds.closeAll();
+      await facades.builds.closeAll();
       await core.warm.close();
       await core.prestarts.close();
       await core.tenants?.close();
       // Only a serving core leaves its sandboxes to the next one; a command's short-lived core ends them.
-      const report = await stopSandboxes(core, reaper !== null ? mode : "destroy", (id, ending) => f().sandboxes.destroy(id, ending.by, ending.reason));
+      const report = await stopSandboxes(core, reaper !== null ? mode : "destroy", (id, ending) => facades.sandboxes.destroy(id, ending.by, ending.reason));
       for (const p of core.providers.all()) await p.destroyAll();
       await leaveCluster();
       core.egress.close();
@@ -253,17 +228,22 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
   return opened;
 }
 
-/** What the core's services call back into before the facades exist. */
-interface CoreHooks {
-  pull: Pull;
-  sandboxesUsing: (image: string) => string[];
+/** What the core's services take from beside the core: the blob store, and the blobs the build cache keeps. */
+interface CoreParts {
   keepBlobs: () => Promise<string[]>;
   blobs: BlobStore;
-  warmPools: () => { pool: string; size: number; ready: number; memory_mb: number }[];
+}
+
+/** Pulls an image, refused while the data directory is full: the one pull every operation of core uses. */
+function pullWithRoom(core: Pick<Core, "disk" | "images">): Pull {
+  return (ref) => {
+    core.disk.require("a pull");
+    return core.images.pull(ref);
+  };
 }
 
 /** The stores and services of one core context, wired to each other. */
-function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions, hooks: CoreHooks): Core {
+function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions, hooks: CoreParts): Core {
   const sandboxes = new SandboxStore(db);
   const snapshotRows = new SnapshotStore(db);
   const eventStore = new EventStore(db);
@@ -275,7 +255,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     sampler,
     states: () => sandboxes.countByState(),
     imageOf: (id) => core.live.get(id)?.image,
-    pools: hooks.warmPools,
+    pools: () => core.warm.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb })),
   });
   events.subscribe(prom.onEvent);
   const { egress, secretStore, egressCa } = makeEgress(paths, db, opts, (d) => prom.egressDecision(d));
@@ -325,7 +305,11 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       blobs: hooks.blobs,
       events,
       registryAuth: opts.registryAuth,
-      sandboxesUsing: hooks.sandboxesUsing,
+      sandboxesUsing: (image) =>
+        sandboxes
+          .list(["creating", "running"])
+          .filter((r) => r.image === image)
+          .map((r) => r.id),
       snapshotsUsing: (image) =>
         snapshotRows
           .list(["ready"])
@@ -334,7 +318,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       dropBases: (image) => core.snaps.dropBases((r) => r.image === image),
       keepBlobs: hooks.keepBlobs,
     }),
-    tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, hooks.pull), events.emit) : null,
+    tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, pullWithRoom(core)), events.emit) : null,
     live: new Map(),
     mains: new Map(),
     secrets: new Map(),

@@ -1,6 +1,7 @@
 // What a Forge and its spawns, forks and restores can be asked for: the options every
 // interface (library, CLI, REST) fills in.
 import type { MetricsOptions } from "./metrics/sampler.js";
+import type { ExtraProviders } from "../providers/registry.js";
 import type { Credentials } from "../images/registry.js";
 import { DEFAULT_IMAGE } from "../images/store.js";
 import type { AccelMode } from "../providers/qemu/accel.js";
@@ -55,14 +56,8 @@ export interface ForgeOptions {
   jail?: boolean;
   /** The VM provider (default: QEMU on this data directory, with the options above). */
   provider?: Provider;
-  /** Also offer the local provider (namespaces, no VM: not a security boundary). */
-  localProvider?: boolean;
-  /** Also offer the remote provider: sandboxes of another ForgeVM server. */
-  remoteProvider?: { url: string; apiKey: string };
-  /** Also offer the e2b provider: sandboxes of an E2B-compatible service. */
-  e2bProvider?: { apiUrl: string; apiKey: string; sandboxUrl?: string; domain?: string; template?: string };
-  /** A backend of the ForgeVM Custom HTTP provider protocol (providers.custom), under its name. */
-  customProvider?: { baseUrl: string; apiKey: string; timeoutMs: number; name: string };
+  /** The backends offered beside the VM provider (providers/registry.ts). */
+  extraProviders?: ExtraProviders;
   /** The provider of spawns that name none (default: the VM provider). */
   defaultProvider?: string;
   /** Values of template secrets that a spawn does not pass, by name (the server's FORGEVM_SECRET_<NAME>). */
