@@ -108,6 +108,69 @@ it("the bounds of a sandbox's memory are written once (schemas/fields.ts MEMORY_
   assert.match(spec, /MEMORY_MB\.minimum/, "the providers' spec check takes the same bounds");
 });
 
+it("no two sub-folders of core/ depend on each other both ways (its root files are the composition and the shared types)", () => {
+  const edges = new Set<string>();
+  for (const file of files(join(src, "core"))) {
+    const from = relative(src, file).split("/");
+    if (from.length < 3) continue;
+    for (const target of imports(file)) {
+      const to = target.split("/");
+      if (to[0] === "core" && to.length >= 3 && to[1] !== from[1]) edges.add(`${from[1]} → ${to[1]}`);
+    }
+  }
+  assert.ok(edges.size > 20, `the edges were read (${edges.size})`);
+  const both = [...edges].filter((e) => {
+    const [a, b] = e.split(" → ");
+    return a < b && edges.has(`${b} → ${a}`);
+  });
+  assert.deepEqual(both, []);
+});
+
+/**
+ * The files of core/ that still take the whole context (core.ts's Core) rather than the few things
+ * they use. The list only shrinks: a file that stops importing Core must leave it, and no other
+ * file may start. open.ts, the composition root, builds the context and stays.
+ */
+const STILL_TAKING_CORE = [
+  "core/facades/builds.ts",
+  "core/facades/events.ts",
+  "core/facades/images.ts",
+  "core/facades/metrics.ts",
+  "core/facades/network.ts",
+  "core/facades/providers.ts",
+  "core/facades/sandboxes.ts",
+  "core/facades/snapshots.ts",
+  "core/facades/templates.ts",
+  "core/facades/volumes.ts",
+  "core/sandboxes/copies.ts",
+  "core/sandboxes/create.ts",
+  "core/sandboxes/lifecycle.ts",
+  "core/sandboxes/pause.ts",
+  "core/sandboxes/plan.ts",
+  "core/sandboxes/pool-mode.ts",
+  "core/sandboxes/reaper.ts",
+  "core/sandboxes/recovery.ts",
+  "core/sandboxes/server-stop.ts",
+  "core/sandboxes/spawn-setup.ts",
+  "core/sandboxes/spawn.ts",
+  "core/sandboxes/stop-start.ts",
+  "core/sandboxes/template-ops.ts",
+];
+
+it("the whole context (core.ts's Core) is imported by the composition root and by no file beyond those still being narrowed", () => {
+  const importers = files(src)
+    .map((f) => relative(src, f))
+    .filter((rel) => rel !== "core/core.ts" && imports(join(src, rel)).includes("core/core.ts") && /\bCore\b/.test(readFileSync(join(src, rel), "utf8").split("\n").filter((l) => l.startsWith("import")).join("\n")));
+  assert.ok(importers.includes("core/open.ts"), "the composition root builds it");
+  assert.deepEqual(
+    importers.filter((f) => f !== "core/open.ts").sort(),
+    [...STILL_TAKING_CORE].sort(),
+    "a file began to take the whole context, or one stopped and must leave STILL_TAKING_CORE",
+  );
+  // Its run-time state has one owner, sandboxes/table.ts: the context holds no map of its own.
+  assert.doesNotMatch(readFileSync(join(src, "core", "core.ts"), "utf8"), /:\s*Map</);
+});
+
 it("no import circle between files of src/, type imports included", () => {
   // The finder itself, on a graph with one circle of three and a file outside it.
   const toy: Graph = new Map([

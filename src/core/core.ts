@@ -12,11 +12,9 @@ import type { SnapshotStore } from "../store/snapshots.js";
 import type { TemplateStore } from "../store/templates.js";
 import type { EventBus } from "./events.js";
 import type { Images } from "./images/images.js";
-import type { MainRunner } from "./sandboxes/main-process.js";
 import type { Networks } from "./network.js";
+import type { SandboxTable } from "./sandboxes/table.js";
 import type { ForgeOptions, SpawnDefaults } from "./options.js";
-import type { Sandbox } from "./guest/sandbox.js";
-import type { PlannedSecrets } from "./sandboxes/secrets.js";
 import type { Snapshots } from "./snapshots/snapshots.js";
 import type { Secrets } from "./secrets/secrets.js";
 import type { TenantPool } from "./pools/tenant-pool.js";
@@ -58,25 +56,10 @@ export interface Core {
   readonly sampler: MetricsSampler;
   /** The server's counters and the Prometheus exposition (metrics/prometheus.ts). */
   readonly prom: ServerMetrics;
-  /** Running sandboxes of this process, by id. */
-  readonly live: Map<string, Sandbox>;
-  /**
-   * Sandboxes paused by this process whose every stream waits for their resume (pause.ts), by
-   * id: not running, so in no other map of running sandboxes.
-   */
-  readonly sleeping: Map<string, Sandbox>;
-  /** Main processes of running sandboxes, by id. */
-  readonly mains: Map<string, MainRunner>;
+  /** The run-time state of this process's sandboxes, and its one owner (sandboxes/table.ts). */
+  readonly table: SandboxTable;
   /** Secrets kept on the host for the egress proxy to add to requests (secrets/secrets.ts). */
   readonly secretStore: Secrets;
-  /** In-guest secrets of running sandboxes, by id: in memory only. */
-  readonly secrets: Map<string, PlannedSecrets>;
-  /** Destroys in progress, by id (a second call waits for the first). */
-  readonly destroying: Map<string, Promise<void>>;
-  /** Pauses and stops in progress, by id (a resume waits for the VM to be gone). */
-  readonly pausing: Map<string, Promise<void>>;
-  /** Resumes of paused sandboxes a call woke, by id (calls that come meanwhile wait for the same one). */
-  readonly waking: Map<string, Promise<Sandbox>>;
   /** The data directory's free space: refusals while it is full, writes that wait for room (disk-space.ts). */
   readonly disk: DiskSpace;
   /** Set once close() began: nothing new starts. */

@@ -52,7 +52,7 @@ import { Networks } from "./network.js";
 import { SPAWN_DEFAULTS, type ForgeOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./host/owner.js";
 import { wake } from "./sandboxes/pause.js";
-import { makePoolHost } from "./pools/pool-mode.js";
+import { makePoolHost } from "./sandboxes/pool-mode.js";
 import { PRESTART_BASES, Prestarts } from "./pools/prestart.js";
 import { Providers } from "./providers.js";
 import { reap } from "./sandboxes/reaper.js";
@@ -64,6 +64,7 @@ import * as stopStart from "./sandboxes/stop-start.js";
 import { stopSandboxes, type OnStop, type StopReport } from "./sandboxes/server-stop.js";
 import { TenantPool } from "./pools/tenant-pool.js";
 import { Tokens } from "./sandboxes/tokens.js";
+import { SandboxTable } from "./sandboxes/table.js";
 import { Volumes } from "./volumes.js";
 import { WarmPools } from "./pools/warm-pool.js";
 
@@ -250,11 +251,11 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
   const events = new EventBus(eventStore);
   const net = opts.network ?? {};
   const metricStore = new MetricStore(db);
-  const sampler = new MetricsSampler(metricStore, () => core.live.values(), paths.dataDir, opts.metrics);
+  const sampler = new MetricsSampler(metricStore, () => core.table.live.values(), paths.dataDir, opts.metrics);
   const prom = new ServerMetrics({
     sampler,
     states: () => sandboxes.countByState(),
-    imageOf: (id) => core.live.get(id)?.image,
+    imageOf: (id) => core.table.live.get(id)?.image,
     pools: () => core.warm.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb })),
   });
   events.subscribe(prom.onEvent);
@@ -284,14 +285,14 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       // held channel until the guest runs again); while open, it keeps the sandbox from idling
       // but, as any follower, does not undo a pause made while it is open.
       (id) => {
-        const end = (core.live.get(id) ?? core.sleeping.get(id))?.follow() ?? (() => {});
-        if (core.sleeping.has(id)) void wake(core, id, "port", true).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
+        const end = (core.table.live.get(id) ?? core.table.sleeping.get(id))?.follow() ?? (() => {});
+        if (core.table.sleeping.has(id)) void wake(core, id, "port", true).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
         return end;
       },
       !!net.cache,
       {
         trust: async (_id, vm) => installTrust(vm, await egressCa.certPem()),
-        env: (id, env) => core.live.get(id)?.setNetworkEnv(env),
+        env: (id, env) => core.table.live.get(id)?.setNetworkEnv(env),
       },
     ),
     secretStore,
@@ -319,16 +320,10 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       keepBlobs: hooks.keepBlobs,
     }),
     tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, pullWithRoom(core)), events.emit) : null,
-    live: new Map(),
-    mains: new Map(),
-    secrets: new Map(),
-    destroying: new Map(),
-    waking: new Map(),
-    sleeping: new Map(),
-    pausing: new Map(),
+    table: new SandboxTable(),
     disk: new DiskSpace(paths.dataDir, {
-      vms: () => [...core.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
-      failFileOps: (id, err) => void core.live.get(id)?.vm.channel.failFileOps(err),
+      vms: () => [...core.table.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
+      failFileOps: (id, err) => void core.table.live.get(id)?.vm.channel.failFileOps(err),
       onRoom: async () => {
         events.flush();
         await markLost(core, "its VM went away while the server's disk was full");

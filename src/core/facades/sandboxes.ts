@@ -6,7 +6,7 @@ import { expiryAfter } from "../../schemas/durations.js";
 import { badRequest, ForgevmError, notFound, sandboxGone } from "../../http/errors.js";
 import { defaultAccount, GuestSession, type RelativePaths } from "../guest/session.js";
 import { ignore } from "../../util/ignore.js";
-import { checkMetadata } from "../sandboxes/validate.js";
+import { checkMetadata } from "../../schemas/checks.js";
 import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
 import type { Core } from "../core.js";
 import { create, startCreated } from "../sandboxes/create.js";
@@ -162,7 +162,7 @@ export class SandboxesFacade {
   /** The running sandbox with this id (or name), ready for exec and file operations. */
   running(idOrName: string): Sandbox {
     const id = this.idOf(idOrName);
-    const sb = this.core.live.get(id);
+    const sb = this.core.table.live.get(id);
     if (sb) {
       this.core.disk.requireAnswering(id);
       return sb;
@@ -258,14 +258,14 @@ export class SandboxesFacade {
   /** A sandbox's main process output: the last `tail` lines, or those since `sinceMs` (kept after it is gone). */
   async mainLogs(id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
     const row = this.get(id);
-    await this.core.mains.get(row.id)?.flushed();
+    await this.core.table.mains.get(row.id)?.flushed();
     return readMainLog(this.core, row.id, opts);
   }
 
   /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when it has ended for good or the sandbox stops running; returns the unsubscribe function. */
   followMain(id: string, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
     const row = this.get(id);
-    const runner = this.core.mains.get(row.id);
+    const runner = this.core.table.mains.get(row.id);
     if (!runner || runner.finished) {
       onEnd();
       return () => {};
@@ -277,7 +277,7 @@ export class SandboxesFacade {
     });
     const done = () => onEnd();
     // A client following the logs: the sandbox does not idle meanwhile, but the follower wakes no pause.
-    const end = (this.core.live.get(row.id) ?? this.core.sleeping.get(row.id))?.follow() ?? (() => {});
+    const end = (this.core.table.live.get(row.id) ?? this.core.table.sleeping.get(row.id))?.follow() ?? (() => {});
     runner.lines.on("line", onLine);
     runner.lines.once("done", done);
     return () => {
@@ -302,8 +302,8 @@ export class SandboxesFacade {
   /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now (default: what it had left). */
   async resume(id: string, ttlMs?: number, opts: { reboot?: boolean } = {}): Promise<Sandbox> {
     const row = this.get(id);
-    if (this.core.waking.has(row.id)) await this.core.waking.get(row.id);
-    if (this.core.live.has(row.id) && ttlMs === undefined) return this.running(row.id);
+    if (this.core.table.waking.has(row.id)) await this.core.table.waking.get(row.id);
+    if (this.core.table.live.has(row.id) && ttlMs === undefined) return this.running(row.id);
     return resume(this.core, row.id, ttlMs ?? lifeAfterWake(this.core, row), "paused", "request", opts);
   }
 

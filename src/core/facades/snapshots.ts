@@ -2,7 +2,7 @@
 // (copies.ts), and snapshots moved between hosts as archives (snapshot-transfer.ts).
 import type { Readable } from "node:stream";
 import type { SnapshotRow, SnapshotState } from "../../store/snapshots.js";
-import * as copies from "../snapshots/copies.js";
+import * as copies from "../sandboxes/copies.js";
 import type { Core } from "../core.js";
 import type { ForkOptions, ForkResult } from "../options.js";
 import type { Sandbox } from "../guest/sandbox.js";

@@ -14,7 +14,7 @@ export class VolumesFacade {
     private readonly core: Core,
     private readonly sandboxes: SandboxLookup,
   ) {
-    this.content = new VolumeContent(core.volumes, (id) => core.live.get(id) ?? null, join(core.paths.dataDir, "volumes", ".content"));
+    this.content = new VolumeContent(core.volumes, (id) => core.table.live.get(id) ?? null, join(core.paths.dataDir, "volumes", ".content"));
   }
 
   /** Creates a named volume (an ext4 filesystem of `sizeMb`, sparse on the host), its root directory `owner`'s (root's by default). */

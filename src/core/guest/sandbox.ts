@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import type { DirChange, DirEntry, DirWatch, ExecSession, FileStat, Metrics, SimpleOps } from "../../agent-client/index.js";
 import type { Vm } from "../../providers/provider.js";
 import { badRequest } from "../../http/errors.js";
-import { checkEnv } from "../sandboxes/validate.js";
+import { checkEnv } from "../../schemas/checks.js";
 import type { Emit } from "../events.js";
 import { CodeContexts } from "./code/contexts.js";
 import { GuestUsers, type GuestUser } from "./guest-users.js";

@@ -14,7 +14,11 @@ import { childConfig, storeImage, storeLayer, type ImageChanges, type StoredImag
 import { parseImageConfig } from "../../images/oci.js";
 import { canonicalName, resolveImage, type LocalImage } from "../../images/store.js";
 import { parseImageReference } from "./images.js";
-import type { Core } from "../core.js";
+import type { Paths } from "../../config/paths.js";
+import type { SandboxStore } from "../../store/sandboxes.js";
+import type { EventBus } from "../events.js";
+import type { Providers } from "../providers.js";
+import type { Sandbox } from "../guest/sandbox.js";
 import { badRequest, conflict, sandboxGone } from "../../http/errors.js";
 import { layerTar, type LayerCounts } from "../guest/guest-layer.js";
 import { scanGuest } from "../guest/guest-scan.js";
@@ -44,12 +48,21 @@ export interface CommitResult {
 }
 
 /** Commits a running sandbox's disk as a new image. */
-export async function commit(core: Core, deps: ImageWork, id: string, o: CommitOptions): Promise<CommitResult> {
+/** What a commit takes: the sandbox's row and its running VM, its provider's features, where images live and where the event goes. */
+export interface CommitDeps {
+  readonly paths: Paths;
+  readonly sandboxes: Pick<SandboxStore, "get">;
+  readonly table: { readonly live: ReadonlyMap<string, Sandbox> };
+  readonly providers: Pick<Providers, "of" | "require">;
+  readonly events: Pick<EventBus, "emit">;
+}
+
+export async function commit(core: CommitDeps, deps: ImageWork, id: string, o: CommitOptions): Promise<CommitResult> {
   const t0 = performance.now();
   const log = o.log ?? (() => {});
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `no sandbox ${id}`);
-  const sb = core.live.get(id);
+  const sb = core.table.live.get(id);
   if (!sb || row.state !== "running") throw conflict(`sandbox ${id} is ${row.state}: only a running sandbox can be committed (start it first)`);
   if (sb.tenant) throw conflict(`sandbox ${id} shares its VM with others (pool mode) and has no disk of its own to commit`);
   core.providers.require(core.providers.of(row), "commit", `sandbox ${id}`);

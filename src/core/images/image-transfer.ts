@@ -8,7 +8,9 @@ import { parseReference, DOCKER_HUB } from "../../images/reference.js";
 import type { Credentials } from "../../images/registry.js";
 import { pushImage as pushToRegistry, type PushedBlob, type PushResult } from "../../images/registry-push.js";
 import { ImageNotFoundError, resolveImage, type LocalImage } from "../../images/store.js";
-import type { Core } from "../core.js";
+import type { Paths } from "../../config/paths.js";
+import type { EventBus } from "../events.js";
+import type { Images } from "./images.js";
 import { notFound } from "../../http/errors.js";
 import { updateImageMeta } from "../../images/install.js";
 import { imageLayers, metaOf, type ImageWork } from "./image-layers.js";
@@ -16,7 +18,14 @@ import { parseImageReference, pullFailure } from "./images.js";
 
 export type { PushResult, PushedBlob };
 
-async function localImage(core: Core, name: string): Promise<LocalImage> {
+/** What an export or a push takes: where images live, where their events go, and (a push) the registry client. */
+export interface TransferDeps {
+  readonly paths: Paths;
+  readonly events: Pick<EventBus, "emit">;
+  readonly images: Pick<Images, "registryClient">;
+}
+
+async function localImage(core: Pick<TransferDeps, "paths">, name: string): Promise<LocalImage> {
   return resolveImage(core.paths, name).catch((e) => {
     throw e instanceof ImageNotFoundError ? notFound(e.message) : e;
   });
@@ -28,7 +37,7 @@ export function familiarName(name: string): string {
 }
 
 /** An image as an OCI archive (a stream), with the file name it is offered under. */
-export async function exportImage(core: Core, work: ImageWork, name: string, log: (m: string) => void = () => {}): Promise<{ stream: Readable; filename: string; digest: string }> {
+export async function exportImage(core: TransferDeps, work: ImageWork, name: string, log: (m: string) => void = () => {}): Promise<{ stream: Readable; filename: string; digest: string }> {
   const image = await localImage(core, name);
   const { parent } = await imageLayers(work, image, log, false);
   let tag = "latest";
@@ -48,7 +57,7 @@ export async function exportImage(core: Core, work: ImageWork, name: string, log
 
 /** Pushes a local image to `reference` (default: its own name) with the credentials pulls use. */
 export async function pushImage(
-  core: Core,
+  core: TransferDeps,
   work: ImageWork,
   name: string,
   reference: string | undefined,

@@ -6,7 +6,7 @@
 // guest restored from a snapshot made before that, or one a user's program set, is put right
 // here. Under KVM the guest's kvm-clock is kept in step with the host's by the hypervisor, and
 // these messages only confirm it.
-import type { Core } from "../core.js";
+import type { ForgeOptions } from "../options.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { ignore } from "../../util/ignore.js";
 
@@ -16,10 +16,10 @@ export const CLOCK_EVERY_MS = 30_000;
 const lastSet = new WeakMap<Sandbox, number>();
 
 /** Sends the host's time to every running guest whose clock was last set more than CLOCK_EVERY_MS ago (the reaper's tick). */
-export function keepClocks(core: Core, now = Date.now()): void {
+export function keepClocks(core: { readonly opts: Pick<ForgeOptions, "clockEveryMs">; readonly table: { readonly live: ReadonlyMap<string, Sandbox> } }, now = Date.now()): void {
   const every = core.opts.clockEveryMs ?? CLOCK_EVERY_MS;
   if (every <= 0) return;
-  for (const sb of core.live.values()) {
+  for (const sb of core.table.live.values()) {
     const last = lastSet.get(sb);
     if (last !== undefined && now - last < every) continue;
     lastSet.set(sb, now);

@@ -51,8 +51,7 @@ export async function admit(core: Core, row: SandboxRow, vm: Vm, image: LocalIma
     await vm.destroy();
     throw e;
   }
-  if (secrets) core.secrets.set(row.id, secrets);
-  core.live.set(row.id, sb);
+  core.table.admit(sb, secrets);
   watch(core, sb);
   core.sandboxes.setNetwork(row.id, network);
   core.sandboxes.update(row.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, origin });
@@ -83,14 +82,14 @@ export async function recordFailure(core: Core, id: string, e: unknown): Promise
 export function watch(core: Core, sb: Sandbox): void {
   const vm = sb.vm;
   const fail = (reason: string) => {
-    if (core.live.get(sb.id) !== sb || core.closed || sb.vm !== vm) return;
+    if (core.table.live.get(sb.id) !== sb || core.closed || sb.vm !== vm) return;
     void teardown(core, sb.id, { state: "error", error: reason }).catch(ignore("teardown records its own failure on the row"));
   };
   // A channel outlives its VM across pauses: watched once, whichever VM it then serves.
   if (!watchedChannels.has(vm.channel)) {
     watchedChannels.add(vm.channel);
     vm.channel.once("close", (e: Error) => {
-      if (core.live.get(sb.id) === sb && !core.closed)
+      if (core.table.live.get(sb.id) === sb && !core.closed)
         void teardown(core, sb.id, { state: "error", error: `the sandbox's agent channel closed: ${e.message}` }).catch(ignore("teardown records its own failure on the row"));
     });
   }
@@ -105,7 +104,7 @@ const watchedChannels = new WeakSet<object>();
  */
 export async function markLost(core: Core, reason: string): Promise<void> {
   for (const row of core.sandboxes.list(["running"])) {
-    if (row.manager_pid !== process.pid || core.live.has(row.id) || core.destroying.has(row.id) || core.disk.waitsFor(row.id)) continue;
+    if (row.manager_pid !== process.pid || core.table.live.has(row.id) || core.table.destroying.has(row.id) || core.disk.waitsFor(row.id)) continue;
     core.sandboxes.update(row.id, { state: "error", error: reason, destroyed_at: new Date().toISOString(), end_reason: "failed", ended_by: "server" });
     core.events.emit("sandbox.error", row.id, { error: reason });
   }
@@ -126,7 +125,7 @@ export interface Ending {
 
 /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
 export function destroy(core: Core, id: string, ending: Ending = { reason: "request", by: "api" }): Promise<void> {
-  const pending = core.destroying.get(id);
+  const pending = core.table.destroying.get(id);
   if (pending) return pending;
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
@@ -136,12 +135,12 @@ export function destroy(core: Core, id: string, ending: Ending = { reason: "requ
 
 /** Ends a live sandbox as `destroyed` or `error`: row first, then its network, secrets and VM. */
 function teardown(core: Core, id: string, end: { state: "destroyed"; ending: Ending } | { state: "error"; error: string }): Promise<void> {
-  const pending = core.destroying.get(id);
+  const pending = core.table.destroying.get(id);
   if (pending) return pending;
   const row = core.sandboxes.get(id);
   // An end a full disk keeps from the store has happened all the same.
   if (!row || row.state === "destroyed" || row.state === "error" || core.disk.waitsFor(id)) return Promise.resolve();
-  const p = (async () => {
+  return core.table.destroyOnce(id, async () => {
     // Marked first so that a spawn completing, the reaper or the VM's watcher see it at once;
     // on a full disk the row is written once there is room, and the rest goes on now.
     const ending: Ending = end.state === "error" ? { reason: "failed", by: "server" } : end.ending;
@@ -154,18 +153,15 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; ending: End
     };
     core.disk.write(id, `sandbox ${id} ${end.state}`, () => core.sandboxes.update(id, mark));
     if (core.disk.waitsFor(id)) core.sandboxes.showUnwritten(id, mark);
-    const asleep = core.sleeping.get(id);
-    const sb = core.live.get(id) ?? asleep;
-    core.live.delete(id);
-    core.sleeping.delete(id);
-    core.mains.get(id)?.dispose();
-    core.mains.delete(id);
+    const asleep = core.table.sleeping.get(id);
+    const sb = core.table.live.get(id) ?? asleep;
+    core.table.mains.get(id)?.dispose();
+    core.table.end(id);
     // The console log outlives the VM directory, until the row's history is pruned.
     if (row.vm_dir) await keepConsoleLog(core, id, row.vm_dir);
     await core.networks.detach(id);
     core.hostDirs.forget(id);
     core.sampler.forget(id);
-    core.secrets.delete(id);
     if (row.vm_id) await core.tenants?.leave(id);
     else if (sb) {
       // What it wrote to its volumes must reach their files before the VM goes (a hung guest gets 5 s).
@@ -178,9 +174,7 @@ function teardown(core: Core, id: string, end: { state: "destroyed"; ending: End
     if (end.state === "error") core.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
     else core.events.emit(ending.reason === "ttl" ? "sandbox.expired" : "sandbox.destroyed", id, { reason: ending.reason, by: ending.by });
     if (row.snapshot_id) await core.snaps.collect().catch(ignore("collection runs again at the next end"));
-  })().finally(() => core.destroying.delete(id));
-  core.destroying.set(id, p);
-  return p;
+  });
 }
 
 /** The last `lines` lines of a sandbox's serial console (kept after destroy, with its history). */

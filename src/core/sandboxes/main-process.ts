@@ -37,7 +37,8 @@ export interface MainHost {
   readonly paths: Paths;
   readonly sandboxes: SandboxStore;
   readonly events: EventBus;
-  readonly live: Map<string, Sandbox>;
+  /** The sandboxes running here, and where a main process's runner is recorded (table.ts). */
+  readonly table: { readonly live: ReadonlyMap<string, Sandbox>; setMain(id: string, runner: MainRunner): void };
   readonly closed: boolean;
 }
 
@@ -51,14 +52,14 @@ export function mainLogPath(core: { paths: Paths }, id: string): string {
  * person has not stopped; or takes over the one still running there, among `adopted` (the
  * processes a server that went away left running, guest/adopt.ts).
  */
-export async function startMain(core: MainHost & { readonly mains: Map<string, MainRunner> }, sb: Sandbox, adopted: TrackedProcess[] = []): Promise<void> {
+export async function startMain(core: MainHost, sb: Sandbox, adopted: TrackedProcess[] = []): Promise<void> {
   const main = core.sandboxes.get(sb.id)?.main;
   if (!main) return;
   // The one running, else one that ended while no server watched (its end is recorded, and its policy applied).
   const found = adopted.find((p) => p.spec.tag === MAIN_TAG && p.running) ?? adopted.find((p) => p.spec.tag === MAIN_TAG);
   if (main.stopped_by_user && !found?.running) return;
   const runner = new MainRunner(core, sb);
-  core.mains.set(sb.id, runner);
+  core.table.setMain(sb.id, runner);
   if (found) runner.adopt(found);
   else await runner.start();
 }
@@ -143,7 +144,7 @@ export class MainRunner {
     this.health = null;
     const m = this.record();
     if (!m?.healthcheck || !this.proc?.running) return;
-    const running = () => this.core.live.get(this.sb.id) === this.sb && this.core.sandboxes.get(this.sb.id)?.state === "running";
+    const running = () => this.core.table.live.get(this.sb.id) === this.sb && this.core.sandboxes.get(this.sb.id)?.state === "running";
     this.health = new HealthMonitor(this.sb, m.healthcheck, m.user, {
       running,
       record: (health, changed) => {
@@ -190,7 +191,7 @@ export class MainRunner {
       !!m &&
       !this.disposed &&
       !m.stopped_by_user &&
-      this.core.live.get(this.sb.id) === this.sb &&
+      this.core.table.live.get(this.sb.id) === this.sb &&
       !this.core.closed &&
       (m.restart === "always" || m.restart === "unless-stopped" || (m.restart === "on-failure" && code !== 0 && (m.max_restarts === undefined || m.restarts < m.max_restarts)));
     if (!again || !m) {

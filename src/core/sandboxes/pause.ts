@@ -4,7 +4,7 @@
 // expire; it ends when it is destroyed (lifecycle's teardown), and its snapshot with it.
 //
 // Within one server process a pause carries everything over: the agent channel is held before
-// the save (no frame half-sent), the Sandbox object waits in `core.sleeping` with its process
+// the save (no frame half-sent), the Sandbox object waits in `core.table.sleeping` with its process
 // table, code contexts, main process, published ports and host directories, and the restored
 // guest takes the same channel back, so streams, pids and output go on as if nothing happened.
 // After a server restart that memory is gone: the guest is told to keep its processes running,
@@ -16,7 +16,7 @@ import type { Core } from "../core.js";
 import { conflict, ForgevmError, sandboxGone } from "../../http/errors.js";
 import { admit, keepConsoleLog, recordFailure, watch } from "./lifecycle.js";
 import type { Sandbox } from "../guest/sandbox.js";
-import { abandon } from "../snapshots/copies.js";
+import { abandon } from "./copies.js";
 import { Snapshots } from "../snapshots/snapshots.js";
 import { requireState } from "./states.js";
 import { expiryAfter, NO_EXPIRY, NO_TTL } from "../../schemas/durations.js";
@@ -28,7 +28,7 @@ export function checkSavable(core: Core, id: string, verb: "paused" | "stopped")
   const row = core.sandboxes.get(id)!;
   core.providers.require(core.providers.of(row), "snapshots", `sandbox ${id} cannot be ${verb}`);
   if (row.vm_id) throw new ForgevmError("BAD_REQUEST", `sandbox ${id} shares a pool VM with other sandboxes and cannot be ${verb}`);
-  if (core.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb} (${EGRESS_HINT})`);
+  if (core.table.secrets.has(id)) throw conflict(`sandbox ${id} holds secrets, which would be written to disk in its memory image; it cannot be ${verb} (${EGRESS_HINT})`);
 }
 
 /** Why a sandbox was paused, as its `sandbox.paused` event says (`server`: its server stopped, with server.on_stop: pause). */
@@ -40,15 +40,14 @@ export type PauseReason = "request" | "timeout" | "idle" | "server";
  * resume is a cold boot over that disk, processes gone.
  */
 export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "paused", reason: PauseReason = "request", keepMemory = true): Promise<void> {
-  const p = save(core, sb, as, reason, keepMemory).finally(() => core.pausing.delete(sb.id));
-  core.pausing.set(sb.id, p);
+  const p = core.table.pauseOnce(sb.id, () => save(core, sb, as, reason, keepMemory));
   // A call that reached the sandbox while it was being saved waits in its held channel: it wakes
   // it. A client that only follows output (a background command's stream, logs, a watch) does
   // not: it waits, silent, until something that wants an answer resumes the sandbox.
   if (as === "paused" && keepMemory)
     void p
       .then(async () => {
-        if (sb.calling && core.sleeping.get(sb.id) === sb && !core.closed) await wake(core, sb.id, "a call during the pause", true);
+        if (sb.calling && core.table.sleeping.get(sb.id) === sb && !core.closed) await wake(core, sb.id, "a call during the pause", true);
       })
       .catch(ignore("a failed wake leaves the sandbox paused, and the call wakes it again"));
   return p;
@@ -57,7 +56,7 @@ export function pause(core: Core, sb: Sandbox, as: "paused" | "stopped" = "pause
 async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: PauseReason, keepMemory: boolean): Promise<void> {
   const row = core.sandboxes.get(sb.id)!;
   checkSavable(core, sb.id, as);
-  if (core.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
+  if (core.table.destroying.has(sb.id)) throw sandboxGone(sb.id, `sandbox ${sb.id} is being destroyed`);
   // The disk alone must hold what the guest wrote: a stopped sandbox may later boot cold from it.
   await sb.sync().catch(ignore("a guest that cannot sync is saved as it is"));
   const snap = await core.snaps.beginOf(row, "pause");
@@ -79,11 +78,10 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
     throw e;
   }
   // From here the snapshot is the sandbox: the VM goes, the record stays.
-  core.live.delete(sb.id);
-  if (carry) core.sleeping.set(sb.id, sb);
-  else {
-    core.mains.get(sb.id)?.dispose();
-    core.mains.delete(sb.id);
+  core.table.sleep(sb, carry);
+  if (!carry) {
+    core.table.mains.get(sb.id)?.dispose();
+    core.table.dropMain(sb.id);
   }
   core.sandboxes.update(sb.id, {
     state: as,
@@ -113,7 +111,7 @@ async function save(core: Core, sb: Sandbox, as: "paused" | "stopped", reason: P
  */
 export async function resume(core: Core, id: string, ttlMs: number, from: "paused" | "stopped" = "paused", by = "request", opts: { reboot?: boolean } = {}): Promise<Sandbox> {
   // A pause still taking its VM down (its row says paused already) is waited for.
-  await core.pausing.get(id)?.catch(ignore("a failed pause is reported to its own caller"));
+  await core.table.pausing.get(id)?.catch(ignore("a failed pause is reported to its own caller"));
   const t0 = performance.now();
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
@@ -127,7 +125,7 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await core.volumes.disks(row.volumes), forkable };
     // A pause that kept the disk only: a cold boot over it, as after a crash (the disk was synced first).
     const cold = from === "paused" && (row.paused_keep === "disk" || !!opts.reboot);
-    let asleep = from === "paused" ? core.sleeping.get(id) : undefined;
+    let asleep = from === "paused" ? core.table.sleeping.get(id) : undefined;
     if (cold && asleep) {
       // Its streams cannot go on in a machine that boots afresh: they end here.
       await letSleeperGo(core, id, asleep);
@@ -170,11 +168,11 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
     return sb;
   } catch (e) {
     // What waited asleep cannot go on: its streams end with the failure.
-    const asleep = core.sleeping.get(id);
+    const asleep = core.table.sleeping.get(id);
     if (asleep) await letSleeperGo(core, id, asleep);
     else {
-      core.mains.get(id)?.dispose();
-      core.mains.delete(id);
+      core.table.mains.get(id)?.dispose();
+      core.table.dropMain(id);
     }
     await recordFailure(core, id, e);
     throw e instanceof BootError ? new ForgevmError("UNAVAILABLE", `${from} sandbox ${id} could not be brought back: ${e.message.split("\n")[0]}`) : e;
@@ -183,10 +181,10 @@ export async function resume(core: Core, id: string, ttlMs: number, from: "pause
 
 /** Ends what a sandbox held asleep in this process (its channel, main process, network and host directories), as a pause that kept no streams would have. */
 export async function letSleeperGo(core: Core, id: string, sb: Sandbox, reason?: Error): Promise<void> {
-  core.sleeping.delete(id);
+  core.table.forgetSleep(id);
   sb.vm.channel.close(reason);
-  core.mains.get(id)?.dispose();
-  core.mains.delete(id);
+  core.table.mains.get(id)?.dispose();
+  core.table.dropMain(id);
   await core.networks.detach(id);
   core.hostDirs.forget(id);
 }
@@ -199,9 +197,8 @@ async function rejoin(core: Core, sb: Sandbox, vm: Vm, by: string, t0: number): 
     vm.channel.close();
     throw new ForgevmError("CONFLICT", `sandbox ${sb.id} was destroyed while it was resuming`);
   }
-  core.sleeping.delete(sb.id);
   sb.rebind(vm);
-  core.live.set(sb.id, sb);
+  core.table.wake(sb);
   watch(core, sb);
   core.sandboxes.update(sb.id, { state: "running", vm_pid: vm.info.pid, vm_dir: vm.info.dir, paused_reason: null, paused_keep: null });
   core.events.emit("sandbox.running", sb.id, { boot_ms: vm.info.bootMs, accel: vm.info.accel, origin: "resume" });
@@ -217,20 +214,15 @@ async function rejoin(core: Core, sb: Sandbox, vm: Vm, by: string, t0: number): 
  */
 export async function wake(core: Core, id: string, by: string, always = false): Promise<void> {
   // A pause still under way is waited for: the call then finds the sandbox paused and wakes it.
-  await core.pausing.get(id)?.catch(ignore("a failed pause is reported to its own caller"));
+  await core.table.pausing.get(id)?.catch(ignore("a failed pause is reported to its own caller"));
   const row = core.sandboxes.get(id);
-  if (row?.state !== "paused" && !core.waking.has(id)) return;
+  if (row?.state !== "paused" && !core.table.waking.has(id)) return;
   // An idle pause is the server's own doing, so it is undone for any caller; a pause someone asked
   // for is undone only where the sandbox's lifecycle says so (E2B's autoResume) or the caller always resumes.
   if (row?.state === "paused" && !always && !row.lifecycle?.auto_resume && row.paused_reason !== "idle") return;
   // A disk-only pause is never resumed behind a caller's back (E2B's rule): it would lose the processes.
   if (row?.state === "paused" && !always && row.paused_keep === "disk") return;
-  let p = core.waking.get(id);
-  if (!p) {
-    p = resume(core, id, lifeAfterWake(core, row!), "paused", by).finally(() => core.waking.delete(id));
-    core.waking.set(id, p);
-  }
-  await p;
+  await core.table.wakeOnce(id, () => resume(core, id, lifeAfterWake(core, row!), "paused", by));
 }
 
 /** How long a woken (or resumed) sandbox lives: its lifecycle's resume TTL, else what it had left when it paused (at least a minute). */

@@ -13,7 +13,8 @@ import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { IdlePolicy, SpawnOptions } from "../options.js";
 import { healthSpec } from "./health.js";
 import { planSecrets, type PlannedSecrets } from "./secrets.js";
-import { checkEnv, checkFullNetwork, checkMemory, checkMetadata, checkOwner, checkProvider, checkVcpus } from "./validate.js";
+import { checkFullNetwork, checkMemory, checkProvider, checkVcpus } from "./validate.js";
+import { checkEnv, checkMetadata, checkOwner } from "../../schemas/checks.js";
 import { expiryAfter, NO_TTL, noneIfZero, parseIdle } from "../../schemas/durations.js";
 
 /** A spawn request with its template and defaults applied and its image resolved. */

@@ -18,13 +18,13 @@ const EXPIRED: Ending = { reason: "ttl", by: "server" };
  */
 export async function prune(core: Core): Promise<number> {
   // A pause takes longer than a tick: one in progress is left to finish.
-  const expired = core.sandboxes.expired(new Date().toISOString()).filter((r) => !core.pausing.has(r.id));
+  const expired = core.sandboxes.expired(new Date().toISOString()).filter((r) => !core.table.pausing.has(r.id));
   await Promise.all(expired.map((r) => (r.lifecycle?.on_expiry === "pause" ? pauseAtExpiry(core, r.id) : destroy(core, r.id, EXPIRED))));
   return expired.length;
 }
 
 async function pauseAtExpiry(core: Core, id: string): Promise<void> {
-  const sb = core.live.get(id);
+  const sb = core.table.live.get(id);
   if (!sb) return destroy(core, id, EXPIRED);
   try {
     await pause(core, sb, "paused", "timeout", core.sandboxes.get(id)?.lifecycle?.pause_memory !== false);
@@ -44,10 +44,10 @@ const idling = new Set<string>();
  */
 export function settleIdle(core: Core): void {
   const now = Date.now();
-  for (const [id, sb] of core.live) {
+  for (const [id, sb] of core.table.live) {
     const row = core.sandboxes.get(id);
     if (!row?.idle_ms || !row.idle_action || sb.idleMs(now) < row.idle_ms) continue;
-    if (idling.has(id) || core.destroying.has(id) || core.pausing.has(id) || core.waking.has(id) || core.disk.full) continue;
+    if (idling.has(id) || core.table.destroying.has(id) || core.table.pausing.has(id) || core.table.waking.has(id) || core.disk.full) continue;
     idling.add(id);
     core.events.emit("sandbox.idle", id, { idle_ms: sb.idleMs(now), action: row.idle_action });
     const work = row.idle_action === "pause" ? pause(core, sb, "paused", "idle") : stop(core, id);

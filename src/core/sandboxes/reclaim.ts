@@ -3,7 +3,8 @@
 // free page reporting then hands the freed blocks to the host, which discards them. The next
 // command reads what it needs from the disk again. Agents without the `reclaim` feature (an old
 // initramfs) are skipped.
-import type { Core } from "../core.js";
+import type { EventBus } from "../events.js";
+import type { SandboxTable } from "./table.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { ignore } from "../../util/ignore.js";
 
@@ -11,11 +12,11 @@ import { ignore } from "../../util/ignore.js";
 const reclaimed = new WeakMap<Sandbox, number>();
 
 /** Asks every sandbox idle for at least `afterMs` (and not asked since it was last used) to give its idle memory back. */
-export function reclaimIdle(core: Core, afterMs: number): void {
+export function reclaimIdle(core: { readonly table: Pick<SandboxTable, "live" | "pausing" | "destroying">; readonly events: Pick<EventBus, "emit"> }, afterMs: number): void {
   const now = Date.now();
-  for (const [id, sb] of core.live) {
+  for (const [id, sb] of core.table.live) {
     if (sb.idleMs(now) < afterMs || (reclaimed.get(sb) ?? 0) >= sb.lastActive) continue;
-    if (core.pausing.has(id) || core.destroying.has(id) || !sb.vm.channel.supports("reclaim")) continue;
+    if (core.table.pausing.has(id) || core.table.destroying.has(id) || !sb.vm.channel.supports("reclaim")) continue;
     reclaimed.set(sb, now);
     // Not work of the sandbox's: it does not count as activity, and an idle pause may follow.
     void sb.vm.channel

@@ -37,14 +37,14 @@ export async function reconcile(core: Core): Promise<TakeBackReport> {
   const report: TakeBackReport = { reattached: [], resumed: [], failed: [] };
   const rows = core.sandboxes
     .list(["creating", "running"])
-    .filter((row) => !core.live.has(row.id) && !(row.manager_pid && row.manager_pid !== process.pid && isNodeProcess(row.manager_pid)));
+    .filter((row) => !core.table.live.has(row.id) && !(row.manager_pid && row.manager_pid !== process.pid && isNodeProcess(row.manager_pid)));
   await inTurn(rows, async (row) => {
     const took = await takeBack(core, row);
     if (typeof took === "number") report.reattached.push({ id: row.id, processes: took });
     else report.failed.push({ id: row.id, error: took.error });
   });
   // VMs without a sandbox row (warm pool, pool mode, base snapshot builds) of a server that is gone.
-  const keep = new Set([...core.live.values()].map((sb) => sb.vm.info.id));
+  const keep = new Set([...core.table.live.values()].map((sb) => sb.vm.info.id));
   for (const p of core.providers.all()) await p.sweepOrphans(keep, async (pid) => isNodeProcess(pid));
   return report;
 }
@@ -78,7 +78,7 @@ async function takeBack(core: Core, row: SandboxRow): Promise<number | { error: 
       const sb = new Sandbox(row.id, row.image, vm, (s) => destroy(core, s.id), core.events.emit, execDefaults(image, row.env, row.exec_user, network));
       const lastActive = Date.parse(row.last_active_at ?? "");
       if (Number.isFinite(lastActive)) sb.lastActive = Math.min(lastActive, Date.now());
-      core.live.set(row.id, sb);
+      core.table.admit(sb);
       watch(core, sb);
       // The guest dropped its host directories with the old server's streams: mounted again.
       for (const m of row.host_dirs ?? []) await core.hostDirs.attach(sb, m).catch(ignore("a host directory gone since the crash: the sandbox runs without it"));

@@ -40,10 +40,10 @@ export const SERVER_LEFT =
 export async function stopSandboxes(core: Core, mode: OnStop, destroy: (id: string, ending: Ending) => Promise<void>): Promise<StopReport> {
   const report: StopReport = { kept: [], paused: [], stopped: [], destroyed: [] };
   // Work that is changing a sandbox's state finishes first: a pause half-made is no state to leave.
-  await Promise.allSettled([...core.pausing.values(), ...core.waking.values(), ...core.destroying.values()]);
+  await Promise.allSettled([...core.table.pausing.values(), ...core.table.waking.values(), ...core.table.destroying.values()]);
   const ending: Ending = { reason: "server stop", by: "server" };
   const outliving: Sandbox[] = [];
-  for (const [id, sb] of [...core.live]) {
+  for (const [id, sb] of [...core.table.live]) {
     const row = core.sandboxes.get(id);
     if (mode !== "destroy" && row && !row.vm_id && core.providers.of(row).features.reattach) {
       outliving.push(sb);
@@ -76,9 +76,9 @@ export async function stopSandboxes(core: Core, mode: OnStop, destroy: (id: stri
   );
   // Paused in this process with their streams held: those streams end now (the pause is on disk;
   // its main process goes on in the guest when a server resumes it, and is adopted then).
-  for (const [id, sb] of [...core.sleeping]) {
-    core.mains.get(id)?.release(SERVER_LEFT);
-    core.mains.delete(id);
+  for (const [id, sb] of [...core.table.sleeping]) {
+    core.table.mains.get(id)?.release(SERVER_LEFT);
+    core.table.dropMain(id);
     await letSleeperGo(core, id, sb, new HostLeftError(SERVER_LEFT));
   }
   return report;
@@ -91,7 +91,7 @@ async function pauseForStop(core: Core, sb: Sandbox): Promise<boolean> {
     await pause(core, sb, "paused", "server");
     return true;
   } catch {
-    return !core.live.has(sb.id);
+    return !core.table.live.has(sb.id);
   }
 }
 
@@ -103,13 +103,11 @@ async function pauseForStop(core: Core, sb: Sandbox): Promise<boolean> {
  */
 export async function letGo(core: Core, sb: Sandbox): Promise<void> {
   const id = sb.id;
-  core.mains.get(id)?.release(SERVER_LEFT);
-  core.mains.delete(id);
-  core.live.delete(id);
+  core.table.mains.get(id)?.release(SERVER_LEFT);
+  core.table.end(id);
   await core.networks.detach(id);
   core.hostDirs.forget(id);
   core.sampler.forget(id);
-  core.secrets.delete(id);
   core.sandboxes.update(id, { manager_pid: null, last_active_at: new Date(sb.lastActive).toISOString() });
   sb.vm.release(new HostLeftError(SERVER_LEFT));
   core.events.emit("sandbox.released", id, { vm_pid: sb.vm.info.pid });

@@ -9,7 +9,7 @@ import { ForgevmError } from "../../http/errors.js";
 import { admit, recordFailure } from "./lifecycle.js";
 import type { SpawnOptions } from "../options.js";
 import { newRow, newSandboxId, plan, type SpawnPlan } from "./plan.js";
-import { spawnTenant } from "../pools/pool-mode.js";
+import { spawnTenant } from "./pool-mode.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { prepareBase, runSetup, useBaseSnapshots, type Pull } from "./spawn-setup.js";
 import { Snapshots } from "../snapshots/snapshots.js";

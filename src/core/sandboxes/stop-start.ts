@@ -19,10 +19,10 @@ export async function stop(core: Core, id: string, graceMs = DEFAULT_STOP_GRACE_
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, "stop");
-  const sb = core.live.get(id);
+  const sb = core.table.live.get(id);
   if (!sb) throw conflict(`sandbox ${id} is run by another ForgeVM process`);
   checkSavable(core, id, "stopped");
-  await core.mains.get(id)?.stop(graceMs, byUser);
+  await core.table.mains.get(id)?.stop(graceMs, byUser);
   // As a container's stop: every process ends, not only the main one, so what starts again is
   // the sandbox's own (a fork bomb or a hung job does not come back with its memory).
   await sb.endAll().catch(ignore("a guest that cannot end its processes is saved as it is"));
@@ -50,7 +50,7 @@ export async function kill(core: Core, id: string, signal: number): Promise<void
   const row = core.sandboxes.get(id);
   if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
   requireState(row, "kill");
-  const runner = core.mains.get(id);
+  const runner = core.table.mains.get(id);
   if (!runner?.running) throw conflict(`sandbox ${id} has no main process running${row.main ? ` (it exited with ${row.main.exit_code})` : ""}`);
   await runner.signal(signal);
 }

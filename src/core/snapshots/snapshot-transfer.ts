@@ -14,7 +14,10 @@ import type { SnapshotRow } from "../../store/snapshots.js";
 import { readTar, safeEntryPath, TarError } from "../../util/tar-read.js";
 import { TAR_END, tarFileBody, tarHeader, tarPadding } from "../../util/tar-write.js";
 import { run } from "../../util/process.js";
-import type { Core } from "../core.js";
+import type { Paths } from "../../config/paths.js";
+import type { Provider } from "../../providers/provider.js";
+import type { SnapshotStore } from "../../store/snapshots.js";
+import type { EventBus } from "../events.js";
 import { badRequest, conflict } from "../../http/errors.js";
 import { Snapshots } from "./snapshots.js";
 import { ignore } from "../../util/ignore.js";
@@ -43,7 +46,16 @@ function fileEntry(name: string, size: number): Buffer {
 }
 
 /** A named snapshot as an archive stream, with the file name it is offered under. */
-export async function exportSnapshot(core: Core, row: SnapshotRow): Promise<{ stream: Readable; filename: string }> {
+/** What moving a snapshot between hosts takes: the data directory, the default provider's machine key, the snapshots and their rows, and where the event goes. */
+export interface TransferDeps {
+  readonly paths: Paths;
+  readonly provider: Pick<Provider, "machineKey">;
+  readonly snapshotRows: Pick<SnapshotStore, "find">;
+  readonly snaps: Pick<Snapshots, "begin" | "finish" | "abort">;
+  readonly events: Pick<EventBus, "emit">;
+}
+
+export async function exportSnapshot(core: TransferDeps, row: SnapshotRow): Promise<{ stream: Readable; filename: string }> {
   if (row.kind !== "sandbox" || row.state !== "ready")
     throw conflict(`snapshot ${row.name ?? row.id} is a ${row.kind} snapshot (${row.state}): only named snapshots a sandbox took can be exported`);
   const files = Snapshots.files(row);
@@ -110,7 +122,7 @@ export async function exportSnapshot(core: Core, row: SnapshotRow): Promise<{ st
 }
 
 /** Makes a snapshot here from an exported archive; `name` replaces the one it carries. */
-export async function importSnapshot(core: Core, source: AsyncIterable<Buffer>, name: string | undefined): Promise<SnapshotRow> {
+export async function importSnapshot(core: TransferDeps, source: AsyncIterable<Buffer>, name: string | undefined): Promise<SnapshotRow> {
   const work = await mkdtemp(join(core.paths.dataDir, ".snapshot-import-"));
   try {
     const wanted = new Set(["snapshot.json", "state", "disk.qcow2", "console.log"]);

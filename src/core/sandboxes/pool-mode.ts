@@ -6,13 +6,13 @@ import { BootError } from "../../providers/provider.js";
 import { canonicalName } from "../../images/store.js";
 import type { Core } from "../core.js";
 import { badRequest, ForgevmError } from "../../http/errors.js";
-import { execDefaults } from "../sandboxes/exec-defaults.js";
-import { destroy, recordFailure, watch } from "../sandboxes/lifecycle.js";
+import { execDefaults } from "./exec-defaults.js";
+import { destroy, recordFailure, watch } from "./lifecycle.js";
 import type { SpawnOptions } from "../options.js";
-import { newRow, plan } from "../sandboxes/plan.js";
+import { newRow, plan } from "./plan.js";
 import { Sandbox } from "../guest/sandbox.js";
 import { Snapshots } from "../snapshots/snapshots.js";
-import { prepareBase, useBaseSnapshots, type Pull } from "../sandboxes/spawn-setup.js";
+import { prepareBase, useBaseSnapshots, type Pull } from "./spawn-setup.js";
 
 /** Pool mode: a sandbox that is a user of its own in a shared VM. */
 export async function spawnTenant(core: Core, opts: SpawnOptions, pull: Pull): Promise<Sandbox> {
@@ -36,7 +36,7 @@ export async function spawnTenant(core: Core, opts: SpawnOptions, pull: Pull): P
       throw new ForgevmError("CONFLICT", `sandbox ${row.id} was destroyed while it was starting`);
     }
     const sb = new Sandbox(row.id, row.image, host.vm!, (s) => destroy(core, s.id), core.events.emit, { ...execDefaults(p.image, row.env, null), cwd: tenant.home, tenant });
-    core.live.set(row.id, sb);
+    core.table.admit(sb);
     watch(core, sb);
     core.sandboxes.update(row.id, { state: "running", vm_id: host.id, snapshot_id: host.snapshotId || null, origin: "pool" });
     core.events.emit("sandbox.running", row.id, { vm_id: host.id, user: tenant.user });

@@ -9,14 +9,14 @@ import type { SnapshotRow } from "../../store/snapshots.js";
 import { MAX_FORK, type Core } from "../core.js";
 import { badRequest, conflict, ForgevmError, notFound } from "../../http/errors.js";
 import { hasNic } from "../network.js";
-import { admit, destroy, recordFailure } from "../sandboxes/lifecycle.js";
+import { admit, destroy, recordFailure } from "./lifecycle.js";
 import { ignore } from "../../util/ignore.js";
-import { EGRESS_HINT } from "../sandboxes/secrets.js";
+import { EGRESS_HINT } from "./secrets.js";
 import type { ForkOptions, ForkResult } from "../options.js";
-import { copyNames, planLifecycle, rowOf } from "../sandboxes/plan.js";
-import { checkEnv } from "../sandboxes/validate.js";
+import { copyNames, planLifecycle, rowOf } from "./plan.js";
+import { checkEnv } from "../../schemas/checks.js";
 import type { Sandbox } from "../guest/sandbox.js";
-import { Snapshots } from "./snapshots.js";
+import { Snapshots } from "../snapshots/snapshots.js";
 import { ttlLeft } from "../../schemas/durations.js";
 
 /**
@@ -293,7 +293,7 @@ function refuseCopy(core: Core, src: SandboxRow, what: "snapshotted" | "forked")
   core.providers.require(core.providers.of(src), "snapshots", `sandbox ${src.id} cannot be ${what}`);
   if (src.vm_id) throw badRequest(`sandbox ${src.id} shares a pool VM with other sandboxes and cannot be ${what}`);
   // A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk.
-  if (core.secrets.has(src.id)) throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what} (${EGRESS_HINT})`);
+  if (core.table.secrets.has(src.id)) throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what} (${EGRESS_HINT})`);
   // A copy would share the volume's one filesystem with its parent: two writers corrupt it.
   if (src.volumes?.length)
     throw conflict(
