@@ -11,6 +11,7 @@ import type { Forge } from "../src/core/forge.js";
 import { ERRORS } from "../src/http/errors.js";
 import { ARCHITECTURE_FILE, architectureDoc } from "./architecture-doc.js";
 import { MODULES_FILE, modulesDoc } from "./modules-doc.js";
+import { TESTING_FILE, testingDoc } from "./testing-doc.js";
 import { PY_WIRE_FILE, pyWire, TS_WIRE_FILE, tsWire } from "./sdk-types.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -51,5 +52,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   writeFileSync(ERRORS_FILE, errorsDoc(readFileSync(ERRORS_FILE, "utf8")));
   writeFileSync(ARCHITECTURE_FILE, architectureDoc(readFileSync(ARCHITECTURE_FILE, "utf8")));
   writeFileSync(MODULES_FILE, modulesDoc());
-  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE}, the generated parts of ${ARCHITECTURE_FILE} and ${MODULES_FILE}`);
+  writeFileSync(TESTING_FILE, testingDoc(readFileSync(TESTING_FILE, "utf8")));
+  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE}, the generated parts of ${ARCHITECTURE_FILE}, ${MODULES_FILE} and the tier table of ${TESTING_FILE}`);
 }

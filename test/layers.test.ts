@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../scripts/architecture-doc.js";
 import { MODULES_FILE, modulesDoc } from "../scripts/modules-doc.js";
+import { TESTING_FILE, testingDoc } from "../scripts/testing-doc.js";
 import { ALONE, LONGEST, TIERS } from "../scripts/test-tiers.js";
 import { circles, importsOf, sourceFiles, type Graph } from "./dependency-graph.js";
 
@@ -218,6 +219,12 @@ it("every test file is in exactly one tier of scripts/test-tiers.ts, and each fi
     [],
     "LONGEST names a file that is gone or runs alone",
   );
+});
+
+it("docs/testing.md's tier table is what scripts/test-tiers.ts says (npm run docs writes it)", () => {
+  const text = readFileSync(TESTING_FILE, "utf8");
+  assert.equal(text, testingDoc(text), "docs/testing.md's tier table has drifted: run npm run docs");
+  assert.match(text, /<!-- tiers:start -->\n\| tier \|/);
 });
 
 it("every error dropped in src/ says why (ignore(reason)), none silently", () => {
