@@ -53,5 +53,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   writeFileSync(ARCHITECTURE_FILE, architectureDoc(readFileSync(ARCHITECTURE_FILE, "utf8")));
   writeFileSync(MODULES_FILE, modulesDoc());
   writeFileSync(TESTING_FILE, testingDoc(readFileSync(TESTING_FILE, "utf8")));
-  console.log(`wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE}, the generated parts of ${ARCHITECTURE_FILE}, ${MODULES_FILE} and the tier table of ${TESTING_FILE}`);
+  console.log(
+    `wrote ${OPENAPI_FILE}, ${TS_WIRE_FILE}, ${PY_WIRE_FILE}, the table in ${ERRORS_FILE}, the generated parts of ${ARCHITECTURE_FILE}, ${MODULES_FILE} and the tier table of ${TESTING_FILE}`,
+  );
 }

@@ -161,7 +161,17 @@ const STILL_TAKING_CORE = [
 it("the whole context (core.ts's Core) is imported by the composition root and by no file beyond those still being narrowed", () => {
   const importers = files(src)
     .map((f) => relative(src, f))
-    .filter((rel) => rel !== "core/core.ts" && imports(join(src, rel)).includes("core/core.ts") && /\bCore\b/.test(readFileSync(join(src, rel), "utf8").split("\n").filter((l) => l.startsWith("import")).join("\n")));
+    .filter(
+      (rel) =>
+        rel !== "core/core.ts" &&
+        imports(join(src, rel)).includes("core/core.ts") &&
+        /\bCore\b/.test(
+          readFileSync(join(src, rel), "utf8")
+            .split("\n")
+            .filter((l) => l.startsWith("import"))
+            .join("\n"),
+        ),
+    );
   assert.ok(importers.includes("core/open.ts"), "the composition root builds it");
   assert.deepEqual(
     importers.filter((f) => f !== "core/open.ts").sort(),

@@ -37,7 +37,12 @@ export function familiarName(name: string): string {
 }
 
 /** An image as an OCI archive (a stream), with the file name it is offered under. */
-export async function exportImage(core: TransferDeps, work: ImageWork, name: string, log: (m: string) => void = () => {}): Promise<{ stream: Readable; filename: string; digest: string }> {
+export async function exportImage(
+  core: TransferDeps,
+  work: ImageWork,
+  name: string,
+  log: (m: string) => void = () => {},
+): Promise<{ stream: Readable; filename: string; digest: string }> {
   const image = await localImage(core, name);
   const { parent } = await imageLayers(work, image, log, false);
   let tag = "latest";

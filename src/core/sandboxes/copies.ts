@@ -293,7 +293,8 @@ function refuseCopy(core: Core, src: SandboxRow, what: "snapshotted" | "forked")
   core.providers.require(core.providers.of(src), "snapshots", `sandbox ${src.id} cannot be ${what}`);
   if (src.vm_id) throw badRequest(`sandbox ${src.id} shares a pool VM with other sandboxes and cannot be ${what}`);
   // A sandbox holding secrets has them in its RAM: no snapshot may carry them to disk.
-  if (core.table.secrets.has(src.id)) throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what} (${EGRESS_HINT})`);
+  if (core.table.secrets.has(src.id))
+    throw conflict(`sandbox ${src.id} holds secrets, which a snapshot would write to disk in its memory image; it cannot be ${what} (${EGRESS_HINT})`);
   // A copy would share the volume's one filesystem with its parent: two writers corrupt it.
   if (src.volumes?.length)
     throw conflict(

@@ -2,7 +2,7 @@
 // (the access token proves the caller got it from create or connect), the user named by the
 // Basic header or `username` (default: the template's user, else `user` with home /home/user),
 // and paths relative to that user's home.
-import { posix } from "node:path";
+import { GuestSession } from "../../../core/guest/session.js";
 import type { FastifyRequest } from "fastify";
 import { ForgevmError } from "../../../http/errors.js";
 import type { Forge } from "../../../core/forge.js";
@@ -31,6 +31,8 @@ export interface EnvdContext {
   cwd: string;
   /** The identity file operations run with (none for root). */
   as?: FileIdentity;
+  /** Core's session of the call: the same account, and paths as E2B's SDKs mean them (relative to the home). */
+  session: GuestSession;
 }
 
 /** The sandbox id a request names (E2b-Sandbox-Id). */
@@ -94,13 +96,12 @@ export async function envdContext(forge: Forge, req: FastifyRequest, username?: 
   const user = name === DEFAULT_USER ? await sandbox.ensureUser(DEFAULT_USER, DEFAULT_HOME) : await sandbox.guestUser(name);
   if (!user) throw new ForgevmError("UNAUTHORIZED", `user "${name}" does not exist in the sandbox`);
   const cwd = (named === undefined || named === own) && sandbox.imageWorkDir ? sandbox.imageWorkDir : user.home;
-  return { forge, sandbox, user, cwd, as: user.uid === 0 ? undefined : { uid: user.uid, gid: user.gid } };
+  const session = new GuestSession(sandbox, user, cwd, "home");
+  return { forge, sandbox, user, cwd, as: session.as, session };
 }
 
-/** An absolute path: relative ones (and ~) resolve against the user's home. */
+/** An absolute path: relative ones (and ~) resolve against the user's home (the session's rule for E2B); an empty one is refused. */
 export function resolvePath(ctx: EnvdContext, path: unknown, field = "path"): string {
   if (typeof path !== "string" || path === "") throw new ConnectError("invalid_argument", `${field} is required`);
-  if (path.includes("\0")) throw new ConnectError("invalid_argument", `${field} contains a NUL byte`);
-  const p = path === "~" ? ctx.user.home : path.startsWith("~/") ? posix.join(ctx.user.home, path.slice(2)) : path;
-  return posix.resolve(ctx.user.home, p);
+  return ctx.session.resolve(path, field);
 }
