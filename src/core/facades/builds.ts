@@ -3,11 +3,11 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ForgevmError } from "../../http/errors.js";
-import { build, checkDockerfile, type BuildOptions, type BuildReport, type BuildResult, type BuildWork } from "../builder/builder.js";
+import { build, checkDockerfile, type BuildHost, type BuildOptions, type BuildReport, type BuildResult, type BuildWork } from "../builder/builder.js";
 import type { BuildCache } from "../builder/cache.js";
 import { BuildContext, unpackContext } from "../builder/context.js";
 import { BuildJobs, removeDir, type BuildJob } from "../builder/jobs.js";
-import type { Core } from "../core.js";
+import type { DiskSpace } from "../host/disk-space.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import type { SpawnOptions } from "../options.js";
 import type { ImagesFacade } from "./images.js";
@@ -19,11 +19,17 @@ export interface BuildHooks {
   spawn: (opts: SpawnOptions) => Promise<Sandbox>;
 }
 
+/** What the build operations use: where images live, where "image.built" goes, the disk's room, and whether the core is closing. */
+export interface BuildsDeps extends BuildHost {
+  readonly disk: DiskSpace;
+  readonly closed: boolean;
+}
+
 export class BuildsFacade {
   private readonly jobs = new BuildJobs();
 
   constructor(
-    private readonly core: Core,
+    private readonly core: BuildsDeps,
     private readonly hooks: BuildHooks,
   ) {}
 

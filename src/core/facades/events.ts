@@ -2,10 +2,19 @@
 // log of calls made through the agent interfaces.
 import type { AuditEntry, AuditQuery } from "../../store/audit.js";
 import type { EventRange, EventRow } from "../../store/events.js";
-import type { Core } from "../core.js";
+import type { AuditStore } from "../../store/audit.js";
+import type { SandboxStore } from "../../store/sandboxes.js";
+import type { EventBus } from "../events.js";
+
+/** What the event and audit operations read: the event bus, the audit log, the sandbox rows. */
+export interface EventsDeps {
+  readonly events: EventBus;
+  readonly audit: AuditStore;
+  readonly sandboxes: SandboxStore;
+}
 
 export class EventsFacade {
-  constructor(private readonly core: Core) {}
+  constructor(private readonly core: EventsDeps) {}
 
   /** Calls `fn` for every event from now on; returns the unsubscribe function. */
   subscribe(fn: (e: EventRow) => void): () => void {
@@ -29,7 +38,7 @@ export class EventsFacade {
 }
 
 export class AuditFacade {
-  constructor(private readonly core: Core) {}
+  constructor(private readonly core: EventsDeps) {}
 
   /** Records one call an agent made through an agent interface (arguments already redacted). */
   record(e: Omit<AuditEntry, "seq" | "time">): AuditEntry {

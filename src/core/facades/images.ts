@@ -4,11 +4,12 @@ import type { Readable } from "node:stream";
 import type { BlobStore } from "../../images/blobs.js";
 import type { Credentials, RegistryOptions } from "../../images/registry.js";
 import { canonicalName, listImages, type LocalImage } from "../../images/store.js";
-import { commit, type CommitOptions, type CommitResult } from "../images/commit.js";
-import type { Core } from "../core.js";
+import { commit, type CommitDeps, type CommitOptions, type CommitResult } from "../images/commit.js";
+import type { SnapshotStore } from "../../store/snapshots.js";
+import type { DiskSpace } from "../host/disk-space.js";
 import type { ImageWork } from "../images/image-layers.js";
-import { exportImage, pushImage, type PushedBlob, type PushResult } from "../images/image-transfer.js";
-import { parseImageReference, type ImportOptions } from "../images/images.js";
+import { exportImage, pushImage, type PushedBlob, type PushResult, type TransferDeps } from "../images/image-transfer.js";
+import { parseImageReference, type Images, type ImportOptions } from "../images/images.js";
 import { PullJobs, type PullJob } from "../images/pull-jobs.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import type { SandboxLookup } from "./lookup.js";
@@ -48,11 +49,18 @@ export interface ImageHooks {
   destroy: (id: string) => Promise<void>;
 }
 
+/** What the image operations use: the image service, the disk's room, the snapshot rows an image's removal checks, and what a commit, an export and a push take. */
+export interface ImagesDeps extends CommitDeps, TransferDeps {
+  readonly images: Images;
+  readonly disk: DiskSpace;
+  readonly snapshotRows: SnapshotStore;
+}
+
 export class ImagesFacade {
   private readonly pullJobs = new PullJobs((ref, log) => this.pull(ref, log));
 
   constructor(
-    private readonly core: Core,
+    private readonly core: ImagesDeps,
     private readonly hooks: ImageHooks,
   ) {}
 

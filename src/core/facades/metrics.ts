@@ -1,12 +1,23 @@
 // Metrics: the sampled history of the host and of each sandbox, the newest samples, and the
 // server's Prometheus exposition.
 import { HOST_SERIES, type MetricSample } from "../../store/metrics.js";
-import type { Core } from "../core.js";
+import type { MetricStore } from "../../store/metrics.js";
+import type { SandboxStore } from "../../store/sandboxes.js";
+import type { MetricsSampler } from "../metrics/sampler.js";
+import type { ServerMetrics } from "../metrics/prometheus.js";
 import type { SandboxLookup } from "./lookup.js";
+
+/** What the metrics operations read: the stored samples, the sampler, the server's counters, the sandbox rows. */
+export interface MetricsDeps {
+  readonly metricStore: MetricStore;
+  readonly sampler: MetricsSampler;
+  readonly prom: ServerMetrics;
+  readonly sandboxes: SandboxStore;
+}
 
 export class MetricsFacade {
   constructor(
-    private readonly core: Core,
+    private readonly core: MetricsDeps,
     private readonly sandboxes: SandboxLookup,
   ) {}
 

@@ -3,13 +3,18 @@ import type { Duplex } from "node:stream";
 import type { EgressEntry } from "../../net/egress-log.js";
 import type { PortMapping } from "../../net/ports.js";
 import type { NetworkRecord } from "../../store/sandboxes.js";
-import type { Core } from "../core.js";
+import type { Networks } from "../network.js";
 import type { EgressUpdate } from "../network.js";
 import type { SandboxLookup } from "./lookup.js";
 
+/** What the network operations use: the networks of the running sandboxes. */
+export interface NetworkDeps {
+  readonly networks: Networks;
+}
+
 export class NetworkFacade {
   constructor(
-    private readonly core: Core,
+    private readonly core: NetworkDeps,
     private readonly sandboxes: SandboxLookup,
   ) {}
 

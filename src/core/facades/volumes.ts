@@ -1,17 +1,34 @@
 // Named volumes (volumes.ts) and host directories mounted live into running sandboxes (host-dirs/).
 import type { HostDirMount } from "../../store/sandboxes.js";
-import type { Core } from "../core.js";
+import type { Paths } from "../../config/paths.js";
+import type { SandboxStore } from "../../store/sandboxes.js";
+import type { Sandbox } from "../guest/sandbox.js";
+import type { DiskSpace } from "../host/disk-space.js";
+import type { HostDirs } from "../host-dirs/host-dirs.js";
+import type { Providers } from "../providers.js";
+import type { Volumes } from "../volumes.js";
 import type { VolumeInfo } from "../volumes.js";
 import type { SandboxLookup } from "./lookup.js";
 import { join } from "node:path";
 import { VolumeContent } from "../volume-content/content.js";
 import type { VolumeFileOps } from "../volume-content/types.js";
 
+/** What the volume and host-directory operations use. */
+export interface VolumesDeps {
+  readonly volumes: Volumes;
+  readonly hostDirs: HostDirs;
+  readonly providers: Providers;
+  readonly sandboxes: SandboxStore;
+  readonly disk: DiskSpace;
+  readonly paths: Paths;
+  readonly table: { readonly live: ReadonlyMap<string, Sandbox> };
+}
+
 export class VolumesFacade {
   private readonly content: VolumeContent;
 
   constructor(
-    private readonly core: Core,
+    private readonly core: VolumesDeps,
     private readonly sandboxes: SandboxLookup,
   ) {
     this.content = new VolumeContent(core.volumes, (id) => core.table.live.get(id) ?? null, join(core.paths.dataDir, "volumes", ".content"));
