@@ -51,7 +51,7 @@ else
   say "npm dependencies: already installed"
 fi
 
-# The agent frameworks' sandbox providers test/frameworks.test.ts drives, in a package of their own
+# The agent frameworks' sandbox providers test/vm/frameworks.test.ts drives, in a package of their own
 # (their peer ranges disagree with each other and with ours).
 if [ "$TEST" = 1 ]; then
   FW=test/frameworks

@@ -2,7 +2,7 @@
 // which (read from the imports), which states each operation starts from (core's table), and every
 // table of the two databases with its columns (the server's SQLite store from its migrations, the
 // cluster's PostgreSQL catalogue from its own). `npm run docs` rewrites them between their
-// markers; test/layers.test.ts fails when the committed document is not what this writes.
+// markers; test/unit/layers.test.ts fails when the committed document is not what this writes.
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ALLOWED } from "../src/core/sandboxes/states.js";

@@ -2,7 +2,7 @@
 // docs/openapi.json (from the route schemas), the SDKs' wire types made from it
 // (scripts/sdk-types.ts), the error table in docs/errors.md (from http/errors.ts's ERRORS) and the
 // generated parts of docs/architecture.md (scripts/architecture-doc.ts).
-// `npm run docs` runs it; test/contract.test.ts fails when the committed copies drift.
+// `npm run docs` runs it; test/unit/contract.test.ts fails when the committed copies drift.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -1,6 +1,6 @@
 // docs/modules.md: every file of src/, folder by folder, with the first sentence of the comment it
 // opens with, so that a reader finds where something is done by its name and one line about it.
-// `npm run docs` writes it; test/layers.test.ts fails when the committed file is not what this writes.
+// `npm run docs` writes it; test/unit/layers.test.ts fails when the committed file is not what this writes.
 import { readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -1,7 +1,7 @@
 // The SDKs' wire types, written from the OpenAPI document (itself made from the route schemas):
 // sdk/typescript/src/wire.ts (interfaces) and sdk/python/forgevm/wire.py (TypedDicts). Each SDK
 // type names where its shape comes from: a component schema, a route's response or a route's
-// body. `npm run docs` writes both files; test/contract.test.ts fails when a committed copy is
+// body. `npm run docs` writes both files; test/unit/contract.test.ts fails when a committed copy is
 // not what this writes.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -80,7 +80,7 @@ const TYPES: [name: string, from: Source, doc: string][] = [
 /**
  * Types the Python SDK defines as dataclasses of its own in models.py (it fills them in as output
  * streams, and gives them methods), so wire.py does not define them a second time;
- * test/contract.test.ts checks their fields against the schemas instead.
+ * test/unit/contract.test.ts checks their fields against the schemas instead.
  */
 const PY_DATACLASSES = new Set(["SandboxInfo", "ExecResult", "FileInfo", "CodeError", "Execution", "CodeContext"]);
 

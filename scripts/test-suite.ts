@@ -18,7 +18,7 @@ import { seedDataDir } from "../src/setup/seed.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
-import { ALONE, LONGEST, TIERS, type Tier } from "./test-tiers.js";
+import { ALONE, LONGEST, TIER_NAMES, TIERS, type Tier } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -184,7 +184,7 @@ async function checkUser(u: User, before: Before): Promise<string[]> {
 
 /** The compiled test files of a tier. */
 function tierPaths(tier: Tier): string[] {
-  return TIERS[tier].map((n) => join(repo, "dist", "test", `${n}.test.js`));
+  return TIERS[tier].map((n) => join(repo, "dist", TIER_NAMES[tier], `${n}.test.js`));
 }
 
 /** A test file's name as the tiers list it. */

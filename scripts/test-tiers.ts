@@ -1,98 +1,38 @@
-// Which tier each test file is in, and which files must run alone. `npm test` runs the tiers in
-// order (unit first, so that a broken build fails in seconds), two files at a time except those
-// that must run alone; `npm run test:unit` runs the unit tier only. A test file in no tier fails
-// test/layers.test.ts. docs/testing.md says how long each tier takes.
+// Which tier each test file is in (the folder of test/ it lives in), and which files must run
+// alone. `npm test` runs the tiers in order (unit first, so that a broken build fails in seconds),
+// two files at a time except those that must run alone; `npm run test:unit` runs the unit tier
+// only. A test file outside a tier folder fails test/unit/layers.test.ts. docs/testing.md says how
+// long each tier takes.
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-/** The tiers, in the order they run. */
-export const TIERS = {
+/** The tiers, in the order they run, each with what its files may do. A test file's tier is the folder of test/ it lives in. */
+export const TIER_NAMES = {
   /** No VM, no server process: pure functions, parsers, the C agent under ASan, static checks. */
-  unit: [
-    "adopt",
-    "agent-c",
-    "allowlist",
-    "channel",
-    "config",
-    "contract",
-    "dockerfile",
-    "docs-names",
-    "egress-inject",
-    "egress-proxy",
-    "flatten",
-    "frame",
-    "host-tree",
-    "image-diff",
-    "layers",
-    "log-caps",
-    "mcp-policy",
-    "qemu-args",
-    "shell-markers",
-    "wire",
-  ],
+  unit: "test/unit",
   /** HTTP behaviour: servers over a core, the local provider, or no sandbox at all where a VM adds nothing. */
-  api: ["api-auth", "connection-limits", "local-provider", "setup"],
+  api: "test/api",
   /** Real VMs: everything whose behaviour is the VM's. */
-  vm: [
-    "api",
-    "api-errors",
-    "browser",
-    "build",
-    "code",
-    "commit",
-    "console",
-    "custom-http",
-    "daytona",
-    "daytona-sdks",
-    "e2b",
-    "e2b-code",
-    "e2b-mcp",
-    "e2b-provider",
-    "e2b-templates",
-    "egress-secrets",
-    "environments",
-    "failures",
-    "frameworks",
-    "full-disk",
-    "host-dirs",
-    "images",
-    "lifecycle",
-    "clock",
-    "limits",
-    "mcp",
-    "metrics",
-    "network",
-    "package-cache",
-    "pause-cycles",
-    "pool-mode",
-    "prestart",
-    "providers",
-    "qemu-provider",
-    "readme",
-    "reclaim",
-    "recovery",
-    "registry",
-    "remote-provider",
-    "sdk-python",
-    "sdk-typescript",
-    "secrets",
-    "server-process",
-    "service",
-    "snapshot-transfer",
-    "snapshots",
-    "standby",
-    "tui",
-    "uploads",
-    "validation",
-    "vm",
-    "vmm-jail",
-    "volumes",
-    "warm-pool",
-    "workloads",
-  ],
+  vm: "test/vm",
   /** A PostgreSQL of their own and several servers: the cluster. */
-  cluster: ["catalogue", "cluster", "deploy"],
+  cluster: "test/cluster",
 } as const;
 
-export type Tier = keyof typeof TIERS;
+export type Tier = keyof typeof TIER_NAMES;
+
+const repo = fileURLToPath(new URL("../../", import.meta.url));
+
+/** The test files of each tier, by name (`test/vm/e2b.test.ts` is "e2b" of vm), read from its folder. */
+export const TIERS: Record<Tier, string[]> = Object.fromEntries(
+  (Object.keys(TIER_NAMES) as Tier[]).map((t) => [
+    t,
+    readdirSync(join(repo, TIER_NAMES[t]))
+      .filter((f) => f.endsWith(".test.ts"))
+      .map((f) => f.replace(/\.test\.ts$/, ""))
+      .sort(),
+  ]),
+) as Record<Tier, string[]>;
 
 /**
  * The files that take longest (over a minute of test time each under TCG), longest first. The

@@ -1,6 +1,6 @@
 // The tier table of docs/testing.md: each tier, what it holds, and how many files it has and how
 // many of those run alone, from scripts/test-tiers.ts. `npm run docs` writes it;
-// test/layers.test.ts fails when the committed table is not what this writes.
+// test/unit/layers.test.ts fails when the committed table is not what this writes.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ALONE, TIERS, type Tier } from "./test-tiers.js";

@@ -1,5 +1,5 @@
 // Every tool the MCP server offers, in the order tools/list shows them. Names are part of the
-// contract (docs/mcp.md); test/mcp.test.ts checks this list against it.
+// contract (docs/mcp.md); test/vm/mcp.test.ts checks this list against it.
 import type { Tool } from "../tool.js";
 import { fork, restore, snapshot } from "./copies.js";
 import { exec, runCode } from "./exec.js";

@@ -1,0 +1,40 @@
+// Boot failures and teardown: every path must leave no process and no file behind.
+import assert from "node:assert/strict";
+import { stat } from "node:fs/promises";
+import { after, describe, it } from "node:test";
+import { alive, assertNoVmLeft, testForge } from "../helpers.js";
+
+after(async () => {
+  await assertNoVmLeft(await testForge());
+});
+
+describe("lifecycle", () => {
+  it("destroy stops QEMU and removes every file of the VM", async () => {
+    const forge = await testForge();
+    const sb = await forge.sandboxes.spawn();
+    const { pid, dir } = sb.vm.info;
+    assert.ok(alive(pid));
+    assert.equal((await sb.exec("hostname")).stdout, `${sb.id}\n`);
+    await sb.destroy();
+    assert.equal(alive(pid), false);
+    await assert.rejects(stat(dir), { code: "ENOENT" });
+    await sb.destroy(); // idempotent
+  });
+
+  it("shuts the guest down on request: QEMU exits and destroy cleans up", async () => {
+    const forge = await testForge();
+    const sb = await forge.sandboxes.spawn({ memoryMb: 256 });
+    const { pid, dir } = sb.vm.info;
+    await sb.exec("echo persisted > /root/f && sync");
+    assert.deepEqual(await sb.vm.channel.request<"shutdown">({ op: "shutdown" }), { ok: true });
+    await sb.vm.exited;
+    assert.equal(alive(pid), false);
+    await sb.destroy();
+    await assert.rejects(stat(dir), { code: "ENOENT" });
+  });
+
+  it("refuses an image that is not there before launching anything", async () => {
+    const forge = await testForge();
+    await assert.rejects(forge.sandboxes.spawn({ image: "forgevm/no-such" }), /image "forgevm\/no-such" is not in/);
+  });
+});

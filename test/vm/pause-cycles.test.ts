@@ -1,0 +1,120 @@
+// Pauses that lose nothing, against real VMs: fifty pause/resume cycles by every way in (the CLI,
+// the SDK, REST, a call that wakes it) keep every acknowledged file, a writer process with its pid
+// and its output, and a code context's variables; a pause whose snapshot cannot be recorded
+// leaves the sandbox running in the same VM, and it pauses later. Nothing here measures time, so
+// the file runs beside others (standby.test.ts has the idle timers).
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { Client } from "forgevm";
+import type { RunningServer } from "../../src/compose/serve.js";
+import { apiRequest, assertNoVmLeft, childEnv, startTestServer, waitFor } from "../helpers.js";
+
+const CLI = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
+const cli = async (...args: string[]) => (await promisify(execFile)("node", [CLI, "--server", base, ...args], { env: childEnv() })).stdout;
+
+let server: RunningServer;
+let base: string;
+const api = (method: string, path: string, body?: unknown) => apiRequest(base, method, path, body);
+const state = async (id: string) => (await api("GET", `/sandboxes/${id}`)).body;
+
+before(async () => {
+  server = await startTestServer();
+  base = server.url;
+});
+
+after(async () => {
+  await server?.close();
+  if (server) await assertNoVmLeft(server.forge);
+});
+
+describe("pauses that lose nothing", () => {
+  it("50 pause/resume cycles (CLI, SDK, REST, a wake) keep every acknowledged file, the writer process with its pid, and a code context's variables", async () => {
+    const writer = "echo $$ > /root/w.pid; i=0; while true; do i=$((i+1)); echo $i >> /root/w.log; sleep 0.05; done";
+    const spawned = JSON.parse(await cli("spawn", "--idle-pause", "1h", "--json"));
+    assert.deepEqual(spawned.idle, { after: "1h0m0s", action: "pause" });
+    await api("DELETE", `/sandboxes/${spawned.id}`);
+    const r = await api("POST", "/sandboxes", { main: { command: ["sh", "-c", writer], restart: "no" } });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const sb = r.body.id;
+    await waitFor(async () => (await api("POST", `/sandboxes/${sb}/exec`, { command: "test -s /root/w.pid" })).body.exit_code === 0, 20_000, "the writer to start");
+    const pid = (await api("POST", `/sandboxes/${sb}/exec`, { command: "cat /root/w.pid" })).body.stdout.trim();
+    const code = await api("POST", `/sandboxes/${sb}/code`, { code: "x = 41", language: "python" });
+    assert.equal(code.status, 200, JSON.stringify(code.body));
+    const ctx = code.body.context;
+    const client = new Client({ baseUrl: base });
+    const t0 = Date.now();
+    for (let i = 0; i < 50; i++) {
+      const put = await api("POST", `/sandboxes/${sb}/files`, { path: `/root/c-${i}`, content: `cycle ${i}\n` });
+      assert.equal(put.status, 200, `the write of cycle ${i} is acknowledged: ${JSON.stringify(put.body)}`);
+      // Each way in: the CLI, the SDK, REST, and (every fourth) a call that wakes it.
+      if (i === 0) assert.match(await cli("pause", sb), new RegExp(sb));
+      else if (i % 4 === 1) assert.equal((await client.pause(sb)).state, "paused");
+      else assert.equal((await api("POST", `/sandboxes/${sb}/pause`)).body.state, "paused");
+      if (i === 0) {
+        assert.match(await cli("ps", "--state", "paused"), new RegExp(`${sb} .*paused`));
+        assert.match(await cli("resume", sb), new RegExp(sb));
+      } else if (i % 4 === 1) assert.equal((await client.resume(sb)).state, "running");
+      else if (i % 4 === 2) assert.equal((await api("POST", `/sandboxes/${sb}/resume`, {})).body.state, "running");
+      else assert.equal((await api("POST", `/sandboxes/${sb}/exec`, { command: "true" })).body.exit_code, 0);
+    }
+    const cycleMs = (Date.now() - t0) / 50;
+    const check = await api("POST", `/sandboxes/${sb}/exec`, {
+      command: `for i in $(seq 0 49); do [ "$(cat /root/c-$i)" = "cycle $i" ] || echo "lost c-$i"; done; kill -0 ${pid} && echo alive; cat /root/w.pid; awk 'NR != $1 { print "gap at line " NR; exit }' /root/w.log; wc -l < /root/w.log`,
+    });
+    const lines = check.body.stdout.trim().split("\n");
+    assert.deepEqual(lines.slice(0, 2), ["alive", pid], check.body.stdout);
+    assert.ok(Number(lines[2]) > 50, `the writer went on writing (${lines[2]} lines), no gap, nothing lost: ${check.body.stdout}`);
+    assert.equal(lines.length, 3, check.body.stdout);
+    const again = await api("POST", `/sandboxes/${sb}/code`, { code: "x + 1", context: ctx });
+    assert.equal(again.body.results?.[0]?.text, "42", JSON.stringify(again.body));
+    const main = (await state(sb)).main;
+    assert.equal(main.running, true);
+    assert.equal(main.restarts, 0);
+    // The server counts the pauses and how long each resume took.
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    assert.match(metrics, /forgevm_pauses_total\{reason="request"\} (\d+)/);
+    assert.ok(Number(/forgevm_pauses_total\{reason="request"\} (\d+)/.exec(metrics)![1]) >= 50);
+    assert.match(metrics, /forgevm_resume_duration_seconds_count\{by="request"\} \d+/);
+    assert.match(metrics, /forgevm_resume_duration_seconds_count\{by="rest"\} \d+/);
+    console.log(JSON.stringify({ cycles: 50, ms_per_cycle: Math.round(cycleMs) }));
+    await api("DELETE", `/sandboxes/${sb}`);
+  });
+
+  for (const forkable of [false, true])
+    it(`a pause whose snapshot cannot be recorded leaves the sandbox running, in the same VM, its process going on, and it pauses later${forkable ? " (forkable: its RAM file given back)" : ""}`, async () => {
+      const sb = (await api("POST", "/sandboxes", { forkable })).body;
+      const run = async (command: string) => (await api("POST", `/sandboxes/${sb.id}/exec`, { command })).body.stdout.trim();
+      await run("nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /root/n; sleep 0.2; done' >/dev/null 2>&1 &");
+      const pid = server.forge.sandboxes.get(sb.id).vm_pid;
+      // The store refusing the finished snapshot (a full disk under the database). The disk had
+      // switched onto an overlay backed by the snapshot's link, which must stay; a forkable VM's
+      // RAM file had been handed over too, and the VM stopped for good unless it is given back.
+      const snaps = (server.forge.snapshots as unknown as { core: { snaps: { finish: (...a: unknown[]) => Promise<unknown> } } }).core.snaps;
+      const finish = snaps.finish;
+      snaps.finish = async () => {
+        throw new Error("injected: the store refused the snapshot");
+      };
+      try {
+        const r = await api("POST", `/sandboxes/${sb.id}/pause`);
+        assert.ok(r.status >= 500, JSON.stringify(r.body));
+      } finally {
+        snaps.finish = finish;
+      }
+      assert.equal((await state(sb.id)).state, "running");
+      assert.equal(server.forge.sandboxes.get(sb.id).vm_pid, pid, "the same VMM runs on");
+      assert.equal(server.forge.snapshots.list(["ready", "creating"]).filter((x) => x.source_id === sb.id).length, 0, "the abandoned snapshot is gone");
+      const n = Number(await run("cat /root/n"));
+      await waitFor(async () => Number(await run("cat /root/n")) > n + 2, 10_000, "the counter to go on");
+      // And a pause that can be recorded works afterwards.
+      const again = await api("POST", `/sandboxes/${sb.id}/pause`);
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      const back = await api("POST", `/sandboxes/${sb.id}/resume`);
+      assert.equal(back.status, 200, JSON.stringify(back.body));
+      // The counter's file is rewritten each second: a read may meet it empty, so wait for a number past n.
+      await waitFor(async () => Number(await run("cat /root/n")) > n, 10_000, "the counter after the resume");
+      await api("DELETE", `/sandboxes/${sb.id}`);
+    });
+});
