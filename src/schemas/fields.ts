@@ -15,4 +15,6 @@ const withDescription = (description?: string) => (description ? { description }
 export const MemoryMb = (description?: string) => Type.Integer({ ...MEMORY_MB, ...withDescription(description) });
 export const DiskMb = (description?: string) => Type.Integer({ ...DISK_MB, ...withDescription(description) });
 export const Vcpus = (description?: string) => Type.Integer({ ...VCPUS, ...withDescription(description) });
+/** Names to strings, as every interface sends environment variables, labels and metadata: what they may hold is checked once, by core (checks.ts). */
+export const StringMap = Type.Record(Type.String(), Type.String());
 export const UnixId = (description?: string) => Type.Integer({ ...UNIX_ID, ...withDescription(description) });

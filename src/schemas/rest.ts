@@ -5,13 +5,14 @@
 // (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields
 // they do not define, so a typo is a 400 that names it rather than a default taking its place.
 import { Type, type Static, type TProperties } from "typebox";
+import { StringMap } from "./fields.js";
 import { MAX_TTL_MS } from "./durations.js";
 import { DiskMb, MemoryMb, Vcpus } from "./fields.js";
 
 /** A request body: unknown fields are refused. */
 export const Body = <T extends TProperties>(props: T, opts: { $id?: string; description?: string } = {}) => Type.Object(props, { ...opts, additionalProperties: false });
 
-export const StringMap = Type.Record(Type.String(), Type.String());
+export { StringMap };
 
 /** The keyword that marks a body the route reads as a stream: documented, never validated (app.ts). */
 export const RAW_BODY = "x-raw-body";

@@ -9,14 +9,13 @@ import { Type, type Static } from "typebox";
 import type { Forge } from "../../core/forge.js";
 import type { FileStat } from "../../core/types.js";
 import { ignore } from "../../util/ignore.js";
-import { DiskMb, MemoryMb, Vcpus } from "../../schemas/fields.js";
+import { DiskMb, MemoryMb, Vcpus, StringMap } from "../../schemas/fields.js";
 import type { ServerInterface } from "../../server/interface.js";
 
 export const CUSTOM_HTTP_PREFIX = "/custom-http";
 /** The most an exec answers of each of its output streams. */
 const MAX_BYTES = 64 * 1024 * 1024;
 
-const StrMap = Type.Record(Type.String(), Type.String());
 const Mode = Type.Union([Type.String({ pattern: "^0?[0-7]{3,4}$" }), Type.Integer({ minimum: 0, maximum: 0o7777 })]);
 const SpawnBody = Type.Object(
   {
@@ -24,7 +23,7 @@ const SpawnBody = Type.Object(
     memory_mb: Type.Optional(MemoryMb()),
     vcpus: Type.Optional(Vcpus()),
     disk_size_mb: Type.Optional(DiskMb()),
-    metadata: Type.Optional(StrMap),
+    metadata: Type.Optional(StringMap),
   },
   { additionalProperties: true },
 );
@@ -33,7 +32,7 @@ const ExecBody = Type.Object(
     sandbox_id: Type.String({ minLength: 1 }),
     command: Type.String({ minLength: 1 }),
     args: Type.Optional(Type.Array(Type.String())),
-    env: Type.Optional(StrMap),
+    env: Type.Optional(StringMap),
     workdir: Type.Optional(Type.String({ minLength: 1 })),
     stream: Type.Optional(Type.Boolean()),
   },

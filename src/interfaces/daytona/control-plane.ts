@@ -13,7 +13,7 @@ import type { Forge, SpawnOptions } from "../../core/forge.js";
 import type { SandboxRow } from "../../core/types.js";
 import { ForgevmError, badRequest, notFound } from "../../http/errors.js";
 import { MAX_TTL_MS, noneIfZero } from "../../schemas/durations.js";
-import { DISK_MB, MEMORY_MB, VCPUS } from "../../schemas/fields.js";
+import { DISK_MB, MEMORY_MB, VCPUS, StringMap } from "../../schemas/fields.js";
 import { PREVIEW_TOKEN_QUERY, previewToken } from "./preview.js";
 import { SIGNED_DEFAULT_S, SIGNED_MAX_S, type SignedPreviews } from "./signed-preview.js";
 import { DEFAULT_AUTO_STOP_MIN, EXTRA, baseUrl, extraOf, labelsOf, sandboxDto, stateOf } from "./views.js";
@@ -33,7 +33,6 @@ function minutesOf(key: string, raw: string, min: number, zero: string): number 
 
 const homeOf = (user: string) => (user === "root" ? "/root" : `/home/${user}`);
 
-const StrMap = Type.Record(Type.String(), Type.String());
 const CreateBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
@@ -42,8 +41,8 @@ const CreateBody = Type.Object(
       Type.Object({ dockerfileContent: Type.String({ minLength: 1 }), contextHashes: Type.Optional(Type.Array(Type.String())) }, { additionalProperties: true }),
     ),
     user: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: "^[a-z_][a-z0-9_-]*$" })),
-    env: Type.Optional(StrMap),
-    labels: Type.Optional(StrMap),
+    env: Type.Optional(StringMap),
+    labels: Type.Optional(StringMap),
     public: Type.Optional(Type.Boolean()),
     target: Type.Optional(Type.String()),
     cpu: Type.Optional(Type.Integer(VCPUS)),
@@ -68,7 +67,7 @@ const Interval = Type.Object({ id: Type.String({ minLength: 1 }), minutes: Type.
 const PortParams = Type.Object({ id: Type.String({ minLength: 1 }), port: Type.String({ pattern: "^[0-9]{1,5}$" }) });
 const SignedQuery = Type.Object({ expiresInSeconds: Type.Optional(Type.String({ pattern: "^[0-9]{1,9}$" })) }, { additionalProperties: true });
 const TokenParams = Type.Object({ id: Type.String({ minLength: 1 }), port: Type.String({ pattern: "^[0-9]{1,5}$" }), token: Type.String({ minLength: 1, maxLength: 256 }) });
-const LabelsBody = Type.Object({ labels: StrMap }, { additionalProperties: true });
+const LabelsBody = Type.Object({ labels: StringMap }, { additionalProperties: true });
 const ListQuery = Type.Object(
   {
     labels: Type.Optional(Type.String()),

@@ -2,6 +2,7 @@
 // metrics, network. Both the v2 routes (e2b ≥ 2.51) and the v1 ones (≤ 2.50) are served by
 // the same handlers. Errors are E2B's {code, message} with the HTTP status as the code.
 import { capMessage } from "../../http/error-body.js";
+import { StringMap } from "../../schemas/fields.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import { toApiError } from "../../core/error-map.js";
@@ -29,13 +30,12 @@ const DEFAULT_TIMEOUT_S = 300;
 const AUTO_RESUME_MIN_S = 300;
 const MAX_TIMEOUT_S = 7 * 24 * 3600;
 
-const StrMap = Type.Record(Type.String(), Type.String());
 const NewSandbox = Type.Object(
   {
     templateID: Type.String({ minLength: 1 }),
     timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })),
-    metadata: Type.Optional(StrMap),
-    envVars: Type.Optional(StrMap),
+    metadata: Type.Optional(StringMap),
+    envVars: Type.Optional(StringMap),
     allow_internet_access: Type.Optional(Type.Boolean()),
     network: Type.Optional(
       Type.Object(

@@ -3,6 +3,7 @@
 // `code-run` (Python or JavaScript from stdin, as the daemon runs them), and the home and work
 // directories the SDK asks for.
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { StringMap } from "../../../schemas/fields.js";
 import { Type, type Static } from "typebox";
 import type { Forge } from "../../../core/forge.js";
 import { badRequest } from "../../../http/errors.js";
@@ -12,13 +13,12 @@ import { toolboxOf } from "./context.js";
 const MAX_TIMEOUT_S = 24 * 3600;
 const MAX_OUTPUT = 16 * 1024 * 1024;
 
-const StrMap = Type.Record(Type.String(), Type.String());
 const ExecuteBody = Type.Object(
   {
     command: Type.String({ minLength: 1 }),
     timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })),
     cwd: Type.Optional(Type.String({ minLength: 1 })),
-    envs: Type.Optional(StrMap),
+    envs: Type.Optional(StringMap),
   },
   { additionalProperties: true },
 );
@@ -27,7 +27,7 @@ const CodeRunBody = Type.Object(
     code: Type.String(),
     language: Type.Optional(Type.String()),
     argv: Type.Optional(Type.Array(Type.String())),
-    envs: Type.Optional(StrMap),
+    envs: Type.Optional(StringMap),
     timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_TIMEOUT_S })),
   },
   { additionalProperties: true },
