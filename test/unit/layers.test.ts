@@ -146,7 +146,6 @@ const STILL_TAKING_CORE = [
   "core/sandboxes/reaper.ts",
   "core/sandboxes/recovery.ts",
   "core/sandboxes/server-stop.ts",
-  "core/sandboxes/spawn-setup.ts",
   "core/sandboxes/spawn.ts",
   "core/sandboxes/stop-start.ts",
   "core/sandboxes/template-ops.ts",

@@ -1,21 +1,30 @@
 // What every way of making a VM for a spawn shares: whether spawns use base snapshots, the
 // readying of a VM whose snapshot becomes a base (a template's setup commands, the page cache),
 // and how a spawn pulls an image it names. Used by spawn.ts and pool-mode.ts alike.
-import type { Vm } from "../../providers/provider.js";
+import type { Provider, Vm } from "../../providers/provider.js";
 import type { LocalImage } from "../../images/store.js";
 import type { NetworkRecord } from "../../store/sandboxes.js";
-import { NO_NETWORK, type Core } from "../core.js";
+import { NO_NETWORK } from "../core.js";
+import type { Networks } from "../network.js";
+import type { EgressProxy } from "../../net/egress-proxy.js";
+import type { ForgeOptions } from "../options.js";
 import { badRequest } from "../../http/errors.js";
 import { execDefaults } from "./exec-defaults.js";
 import type { SpawnPlan } from "./plan.js";
 import { Sandbox } from "../guest/sandbox.js";
 import { ignore } from "../../util/ignore.js";
 
+/** What readying a base takes: the networks (setup commands get the template's allowlist) and the egress log of the setup VM. */
+export interface SetupDeps {
+  readonly networks: Networks;
+  readonly egress: Pick<EgressProxy, "removeLog">;
+}
+
 /** Pulls an image that a spawn names but that is not local. */
 export type Pull = (ref: string) => Promise<LocalImage>;
 
 /** Base snapshots are used unless the config turned them off or the provider (the default one: base snapshots are its) cannot take them. */
-export function useBaseSnapshots(core: Core, provider = core.provider): boolean {
+export function useBaseSnapshots(core: { readonly opts: Pick<ForgeOptions, "baseSnapshots">; readonly provider: Provider }, provider = core.provider): boolean {
   return core.opts.baseSnapshots !== false && provider === core.provider && provider.features.snapshots;
 }
 
@@ -25,7 +34,7 @@ export function useBaseSnapshots(core: Core, provider = core.provider): boolean 
  * context in any sandbox restored from it then starts without waiting on the disk (1.4 s → 0.8 s
  * under emulation). An image without Python fails that step at once, which is fine.
  */
-export async function prepareBase(core: Core, vm: Vm, p: SpawnPlan): Promise<void> {
+export async function prepareBase(core: SetupDeps, vm: Vm, p: SpawnPlan): Promise<void> {
   await runSetup(core, vm, p);
   await vm.channel
     .execBuffered({ argv: ["python3", "-c", "import ast, base64, io, json, signal, traceback"], timeout_ms: 60_000 }, { maxOutputBytes: 4096 })
@@ -33,7 +42,7 @@ export async function prepareBase(core: Core, vm: Vm, p: SpawnPlan): Promise<voi
 }
 
 /** Runs a template's setup commands; the first that fails fails the spawn. */
-export async function runSetup(core: Core, vm: Vm, p: SpawnPlan): Promise<void> {
+export async function runSetup(core: SetupDeps, vm: Vm, p: SpawnPlan): Promise<void> {
   const setup = p.template?.setup ?? [];
   if (!setup.length) return;
   // Setup commands get the template's allowlist (e.g. `pip install` through @pypi), logged
