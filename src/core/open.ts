@@ -256,7 +256,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     sampler,
     states: () => sandboxes.countByState(),
     imageOf: (id) => core.table.live.get(id)?.image,
-    pools: () => core.warm.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb })),
+    pools: () => core.warm.shown(),
   });
   events.subscribe(prom.onEvent);
   const { egress, secretStore, egressCa } = makeEgress(paths, db, opts, (d) => prom.egressDecision(d));

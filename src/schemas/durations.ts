@@ -53,7 +53,8 @@ export function parseIdle(value: { after?: unknown; action?: unknown }, field: s
 
 /** A TTL: a positive duration up to a year, or "0" (or 0) for none (NO_TTL); a 400 naming `field` for anything else. */
 export function parseTtl(value: unknown, field: string): Ttl {
-  if (value === 0 || (typeof value === "string" && /^\s*0+(\.0+)?\s*$/.test(value))) return noneIfZero(0);
+  // The ForgeVM API spells none "0".
+  if (value === 0 || (typeof value === "string" && /^\s*0+(\.0+)?\s*$/.test(value))) return NO_TTL;
   return parseDuration(value, field);
 }
 

@@ -77,7 +77,7 @@ export class PoolsFacade {
 
   /** The warm pools: which image or template each is for, how many VMs it keeps and has ready. */
   warm(): { pool: string; size: number; ready: number; memory_mb: number }[] {
-    return this.core.warm.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb }));
+    return this.core.warm.shown();
   }
 
   /**

@@ -98,6 +98,11 @@ export class WarmPools {
     return new Set([...this.pools.values()].flatMap((p) => p.ready.map((r) => r.snapshotId)));
   }
 
+  /** The pools as the API and the metrics show them: which image or template each is for, how many VMs it keeps and has ready. */
+  shown(): { pool: string; size: number; ready: number; memory_mb: number }[] {
+    return this.status().map(({ label, size, ready, memory_mb }) => ({ pool: label, size, ready, memory_mb }));
+  }
+
   status(): { key: string; label: string; size: number; ready: number; memory_mb: number }[] {
     return [...this.pools.values()].map((p) => ({ key: p.target.key, label: p.target.label, size: p.target.size, ready: p.ready.length, memory_mb: p.target.memoryMb }));
   }
