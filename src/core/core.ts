@@ -1,19 +1,20 @@
-// The services one Forge is made of. The operation modules of core (spawn, lifecycle, copies,
-// templates, recovery, reaper, pool mode) are functions over this context; Forge holds it
-// privately and is the only way in for every interface.
+// The services one Forge is made of, as the composition root (open.ts, operations.ts) wires them:
+// the only files that see all of it. Every operation and facade is given the few of these it uses,
+// named in its own deps type.
 import type { Paths } from "../config/paths.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { Provider } from "../providers/provider.js";
 import type { Providers } from "./providers.js";
 import type { AuditStore } from "../store/audit.js";
 import type { EventStore } from "../store/events.js";
-import type { NetworkRecord, SandboxStore } from "../store/sandboxes.js";
+import type { SandboxStore } from "../store/sandboxes.js";
 import type { SnapshotStore } from "../store/snapshots.js";
 import type { TemplateStore } from "../store/templates.js";
 import type { EventBus } from "./events.js";
 import type { Images } from "./images/images.js";
 import type { Networks } from "./network.js";
 import type { SandboxTable } from "./sandboxes/table.js";
+import type { Planner } from "./sandboxes/plan.js";
 import type { ForgeOptions, SpawnDefaults } from "./options.js";
 import type { Snapshots } from "./snapshots/snapshots.js";
 import type { Secrets } from "./secrets/secrets.js";
@@ -62,11 +63,9 @@ export interface Core {
   readonly secretStore: Secrets;
   /** The data directory's free space: refusals while it is full, writes that wait for room (disk-space.ts). */
   readonly disk: DiskSpace;
-  /** Set once close() began: nothing new starts. */
-  closed: boolean;
+  /** Turns spawn requests into plans and rows (sandboxes/plan.ts). */
+  readonly planner: Planner;
 }
-
-export const NO_NETWORK: NetworkRecord = { mode: "none", allow: [], ports: [] };
 
 /** Most copies one fork or restore call makes. */
 export const MAX_FORK = 32;

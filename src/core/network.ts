@@ -21,6 +21,9 @@ import { badRequest, conflict, notFound, sandboxGone } from "../http/errors.js";
 export type NetworkMode = NetworkRecord["mode"];
 export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];
 
+/** No network: what a sandbox that asked for none has, and what a row without one means. */
+export const NO_NETWORK: NetworkRecord = { mode: "none", allow: [], ports: [] };
+
 /** Where the egress proxy answers inside the guest. */
 export const PROXY_ADDR = "127.0.0.1";
 export const PROXY_PORT = 3128;

@@ -45,23 +45,20 @@ import { VolumesFacade } from "./facades/volumes.js";
 import { HostDirs } from "./host-dirs/host-dirs.js";
 import { enableKsm } from "./host/host-memory.js";
 import { Images } from "./images/images.js";
-import { markLost } from "./sandboxes/lifecycle.js";
 import { ServerMetrics } from "./metrics/prometheus.js";
 import { MetricsSampler } from "./metrics/sampler.js";
 import { Networks } from "./network.js";
 import { SPAWN_DEFAULTS, type ForgeOptions } from "./options.js";
 import { claimDataDir, type Ownership } from "./host/owner.js";
-import { wake } from "./sandboxes/pause.js";
 import { makePoolHost } from "./sandboxes/pool-mode.js";
 import { PRESTART_BASES, Prestarts } from "./pools/prestart.js";
 import { Providers } from "./providers.js";
-import { reap } from "./sandboxes/reaper.js";
-import { reconcile, resumeServerPaused, type TakeBackReport } from "./sandboxes/recovery.js";
+import type { TakeBackReport } from "./sandboxes/recovery.js";
 import { Snapshots } from "./snapshots/snapshots.js";
-import type { Pull } from "./sandboxes/spawn-setup.js";
+import { Planner, type Pull } from "./sandboxes/plan.js";
+import { makeOperations, type Operations } from "./operations.js";
 import { snapshotsInUse } from "./sandboxes/spawn.js";
-import * as stopStart from "./sandboxes/stop-start.js";
-import { stopSandboxes, type OnStop, type StopReport } from "./sandboxes/server-stop.js";
+import type { OnStop, StopReport } from "./sandboxes/server-stop.js";
 import { TenantPool } from "./pools/tenant-pool.js";
 import { Tokens } from "./sandboxes/tokens.js";
 import { SandboxTable } from "./sandboxes/table.js";
@@ -134,9 +131,16 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
   const blobs = new BlobStore(paths.blobsDir);
   const buildCache = new BuildCache(join(paths.dataDir, "build-cache"), blobs);
   const cluster: ClusterLink = { member: null };
-  const core = makeCore(paths, makeProviders(paths, opts), db, opts, { keepBlobs: () => buildCache.layers(), blobs });
-  const pull = pullWithRoom(core);
-  const facades = makeFacades(core, { pull, blobs, buildCache, tokens: new Tokens(paths.dataDir), cluster });
+  // The services' few calls back into the operations (a port's connection wakes a paused sandbox;
+  // the disk's room back settles sandboxes lost meanwhile) are bound here, once both exist.
+  const core = makeCore(paths, makeProviders(paths, opts), db, opts, {
+    keepBlobs: () => buildCache.layers(),
+    blobs,
+    wakeForPort: (id) => ops.pauses.wake(id, "port", true),
+    markLost: (reason) => ops.lifecycle.markLost(reason),
+  });
+  const ops = makeOperations(core);
+  const facades = makeFacades(core, ops, { blobs, buildCache, tokens: new Tokens(paths.dataDir), cluster });
   const environments = openEnvironments({
     db,
     dataDir: paths.dataDir,
@@ -184,8 +188,8 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
     },
     announce: (url) => ownership.announce(url),
     async close(mode = "destroy") {
-      if (core.closed) return { kept: [], paused: [], stopped: [], destroyed: [] };
-      core.closed = true;
+      if (core.table.closed) return { kept: [], paused: [], stopped: [], destroyed: [] };
+      core.table.close();
       if (reaper) clearInterval(reaper);
       await core.sampler.stop();
       await core.disk.stop();
@@ -195,7 +199,7 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
       await core.prestarts.close();
       await core.tenants?.close();
       // Only a serving core leaves its sandboxes to the next one; a command's short-lived core ends them.
-      const report = await stopSandboxes(core, reaper !== null ? mode : "destroy", (id, ending) => facades.sandboxes.destroy(id, ending.by, ending.reason));
+      const report = await ops.serverStop.stopSandboxes(reaper !== null ? mode : "destroy", (id, ending) => facades.sandboxes.destroy(id, ending.by, ending.reason));
       for (const p of core.providers.all()) await p.destroyAll();
       await leaveCluster();
       core.egress.close();
@@ -206,20 +210,20 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
     },
   };
 
-  const tookBack = await reconcile(core);
+  const tookBack = await ops.recovery.reconcile();
   await core.snaps.collect(true);
   await facades.pools.configure();
   core.tenants?.prewarm();
   const every = opts.reapIntervalMs ?? 1000;
   if (every > 0) {
-    reaper = setInterval(() => void reap(core), every);
+    reaper = setInterval(() => void ops.reaper.reap(), every);
     reaper.unref();
     // Host-wide, so only a serving core turns it on, and puts it back as it was when it closes.
     if (opts.memory?.ksm) restoreKsm = await enableKsm().catch(() => null);
     // A serving core (it reaps) resumes what its predecessor paused as it stopped, and applies
     // the restart policies of stopped sandboxes; a command's short-lived core does neither.
-    await resumeServerPaused(core, tookBack);
-    void stopStart.applyRestartPolicies(core);
+    await ops.recovery.resumeServerPaused(tookBack);
+    void ops.stopStart.applyRestartPolicies();
     if (opts.metrics?.enabled !== false) {
       facades.metrics.dropStaleSeries();
       core.sampler.start();
@@ -229,10 +233,14 @@ async function openOwned(paths: Paths, opts: ForgeOptions, ownership: Ownership)
   return opened;
 }
 
-/** What the core's services take from beside the core: the blob store, and the blobs the build cache keeps. */
+/** What the core's services take from beside the core: the blob store, the blobs the build cache keeps, and their calls into the operations. */
 interface CoreParts {
   keepBlobs: () => Promise<string[]>;
   blobs: BlobStore;
+  /** Resumes a paused sandbox a connection to one of its published ports reached. */
+  wakeForPort: (id: string) => Promise<void>;
+  /** Ends as `error` the sandboxes whose VM went while their end could not be written. */
+  markLost: (reason: string) => Promise<void>;
 }
 
 /** Pulls an image, refused while the data directory is full: the one pull every operation of core uses. */
@@ -260,7 +268,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
   });
   events.subscribe(prom.onEvent);
   const { egress, secretStore, egressCa } = makeEgress(paths, db, opts, (d) => prom.egressDecision(d));
-  const core: Core = {
+  const services: Omit<Core, "planner"> = {
     paths,
     opts,
     provider: providers.default,
@@ -286,7 +294,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       // but, as any follower, does not undo a pause made while it is open.
       (id) => {
         const end = (core.table.live.get(id) ?? core.table.sleeping.get(id))?.follow() ?? (() => {});
-        if (core.table.sleeping.has(id)) void wake(core, id, "port", true).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
+        if (core.table.sleeping.has(id)) void hooks.wakeForPort(id).catch(ignore("a failed wake leaves the sandbox paused; the connection's next try wakes it again"));
         return end;
       },
       !!net.cache,
@@ -319,25 +327,25 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       dropBases: (image) => core.snaps.dropBases((r) => r.image === image),
       keepBlobs: hooks.keepBlobs,
     }),
-    tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core, pullWithRoom(core)), events.emit) : null,
+    tenants: opts.pool?.enabled ? new TenantPool(opts.pool, () => makePoolHost(core), events.emit) : null,
     table: new SandboxTable(),
     disk: new DiskSpace(paths.dataDir, {
       vms: () => [...core.table.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
       failFileOps: (id, err) => void core.table.live.get(id)?.vm.channel.failFileOps(err),
       onRoom: async () => {
         events.flush();
-        await markLost(core, "its VM went away while the server's disk was full");
+        await hooks.markLost("its VM went away while the server's disk was full");
       },
       log: (line) => console.error(`forgevm: ${line}`),
     }),
-    closed: false,
   };
+  // Plans pull what they name and is not local: refused while the data directory is full.
+  const core: Core = { ...services, planner: new Planner({ ...services, pull: pullWithRoom(services) }) };
   return core;
 }
 
-/** What the facades need beyond the core context. */
+/** What the facades need beyond the core context and its operations. */
 interface FacadeParts {
-  pull: Pull;
   blobs: BlobStore;
   buildCache: BuildCache;
   tokens: Tokens;
@@ -345,8 +353,8 @@ interface FacadeParts {
 }
 
 /** The facades over one core context, each given the others' operations it calls as narrow hooks. */
-function makeFacades(core: Core, p: FacadeParts): Facades {
-  const sandboxes = new SandboxesFacade(core, { pull: p.pull, tokens: p.tokens, cluster: p.cluster });
+function makeFacades(core: Core, ops: Operations, p: FacadeParts): Facades {
+  const sandboxes = new SandboxesFacade({ ...core, ...ops }, { tokens: p.tokens, cluster: p.cluster });
   const images = new ImagesFacade(core, {
     blobs: p.blobs,
     sandboxes,
@@ -356,15 +364,15 @@ function makeFacades(core: Core, p: FacadeParts): Facades {
   return {
     sandboxes,
     network: new NetworkFacade(core, sandboxes),
-    snapshots: new SnapshotsFacade(core, sandboxes),
-    templates: new TemplatesFacade(core, p.pull),
+    snapshots: new SnapshotsFacade({ ...core, copies: ops.copies }, sandboxes),
+    templates: new TemplatesFacade(core.templates, ops.templateOps),
     images,
     builds: new BuildsFacade(core, { cache: p.buildCache, images, spawn: (o) => sandboxes.spawn(o) }),
     volumes: new VolumesFacade(core, sandboxes),
     events: new EventsFacade(core),
     audit: new AuditFacade(core),
     providers: new ProvidersFacade(core),
-    pools: new PoolsFacade(core, p.pull),
+    pools: new PoolsFacade({ ...core, spawner: ops.spawner }),
     metrics: new MetricsFacade(core, sandboxes),
     secrets: core.secretStore,
   };

@@ -128,30 +128,13 @@ it("no two sub-folders of core/ depend on each other both ways (its root files a
 });
 
 /**
- * The files of core/ that still take the whole context (core.ts's Core) rather than the few things
- * they use. The list only shrinks: a file that stops importing Core must leave it, and no other
- * file may start. open.ts, the composition root, builds the context and stays.
+ * The composition root: the only files that see the whole context (core.ts's Core). open.ts builds
+ * the services, operations.ts the operations over them; every other file is given the few things
+ * it uses, named in its own deps type.
  */
-const STILL_TAKING_CORE = [
-  "core/facades/providers.ts",
-  "core/facades/sandboxes.ts",
-  "core/facades/snapshots.ts",
-  "core/facades/templates.ts",
-  "core/sandboxes/copies.ts",
-  "core/sandboxes/create.ts",
-  "core/sandboxes/lifecycle.ts",
-  "core/sandboxes/pause.ts",
-  "core/sandboxes/plan.ts",
-  "core/sandboxes/pool-mode.ts",
-  "core/sandboxes/reaper.ts",
-  "core/sandboxes/recovery.ts",
-  "core/sandboxes/server-stop.ts",
-  "core/sandboxes/spawn.ts",
-  "core/sandboxes/stop-start.ts",
-  "core/sandboxes/template-ops.ts",
-];
+const COMPOSITION_ROOT = ["core/open.ts", "core/operations.ts"];
 
-it("the whole context (core.ts's Core) is imported by the composition root and by no file beyond those still being narrowed", () => {
+it("the whole context (core.ts's Core) is imported by the composition root and by no other file", () => {
   const importers = files(src)
     .map((f) => relative(src, f))
     .filter(
@@ -165,14 +148,25 @@ it("the whole context (core.ts's Core) is imported by the composition root and b
             .join("\n"),
         ),
     );
-  assert.ok(importers.includes("core/open.ts"), "the composition root builds it");
-  assert.deepEqual(
-    importers.filter((f) => f !== "core/open.ts").sort(),
-    [...STILL_TAKING_CORE].sort(),
-    "a file began to take the whole context, or one stopped and must leave STILL_TAKING_CORE",
-  );
-  // Its run-time state has one owner, sandboxes/table.ts: the context holds no map of its own.
-  assert.doesNotMatch(readFileSync(join(src, "core", "core.ts"), "utf8"), /:\s*Map</);
+  assert.deepEqual(importers.sort(), [...COMPOSITION_ROOT].sort(), "only the composition root takes the whole context");
+  // Its run-time state has one owner, sandboxes/table.ts: the context holds no map of its own, and no flag.
+  const context = readFileSync(join(src, "core", "core.ts"), "utf8");
+  assert.doesNotMatch(context, /:\s*Map</);
+  assert.doesNotMatch(context, /^\s*closed\b/m);
+});
+
+it("no function or constructor outside the composition root takes the whole context as a parameter", () => {
+  const taking: string[] = [];
+  for (const file of files(src)) {
+    const rel = relative(src, file);
+    if (COMPOSITION_ROOT.includes(rel) || rel === "core/core.ts") continue;
+    readFileSync(file, "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        if (/\(\s*(private readonly |readonly )?\w+: Core\b(?![\w"])/.test(line) || /^\s*(private readonly |readonly )?\w+: Core,?$/.test(line)) taking.push(`${rel}:${i + 1}`);
+      });
+  }
+  assert.deepEqual(taking, []);
 });
 
 it("no import circle between files of src/, type imports included", () => {

@@ -1,5 +1,6 @@
 // Dockerfile builds: from a context directory on this host, or from an uploaded context as a job
 // whose log can be followed and which can be cancelled (build/).
+import type { SandboxTable } from "../sandboxes/table.js";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ForgevmError } from "../../http/errors.js";
@@ -22,7 +23,8 @@ export interface BuildHooks {
 /** What the build operations use: where images live, where "image.built" goes, the disk's room, and whether the core is closing. */
 export interface BuildsDeps extends BuildHost {
   readonly disk: DiskSpace;
-  readonly closed: boolean;
+  /** Whether the core is closing (nothing new starts). */
+  readonly table: Pick<SandboxTable, "closed">;
 }
 
 export class BuildsFacade {
@@ -47,7 +49,7 @@ export class BuildsFacade {
   /** Starts a build of an uploaded context (a tar stream) as a job; returns it once the context is unpacked. */
   async start(context: AsyncIterable<Buffer>, opts: BuildOptions): Promise<BuildJob> {
     this.core.disk.require("a build");
-    if (this.core.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
+    if (this.core.table.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
     const dir = join(this.core.paths.dataDir, `.build-context-${randomBytes(6).toString("hex")}`);
     try {
       await unpackContext(context, dir);

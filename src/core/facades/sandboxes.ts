@@ -7,30 +7,54 @@ import { badRequest, ForgevmError, notFound, sandboxGone } from "../../http/erro
 import { defaultAccount, GuestSession, type RelativePaths } from "../guest/session.js";
 import { ignore } from "../../util/ignore.js";
 import { checkMetadata } from "../../schemas/checks.js";
-import type { SandboxRow, SandboxState } from "../../store/sandboxes.js";
-import type { Core } from "../core.js";
-import { create, startCreated } from "../sandboxes/create.js";
+import type { Paths } from "../../config/paths.js";
+import type { SandboxRow, SandboxState, SandboxStore } from "../../store/sandboxes.js";
+import type { SnapshotStore } from "../../store/snapshots.js";
+import type { TemplateStore } from "../../store/templates.js";
+import type { EventBus } from "../events.js";
+import type { DiskSpace } from "../host/disk-space.js";
+import type { ServerMetrics } from "../metrics/prometheus.js";
+import type { SandboxTable } from "../sandboxes/table.js";
+import type { Lifecycle } from "../sandboxes/lifecycle.js";
+import type { Pauses } from "../sandboxes/pause.js";
+import type { StopStart } from "../sandboxes/stop-start.js";
+import type { Spawner } from "../sandboxes/spawn.js";
+import type { Creates } from "../sandboxes/create.js";
+import type { Reaper } from "../sandboxes/reaper.js";
 import { guestProcesses, type GuestProcess } from "../guest/guest-processes.js";
-import { destroy, logs, type EndReason } from "../sandboxes/lifecycle.js";
+import { logs, type EndReason } from "../sandboxes/lifecycle.js";
 import { readMainLog, type LogLine } from "../sandboxes/main-process.js";
 import type { SpawnOptions } from "../options.js";
-import { lifeAfterWake, pause, resume, wake } from "../sandboxes/pause.js";
-import { prune } from "../sandboxes/reaper.js";
+import { lifeAfterWake } from "../sandboxes/pause.js";
 import type { Sandbox } from "../guest/sandbox.js";
-import { spawn } from "../sandboxes/spawn.js";
 import { requireState } from "../sandboxes/states.js";
-import * as stopStart from "../sandboxes/stop-start.js";
 import type { Tokens } from "../sandboxes/tokens.js";
-import type { Pull } from "../sandboxes/spawn-setup.js";
 
 /** The cluster node this server is, once it joined one: it names itself in every sandbox's JSON. */
 export interface ClusterLink {
   member: { readonly id: string; mirrorTemplates(): Promise<void> } | null;
 }
 
-/** What the sandbox operations need from outside the core context. */
+/** What the sandbox calls read and hand over to: the rows and run-time state, the disk's room, the counters, and the operations. */
+export interface SandboxesDeps {
+  readonly paths: Paths;
+  readonly sandboxes: SandboxStore;
+  readonly snapshotRows: Pick<SnapshotStore, "get">;
+  readonly templates: Pick<TemplateStore, "get">;
+  readonly table: SandboxTable;
+  readonly events: Pick<EventBus, "subscribe">;
+  readonly disk: Pick<DiskSpace, "require" | "requireAnswering" | "full" | "waiting">;
+  readonly prom: Pick<ServerMetrics, "spawned" | "spawnFailed">;
+  readonly spawner: Pick<Spawner, "spawn">;
+  readonly creates: Pick<Creates, "create" | "startCreated">;
+  readonly lifecycle: Pick<Lifecycle, "destroy">;
+  readonly pauses: Pick<Pauses, "pause" | "resume" | "wake">;
+  readonly stopStart: Pick<StopStart, "stop" | "start" | "restart" | "kill" | "lifeOf">;
+  readonly reaper: Pick<Reaper, "prune">;
+}
+
+/** What the sandbox operations need from outside the core: the access tokens and the cluster node. */
 export interface SandboxHooks {
-  pull: Pull;
   tokens: Tokens;
   cluster: ClusterLink;
 }
@@ -40,7 +64,7 @@ export class SandboxesFacade {
   private readonly creatingByKey = new Map<string, { id: Promise<string>; fingerprint?: string }>();
 
   constructor(
-    private readonly core: Core,
+    private readonly d: SandboxesDeps,
     private readonly hooks: SandboxHooks,
   ) {}
 
@@ -50,17 +74,17 @@ export class SandboxesFacade {
    * recorded as `error`.
    */
   async spawn(opts: SpawnOptions = {}): Promise<Sandbox> {
-    this.core.disk.require("a spawn");
+    this.d.disk.require("a spawn");
     const started = performance.now();
     try {
       // A template made through another front may not have reached this node's mirror yet.
       const member = this.hooks.cluster.member;
-      if (member && opts.template && !this.core.templates.get(opts.template)) await member.mirrorTemplates();
-      const sb = await spawn(this.core, opts, this.hooks.pull);
-      this.core.prom.spawned((performance.now() - started) / 1000, this.core.sandboxes.get(sb.id)?.origin ?? "boot");
+      if (member && opts.template && !this.d.templates.get(opts.template)) await member.mirrorTemplates();
+      const sb = await this.d.spawner.spawn(opts);
+      this.d.prom.spawned((performance.now() - started) / 1000, this.d.sandboxes.get(sb.id)?.origin ?? "boot");
       return sb;
     } catch (e) {
-      this.core.prom.spawnFailed();
+      this.d.prom.spawnFailed();
       throw e;
     }
   }
@@ -96,7 +120,7 @@ export class SandboxesFacade {
       differs(pending.fingerprint);
       return { id: await pending.id, replayed: true };
     }
-    const made = this.core.sandboxes.byIdempotencyKey(key);
+    const made = this.d.sandboxes.byIdempotencyKey(key);
     if (made) {
       differs(made.idempotency_fingerprint);
       if (made.state === "destroyed" || made.state === "error")
@@ -108,8 +132,8 @@ export class SandboxesFacade {
     }
     const p = make().then((id) => {
       // A sandbox claimed from a warm pool was made before the key came: it takes it now.
-      if (!this.core.sandboxes.get(id)?.idempotency_key) this.core.sandboxes.update(id, { idempotency_key: key });
-      if (fingerprint) this.core.sandboxes.update(id, { idempotency_fingerprint: fingerprint });
+      if (!this.d.sandboxes.get(id)?.idempotency_key) this.d.sandboxes.update(id, { idempotency_key: key });
+      if (fingerprint) this.d.sandboxes.update(id, { idempotency_fingerprint: fingerprint });
       return id;
     });
     this.creatingByKey.set(key, { id: p, fingerprint });
@@ -122,26 +146,26 @@ export class SandboxesFacade {
 
   /** The id of a sandbox named by its id or its name. */
   idOf(idOrName: string): string {
-    if (this.core.sandboxes.get(idOrName)) return idOrName;
-    return this.core.sandboxes.byName(idOrName)?.id ?? idOrName;
+    if (this.d.sandboxes.get(idOrName)) return idOrName;
+    return this.d.sandboxes.byName(idOrName)?.id ?? idOrName;
   }
 
   /** The stored record of any sandbox ever seen (history included), by id or name. */
   get(idOrName: string): SandboxRow {
     const id = this.idOf(idOrName);
-    const row = this.core.sandboxes.get(id);
+    const row = this.d.sandboxes.get(id);
     if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
     return this.onNode(row);
   }
 
   /** The stored record of a sandbox, or null when there is none. */
   find(id: string): SandboxRow | null {
-    return this.core.sandboxes.get(id) ?? null;
+    return this.d.sandboxes.get(id) ?? null;
   }
 
   /** Live sandboxes (creating or running), newest first. */
   list(ownerId?: string, states: SandboxState[] = ["creating", "running"]): SandboxRow[] {
-    return this.core.sandboxes.list(states, ownerId).map((r) => this.onNode(r));
+    return this.d.sandboxes.list(states, ownerId).map((r) => this.onNode(r));
   }
 
   private onNode(row: SandboxRow): SandboxRow {
@@ -151,23 +175,23 @@ export class SandboxesFacade {
 
   /** How many sandboxes are live, and how many rows the store holds. */
   counts(): { live: number; total: number } {
-    return this.core.sandboxes.count();
+    return this.d.sandboxes.count();
   }
 
   /** Whether the data directory's disk is full, and which sandboxes wait for room. */
   storage(): { full: boolean; waiting_sandboxes: string[] } {
-    return { full: this.core.disk.full, waiting_sandboxes: [...this.core.disk.waiting] };
+    return { full: this.d.disk.full, waiting_sandboxes: [...this.d.disk.waiting] };
   }
 
   /** The running sandbox with this id (or name), ready for exec and file operations. */
   running(idOrName: string): Sandbox {
     const id = this.idOf(idOrName);
-    const sb = this.core.table.live.get(id);
+    const sb = this.d.table.live.get(id);
     if (sb) {
-      this.core.disk.requireAnswering(id);
+      this.d.disk.requireAnswering(id);
       return sb;
     }
-    const row = this.core.sandboxes.get(id);
+    const row = this.d.sandboxes.get(id);
     if (!row) throw sandboxGone(id, `sandbox ${id} not found`);
     requireState(row, "exec");
     throw new ForgevmError("CONFLICT", `sandbox ${id} is run by another ForgeVM process`);
@@ -176,7 +200,7 @@ export class SandboxesFacade {
   /** The running sandbox with this id (or name), resumed first when it is paused (`by` names the call in its sandbox.resumed event). */
   async use(idOrName: string, by: string): Promise<Sandbox> {
     const id = this.idOf(idOrName);
-    await wake(this.core, id, by, true);
+    await this.d.pauses.wake(id, by, true);
     return this.running(id);
   }
 
@@ -188,7 +212,7 @@ export class SandboxesFacade {
    */
   async session(idOrName: string, by: string, o: { user?: string; relative: RelativePaths; workDir?: "sandbox" | "home" }): Promise<GuestSession> {
     const sandbox = await this.use(idOrName, by);
-    const name = o.user ?? this.core.sandboxes.get(sandbox.id)?.exec_user ?? undefined;
+    const name = o.user ?? this.d.sandboxes.get(sandbox.id)?.exec_user ?? undefined;
     const user = o.user !== undefined ? await sandbox.guestUser(o.user) : await defaultAccount(sandbox, name);
     if (!user) throw notFound(`user "${o.user}" does not exist in sandbox ${sandbox.id}`);
     const workDir = o.workDir === "home" ? user.home : await sandbox.workDir();
@@ -199,7 +223,7 @@ export class SandboxesFacade {
   extend(id: string, ttlMs: number): SandboxRow {
     const row = this.get(id);
     requireState(row, "extend");
-    this.core.sandboxes.update(row.id, { expires_at: expiryAfter(ttlMs) });
+    this.d.sandboxes.update(row.id, { expires_at: expiryAfter(ttlMs) });
     return this.get(row.id);
   }
 
@@ -207,77 +231,77 @@ export class SandboxesFacade {
   setMetadata(id: string, metadata: Record<string, string>): SandboxRow {
     const row = this.get(id);
     checkMetadata(metadata);
-    this.core.sandboxes.setMetadata(row.id, Object.keys(metadata).length ? metadata : null);
+    this.d.sandboxes.setMetadata(row.id, Object.keys(metadata).length ? metadata : null);
     return this.get(row.id);
   }
 
   /** Sets what a sandbox does once idle `ms` (null: nothing), from its next idle spell on. */
   setIdle(id: string, policy: { ms: number; action: "pause" | "stop" } | null): SandboxRow {
     const row = this.get(id);
-    this.core.sandboxes.update(row.id, { idle_ms: policy?.ms ?? null, idle_action: policy?.action ?? null });
+    this.d.sandboxes.update(row.id, { idle_ms: policy?.ms ?? null, idle_action: policy?.action ?? null });
     return this.get(row.id);
   }
 
   /** Stops a sandbox and removes its files; idempotent for sandboxes that existed. */
   async destroy(id: string, by = "api", reason: EndReason = "request"): Promise<void> {
-    return destroy(this.core, this.idOf(id), { reason, by });
+    return this.d.lifecycle.destroy(this.idOf(id), { reason, by });
   }
 
   /** Stops a running sandbox: its main process gets SIGTERM, then SIGKILL after `graceMs`; its disk is kept and it costs no memory. */
   async stop(id: string, graceMs?: number): Promise<SandboxRow> {
-    this.core.disk.require("a stop (its memory is saved)");
-    await stopStart.stop(this.core, this.idOf(id), graceMs);
+    this.d.disk.require("a stop (its memory is saved)");
+    await this.d.stopStart.stop(this.idOf(id), graceMs);
     return this.get(id);
   }
 
   /** Defines a sandbox without starting it (Docker's create): checked, its image pulled, its name taken; `start` boots it. */
   async create(opts: SpawnOptions = {}): Promise<SandboxRow> {
-    this.core.disk.require("a create");
-    return create(this.core, opts, this.hooks.pull);
+    this.d.disk.require("a create");
+    return this.d.creates.create(opts);
   }
 
   /** Starts a created sandbox, or a stopped one again (files as they were, its main process run anew); it lives `ttlMs` from now. */
   async start(id: string, ttlMs?: number): Promise<Sandbox> {
     const row = this.get(id);
-    if (row.state === "created") return startCreated(this.core, row.id, ttlMs, this.hooks.pull);
-    return stopStart.start(this.core, row.id, stopStart.lifeOf(this.core, row, ttlMs));
+    if (row.state === "created") return this.d.creates.startCreated(row.id, ttlMs);
+    return this.d.stopStart.start(row.id, this.d.stopStart.lifeOf(row, ttlMs));
   }
 
   /** Stops (when running) and starts a sandbox. */
   async restart(id: string, ttlMs?: number, graceMs?: number): Promise<Sandbox> {
     const row = this.get(id);
     if (row.state === "created") return this.start(id, ttlMs);
-    return stopStart.restart(this.core, row.id, stopStart.lifeOf(this.core, row, ttlMs), graceMs);
+    return this.d.stopStart.restart(row.id, this.d.stopStart.lifeOf(row, ttlMs), graceMs);
   }
 
   /** Sends a signal (a number) to a sandbox's main process. */
   async kill(id: string, signal: number): Promise<void> {
-    return stopStart.kill(this.core, this.idOf(id), signal);
+    return this.d.stopStart.kill(this.idOf(id), signal);
   }
 
   /** A sandbox's main process output: the last `tail` lines, or those since `sinceMs` (kept after it is gone). */
   async mainLogs(id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
     const row = this.get(id);
-    await this.core.table.mains.get(row.id)?.flushed();
-    return readMainLog(this.core, row.id, opts);
+    await this.d.table.mains.get(row.id)?.flushed();
+    return readMainLog(this.d, row.id, opts);
   }
 
   /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when it has ended for good or the sandbox stops running; returns the unsubscribe function. */
   followMain(id: string, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
     const row = this.get(id);
-    const runner = this.core.table.mains.get(row.id);
+    const runner = this.d.table.mains.get(row.id);
     if (!runner || runner.finished) {
       onEnd();
       return () => {};
     }
     // A pause that carried the sandbox's streams over (pause.ts) leaves the main process running.
-    const off = this.core.events.subscribe((e) => {
+    const off = this.d.events.subscribe((e) => {
       if (e.sandbox_id !== row.id) return;
       if (["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error"].includes(e.type) || (e.type === "sandbox.paused" && !e.data?.streams_kept)) onEnd();
     });
     const done = () => onEnd();
     // A client following the logs: the sandbox does not idle meanwhile, but the follower wakes no pause.
-    const end = (this.core.table.live.get(row.id) ?? this.core.table.sleeping.get(row.id))?.follow() ?? (() => {});
+    const end = (this.d.table.live.get(row.id) ?? this.d.table.sleeping.get(row.id))?.follow() ?? (() => {});
     runner.lines.on("line", onLine);
     runner.lines.once("done", done);
     return () => {
@@ -295,31 +319,31 @@ export class SandboxesFacade {
 
   /** Saves a running sandbox's whole state (with `memory: false`, its disk only) and stops its VM (no memory or CPU while paused). */
   async pause(id: string, opts: { memory?: boolean } = {}): Promise<void> {
-    this.core.disk.require("a pause (its memory is saved)");
-    return pause(this.core, this.running(id), "paused", "request", opts.memory !== false);
+    this.d.disk.require("a pause (its memory is saved)");
+    return this.d.pauses.pause(this.running(id), "paused", "request", opts.memory !== false);
   }
 
   /** Brings a paused sandbox back under its id, processes and files as they were, to live `ttlMs` from now (default: what it had left). */
   async resume(id: string, ttlMs?: number, opts: { reboot?: boolean } = {}): Promise<Sandbox> {
     const row = this.get(id);
-    if (this.core.table.waking.has(row.id)) await this.core.table.waking.get(row.id);
-    if (this.core.table.live.has(row.id) && ttlMs === undefined) return this.running(row.id);
-    return resume(this.core, row.id, ttlMs ?? lifeAfterWake(this.core, row), "paused", "request", opts);
+    if (this.d.table.waking.has(row.id)) await this.d.table.waking.get(row.id);
+    if (this.d.table.live.has(row.id) && ttlMs === undefined) return this.running(row.id);
+    return this.d.pauses.resume(row.id, ttlMs ?? lifeAfterWake(this.d.snapshotRows, row), "paused", "request", opts);
   }
 
   /** Resumes a sandbox paused with auto-resume (its lifecycle) before a call `by` is served; nothing for any other. */
   wake(id: string, by: string): Promise<void> {
-    return wake(this.core, this.idOf(id), by);
+    return this.d.pauses.wake(this.idOf(id), by);
   }
 
   /** Destroys every live sandbox whose expiry has passed; returns how many. */
   async prune(): Promise<number> {
-    return prune(this.core);
+    return this.d.reaper.prune();
   }
 
   /** The last `lines` lines of a sandbox's serial console (kept after destroy, with its history). */
   async logs(id: string, lines = 100): Promise<string[]> {
-    return logs(this.core, this.get(id), lines);
+    return logs(this.d.paths, this.get(id), lines);
   }
 
   /** The access token for `purpose` on a sandbox (derived from this data directory's secret). */

@@ -37,9 +37,8 @@ export interface MainHost {
   readonly paths: Paths;
   readonly sandboxes: SandboxStore;
   readonly events: EventBus;
-  /** The sandboxes running here, and where a main process's runner is recorded (table.ts). */
-  readonly table: { readonly live: ReadonlyMap<string, Sandbox>; setMain(id: string, runner: MainRunner): void };
-  readonly closed: boolean;
+  /** The sandboxes running here, where a main process's runner is recorded, and whether the core is closing (table.ts). */
+  readonly table: { readonly live: ReadonlyMap<string, Sandbox>; readonly closed: boolean; setMain(id: string, runner: MainRunner): void };
 }
 
 /** Where a sandbox's main process log lives (kept with its history, like the console log). */
@@ -192,7 +191,7 @@ export class MainRunner {
       !this.disposed &&
       !m.stopped_by_user &&
       this.core.table.live.get(this.sb.id) === this.sb &&
-      !this.core.closed &&
+      !this.core.table.closed &&
       (m.restart === "always" || m.restart === "unless-stopped" || (m.restart === "on-failure" && code !== 0 && (m.max_restarts === undefined || m.restarts < m.max_restarts)));
     if (!again || !m) {
       this.lines.emit("done", code); // for good: followers stop here

@@ -2,10 +2,8 @@
 // readying of a VM whose snapshot becomes a base (a template's setup commands, the page cache),
 // and how a spawn pulls an image it names. Used by spawn.ts and pool-mode.ts alike.
 import type { Provider, Vm } from "../../providers/provider.js";
-import type { LocalImage } from "../../images/store.js";
 import type { NetworkRecord } from "../../store/sandboxes.js";
-import { NO_NETWORK } from "../core.js";
-import type { Networks } from "../network.js";
+import { NO_NETWORK, type Networks } from "../network.js";
 import type { EgressProxy } from "../../net/egress-proxy.js";
 import type { ForgeOptions } from "../options.js";
 import { badRequest } from "../../http/errors.js";
@@ -19,9 +17,6 @@ export interface SetupDeps {
   readonly networks: Networks;
   readonly egress: Pick<EgressProxy, "removeLog">;
 }
-
-/** Pulls an image that a spawn names but that is not local. */
-export type Pull = (ref: string) => Promise<LocalImage>;
 
 /** Base snapshots are used unless the config turned them off or the provider (the default one: base snapshots are its) cannot take them. */
 export function useBaseSnapshots(core: { readonly opts: Pick<ForgeOptions, "baseSnapshots">; readonly provider: Provider }, provider = core.provider): boolean {

@@ -2,7 +2,8 @@
 // Sandbox object), which are paused with their streams held for the resume, their main processes
 // and in-guest secrets, and the destroys, pauses and wakes in progress. Everyone reads it through
 // read-only maps; only the transitions below change it, so a reader finds every place a sandbox is
-// admitted, put to sleep, woken or ended by following these names.
+// admitted, put to sleep, woken or ended by following these names. It also says whether the core
+// is closing, which every start checks.
 import type { Sandbox } from "../guest/sandbox.js";
 import type { MainRunner } from "./main-process.js";
 import type { PlannedSecrets } from "./secrets.js";
@@ -15,6 +16,17 @@ export class SandboxTable {
   private readonly destroys = new Map<string, Promise<void>>();
   private readonly pauses = new Map<string, Promise<void>>();
   private readonly wakes = new Map<string, Promise<Sandbox>>();
+  private shut = false;
+
+  /** Set once the core began to close: nothing new starts, and what ends meanwhile is not mourned as a failure. */
+  get closed(): boolean {
+    return this.shut;
+  }
+
+  /** The core closes. */
+  close(): void {
+    this.shut = true;
+  }
 
   /** Running sandboxes of this process, by id. */
   get live(): ReadonlyMap<string, Sandbox> {

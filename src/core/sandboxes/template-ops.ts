@@ -2,15 +2,17 @@
 // snapshots and warm pool.
 import type { TemplateBody, TemplateRow } from "../../store/templates.js";
 import { NO_TTL, parseIdle, parseTtl, ttlSeconds as checkTtlSeconds } from "../../schemas/durations.js";
-import type { Core } from "../core.js";
+import type { TemplateStore } from "../../store/templates.js";
+import type { Providers } from "../providers.js";
+import type { Networks } from "../network.js";
+import type { Snapshots } from "../snapshots/snapshots.js";
+import type { Spawner } from "./spawn.js";
 import { toForgevmError } from "../error-map.js";
 import { badRequest, ForgevmError, notFound } from "../../http/errors.js";
 import { parseImageReference } from "../images/images.js";
-import { checkMemory, checkProvider, checkVcpus } from "./validate.js";
+import { checkMemory, checkVcpus } from "./validate.js";
 import { checkEnv } from "../../schemas/checks.js";
 import { checkDecls } from "./secrets.js";
-import type { Pull } from "./spawn-setup.js";
-import { configurePools } from "./spawn.js";
 
 /** A template as a client or the config file writes it, with the original SDKs' aliases. */
 export interface TemplateInput extends Omit<TemplateBody, "cpu_cores" | "ttl_seconds"> {
@@ -50,31 +52,98 @@ export function templateBody(t: TemplateInput): TemplateBody {
   };
 }
 
-/**
- * Makes the stored templates agree with the config file's: a missing one is created, a changed
- * one replaced (its base snapshot and warm pool are remade), an unchanged one left alone.
- * Templates made through the API stay. Returns the names created or replaced.
- */
-export async function applyTemplates(core: Core, wanted: TemplateBody[], pull: Pull): Promise<string[]> {
-  const changed: string[] = [];
-  for (const t of wanted) {
-    const stored = core.templates.get(t.name);
-    try {
-      if (t.provider) t.provider = checkProvider(core, t.provider, "provider").name; // compared as it is stored
-      if (stored) {
-        const { created_at: _c, updated_at: _u, ...body } = stored;
-        if (sameBody(body, t)) continue;
-        await replaceTemplate(core, t, pull);
-      } else {
-        await createTemplate(core, t, pull);
+/** What templates take: their store, the checks a spawn of them would meet, and the base snapshots and warm pools made from them. */
+export interface TemplateOpsDeps {
+  readonly templates: TemplateStore;
+  readonly providers: Providers;
+  readonly networks: Pick<Networks, "plan">;
+  readonly snaps: Pick<Snapshots, "dropBases">;
+  readonly spawner: Pick<Spawner, "configurePools">;
+}
+
+/** Stores, replaces and deletes templates, with their base snapshots and warm pools. */
+export class TemplateOps {
+  constructor(private readonly d: TemplateOpsDeps) {}
+
+  /**
+   * Makes the stored templates agree with the config file's: a missing one is created, a changed
+   * one replaced (its base snapshot and warm pool are remade), an unchanged one left alone.
+   * Templates made through the API stay. Returns the names created or replaced.
+   */
+  async applyTemplates(wanted: TemplateBody[]): Promise<string[]> {
+    const changed: string[] = [];
+    for (const t of wanted) {
+      const stored = this.d.templates.get(t.name);
+      try {
+        if (t.provider) t.provider = this.d.providers.pick(t.provider, "provider").name; // compared as it is stored
+        if (stored) {
+          const { created_at: _c, updated_at: _u, ...body } = stored;
+          if (sameBody(body, t)) continue;
+          await this.replaceTemplate(t);
+        } else {
+          await this.createTemplate(t);
+        }
+      } catch (e) {
+        const err = toForgevmError(e);
+        throw new ForgevmError(err.code, `template ${t.name}: ${err.message}`);
       }
-    } catch (e) {
-      const err = toForgevmError(e);
-      throw new ForgevmError(err.code, `template ${t.name}: ${err.message}`);
+      changed.push(t.name);
     }
-    changed.push(t.name);
+    return changed;
   }
-  return changed;
+
+  /** A stored template; 404 when there is none of that name. */
+  getTemplate(name: string): TemplateRow {
+    const t = this.d.templates.get(name);
+    if (!t) throw notFound(`template "${name}" not found`);
+    return t;
+  }
+
+  /** Stores a new template (false when the name is taken) and starts its warm pool. */
+  async createTemplate(t: TemplateBody): Promise<boolean> {
+    this.checkTemplate(t);
+    if (!this.d.templates.create(t)) return false;
+    await this.d.spawner.configurePools();
+    return true;
+  }
+
+  /** Replaces a template; its base snapshots and warm VMs are remade from the new definition. */
+  async replaceTemplate(t: TemplateBody): Promise<boolean> {
+    this.checkTemplate(t);
+    if (!this.d.templates.replace(t)) return false;
+    await this.d.snaps.dropBases((r) => r.template === t.name);
+    await this.d.spawner.configurePools();
+    return true;
+  }
+
+  /** Deletes a template with its base snapshots and warm VMs. */
+  async deleteTemplate(name: string): Promise<boolean> {
+    if (!this.d.templates.delete(name)) return false;
+    await this.d.snaps.dropBases((r) => r.template === name);
+    await this.d.spawner.configurePools();
+    return true;
+  }
+
+  /** Refuses a template no spawn could use, naming the field, before it is stored. */
+  private checkTemplate(t: TemplateBody): void {
+    checkDecls(t.secrets ?? []);
+    // Stored by the name of the provider that serves it (the ForgeVM API's "firecracker" is "qemu" here).
+    if (t.provider) t.provider = this.d.providers.pick(t.provider, "provider").name;
+    checkEnv(t.env, "env");
+    if (t.cpu_cores !== undefined) checkVcpus(this.d.providers.default, t.cpu_cores, "cpu_cores");
+    if (t.memory_mb !== undefined) checkMemory(this.d.providers.default, t.memory_mb, "memory_mb");
+    if (t.image && !t.image.startsWith("forgevm/")) parseImageReference(t.image);
+    try {
+      this.d.networks.plan({}, { allow: t.allowed_hosts });
+    } catch (e) {
+      throw badRequest(`allowed_hosts: ${(e as Error).message}`);
+    }
+    // Their shape and destinations; the secrets they name are looked up by the proxy at each request (one may be added later).
+    if (t.egress_rules) {
+      if (!t.allowed_hosts?.length) throw badRequest("egress_rules need allowed_hosts: only the egress proxy of an allowlisted sandbox can add headers");
+      this.d.networks.plan({ mode: "allowlist", allow: t.allowed_hosts, rules: t.egress_rules });
+    }
+  }
 }
 
 function sameBody(a: TemplateBody, b: TemplateBody): boolean {
@@ -87,59 +156,6 @@ function sameBody(a: TemplateBody, b: TemplateBody): boolean {
       ),
     );
   return norm(a) === norm(b);
-}
-
-/** A stored template; 404 when there is none of that name. */
-export function getTemplate(core: Core, name: string): TemplateRow {
-  const t = core.templates.get(name);
-  if (!t) throw notFound(`template "${name}" not found`);
-  return t;
-}
-
-/** Stores a new template (false when the name is taken) and starts its warm pool. */
-export async function createTemplate(core: Core, t: TemplateBody, pull: Pull): Promise<boolean> {
-  checkTemplate(core, t);
-  if (!core.templates.create(t)) return false;
-  await configurePools(core, pull);
-  return true;
-}
-
-/** Replaces a template; its base snapshots and warm VMs are remade from the new definition. */
-export async function replaceTemplate(core: Core, t: TemplateBody, pull: Pull): Promise<boolean> {
-  checkTemplate(core, t);
-  if (!core.templates.replace(t)) return false;
-  await core.snaps.dropBases((r) => r.template === t.name);
-  await configurePools(core, pull);
-  return true;
-}
-
-/** Deletes a template with its base snapshots and warm VMs. */
-export async function deleteTemplate(core: Core, name: string, pull: Pull): Promise<boolean> {
-  if (!core.templates.delete(name)) return false;
-  await core.snaps.dropBases((r) => r.template === name);
-  await configurePools(core, pull);
-  return true;
-}
-
-/** Refuses a template no spawn could use, naming the field, before it is stored. */
-function checkTemplate(core: Core, t: TemplateBody): void {
-  checkDecls(t.secrets ?? []);
-  // Stored by the name of the provider that serves it (the ForgeVM API's "firecracker" is "qemu" here).
-  if (t.provider) t.provider = checkProvider(core, t.provider, "provider").name;
-  checkEnv(t.env, "env");
-  if (t.cpu_cores !== undefined) checkVcpus(core, t.cpu_cores, "cpu_cores");
-  if (t.memory_mb !== undefined) checkMemory(core, t.memory_mb, "memory_mb");
-  if (t.image && !t.image.startsWith("forgevm/")) parseImageReference(t.image);
-  try {
-    core.networks.plan({}, { allow: t.allowed_hosts });
-  } catch (e) {
-    throw badRequest(`allowed_hosts: ${(e as Error).message}`);
-  }
-  // Their shape and destinations; the secrets they name are looked up by the proxy at each request (one may be added later).
-  if (t.egress_rules) {
-    if (!t.allowed_hosts?.length) throw badRequest("egress_rules need allowed_hosts: only the egress proxy of an allowlisted sandbox can add headers");
-    core.networks.plan({ mode: "allowlist", allow: t.allowed_hosts, rules: t.egress_rules });
-  }
 }
 
 /** A template's idle policy, checked (a 400 naming `idle`) and kept as written. */

@@ -2,18 +2,17 @@
 // one path accepts another does not refuse later (the checks of values alone are schemas/checks.ts).
 import { totalmem } from "node:os";
 import type { Provider } from "../../providers/provider.js";
-import type { Providers } from "../providers.js";
 import { badRequest } from "../../http/errors.js";
 import { MEMORY_MB } from "../../schemas/fields.js";
 
 /** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
-export function checkVcpus(core: { provider: Provider }, vcpus: number, field: string, provider: Provider = core.provider): void {
+export function checkVcpus(provider: Provider, vcpus: number, field: string): void {
   const max = provider.maxVcpus();
   if (vcpus > max) throw badRequest(`${field}: ${vcpus} vCPUs asked for, but this host gives a VM at most ${max} (its CPU count)`);
 }
 
 /** More memory than the host has fails only after QEMU has tried for a while: refused at once, with the figures. */
-export function checkMemory(core: { provider: Provider }, memoryMb: number, field: string, provider: Provider = core.provider): void {
+export function checkMemory(provider: Provider, memoryMb: number, field: string): void {
   // Every interface's schema has the same bounds; this holds them for callers without one (the library, units converted from GiB).
   if (!Number.isInteger(memoryMb) || memoryMb < MEMORY_MB.minimum || memoryMb > MEMORY_MB.maximum) {
     throw badRequest(`${field}: memory must be a whole number of MiB from ${MEMORY_MB.minimum} to ${MEMORY_MB.maximum}, got ${memoryMb}`);
@@ -27,9 +26,4 @@ export function checkMemory(core: { provider: Provider }, memoryMb: number, fiel
 export async function checkFullNetwork(provider: Provider): Promise<void> {
   const problem = await provider.nicProblem();
   if (problem) throw badRequest(`network: "full" is not available on this server: ${problem}`);
-}
-
-/** The provider a request names: an enabled one, or the default for none ("" means none, as the original SDKs send it). */
-export function checkProvider(core: { providers: Providers }, name: string | undefined, field: string): Provider {
-  return core.providers.pick(name, field);
 }
