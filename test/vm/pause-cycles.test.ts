@@ -92,7 +92,7 @@ describe("pauses that lose nothing", () => {
       // The store refusing the finished snapshot (a full disk under the database). The disk had
       // switched onto an overlay backed by the snapshot's link, which must stay; a forkable VM's
       // RAM file had been handed over too, and the VM stopped for good unless it is given back.
-      const snaps = (server.forge.snapshots as unknown as { core: { snaps: { finish: (...a: unknown[]) => Promise<unknown> } } }).core.snaps;
+      const snaps = (server.forge.snapshots as unknown as { d: { snaps: { finish: (...a: unknown[]) => Promise<unknown> } } }).d.snaps;
       const finish = snaps.finish;
       snaps.finish = async () => {
         throw new Error("injected: the store refused the snapshot");
