@@ -106,7 +106,7 @@ async function main() {
   const pings: number[] = [];
   for (let i = 0; i < EXECS; i++) {
     const t0 = performance.now();
-    await sb.vm.channel.request<"ping">({ op: "ping" });
+    await sb.vm.guest.request<"ping">({ op: "ping" });
     pings.push(performance.now() - t0);
   }
 

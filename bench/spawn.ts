@@ -141,7 +141,7 @@ async function idleReclaim(server: Server, api: Awaited<ReturnType<typeof open>>
   const before = await memory(server, ids);
   const execBefore = await timed();
   await sleep(3000);
-  await Promise.all(ids.map((id) => server.forge.sandboxes.running(id).vm.channel.request<"reclaim">({ op: "reclaim" })));
+  await Promise.all(ids.map((id) => server.forge.sandboxes.running(id).vm.guest.request<"reclaim">({ op: "reclaim" })));
   // The guest reports blocks once they stayed free for ~2 s.
   await sleep(6000);
   const after = await memory(server, ids);

@@ -5,7 +5,8 @@
 // firewall keeps off the host and private networks (providers/qemu/firewall.ts). Every rule
 // about what is reachable is enforced on the host, where the guest cannot change it.
 import type { Duplex } from "node:stream";
-import type { AgentChannel, GuestListener } from "../agent-client/index.js";
+import type { GuestListener } from "../agent-client/index.js";
+import type { Guest } from "../providers/guest.js";
 import type { Vm } from "../providers/provider.js";
 import { AllowlistError, outside, parseAllowlist, type Presets } from "../net/allowlist.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
@@ -212,7 +213,7 @@ export class Networks {
       record: { ...record, ports: [] },
       vm,
       ports: new PublishedPorts(
-        () => vm.channel,
+        () => vm.guest,
         () => this.onConnection(id),
       ),
       listener: null,
@@ -308,7 +309,7 @@ export class Networks {
   private async listen(a: Attached): Promise<void> {
     if (a.listener) return;
     const id = a.id;
-    a.listener = listenForProxy(a.vm.channel, (duplex) => this.proxy.handle(id, duplex));
+    a.listener = listenForProxy(a.vm.guest, (duplex) => this.proxy.handle(id, duplex));
     await a.listener.listening;
   }
 
@@ -341,8 +342,8 @@ export class Networks {
   async openPort(id: string, port: number): Promise<Duplex | null> {
     const a = this.of(id);
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw badRequest(`port must be 1-65535, got ${port}`);
-    if (!a.vm.channel.isOpen) throw sandboxGone(id, `sandbox ${id} is not running`);
-    const t = a.vm.channel.connect({ addr: "127.0.0.1", port });
+    if (!a.vm.guest.isOpen) throw sandboxGone(id, `sandbox ${id} is not running`);
+    const t = a.vm.guest.connect({ addr: "127.0.0.1", port });
     const closed = this.onConnection(id);
     const d = tunnelDuplex(t);
     d.once("close", closed);
@@ -386,9 +387,9 @@ function portSpec(spec: string, field: string): PortMapping {
 }
 
 /** Listens on the guest's proxy port and hands each connection over as a duplex stream. */
-function listenForProxy(channel: AgentChannel, onConnection: (d: ReturnType<typeof tunnelDuplex>) => void): GuestListener {
-  return channel.listen({ addr: PROXY_ADDR, port: PROXY_PORT }, (conn) => {
-    if (!channel.isOpen) return;
-    onConnection(tunnelDuplex(channel.connect({ conn })));
+function listenForProxy(guest: Guest, onConnection: (d: ReturnType<typeof tunnelDuplex>) => void): GuestListener {
+  return guest.listen({ addr: PROXY_ADDR, port: PROXY_PORT }, (conn) => {
+    if (!guest.isOpen) return;
+    onConnection(tunnelDuplex(guest.connect({ conn })));
   });
 }

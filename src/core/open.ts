@@ -331,7 +331,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     table: new SandboxTable(),
     disk: new DiskSpace(paths.dataDir, {
       vms: () => [...core.table.live.values()].map((sb) => ({ id: sb.id, vm: sb.vm })),
-      failFileOps: (id, err) => void core.table.live.get(id)?.vm.channel.failFileOps(err),
+      failFileOps: (id, err) => void core.table.live.get(id)?.vm.guest.failFileOps(err),
       onRoom: async () => {
         events.flush();
         await hooks.markLost("its VM went away while the server's disk was full");

@@ -41,9 +41,9 @@ export function parsePortSpec(spec: string): PortMapping {
 export class PublishedPorts {
   private readonly servers = new Map<string, { mapping: PortMapping; server: Server; sockets: Set<Socket> }>();
 
-  /** `channel` returns the sandbox's current agent channel. */
+  /** `channel` returns what carries TCP to the sandbox's guest now. */
   constructor(
-    private readonly channel: () => AgentChannel,
+    private readonly channel: () => Pick<AgentChannel, "isOpen" | "connect">,
     /** Told of every connection as it opens; what it returns is called once it closes (idle policies watch this). */
     private readonly onConnection: () => () => void = () => () => {},
   ) {}

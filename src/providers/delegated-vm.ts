@@ -33,7 +33,7 @@ export class DelegatedVm extends Vmless implements Vm {
 
   constructor(
     readonly info: VmInfo,
-    readonly channel: AgentChannel,
+    readonly guest: AgentChannel,
     private readonly console: ConsoleLog,
     readonly exited: Promise<void>,
     private readonly far: FarSandbox,
@@ -43,7 +43,7 @@ export class DelegatedVm extends Vmless implements Vm {
     this.keepalive.unref();
     void exited.then(() => {
       clearInterval(this.keepalive);
-      channel.close();
+      guest.close();
     });
   }
 
@@ -54,7 +54,7 @@ export class DelegatedVm extends Vmless implements Vm {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       clearInterval(this.keepalive);
-      this.channel.close();
+      this.guest.close();
       await this.far.kill().catch(ignore("the far sandbox may be gone already"));
       // The relay ends when the far agent does; a service that keeps it open is cut off.
       const late = setTimeout(() => this.far.abort(), ABORT_AFTER_MS);

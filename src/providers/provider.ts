@@ -1,7 +1,7 @@
 // The provider interface: what core needs from a VM backend. QEMU implements it today; a
 // Firecracker backend would be another folder beside qemu/.
 import type { Writable } from "node:stream";
-import type { AgentChannel } from "../agent-client/index.js";
+import type { Guest } from "./guest.js";
 
 export type Accel = "kvm" | "tcg";
 
@@ -105,11 +105,11 @@ export interface RestoreSource {
   /** The same sandbox going on (a resumed pause): it keeps its machine id. */
   sameMachine?: boolean;
   /**
-   * The channel the sandbox had, held before its save (AgentChannel.hold): the restored guest
-   * takes over every stream of it (processes with their output, tunnels, watches), so the new
-   * VM's channel is this same object. Without it, or when the guest cannot, streams are lost.
+   * The guest the sandbox had, held before its save (Guest.hold): the restored guest takes over
+   * every stream of it (processes with their output, tunnels, watches), so the new VM's guest is
+   * this same object. Without it, or when the guest cannot, streams are lost.
    */
-  channel?: AgentChannel;
+  guest?: Guest;
   /**
    * With `forkable`: `files.memory` is moved into the VM and becomes its own RAM file (a pause
    * of a forkable VM being resumed), instead of being copied.
@@ -151,7 +151,8 @@ export interface VmInfo {
 
 export interface Vm {
   readonly info: VmInfo;
-  readonly channel: AgentChannel;
+  /** What core asks of the guest: processes, files, TCP, watches (guest.ts). */
+  readonly guest: Guest;
   /** The last bytes the guest printed on its serial console. */
   consoleTail(bytes?: number): string;
   /** Resolves when the VMM process has exited, for whatever reason. */

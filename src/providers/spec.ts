@@ -32,7 +32,7 @@ export async function probeBySpawn(spawn: (spec: VmSpec) => Promise<Vm>, memoryM
   const vm = await spawn({ id: `probe-${process.pid}-${Date.now().toString(36)}`, memoryMb, vcpus: 1 }).catch(() => null);
   if (!vm) return false;
   try {
-    await vm.channel.request<"ping">({ op: "ping" });
+    await vm.guest.request<"ping">({ op: "ping" });
     return true;
   } catch {
     return false;

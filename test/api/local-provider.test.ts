@@ -49,7 +49,7 @@ describe("local provider", () => {
     const port = (host.address() as { port: number }).port;
     try {
       const vm = await provider.spawn({ id: id(), rootfs, memoryMb: 256, vcpus: 1 });
-      const r = await vm.channel.execBuffered({
+      const r = await vm.guest.execBuffered({
         cmd: `ps -e --no-headers | wc -l; ls /proc | grep -c '^[0-9]'; ip -o link | wc -l; python3 -c "import socket; socket.create_connection(('127.0.0.1', ${port}), 2)" 2>&1 | tail -1; echo changed > /etc/motd; cat /etc/motd`,
       });
       const [procs, , links, connect, motd] = r.stdout.toString().trim().split("\n");
@@ -58,7 +58,7 @@ describe("local provider", () => {
       assert.match(connect, /ConnectionRefused|refused/i);
       assert.equal(motd, "changed");
       const again = await provider.spawn({ id: id(), rootfs, memoryMb: 256, vcpus: 1 });
-      assert.notEqual((await again.channel.execBuffered({ cmd: "cat /etc/motd" })).stdout.toString(), "changed\n", "the image is not changed");
+      assert.notEqual((await again.guest.execBuffered({ cmd: "cat /etc/motd" })).stdout.toString(), "changed\n", "the image is not changed");
       await Promise.all([vm.destroy(), again.destroy()]);
     } finally {
       host.close();
@@ -67,7 +67,7 @@ describe("local provider", () => {
 
   it("cannot set the host's clock, mount or load modules", async () => {
     const vm = await provider.spawn({ id: id(), rootfs, memoryMb: 256, vcpus: 1 });
-    const r = await vm.channel.execBuffered({ cmd: "date -s '2001-01-01' >/dev/null 2>&1 && echo clock; mount -t tmpfs x /mnt 2>/dev/null && echo mounted; echo done" });
+    const r = await vm.guest.execBuffered({ cmd: "date -s '2001-01-01' >/dev/null 2>&1 && echo clock; mount -t tmpfs x /mnt 2>/dev/null && echo mounted; echo done" });
     assert.equal(r.stdout.toString(), "done\n");
     await vm.destroy();
   });
@@ -84,10 +84,10 @@ describe("local provider", () => {
       // Every process of the sandbox is in it, the agent's children too.
       const procs = (await readFile(join(dirs[0], "cgroup.procs"), "utf8")).trim().split("\n");
       assert.ok(procs.includes(String(vm.info.pid)));
-      const big = await vm.channel.execBuffered({ cmd: "python3 -c \"b = bytearray(300 * 1024 * 1024); print('allocated')\"" });
+      const big = await vm.guest.execBuffered({ cmd: "python3 -c \"b = bytearray(300 * 1024 * 1024); print('allocated')\"" });
       assert.notEqual(big.exit_code, 0, "300 MiB in a 96 MiB sandbox");
       assert.doesNotMatch(big.stdout.toString(), /allocated/);
-      assert.equal((await vm.channel.execBuffered({ cmd: "echo still here" })).stdout.toString(), "still here\n", "the OOM took the process, not the sandbox");
+      assert.equal((await vm.guest.execBuffered({ cmd: "echo still here" })).stdout.toString(), "still here\n", "the OOM took the process, not the sandbox");
     } finally {
       await vm.destroy();
     }
@@ -113,7 +113,7 @@ describe("local provider", () => {
       import { pathsFor } from ${JSON.stringify(new URL("../../src/config/paths.js", import.meta.url).href)};
       const p = new LocalProvider({ paths: pathsFor(${JSON.stringify(paths.dataDir)}) });
       const vm = await p.spawn({ id: "orphan-${process.pid}", rootfs: ${JSON.stringify(rootfs)}, memoryMb: 128, vcpus: 1 });
-      const r = await vm.channel.execBuffered({ cmd: "sleep 600 & echo $!" });
+      const r = await vm.guest.execBuffered({ cmd: "sleep 600 & echo $!" });
       console.log(JSON.stringify({ pid: vm.info.pid }));
       setInterval(() => {}, 1000);`;
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });

@@ -12,7 +12,9 @@ import { dirname, join, resolve as resolvePath } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import type { RunningServer } from "../../src/compose/serve.js";
+import { CustomProvider } from "../../src/providers/custom-http/custom-provider.js";
 import { apiRequest, startTestServer } from "../helpers.js";
+import { providerContract } from "../provider-contract.js";
 
 const FAR_KEY = "far-custom-key";
 const far: RunningServer = await startTestServer((c) => {
@@ -22,6 +24,15 @@ const near: RunningServer = await startTestServer((c) => {
   c.providers.custom = { base_url: `${far.url}/custom-http`, api_key: FAR_KEY, timeout: "60s", name: "custom" };
 });
 
+// The provider contract every backend meets, on the other server's /custom-http routes.
+providerContract("custom", {
+  make: (paths) => new CustomProvider({ paths, baseUrl: `${far.url}/custom-http`, apiKey: FAR_KEY, timeoutMs: 60_000, name: "custom" }),
+  vmsDir: (paths) => join(paths.dataDir, "custom-http"),
+  noVmm: "the backend's VMM is its own",
+  foreignHostname: "the protocol has no hostname to give: a backend names its sandboxes itself",
+});
+
+// After the contract's own hook, which ends the VMs it made.
 after(async () => {
   await near?.close();
   const left = await apiRequest(far.url, "GET", "/sandboxes", undefined, { "X-API-Key": FAR_KEY });

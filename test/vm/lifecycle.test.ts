@@ -26,7 +26,7 @@ describe("lifecycle", () => {
     const sb = await forge.sandboxes.spawn({ memoryMb: 256 });
     const { pid, dir } = sb.vm.info;
     await sb.exec("echo persisted > /root/f && sync");
-    assert.deepEqual(await sb.vm.channel.request<"shutdown">({ op: "shutdown" }), { ok: true });
+    assert.deepEqual(await sb.vm.guest.request<"shutdown">({ op: "shutdown" }), { ok: true });
     await sb.vm.exited;
     assert.equal(alive(pid), false);
     await sb.destroy();

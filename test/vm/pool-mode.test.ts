@@ -100,7 +100,7 @@ describe("pool mode: two tenants in one VM", () => {
   });
 
   it("a leaving tenant takes its processes, files and user with it; the VM stays for the other", async () => {
-    const root = a.vm.channel;
+    const root = a.vm.guest;
     const uid = Number(await out(a, "id -u"));
     const hostPid = a.vm.info.pid;
     await a.destroy();

@@ -242,7 +242,7 @@ describe("files", () => {
 
 describe("protocol", () => {
   it("answers hello with protocol and agent versions, and every feature the host's table knows", async () => {
-    const h = await sb.vm.channel.request<"hello">({ op: "hello" });
+    const h = await sb.vm.guest.request<"hello">({ op: "hello" });
     assert.equal(h.proto, PROTOCOL_VERSION);
     assert.match(h.agent, /^\d+\.\d+\.\d+$/);
     const known = new Set([...Object.values(OP_FEATURES), ...Object.values(FIELD_FEATURES).flatMap((m) => Object.values(m)), ...Object.values(HELLO_FEATURES)]);
@@ -250,17 +250,17 @@ describe("protocol", () => {
   });
 
   it("answers unknown ops and malformed requests with errors, and keeps serving", async () => {
-    await assert.rejects(sb.vm.channel.request({ op: "bogus" } as any), (e: any) => e.code === "ENOSYS");
-    await assert.rejects(sb.vm.channel.request({ op: "exec", argv: "not-an-array" } as any), (e: any) => e.code === "EINVAL");
-    await assert.rejects(sb.vm.channel.request({ op: "exec", argv: [] } as any), (e: any) => e.code === "EINVAL");
-    await assert.rejects(sb.vm.channel.request({ nop: 1 } as any), (e: any) => e.code === "EPROTO");
-    assert.deepEqual(await sb.vm.channel.request<"ping">({ op: "ping" }), { ok: true });
+    await assert.rejects(sb.vm.guest.request({ op: "bogus" } as any), (e: any) => e.code === "ENOSYS");
+    await assert.rejects(sb.vm.guest.request({ op: "exec", argv: "not-an-array" } as any), (e: any) => e.code === "EINVAL");
+    await assert.rejects(sb.vm.guest.request({ op: "exec", argv: [] } as any), (e: any) => e.code === "EINVAL");
+    await assert.rejects(sb.vm.guest.request({ nop: 1 } as any), (e: any) => e.code === "EPROTO");
+    assert.deepEqual(await sb.vm.guest.request<"ping">({ op: "ping" }), { ok: true });
   });
 });
 
 describe("TCP tunnels", () => {
   it("carries a connection both ways with half-close, and reports refusals and bad fields", async () => {
-    const ch = sb.vm.channel;
+    const ch = sb.vm.guest;
     // a guest server that reads until EOF, then answers with what it read, upper-cased, and closes
     await sb.writeFile(
       "/root/upper.py",
@@ -323,7 +323,7 @@ describe("TCP tunnels", () => {
       ),
     );
     await sb.exec("nohup python3 /root/slow-sock.py > /root/slow-sock.out 2>&1 & for i in $(seq 300); do grep -q ':1B5C 00000000:0000 0A' /proc/net/tcp && break; sleep 0.1; done");
-    const t = sb.vm.channel.connect({ port: 7004 });
+    const t = sb.vm.guest.connect({ port: 7004 });
     await t.connected;
     t.incoming.resume();
     t.outgoing.end(payload);

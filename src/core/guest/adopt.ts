@@ -6,7 +6,8 @@
 // process's log go on where they were. What a tracked process was started with (its command,
 // tag, env, user, terminal) travels as the exec's `note`, kept by the agent in the guest's own
 // memory: a snapshot or a pause carries it with the process, and no host store has to.
-import type { AgentChannel, DetachedProcess } from "../../agent-client/index.js";
+import type { DetachedProcess } from "../../agent-client/index.js";
+import type { Guest } from "../../providers/guest.js";
 import type { ProcessSpec, ProcessTable, TrackedProcess } from "./processes.js";
 
 /** The most a note may be (the agent refuses longer ones). */
@@ -58,24 +59,24 @@ export function specOfNote(note: string | undefined): ProcessSpec | null {
  * gone) is adopted too, so it is listed and can be reconnected to, but its stdin is closed: nobody
  * is left to write to it. Returns the adopted processes.
  */
-export async function adoptDetached(channel: AgentChannel, table: ProcessTable): Promise<TrackedProcess[]> {
-  if (!channel.supports("adopt")) return [];
-  const hello = await channel.hello;
+export async function adoptDetached(guest: Guest, table: ProcessTable): Promise<TrackedProcess[]> {
+  if (!guest.supports("adopt")) return [];
+  const hello = await guest.hello;
   if (!hello.detached) return [];
-  const { procs } = await channel.request<"procs">({ op: "procs" });
+  const { procs } = await guest.request<"procs">({ op: "procs" });
   const adopted: TrackedProcess[] = [];
   for (const p of procs.slice(0, 4096)) {
     // One that cannot be adopted (it ended and was forgotten meanwhile) leaves the others be.
-    const t = await adoptOne(channel, table, p).catch(() => null);
+    const t = await adoptOne(guest, table, p).catch(() => null);
     if (t) adopted.push(t);
   }
   return adopted;
 }
 
-async function adoptOne(channel: AgentChannel, table: ProcessTable, p: DetachedProcess): Promise<TrackedProcess | null> {
+async function adoptOne(guest: Guest, table: ProcessTable, p: DetachedProcess): Promise<TrackedProcess | null> {
   if (!Number.isSafeInteger(p.id) || !Number.isSafeInteger(p.pid) || p.pid <= 0) return null;
   const spec = specOfNote(p.note);
-  const session = channel.adopt(p.id, !!p.stdin);
+  const session = guest.adopt(p.id, !!p.stdin);
   if (!spec && session.stdin) session.stdin.end();
   const cmd = typeof p.cmd === "string" ? p.cmd : "";
   const own: ProcessSpec = spec ?? { cmd: cmd.split(" ")[0] || "?", args: cmd.split(" ").slice(1), env: {}, stdin: false };

@@ -68,7 +68,7 @@ export class Sandbox extends Activity implements Guest {
 
   /** Runs on the VM restored from this sandbox's pause, which carried its channel over. */
   rebind(vm: Vm): void {
-    if (vm.channel !== this.vm.channel) throw new Error(`sandbox ${this.id}: a resumed VM must carry the channel over`);
+    if (vm.guest !== this.vm.guest) throw new Error(`sandbox ${this.id}: a resumed VM must carry the channel over`);
     this.vm = vm;
     this.touch();
   }
@@ -85,7 +85,7 @@ export class Sandbox extends Activity implements Guest {
 
   /** A file operation's request, counted as work in flight. */
   private fileOp<K extends keyof SimpleOps>(req: SimpleOps[K]["req"]): Promise<SimpleOps[K]["res"]> {
-    return this.during(() => this.vm.channel.request<K>(req));
+    return this.during(() => this.vm.guest.request<K>(req));
   }
 
   /** The filesystem identity of file operations (every file call goes through it, so it marks use too). */
@@ -116,7 +116,7 @@ export class Sandbox extends Activity implements Guest {
    */
   async probe(argv: string[], opts: { user?: string; timeoutMs: number; maxOutputBytes: number }): Promise<{ exitCode: number; output: string; timedOut: boolean }> {
     const req = { argv, env: this.envFor(undefined), cwd: this.defaults.cwd, ...this.runAs(opts.user), timeout_ms: opts.timeoutMs };
-    const r = await this.vm.channel.execBuffered(req, { maxOutputBytes: opts.maxOutputBytes });
+    const r = await this.vm.guest.execBuffered(req, { maxOutputBytes: opts.maxOutputBytes });
     return { exitCode: r.exit_code, output: Buffer.concat([r.stdout, r.stderr]).toString("utf8"), timedOut: r.timed_out };
   }
 
@@ -124,7 +124,7 @@ export class Sandbox extends Activity implements Guest {
     const t0 = performance.now();
     const req = this.execRequest(command, opts);
     this.emit("exec.started", this.id, { command });
-    const r = await this.during(() => this.vm.channel.execBuffered(req, { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }));
+    const r = await this.during(() => this.vm.guest.execBuffered(req, { stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }));
     this.emit("exec.finished", this.id, { exit_code: r.exit_code, timed_out: r.timed_out });
     return {
       exitCode: r.exit_code,
@@ -146,7 +146,7 @@ export class Sandbox extends Activity implements Guest {
     const req = { ...this.execRequest(command, rest), stdin: rest.stdin, pty: rest.pty, ...(note !== undefined ? { note } : {}) };
     this.emit("exec.started", this.id, { command, stream: true });
     const end = background ? () => {} : this.busy();
-    const s = this.vm.channel.exec(req);
+    const s = this.vm.guest.exec(req);
     s.result.then(
       (r) => {
         end();
@@ -166,20 +166,20 @@ export class Sandbox extends Activity implements Guest {
   async writeFile(path: string, data: string | Uint8Array | AsyncIterable<Uint8Array> | Readable, opts: { mode?: number; as?: FileIdentity; owner?: FileIdentity } = {}) {
     const { as, owner, ...rest } = opts;
     const identity = owner && !this.defaults.tenant ? { uid: owner.uid, gid: owner.gid } : this.fsId(as);
-    const r = await this.during(() => this.vm.channel.writeFile(path, data, { ...rest, ...identity }));
+    const r = await this.during(() => this.vm.guest.writeFile(path, data, { ...rest, ...identity }));
     this.emit("file.written", this.id, { path, size: r.size });
     return r;
   }
 
   /** Reads a whole file (refusing files larger than maxBytes). */
   readFile(path: string, maxBytes?: number, as?: FileIdentity): Promise<Buffer> {
-    return this.during(() => this.vm.channel.readFileBuffer(path, maxBytes, this.fsId(as)));
+    return this.during(() => this.vm.guest.readFileBuffer(path, maxBytes, this.fsId(as)));
   }
 
   /** Reads at most `length` bytes from `offset`, with the file's metadata (its whole size included). */
   async readFileRange(path: string, offset: number, length: number, as?: FileIdentity): Promise<{ data: Buffer; stat: FileStat }> {
     return this.during(async () => {
-      const r = this.vm.channel.readFile(path, { offset, length, ...this.fsId(as) });
+      const r = this.vm.guest.readFile(path, { offset, length, ...this.fsId(as) });
       await Promise.race([r.stat, r.done]); // a refused read fails here, before any byte
       const parts: Buffer[] = [];
       for await (const c of r.stream as AsyncIterable<Buffer>) parts.push(c);
@@ -191,7 +191,7 @@ export class Sandbox extends Activity implements Guest {
   /** Streams a file out of the guest (work in flight until it ends); destroying the stream ends the read in the guest. */
   readFileStream(path: string, as?: FileIdentity) {
     const end = this.busy();
-    const r = this.vm.channel.readFile(path, this.fsId(as));
+    const r = this.vm.guest.readFile(path, this.fsId(as));
     r.done.then(end, end);
     r.stream.once("close", end);
     return r;
@@ -223,7 +223,7 @@ export class Sandbox extends Activity implements Guest {
 
   /** Stops (true) or resumes (false) every process in the guest but its agent; stopping also flushes the filesystems. */
   async freeze(on: boolean): Promise<void> {
-    await this.vm.channel.request<"freeze">({ op: "freeze", on });
+    await this.vm.guest.request<"freeze">({ op: "freeze", on });
   }
 
   /** Copies the root disk as it is now into `dest` (raw); null when the VM has none. */
@@ -233,7 +233,7 @@ export class Sandbox extends Activity implements Guest {
 
   /** Flushes the guest's filesystems to its disk. */
   async sync(): Promise<void> {
-    await this.vm.channel.request<"sync">({ op: "sync" });
+    await this.vm.guest.request<"sync">({ op: "sync" });
   }
 
   /** Creates a symbolic link at `path` pointing to `target`. */
@@ -255,7 +255,7 @@ export class Sandbox extends Activity implements Guest {
    * does (`/workspace` for the default user); an agent without the feature makes them as that user.
    */
   async mkdirFor(path: string, owner: FileIdentity, mode = 0o755): Promise<void> {
-    if (this.defaults.tenant || !this.vm.channel.supports("owned-dirs")) return this.mkdir(path, mode, owner);
+    if (this.defaults.tenant || !this.vm.guest.supports("owned-dirs")) return this.mkdir(path, mode, owner);
     await this.fileOp<"mkdir">({ op: "mkdir", path, mode, parents: true, uid: owner.uid, gid: owner.gid, ...this.fsId() });
   }
 
@@ -286,14 +286,14 @@ export class Sandbox extends Activity implements Guest {
       stdin: spec.stdin || !!spec.pty,
       pty: spec.pty,
       // The guest keeps what it was started as, for a server that takes it over later (adopt.ts).
-      ...(this.vm.channel.supports("adopt") ? { note: noteOf(spec) } : {}),
+      ...(this.vm.guest.supports("adopt") ? { note: noteOf(spec) } : {}),
     });
     return this.processes.track(spec, session, first);
   }
 
   /** Takes over the processes a server that went away left running here (adopt.ts), and the shell sessions among them; returns them. */
   async adoptProcesses(): Promise<TrackedProcess[]> {
-    const adopted = await adoptDetached(this.vm.channel, this.processes);
+    const adopted = await adoptDetached(this.vm.guest, this.processes);
     await this.shells.takeOver(adopted);
     return adopted;
   }
@@ -359,7 +359,7 @@ export class Sandbox extends Activity implements Guest {
     // Setting it up is a call; once in place, an open watch only follows the sandbox (it keeps it
     // from idling, and waits silent through a pause).
     const end = this.follow();
-    const w = this.vm.channel.watch({ path, recursive: opts.recursive, ...this.fsId(opts.as) }, onChange);
+    const w = this.vm.guest.watch({ path, recursive: opts.recursive, ...this.fsId(opts.as) }, onChange);
     w.done.then(end, end);
     try {
       await this.during(() => w.ready);
@@ -372,16 +372,16 @@ export class Sandbox extends Activity implements Guest {
 
   /** Ends every process in the sandbox, whatever session or group it is in (an agent without the feature: nothing). */
   async endAll(): Promise<void> {
-    if (this.vm.channel.supports("killall")) await this.vm.channel.request<"killall">({ op: "killall" });
+    if (this.vm.guest.supports("killall")) await this.vm.guest.request<"killall">({ op: "killall" });
   }
 
   /** Sets the guest's clock to the host's (it is not activity: the sandbox's idle timer goes on). */
   async setClock(): Promise<void> {
-    await this.vm.channel.request<"configure">({ op: "configure", time_ms: Date.now() }, { timeoutMs: 5000 });
+    await this.vm.guest.request<"configure">({ op: "configure", time_ms: Date.now() }, { timeoutMs: 5000 });
   }
 
   async metrics(): Promise<Metrics> {
-    const { ok: _ok, ...m } = await this.vm.channel.request<"metrics">({ op: "metrics" });
+    const { ok: _ok, ...m } = await this.vm.guest.request<"metrics">({ op: "metrics" });
     return m;
   }
 

@@ -17,7 +17,7 @@ export function trustEnv(): Record<string, string> {
 
 /** Puts the CA certificate `pem` in the guest's trust stores, once. */
 export async function installTrust(vm: Vm, pem: string): Promise<void> {
-  const c = vm.channel;
+  const c = vm.guest;
   await c.request<"mkdir">({ op: "mkdir", path: "/usr/local/share/ca-certificates", mode: 0o755, parents: true });
   await c.writeFile(GUEST_CA_FILE, pem, { mode: 0o644 });
   const bundle = await c.readFileBuffer(GUEST_BUNDLE, 16 * 1024 * 1024).catch(() => null);

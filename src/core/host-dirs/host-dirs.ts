@@ -63,7 +63,7 @@ export class HostDirs {
     if (mine.has(m.path)) return;
     const st = await stat(m.host).catch(() => null);
     if (!st?.isDirectory()) throw conflict(`host directory ${m.host} is gone`);
-    const s = sb.vm.channel.share({ path: m.path, readonly: m.read_only });
+    const s = sb.vm.guest.share({ path: m.path, readonly: m.read_only });
     await s.mounted.catch((e: Error) => {
       throw badRequest(`volumes: ${m.host} could not be mounted at ${m.path}: ${e.message}`);
     });

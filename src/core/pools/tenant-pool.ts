@@ -77,11 +77,11 @@ export class TenantPool {
     const host = [...this.hosts.values()].find((h) => h.tenants.has(sandboxId));
     if (!host) return;
     const tenant = host.tenants.get(sandboxId);
-    if (tenant && host.vm?.channel.isOpen) await this.locked(host, () => removeTenant(host.vm!, tenant)).catch(ignore("the host may be gone; its tenants go with it"));
+    if (tenant && host.vm?.guest.isOpen) await this.locked(host, () => removeTenant(host.vm!, tenant)).catch(ignore("the host may be gone; its tenants go with it"));
     host.tenants.delete(sandboxId);
     // One empty host stays warm for the next tenant; more than one empty host is waste.
     const empty = [...this.hosts.values()].filter((h) => h.tenants.size === 0 && h.vm);
-    if (host.tenants.size === 0 && (empty.length > 1 || !host.vm?.channel.isOpen)) {
+    if (host.tenants.size === 0 && (empty.length > 1 || !host.vm?.guest.isOpen)) {
       this.hosts.delete(host.id);
       await host.vm?.destroy();
     }
@@ -184,7 +184,7 @@ export class TenantPool {
 }
 
 async function rootSh(vm: Vm, script: string): Promise<void> {
-  const r = await vm.channel.execBuffered({ argv: ["/bin/sh", "-ec", script], timeout_ms: 30_000 });
+  const r = await vm.guest.execBuffered({ argv: ["/bin/sh", "-ec", script], timeout_ms: 30_000 });
   if (r.exit_code !== 0) throw new Error(`pool VM set-up failed (${r.exit_code}): ${r.stderr.toString().trim().slice(-300)}`);
 }
 
@@ -210,7 +210,7 @@ async function addTenant(host: Host, sandboxId: string): Promise<Tenant> {
 /** Kills every process of the tenant's uid, then removes its workspace, its files elsewhere and its user. */
 async function removeTenant(vm: Vm, t: Tenant): Promise<void> {
   // kill -1 as that user reaches every process it owns (and nothing else); repeat for forks in flight.
-  for (let i = 0; i < 3; i++) await vm.channel.execBuffered({ argv: ["/bin/sh", "-c", "kill -KILL -1"], uid: t.uid, timeout_ms: 10_000 }).catch(ignore("no process left to kill"));
+  for (let i = 0; i < 3; i++) await vm.guest.execBuffered({ argv: ["/bin/sh", "-c", "kill -KILL -1"], uid: t.uid, timeout_ms: 10_000 }).catch(ignore("no process left to kill"));
   await rootSh(
     vm,
     `rm -rf '${t.home}'

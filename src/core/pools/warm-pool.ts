@@ -68,7 +68,7 @@ export class WarmPools {
     // A pooled VM whose QEMU died meanwhile is dropped, not handed out.
     while (pool?.ready.length) {
       const got = pool.ready.shift()!;
-      if (got.vm.channel.isOpen) {
+      if (got.vm.guest.isOpen) {
         this.emit("pool.claimed", got.vm.info.id, { pool: pool.target.label, left: pool.ready.length });
         return got;
       }

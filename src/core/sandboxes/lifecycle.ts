@@ -54,7 +54,7 @@ export class Lifecycle {
       if (secrets) await injectSecretFiles(vm, secrets.files);
       // Its volumes, mounted by the disks' serials (again after a resume: already there, no harm).
       for (const [i, m] of (row.volumes ?? []).entries()) {
-        await vm.channel.request<"mount">({ op: "mount", serial: volumeSerial(i), path: m.path, readonly: m.read_only }).catch((e: Error) => {
+        await vm.guest.request<"mount">({ op: "mount", serial: volumeSerial(i), path: m.path, readonly: m.read_only }).catch((e: Error) => {
           throw badRequest(`volumes: ${m.name} could not be mounted at ${m.path}: ${e.message}`);
         });
       }
@@ -113,9 +113,9 @@ export class Lifecycle {
       void this.teardown(sb.id, { state: "error", error: reason }).catch(ignore("teardown records its own failure on the row"));
     };
     // A channel outlives its VM across pauses: watched once, whichever VM it then serves.
-    if (!watchedChannels.has(vm.channel)) {
-      watchedChannels.add(vm.channel);
-      vm.channel.once("close", (e: Error) => {
+    if (!watchedChannels.has(vm.guest)) {
+      watchedChannels.add(vm.guest);
+      vm.guest.once("close", (e: Error) => {
         if (this.d.table.live.get(sb.id) === sb && !this.d.table.closed)
           void this.teardown(sb.id, { state: "error", error: `the sandbox's agent channel closed: ${e.message}` }).catch(ignore("teardown records its own failure on the row"));
       });
@@ -181,7 +181,7 @@ export class Lifecycle {
           await Promise.race([sb.sync().catch(ignore("the guest may be gone; the volume's journal covers it")), sleep(5000)]);
         await sb.vm.destroy();
         // A paused sandbox's channel waited for a resume that will not come: its streams end.
-        sb.vm.channel.close();
+        sb.vm.guest.close();
       }
       if (end.state === "error") this.d.events.emit("sandbox.error", id, { error: end.error.split("\n")[0] });
       else this.d.events.emit(ending.reason === "ttl" ? "sandbox.expired" : "sandbox.destroyed", id, { reason: ending.reason, by: ending.by });

@@ -85,10 +85,10 @@ export class Pauses {
     await sb.sync().catch(ignore("a guest that cannot sync is saved as it is"));
     const snap = await this.d.snaps.beginOf(row, "pause");
     // A stop ends the processes; a pause keeps them, and here their streams too.
-    const carry = as === "paused" && keepMemory && sb.vm.channel.supports("continue-sessions");
+    const carry = as === "paused" && keepMemory && sb.vm.guest.supports("continue-sessions");
     let given = false;
     try {
-      if (carry) await sb.vm.channel.hold();
+      if (carry) await sb.vm.guest.hold();
       // A forkable VM hands its RAM file over (a link, no copy): the save is its devices only.
       const saved = await sb.vm.snapshot(snap.dir, sb.vm.info.forkable ? { memory: "give" } : {});
       given = !!sb.vm.info.forkable;
@@ -98,7 +98,7 @@ export class Pauses {
       if (given) await sb.vm.continueAfterGive?.().catch(ignore("the VM is being given up already; the pause's error is the one reported"));
       await abandon(this.d, snap, sb.id);
       // Not saved (a full disk): the sandbox runs on as it was, its held frames sent.
-      if (carry) await sb.vm.channel.unhold().catch(ignore("the VM is being given up already; the pause's error is the one reported"));
+      if (carry) await sb.vm.guest.unhold().catch(ignore("the VM is being given up already; the pause's error is the one reported"));
       throw e;
     }
     // From here the snapshot is the sandbox: the VM goes, the record stays.
@@ -163,7 +163,7 @@ export class Pauses {
           : await this.d.providers.of(row).spawn({
               ...spec,
               // The pause's RAM file becomes the VM's own again: nothing is copied.
-              restore: { files, keepProcesses: true, sameMachine: true, adoptMemory: forkable && !!files.memory, ...(asleep ? { channel: asleep.vm.channel } : {}) },
+              restore: { files, keepProcesses: true, sameMachine: true, adoptMemory: forkable && !!files.memory, ...(asleep ? { channel: asleep.vm.guest } : {}) },
             });
       } catch (e) {
         // A stopped sandbox's memory is only a head start (its main process runs anew): when the
@@ -206,7 +206,7 @@ export class Pauses {
   /** Ends what a sandbox held asleep in this process (its channel, main process, network and host directories), as a pause that kept no streams would have. */
   async letSleeperGo(id: string, sb: Sandbox, reason?: Error): Promise<void> {
     this.d.table.forgetSleep(id);
-    sb.vm.channel.close(reason);
+    sb.vm.guest.close(reason);
     this.d.table.mains.get(id)?.dispose();
     this.d.table.dropMain(id);
     await this.d.networks.detach(id);
@@ -218,7 +218,7 @@ export class Pauses {
     // Destroyed while resuming (a DELETE, or shutdown): the destroy took care of the rest.
     if (this.d.sandboxes.get(sb.id)?.state !== "creating" || this.d.table.closed) {
       await vm.destroy();
-      vm.channel.close();
+      vm.guest.close();
       throw new ForgevmError("CONFLICT", `sandbox ${sb.id} was destroyed while it was resuming`);
     }
     sb.rebind(vm);

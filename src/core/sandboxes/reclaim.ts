@@ -16,10 +16,10 @@ export function reclaimIdle(core: { readonly table: Pick<SandboxTable, "live" | 
   const now = Date.now();
   for (const [id, sb] of core.table.live) {
     if (sb.idleMs(now) < afterMs || (reclaimed.get(sb) ?? 0) >= sb.lastActive) continue;
-    if (core.table.pausing.has(id) || core.table.destroying.has(id) || !sb.vm.channel.supports("reclaim")) continue;
+    if (core.table.pausing.has(id) || core.table.destroying.has(id) || !sb.vm.guest.supports("reclaim")) continue;
     reclaimed.set(sb, now);
     // Not work of the sandbox's: it does not count as activity, and an idle pause may follow.
-    void sb.vm.channel
+    void sb.vm.guest
       .request<"reclaim">({ op: "reclaim" }, { timeoutMs: 30_000 })
       .then((r) => core.events.emit("sandbox.reclaimed", id, { free_kib: r.free_kib }))
       .catch(ignore("reclaim is a hint; the next idle check tries again"));

@@ -74,6 +74,6 @@ export function planSecrets(given: Record<string, string> | undefined, decls: Se
 /** Writes the file secrets to the guest's tmpfs (never its disk), readable by root only. */
 export async function injectSecretFiles(vm: Vm, files: Record<string, string>): Promise<void> {
   if (!Object.keys(files).length) return;
-  await vm.channel.request<"mkdir">({ op: "mkdir", path: SECRETS_DIR, mode: 0o700, parents: true });
-  for (const [name, value] of Object.entries(files)) await vm.channel.writeFile(`${SECRETS_DIR}/${name}`, value, { mode: 0o400 });
+  await vm.guest.request<"mkdir">({ op: "mkdir", path: SECRETS_DIR, mode: 0o700, parents: true });
+  for (const [name, value] of Object.entries(files)) await vm.guest.writeFile(`${SECRETS_DIR}/${name}`, value, { mode: 0o400 });
 }

@@ -31,7 +31,7 @@ export function useBaseSnapshots(core: { readonly opts: Pick<ForgeOptions, "base
  */
 export async function prepareBase(core: SetupDeps, vm: Vm, p: SpawnPlan): Promise<void> {
   await runSetup(core, vm, p);
-  await vm.channel
+  await vm.guest
     .execBuffered({ argv: ["python3", "-c", "import ast, base64, io, json, signal, traceback"], timeout_ms: 60_000 }, { maxOutputBytes: 4096 })
     .catch(ignore("an image without Python: nothing to warm"));
 }

@@ -224,7 +224,7 @@ export class Spawner {
     // A first exec in a restored VM costs ~5× a later one (under TCG the code it runs is
     // translated afresh in every QEMU); pay it here, not in the claimer's first command.
     try {
-      for (let i = 0; i < 2; i++) await vm.channel.execBuffered({ argv: ["true"], timeout_ms: 30_000 });
+      for (let i = 0; i < 2; i++) await vm.guest.execBuffered({ argv: ["true"], timeout_ms: 30_000 });
     } catch (e) {
       await vm.destroy();
       throw e;

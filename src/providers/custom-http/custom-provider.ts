@@ -1,25 +1,22 @@
 // The `custom` provider: each sandbox is a sandbox of a backend that speaks the ForgeVM Custom HTTP
 // provider protocol (docs/custom-http.md), configured as `providers.custom` (base_url, api_key,
-// timeout, name). Core drives it through an agent channel like any VM; the agent on the other end
-// is played here (protocol-agent.ts), turning each operation into the backend's HTTP calls. What
-// the protocol cannot do is refused by name: snapshots, forks, pause and commit by the features
-// below, a console log because it has none, stdin, terminals, ports and watches by the agent's.
+// timeout, name). Core asks its guest for processes and files as it asks any VM's (providers/
+// guest.ts); here each is one of the backend's HTTP calls (custom-guest.ts). What the protocol
+// cannot do is refused by name: snapshots, forks, pause and commit by the features below, a
+// console log because it has none, stdin, terminals, ports and watches by the guest's features.
 // A backend sandbox is recorded on disk until it is destroyed, so that one a dead server left is
 // destroyed by its successor's sweep.
 import { mkdir, rm } from "node:fs/promises";
 import { MEMORY_MB, VCPUS } from "../../schemas/fields.js";
 import { join } from "node:path";
-import { Duplex, PassThrough } from "node:stream";
-import { AgentChannel } from "../../agent-client/index.js";
 import type { Paths } from "../../config/paths.js";
 import { ignore } from "../../util/ignore.js";
 import { recordFar, sweepFar } from "../far-records.js";
-import { awaitHello, configure, HelloError } from "../handshake.js";
 import { BootError, type AttachSpec, type Provider, type ProviderFeatures, type ProviderHealth, type Vm, type VmInfo, type VmSpec, type VmUsage } from "../provider.js";
 import { probeBySpawn, validateSpec } from "../spec.js";
 import { Vmless } from "../vmless.js";
 import { CustomApi, CustomHttpError } from "./custom-api.js";
-import { ProtocolAgent } from "./protocol-agent.js";
+import { CustomGuest } from "./custom-guest.js";
 
 export interface CustomProviderOptions {
   paths: Paths;
@@ -44,10 +41,12 @@ class CustomVm extends Vmless implements Vm {
 
   constructor(
     readonly info: VmInfo,
-    readonly channel: AgentChannel,
+    readonly guest: CustomGuest,
     private readonly kill: () => Promise<void>,
   ) {
     super();
+    // Its guest closes when the backend's sandbox is gone (shut down from inside, or destroyed).
+    guest.once("close", () => this.end());
   }
 
   /** The protocol has no console log. */
@@ -57,7 +56,7 @@ class CustomVm extends Vmless implements Vm {
 
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
-      this.channel.close();
+      this.guest.close();
       await this.kill();
       this.end();
     })();
@@ -126,17 +125,13 @@ export class CustomProvider implements Provider {
         metadata: { forgevm_id: spec.id },
       });
       await recordFar(dir, { id: farId }, this.opts.baseUrl);
-      // The channel and the agent played here, joined back to back.
-      const toAgent = new PassThrough();
-      const toHost = new PassThrough();
-      const channel = new AgentChannel(Duplex.from({ readable: toHost, writable: toAgent }));
-      new ProtocolAgent(this.api, farId, this.name, toHost, toAgent, this.timeoutMs);
-      const hello = await awaitHello(channel, { deadlineMs: spec.bootTimeoutMs ?? this.timeoutMs });
-      await configure(channel, { hostname: spec.hostname ?? spec.id });
+      // The protocol has no hostname, clock or entropy of the host's to give: the backend's sandbox is as it made it.
+      const guest = new CustomGuest(this.api, farId, this.name, this.timeoutMs);
+      const hello = await guest.hello;
       const id = farId;
       const vm: CustomVm = new CustomVm(
         { id: spec.id, pid: 0, dir, accel: "none", memoryMb: spec.memoryMb, vcpus: spec.vcpus, agentVersion: hello.agent, bootMs: Date.now() - t0, restored: false },
-        channel,
+        guest,
         async () => {
           await this.api.destroy(id).catch(ignore("the backend's sandbox may be gone already"));
           await rm(dir, { recursive: true, force: true });
@@ -148,7 +143,7 @@ export class CustomProvider implements Provider {
     } catch (e) {
       if (farId) await this.api.destroy(farId).catch(ignore("the backend's sandbox may be gone already; the spawn's error is the one reported"));
       await rm(dir, { recursive: true, force: true });
-      if (e instanceof HelloError || e instanceof CustomHttpError) throw new BootError(`${this.name} sandbox ${spec.id} did not start: ${e.message}`, "");
+      if (e instanceof CustomHttpError) throw new BootError(`${this.name} sandbox ${spec.id} did not start: ${e.message}`, "");
       throw e;
     }
   }

@@ -18,7 +18,7 @@ export class LocalVm extends Vmless implements Vm {
 
   constructor(
     readonly info: VmInfo,
-    readonly channel: AgentChannel,
+    readonly guest: AgentChannel,
     private readonly console: ConsoleLog,
     readonly exited: Promise<void>,
     private readonly proc: ChildProcess,
@@ -28,7 +28,7 @@ export class LocalVm extends Vmless implements Vm {
     super();
     // The sandbox ends when its process tree does (the agent shut down, or someone killed it).
     void exited.then(() => {
-      channel.close();
+      guest.close();
       this.console.close();
     });
   }
@@ -41,7 +41,7 @@ export class LocalVm extends Vmless implements Vm {
     this.destroying ??= (async () => {
       if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill("SIGKILL");
       await this.exited;
-      this.channel.close();
+      this.guest.close();
       this.console.close();
       // A process that left bubblewrap's tree is still in the sandbox's cgroup: it goes too.
       if (this.cgroups) await emptyAndRemoveCgroup(this.cgroups, this.info.id);

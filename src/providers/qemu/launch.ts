@@ -58,7 +58,7 @@ export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promi
  * what `start` still pays is mostly the guest's code translated afresh in this new process.
  */
 export async function prestart(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<PrestartedVm> {
-  if (!spec.restore || spec.restore.feed || spec.restore.channel || spec.restore.adoptMemory) throw new Error("only a restore from snapshot files can be prestarted");
+  if (!spec.restore || spec.restore.feed || spec.restore.guest || spec.restore.adoptMemory) throw new Error("only a restore from snapshot files can be prestarted");
   const vmm = await startVmm(rt, spec, accel);
   let taken = false;
   let alive = true;
@@ -234,7 +234,9 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
     // A restored guest still thinks its old host is connected: introduce ourselves, then let
     // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
     const agentSocket = await connectQemuSocket(files.agentSocket);
-    const carried = restore?.channel;
+    // Only our agent's channel can be held across a save and carried over to the restored guest.
+    const carried = restore?.guest;
+    if (carried && !(carried instanceof AgentChannel)) throw new Error(`VM ${spec.id}: only an agent channel can be carried over to a restored VM`);
     if (carried) carried.continueOn(agentSocket);
     const channel = carried ?? new AgentChannel(agentSocket, { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
     if (restore) {

@@ -192,7 +192,7 @@ export class QemuProvider implements Provider {
     try {
       const vm = await this.spawn({ id: `probe-${randomBytes(4).toString("hex")}`, memoryMb: 128, vcpus: 1 });
       try {
-        return (await vm.channel.request<"ping">({ op: "ping" }, { timeoutMs: 5000 })).ok === true;
+        return (await vm.guest.request<"ping">({ op: "ping" }, { timeoutMs: 5000 })).ok === true;
       } finally {
         await vm.destroy();
       }
@@ -234,7 +234,7 @@ export class QemuProvider implements Provider {
   private async probeKvm(): Promise<boolean> {
     try {
       const vm = await launch(this.rt, { id: `probe-${randomBytes(4).toString("hex")}`, memoryMb: 128, vcpus: 1, bootTimeoutMs: 8000 }, "kvm");
-      const ok = (await vm.channel.request<"ping">({ op: "ping" }, { timeoutMs: 3000 })).ok;
+      const ok = (await vm.guest.request<"ping">({ op: "ping" }, { timeoutMs: 3000 })).ok;
       await vm.destroy();
       return ok;
     } catch {

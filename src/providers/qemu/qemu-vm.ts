@@ -21,7 +21,7 @@ export class QemuVm implements Vm {
 
   constructor(
     readonly info: VmInfo,
-    readonly channel: AgentChannel,
+    readonly guest: AgentChannel,
     private readonly console: ConsoleLog,
     readonly exited: Promise<void>,
     private readonly cleanup: () => Promise<void>,
@@ -269,7 +269,7 @@ export class QemuVm implements Vm {
   }
 
   release(reason?: Error): void {
-    this.channel.close(reason);
+    this.guest.close(reason);
     this.console.close();
     this.forget();
   }
@@ -278,8 +278,8 @@ export class QemuVm implements Vm {
     this.destroying ??= (async () => {
       // A held channel outlives its VM: its streams go on in the VM restored from the save
       // (its owner closes it when that never comes).
-      if (this.channel.held) this.channel.letGoOfSocket();
-      else this.channel.close();
+      if (this.guest.held) this.guest.letGoOfSocket();
+      else this.guest.close();
       await this.cleanup();
       this.forget();
     })();
