@@ -4,14 +4,11 @@
 import { createServer, isIP, type Server, type Socket } from "node:net";
 import type { AgentChannel } from "../agent-client/index.js";
 import { splice, tunnelDuplex } from "./tunnel.js";
+import type { Static } from "typebox";
+import type { PortMapping as PortMappingShape } from "../schemas/rest.js";
 
-export interface PortMapping {
-  /** Address the host listener binds. */
-  host_ip: string;
-  /** Host port (0 in a request: any free port, reported back). */
-  host_port: number;
-  guest_port: number;
-}
+/** A published port: the host address and port its listener binds (port 0 in a request: any free port, reported back), and the guest port it reaches. The wire's shape. */
+export type PortMapping = Static<typeof PortMappingShape>;
 
 /** A bad port spec, a taken port or a duplicate; the message says which. */
 export class PortError extends Error {

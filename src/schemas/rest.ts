@@ -83,6 +83,24 @@ export const Network = Type.Object(
   { $id: "Network" },
 );
 
+/** A main process's health, as Docker reports a container's: its status, the failures in a row, the last checks (stored as sent). */
+export const HealthState = Type.Object(
+  {
+    status: Type.Union([Type.Literal("starting"), Type.Literal("healthy"), Type.Literal("unhealthy")]),
+    failing_streak: Type.Integer({ description: "checks failed in a row" }),
+    log: Type.Array(
+      Type.Object({
+        start: Type.String(),
+        end: Type.String(),
+        exit_code: Type.Integer({ description: "-1: it ran past its timeout, or could not run" }),
+        output: Type.String(),
+      }),
+      { description: "the last five checks" },
+    ),
+  },
+  { description: "the image's HEALTHCHECK, run while the main process runs (as Docker's State.Health)" },
+);
+
 /** A sandbox's main process: its command, restart policy and last run. */
 export const MainInfo = Type.Object(
   {
@@ -93,24 +111,7 @@ export const MainInfo = Type.Object(
     exit_code: Type.Union([Type.Integer(), Type.Null()]),
     started_at: Type.Union([Type.String(), Type.Null()]),
     finished_at: Type.Union([Type.String(), Type.Null()]),
-    health: Type.Optional(
-      Type.Object(
-        {
-          status: Type.Union([Type.Literal("starting"), Type.Literal("healthy"), Type.Literal("unhealthy")]),
-          failing_streak: Type.Integer({ description: "checks failed in a row" }),
-          log: Type.Array(
-            Type.Object({
-              start: Type.String(),
-              end: Type.String(),
-              exit_code: Type.Integer({ description: "-1: it ran past its timeout, or could not run" }),
-              output: Type.String(),
-            }),
-            { description: "the last five checks" },
-          ),
-        },
-        { description: "the image's HEALTHCHECK, run while the main process runs (as Docker's State.Health)" },
-      ),
-    ),
+    health: Type.Optional(HealthState),
   },
   { $id: "MainInfo" },
 );

@@ -1,5 +1,9 @@
-// Sandbox rows. Destroyed sandboxes stay for history until pruned by age.
+// Sandbox rows. Destroyed sandboxes stay for history until pruned by age. The records a row keeps
+// in the shape they have on the wire (mounts, published ports, health) are the wire schemas' types
+// (schemas/rest.ts), so the two cannot drift.
 import type { Db } from "./db.js";
+import type { Static } from "typebox";
+import type { HealthState as HealthStateShape, HostDirMount as HostDirMountShape, PortMapping as PortMappingShape, VolumeMount as VolumeMountShape } from "../schemas/rest.js";
 
 /** `paused`: no VM, its state in a snapshot of kind `pause` until it resumes. */
 export type SandboxState = "created" | "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
@@ -82,20 +86,11 @@ export interface LifecycleRecord {
   pause_memory?: boolean;
 }
 
-/** A host directory mounted in a sandbox. */
-export interface HostDirMount {
-  /** Resolved host path. */
-  host: string;
-  path: string;
-  read_only: boolean;
-}
+/** A host directory mounted in a sandbox (`host`: its resolved path), stored in the wire's shape. */
+export type HostDirMount = Static<typeof HostDirMountShape>;
 
-/** A named volume mounted in a sandbox. */
-export interface VolumeMount {
-  name: string;
-  path: string;
-  read_only: boolean;
-}
+/** A named volume mounted in a sandbox, stored in the wire's shape. */
+export type VolumeMount = Static<typeof VolumeMountShape>;
 
 export type RestartPolicy = "no" | "on-failure" | "always" | "unless-stopped";
 
@@ -130,12 +125,8 @@ export interface HealthSpec {
   retries: number;
 }
 
-/** A main process's health, as Docker reports a container's: its status, the failures in a row, the last checks. */
-export interface HealthState {
-  status: "starting" | "healthy" | "unhealthy";
-  failing_streak: number;
-  log: { start: string; end: string; exit_code: number; output: string }[];
-}
+/** A main process's health, as Docker reports a container's: its status, the failures in a row, the last checks (the wire's shape). */
+export type HealthState = Static<typeof HealthStateShape>;
 
 /** A sandbox's network as stored. */
 export interface NetworkRecord {
@@ -143,7 +134,7 @@ export interface NetworkRecord {
   allow: string[];
   /** Allowlist mode: package files fetched over HTTP go through the host's package cache. */
   cache?: boolean;
-  ports: { host_ip: string; host_port: number; guest_port: number }[];
+  ports: Static<typeof PortMappingShape>[];
   /** Allowlist mode: headers the egress proxy adds per destination, secrets named by placeholder (net/egress-rules.ts). */
   rules?: Record<string, Record<string, string>>;
   /**
