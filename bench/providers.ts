@@ -1,8 +1,9 @@
 // Benchmark of the providers; prints one JSON document. In one run, against the same image: a
 // spawn's time to its first exec and an exec's round trip, through the REST API of one server,
 // on qemu (the baseline), local (namespaces), remote (a second server on this machine, its qemu
-// sandboxes relayed) and e2b (the second server's E2B routes); and the second server's own qemu
-// exec round trip, so that the relays' cost is a ratio measured here.
+// sandboxes relayed), e2b (the second server's E2B routes) and custom (its Custom HTTP routes,
+// each guest operation one HTTP call); and the second server's own qemu exec round trip, so that
+// the relays' cost is a ratio measured here.
 // Usage: node dist/bench/providers.js [--rounds 5] [--execs 30]
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
@@ -54,17 +55,19 @@ async function main() {
       c.providers.local.enabled = true;
       c.providers.remote = { url: far.url, api_key: KEY };
       c.providers.e2b = { api_url: far.url, api_key: KEY, sandbox_url: far.url, domain: "", template: "base" };
+      c.providers.custom = { base_url: `${far.url}/custom-http`, api_key: KEY, timeout: "60s", name: "custom" };
     }),
     "bench",
   );
   // Base snapshots on both servers, the local provider's image tree and the far E2B user: made before anything is timed.
-  for (const p of ["qemu", "local", "remote", "e2b"]) await call(near.url, "DELETE", `/sandboxes/${(await call(near.url, "POST", "/sandboxes", { provider: p })).id}`);
+  for (const p of ["qemu", "local", "remote", "e2b", "custom"]) await call(near.url, "DELETE", `/sandboxes/${(await call(near.url, "POST", "/sandboxes", { provider: p })).id}`);
   const accel = (await call(near.url, "GET", "/providers/qemu")).config.accel;
   const out: Record<string, unknown> = {};
   out.qemu = await measure(near.url, "qemu");
   out.local = await measure(near.url, "local");
   out.remote = await measure(near.url, "remote");
   out.e2b = await measure(near.url, "e2b");
+  out.custom = await measure(near.url, "custom");
   out.far_server_qemu_direct = await measure(far.url, undefined, KEY);
   await near.close();
   await far.close();
@@ -84,6 +87,7 @@ async function main() {
           local_to_qemu_spawn: ratio(p50("local", "spawn_to_first_exec_ms"), p50("qemu", "spawn_to_first_exec_ms")),
           remote_to_direct_exec: ratio(p50("remote", "exec_round_trip_ms"), p50("far_server_qemu_direct", "exec_round_trip_ms")),
           e2b_to_direct_exec: ratio(p50("e2b", "exec_round_trip_ms"), p50("far_server_qemu_direct", "exec_round_trip_ms")),
+          custom_to_direct_exec: ratio(p50("custom", "exec_round_trip_ms"), p50("far_server_qemu_direct", "exec_round_trip_ms")),
           remote_to_direct_spawn: ratio(p50("remote", "spawn_to_first_exec_ms"), p50("far_server_qemu_direct", "spawn_to_first_exec_ms")),
         },
       },

@@ -84,7 +84,7 @@ describe("warm pool bookkeeping", () => {
     return {
       vm: {
         info: { id },
-        channel: {
+        guest: {
           get isOpen() {
             return !destroyed;
           },

@@ -163,7 +163,7 @@ export class Pauses {
           : await this.d.providers.of(row).spawn({
               ...spec,
               // The pause's RAM file becomes the VM's own again: nothing is copied.
-              restore: { files, keepProcesses: true, sameMachine: true, adoptMemory: forkable && !!files.memory, ...(asleep ? { channel: asleep.vm.guest } : {}) },
+              restore: { files, keepProcesses: true, sameMachine: true, adoptMemory: forkable && !!files.memory, guest: asleep?.vm.guest },
             });
       } catch (e) {
         // A stopped sandbox's memory is only a head start (its main process runs anew): when the
