@@ -156,6 +156,11 @@ it("the whole context (core.ts's Core) is imported by the composition root and b
 });
 
 it("no function or constructor outside the composition root takes the whole context as a parameter", () => {
+  const takes = (line: string) => /\(\s*(private readonly |readonly )?\w+: Core\b(?![\w"])/.test(line) || /^\s*(private readonly |readonly )?\w+: Core,?$/.test(line);
+  // The pattern itself: a parameter, a constructor property on its own line; not a narrower type.
+  assert.ok(takes("export function spawn(core: Core, opts: SpawnOptions) {"));
+  assert.ok(takes("    private readonly core: Core,"));
+  assert.ok(!takes("export function spawn(core: CoreDeps, opts: SpawnOptions) {"));
   const taking: string[] = [];
   for (const file of files(src)) {
     const rel = relative(src, file);
@@ -163,7 +168,7 @@ it("no function or constructor outside the composition root takes the whole cont
     readFileSync(file, "utf8")
       .split("\n")
       .forEach((line, i) => {
-        if (/\(\s*(private readonly |readonly )?\w+: Core\b(?![\w"])/.test(line) || /^\s*(private readonly |readonly )?\w+: Core,?$/.test(line)) taking.push(`${rel}:${i + 1}`);
+        if (takes(line)) taking.push(`${rel}:${i + 1}`);
       });
   }
   assert.deepEqual(taking, []);

@@ -143,11 +143,15 @@ export class CustomGuest extends EventEmitter implements Guest {
       case "move": {
         this.asBackend(req);
         const to = String(req.to ?? "");
-        const exists = await this.api.stat(this.sandboxId, to).then(
-          () => true,
-          () => false,
-        );
-        if (req.overwrite === false && exists) throw new AgentError("EEXIST", `${to} exists`);
+        // Only a move that must not overwrite costs a look first: the protocol's move has no such flag.
+        if (
+          req.overwrite === false &&
+          (await this.api.stat(this.sandboxId, to).then(
+            () => true,
+            () => false,
+          ))
+        )
+          throw new AgentError("EEXIST", `${to} exists`);
         await this.api.move(this.sandboxId, String(req.from ?? ""), to);
         return { ok: true };
       }
@@ -245,6 +249,8 @@ export class CustomGuest extends EventEmitter implements Guest {
 
   writeFile(path: string, data: Uint8Array | string | AsyncIterable<Uint8Array> | Readable, opts: Omit<WriteRequest, "op" | "path"> = {}): Promise<{ size: number }> {
     return this.call(async () => {
+      // Refused before a byte is read: nothing is taken in for a write that cannot be made.
+      this.asBackend(opts as Record<string, unknown>);
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const c of typeof data === "string" || data instanceof Uint8Array ? [Buffer.from(data)] : (data as AsyncIterable<Uint8Array>)) {
@@ -252,7 +258,6 @@ export class CustomGuest extends EventEmitter implements Guest {
         if (size > MAX_UPLOAD) throw new AgentError("EFBIG", `the Custom HTTP provider protocol carries a file as one JSON string: at most ${MAX_UPLOAD} bytes`);
         chunks.push(Buffer.from(c));
       }
-      this.asBackend(opts as Record<string, unknown>);
       let text: string;
       try {
         text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
