@@ -21,7 +21,6 @@ interface GlobalOptions {
 
 export class Cli {
   private cfg: ReturnType<typeof loadConfig> | null = null;
-  private load: typeof loadConfig | null = null;
   private local: LocalServer | null = null;
 
   constructor(
@@ -30,44 +29,41 @@ export class Cli {
   ) {}
 
   /**
-   * Loads the config reader before a command's action runs (main.ts): it brings the schema
-   * validator, which costs more than the rest of a start, and `version` or `--help` need none of it.
+   * The configuration the local core would run with: --config, else the usual files, then
+   * FORGEVM_*. Its reader is loaded on first use: it brings the schema validator, which costs more
+   * than the rest of a start (~0.5 s), and a command talking to a server named by --server or
+   * FORGEVM_URL needs none of it.
    */
-  async prepare(): Promise<void> {
-    this.load ??= (await import("../config/config.js")).loadConfig;
+  async config(): Promise<ReturnType<typeof loadConfig>> {
+    if (!this.cfg) {
+      const { loadConfig } = await import("../config/config.js");
+      this.cfg = loadConfig({ file: this.opts.config });
+      if (this.opts.dataDir) this.cfg.data_dir = this.opts.dataDir;
+    }
+    return this.cfg;
   }
 
   private get opts(): GlobalOptions {
     return this.program.opts() as GlobalOptions;
   }
 
-  /** The configuration the local core would run with: --config, else the usual files, then FORGEVM_*. */
-  config(): ReturnType<typeof loadConfig> {
-    if (!this.cfg) {
-      if (!this.load) throw new Error("the CLI read its config before prepare()");
-      this.cfg = this.load({ file: this.opts.config });
-      if (this.opts.dataDir) this.cfg.data_dir = this.opts.dataDir;
-    }
-    return this.cfg;
-  }
-
-  get dataDir(): string {
-    return this.config().data_dir;
+  async dataDir(): Promise<string> {
+    return (await this.config()).data_dir;
   }
 
   /** A server named by --server or FORGEVM_URL, or serving this data directory; null when there is none. */
   async serverUrl(): Promise<{ url: string; apiKey?: string } | null> {
     const named = this.opts.server ?? process.env.FORGEVM_URL;
     if (named) return { url: named, apiKey: this.opts.apiKey };
-    const owner = await currentOwner(this.dataDir).catch(() => null);
-    if (owner?.url) return { url: owner.url, apiKey: this.opts.apiKey ?? (this.configKey() || undefined) };
+    const owner = await currentOwner(await this.dataDir()).catch(() => null);
+    if (owner?.url) return { url: owner.url, apiKey: this.opts.apiKey ?? ((await this.configKey()) || undefined) };
     return null;
   }
 
   // The key in the config the owning server most likely runs with (same files, same env).
-  private configKey(): string {
+  private async configKey(): Promise<string> {
     try {
-      return this.config().auth.api_key;
+      return (await this.config()).auth.api_key;
     } catch {
       return "";
     }
@@ -97,10 +93,11 @@ export class Cli {
     const s = await this.serverUrl();
     if (s) return { client: new Client({ baseUrl: s.url, apiKey: s.apiKey, timeout: 60_000 }), ...s };
     if (this.local) return this.local;
-    const owner = await currentOwner(this.dataDir);
-    if (owner) throw new DataDirInUseError(this.dataDir, owner);
+    const dataDir = await this.dataDir();
+    const owner = await currentOwner(dataDir);
+    if (owner) throw new DataDirInUseError(dataDir, owner);
     const { startLocalServer } = await import("./local-server.js");
-    this.local = await startLocalServer(this.config(), this.version, opts);
+    this.local = await startLocalServer(await this.config(), this.version, opts);
     // Ctrl-C or a kill ends the command's sandboxes with the core, as a stopping server does.
     for (const [signal, code] of [
       ["SIGINT", 130],

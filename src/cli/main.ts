@@ -59,11 +59,6 @@ clusterCommands(program, cli);
 serviceCommands(program, cli);
 mcpCommands(program, cli);
 
-// Every command but `version` reads the config; its reader is loaded just before the action runs.
-program.hook("preAction", async (_program, action) => {
-  if (action.name() !== "version") await cli.prepare();
-});
-
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {
   const end = argv.indexOf("--") < 0 ? argv.length : argv.indexOf("--");

@@ -2,7 +2,8 @@
 // the loader (config.ts) and the reading of the ForgeVM API's names (compat-config.ts) work on.
 import { Type, type Static } from "typebox";
 import { TemplateFields } from "../schemas/rest.js";
-import { DiskMb, MEMORY_MB, MemoryMb, Vcpus } from "../schemas/fields.js";
+import { MEMORY_MB } from "../schemas/bounds.js";
+import { DiskMb, MemoryMb, Vcpus } from "../schemas/fields.js";
 
 // A template in the config file: the API's fields, less the server's timestamps.
 const { created_at: _c, updated_at: _u, ...ConfigTemplateFields } = TemplateFields;

@@ -4,7 +4,7 @@
 // VM. The far sandbox is recorded on disk until it is destroyed, so that a server that died
 // leaves nothing running elsewhere after its successor's sweep.
 import { availableParallelism } from "node:os";
-import { MEMORY_MB } from "../schemas/fields.js";
+import { MEMORY_MB } from "../schemas/bounds.js";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { AgentChannel } from "../agent-client/index.js";

@@ -1,7 +1,7 @@
 // Checks of a VmSpec every provider makes before it starts anything.
 import { totalmem } from "node:os";
 import type { Vm, VmSpec } from "./provider.js";
-import { MEMORY_MB, VCPUS } from "../schemas/fields.js";
+import { MEMORY_MB, VCPUS } from "../schemas/bounds.js";
 
 /** Memory the host keeps for itself (the server, QEMU's own, the page cache) when one VM asks for the most. */
 const HOST_RESERVE_MB = 512;

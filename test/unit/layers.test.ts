@@ -8,7 +8,7 @@
 // still being broken, listed below).
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../../scripts/architecture-doc.js";
@@ -92,11 +92,11 @@ it("interfaces are peers: no folder of interfaces/ imports another, and server/ 
   assert.deepEqual(naming, []);
 });
 
-it("the bounds of a sandbox's memory are written once (schemas/fields.ts MEMORY_MB), and every interface, the CLI and the providers' spec check use them", () => {
+it("the bounds of a sandbox's memory are written once (schemas/bounds.ts MEMORY_MB), and every interface, the CLI and the providers' spec check use them", () => {
   const written: string[] = [];
   for (const file of files(src)) {
     const rel = relative(src, file);
-    if (rel === "schemas/fields.ts") continue;
+    if (rel === "schemas/bounds.ts") continue;
     readFileSync(file, "utf8")
       .split("\n")
       .forEach((line, i) => {
@@ -107,6 +107,23 @@ it("the bounds of a sandbox's memory are written once (schemas/fields.ts MEMORY_
   assert.deepEqual(written, []);
   const spec = readFileSync(join(src, "providers", "spec.ts"), "utf8");
   assert.match(spec, /MEMORY_MB\.minimum/, "the providers' spec check takes the same bounds");
+});
+
+it("the CLI starts without a schema library: nothing it imports at start loads TypeBox (~190 ms of every call)", () => {
+  const seen = new Set<string>();
+  const loading: string[] = [];
+  const walk = (rel: string) => {
+    if (seen.has(rel)) return;
+    seen.add(rel);
+    const text = readFileSync(join(src, rel), "utf8");
+    if (/^import (?!type\b)[^;]*from "typebox/m.test(text)) loading.push(rel);
+    // Only static imports load at start: a command may import what it needs when it runs.
+    const statics = [...text.matchAll(/^(?:import|export) (?!type\b)[^;]*?from "(\.[^"]+)"/gm)].map((m) => m[1]);
+    for (const s of statics) walk(relative(src, resolve(dirname(join(src, rel)), s)).replace(/\.js$/, ".ts"));
+  };
+  walk("cli/main.ts");
+  assert.ok(seen.size > 30, `the CLI's imports were read (${seen.size})`);
+  assert.deepEqual(loading, []);
 });
 
 it("no two sub-folders of core/ depend on each other both ways (its root files are the composition and the shared types)", () => {

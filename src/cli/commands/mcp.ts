@@ -1,7 +1,7 @@
 // `forgevm mcp`: the MCP server on stdio for coding agents (relayed to a server when one runs),
 // its client configuration, and the audit log of what agents did.
 import { resolve } from "node:path";
-import { MEMORY_MB } from "../../schemas/fields.js";
+import { MEMORY_MB } from "../../schemas/bounds.js";
 import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, type Command } from "commander";
 import { type Cli, DEFAULT_URL } from "../context.js";
@@ -69,10 +69,11 @@ export function mcpCommands(program: Command, cli: Cli): void {
       if (o.printConfig !== undefined) {
         const kind = o.printConfig === true ? "stdio" : o.printConfig;
         if (kind !== "stdio" && kind !== "http") throw new InvalidArgumentError(`--print-config takes stdio or http, got "${kind}"`);
-        const key = server?.apiKey ?? (cli.config().auth.api_key || undefined);
-        const url = server?.url ?? `http://${cli.config().server.host}:${cli.config().server.port}`;
+        const key = server?.apiKey ?? ((await cli.config()).auth.api_key || undefined);
+        const cfg = server ? null : await cli.config();
+        const url = server?.url ?? `http://${cfg?.server.host}:${cfg?.server.port}`;
         const named = !!(program.opts().server ?? process.env.FORGEVM_URL);
-        console.log(JSON.stringify(clientConfig(kind, { url: url ?? DEFAULT_URL, apiKey: key, named, configFile: program.opts().config, dataDir: cli.dataDir }), null, 2));
+        console.log(JSON.stringify(clientConfig(kind, { url: url ?? DEFAULT_URL, apiKey: key, named, configFile: program.opts().config, dataDir: await cli.dataDir() }), null, 2));
         return;
       }
       const given = POLICY_FLAGS.filter((k) => o[k] !== undefined);
@@ -86,7 +87,7 @@ export function mcpCommands(program: Command, cli: Cli): void {
         await relayStdio(server.url, server.apiKey);
         return;
       }
-      const m = { ...cli.config().mcp };
+      const m = { ...(await cli.config()).mcp };
       if (o.network) m.network = o.network;
       if (o.allow) m.allow = o.allow;
       if (o.maxSandboxes !== undefined) m.max_sandboxes = o.maxSandboxes;

@@ -1,6 +1,6 @@
 // Sandbox commands: spawn, list (ps), inspect, extend, kill, rm, start, stop, restart, pause, resume, logs.
 import { resolve as resolvePath } from "node:path";
-import { MEMORY_MB } from "../../schemas/fields.js";
+import { MEMORY_MB } from "../../schemas/bounds.js";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo, SpawnOptions } from "forgevm";
 import type { Cli } from "../context.js";

@@ -35,7 +35,7 @@ FORGEVM_<SECTION>_<KEY> variables (FORGEVM_SERVER_PORT=8080); then these flags. 
 SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pause | destroy).`,
     )
     .action(async (o: { port?: string; host?: string; dataDir?: string; role?: string; database?: string; advertise?: string }) => {
-      const cfg = cli.config();
+      const cfg = await cli.config();
       if (o.port !== undefined) {
         const port = Number(o.port);
         if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be a port number from 0 to 65535, got "${o.port}"`);
@@ -60,7 +60,7 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .action(async (o: { quiet?: boolean }) => {
       const lines: string[] = [];
       const { runSetup } = await import("../../setup/index.js");
-      await runSetup(pathsFor(cli.dataDir), (m) => (o.quiet ? lines.push(m) : console.log(`setup: ${m}`)));
+      await runSetup(pathsFor(await cli.dataDir()), (m) => (o.quiet ? lines.push(m) : console.log(`setup: ${m}`)));
     });
 
   program
@@ -69,9 +69,9 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
       // A check changes nothing: a data directory that is not set up is reported, not made one.
-      const missing = (await cli.serverUrl()) ? null : await notSetUp(cli.dataDir);
+      const missing = (await cli.serverUrl()) ? null : await notSetUp(await cli.dataDir());
       if (missing) {
-        const problem = `the data directory ${cli.dataDir} is not set up (${missing} missing): run ./setup.sh, or forgevm setup`;
+        const problem = `the data directory ${await cli.dataDir()} is not set up (${missing} missing): run ./setup.sh, or forgevm setup`;
         emit(o.json, { name: "qemu", healthy: false, default: true, accel: null, problems: [problem], details: {}, providers: [] }, () => console.log(`NOT healthy: ${problem}`));
         process.exitCode = 1;
         return;

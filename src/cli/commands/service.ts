@@ -32,8 +32,8 @@ function quote(word: string): string {
 }
 
 /** The unit file that runs `forgevm serve` on this data directory and config. */
-export function serviceUnit(cli: Cli, opts: { configFile?: string; user?: boolean }): string {
-  const argv = [launcher(), "--data-dir", cli.dataDir, ...(opts.configFile ? ["--config", resolve(opts.configFile)] : []), "serve"];
+export async function serviceUnit(cli: Cli, opts: { configFile?: string; user?: boolean }): Promise<string> {
+  const argv = [launcher(), "--data-dir", await cli.dataDir(), ...(opts.configFile ? ["--config", resolve(opts.configFile)] : []), "serve"];
   // FORGEVM_* settings in force now are the server's too; the API key belongs in the config file (a unit is world-readable).
   const env = Object.entries(process.env)
     .filter(([k, v]) => k.startsWith("FORGEVM_") && k !== "FORGEVM_API_KEY" && k !== "FORGEVM_URL" && v !== undefined)
@@ -89,7 +89,7 @@ export function serviceCommands(program: Command, cli: Cli): void {
     .action(async (o: ServiceOptions) => {
       const file = unitPath(o);
       await mkdir(dirname(file), { recursive: true });
-      await writeFile(file, serviceUnit(cli, { configFile: program.opts().config, user: o.user }), { mode: 0o644 });
+      await writeFile(file, await serviceUnit(cli, { configFile: program.opts().config, user: o.user }), { mode: 0o644 });
       console.log(`wrote ${file}`);
       if (!o.enable) return;
       if (!hasSystemd()) {
@@ -115,7 +115,7 @@ export function serviceCommands(program: Command, cli: Cli): void {
     .command("show")
     .description("print the unit install would write")
     .option("--user", "as a user unit")
-    .action((o: { user?: boolean }) => {
-      process.stdout.write(serviceUnit(cli, { configFile: program.opts().config, user: o.user }));
+    .action(async (o: { user?: boolean }) => {
+      process.stdout.write(await serviceUnit(cli, { configFile: program.opts().config, user: o.user }));
     });
 }

@@ -1,6 +1,6 @@
 // Templates: named spawn settings with setup commands and warm pools.
 import { readFileSync } from "node:fs";
-import { MEMORY_MB } from "../../schemas/fields.js";
+import { MEMORY_MB } from "../../schemas/bounds.js";
 import type { Command } from "commander";
 import type { Template, TemplateInput } from "forgevm";
 import type { Cli } from "../context.js";

@@ -3,7 +3,7 @@
 import { totalmem } from "node:os";
 import type { Provider } from "../../providers/provider.js";
 import { badRequest } from "../../http/errors.js";
-import { MEMORY_MB } from "../../schemas/fields.js";
+import { MEMORY_MB } from "../../schemas/bounds.js";
 
 /** More vCPUs than the host has cores never boots in time under emulation: refused at once. */
 export function checkVcpus(provider: Provider, vcpus: number, field: string): void {

@@ -12,7 +12,7 @@
 // files stay under the data directory (e2b-template-files/), keyed by their hash, for the next
 // build that names them.
 import { randomUUID } from "node:crypto";
-import { MEMORY_MB, VCPUS } from "../../schemas/fields.js";
+import { MEMORY_MB, VCPUS } from "../../schemas/bounds.js";
 import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";

@@ -15,7 +15,8 @@ import type { SandboxRow } from "../../core/types.js";
 import type { VolumeInfo } from "../../core/volumes.js";
 import { badRequest, ForgevmError } from "../../http/errors.js";
 import { toApiError } from "../../core/error-map.js";
-import { UnixId, UNIX_ID } from "../../schemas/fields.js";
+import { UNIX_ID } from "../../schemas/bounds.js";
+import { UnixId } from "../../schemas/fields.js";
 
 export const CONTENT_PREFIX = "/volumecontent/";
 const TOKEN_PURPOSE = "e2b-volume";

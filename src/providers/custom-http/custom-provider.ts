@@ -7,7 +7,7 @@
 // A backend sandbox is recorded on disk until it is destroyed, so that one a dead server left is
 // destroyed by its successor's sweep.
 import { mkdir, rm } from "node:fs/promises";
-import { MEMORY_MB, VCPUS } from "../../schemas/fields.js";
+import { MEMORY_MB, VCPUS } from "../../schemas/bounds.js";
 import { join } from "node:path";
 import type { Paths } from "../../config/paths.js";
 import { ignore } from "../../util/ignore.js";

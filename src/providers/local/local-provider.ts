@@ -5,7 +5,7 @@
 // sandbox shares the host's kernel. It cannot snapshot, fork, commit, attach volumes or outlive
 // its server; core refuses those by name from `features`.
 import { availableParallelism } from "node:os";
-import { MEMORY_MB } from "../../schemas/fields.js";
+import { MEMORY_MB } from "../../schemas/bounds.js";
 import { join } from "node:path";
 import { cgroupVersion } from "../cgroups.js";
 import { readdir, rm } from "node:fs/promises";

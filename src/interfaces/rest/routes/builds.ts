@@ -2,7 +2,7 @@
 // same), the build runs as a job with its steps and log, the log can be followed as NDJSON, and
 // DELETE cancels it (core/build/).
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { MEMORY_MB } from "../../../schemas/fields.js";
+import { MEMORY_MB } from "../../../schemas/bounds.js";
 import { Type } from "typebox";
 import { badRequest } from "../../../http/errors.js";
 import type { Forge } from "../../../core/forge.js";
