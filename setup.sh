@@ -74,7 +74,8 @@ if [ ! -f $SDK/dist/.built ] || [ -n "$(find $SDK/src $SDK/tsconfig.json $SDK/bu
 else
   say "TypeScript SDK: up to date"
 fi
-if [ ! -f dist/.built ] || [ -n "$(find src test bench scripts tsconfig.json package.json -newer dist/.built -print -quit 2>/dev/null)" ]; then
+# (test/frameworks/node_modules is another package's install, not a source: its install must not rebuild.)
+if [ ! -f dist/.built ] || [ -n "$(find src test bench scripts tsconfig.json package.json -path test/frameworks/node_modules -prune -o -newer dist/.built -print -quit 2>/dev/null)" ]; then
   echo "setup: building TypeScript"
   npx tsc -p tsconfig.json
   touch dist/.built

@@ -18,7 +18,7 @@ import { seedDataDir } from "../src/setup/seed.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
-import { ALONE, LONGEST, TIER_NAMES, TIERS, type Tier } from "./test-tiers.js";
+import { ALONE, HOST_STATE, LONGEST, TIER_NAMES, TIERS, type Tier } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -312,14 +312,18 @@ async function main(): Promise<number> {
       await sharedBases();
       code = await runFiles("the files named", files, 1, env, deadline);
     } else {
-      // Unit first: a broken build fails in seconds, before any VM boots.
+      // Unit first: a broken build fails in seconds, before any test boots a VM. The shared bases
+      // boot theirs meanwhile (the unit tier leaves a core idle), and are awaited either way.
+      const bases = sharedBases();
       code = await runFiles("tier unit", tierPaths("unit"), 2, env, deadline);
+      await bases;
       if (code === 0) {
-        await sharedBases();
         const rest = (["api", "vm", "cluster"] as const).flatMap((t) => tierPaths(t));
-        const together = longestFirst(rest.filter((f) => !(testName(f) in ALONE)));
+        const together = longestFirst(rest.filter((f) => !(testName(f) in ALONE) && !(testName(f) in HOST_STATE)));
+        const hostState = longestFirst(rest.filter((f) => testName(f) in HOST_STATE));
         const alone = rest.filter((f) => testName(f) in ALONE);
         code = (await runFiles("tiers api, vm and cluster, two files at a time", together, 2, env, deadline)) || code;
+        code = (await runFiles("the files that change host state, two at a time among themselves", hostState, 2, env, deadline)) || code;
         code = (await runFiles("the files that run alone", alone, 1, env, deadline)) || code;
       } else console.error("# tier unit failed: the VM tiers were not run");
     }

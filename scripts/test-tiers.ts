@@ -42,21 +42,30 @@ export const TIERS: Record<Tier, string[]> = Object.fromEntries(
 export const LONGEST = ["environments", "snapshots", "e2b", "api", "sdk-python", "commit", "workloads", "pause-cycles", "egress-secrets"];
 
 /**
- * Files that run alone, each for a reason another file running beside it would break: host state
- * they change or read whole, or timings they measure.
+ * Files that run alone, each for a reason another file running beside it would break: timings
+ * or host-wide figures it measures, which any other file's VMs change.
  */
 export const ALONE: Record<string, string> = {
-  network: "installs and flushes the host's iptables chain for VMMs with a network device",
-  "vmm-jail": "inspects the host's VMM processes and their uids",
   console: "drives Chromium, whose start-up and timings another file's VMs slow past its deadlines",
   tui: "drives the terminal UI in a pseudo-terminal against timings",
   standby: "measures idle timers and resume times",
   reclaim: "measures a guest's memory given back to the host",
   metrics: "samples the host's CPU and memory, which another file's VMs change",
-  "full-disk": "fills a filesystem and watches the server's disk-space refusals",
   limits: "asks for what the host has (memory, vCPUs) and measures the VMs' share",
+  cluster: "starts a PostgreSQL and several servers that place sandboxes by the host's free memory, against heartbeat timeouts",
+};
+
+/**
+ * Files that change host state an ordinary file depends on, or read it whole: they run after the
+ * others, two at a time among themselves, since none of them reads what another of them changes
+ * (only `network` gives VMMs a network device, installs the host's firewall chain or adds a
+ * route; the others' VMs have no network device, and each finds only its own VMMs).
+ */
+export const HOST_STATE: Record<string, string> = {
+  network: "installs and flushes the host's iptables chain for VMMs with a network device, and adds a route",
+  "vmm-jail": "inspects VMM processes, their uids and cgroups",
+  "full-disk": "loop-mounts a filesystem and fills it",
   recovery: "kills servers and finds their VMM processes again by the host's process table",
   catalogue: "starts a PostgreSQL of its own",
-  cluster: "starts a PostgreSQL and several servers that place sandboxes by the host's free memory",
   deploy: "starts a PostgreSQL of its own",
 };

@@ -1,9 +1,9 @@
 // The tier table of docs/testing.md: each tier, what it holds, and how many files it has and how
-// many of those run alone, from scripts/test-tiers.ts. `npm run docs` writes it;
+// many of those run after the others (host state) or alone, from scripts/test-tiers.ts. `npm run docs` writes it;
 // test/unit/layers.test.ts fails when the committed table is not what this writes.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ALONE, TIERS, type Tier } from "./test-tiers.js";
+import { ALONE, HOST_STATE, TIERS, type Tier } from "./test-tiers.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
 export const TESTING_FILE = join(repo, "docs", "testing.md");
@@ -19,10 +19,11 @@ const WHAT: Record<Tier, string> = {
 export function testingDoc(text: string): string {
   const rows = (Object.keys(TIERS) as Tier[]).map((t) => {
     const files = TIERS[t] as readonly string[];
+    const hostState = files.filter((f) => f in HOST_STATE).length;
     const alone = files.filter((f) => f in ALONE).length;
-    return `| \`${t}\` | ${WHAT[t]} | ${files.length} | ${alone} |`;
+    return `| \`${t}\` | ${WHAT[t]} | ${files.length} | ${hostState} | ${alone} |`;
   });
-  const table = ["| tier | what | files | of which run alone |", "|---|---|---|---|", ...rows].join("\n");
+  const table = ["| tier | what | files | of which change host state | of which run alone |", "|---|---|---|---|---|", ...rows].join("\n");
   const start = "<!-- tiers:start -->\n";
   const end = "<!-- tiers:end -->";
   const i = text.indexOf(start);

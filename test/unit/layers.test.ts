@@ -14,8 +14,9 @@ import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../../scripts/architecture-doc.js";
 import { MODULES_FILE, modulesDoc } from "../../scripts/modules-doc.js";
 import { TESTING_FILE, testingDoc } from "../../scripts/testing-doc.js";
-import { ALONE, LONGEST, TIERS } from "../../scripts/test-tiers.js";
+import { ALONE, HOST_STATE, LONGEST, TIERS } from "../../scripts/test-tiers.js";
 import { circles, importsOf, sourceFiles, type Graph } from "../dependency-graph.js";
+import { openDb } from "../../src/store/db.js";
 
 const src = join(fileURLToPath(new URL("../../..", import.meta.url)), "src");
 
@@ -126,6 +127,24 @@ it("the CLI starts without a schema library: nothing it imports at start loads T
   assert.deepEqual(loading, []);
 });
 
+it("the store's cached statements are safe to share: no store iterates one or changes its mode, and one SQL is compiled once", () => {
+  const changing: string[] = [];
+  for (const file of files(join(src, "store"))) {
+    readFileSync(file, "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        if (/\.(iterate|pluck|raw|expand|safeIntegers)\(/.test(line)) changing.push(`${relative(src, file)}:${i + 1}`);
+      });
+  }
+  assert.deepEqual(changing, []);
+  const db = openDb(":memory:");
+  const q = "SELECT count(*) AS n FROM sandboxes";
+  assert.equal(db.prepare(q), db.prepare(q));
+  db.exec("ALTER TABLE sandboxes ADD COLUMN later TEXT");
+  assert.equal((db.prepare(q).get() as { n: number }).n, 0, "a cached statement runs after the schema changed");
+  db.close();
+});
+
 it("no two sub-folders of core/ depend on each other both ways (its root files are the composition and the shared types)", () => {
   const edges = new Set<string>();
   for (const file of files(join(src, "core"))) {
@@ -225,17 +244,22 @@ it("docs/architecture.md's import table, states table and database tables are wh
   for (const part of ["imports", "states", "tables"]) assert.match(text, new RegExp(`<!-- ${part}:start -->\\n\\|`), `the ${part} section is filled in`);
 });
 
-it("every test file lives in the folder of its tier, no name is in two, and each file that runs alone says why", () => {
+it("every test file lives in the folder of its tier, no name is in two, and each file that runs apart from the others says why", () => {
   const loose = readdirSync(join(src, "..", "test")).filter((f) => f.endsWith(".test.ts"));
   assert.deepEqual(loose, [], "a test file outside test/unit, test/api, test/vm or test/cluster");
   const listed = Object.values(TIERS).flat() as string[];
   assert.ok(listed.length > 70, `the tiers were read (${listed.length} files)`);
   assert.equal(new Set(listed).size, listed.length, "one name in two tiers: the runner and ALONE name files by name");
-  assert.ok(Object.entries(ALONE).every(([f, why]) => listed.includes(f) && why.length > 10));
+  assert.ok(Object.entries({ ...ALONE, ...HOST_STATE }).every(([f, why]) => listed.includes(f) && why.length > 10));
   assert.deepEqual(
-    LONGEST.filter((f) => !listed.includes(f) || f in ALONE),
+    Object.keys(ALONE).filter((f) => f in HOST_STATE),
     [],
-    "LONGEST names a file that is gone or runs alone",
+    "a file both runs alone and shares the host-state phase",
+  );
+  assert.deepEqual(
+    LONGEST.filter((f) => !listed.includes(f) || f in ALONE || f in HOST_STATE),
+    [],
+    "LONGEST names a file that is gone or runs apart from the others",
   );
 });
 
