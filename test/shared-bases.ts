@@ -31,8 +31,17 @@ const LINKED = new Set(["memory", "disk.qcow2"]);
 export async function buildSharedBases(seed: string): Promise<number> {
   const forge = await Forge.open({ dataDir: seed, reapIntervalMs: 0, prestart: 0, metrics: { enabled: false } });
   try {
-    for (const memoryMb of SHARED_BASE_SIZES) await (await forge.sandboxes.spawn({ memoryMb })).destroy();
+    // The image's OCI form first: it gives the image its digest, which is part of a base's key, so
+    // a base made before it would match no spawn of a seeded data directory (each would boot cold
+    // and make its own). Its throwaway sandbox's base, made before the digest, is left out below.
     await imageLayers(forge.images.work(), await resolveImage(pathsFor(seed), DEFAULT_IMAGE), () => {}, true);
+    const made: string[] = [];
+    for (const memoryMb of SHARED_BASE_SIZES) {
+      const sb = await forge.sandboxes.spawn({ memoryMb });
+      made.push(forge.sandboxes.get(sb.id).snapshot_id ?? "");
+      await sb.destroy();
+    }
+    for (const r of forge.snapshots.list()) if (r.kind === "base" && !made.includes(r.id)) await forge.snapshots.remove(r.id);
     return forge.snapshots.list().filter((r) => r.kind === "base").length;
   } finally {
     await forge.close();
