@@ -4,7 +4,7 @@
 // for a local sandbox its memory and vCPUs (its first process moves itself in before it starts
 // anything). cgroup v2 where the host has it, else the v1 memory, cpu and pids hierarchies.
 import { existsSync, statfsSync } from "node:fs";
-import { mkdir, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rmdir, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ignore } from "../util/ignore.js";
 
@@ -88,12 +88,23 @@ export async function emptyAndRemoveCgroup(version: CgroupVersion, id: string): 
   }
 }
 
-/** Removes every empty VM cgroup (of VMs gone while no server watched them). */
-export async function sweepVmCgroups(version: CgroupVersion): Promise<void> {
+/**
+ * How old an empty VM cgroup must be before a sweep removes it. Another server on this host (a
+ * second data directory, a cluster node) makes a VM's cgroup moments before its jail helper moves
+ * QEMU in: swept in between, the helper finds no cgroup and the spawn fails. A cgroup's directory
+ * is stamped when it is made, and a leftover of a VM gone unwatched is older than any setup.
+ */
+export const SWEEP_MIN_AGE_MS = 60_000;
+
+/** Removes every empty VM cgroup (of VMs gone while no server watched them) older than SWEEP_MIN_AGE_MS. */
+export async function sweepVmCgroups(version: CgroupVersion, now = Date.now()): Promise<void> {
   const bases = version === "v2" ? [join(ROOT, GROUP)] : ["memory", "cpu", "pids"].map((c) => join(ROOT, c, GROUP));
   for (const base of bases) {
     for (const name of await readdir(base).catch(() => [] as string[])) {
-      if (/^[a-z0-9-]{1,63}$/.test(name)) await rmdir(join(base, name)).catch(ignore("busy: a VM still runs in it"));
+      if (!/^[a-z0-9-]{1,63}$/.test(name)) continue;
+      const made = (await stat(join(base, name)).catch(() => null))?.mtimeMs ?? now;
+      if (now - made < SWEEP_MIN_AGE_MS) continue;
+      await rmdir(join(base, name)).catch(ignore("busy: a VM still runs in it"));
     }
   }
 }

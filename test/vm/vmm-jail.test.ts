@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import type { Sandbox } from "../../src/index.js";
 import { UID_BASE } from "../../src/providers/qemu/jail.js";
-import { cgroupVersion, vmCgroupDirs } from "../../src/providers/cgroups.js";
+import { cgroupVersion, createVmCgroup, removeVmCgroup, SWEEP_MIN_AGE_MS, sweepVmCgroups, vmCgroupDirs } from "../../src/providers/cgroups.js";
 import { testForge } from "../helpers.js";
 
 const execFileP = promisify(execFile);
@@ -136,6 +136,23 @@ describe("confined VMM", { skip: root ? false : "the jail needs a root server" }
     }
     await sb.destroy();
     for (const d of dirs) assert.equal(existsSync(d), false, `${d} is removed`);
+  });
+
+  it("a server's sweep of leftover cgroups leaves a young empty one (another server's VM being set up) and removes it once old", {
+    skip: cgroupVersion() ? false : "no usable cgroups on this host",
+  }, async () => {
+    const version = cgroupVersion()!;
+    const id = `sweep-test-${process.pid}`;
+    const dirs = await createVmCgroup(version, id, { memoryBytes: 256 * 1048576, cpus: 1, pidsMax: 64 });
+    try {
+      await sweepVmCgroups(version);
+      for (const d of vmCgroupDirs(version, id)) assert.ok(existsSync(d), `${d} was just made: a sweep leaves it`);
+      assert.equal(dirs.length, vmCgroupDirs(version, id).length);
+      await sweepVmCgroups(version, Date.now() + SWEEP_MIN_AGE_MS + 1000);
+      for (const d of vmCgroupDirs(version, id)) assert.equal(existsSync(d), false, `${d} is old and empty: a sweep removes it`);
+    } finally {
+      await removeVmCgroup(version, id);
+    }
   });
 
   it("sees none of the server's state: database, snapshots, config, other processes", async () => {
