@@ -314,9 +314,14 @@ async function main(): Promise<number> {
     } else {
       // Unit first: a broken build fails in seconds, before any test boots a VM. The shared bases
       // boot theirs meanwhile (the unit tier leaves a core idle), and are awaited either way.
-      const bases = sharedBases();
+      // (Held as a settled value: a failure while unit runs is rethrown here, not left unhandled.)
+      const bases = sharedBases().then(
+        () => null,
+        (e: unknown) => e,
+      );
       code = await runFiles("tier unit", tierPaths("unit"), 2, env, deadline);
-      await bases;
+      const basesFailed = await bases;
+      if (basesFailed) throw basesFailed;
       if (code === 0) {
         const rest = (["api", "vm", "cluster"] as const).flatMap((t) => tierPaths(t));
         const together = longestFirst(rest.filter((f) => !(testName(f) in ALONE) && !(testName(f) in HOST_STATE)));

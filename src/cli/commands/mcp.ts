@@ -69,8 +69,8 @@ export function mcpCommands(program: Command, cli: Cli): void {
       if (o.printConfig !== undefined) {
         const kind = o.printConfig === true ? "stdio" : o.printConfig;
         if (kind !== "stdio" && kind !== "http") throw new InvalidArgumentError(`--print-config takes stdio or http, got "${kind}"`);
-        const key = server?.apiKey ?? ((await cli.config()).auth.api_key || undefined);
-        const cfg = server ? null : await cli.config();
+        const cfg = server?.apiKey ? null : await cli.config();
+        const key = server?.apiKey ?? (cfg?.auth.api_key || undefined);
         const url = server?.url ?? `http://${cfg?.server.host}:${cfg?.server.port}`;
         const named = !!(program.opts().server ?? process.env.FORGEVM_URL);
         console.log(JSON.stringify(clientConfig(kind, { url: url ?? DEFAULT_URL, apiKey: key, named, configFile: program.opts().config, dataDir: await cli.dataDir() }), null, 2));

@@ -69,9 +69,10 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
       // A check changes nothing: a data directory that is not set up is reported, not made one.
-      const missing = (await cli.serverUrl()) ? null : await notSetUp(await cli.dataDir());
+      const dataDir = (await cli.serverUrl()) ? null : await cli.dataDir();
+      const missing = dataDir ? await notSetUp(dataDir) : null;
       if (missing) {
-        const problem = `the data directory ${await cli.dataDir()} is not set up (${missing} missing): run ./setup.sh, or forgevm setup`;
+        const problem = `the data directory ${dataDir} is not set up (${missing} missing): run ./setup.sh, or forgevm setup`;
         emit(o.json, { name: "qemu", healthy: false, default: true, accel: null, problems: [problem], details: {}, providers: [] }, () => console.log(`NOT healthy: ${problem}`));
         process.exitCode = 1;
         return;
