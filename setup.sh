@@ -3,7 +3,8 @@
 # TypeScript build, the static guest agent, then `forgevm setup` (guest kernel, initramfs,
 # default image). Idempotent: a second run checks each step and does nothing already done.
 #   ./setup.sh [--quiet] [--test]   FORGEVM_DATA_DIR=… picks the data directory
-#   --test also installs what only the test suite uses (a registry, skopeo, busybox, chromium).
+#   --test also installs the Debian packages only the test suite uses (a registry, skopeo,
+#   busybox, chromium, PostgreSQL); the test runner installs the agent frameworks' providers.
 set -euo pipefail
 cd "$(dirname "$0")"
 QUIET=0
@@ -44,23 +45,21 @@ fi
 
 # 2. Node.js 20+ and npm dependencies.
 node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "setup: Node.js 20 or newer is required" >&2; exit 1; }
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# The packages' install scripts (better-sqlite3's compile of SQLite: a minute on one core) run
+# beside the builds of step 3, which need only the packages' files; step 4 waits for them. The
+# marker is written once they succeed, so an interrupted install is done again.
+DEPS=node_modules/.forgevm-installed
+SCRIPTS_PID=""
+if [ ! -f $DEPS ] || [ package-lock.json -nt $DEPS ]; then
   echo "setup: installing npm dependencies"
-  npm ci --no-audit --no-fund --loglevel=error
+  rm -f $DEPS
+  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+  (npm rebuild --loglevel=error > node_modules/.forgevm-scripts.log 2>&1 && touch $DEPS) &
+  SCRIPTS_PID=$!
+  # A step below that fails still waits for them, leaving no install running after setup.
+  trap '[ -z "$SCRIPTS_PID" ] || wait $SCRIPTS_PID 2>/dev/null' EXIT
 else
   say "npm dependencies: already installed"
-fi
-
-# The agent frameworks' sandbox providers test/vm/frameworks.test.ts drives, in a package of their own
-# (their peer ranges disagree with each other and with ours).
-if [ "$TEST" = 1 ]; then
-  FW=test/frameworks
-  if [ ! -f $FW/node_modules/.package-lock.json ] || [ $FW/package-lock.json -nt $FW/node_modules/.package-lock.json ]; then
-    echo "setup: installing the agent frameworks' providers the tests drive"
-    (cd $FW && npm ci --no-audit --no-fund --loglevel=error)
-  else
-    say "agent frameworks' providers: already installed"
-  fi
 fi
 
 # 3. Build: the TypeScript SDK, then the server (each when a source is newer than its last
@@ -74,8 +73,9 @@ if [ ! -f $SDK/dist/.built ] || [ -n "$(find $SDK/src $SDK/tsconfig.json $SDK/bu
 else
   say "TypeScript SDK: up to date"
 fi
-# (test/frameworks/node_modules is another package's install, not a source: its install must not rebuild.)
-if [ ! -f dist/.built ] || [ -n "$(find src test bench scripts tsconfig.json package.json -path test/frameworks/node_modules -prune -o -newer dist/.built -print -quit 2>/dev/null)" ]; then
+# (test/frameworks is another package, which tsc does not compile: its install, which changes the
+# folder's time, must not rebuild.)
+if [ ! -f dist/.built ] || [ -n "$(find src test bench scripts tsconfig.json package.json -path test/frameworks -prune -o -newer dist/.built -print -quit 2>/dev/null)" ]; then
   echo "setup: building TypeScript"
   npx tsc -p tsconfig.json
   touch dist/.built
@@ -100,6 +100,13 @@ if make -s -q -C jail 2>/dev/null; then
 else
   echo "setup: building the VMM jail helper"
   make -s -C jail
+fi
+
+if [ -n "$SCRIPTS_PID" ]; then
+  status=0
+  wait $SCRIPTS_PID || status=$?
+  SCRIPTS_PID=""
+  [ $status = 0 ] || { cat node_modules/.forgevm-scripts.log >&2; echo "setup: the npm packages' install scripts failed (above)" >&2; exit 1; }
 fi
 
 # 4. Guest kernel, initramfs and the default image, under the data directory.

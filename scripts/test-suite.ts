@@ -18,6 +18,7 @@ import { seedDataDir } from "../src/setup/seed.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
+import { installFrameworks } from "./test-frameworks.js";
 import { ALONE, HOST_STATE, LONGEST, TIER_NAMES, TIERS, type Tier } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
@@ -64,6 +65,7 @@ async function until<T>(what: string, ms: number, fn: () => Promise<T | null | u
 }
 
 async function startUser(runDir: string, installed: string): Promise<User> {
+  const t0 = performance.now();
   const home = join(runDir, "home");
   const dataDir = join(home, ".local", "share", "forgevm");
   await seedDataDir(installed, dataDir);
@@ -86,7 +88,9 @@ async function startUser(runDir: string, installed: string): Promise<User> {
     if (j.state === "error") throw new Error(`the user's pull failed: ${j.error}`);
     return j.state === "done" && j;
   });
-  console.log(`# the user's server: ${url} (pid ${server.pid}), sandbox ${sb.id}, snapshot ${snap.id}, image ${done.image}`);
+  console.log(
+    `# the user's server: ${url} (pid ${server.pid}), sandbox ${sb.id}, snapshot ${snap.id}, image ${done.image} (ready in ${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
   return { home, dataDir, url, server, sandbox: sb.id, image: done.image, snapshot: snap.id, registry };
 }
 
@@ -262,12 +266,24 @@ async function runTier(tier: string): Promise<number> {
       TEST_SEED_DATA_DIR: seed,
     });
     delete env.XDG_DATA_HOME;
-    if (tier !== "unit") await buildSharedBases(seed);
+    if (tier !== "unit") await Promise.all([buildSharedBases(seed), tier === "vm" && frameworks()]);
     return await runFiles(`tier ${tier}`, tierPaths(tier as Tier), 2, env, Date.now() + SUITE_LIMIT_MIN * 60_000);
   } finally {
     await rm(runDir, { recursive: true, force: true });
   }
 }
+
+/** Installs the frameworks' providers (see test-frameworks.ts), saying so. */
+async function frameworks(): Promise<void> {
+  console.log(`# the agent frameworks' providers: ${await installFrameworks()}`);
+}
+
+/** A promise's failure held as a value until it is awaited, so that it is never left unhandled. */
+const held = (p: Promise<unknown>): Promise<unknown> =>
+  p.then(
+    () => null,
+    (e: unknown) => e,
+  );
 
 async function main(): Promise<number> {
   const tierAt = process.argv.indexOf("--tier");
@@ -275,9 +291,22 @@ async function main(): Promise<number> {
   const installed = preparedDataDir();
   const runDir = await mkdtemp(join(tmpdir(), "fvt-run-"));
   let user: User | null = null;
+  let ready: Promise<unknown>[] = [];
   try {
     const seed = join(runDir, "seed");
     await seedDataDir(installed, seed, [DEFAULT_IMAGE, CODE_IMAGE]);
+    const files = process.argv.slice(2);
+    // The shared bases boot their VMs while the stand-in user starts and the unit tier runs, and
+    // the frameworks' providers are installed (mostly waiting on the registry) meanwhile; both are
+    // awaited before the first file that needs them, and a failure is rethrown there.
+    const sharedBases = async () => {
+      const t0 = performance.now();
+      console.log(`# shared base snapshots: ${await buildSharedBases(seed)} built in the seed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    };
+    ready = [held(sharedBases()), held(files.length && !files.some((f) => testName(f) === "frameworks") ? Promise.resolve() : frameworks())];
+    const awaitReady = async () => {
+      for (const failed of await Promise.all(ready)) if (failed) throw failed;
+    };
     user = await startUser(runDir, installed);
     const before: Before = { files: await listing(user.dataDir), lastEvent: Math.max(0, ...(await eventsAfter(user, 0)).map((e) => e.id)) };
     const env: NodeJS.ProcessEnv = {
@@ -301,27 +330,15 @@ async function main(): Promise<number> {
       TEST_SEED_DATA_DIR: seed,
     };
     delete env.XDG_DATA_HOME;
-    const files = process.argv.slice(2);
     const deadline = Date.now() + SUITE_LIMIT_MIN * 60_000;
     let code = 0;
-    const sharedBases = async () => {
-      const t0 = performance.now();
-      console.log(`# shared base snapshots: ${await buildSharedBases(seed)} built in the seed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    };
     if (files.length) {
-      await sharedBases();
+      await awaitReady();
       code = await runFiles("the files named", files, 1, env, deadline);
     } else {
-      // Unit first: a broken build fails in seconds, before any test boots a VM. The shared bases
-      // boot theirs meanwhile (the unit tier leaves a core idle), and are awaited either way.
-      // (Held as a settled value: a failure while unit runs is rethrown here, not left unhandled.)
-      const bases = sharedBases().then(
-        () => null,
-        (e: unknown) => e,
-      );
+      // Unit first: a broken build fails in seconds, before any test boots a VM.
       code = await runFiles("tier unit", tierPaths("unit"), 2, env, deadline);
-      const basesFailed = await bases;
-      if (basesFailed) throw basesFailed;
+      await awaitReady();
       if (code === 0) {
         const rest = (["api", "vm", "cluster"] as const).flatMap((t) => tierPaths(t));
         const together = longestFirst(rest.filter((f) => !(testName(f) in ALONE) && !(testName(f) in HOST_STATE)));
@@ -341,6 +358,8 @@ async function main(): Promise<number> {
     console.log("# the user's server, sandbox, snapshot, image and data directory are as they were");
     return code;
   } finally {
+    // Nothing started here outlives the run: the bases' VMs are done before their directory goes.
+    await Promise.all(ready);
     if (user) {
       // A stop leaves sandboxes running (server.on_stop: keep): the stand-in's own goes first.
       await api(user, "DELETE", `/sandboxes/${user.sandbox}`).catch(() => null);

@@ -1,5 +1,5 @@
 // The agent frameworks' own sandbox providers, unmodified (test/frameworks/, installed by
-// ./setup.sh --test): the OpenAI Agents SDK's E2B and Daytona clients, Mastra's E2B and Daytona
+// the test runner): the OpenAI Agents SDK's E2B and Daytona clients, Mastra's E2B and Daytona
 // workspace sandboxes, and LangChain's Daytona sandbox, each driven by a script of its own in a
 // process of its own, configured only by the E2B and Daytona variables a user sets. Each script
 // asserts every step (create, exec, files, PTY, exposed port, pause and resume, delete where the
@@ -21,7 +21,10 @@ let app: FastifyInstance;
 let base: string;
 
 before(async () => {
-  assert.ok(existsSync(`${dir}node_modules/@openai/agents-extensions`), "the providers are not installed: run ./setup.sh --test");
+  assert.ok(
+    existsSync(`${dir}node_modules/@openai/agents-extensions`),
+    "the providers are not installed: run `npm test`, whose runner installs them, or `node dist/scripts/test-frameworks.js`",
+  );
   forge = await openForge({ reapIntervalMs: 200 });
   app = await buildApp({ forge, version: "test", apiKey: API_KEY });
   base = await app.listen({ host: "127.0.0.1", port: 0 });

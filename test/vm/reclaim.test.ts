@@ -33,7 +33,9 @@ after(async () => {
   if (server) await assertNoVmLeft(server.forge);
 });
 
-describe("idle memory reclaim", () => {
+// Each test has a sandbox of its own and reads only its own VMM's memory and its own events: they
+// run at once, so that their waits (the idle time, free page reporting) overlap.
+describe("idle memory reclaim", { concurrency: true }, () => {
   for (const forkable of [false, true]) {
     it(`gives an unused sandbox's page cache back to the host, and it reads its files as before${forkable ? " (forkable: its own RAM file)" : ""}`, async () => {
       const sb = (await api("POST", "/sandboxes", { forkable })).body;

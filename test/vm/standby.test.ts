@@ -48,7 +48,9 @@ async function untilPaused(id: string, ms = 30_000): Promise<Record<string, any>
   return state(id);
 }
 
-describe("standby on idle", () => {
+// Each test has a sandbox of its own and reads only its own state and events: they run at once,
+// so that their idle timers overlap.
+describe("standby on idle", { concurrency: true }, () => {
   it("pauses an idle sandbox, and a REST exec, a file read and a WebSocket exec each wake it and are served", async () => {
     const r = await api("POST", "/sandboxes", { idle: { after: "2s", action: "pause" } });
     assert.equal(r.status, 201, JSON.stringify(r.body));
