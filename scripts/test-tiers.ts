@@ -42,16 +42,15 @@ export const TIERS: Record<Tier, string[]> = Object.fromEntries(
 export const LONGEST = ["environments", "snapshots", "e2b", "api", "sdk-python", "commit", "workloads", "pause-cycles", "egress-secrets"];
 
 /**
- * Files that run alone, each for a reason another file running beside it would break: timings
- * or host-wide figures it measures, which any other file's VMs change.
+ * Files that run alone, each for a reason another file running beside it would break: deadlines
+ * that another file's load pushes them past. (Files that wait on timers of their own sandboxes
+ * (`standby`'s idle pauses, `reclaim`'s memory given back, `metrics`' samples) run beside others:
+ * a neighbour slows those timers, and their waits allow for it, but changes nothing they assert.)
  */
 export const ALONE: Record<string, string> = {
   console: "drives Chromium, whose start-up and timings another file's VMs slow past its deadlines",
   tui: "drives the terminal UI in a pseudo-terminal against timings",
-  standby: "measures idle timers and resume times",
-  reclaim: "measures a guest's memory given back to the host",
-  metrics: "samples the host's CPU and memory, which another file's VMs change",
-  limits: "asks for what the host has (memory, vCPUs) and measures the VMs' share",
+  limits: "asserts that another sandbox answers within 5 s while a fork bomb runs",
   cluster: "starts a PostgreSQL and several servers that place sandboxes by the host's free memory, against heartbeat timeouts",
 };
 

@@ -44,7 +44,8 @@ before(async () => {
   page.on("console", (m) => {
     if (m.type() !== "error") return;
     if (!loggedIn && /status of 401/.test(m.text())) return;
-    errors.push(m.text());
+    // The browser's own message for a failed request does not name it: the location does.
+    errors.push(m.location().url ? `${m.text()} (${m.location().url})` : m.text());
   });
   page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
   page.on("dialog", (d) => void d.accept(d.type() === "prompt" ? d.defaultValue() || "" : undefined));
