@@ -7,7 +7,7 @@ import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const FRAMEWORKS_DIR = fileURLToPath(new URL("../../test/frameworks/", import.meta.url));
+const FRAMEWORKS_DIR = fileURLToPath(new URL("../../test/frameworks/", import.meta.url));
 
 /** Whether test/frameworks/node_modules is there and no older than its lock file. */
 async function installed(): Promise<boolean> {

@@ -266,7 +266,8 @@ async function runTier(tier: string): Promise<number> {
       TEST_SEED_DATA_DIR: seed,
     });
     delete env.XDG_DATA_HOME;
-    if (tier !== "unit") await Promise.all([buildSharedBases(seed), tier === "vm" && frameworks()]);
+    // Both run to their end before the run's directory goes, whichever fails first.
+    if (tier !== "unit") for (const failed of await Promise.all([held(buildSharedBases(seed)), held(tier === "vm" ? frameworks() : Promise.resolve())])) if (failed) throw failed;
     return await runFiles(`tier ${tier}`, tierPaths(tier as Tier), 2, env, Date.now() + SUITE_LIMIT_MIN * 60_000);
   } finally {
     await rm(runDir, { recursive: true, force: true });
@@ -303,7 +304,8 @@ async function main(): Promise<number> {
       const t0 = performance.now();
       console.log(`# shared base snapshots: ${await buildSharedBases(seed)} built in the seed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     };
-    ready = [held(sharedBases()), held(files.length && !files.some((f) => testName(f) === "frameworks") ? Promise.resolve() : frameworks())];
+    const needsFrameworks = !files.length || files.some((f) => testName(f) === "frameworks");
+    ready = [held(sharedBases()), held(needsFrameworks ? frameworks() : Promise.resolve())];
     const awaitReady = async () => {
       for (const failed of await Promise.all(ready)) if (failed) throw failed;
     };

@@ -116,9 +116,8 @@ describe("a full data directory", { skip: !root && "needs root to mount a small 
     assert.equal(snap.body.retryable, true);
     // Guests that wait for room answer 507 rather than hang. The one filling the disk met the wall;
     // another may have too (a guest writes its own logs now and then), and waits as well.
-    const waitingNow = async () => (await api("GET", "/health")).body.storage.waiting_sandboxes as string[];
-    await waitFor(async () => (await waitingNow()).includes(sandboxes[0]), 120_000, "the guest that met the wall to wait for room");
     const waiting = sandboxes[0];
+    await waitFor(async () => (await api("GET", "/health")).body.storage.waiting_sandboxes.includes(waiting), 120_000, "the guest that met the wall to wait for room");
     const call = await api("POST", `/sandboxes/${waiting}/exec`, { command: "true" }, 5000);
     assert.equal(call.status, 507, JSON.stringify(call.body));
     assert.match(call.body.message, /paused until there is room/);
