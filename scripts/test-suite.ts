@@ -19,7 +19,7 @@ import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
 import { installFrameworks } from "./test-frameworks.js";
-import { ALONE, HOST_STATE, LONGEST, TIER_NAMES, TIERS, type Tier } from "./test-tiers.js";
+import { ALONE, FILE_SECONDS, HOST_STATE, TIER_NAMES, TIERS, type Tier, UNLISTED_SECONDS } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -194,15 +194,12 @@ function tierPaths(tier: Tier): string[] {
 /** A test file's name as the tiers list it. */
 const testName = (path: string) => path.slice(path.lastIndexOf("/") + 1).replace(/\.test\.js$/, "");
 
-/** The files in LONGEST's order first, then the rest as they came. */
+/** The files longest first, by FILE_SECONDS (the order of a tier where two are alike). */
 function longestFirst(files: string[]): string[] {
-  const rank = (f: string) => {
-    const i = LONGEST.indexOf(testName(f));
-    return i < 0 ? LONGEST.length : i;
-  };
+  const seconds = (f: string) => FILE_SECONDS[testName(f)] ?? UNLISTED_SECONDS;
   return files
     .map((f, i) => ({ f, i }))
-    .sort((a, b) => rank(a.f) - rank(b.f) || a.i - b.i)
+    .sort((a, b) => seconds(b.f) - seconds(a.f) || a.i - b.i)
     .map((x) => x.f);
 }
 
@@ -279,6 +276,17 @@ async function frameworks(): Promise<void> {
   console.log(`# the agent frameworks' providers: ${await installFrameworks()}`);
 }
 
+/**
+ * `./setup.sh --quiet --test`: the Debian packages only the tests use (a registry, skopeo,
+ * chromium, PostgreSQL, …), installed while the shared bases boot, since the bases need none of them.
+ */
+function testPackages(): Promise<void> {
+  const p = spawn(join(repo, "setup.sh"), ["--quiet", "--test"], { cwd: repo, stdio: "inherit" });
+  return new Promise((resolve, reject) =>
+    p.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`./setup.sh --quiet --test failed with exit code ${code}: the tests' Debian packages are missing`)))),
+  );
+}
+
 /** A promise's failure held as a value until it is awaited, so that it is never left unhandled. */
 const held = (p: Promise<unknown>): Promise<unknown> =>
   p.then(
@@ -292,8 +300,10 @@ async function main(): Promise<number> {
   const installed = preparedDataDir();
   const runDir = await mkdtemp(join(tmpdir(), "fvt-run-"));
   let user: User | null = null;
-  let ready: Promise<unknown>[] = [];
+  const ready: Promise<unknown>[] = [];
   try {
+    const packages = held(testPackages());
+    ready.push(packages);
     const seed = join(runDir, "seed");
     await seedDataDir(installed, seed, [DEFAULT_IMAGE, CODE_IMAGE]);
     const files = process.argv.slice(2);
@@ -305,10 +315,13 @@ async function main(): Promise<number> {
       console.log(`# shared base snapshots: ${await buildSharedBases(seed)} built in the seed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     };
     const needsFrameworks = !files.length || files.some((f) => testName(f) === "frameworks");
-    ready = [held(sharedBases()), held(needsFrameworks ? frameworks() : Promise.resolve())];
+    ready.push(held(sharedBases()), held(needsFrameworks ? frameworks() : Promise.resolve()));
     const awaitReady = async () => {
       for (const failed of await Promise.all(ready)) if (failed) throw failed;
     };
+    // The user's own image comes from a registry: the packages first.
+    const noPackages = await packages;
+    if (noPackages) throw noPackages;
     user = await startUser(runDir, installed);
     const before: Before = { files: await listing(user.dataDir), lastEvent: Math.max(0, ...(await eventsAfter(user, 0)).map((e) => e.id)) };
     const env: NodeJS.ProcessEnv = {

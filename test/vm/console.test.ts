@@ -145,48 +145,6 @@ describe("the web console", () => {
     assert.equal(await readFile((await download.path())!, "utf8"), "second draft\n");
   });
 
-  it("fills the charts with samples", async () => {
-    await page.getByRole("tab", { name: "Overview" }).click();
-    const cpu = page.getByTestId("charts").locator("figure").first();
-    await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 3, 60_000, "three samples in the CPU chart");
-    await page.waitForTimeout(1500);
-    await shot("sandbox");
-    // Its labels are laid over the plot, not drawn in the stretched SVG (where they were squeezed).
-    assert.equal(await cpu.locator("svg text").count(), 0);
-    assert.ok((await cpu.locator(".tick-max").textContent())?.trim(), "the scale's top is labelled");
-    assert.match((await cpu.locator(".tick-end").textContent()) ?? "", /\d{1,2}:\d{2}/);
-    // The guest's line (sampled every third tick, with empty buckets between) is one stroke, as is the network chart's.
-    await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 12, 60_000, "twelve samples in the CPU chart");
-    for (const chart of [cpu, page.getByTestId("charts").locator("figure").nth(3)]) {
-      const d = (await chart.locator("path").first().getAttribute("d")) ?? "";
-      assert.ok(d.split("L").length > 3, `the guest line has points: ${d.slice(0, 80)}`);
-      assert.equal(d.split("M").length - 1, 1, `one stroke, not broken at every empty bucket: ${d.slice(0, 200)}`);
-    }
-  });
-
-  it("pauses and resumes from the page; the file browser of a paused sandbox wakes it", async () => {
-    await page.goto(`${server.url}/#/sandboxes/${id}`);
-    await page.getByRole("button", { name: "Pause" }).click();
-    await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
-    await page.getByTestId("paused-reason").getByText("on request").waitFor();
-    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "paused");
-    // The file browser's listing is a call for the sandbox: it resumes it and is then served.
-    await page.getByRole("tab", { name: "Files" }).click();
-    await page.locator('tr[data-file="notes.txt"]').waitFor({ timeout: 60_000 });
-    await waitFor(async () => (await api("GET", `/sandboxes/${id}`)).body.state === "running", 30_000, "the sandbox to be running again");
-    await page.getByRole("tab", { name: "Overview" }).click();
-    await page.getByRole("button", { name: "Pause" }).click();
-    await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
-    // A paused sandbox's network is shown as it keeps it (reading it wakes nothing).
-    await page.getByRole("tab", { name: "Network" }).click();
-    await page.getByText("Mode: none").waitFor({ timeout: 10_000 });
-    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "paused");
-    await page.getByRole("tab", { name: "Overview" }).click();
-    await page.getByRole("button", { name: "Resume" }).click();
-    await page.locator(".badge.state-running").waitFor({ timeout: 60_000 });
-    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running");
-  });
-
   it("launches a service from the form: its command, restart policy, port (a link) and its own output are shown", async () => {
     await page.goto(`${server.url}/#/sandboxes/new`);
     await page.getByLabel("command").fill("sh -c 'echo service-started; exec python3 -u -m http.server 8000'");
@@ -292,24 +250,6 @@ describe("the web console", () => {
     }
   });
 
-  it("forks and destroys from the page", async () => {
-    await page.goto(`${server.url}/#/sandboxes/${id}`);
-    await page.getByRole("button", { name: "Fork" }).click();
-    await waitFor(async () => ((await page.getByTestId("sandbox-id").textContent()) ?? id) !== id, 120_000, "the fork's page");
-    const fork = (await page.getByTestId("sandbox-id").textContent())!;
-    assert.equal((await api("GET", `/sandboxes/${fork}`)).body.state, "running");
-    await page.getByRole("button", { name: "Destroy" }).click();
-    await page.waitForURL(/#\/sandboxes$/).catch(async (e) => {
-      await shot("failed-destroy");
-      throw e;
-    });
-    await page.getByRole("heading", { name: "Sandboxes", exact: true }).waitFor();
-    await waitFor(async () => (await api("GET", `/sandboxes/${fork}`)).status === 404, 30_000, "the fork destroyed (gone: 404)");
-    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running", "its parent runs on");
-    await page.locator(`tr[data-sandbox="${id}"]`).waitFor();
-    await shot("sandboxes");
-  });
-
   it("pulls an image from a registry with visible progress", async () => {
     const busybox = await readFile("/bin/busybox");
     await pushImage(registry, work, "tools/tiny:1", {
@@ -332,6 +272,68 @@ describe("the web console", () => {
     assert.match((await progress.locator("pre").textContent()) ?? "", /\S/, "progress lines");
     await page.locator(`tr[data-image="${registry.host}/tools/tiny:1"]`).waitFor();
     await shot("images");
+  });
+
+  it("fills the charts with samples", async () => {
+    // Last of the tests that leave the sandbox running undisturbed: its samples piled up meanwhile.
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
+    await page.getByRole("tab", { name: "Overview" }).click();
+    const cpu = page.getByTestId("charts").locator("figure").first();
+    await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 3, 60_000, "three samples in the CPU chart");
+    await page.waitForTimeout(1500);
+    await shot("sandbox");
+    // Its labels are laid over the plot, not drawn in the stretched SVG (where they were squeezed).
+    assert.equal(await cpu.locator("svg text").count(), 0);
+    assert.ok((await cpu.locator(".tick-max").textContent())?.trim(), "the scale's top is labelled");
+    assert.match((await cpu.locator(".tick-end").textContent()) ?? "", /\d{1,2}:\d{2}/);
+    // The guest's line (sampled every third tick, with empty buckets between) is one stroke, as is the network chart's.
+    await waitFor(async () => Number(await cpu.getAttribute("data-samples")) >= 12, 60_000, "twelve samples in the CPU chart");
+    for (const chart of [cpu, page.getByTestId("charts").locator("figure").nth(3)]) {
+      const d = (await chart.locator("path").first().getAttribute("d")) ?? "";
+      assert.ok(d.split("L").length > 3, `the guest line has points: ${d.slice(0, 80)}`);
+      assert.equal(d.split("M").length - 1, 1, `one stroke, not broken at every empty bucket: ${d.slice(0, 200)}`);
+    }
+  });
+
+  it("pauses and resumes from the page; the file browser of a paused sandbox wakes it", async () => {
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
+    await page.getByTestId("paused-reason").getByText("on request").waitFor();
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "paused");
+    // The file browser's listing is a call for the sandbox: it resumes it and is then served.
+    await page.getByRole("tab", { name: "Files" }).click();
+    await page.locator('tr[data-file="notes.txt"]').waitFor({ timeout: 60_000 });
+    await waitFor(async () => (await api("GET", `/sandboxes/${id}`)).body.state === "running", 30_000, "the sandbox to be running again");
+    await page.getByRole("tab", { name: "Overview" }).click();
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.locator(".badge.state-paused").waitFor({ timeout: 60_000 });
+    // A paused sandbox's network is shown as it keeps it (reading it wakes nothing).
+    await page.getByRole("tab", { name: "Network" }).click();
+    await page.getByText("Mode: none").waitFor({ timeout: 10_000 });
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "paused");
+    await page.getByRole("tab", { name: "Overview" }).click();
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.locator(".badge.state-running").waitFor({ timeout: 60_000 });
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running");
+  });
+
+  it("forks and destroys from the page", async () => {
+    await page.goto(`${server.url}/#/sandboxes/${id}`);
+    await page.getByRole("button", { name: "Fork" }).click();
+    await waitFor(async () => ((await page.getByTestId("sandbox-id").textContent()) ?? id) !== id, 120_000, "the fork's page");
+    const fork = (await page.getByTestId("sandbox-id").textContent())!;
+    assert.equal((await api("GET", `/sandboxes/${fork}`)).body.state, "running");
+    await page.getByRole("button", { name: "Destroy" }).click();
+    await page.waitForURL(/#\/sandboxes$/).catch(async (e) => {
+      await shot("failed-destroy");
+      throw e;
+    });
+    await page.getByRole("heading", { name: "Sandboxes", exact: true }).waitFor();
+    await waitFor(async () => (await api("GET", `/sandboxes/${fork}`)).status === 404, 30_000, "the fork destroyed (gone: 404)");
+    assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running", "its parent runs on");
+    await page.locator(`tr[data-sandbox="${id}"]`).waitFor();
+    await shot("sandboxes");
   });
 
   it("shows the dashboard, templates and snapshots, in both themes, with no console errors anywhere", async () => {
