@@ -458,9 +458,11 @@ describe("pause and resume", () => {
     assert.equal((await back.commands.run(`kill -0 ${bg.pid} && echo alive`)).stdout, "alive\n");
     assert.equal(await back.commands.kill(bg.pid), true, "a process from before the pause is killed by pid");
     await waitFor(async () => (await back.commands.run(`kill -0 ${bg.pid} 2>/dev/null && echo alive || echo gone`)).stdout === "gone\n", 5000, "the process to go");
-    const before = Number(await back.files.read("/tmp/count"));
-    await new Promise((r) => setTimeout(r, 1500));
-    assert.ok(Number(await back.files.read("/tmp/count")) > before, "the loop started before the pause still runs");
+    // The loop rewrites its file (truncate, then write): a read may meet it empty, which is no number.
+    const count = async () => Number((await back.files.read("/tmp/count")).trim() || Number.NaN);
+    let before = Number.NaN;
+    await waitFor(async () => !Number.isNaN((before = await count())), 10_000, "the loop's count");
+    await waitFor(async () => (await count()) > before, 10_000, "the loop started before the pause to go on counting");
     assert.equal(await back.kill(), true);
   });
 
