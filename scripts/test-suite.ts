@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import Database from "better-sqlite3";
 import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { preparedDataDir } from "../src/setup/index.js";
 import { seedDataDir } from "../src/setup/seed.js";
@@ -217,7 +217,7 @@ async function runFiles(what: string, files: string[], concurrency: number, env:
   const links = await Promise.all(
     files.map(async (f, i) => {
       const link = join(ranked, `${String(i).padStart(3, "0")}-${f.slice(f.lastIndexOf("/") + 1)}`);
-      await symlink(f, link);
+      await symlink(resolve(f), link);
       return link;
     }),
   );
