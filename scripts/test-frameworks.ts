@@ -23,7 +23,8 @@ export async function installFrameworks(): Promise<string> {
   if (await installed()) return "already installed";
   const t0 = performance.now();
   await new Promise<void>((resolve, reject) =>
-    execFile("npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: FRAMEWORKS_DIR, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+    // At a lower priority: in the suite it runs beside the shared bases, which phase 2 waits for too.
+    execFile("nice", ["-n", "10", "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: FRAMEWORKS_DIR, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
       err ? reject(new Error(`npm ci in ${FRAMEWORKS_DIR} failed: ${err.message}\n${stdout}${stderr}`)) : resolve(),
     ),
   );

@@ -45,7 +45,8 @@ export async function testDataDir(images?: string[], o: DataDirOptions = {}): Pr
  * that the provider's own exit hook (which kills its VMs) runs first.
  */
 export function removeAtExit(dir: string): void {
-  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  // Retried: a VMM killed by that hook a moment ago may still add an entry (ENOTEMPTY).
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 }));
 }
 
 /** Opens a Forge on a data directory of its own (unless `opts.dataDir` names one), with these built-in images. */

@@ -115,7 +115,9 @@ export class QemuProvider implements Provider {
       } catch {
         // already gone
       }
-      rmSync(dir, { recursive: true, force: true });
+      // A VMM just killed, or a helper still writing into the directory, can add an entry while it
+      // is emptied (ENOTEMPTY): a few retries, rather than an exit that throws.
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
     }
   }
 
