@@ -23,10 +23,11 @@ export default async function* testTimes(source: AsyncIterable<TestEvent>): Asyn
       skipped.push(`${e.data.file ? own(e.data.file) : "?"}: ${e.data.name ?? "?"} — ${why}`);
     }
     if ((e.type !== "test:pass" && e.type !== "test:fail") || e.data.nesting !== 0 || !e.data.file) continue;
-    const f = files.get(own(e.data.file)) ?? { ms: 0, tests: 0 };
+    const file = own(e.data.file);
+    const f = files.get(file) ?? { ms: 0, tests: 0 };
     f.ms += e.data.details?.duration_ms ?? 0;
     f.tests += 1;
-    files.set(own(e.data.file), f);
+    files.set(file, f);
   }
   const rows = [...files].sort((a, b) => b[1].ms - a[1].ms);
   const total = rows.reduce((s, [, f]) => s + f.ms, 0);
