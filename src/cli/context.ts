@@ -3,6 +3,7 @@
 // work on a data directory (run, images, pull, import, rmi, doctor, build, volumes, mcp) go through
 // the server that owns it when one does, and otherwise through a server this process starts on
 // it (local-server.ts), under the same config: the same requests either way.
+import { resolve } from "node:path";
 import type { Command } from "commander";
 import { Client } from "forgevm";
 import type { loadConfig } from "../config/config.js";
@@ -58,6 +59,17 @@ export class Cli {
     const owner = await currentOwner(await this.dataDir()).catch(() => null);
     if (owner?.url) return { url: owner.url, apiKey: this.opts.apiKey ?? ((await this.configKey()) || undefined) };
     return null;
+  }
+
+  /**
+   * The global options with which another `forgevm` process, started later (ssh's ProxyCommand),
+   * reaches the server this one does: a named server as named, else the same data directory and
+   * config. An API key is never written out: it comes from the environment or the config then.
+   */
+  sameServerArgs(): string[] {
+    const named = this.opts.server ?? process.env.FORGEVM_URL;
+    if (named) return ["--server", named];
+    return [...(this.opts.dataDir ? ["--data-dir", resolve(this.opts.dataDir)] : []), ...(this.opts.config ? ["--config", resolve(this.opts.config)] : [])];
   }
 
   // The key in the config the owning server most likely runs with (same files, same env).

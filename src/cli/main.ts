@@ -21,6 +21,7 @@ import { clusterCommands } from "./commands/cluster.js";
 import { environmentCommands } from "./commands/environments.js";
 import { buildCommands } from "./commands/build.js";
 import { mcpCommands } from "./commands/mcp.js";
+import { sshCommands } from "./commands/ssh.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
@@ -58,6 +59,7 @@ serverCommands(program, cli, pkg.version);
 clusterCommands(program, cli);
 serviceCommands(program, cli);
 mcpCommands(program, cli);
+sshCommands(program, cli);
 
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {

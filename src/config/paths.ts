@@ -21,6 +21,8 @@ export interface Paths {
   /** One directory per snapshot: migration stream, RAM file, frozen disk. */
   snapshotsDir: string;
   stateDir: string;
+  /** The ssh server carried into guests that have none (setup/ssh-server.ts). */
+  sshServer: string;
 }
 
 /** The data directory: $FORGEVM_DATA_DIR, else $XDG_DATA_HOME/forgevm, else ~/.local/share/forgevm. */
@@ -45,5 +47,6 @@ export function pathsFor(dataDir: string = defaultDataDir()): Paths {
     vmsDir: join(dataDir, "vms"),
     snapshotsDir: join(dataDir, "snapshots"),
     stateDir: join(dataDir, "state"),
+    sshServer: join(dataDir, "ssh-server"),
   };
 }

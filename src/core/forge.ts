@@ -13,6 +13,7 @@ import type { NetworkFacade } from "./facades/network.js";
 import type { PoolsFacade, ProvidersFacade } from "./facades/providers.js";
 import type { SandboxesFacade } from "./facades/sandboxes.js";
 import type { SnapshotsFacade } from "./facades/snapshots.js";
+import type { SshFacade } from "./facades/ssh.js";
 import type { TemplatesFacade } from "./facades/templates.js";
 import type { VolumesFacade } from "./facades/volumes.js";
 import type { Secrets } from "./secrets/secrets.js";
@@ -60,6 +61,8 @@ export class Forge {
   /** Pool mode, warm pools and prestarted VMMs. */
   readonly pools: PoolsFacade;
   readonly metrics: MetricsFacade;
+  /** What an ssh client asks of a sandbox before it connects (docs/ssh.md). */
+  readonly ssh: SshFacade;
   /** Secrets kept on the host, which egress rules name and the egress proxy adds to requests. */
   readonly secrets: Secrets;
 
@@ -80,6 +83,7 @@ export class Forge {
       providers: this.providers,
       pools: this.pools,
       metrics: this.metrics,
+      ssh: this.ssh,
       secrets: this.secrets,
     } = opened.facades);
   }

@@ -39,6 +39,7 @@ import { MetricsFacade } from "./facades/metrics.js";
 import { NetworkFacade } from "./facades/network.js";
 import { PoolsFacade, ProvidersFacade } from "./facades/providers.js";
 import { SandboxesFacade, type ClusterLink } from "./facades/sandboxes.js";
+import { SshFacade } from "./facades/ssh.js";
 import { SnapshotsFacade } from "./facades/snapshots.js";
 import { TemplatesFacade } from "./facades/templates.js";
 import { VolumesFacade } from "./facades/volumes.js";
@@ -79,6 +80,7 @@ export interface Facades {
   readonly providers: ProvidersFacade;
   readonly pools: PoolsFacade;
   readonly metrics: MetricsFacade;
+  readonly ssh: SshFacade;
   readonly secrets: Secrets;
 }
 
@@ -374,6 +376,7 @@ function makeFacades(core: Core, ops: Operations, p: FacadeParts): Facades {
     providers: new ProvidersFacade(core),
     pools: new PoolsFacade({ ...core, spawner: ops.spawner }),
     metrics: new MetricsFacade(core, sandboxes),
+    ssh: new SshFacade(core.paths.sshServer, sandboxes),
     secrets: core.secretStore,
   };
 }

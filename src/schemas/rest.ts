@@ -154,6 +154,7 @@ export const Sandbox = Type.Object(
       Type.Literal("error"),
     ]),
     name: Type.Optional(Type.String({ description: "Its name, when it was given one (usable wherever an id is)." })),
+    user: Type.Optional(Type.String({ description: "The account commands (and ssh) run as when a call names none, when it is not root." })),
     provider: Type.String(),
     node: Type.Optional(Type.String({ description: "In a cluster: the node it lives on." })),
     warning: Type.Optional(Type.String({ description: "Said by sandboxes whose provider is no security boundary (local)." })),

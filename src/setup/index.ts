@@ -9,6 +9,7 @@ import { storedImageDir } from "../images/store.js";
 import { BUILT_IN_IMAGES, ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
 import { ensureKernel } from "./kernel.js";
+import { ensureSshServer } from "./ssh-server.js";
 import { seedDataDir } from "./seed.js";
 
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
@@ -28,13 +29,14 @@ export async function runSetup(paths: Paths, log: (m: string) => void): Promise<
   await ensureKernel(paths, log);
   await ensureInitramfs(paths, AGENT_BINARY, log);
   await ensureBaseImages(paths, log);
+  await ensureSshServer(paths, log);
   await keepPrepared(paths, log);
 }
 
 /** The files a prepared data directory is made of: what seedDataDir shares. */
 async function preparedFiles(p: Paths): Promise<string[]> {
   const images = await Promise.all(BUILT_IN_IMAGES.map(async (i) => join(await storedImageDir(p, i.name), "rootfs.ext4")));
-  return [p.kernel, p.initramfs, ...images];
+  return [p.kernel, p.initramfs, join(p.sshServer, "bundle.json"), ...images];
 }
 
 /** Makes the checkout's copy the same files as the user's data directory's (nothing when it is already). */

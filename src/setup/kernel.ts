@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { tmpdir } from "node:os";
 import type { Paths } from "../config/paths.js";
 import { run } from "../util/process.js";
+import { aptDownload } from "./apt.js";
 
 /** Modules the agent loads, in the order they must be inserted (dependencies are added first). */
 export const GUEST_MODULES = ["virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "virtio-rng", "virtio_net", "overlay", "fuse", "virtio_balloon"];
@@ -66,23 +67,6 @@ function exists(p: string): Promise<boolean> {
     () => true,
     () => false,
   );
-}
-
-async function aptDownload(name: string, dir: string): Promise<{ file: string; version: string; depends: string }> {
-  const attempt = () => run("apt-get", ["download", name], { cwd: dir });
-  try {
-    await attempt();
-  } catch {
-    // a fresh machine may have no package lists yet
-    await run("apt-get", ["update"]);
-    await attempt();
-  }
-  const file = (await readdir(dir)).find((f) => f.startsWith(`${name}_`) && f.endsWith(".deb"));
-  if (!file) throw new Error(`apt-get download ${name} produced no .deb`);
-  const { stdout } = await run("dpkg-deb", ["-f", join(dir, file), "Version", "Depends"]);
-  const version = /^Version: (.*)$/m.exec(stdout)?.[1] ?? "?";
-  const depends = /^Depends: (.*)$/m.exec(stdout)?.[1] ?? "";
-  return { file: join(dir, file), version, depends };
 }
 
 // A bzImage is a small decompressor followed by the compressed kernel; find the payload by its

@@ -1,5 +1,5 @@
 // A new data directory that shares another's read-only artifacts (guest kernel, initramfs,
-// default image), so that it works at once and nothing is rebuilt. Files are hard-linked (or
+// default image, the ssh server for guests), so that it works at once and nothing is rebuilt. Files are hard-linked (or
 // cloned, or copied across filesystems); nothing is ever written through them: setup and image
 // installs replace files by renaming, never in place.
 import { constants } from "node:fs";
@@ -33,6 +33,7 @@ export async function seedDataDir(from: string, to: string, images: string[] = [
     await shareTree(stored[n], imageDir(dst, i));
     await shareBlobs(src.blobsDir, dst.blobsDir, stored[n]);
   }
+  if (await lstat(src.sshServer).catch(() => null)) await shareTree(src.sshServer, dst.sshServer);
   const accel = join(src.stateDir, "accel.json");
   if (await lstat(accel).catch(() => null)) {
     await mkdir(dst.stateDir, { recursive: true });

@@ -190,6 +190,14 @@ class Client:
         """Mounts a host directory (inside the server's mounts.host_dirs) into a running sandbox, live."""
         return self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/mounts", body={"host": host, "path": path, "read_only": read_only}, sandbox_id=sandbox_id)
 
+    def ssh(self, sandbox_id: str, public_keys: List[str], user: Optional[str] = None) -> Dict[str, Any]:
+        """Readies a sandbox's sshd for these public keys (OpenSSH lines) and user (default: the
+        sandbox's user): {"user", "host_keys", "port", "server"}. A paused sandbox is resumed."""
+        body: Dict[str, Any] = {"public_keys": list(public_keys)}
+        if user is not None:
+            body["user"] = user
+        return self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/ssh", body=body, sandbox_id=sandbox_id, timeout=max(self._http.timeout, 120.0))
+
     def unmount(self, sandbox_id: str, path: str) -> List[Dict[str, Any]]:
         """Unmounts a host directory from a running sandbox."""
         return self._http.json("DELETE", f"/sandboxes/{_q(sandbox_id)}/mounts", query={"path": path}, sandbox_id=sandbox_id)

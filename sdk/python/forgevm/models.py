@@ -56,6 +56,8 @@ class SandboxInfo:
     ended_by: Optional[str] = None
     network: Optional[Dict[str, Any]] = None
     name: Optional[str] = None
+    #: The account commands (and ssh) run as when a call names none, when it is not root.
+    user: Optional[str] = None
     main: Optional[Dict[str, Any]] = None
     idle_stop: Optional[str] = None
     #: What it does once idle: {"after": "30s", "action": "pause" | "stop" | "none"}.

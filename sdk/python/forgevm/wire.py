@@ -126,6 +126,21 @@ class HostDirMount(_HostDirMountRequired):
     """A host directory mounted in a sandbox."""
 
 
+class _SshAccessRequired(TypedDict):
+    #: the account the keys were authorized for
+    user: str
+    #: the guest sshd's public host keys (known_hosts key fields), to pin before connecting
+    host_keys: List[str]
+    #: the guest port sshd answers on; GET /sandboxes/{id}/tcp/{port} reaches it
+    port: int
+    #: whose sshd answers: the one ForgeVM brought into the guest, or the image's own
+    server: Literal["forgevm", "image"]
+
+
+class SshAccess(_SshAccessRequired):
+    """What an ssh client pins and logs in as, once a sandbox's sshd is ready for its keys."""
+
+
 class _EgressEntryRequired(TypedDict):
     ts: str
     method: str

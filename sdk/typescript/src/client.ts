@@ -30,6 +30,7 @@ import type {
   VMPoolStatus,
   LiveStats,
   MetricHistory,
+  SshAccess,
 } from "./types.js";
 
 /** Templates stored on the server: named spawn settings with setup commands and warm pools. */
@@ -167,6 +168,19 @@ export class Client {
   /** Unmounts a host directory from a running sandbox. */
   unmount(id: string, path: string): Promise<HostDirMount[]> {
     return this.http.json("DELETE", `/sandboxes/${encodeURIComponent(id)}/mounts`, { query: { path }, sandboxId: id });
+  }
+
+  /**
+   * Readies a sandbox's sshd for these public keys (OpenSSH lines) and `user` (default: the
+   * sandbox's user): the host keys to pin, the account, and the guest port a tunnel reaches
+   * (`GET /sandboxes/{id}/tcp/{port}`, a WebSocket of raw bytes). A paused sandbox is resumed.
+   */
+  ssh(id: string, opts: { publicKeys: string[]; user?: string }): Promise<SshAccess> {
+    return this.http.json("POST", `/sandboxes/${encodeURIComponent(id)}/ssh`, {
+      body: { public_keys: opts.publicKeys, user: opts.user },
+      sandboxId: id,
+      timeoutMs: Math.max(this.http.timeoutMs, 120_000),
+    });
   }
 
   info(id: string): Promise<SandboxInfo> {

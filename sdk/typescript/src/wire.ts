@@ -7,6 +7,8 @@ export interface SandboxInfo {
   state: "created" | "creating" | "running" | "paused" | "stopped" | "destroyed" | "error";
   /** Its name, when it was given one (usable wherever an id is). */
   name?: string;
+  /** The account commands (and ssh) run as when a call names none, when it is not root. */
+  user?: string;
   provider: string;
   /** In a cluster: the node it lives on. */
   node?: string;
@@ -157,6 +159,18 @@ export interface HostDirMount {
   host: string;
   path: string;
   read_only: boolean;
+}
+
+/** What an ssh client pins and logs in as, once a sandbox's sshd is ready for its keys. */
+export interface SshAccess {
+  /** the account the keys were authorized for */
+  user: string;
+  /** the guest sshd's public host keys (known_hosts key fields), to pin before connecting */
+  host_keys: string[];
+  /** the guest port sshd answers on; GET /sandboxes/{id}/tcp/{port} reaches it */
+  port: number;
+  /** whose sshd answers: the one ForgeVM brought into the guest, or the image's own */
+  server: "forgevm" | "image";
 }
 
 /** One egress decision of the sandbox's proxy. */

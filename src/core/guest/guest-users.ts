@@ -27,6 +27,12 @@ interface AccountFile {
   entries: string[][];
 }
 
+/** A user of a passwd file by name or uid. */
+function userIn({ entries }: AccountFile, nameOrUid: string): GuestUser | null {
+  const e = entries.find((f) => f[0] === nameOrUid) ?? entries.find((f) => f[2] === nameOrUid);
+  return e && /^\d+$/.test(e[3] ?? "") ? { name: e[0], uid: Number(e[2]), gid: Number(e[3]), home: e[5] || "/" } : null;
+}
+
 export class GuestUsers {
   private passwdFile: Promise<AccountFile> | null = null;
   private groupFile: Promise<AccountFile> | null = null;
@@ -63,9 +69,11 @@ export class GuestUsers {
 
   /** A user by name or uid, or null when /etc/passwd has none. */
   async find(nameOrUid: string): Promise<GuestUser | null> {
-    const { entries } = await this.passwd();
-    const e = entries.find((f) => f[0] === nameOrUid) ?? entries.find((f) => f[2] === nameOrUid);
-    return e && /^\d+$/.test(e[3] ?? "") ? { name: e[0], uid: Number(e[2]), gid: Number(e[3]), home: e[5] || "/" } : null;
+    const hit = userIn(await this.passwd(), nameOrUid);
+    if (hit) return hit;
+    // An account made since the file was read (useradd in an exec) is found by reading it again.
+    this.passwdFile = null;
+    return userIn(await this.passwd(), nameOrUid);
   }
 
   /** A group's name by gid, or null when /etc/group has none. */

@@ -23,6 +23,7 @@ import { processRoutes } from "./routes/processes.js";
 import { sandboxRoutes } from "./routes/sandboxes.js";
 import { secretRoutes } from "./routes/secrets.js";
 import { snapshotRoutes } from "./routes/snapshots.js";
+import { sshRoutes } from "./routes/ssh.js";
 import { systemRoutes } from "./routes/system.js";
 import { templateRoutes } from "./routes/templates.js";
 import { volumeRoutes } from "./routes/volumes.js";
@@ -56,6 +57,7 @@ export function restInterface({ forge, version, maxOutputBytes }: RestOptions): 
           await api.register(templateRoutes, { forge });
           await api.register(snapshotRoutes, { forge });
           await api.register(networkRoutes, { forge });
+          await api.register(sshRoutes, { forge });
           await api.register(imageRoutes, { forge });
           await api.register(commitRoutes, { forge });
           await api.register(volumeRoutes, { forge });

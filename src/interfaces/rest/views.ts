@@ -29,6 +29,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     ...(r.vm_id ? { vm_id: r.vm_id } : {}),
     network: networkView(r.network),
     ...(r.name ? { name: r.name } : {}),
+    ...(r.exec_user && r.exec_user !== "root" ? { user: r.exec_user } : {}),
     ...(r.idle_ms && r.idle_action === "stop" ? { idle_stop: formatDuration(r.idle_ms) } : {}),
     ...(r.idle_ms && r.idle_action ? { idle: { after: formatDuration(r.idle_ms), action: r.idle_action } } : {}),
     ...(r.state === "paused" && r.paused_reason ? { paused_reason: r.paused_reason } : {}),
