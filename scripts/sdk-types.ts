@@ -31,6 +31,7 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ["PortMapping", { schema: "PortMapping" }, "A published port: host address and port → guest port."],
   ["VolumeMount", { schema: "VolumeMount" }, "A named volume mounted in a sandbox."],
   ["HostDirMount", { schema: "HostDirMount" }, "A host directory mounted in a sandbox."],
+  ["BalloonInfo", { response: ["get", "/sandboxes/{id}/balloon", 200] }, "A sandbox's balloon: the memory it was given, what the balloon leaves it, and what its guest counts."],
   ["SshAccess", { response: ["post", "/sandboxes/{id}/ssh", 200] }, "What an ssh client pins and logs in as, once a sandbox's sshd is ready for its keys."],
   ["EgressEntry", { schema: "EgressEntry" }, "One egress decision of the sandbox's proxy."],
   ["NetworkUpdate", { body: ["put", "/sandboxes/{id}/network"] }, "What `updateNetwork` sends: a field left out keeps its value, null clears it."],

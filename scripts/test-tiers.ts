@@ -72,6 +72,7 @@ export const FILE_SECONDS: Record<string, number> = {
   volumes: 27,
   secrets: 26,
   clock: 23,
+  balloon: 20,
   "server-process": 23,
   "full-disk": 22,
   standby: 21,

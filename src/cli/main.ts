@@ -22,6 +22,7 @@ import { environmentCommands } from "./commands/environments.js";
 import { buildCommands } from "./commands/build.js";
 import { mcpCommands } from "./commands/mcp.js";
 import { sshCommands } from "./commands/ssh.js";
+import { balloonCommands } from "./commands/balloon.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
@@ -60,6 +61,7 @@ clusterCommands(program, cli);
 serviceCommands(program, cli);
 mcpCommands(program, cli);
 sshCommands(program, cli);
+balloonCommands(program, cli);
 
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {

@@ -203,6 +203,11 @@ export interface Vm {
   continueAfterDisk(): Promise<void>;
   /** What the VM costs the host right now (counters since it started); null once it is gone. */
   usage(): Promise<VmUsage | null>;
+  /**
+   * The guest RAM its balloon leaves it, in bytes; with `bytes`, asks the balloon for that first
+   * and resolves once it stops moving (VMs without a balloon do not have this).
+   */
+  balloon?(bytes?: number): Promise<number>;
 }
 
 /** A VM's cost on the host, read from its VMM process. */

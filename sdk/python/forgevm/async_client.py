@@ -326,6 +326,9 @@ class AsyncClient:
     async def mount(self, sandbox_id: str, host: str, path: str, read_only: bool = False) -> List[Dict[str, Any]]:
         return await _run(self._c.mount, sandbox_id, host, path, read_only)
 
+    async def balloon(self, sandbox_id: str, memory_mb: Optional[int] = None) -> Dict[str, Any]:
+        return await _run(self._c.balloon, sandbox_id, memory_mb)
+
     async def ssh(self, sandbox_id: str, public_keys: List[str], user: Optional[str] = None) -> Dict[str, Any]:
         return await _run(self._c.ssh, sandbox_id, public_keys, user)
 

@@ -190,6 +190,13 @@ class Client:
         """Mounts a host directory (inside the server's mounts.host_dirs) into a running sandbox, live."""
         return self._http.json("POST", f"/sandboxes/{_q(sandbox_id)}/mounts", body={"host": host, "path": path, "read_only": read_only}, sandbox_id=sandbox_id)
 
+    def balloon(self, sandbox_id: str, memory_mb: Optional[int] = None) -> Dict[str, Any]:
+        """A running sandbox's balloon; with memory_mb, first leaves it that much of the memory it
+        was given (the rest goes back to the host), without a restart."""
+        if memory_mb is None:
+            return self._http.json("GET", f"/sandboxes/{_q(sandbox_id)}/balloon", sandbox_id=sandbox_id)
+        return self._http.json("PUT", f"/sandboxes/{_q(sandbox_id)}/balloon", body={"memory_mb": memory_mb}, sandbox_id=sandbox_id, timeout=max(self._http.timeout, 60.0))
+
     def ssh(self, sandbox_id: str, public_keys: List[str], user: Optional[str] = None) -> Dict[str, Any]:
         """Readies a sandbox's sshd for these public keys (OpenSSH lines) and user (default: the
         sandbox's user): {"user", "host_keys", "port", "server"}. A paused sandbox is resumed."""

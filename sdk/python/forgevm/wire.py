@@ -126,6 +126,21 @@ class HostDirMount(_HostDirMountRequired):
     """A host directory mounted in a sandbox."""
 
 
+class _BalloonInfoRequired(TypedDict):
+    #: the memory the sandbox was given
+    memory_mb: int
+    #: what its balloon leaves it now
+    actual_mb: int
+    #: the guest kernel's total (MemTotal) now
+    guest_total_mb: int
+    #: what the guest kernel counts as available (MemAvailable) now
+    guest_available_mb: int
+
+
+class BalloonInfo(_BalloonInfoRequired):
+    """A sandbox's balloon: the memory it was given, what the balloon leaves it, and what its guest counts."""
+
+
 class _SshAccessRequired(TypedDict):
     #: the account the keys were authorized for
     user: str

@@ -31,6 +31,7 @@ import type {
   LiveStats,
   MetricHistory,
   SshAccess,
+  BalloonInfo,
 } from "./types.js";
 
 /** Templates stored on the server: named spawn settings with setup commands and warm pools. */
@@ -180,6 +181,19 @@ export class Client {
       body: { public_keys: opts.publicKeys, user: opts.user },
       sandboxId: id,
       timeoutMs: Math.max(this.http.timeoutMs, 120_000),
+    });
+  }
+
+  /**
+   * A running sandbox's balloon; with `memoryMb`, first leaves it that much of the memory it was
+   * given (the rest goes back to the host), without a restart.
+   */
+  balloon(id: string, memoryMb?: number): Promise<BalloonInfo> {
+    if (memoryMb === undefined) return this.http.json("GET", `/sandboxes/${encodeURIComponent(id)}/balloon`, { sandboxId: id });
+    return this.http.json("PUT", `/sandboxes/${encodeURIComponent(id)}/balloon`, {
+      body: { memory_mb: memoryMb },
+      sandboxId: id,
+      timeoutMs: Math.max(this.http.timeoutMs, 60_000),
     });
   }
 

@@ -161,6 +161,18 @@ export interface HostDirMount {
   read_only: boolean;
 }
 
+/** A sandbox's balloon: the memory it was given, what the balloon leaves it, and what its guest counts. */
+export interface BalloonInfo {
+  /** the memory the sandbox was given */
+  memory_mb: number;
+  /** what its balloon leaves it now */
+  actual_mb: number;
+  /** the guest kernel's total (MemTotal) now */
+  guest_total_mb: number;
+  /** what the guest kernel counts as available (MemAvailable) now */
+  guest_available_mb: number;
+}
+
 /** What an ssh client pins and logs in as, once a sandbox's sshd is ready for its keys. */
 export interface SshAccess {
   /** the account the keys were authorized for */

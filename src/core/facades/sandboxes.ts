@@ -28,6 +28,7 @@ import type { SpawnOptions } from "../options.js";
 import { lifeAfterWake } from "../sandboxes/pause.js";
 import type { Sandbox } from "../guest/sandbox.js";
 import { requireState } from "../sandboxes/states.js";
+import { balloonState, setBalloon, type BalloonState } from "../sandboxes/balloon.js";
 import type { Tokens } from "../sandboxes/tokens.js";
 
 /** The cluster node this server is, once it joined one: it names itself in every sandbox's JSON. */
@@ -315,6 +316,16 @@ export class SandboxesFacade {
   /** The processes running in a sandbox (its cgroup), read from the guest's /proc. */
   async processes(id: string): Promise<GuestProcess[]> {
     return guestProcesses(await this.use(id, "processes"));
+  }
+
+  /**
+   * A running sandbox's balloon (sandboxes/balloon.ts); with `sizeMb`, first leaves the sandbox that
+   * much of the memory it was given, without a restart. Not a paused one: it holds no memory to give.
+   */
+  async balloon(idOrName: string, sizeMb?: number): Promise<BalloonState> {
+    const sb = this.running(idOrName);
+    const { memory_mb } = this.get(sb.id);
+    return sizeMb === undefined ? balloonState(sb, memory_mb) : setBalloon(sb, memory_mb, sizeMb);
   }
 
   /** Saves a running sandbox's whole state (with `memory: false`, its disk only) and stops its VM (no memory or CPU while paused). */

@@ -8,6 +8,7 @@ import { browserStreamKeyMatches } from "../../http/browser-keys.js";
 import type { ServerInterface } from "../../server/interface.js";
 import { archiveRoutes } from "./routes/archive.js";
 import { auditRoutes } from "./routes/audit.js";
+import { balloonRoutes } from "./routes/balloon.js";
 import { buildRoutes } from "./routes/builds.js";
 import { codeRoutes } from "./routes/code.js";
 import { commitRoutes } from "./routes/commit.js";
@@ -58,6 +59,7 @@ export function restInterface({ forge, version, maxOutputBytes }: RestOptions): 
           await api.register(snapshotRoutes, { forge });
           await api.register(networkRoutes, { forge });
           await api.register(sshRoutes, { forge });
+          await api.register(balloonRoutes, { forge });
           await api.register(imageRoutes, { forge });
           await api.register(commitRoutes, { forge });
           await api.register(volumeRoutes, { forge });

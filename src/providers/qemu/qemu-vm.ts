@@ -248,6 +248,32 @@ export class QemuVm implements Vm {
     });
   }
 
+  balloon(bytes?: number): Promise<number> {
+    return this.serial(async () => {
+      const qmp = await Qmp.connect(this.qmpSocket, 5000);
+      const actual = async () => (await qmp.execute<{ actual: number }>("query-balloon")).actual;
+      try {
+        if (bytes === undefined) return await actual();
+        // The guest's driver moves the balloon a batch of pages at a time (as fast under TCG as
+        // under KVM: the work is the guest kernel's); wait until it arrives or stops moving.
+        await qmp.execute("balloon", { value: bytes });
+        let last = -1;
+        let still = 0;
+        for (const end = Date.now() + 30_000; Date.now() < end; ) {
+          const now = await actual();
+          if (now === bytes) return now;
+          still = now === last ? still + 1 : 0;
+          if (still >= 20) return now;
+          last = now;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        return last;
+      } finally {
+        qmp.close();
+      }
+    });
+  }
+
   setLink(up: boolean): Promise<void> {
     return this.serial(async () => {
       const qmp = await Qmp.connect(this.qmpSocket, 5000);
