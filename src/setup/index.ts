@@ -10,6 +10,7 @@ import { BUILT_IN_IMAGES, ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
 import { ensureKernel } from "./kernel.js";
 import { ensureSshServer } from "./ssh-server.js";
+import { ignore } from "../util/ignore.js";
 import { seedDataDir } from "./seed.js";
 
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
@@ -26,10 +27,13 @@ const PREPARED = join(REPO, ".forgevm-test", "prepared");
 
 export async function runSetup(paths: Paths, log: (m: string) => void): Promise<void> {
   log(`data directory: ${paths.dataDir}`);
+  // The ssh server for guests needs none of the rest: it is fetched while they are made.
+  const ssh = ensureSshServer(paths, log);
+  ssh.catch(ignore("awaited below, where its failure is reported"));
   await ensureKernel(paths, log);
   await ensureInitramfs(paths, AGENT_BINARY, log);
   await ensureBaseImages(paths, log);
-  await ensureSshServer(paths, log);
+  await ssh;
   await keepPrepared(paths, log);
 }
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { Paths } from "../config/paths.js";
 import { run } from "../util/process.js";
-import { aptDownload } from "./apt.js";
+import { aptDownloadAll } from "./apt.js";
 import { GUEST_SSH_DIR, readSshBundle, type SshBundle } from "../images/ssh-bundle.js";
 
 /** The packages whose programs the bundle carries, and those programs' paths in them. */
@@ -49,13 +49,14 @@ async function build(work: string, out: string): Promise<SshBundle> {
   const root = join(work, "root");
   const packages: Record<string, string> = {};
   const depends: string[] = [];
-  const fetch = async (name: string) => {
-    const meta = await aptDownload(name, work);
-    packages[name] = meta.version;
-    depends.push(...libraryPackages(meta.depends));
-    await run("dpkg-deb", ["-x", meta.file, root]);
+  const fetch = async (names: string[]) => {
+    for (const [i, meta] of (await aptDownloadAll(names, work)).entries()) {
+      packages[names[i]] = meta.version;
+      depends.push(...libraryPackages(meta.depends));
+      await run("dpkg-deb", ["-x", meta.file, root]);
+    }
   };
-  for (const p of PROGRAMS) await fetch(p.pkg);
+  await fetch(PROGRAMS.map((p) => p.pkg));
   const programs = PROGRAMS.map((p) => join(root, p.path));
   // The host may lack a library the programs link (libwrap, libpopt): fetch the packages they
   // depend on until every one resolves, from the unpacked tree first.
@@ -66,7 +67,7 @@ async function build(work: string, out: string): Promise<SshBundle> {
     if (!missing.length) break;
     const next = [...new Set(depends)].filter((d) => !(d in packages));
     if (round === 4 || !next.length) throw new Error(`ssh server for guests: cannot find ${missing.join(", ")} in the host or the archive`);
-    for (const d of next) await fetch(d);
+    await fetch(next);
   }
   await mkdir(join(out, "lib"), { recursive: true });
   for (const [name, file] of libs) await copyFile(file, join(out, "lib", name));
