@@ -100,6 +100,7 @@ export const FILE_SECONDS: Record<string, number> = {
   "local-provider": 4,
   lifecycle: 3,
   "api-auth": 2,
+  "cli-json": 7,
   browser: 2,
   setup: 1,
   deploy: 1,

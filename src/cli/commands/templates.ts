@@ -66,8 +66,9 @@ export function templateCommands(program: Command, cli: Cli): void {
 
   tpl
     .command("get")
-    .description("show one template")
+    .description("show one template (as JSON, as the REST API answers)")
     .argument("<name>")
+    .option("--json", "print JSON (what it prints anyway: accepted as every show command takes it)")
     .action(async (name: string) => console.log(JSON.stringify(await (await cli.client()).templates.get(name), null, 2)));
 
   templateFlags(tpl.command("create").description("store a new template").argument("<name>")).action(async (name: string, o) => {

@@ -48,8 +48,9 @@ export function volumeCommands(program: Command, cli: Cli): void {
 
   volume
     .command("inspect")
-    .description("everything about a volume")
+    .description("everything about a volume (as JSON, as the REST API answers)")
     .argument("<name>", "volume name")
+    .option("--json", "print JSON (what it prints anyway: accepted as every show command takes it)")
     .action(async (name: string) => {
       const v = await through<VolumeInfo>((c) => c.volumes.get(name));
       console.log(JSON.stringify(v, null, 2));
