@@ -43,6 +43,9 @@ async function preparedFiles(p: Paths): Promise<string[]> {
   return [p.kernel, p.initramfs, join(p.sshServer, "bundle.json"), ...images];
 }
 
+/** Where preparedFiles puts the ssh bundle's description. */
+const SSH_BUNDLE = 2;
+
 /** Makes the checkout's copy the same files as the user's data directory's (nothing when it is already). */
 async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<void> {
   const ino = (f: string) =>
@@ -52,7 +55,8 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
     );
   const ours = await preparedFiles(pathsFor(PREPARED));
   const theirs = await preparedFiles(paths);
-  const same = await Promise.all(ours.map(async (f, i) => (await ino(f)) !== null && (await ino(f)) === (await ino(theirs[i]))));
+  // A file neither has (the ssh bundle, on a host it is not built for) is no difference.
+  const same = await Promise.all(ours.map(async (f, i) => (await ino(f)) === (await ino(theirs[i])) && ((await ino(f)) !== null || i === SSH_BUNDLE)));
   if (same.every(Boolean)) return;
   const staging = `${PREPARED}.new-${process.pid}`;
   await rm(staging, { recursive: true, force: true });

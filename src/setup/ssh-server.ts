@@ -4,7 +4,7 @@
 // dynamic loader. Both executables are patched to use that loader and those libraries from
 // GUEST_SSH_DIR, so they run in any x86-64 guest with a shell: glibc or musl, any versions.
 import { createHash } from "node:crypto";
-import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { Paths } from "../config/paths.js";
@@ -23,26 +23,35 @@ const LOADER = "ld-linux-x86-64.so.2";
 export async function ensureSshServer(paths: Paths, log: (m: string) => void): Promise<void> {
   const existing = await readSshBundle(paths.sshServer);
   if (existing) {
-    log(
-      `ssh server for guests: already built (${Object.entries(existing.packages)
-        .map(([p, v]) => `${p} ${v}`)
-        .join(", ")})`,
-    );
+    log(`ssh server for guests: already built (${PROGRAMS.map((p) => `${p.pkg} ${existing.packages[p.pkg]}`).join(", ")})`);
     return;
   }
   log("ssh server for guests: fetching openssh-server and rsync from the distribution's archive");
   const work = await mkdtemp(join(tmpdir(), "forgevm-sshd-"));
   try {
-    const staging = `${paths.sshServer}.new-${process.pid}`;
-    await rm(staging, { recursive: true, force: true });
-    const bundle = await build(work, staging);
-    await writeFile(join(staging, "bundle.json"), `${JSON.stringify(bundle, null, 1)}\n`);
-    await rm(paths.sshServer, { recursive: true, force: true });
-    await rename(staging, paths.sshServer);
-    log(`ssh server for guests: built (${bundle.files.length} files)`);
+    await make(paths, work, log);
+  } catch (e) {
+    if (!(e instanceof TooNew)) throw e;
+    log(`ssh server for guests: not built (${e.message}): ssh reaches only sandboxes whose image runs its own sshd`);
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+class TooNew extends Error {
+  constructor(version: string) {
+    super(`this distribution's OpenSSH ${version} splits sshd into programs the bundle does not carry yet`);
+  }
+}
+
+async function make(paths: Paths, work: string, log: (m: string) => void): Promise<void> {
+  const staging = `${paths.sshServer}.new-${process.pid}`;
+  await rm(staging, { recursive: true, force: true });
+  const bundle = await build(work, staging);
+  await writeFile(join(staging, "bundle.json"), `${JSON.stringify(bundle, null, 1)}\n`);
+  await rm(paths.sshServer, { recursive: true, force: true });
+  await rename(staging, paths.sshServer);
+  log(`ssh server for guests: built (${bundle.files.length} files)`);
 }
 
 async function build(work: string, out: string): Promise<SshBundle> {
@@ -57,6 +66,9 @@ async function build(work: string, out: string): Promise<SshBundle> {
     }
   };
   await fetch(PROGRAMS.map((p) => p.pkg));
+  // OpenSSH 9.8 and later run each session in another program at a path built into sshd; the
+  // bundle does not carry that yet.
+  if (await stat(join(root, "usr/lib/openssh/sshd-session")).catch(() => null)) throw new TooNew(packages["openssh-server"]);
   const programs = PROGRAMS.map((p) => join(root, p.path));
   // The host may lack a library the programs link (libwrap, libpopt): fetch the packages they
   // depend on until every one resolves, from the unpacked tree first.
