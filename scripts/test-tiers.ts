@@ -55,6 +55,7 @@ export const FILE_SECONDS: Record<string, number> = {
   api: 65,
   frameworks: 64,
   "egress-secrets": 61,
+  projects: 70,
   ssh: 45,
   images: 60,
   "e2b-templates": 59,

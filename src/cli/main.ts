@@ -23,6 +23,7 @@ import { buildCommands } from "./commands/build.js";
 import { mcpCommands } from "./commands/mcp.js";
 import { sshCommands } from "./commands/ssh.js";
 import { balloonCommands } from "./commands/balloon.js";
+import { projectCommands } from "./commands/project.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
@@ -62,6 +63,7 @@ serviceCommands(program, cli);
 mcpCommands(program, cli);
 sshCommands(program, cli);
 balloonCommands(program, cli);
+projectCommands(program, cli);
 
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {
@@ -125,7 +127,12 @@ program
       process.exit(1);
     }
     const own = e.constructor === Error && !sys.code;
-    const err = e instanceof ForgevmError || e instanceof CoreError ? e : e.name === "ConfigError" || e.name === "InvalidArgumentError" || own ? e : toForgevmError(e);
+    const err =
+      e instanceof ForgevmError || e instanceof CoreError
+        ? e
+        : e.name === "ConfigError" || e.name === "InvalidArgumentError" || e.name === "ProjectFileError" || own
+          ? e
+          : toForgevmError(e);
     const code = err instanceof ForgevmError || err instanceof CoreError ? err.code : "";
     console.error(`forgevm: ${err.message}${code && code !== "CONNECTION_ERROR" && !err.message.includes(code) ? ` (${code})` : ""}`);
     process.exit(1);

@@ -1,14 +1,11 @@
 // `forgevm build`: a Dockerfile build, as `docker build` runs one. The context directory is sent
 // as a tar (what .dockerignore leaves out stays here), the server builds it in VMs, and the log
 // is followed here with each step's outcome (the data directory's server, or one of the command's own).
-import { readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
-import { Readable } from "node:stream";
+import { statSync } from "node:fs";
 import type { Command } from "commander";
 import { ForgevmError } from "forgevm";
-import { DockerIgnore } from "../../util/dockerignore.js";
 import type { Cli } from "../context.js";
-import { packLocal } from "../host-tree.js";
+import { buildDirectory } from "../build-context.js";
 import { listOption, pairOption } from "../options.js";
 import { emit } from "../output.js";
 
@@ -45,24 +42,7 @@ export function buildCommands(program: Command, cli: Cli): void {
         if (!o.quiet && !o.json) console.error(line);
       };
       const client = await cli.dataDirClient();
-      // The Dockerfile and .dockerignore always go; the rest unless .dockerignore says not to.
-      let ignoreText = "";
-      try {
-        ignoreText = readFileSync(join(context, ".dockerignore"), "utf8");
-      } catch {
-        // no .dockerignore
-      }
-      const ignore = new DockerIgnore(ignoreText);
-      const always = new Set([o.file ?? "Dockerfile", ".dockerignore"]);
-      const tar = Readable.from(
-        packLocal(
-          context,
-          "",
-          (m) => say(m),
-          (name) => !always.has(name) && ignore.ignores(name),
-        ),
-      );
-      const job = await client.images.build(Readable.toWeb(tar) as ReadableStream<Uint8Array>, opts, say);
+      const job = await buildDirectory(client, context, opts, say);
       if (job.state !== "done") {
         // The log above ends with the error already: said again only when no log was shown.
         const why = job.error ?? `the build ended ${job.state}`;

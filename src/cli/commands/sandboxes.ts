@@ -4,6 +4,7 @@ import { MEMORY_MB } from "../../schemas/bounds.js";
 import { InvalidArgumentError, type Command } from "commander";
 import type { LogLine, SandboxInfo, SpawnOptions } from "forgevm";
 import type { Cli } from "../context.js";
+import { findProjectFile, PROJECT_FILE } from "../project/find.js";
 import { durationOption, egressHeaderOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { withSpawnProgress } from "../spawn-progress.js";
@@ -125,10 +126,17 @@ export function sandboxCommands(program: Command, cli: Cli): void {
     })
     .option("-q, --quiet", "print only the ids, one per line")
     .option("--json", "print JSON")
-    .action(async (o: { all?: boolean; state?: string[]; quiet?: boolean; json?: boolean }) => {
+    .option("--no-project", `in a project's directory (a ${PROJECT_FILE} here or above), list every sandbox, not only the project's`)
+    .action(async (o: { all?: boolean; state?: string[]; quiet?: boolean; json?: boolean; project: boolean }) => {
       // Live means paused too, as docker ps lists paused containers.
       const state = o.state ?? (o.all ? undefined : ["creating", "running", "paused"]);
-      const list = await (await cli.client()).list({ all: o.all, state: state as never });
+      let list = await (await cli.client()).list({ all: o.all, state: state as never });
+      const file = o.project ? findProjectFile() : null;
+      if (file) {
+        const p = (await import("../project/file.js")).readProject(file);
+        list = list.filter((s) => s.metadata?.["forgevm.project"] === p.name && s.metadata?.["forgevm.project.dir"] === p.dir);
+        if (!o.json && !o.quiet) console.error(`(project ${p.name}'s sandboxes, from ${file}; --no-project lists every one)`);
+      }
       if (o.quiet && !o.json) {
         for (const s of list) console.log(s.id);
         return;
