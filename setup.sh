@@ -109,8 +109,9 @@ if [ -n "$SCRIPTS_PID" ]; then
   [ $status = 0 ] || { cat node_modules/.forgevm-scripts.log >&2; echo "setup: the npm packages' install scripts failed (above)" >&2; exit 1; }
 fi
 
-# 4. Guest kernel, initramfs and the default image, under the data directory.
-if [ "$QUIET" = 1 ]; then node dist/src/cli/main.js setup --quiet; else node dist/src/cli/main.js setup; fi
+# 4. Guest kernel, initramfs, the built-in images and the ssh server for guests, under the data
+#    directory (`forgevm setup` asks about the optional ones; -y takes the defaults).
+if [ "$QUIET" = 1 ]; then node dist/src/cli/main.js setup -y --no-test-sandbox --quiet; else node dist/src/cli/main.js setup -y --no-test-sandbox; fi
 
 # 5. Put `forgevm` on the PATH.
 target="$(pwd)/bin/forgevm"

@@ -101,6 +101,7 @@ export const FILE_SECONDS: Record<string, number> = {
   "local-provider": 4,
   lifecycle: 3,
   "api-auth": 2,
+  "setup-guide": 22,
   "cli-json": 7,
   browser: 2,
   setup: 1,

@@ -24,6 +24,7 @@ import { mcpCommands } from "./commands/mcp.js";
 import { sshCommands } from "./commands/ssh.js";
 import { balloonCommands } from "./commands/balloon.js";
 import { projectCommands } from "./commands/project.js";
+import { statusCommands } from "./commands/status.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
@@ -64,6 +65,7 @@ mcpCommands(program, cli);
 sshCommands(program, cli);
 balloonCommands(program, cli);
 projectCommands(program, cli);
+statusCommands(program, cli, pkg.version);
 
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {

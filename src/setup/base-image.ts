@@ -45,13 +45,29 @@ export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promis
   return "http://deb.debian.org/debian";
 }
 
-/** Builds the built-in images into the image store, each unless it is there with its current package list. */
-export async function ensureBaseImages(paths: Paths, log: (m: string) => void): Promise<void> {
-  for (const image of BUILT_IN_IMAGES) await ensureDebianImage(paths, image, log);
+/** Builds built-in images (`names`, default all) into the image store, each unless it is there with its current package list. */
+export async function ensureBaseImages(paths: Paths, log: (m: string) => void, names = BUILT_IN_IMAGES.map((i) => i.name)): Promise<void> {
+  for (const image of BUILT_IN_IMAGES) if (names.includes(image.name)) await ensureDebianImage(paths, image, log);
 }
 
-async function ensureDebianImage(paths: Paths, { name, packages, extras = [], after }: BuiltIn, log: (m: string) => void): Promise<void> {
-  const description = `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}`;
+/** Whether a built-in image is in the store with its current package list (nothing to build). */
+export async function baseImageBuilt(paths: Paths, name: string): Promise<boolean> {
+  const image = BUILT_IN_IMAGES.find((i) => i.name === name);
+  if (!image) return false;
+  const meta = await readFile(join(await storedImageDir(paths, name), "image.json"), "utf8").then(
+    (t) => JSON.parse(t) as ImageMeta,
+    () => null,
+  );
+  return meta?.description === describe(image);
+}
+
+function describe({ packages, extras = [], after }: BuiltIn): string {
+  return `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}`;
+}
+
+async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) => void): Promise<void> {
+  const { name, packages, extras = [], after } = image;
+  const description = describe(image);
   const dir = imageDir(paths, name);
   const stored = await storedImageDir(paths, name);
   const built = await readFile(join(stored, "image.json"), "utf8").then(

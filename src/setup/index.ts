@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
-import { BUILT_IN_IMAGES, ensureBaseImages } from "./base-image.js";
+import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
 import { ensureKernel } from "./kernel.js";
 import { ensureSshServer } from "./ssh-server.js";
@@ -25,16 +25,35 @@ export const AGENT_BINARY = join(REPO, "agent", "build", "forgevm-agent");
  */
 const PREPARED = join(REPO, ".forgevm-test", "prepared");
 
-export async function runSetup(paths: Paths, log: (m: string) => void): Promise<void> {
+export interface SetupOptions {
+  /** The built-in images to build (default: all of them). */
+  images?: string[];
+}
+
+export async function runSetup(paths: Paths, log: (m: string) => void, o: SetupOptions = {}): Promise<void> {
   log(`data directory: ${paths.dataDir}`);
+  await reusePrepared(paths, log);
   // The ssh server for guests needs none of the rest: it is fetched while they are made.
   const ssh = ensureSshServer(paths, log);
   ssh.catch(ignore("awaited below, where its failure is reported"));
   await ensureKernel(paths, log);
   await ensureInitramfs(paths, AGENT_BINARY, log);
-  await ensureBaseImages(paths, log);
+  await ensureBaseImages(paths, log, o.images);
   await ssh;
   await keepPrepared(paths, log);
+}
+
+/**
+ * A data directory with nothing in it yet starts from what this installation already prepared
+ * for another one (kernel, initramfs, images, the ssh server: shared read-only, by hard link),
+ * so a second data directory costs seconds; each step below then checks it as any other.
+ */
+async function reusePrepared(paths: Paths, log: (m: string) => void): Promise<void> {
+  if (existsSync(paths.kernel) || !existsSync(pathsFor(PREPARED).initramfs) || paths.dataDir === PREPARED) return;
+  const images = [];
+  for (const i of BUILT_IN_IMAGES) if (await baseImageBuilt(pathsFor(PREPARED), i.name)) images.push(i.name);
+  await seedDataDir(PREPARED, paths.dataDir, images);
+  log(`reused what this installation prepared before (${PREPARED}): the kernel, the initramfs${images.length ? `, ${images.join(", ")}` : ""}`);
 }
 
 /** The files a prepared data directory is made of: what seedDataDir shares. */
@@ -55,6 +74,8 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
     );
   const ours = await preparedFiles(pathsFor(PREPARED));
   const theirs = await preparedFiles(paths);
+  // A data directory set up without an optional image is not what the checkout's tests need.
+  if ((await Promise.all(theirs.slice(SSH_BUNDLE + 1).map(ino))).includes(null)) return;
   // A file neither has (the ssh bundle, on a host it is not built for) is no difference.
   const same = await Promise.all(ours.map(async (f, i) => (await ino(f)) === (await ino(theirs[i])) && ((await ino(f)) !== null || i === SSH_BUNDLE)));
   if (same.every(Boolean)) return;

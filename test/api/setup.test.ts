@@ -20,7 +20,7 @@ it("a setup run with FORGEVM_DATA_DIR leaves the tests' prepared copy usable aft
       elsewhere,
       BUILT_IN_IMAGES.map((i) => i.name),
     );
-    const r = await runCli(["setup", "--quiet"], childEnv({ FORGEVM_DATA_DIR: elsewhere }));
+    const r = await runCli(["setup", "-y", "--no-test-sandbox", "--quiet"], childEnv({ FORGEVM_DATA_DIR: elsewhere }));
     assert.equal(r.status, 0, r.stderr);
   } finally {
     await rm(elsewhere, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 // The server itself: serve, setup, doctor, version.
 import type { Command } from "commander";
 import { stat } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
 import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
@@ -55,12 +56,16 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
 
   program
     .command("setup")
-    .description("fetch the guest kernel, build the initramfs and the default image (./setup.sh also installs packages)")
-    .option("-q, --quiet", "print nothing when everything is already set up")
-    .action(async (o: { quiet?: boolean }) => {
-      const lines: string[] = [];
-      const { runSetup } = await import("../../setup/index.js");
-      await runSetup(pathsFor(await cli.dataDir()), (m) => (o.quiet ? lines.push(m) : console.log(`setup: ${m}`)));
+    .description(
+      "set up a data directory, step by step: the guest kernel, the initramfs, the default image and the ssh server for guests (each checked and skipped when done), then what is optional (the code-interpreter image, a boot-time service: asked), then a test sandbox that runs a command (./setup.sh also installs packages and builds)",
+    )
+    .option("-y, --yes", "take the defaults without asking (the code-interpreter image: yes; the service: no)")
+    .option("-q, --quiet", "print nothing but the test sandbox's line")
+    .option("--no-test-sandbox", "end without booting a test sandbox")
+    .action(async (o: { yes?: boolean; quiet?: boolean; testSandbox: boolean }) => {
+      const { guidedSetup } = await import("../setup-guide.js");
+      const { installService } = await import("./service.js");
+      await guidedSetup(cli, o, () => installService(cli, { name: "forgevm", enable: true }, program.opts().config));
     });
 
   program
@@ -114,7 +119,10 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .command("version")
     .description("print the version")
     .option("--json", "print JSON")
-    .action((o: { json?: boolean }) => emit(o.json, { version }, () => console.log(`forgevm ${version}`)));
+    .action((o: { json?: boolean }) => {
+      const from = fileURLToPath(new URL("../../../../", import.meta.url)).replace(/\/$/, "");
+      emit(o.json, { version, from, node: process.version }, () => console.log(`forgevm ${version} (${from}, Node.js ${process.version})`));
+    });
 }
 
 /** What a user of this machine should know that is no provider's health: a name resolver that leaves out `*.localhost`. */

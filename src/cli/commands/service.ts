@@ -14,7 +14,7 @@ import { ignore } from "../../util/ignore.js";
 
 const run = promisify(execFile);
 
-interface ServiceOptions {
+export interface ServiceOptions {
   name: string;
   unitDir?: string;
   user?: boolean;
@@ -76,6 +76,22 @@ function hasSystemd(): boolean {
   return existsSync("/run/systemd/system");
 }
 
+/** Writes the unit for this data directory and config, and enables and starts it unless `o.enable` is false. */
+export async function installService(cli: Cli, o: ServiceOptions, configFile?: string): Promise<void> {
+  const file = unitPath(o);
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(file, await serviceUnit(cli, { configFile, user: o.user }), { mode: 0o644 });
+  console.log(`wrote ${file}`);
+  if (!o.enable) return;
+  if (!hasSystemd()) {
+    console.log("systemd is not running here: the unit is written but not enabled; start the server with its ExecStart line");
+    return;
+  }
+  await systemctl(o, "daemon-reload");
+  await systemctl(o, "enable", "--now", `${o.name}.service`);
+  console.log(`enabled and started ${o.name}.service (systemctl ${o.user ? "--user " : ""}status ${o.name})`);
+}
+
 export function serviceCommands(program: Command, cli: Cli): void {
   const service = program.command("service").description("run the server as a systemd service that starts at boot");
   const common = (c: Command) =>
@@ -86,20 +102,7 @@ export function serviceCommands(program: Command, cli: Cli): void {
 
   common(service.command("install").description("write the unit for this data directory and config, enable it and start it"))
     .option("--no-enable", "only write the unit file")
-    .action(async (o: ServiceOptions) => {
-      const file = unitPath(o);
-      await mkdir(dirname(file), { recursive: true });
-      await writeFile(file, await serviceUnit(cli, { configFile: program.opts().config, user: o.user }), { mode: 0o644 });
-      console.log(`wrote ${file}`);
-      if (!o.enable) return;
-      if (!hasSystemd()) {
-        console.log("systemd is not running here: the unit is written but not enabled; start the server with its ExecStart line");
-        return;
-      }
-      await systemctl(o, "daemon-reload");
-      await systemctl(o, "enable", "--now", `${o.name}.service`);
-      console.log(`enabled and started ${o.name}.service (systemctl ${o.user ? "--user " : ""}status ${o.name})`);
-    });
+    .action((o: ServiceOptions) => installService(cli, o, program.opts().config));
 
   common(service.command("uninstall").description("stop and disable the unit, and remove its file")).action(async (o: ServiceOptions) => {
     const file = unitPath(o);
