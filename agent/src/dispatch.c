@@ -51,8 +51,8 @@ static const struct op {
 /* Features that belong to a field rather than an operation: the host's HELLO ("host-hello"),
  * processes that survive it ("keep-processes"), a network device set up by configure ("nic"),
  * close of a read or write stream ("close-transfers"), directories made for another user
- * (mkdir's "uid"/"gid", "owned-dirs"). */
-static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic", "close-transfers", "owned-dirs"};
+ * (mkdir's "uid"/"gid", "owned-dirs"), a listener on a unix socket (listen's "path", "unix-listen"). */
+static const char *const FIELD_FEATURES[] = {"host-hello", "keep-processes", "nic", "close-transfers", "owned-dirs", "unix-listen"};
 
 void op_hello(uint32_t id, const char *nonce) { op_hello_as(id, nonce, 0); }
 

@@ -1,4 +1,5 @@
-/* TCP tunnels: a host stream carried to a socket inside the guest, in either direction.
+/* TCP tunnels: a host stream carried to a socket inside the guest, in either direction
+ * (and listeners on unix sockets, whose connections are carried the same way).
  * The host asks the guest to `connect` to one of its own ports (published ports), or to
  * `listen` on a loopback port and hand over each accepted connection (the egress proxy's
  * guest end). Bytes flow as DATA frames: channel 0 host → guest, channel 1 guest → host, each
@@ -14,6 +15,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define MAX_PENDING 64         /* accepted connections the host has not claimed yet */
@@ -88,18 +91,65 @@ static sess *tcp_session(uint32_t id, int fd, int connecting) {
   return s;
 }
 
-void op_listen(uint32_t id, const jdoc *d) {
-  struct sockaddr_in sa;
-  if (req_sockaddr(id, d, &sa) < 0) return;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) { send_errno(id, errno, "socket"); return; }
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
+/* A listening unix socket at `path` ("unix-listen": a forwarded ssh agent, which guest programs
+ * find by name), `mode` and owner `uid`:`gid` set before anyone can connect. A socket left there
+ * (by a listener of a VM this one was restored from) is replaced; any other file is refused. */
+static int listen_unix(uint32_t id, const jdoc *d, const char *path) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  if (path[0] != '/' || strlen(path) >= sizeof sa.sun_path) {
+    send_error(id, "EINVAL", "\"path\" must be absolute and shorter than %d bytes", (int)sizeof sa.sun_path);
+    return -1;
+  }
+  strcpy(sa.sun_path, path);
+  int64_t mode, uid, gid;
+  req_int(d, "mode", 0600, &mode);
+  req_int(d, "uid", 0, &uid);
+  req_int(d, "gid", 0, &gid);
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      send_error(id, "EEXIST", "%s exists and is not a socket", path);
+      return -1;
+    }
+    unlink(path);
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) { send_errno(id, errno, "socket"); return -1; }
+  /* Made with no access at all, then opened to its owner: nobody connects in between. */
+  mode_t old = umask(0777);
+  int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+  umask(old);
+  if (r < 0 || chown(path, (uid_t)uid, (gid_t)gid) < 0 || chmod(path, (mode_t)(mode & 0777)) < 0 || listen(fd, 128) < 0) {
     int err = errno;
     close(fd);
     send_errno(id, err, "listen");
-    return;
+    return -1;
+  }
+  return fd;
+}
+
+void op_listen(uint32_t id, const jdoc *d) {
+  int fd;
+  char *path = req_str(d, "path");
+  if (path) {
+    fd = listen_unix(id, d, path);
+    free(path);
+    if (fd < 0) return;
+  } else {
+    struct sockaddr_in sa;
+    if (req_sockaddr(id, d, &sa) < 0) return;
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) { send_errno(id, errno, "socket"); return; }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
+      int err = errno;
+      close(fd);
+      send_errno(id, err, "listen");
+      return;
+    }
   }
   sess *s = sess_new(id, S_LISTEN);
   if (!s) { close(fd); send_error(id, "ENOMEM", "agent out of memory"); return; }

@@ -46,6 +46,7 @@ export const FIELD_FEATURES: Record<string, Record<string, string>> = {
   list: { offset: "archive" },
   close: { transfer: "close-transfers" },
   mkdir: { uid: "owned-dirs", gid: "owned-dirs" },
+  listen: { path: "unix-listen", mode: "unix-listen", uid: "unix-listen", gid: "unix-listen" },
 };
 
 /**

@@ -165,7 +165,12 @@ export interface ConfigureRequest {
 export interface ListenRequest {
   op: "listen";
   addr?: string;
-  port: number;
+  port?: number;
+  /** A unix socket to listen on instead (feature unix-listen), with its mode and owner. */
+  path?: string;
+  mode?: number;
+  uid?: number;
+  gid?: number;
 }
 
 /**

@@ -43,6 +43,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
     network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048, upstream_ca_file: "" },
     mounts: { host_dirs: [] },
+    forward: { ssh_agent: "" },
     e2b: { domain: "" },
     daytona: { preview_domain: "" },
     environments: { python_index: "https://pypi.org/simple/", apt_sources: [], allow: [], concurrency: 1, memory_mb: 1024, secret_key_file: "" },

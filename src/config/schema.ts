@@ -142,6 +142,8 @@ export const ConfigSchema = Type.Object(
     ),
     /** Host directories sandboxes may mount (`-v /dir:/path`, `forgevm mount`): none unless listed. */
     mounts: Type.Object({ host_dirs: Type.Array(Type.String({ minLength: 1 })) }, strict),
+    /** Credentials sandboxes may have forwarded (`forward` at spawn). `ssh_agent`: the host agent's socket; "" takes the server's SSH_AUTH_SOCK. */
+    forward: Type.Object({ ssh_agent: Type.String() }, strict),
     /** The Daytona-compatible routes (/daytona). */
     daytona: Type.Object(
       {

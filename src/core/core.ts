@@ -21,6 +21,7 @@ import type { Secrets } from "./secrets/secrets.js";
 import type { TenantPool } from "./pools/tenant-pool.js";
 import type { Volumes } from "./volumes.js";
 import type { HostDirs } from "./host-dirs/host-dirs.js";
+import type { Forwards } from "./guest/forwards.js";
 import type { Prestarts } from "./pools/prestart.js";
 import type { WarmPools } from "./pools/warm-pool.js";
 import type { MetricStore } from "../store/metrics.js";
@@ -51,6 +52,8 @@ export interface Core {
   readonly networks: Networks;
   readonly volumes: Volumes;
   readonly hostDirs: HostDirs;
+  /** Credentials forwarded into sandboxes (guest/forwards.ts). */
+  readonly forwards: Forwards;
   readonly egress: EgressProxy;
   readonly metricStore: MetricStore;
   /** Samples of the host and every running sandbox (metrics/sampler.ts). */

@@ -22,6 +22,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
     defaultProvider: defaultProviderName(cfg.providers),
     hostSecrets: hostSecrets(env),
     hostDirs: cfg.mounts.host_dirs,
+    sshAgentSocket: cfg.forward.ssh_agent || env.SSH_AUTH_SOCK || undefined,
     defaults: {
       image: cfg.defaults.image,
       memoryMb: cfg.defaults.memory_mb,

@@ -44,6 +44,7 @@ import { SnapshotsFacade } from "./facades/snapshots.js";
 import { TemplatesFacade } from "./facades/templates.js";
 import { VolumesFacade } from "./facades/volumes.js";
 import { HostDirs } from "./host-dirs/host-dirs.js";
+import { Forwards } from "./guest/forwards.js";
 import { enableKsm } from "./host/host-memory.js";
 import { Images } from "./images/images.js";
 import { ServerMetrics } from "./metrics/prometheus.js";
@@ -308,6 +309,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     secretStore,
     volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
     hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
+    forwards: new Forwards(opts.sshAgentSocket),
     warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
     prestarts: new Prestarts(opts.baseSnapshots === false ? 0 : (opts.prestart ?? 0), PRESTART_BASES, events.emit),
     snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core), restoredFrom: () => snapshotsInUse(core, true) }),

@@ -12,6 +12,8 @@ import type { Sandbox } from "./guest/sandbox.js";
 export interface ForgeOptions {
   /** Host directories (and what is below them) sandboxes may mount; none unless listed. */
   hostDirs?: string[];
+  /** The host's ssh agent socket that sandboxes spawned with `forward: ["ssh-agent"]` use (none: they are refused). */
+  sshAgentSocket?: string;
   /** Data directory (default: $FORGEVM_DATA_DIR or the XDG data directory). */
   dataDir?: string;
   accel?: AccelMode;
@@ -132,6 +134,8 @@ export interface SpawnOptions {
   hostname?: string;
   /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
   volumes?: string[];
+  /** Credentials forwarded into it ("ssh-agent"): guest/forwards.ts. Nothing unless asked. */
+  forward?: string[];
   /** Allowlist mode: package files fetched over HTTP go through the host's package cache (default: the config's network.cache). */
   cache?: boolean;
   bootTimeoutMs?: number;

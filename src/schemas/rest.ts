@@ -252,6 +252,13 @@ export const SpawnRequest = Body(
     name: Type.Optional(
       Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", description: "A name to use instead of the id anywhere (unique among sandboxes not yet gone)." }),
     ),
+    forward: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 32 }), {
+        maxItems: 4,
+        description:
+          'Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.',
+      }),
+    ),
     start: Type.Optional(Type.Boolean({ description: "false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it)." })),
     main: Type.Optional(
       Type.Object(

@@ -201,6 +201,8 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN last_active_at TEXT;`,
   // What the create sent with its idempotency key: a retry must send the same.
   `ALTER TABLE sandboxes ADD COLUMN idempotency_fingerprint TEXT;`,
+  // What it forwards from the host (guest/forwards.ts).
+  `ALTER TABLE sandboxes ADD COLUMN forward TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -60,6 +60,8 @@ export interface SandboxRow {
   volumes: VolumeMount[] | null;
   /** Host directories it mounts (live, over FUSE). */
   host_dirs: HostDirMount[] | null;
+  /** What it forwards from the host ("ssh-agent"), comma-separated; null: nothing. */
+  forward?: string | null;
   /** What its expiry does, and whether a call for it wakes it once paused (null: destroyed at expiry). */
   lifecycle: LifecycleRecord | null;
   /** The key its create was sent with: a retry with the same key gets this sandbox, not another. */
@@ -180,8 +182,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, forkable, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @forkable, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, forkable, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key, forward)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @forkable, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key, @forward)`,
       )
       .run({
         ...row,
@@ -192,6 +194,7 @@ export class SandboxStore {
         volumes: row.volumes?.length ? JSON.stringify(row.volumes) : null,
         host_dirs: row.host_dirs?.length ? JSON.stringify(row.host_dirs) : null,
         lifecycle: row.lifecycle ? JSON.stringify(row.lifecycle) : null,
+        forward: row.forward ?? null,
       });
   }
 

@@ -84,6 +84,7 @@ class Client:
         forkable: Optional[bool] = None,
         egress_rules: Optional[Dict[str, Dict[str, Any]]] = None,
         deny: Optional[List[str]] = None,
+        forward: Optional[List[str]] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -97,12 +98,14 @@ class Client:
         has the egress proxy add those headers, the stored secret filled in, to requests for that host only.
         ``deny=[]`` (network "allowlist") opens egress to every public destination, ``deny=["10.0.0.0/8"]`` to all but those.
         ``forkable=True`` keeps its RAM in a file of its own: a fork stops it only to copy that file, a pause copies nothing.
+        ``forward=["ssh-agent"]`` gives it an SSH_AUTH_SOCK that reaches the ssh agent where the server runs (signatures, never keys).
         """
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
             "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
             "volumes": volumes, "cache": cache, "idle": idle, "forkable": forkable, "egress_rules": egress_rules, "deny": deny,
+            "forward": forward,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 

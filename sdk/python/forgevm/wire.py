@@ -44,6 +44,8 @@ class SpawnOptions(TypedDict, total=False):
     forkable: bool
     #: A name to use instead of the id anywhere (unique among sandboxes not yet gone).
     name: str
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    forward: List[str]
     #: false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it).
     start: bool
     #: Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy.

@@ -36,6 +36,13 @@ export function sandboxOptions(c: Command): Command {
     .option("--idle-pause <duration>", "pause it after this long with nothing in flight; any later call or connection resumes it", durationOption("--idle-pause"))
     .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)")
     .option("--forkable", "keep its RAM in a file of its own: forks stop it only to copy that file, pauses copy nothing")
+    .option("--forward <kinds>", "credentials forwarded from the host while it runs: ssh-agent (comma-separated)", (v: string, acc: string[] = []) => [
+      ...acc,
+      ...v
+        .split(",")
+        .map((k) => k.trim())
+        .filter(Boolean),
+    ])
     .option("-l, --label <KEY=VALUE>", "a label in its metadata (repeatable; `Sandbox.list` and E2B's filters match them)", pairOption("--label"))
     .option("--owner <id>", "whose sandbox it is (as the X-User-ID header: lists filtered by owner show it)");
 }
@@ -69,6 +76,7 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     volumes: (o.volume as string[] | undefined)?.map((v) => (v.startsWith("./") || v.startsWith("../") ? `${resolvePath(v.split(":")[0])}:${v.split(":").slice(1).join(":")}` : v)),
     cache: o.cache,
     forkable: o.forkable,
+    forward: o.forward,
   };
 }
 

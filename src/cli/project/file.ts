@@ -52,8 +52,9 @@ const BODY_KEYS = [
   "cache",
   "secrets",
   "forkable",
+  "forward",
 ];
-const FILE_KEYS = ["build", "command", "mounts", "restart", "forward"];
+const FILE_KEYS = ["build", "command", "mounts", "restart"];
 /** A project's and a sandbox's name: together, "PROJECT-NAME", they make a sandbox name (at most 63). */
 const PROJECT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,29}$/;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/;
@@ -91,7 +92,8 @@ function sandboxOf(name: string, table: unknown, dir: string, at: (path: string[
     if (!BODY_KEYS.includes(k) && !FILE_KEYS.includes(k))
       throw new ProjectFileError(`${where(k)}: unknown key "${k}" in [sandboxes.${name}] (known: ${[...BODY_KEYS, ...FILE_KEYS].sort().join(", ")})`);
   }
-  if (t.forward !== undefined) throw new ProjectFileError(`${where("forward")}: credential forwarding is not supported by this version of ForgeVM`);
+  if (t.forward !== undefined && (!Array.isArray(t.forward) || t.forward.some((k) => k !== "ssh-agent")))
+    throw new ProjectFileError(`${where("forward")}: forward is a list of what to forward from the host: "ssh-agent"`);
   if (t.image !== undefined && t.build !== undefined) throw new ProjectFileError(`${where("build")}: give "image" or "build", not both`);
   const body: Record<string, unknown> = { ttl: "0" };
   for (const k of BODY_KEYS) if (t[k] !== undefined) body[k] = t[k];

@@ -10,6 +10,7 @@ import type { SandboxStore } from "../../store/sandboxes.js";
 import type { EventBus } from "../events.js";
 import { NO_NETWORK, type Networks } from "../network.js";
 import type { HostDirs } from "../host-dirs/host-dirs.js";
+import { forwardOf, type Forwards } from "../guest/forwards.js";
 import type { Snapshots } from "../snapshots/snapshots.js";
 import type { MetricsSampler } from "../metrics/sampler.js";
 import type { TenantPool } from "../pools/tenant-pool.js";
@@ -31,6 +32,7 @@ export interface LifecycleDeps {
   readonly events: EventBus;
   readonly networks: Pick<Networks, "attach" | "detach">;
   readonly hostDirs: Pick<HostDirs, "attach" | "forget">;
+  readonly forwards: Pick<Forwards, "attach" | "forget">;
   readonly snaps: Pick<Snapshots, "collect">;
   readonly sampler: Pick<MetricsSampler, "forget">;
   readonly tenants: Pick<TenantPool, "leave"> | null;
@@ -72,8 +74,10 @@ export class Lifecycle {
       const workdir = image?.config?.WorkingDir;
       if (workdir?.startsWith("/") && workdir !== "/" && !row.vm_id) await sb.mkdir(workdir).catch(ignore("the work directory may exist; exec reports a missing one"));
       for (const m of row.host_dirs ?? []) await this.d.hostDirs.attach(sb, m);
+      await this.d.forwards.attach(sb, forwardOf(row));
     } catch (e) {
       this.d.hostDirs.forget(row.id);
+      this.d.forwards.forget(row.id);
       await this.d.networks.detach(row.id);
       await vm.destroy();
       throw e;
@@ -173,6 +177,7 @@ export class Lifecycle {
       if (row.vm_dir) await keepConsoleLog(this.d.paths, id, row.vm_dir);
       await this.d.networks.detach(id);
       this.d.hostDirs.forget(id);
+      this.d.forwards.forget(id);
       this.d.sampler.forget(id);
       if (row.vm_id) await this.d.tenants?.leave(id);
       else if (sb) {

@@ -19,6 +19,7 @@ import type { Providers } from "../providers.js";
 import type { EventBus } from "../events.js";
 import type { Networks } from "../network.js";
 import type { HostDirs } from "../host-dirs/host-dirs.js";
+import type { Forwards } from "../guest/forwards.js";
 import type { Volumes } from "../volumes.js";
 import type { SandboxTable } from "./table.js";
 import type { Lifecycle } from "./lifecycle.js";
@@ -42,6 +43,7 @@ export interface PausesDeps {
   readonly events: EventBus;
   readonly networks: Pick<Networks, "detach">;
   readonly hostDirs: Pick<HostDirs, "forget">;
+  readonly forwards: Pick<Forwards, "forget">;
   readonly volumes: Pick<Volumes, "disks">;
   readonly lifecycle: Pick<Lifecycle, "admit" | "recordFailure" | "watch">;
 }
@@ -118,6 +120,7 @@ export class Pauses {
     if (!carry) {
       await this.d.networks.detach(sb.id);
       this.d.hostDirs.forget(sb.id); // mounted again when it runs again
+      this.d.forwards.forget(sb.id);
     }
     await sb.vm.destroy();
     this.d.sandboxes.update(sb.id, { vm_dir: null });
@@ -211,6 +214,7 @@ export class Pauses {
     this.d.table.dropMain(id);
     await this.d.networks.detach(id);
     this.d.hostDirs.forget(id);
+    this.d.forwards.forget(id);
   }
 
   /** The sandbox that slept in this process, running again on its restored VM with every stream it had. */

@@ -15,6 +15,7 @@ import type { Providers } from "../providers.js";
 import type { Networks } from "../network.js";
 import type { Volumes } from "../volumes.js";
 import type { HostDirs } from "../host-dirs/host-dirs.js";
+import { checkForward, GUEST_SSH_AUTH_SOCK, type Forwards } from "../guest/forwards.js";
 import type { ForgeOptions, SpawnDefaults } from "../options.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { IdlePolicy, SpawnOptions } from "../options.js";
@@ -28,6 +29,8 @@ import { expiryAfter, NO_TTL, noneIfZero, parseIdle } from "../../schemas/durati
 export interface SpawnPlan {
   /** What it runs on. */
   provider: Provider;
+  /** What it forwards from the host (guest/forwards.ts). */
+  forward: string[];
   image: LocalImage;
   template?: TemplateRow;
   memoryMb: number;
@@ -68,6 +71,7 @@ export interface PlannerDeps {
   readonly networks: Pick<Networks, "plan">;
   readonly volumes: Pick<Volumes, "plan">;
   readonly hostDirs: Pick<HostDirs, "check">;
+  readonly forwards: Pick<Forwards, "require">;
   /** Pulls an image a spawn names that is not local. */
   readonly pull: Pull;
 }
@@ -152,7 +156,11 @@ export class Planner {
       if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
       return this.d.pull(imageName);
     });
-    const env = tpl?.env || opts.env ? { ...tpl?.env, ...opts.env } : null;
+    const forward = checkForward(opts.forward);
+    this.d.forwards.require(forward);
+    // A forwarded agent is where ssh and git look for one.
+    const agentEnv = forward.includes("ssh-agent") ? { SSH_AUTH_SOCK: GUEST_SSH_AUTH_SOCK } : undefined;
+    const env = tpl?.env || opts.env || agentEnv ? { ...tpl?.env, ...agentEnv, ...opts.env } : null;
     const metadata = tpl?.metadata || opts.metadata ? { ...tpl?.metadata, ...opts.metadata } : null;
     let execUser: string | null = null;
     if (opts.user === "image") {
@@ -165,6 +173,7 @@ export class Planner {
     if (mounts.volumes.length || mounts.hostDirs.length) this.d.providers.require(provider, "volumes", "volumes");
     return {
       provider,
+      forward,
       image,
       template: tpl,
       memoryMb,
@@ -238,6 +247,7 @@ export class Planner {
       idempotency_key: opts.idempotencyKey ?? null,
       volumes: plan.volumes.length ? plan.volumes : null,
       host_dirs: plan.hostDirs.length ? plan.hostDirs : null,
+      forward: plan.forward.length ? plan.forward.join(",") : null,
     };
   }
 

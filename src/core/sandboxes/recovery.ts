@@ -17,6 +17,7 @@ import type { Providers } from "../providers.js";
 import type { EventBus } from "../events.js";
 import type { Networks } from "../network.js";
 import type { HostDirs } from "../host-dirs/host-dirs.js";
+import { forwardOf, type Forwards } from "../guest/forwards.js";
 import type { SandboxTable } from "./table.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { Pauses } from "./pause.js";
@@ -50,6 +51,7 @@ export interface RecoveryDeps {
   readonly events: EventBus;
   readonly networks: Pick<Networks, "attach">;
   readonly hostDirs: Pick<HostDirs, "attach">;
+  readonly forwards: Pick<Forwards, "attach">;
   readonly lifecycle: Pick<Lifecycle, "destroy" | "watch">;
   readonly pauses: Pick<Pauses, "resume">;
 }
@@ -108,6 +110,7 @@ export class Recovery {
         this.d.lifecycle.watch(sb);
         // The guest dropped its host directories with the old server's streams: mounted again.
         for (const m of row.host_dirs ?? []) await this.d.hostDirs.attach(sb, m).catch(ignore("a host directory gone since the crash: the sandbox runs without it"));
+        await this.d.forwards.attach(sb, forwardOf(row)).catch(ignore("no host agent now: the sandbox runs on without its forwarded agent"));
         this.d.sandboxes.update(row.id, { manager_pid: process.pid, last_active_at: null });
         const adopted = await sb.adoptProcesses().catch(() => []);
         this.d.events.emit("sandbox.reattached", row.id, { pid: row.vm_pid, processes: adopted.filter((p) => p.running).length });

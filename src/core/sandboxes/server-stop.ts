@@ -13,6 +13,7 @@ import type { Providers } from "../providers.js";
 import type { EventBus } from "../events.js";
 import type { Networks } from "../network.js";
 import type { HostDirs } from "../host-dirs/host-dirs.js";
+import type { Forwards } from "../guest/forwards.js";
 import type { MetricsSampler } from "../metrics/sampler.js";
 import type { SandboxTable } from "./table.js";
 import type { Pauses } from "./pause.js";
@@ -50,6 +51,7 @@ export interface ServerStopDeps {
   readonly events: EventBus;
   readonly networks: Pick<Networks, "detach">;
   readonly hostDirs: Pick<HostDirs, "forget">;
+  readonly forwards: Pick<Forwards, "forget">;
   readonly sampler: Pick<MetricsSampler, "forget">;
   readonly pauses: Pick<Pauses, "checkSavable" | "pause" | "letSleeperGo">;
   readonly stopStart: Pick<StopStart, "stop">;
@@ -130,6 +132,7 @@ export class ServerStop {
     this.d.table.end(id);
     await this.d.networks.detach(id);
     this.d.hostDirs.forget(id);
+    this.d.forwards.forget(id);
     this.d.sampler.forget(id);
     this.d.sandboxes.update(id, { manager_pid: null, last_active_at: new Date(sb.lastActive).toISOString() });
     sb.vm.release(new HostLeftError(SERVER_LEFT));

@@ -32,5 +32,6 @@ export function spawnOptionsOf(b: Static<typeof SpawnRequest>, ownerId: string |
     volumes: b.volumes,
     cache: b.cache,
     forkable: b.forkable,
+    forward: b.forward,
   };
 }
