@@ -210,6 +210,13 @@ const NetworkFields = {
   ),
 };
 
+/** What a sandbox has forwarded from the host (spawns, templates). */
+const Forward = Type.Array(Type.String({ minLength: 1, maxLength: 32 }), {
+  maxItems: 4,
+  description:
+    'Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.',
+});
+
 export const SpawnRequest = Body(
   {
     egress_rules: Type.Optional(EgressRules),
@@ -252,13 +259,7 @@ export const SpawnRequest = Body(
     name: Type.Optional(
       Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", description: "A name to use instead of the id anywhere (unique among sandboxes not yet gone)." }),
     ),
-    forward: Type.Optional(
-      Type.Array(Type.String({ minLength: 1, maxLength: 32 }), {
-        maxItems: 4,
-        description:
-          'Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.',
-      }),
-    ),
+    forward: Type.Optional(Forward),
     start: Type.Optional(Type.Boolean({ description: "false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it)." })),
     main: Type.Optional(
       Type.Object(
@@ -453,6 +454,7 @@ export const TemplateFields = {
   /** What its sandboxes do once idle. */
   idle: Type.Optional(IdleSpec),
   forkable: Type.Optional(Type.Boolean({ description: "Its sandboxes keep their RAM in a file of their own (fast forks and pauses)." })),
+  forward: Type.Optional(Forward),
   provider: Type.Optional(Type.String({ description: 'The provider its sandboxes run on ("" or absent: the server\'s default).' })),
   /** Copied into the metadata of every sandbox spawned from it. */
   metadata: Type.Optional(StringMap),
@@ -485,6 +487,7 @@ export const Template = Type.Object(
     pool_size: Type.Integer({ description: "Warm sandboxes kept ready." }),
     idle: Type.Optional(IdleSpec),
     forkable: Type.Optional(Type.Boolean()),
+    forward: Type.Optional(Forward),
     provider: Type.String(),
     metadata: StringMap,
     created_at: Type.String(),

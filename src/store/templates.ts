@@ -23,6 +23,8 @@ export interface TemplateBody {
   idle?: { after: string; action: "pause" | "stop" | "none" };
   /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses; see SpawnOptions.forkable). */
   forkable?: boolean;
+  /** What its sandboxes have forwarded from the host (guest/forwards.ts). */
+  forward?: string[];
   /** The provider its sandboxes run on (absent: the server's default). */
   provider?: string;
   /** Copied into the metadata of every sandbox spawned from it. */

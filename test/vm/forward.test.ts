@@ -137,6 +137,20 @@ describe("ssh-agent forwarding", () => {
     await apiRequest(server.url, "DELETE", `/sandboxes/${id}`);
   });
 
+  it("a template that forwards gives its sandboxes the agent", async () => {
+    const t = await apiRequest(server.url, "POST", "/templates", { name: "with-agent", memory_mb: 256, forward: ["ssh-agent"] });
+    assert.equal(t.status, 201, JSON.stringify(t.body));
+    assert.deepEqual(t.body.forward, ["ssh-agent"]);
+    const r = await apiRequest(server.url, "POST", "/templates/with-agent/spawn", {});
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.ok((await askAgent(r.body.id, "from a template")).verified);
+    await apiRequest(server.url, "DELETE", `/sandboxes/${r.body.id}`);
+    const bad = await apiRequest(server.url, "POST", "/templates", { name: "odd", forward: ["gpg-agent"] });
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.message, /forward: cannot forward "gpg-agent"/);
+    await apiRequest(server.url, "DELETE", "/templates/with-agent");
+  });
+
   it("a sandbox that does not ask forwards nothing", async () => {
     const r = await apiRequest(server.url, "POST", "/sandboxes", { memory_mb: 256 });
     const probe = await apiRequest(server.url, "POST", `/sandboxes/${r.body.id}/exec`, {

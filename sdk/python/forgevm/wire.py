@@ -341,6 +341,8 @@ class Template(_TemplateRequired, total=False):
     egress_rules: EgressRules
     idle: IdleSpec
     forkable: bool
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    forward: List[str]
 
 
 class _TemplateInputRequired(TypedDict):
@@ -368,6 +370,8 @@ class TemplateInput(_TemplateInputRequired, total=False):
     idle: IdleSpec
     #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
     forkable: bool
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    forward: List[str]
     #: The provider its sandboxes run on ("" or absent: the server's default).
     provider: str
     metadata: Dict[str, str]
@@ -398,6 +402,8 @@ class TemplateUpdate(TypedDict, total=False):
     idle: IdleSpec
     #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
     forkable: bool
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    forward: List[str]
     #: The provider its sandboxes run on ("" or absent: the server's default).
     provider: str
     metadata: Dict[str, str]

@@ -354,6 +354,8 @@ export interface Template {
   pool_size: number;
   idle?: IdleSpec;
   forkable?: boolean;
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  forward?: string[];
   provider: string;
   metadata: Record<string, string>;
   created_at: string;
@@ -384,6 +386,8 @@ export interface TemplateInput {
   idle?: IdleSpec;
   /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
   forkable?: boolean;
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  forward?: string[];
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider?: string;
   metadata?: Record<string, string>;
@@ -416,6 +420,8 @@ export interface TemplateUpdate {
   idle?: IdleSpec;
   /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
   forkable?: boolean;
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  forward?: string[];
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider?: string;
   metadata?: Record<string, string>;

@@ -25,6 +25,13 @@ function templateFlags(c: Command): Command {
       egressHeaderOption,
     )
     .option("--pool-size <n>", "warm sandboxes kept ready", intOption("--pool-size", 0, 64))
+    .option("--forward <kinds>", "credentials its sandboxes have forwarded from the host: ssh-agent (comma-separated)", (v: string, acc: string[] = []) => [
+      ...acc,
+      ...v
+        .split(",")
+        .map((k) => k.trim())
+        .filter(Boolean),
+    ])
     .option("--description <text>", "what it is for")
     .option("--json", "print JSON");
 }
@@ -46,6 +53,7 @@ async function templateBody(name: string, o: Record<string, any>): Promise<Templ
     o.secretName?.map((n: string) => ({ name: n })),
   );
   set("pool_size", o.poolSize);
+  set("forward", o.forward);
   set("description", o.description);
   return t as unknown as TemplateInput;
 }

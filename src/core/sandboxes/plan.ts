@@ -156,7 +156,7 @@ export class Planner {
       if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
       return this.d.pull(imageName);
     });
-    const forward = checkForward(opts.forward);
+    const forward = checkForward(opts.forward ?? tpl?.forward);
     this.d.forwards.require(forward);
     // A forwarded agent is where ssh and git look for one.
     const agentEnv = forward.includes("ssh-agent") ? { SSH_AUTH_SOCK: GUEST_SSH_AUTH_SOCK } : undefined;

@@ -1,5 +1,6 @@
 // Templates: named spawn settings. Creating, changing or deleting one also remakes its base
 // snapshots and warm pool.
+import { checkForward } from "../guest/forwards.js";
 import type { TemplateBody, TemplateRow } from "../../store/templates.js";
 import { NO_TTL, parseIdle, parseTtl, ttlSeconds as checkTtlSeconds } from "../../schemas/durations.js";
 import type { TemplateStore } from "../../store/templates.js";
@@ -47,6 +48,7 @@ export function templateBody(t: TemplateInput): TemplateBody {
     // Checked here, once for every way in; stored as written.
     idle: t.idle ? checkedIdle(t.idle) : undefined,
     forkable: t.forkable || undefined,
+    forward: t.forward?.length ? checkForward(t.forward) : undefined,
     provider: t.provider || undefined,
     metadata: t.metadata && Object.keys(t.metadata).length ? t.metadata : undefined,
   };

@@ -32,6 +32,7 @@ function view(forge: Forge, t: TemplateRow) {
     pool_size: t.pool_size ?? 0,
     ...(t.idle ? { idle: t.idle } : {}),
     ...(t.forkable ? { forkable: true } : {}),
+    ...(t.forward?.length ? { forward: t.forward } : {}),
     provider: t.provider ?? forge.providers.defaultName,
     metadata: t.metadata ?? {},
     created_at: t.created_at,
