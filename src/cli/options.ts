@@ -44,6 +44,17 @@ export function listOption(v: string, acc: string[] = []) {
   return [...acc, v];
 }
 
+/** A repeatable option whose values may each be a comma-separated list ("--forward a,b"). */
+export function commaListOption(v: string, acc: string[] = []) {
+  return [
+    ...acc,
+    ...v
+      .split(",")
+      .map((k) => k.trim())
+      .filter(Boolean),
+  ];
+}
+
 /** A map that stayed empty is left out of a request. */
 export function nonEmpty<T extends object>(m: T | undefined): T | undefined {
   return m && Object.keys(m).length ? m : undefined;

@@ -5,6 +5,7 @@
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { pathsFor } from "../config/paths.js";
+import { SYSTEM_UNIT } from "./commands/service.js";
 import type { Cli } from "./context.js";
 
 export interface GuideOptions {
@@ -42,7 +43,7 @@ export async function guidedSetup(cli: Cli, o: GuideOptions, installService: () 
     images.push(CODE_IMAGE);
   else say(`image ${CODE_IMAGE}: skipped (forgevm setup builds it later)`);
   const hasSystemd = existsSync("/run/systemd/system");
-  const serviceInstalled = existsSync("/etc/systemd/system/forgevm.service");
+  const serviceInstalled = existsSync(SYSTEM_UNIT);
   const service = hasSystemd && !serviceInstalled && (await choose({ ask: "Start the server at boot (a systemd service: forgevm service install)?", default: false }));
 
   const { runSetup } = await import("../setup/index.js");

@@ -63,6 +63,9 @@ export async function serviceUnit(cli: Cli, opts: { configFile?: string; user?: 
   ].join("\n");
 }
 
+/** The system unit `forgevm service install` writes by default (setup and status look for it). */
+export const SYSTEM_UNIT = "/etc/systemd/system/forgevm.service";
+
 function unitPath(o: ServiceOptions): string {
   const dir = o.unitDir ?? (o.user ? join(homedir(), ".config", "systemd", "user") : "/etc/systemd/system");
   return join(dir, `${o.name}.service`);

@@ -13,6 +13,7 @@ import type { Command } from "commander";
 import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
+import { SYSTEM_UNIT } from "./service.js";
 
 const run = promisify(execFile);
 const INSTALL = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
@@ -37,7 +38,7 @@ export function statusCommands(program: Command, cli: Cli, version: string): voi
       );
       const images = await builtImages(paths.imagesDir);
       const server = await serverState(cli);
-      const service = existsSync("/etc/systemd/system/forgevm.service") ? await serviceState() : "not installed";
+      const service = existsSync(SYSTEM_UNIT) ? await serviceState() : "not installed";
       const disk = await diskUse(paths.dataDir);
       const updates: string[] = [];
       if (!kernel || !existsSync(paths.initramfs)) updates.push("the data directory is not set up: forgevm setup");

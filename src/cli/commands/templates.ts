@@ -4,7 +4,7 @@ import { MEMORY_MB } from "../../schemas/bounds.js";
 import type { Command } from "commander";
 import type { Template, TemplateInput } from "forgevm";
 import type { Cli } from "../context.js";
-import { egressHeaderOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
+import { commaListOption, egressHeaderOption, intOption, listOption, nonEmpty, pairOption, ttlOption } from "../options.js";
 import { emit, table } from "../output.js";
 import { withSpawnProgress } from "../spawn-progress.js";
 
@@ -25,13 +25,7 @@ function templateFlags(c: Command): Command {
       egressHeaderOption,
     )
     .option("--pool-size <n>", "warm sandboxes kept ready", intOption("--pool-size", 0, 64))
-    .option("--forward <kinds>", "credentials its sandboxes have forwarded from the host: ssh-agent (comma-separated)", (v: string, acc: string[] = []) => [
-      ...acc,
-      ...v
-        .split(",")
-        .map((k) => k.trim())
-        .filter(Boolean),
-    ])
+    .option("--forward <kinds>", "credentials its sandboxes have forwarded from the host: ssh-agent (comma-separated)", commaListOption)
     .option("--description <text>", "what it is for")
     .option("--json", "print JSON");
 }

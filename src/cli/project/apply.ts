@@ -56,13 +56,11 @@ export async function up(client: Client, p: Project, say: (line: string) => void
     }
     if (now) await client.destroy(now.id);
     const metadata = { ...(body.metadata as Record<string, string> | undefined), [PROJECT]: p.name, [DIR]: p.dir, [MEMBER]: sb.name, [SETTINGS]: JSON.stringify(settings) };
-    const made = await client.spawn({ ...body, name: serverName(p, sb), metadata });
-    for (const m of sb.mounts) {
-      await client.mount(made.id, m.host, m.path, { readOnly: m.readOnly }).catch(async (e: Error) => {
-        await client.destroy(made.id);
-        throw new ForgevmError(`${sb.name}: mounts: ${m.host}: ${e.message}`, (e as ForgevmError).code ?? "");
-      });
-    }
+    // Host directories go in as a spawn's "/dir:/path[:ro]" volumes: the server checks them before it starts anything.
+    const volumes = [...((body.volumes as string[] | undefined) ?? []), ...sb.mounts.map((m) => `${m.host}:${m.path}${m.readOnly ? ":ro" : ""}`)];
+    await client.spawn({ ...body, ...(volumes.length ? { volumes } : {}), name: serverName(p, sb), metadata }).catch((e: Error) => {
+      throw new ForgevmError(`${sb.name}: ${e.message}`, (e as ForgevmError).code ?? "");
+    });
     say(now ? `${sb.name}: recreated (${now.state === "error" ? "it had failed" : `${changed.join(", ")} changed`})` : `${sb.name}: created`);
   }
   for (const [name, s] of existing)
