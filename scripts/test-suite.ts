@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import Database from "better-sqlite3";
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,7 @@ import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
 import { installFrameworks } from "./test-frameworks.js";
+import { failuresFile } from "./test-times.js";
 import { ALONE, FILE_SECONDS, HOST_STATE, TIER_NAMES, TIERS, type Tier, UNLISTED_SECONDS } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
@@ -375,6 +376,9 @@ async function main(): Promise<number> {
         code = (await runFiles("the files that run alone", alone, 1, env, deadline)) || code;
       } else console.error("# tier unit failed: the VM tiers were not run");
     }
+    // CI keeps the end of the output: what failed, and why, is said again there.
+    const failed = await readFile(failuresFile(runDir), "utf8").catch(() => "");
+    if (failed) console.log(`\n# what failed in this run, again:\n${failed}`);
     const problems = await checkUser(user, before);
     if (problems.length) {
       console.error("\n# the suite did not leave the user's machine alone:");

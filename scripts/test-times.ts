@@ -1,13 +1,38 @@
 // A test reporter for `npm test`: at the end of the run, how long each test file's tests took
 // (their top-level tests and hooks, summed), longest first, and the total. This is what the
 // suite's tiers and docs/testing.md are planned from. Then every test that was skipped, with its
-// file and reason, so a check this machine cannot make is never read as one that passed.
-import { realpathSync } from "node:fs";
-import { relative } from "node:path";
+// file and reason, so a check this machine cannot make is never read as one that passed. Each
+// failure's message is also appended to the run directory's failures file, which the suite prints
+// again as its last lines: CI keeps only the end of a long run's output.
+import { appendFileSync, realpathSync } from "node:fs";
+import { join, relative } from "node:path";
 
 interface TestEvent {
   type: string;
-  data: { nesting: number; name?: string; file?: string; skip?: string | boolean; details?: { duration_ms?: number } };
+  data: {
+    nesting: number;
+    name?: string;
+    file?: string;
+    line?: number;
+    skip?: string | boolean;
+    details?: { duration_ms?: number; error?: { failureType?: string; message?: string; cause?: unknown } };
+  };
+}
+
+/** Where the suite collects failures across its phases (test-suite.ts prints it at the end). */
+export const failuresFile = (runDir: string) => join(runDir, "failures.txt");
+
+/** A failure in a few lines: the assertion's own message (the cause), cut to what a log can hold. */
+function failure(e: TestEvent): string {
+  const err = e.data.details?.error;
+  const cause = err?.cause as { message?: string; stack?: string } | undefined;
+  const full = String(cause?.stack ?? cause?.message ?? cause ?? err?.message ?? "no message");
+  // The message, then the first frames in our own code (node's runner frames say nothing).
+  const frames = full.split("\n").filter((l) => /^\s+at /.test(l) && !l.includes("node:") && !l.includes("(<anonymous>)"));
+  const text = [...full.split("\n").filter((l) => !/^\s+at /.test(l)), ...frames.slice(0, 3)].join("\n");
+  const cut = text.length > 2000 ? `${text.slice(0, 2000)} …` : text;
+  const where = `${e.data.file ? own(e.data.file) : "?"}${e.data.line ? `:${e.data.line}` : ""}`;
+  return `# FAILED ${where}: ${e.data.name ?? "?"}\n${cut.replace(/^/gm, "#   ")}\n`;
 }
 
 /** A test file's own path: the runner hands node links to it, named by rank (test-suite.ts). */
@@ -17,7 +42,10 @@ const own = (file: string) => relative(process.cwd(), realpathSync(file));
 export default async function* testTimes(source: AsyncIterable<TestEvent>): AsyncGenerator<string> {
   const files = new Map<string, { ms: number; tests: number }>();
   const skipped: string[] = [];
+  const failures: string[] = [];
   for await (const e of source) {
+    // A suite fails because a test in it did: that test's own event says why.
+    if (e.type === "test:fail" && e.data.details?.error?.failureType !== "subtestsFailed") failures.push(failure(e));
     if (e.type === "test:pass" && e.data.skip !== undefined && e.data.skip !== false) {
       const why = typeof e.data.skip === "string" && e.data.skip ? e.data.skip : "no reason given";
       skipped.push(`${e.data.file ? own(e.data.file) : "?"}: ${e.data.name ?? "?"} — ${why}`);
@@ -37,6 +65,10 @@ export default async function* testTimes(source: AsyncIterable<TestEvent>): Asyn
   if (skipped.length) {
     out += `\n# SKIPPED: ${skipped.length} test${skipped.length === 1 ? "" : "s"} did not run here, and prove nothing on this machine:\n`;
     for (const line of skipped) out += `#   SKIPPED ${line}\n`;
+  }
+  if (failures.length) {
+    out += `\n# ${failures.length} failure${failures.length === 1 ? "" : "s"}:\n${failures.join("")}`;
+    if (process.env.TEST_RUN_DIR) appendFileSync(failuresFile(process.env.TEST_RUN_DIR), failures.join(""));
   }
   yield out;
 }
