@@ -25,8 +25,10 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # 1. System packages (QEMU, image and agent build tools, bubblewrap for the local provider).
-PKGS="qemu-system-x86 qemu-utils openssh-client patchelf debootstrap debian-archive-keyring musl-tools gcc make cpio e2fsprogs kmod lz4 zstd xz-utils attr ca-certificates iptables util-linux bubblewrap"
-[ "$TEST" = 1 ] && PKGS="$PKGS rsync docker-registry skopeo busybox-static python3 python3-venv python3-pip-whl iproute2 chromium postgresql"
+#    The lists are in deploy/debian-packages.txt (`forgevm setup` reads the same file).
+packages() { sed -n "s/^$1: //p" deploy/debian-packages.txt; }
+PKGS="$(packages run) $(packages build)"
+[ "$TEST" = 1 ] && PKGS="$PKGS $(packages test)"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -25,6 +25,7 @@ import { sshCommands } from "./commands/ssh.js";
 import { balloonCommands } from "./commands/balloon.js";
 import { projectCommands } from "./commands/project.js";
 import { statusCommands } from "./commands/status.js";
+import { upgradeCommands } from "./commands/upgrade.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
@@ -66,6 +67,7 @@ sshCommands(program, cli);
 balloonCommands(program, cli);
 projectCommands(program, cli);
 statusCommands(program, cli, pkg.version);
+upgradeCommands(program);
 
 // Docker's `-it` (interactive, terminal) is one flag of `run` here, where -i names the image.
 function dockerTty(argv: string[]): string[] {

@@ -1,6 +1,6 @@
-// `forgevm setup`, guided: every step checked first and skipped when done (setup/index.ts), a
-// question before anything optional (the code-interpreter image, the boot-time service), and at
-// the end a test sandbox booted and a command run in it, timed. `-y`, or no terminal to ask on,
+// `forgevm setup`, guided: every step checked first and skipped when done (the system packages,
+// then setup/index.ts), a question before anything optional (the code-interpreter image, the
+// boot-time service), and at the end a test sandbox booted and a command run in it, timed. `-y`, or no terminal to ask on,
 // takes the defaults. ./setup.sh runs it with `-y --no-test-sandbox`.
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
@@ -48,6 +48,7 @@ export async function guidedSetup(cli: Cli, o: GuideOptions, installService: () 
 
   const { runSetup } = await import("../setup/index.js");
   const lines: string[] = [];
+  await (await import("../setup/system-packages.js")).ensureSystemPackages((m) => (o.quiet ? lines.push(m) : say(m)));
   await runSetup(paths, (m) => (o.quiet ? lines.push(m) : say(m)), { images });
   if (service) await installService();
   else if (serviceInstalled) say("boot-time service: installed (forgevm service uninstall removes it)");

@@ -14,6 +14,8 @@ export interface Paths {
   initramfs: string;
   /** The agent binary itself, for sandboxes without a VM (the local provider). */
   agentBinary: string;
+  /** The guest's git credential helper, copied into sandboxes that forward git (core/guest/forwards.ts). */
+  gitCredentialHelper: string;
   imagesDir: string;
   /** Content-addressed layer and config blobs shared by images. */
   blobsDir: string;
@@ -42,6 +44,7 @@ export function pathsFor(dataDir: string = defaultDataDir()): Paths {
     modulesDir: join(kernelDir, "modules"),
     initramfs: join(dataDir, "agent", "initramfs.cpio"),
     agentBinary: join(dataDir, "agent", "forgevm-agent"),
+    gitCredentialHelper: join(dataDir, "agent", "git-credential-forgevm"),
     imagesDir: join(dataDir, "images"),
     blobsDir: join(dataDir, "blobs"),
     vmsDir: join(dataDir, "vms"),

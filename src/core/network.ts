@@ -8,7 +8,7 @@ import type { Duplex } from "node:stream";
 import type { GuestListener } from "../agent-client/index.js";
 import type { Guest } from "../providers/guest.js";
 import type { Vm } from "../providers/provider.js";
-import { AllowlistError, outside, parseAllowlist, type Presets } from "../net/allowlist.js";
+import { AllowlistError, matchHost, outside, parseAllowlist, type Presets } from "../net/allowlist.js";
 import type { EgressProxy } from "../net/egress-proxy.js";
 import type { EgressEntry } from "../net/egress-log.js";
 import { PortError, PublishedPorts, parsePortSpec, type PortMapping } from "../net/ports.js";
@@ -203,10 +203,7 @@ export class Networks {
     }
   }
 
-  /**
-   * Gives a started VM its network: the proxy listener in the guest and the published ports.
-   * Returns the record with the ports really bound; a port already taken fails with 409.
-   */
+  /** Gives a started VM its network (proxy listener, published ports); the record with the ports bound, a taken one a 409. */
   async attach(id: string, vm: Vm, record: NetworkRecord): Promise<NetworkRecord> {
     const a: Attached = {
       id,
@@ -244,6 +241,14 @@ export class Networks {
     this.proxy.forget(id);
     a.listener?.close();
     await a.ports.close();
+  }
+
+  /** Whether a running sandbox's egress lets it reach `host` (a name) on `port`: git credential forwarding asks. */
+  allowsHost(id: string, host: string, port: number): boolean {
+    const r = this.attached.get(id)?.record;
+    if (!r || r.mode === "none") return false;
+    if (r.mode === "full" || r.deny) return true;
+    return matchHost(this.parse(r.allow), host, port) !== null;
   }
 
   /** The network of a running sandbox. */
@@ -335,10 +340,7 @@ export class Networks {
     this.save(id, a.record);
   }
 
-  /**
-   * A connection to a port inside a running sandbox, through its agent (counted as traffic for
-   * its idle policy); null when nothing listens there.
-   */
+  /** A connection to a port in a running sandbox through its agent (traffic for its idle policy); null when nothing listens. */
   async openPort(id: string, port: number): Promise<Duplex | null> {
     const a = this.of(id);
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw badRequest(`port must be 1-65535, got ${port}`);

@@ -45,6 +45,7 @@ import { TemplatesFacade } from "./facades/templates.js";
 import { VolumesFacade } from "./facades/volumes.js";
 import { HostDirs } from "./host-dirs/host-dirs.js";
 import { Forwards } from "./guest/forwards.js";
+import { hostCredentialFill } from "./guest/git-credentials.js";
 import { enableKsm } from "./host/host-memory.js";
 import { Images } from "./images/images.js";
 import { ServerMetrics } from "./metrics/prometheus.js";
@@ -309,7 +310,13 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     secretStore,
     volumes: new Volumes(join(paths.dataDir, "volumes"), new VolumeStore(db), sandboxes),
     hostDirs: new HostDirs(opts.hostDirs ?? [], sandboxes),
-    forwards: new Forwards(opts.sshAgentSocket),
+    forwards: new Forwards({
+      sshAgentSocket: opts.sshAgentSocket,
+      gitHelper: paths.gitCredentialHelper,
+      fill: hostCredentialFill(),
+      egressAllows: (id, host, port) => core.networks.allowsHost(id, host, port),
+      refused: (id, why) => console.error(`forgevm: sandbox ${id}: ${why}`),
+    }),
     warm: new WarmPools(opts.warmPool?.memoryBudgetMb ?? 2048, events.emit),
     prestarts: new Prestarts(opts.baseSnapshots === false ? 0 : (opts.prestart ?? 0), PRESTART_BASES, events.emit),
     snaps: new Snapshots({ paths, provider: providers.default, store: snapshotRows, events, inUse: () => snapshotsInUse(core), restoredFrom: () => snapshotsInUse(core, true) }),

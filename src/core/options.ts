@@ -134,7 +134,7 @@ export interface SpawnOptions {
   hostname?: string;
   /** Named volumes to mount: "NAME:/path" or "NAME:/path:ro" (a missing volume is created). */
   volumes?: string[];
-  /** Credentials forwarded into it ("ssh-agent"): guest/forwards.ts. Nothing unless asked. */
+  /** Credentials forwarded into it ("ssh-agent", "git"): guest/forwards.ts. Nothing unless asked. */
   forward?: string[];
   /** Allowlist mode: package files fetched over HTTP go through the host's package cache (default: the config's network.cache). */
   cache?: boolean;

@@ -11,3 +11,6 @@ export const DISK_MB = { minimum: 64, maximum: 1048576 } as const;
 export const VCPUS = { minimum: 1, maximum: 64 } as const;
 /** A Linux uid or gid: 32 bits, less the one that means "none". */
 export const UNIX_ID = { minimum: 0, maximum: 4294967294 } as const;
+
+/** What a sandbox may have forwarded from the host (core/guest/forwards.ts): one list for every interface. */
+export const FORWARD_KINDS = ["ssh-agent", "git"] as const;

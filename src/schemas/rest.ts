@@ -214,7 +214,7 @@ const NetworkFields = {
 const Forward = Type.Array(Type.String({ minLength: 1, maxLength: 32 }), {
   maxItems: 4,
   description:
-    'Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.',
+    'Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git\'s credential helper asks the server\'s user\'s `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.',
 });
 
 export const SpawnRequest = Body(

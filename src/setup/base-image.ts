@@ -1,6 +1,6 @@
 // The built-in images: the default one, Debian bookworm (minbase + python3, bash, ca-certificates,
 // coreutils, ping, curl, ps, ip, and an unprivileged `user`), and the code-interpreter one (the
-// same plus matplotlib, pandas and Node.js), made with debootstrap from the Debian archive and packed into read-only ext4
+// same plus matplotlib, pandas, Node.js, git and ssh's client), made with debootstrap from the Debian archive and packed into read-only ext4
 // files with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still
 // has working images this way.
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
@@ -15,7 +15,7 @@ const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-pi
  * Installed with apt after debootstrap, whose resolver takes first alternatives (here: scipy and
  * compilers). python3-munkres satisfies fonttools' "scipy | munkres" with 100 kB.
  */
-const CODE_EXTRAS = ["python3-matplotlib", "python3-pandas", "python3-munkres", "nodejs"];
+const CODE_EXTRAS = ["python3-matplotlib", "python3-pandas", "python3-munkres", "nodejs", "git", "openssh-client"];
 /** Run in each image once built: an unprivileged `user` (uid 1000, home /home/user), whom E2B's SDKs run commands as. */
 const ADD_USER = "useradd --create-home --uid 1000 --user-group --shell /bin/bash user";
 /** ... and in the code image: matplotlib's font cache, which its first import would spend seconds on. */

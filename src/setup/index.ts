@@ -3,27 +3,25 @@
 import { existsSync } from "node:fs";
 import { rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
 import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages } from "./base-image.js";
 import { ensureInitramfs } from "./initramfs.js";
+import { INSTALL_ROOT, IS_CHECKOUT } from "./install.js";
 import { ensureKernel } from "./kernel.js";
 import { ensureSshServer } from "./ssh-server.js";
 import { ignore } from "../util/ignore.js";
 import { seedDataDir } from "./seed.js";
 
-const REPO = fileURLToPath(new URL("../../../", import.meta.url));
-
 /** Where the build puts the static agent, relative to the repository. */
-export const AGENT_BINARY = join(REPO, "agent", "build", "forgevm-agent");
+export const AGENT_BINARY = join(INSTALL_ROOT, "agent", "build", "forgevm-agent");
 
 /**
  * The checkout's own copy of what setup prepared (kernel, initramfs, built-in images, by hard
  * link), which tests and benchmarks seed from: it outlives whatever data directory the
  * environment pointed setup at, and no environment is read to find it.
  */
-const PREPARED = join(REPO, ".forgevm-test", "prepared");
+const PREPARED = join(INSTALL_ROOT, ".forgevm-test", "prepared");
 
 export interface SetupOptions {
   /** The built-in images to build (default: all of them). */
@@ -40,7 +38,8 @@ export async function runSetup(paths: Paths, log: (m: string) => void, o: SetupO
   await ensureInitramfs(paths, AGENT_BINARY, log);
   await ensureBaseImages(paths, log, o.images);
   await ssh;
-  await keepPrepared(paths, log);
+  // An installed package runs no tests: nothing to keep a copy for.
+  if (IS_CHECKOUT) await keepPrepared(paths, log);
 }
 
 /**

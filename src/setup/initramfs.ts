@@ -23,7 +23,13 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
   const digest = createHash("sha256").update(archive).digest("hex");
   const stampFile = `${paths.initramfs}.sha256`;
   const current = await readFile(stampFile, "utf8").catch(() => "");
-  await installAgent(paths, agent);
+  await installAgent(paths.agentBinary, agent);
+  await installAgent(
+    paths.gitCredentialHelper,
+    await readFile(join(dirname(agentBinary), "git-credential-forgevm")).catch(() => {
+      throw new Error(`the guest's git credential helper is missing beside ${agentBinary} (build it with: make -C agent)`);
+    }),
+  );
   if (current.trim() === digest) {
     log(`initramfs: up to date (agent ${digest.slice(0, 12)})`);
     return;
@@ -35,11 +41,14 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
   log(`initramfs: built (${(archive.length / 1024).toFixed(0)} KiB, ${order.length} modules)`);
 }
 
-/** Copies the agent binary into the data directory (the local provider runs it without a VM). */
-async function installAgent(paths: Paths, agent: Buffer): Promise<void> {
-  const now = await readFile(paths.agentBinary).catch(() => null);
-  if (now?.equals(agent)) return;
-  await mkdir(dirname(paths.agentBinary), { recursive: true });
-  await writeFile(`${paths.agentBinary}.tmp`, agent, { mode: 0o755 });
-  await rename(`${paths.agentBinary}.tmp`, paths.agentBinary);
+/**
+ * Copies a guest binary into the data directory: the agent (the local provider runs it without a
+ * VM) and the git credential helper (copied into sandboxes that forward git).
+ */
+async function installAgent(to: string, binary: Buffer): Promise<void> {
+  const now = await readFile(to).catch(() => null);
+  if (now?.equals(binary)) return;
+  await mkdir(dirname(to), { recursive: true });
+  await writeFile(`${to}.tmp`, binary, { mode: 0o755 });
+  await rename(`${to}.tmp`, to);
 }

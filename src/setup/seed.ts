@@ -28,7 +28,7 @@ export async function seedDataDir(from: string, to: string, images: string[] = [
   await mkdir(join(to, "agent"), { recursive: true });
   await share(src.initramfs, dst.initramfs);
   await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
-  if (await lstat(src.agentBinary).catch(() => null)) await share(src.agentBinary, dst.agentBinary);
+  for (const binary of ["agentBinary", "gitCredentialHelper"] as const) if (await lstat(src[binary]).catch(() => null)) await share(src[binary], dst[binary]);
   for (const [n, i] of images.entries()) {
     await shareTree(stored[n], imageDir(dst, i));
     await shareBlobs(src.blobsDir, dst.blobsDir, stored[n]);

@@ -5,8 +5,9 @@ import { dirname } from "node:path";
 
 export type Db = Database.Database;
 
-// Append only: a released migration is never edited, a new one is added.
-const MIGRATIONS: string[] = [
+// Append only: a released migration is never edited, a new one is added. test/unit/migrations.test.ts
+// opens a database made at every earlier version with the current code.
+export const MIGRATIONS: string[] = [
   `CREATE TABLE sandboxes (
      id TEXT PRIMARY KEY,
      state TEXT NOT NULL,
@@ -214,6 +215,13 @@ export function openDb(path: string): Db {
   db.pragma("foreign_keys = ON");
   db.pragma("synchronous = NORMAL");
   const version = db.pragma("user_version", { simple: true }) as number;
+  // A newer ForgeVM migrated it (and this one was installed back): its tables are not this one's to write.
+  if (version > MIGRATIONS.length) {
+    db.close();
+    throw new Error(
+      `${path} is from a newer ForgeVM (schema ${version}; this one knows ${MIGRATIONS.length}): run that version or a later one (forgevm upgrade), or point this one at another data directory`,
+    );
+  }
   for (let v = version; v < MIGRATIONS.length; v++) {
     db.transaction(() => {
       db.exec(MIGRATIONS[v]);

@@ -60,7 +60,7 @@ export interface SandboxRow {
   volumes: VolumeMount[] | null;
   /** Host directories it mounts (live, over FUSE). */
   host_dirs: HostDirMount[] | null;
-  /** What it forwards from the host ("ssh-agent"), comma-separated; null: nothing. */
+  /** What it forwards from the host ("ssh-agent", "git"), comma-separated; null: nothing. */
   forward?: string | null;
   /** What its expiry does, and whether a call for it wakes it once paused (null: destroyed at expiry). */
   lifecycle: LifecycleRecord | null;

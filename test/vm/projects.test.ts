@@ -131,7 +131,7 @@ describe("a project file refused before anything starts", () => {
       ["[sandboxes.a]\nmemory_mb = 10\n", /forgevm\.toml:2: memory_mb must be >= 96/],
       ['[sandboxes.a]\nmounts = ["./nowhere:/x"]\n', /forgevm\.toml:2: mount source .*nowhere is not a directory/],
       ['[sandboxes.a]\nbuild = "./src"\n', /forgevm\.toml:2: .*Dockerfile does not exist/],
-      ['[sandboxes.a]\nforward = ["git"]\n', /forgevm\.toml:2: forward is a list of what to forward from the host: "ssh-agent"/],
+      ['[sandboxes.a]\nforward = ["gpg-agent"]\n', /forgevm\.toml:2: forward is a list of what to forward from the host: "ssh-agent", "git"/],
       ["[sandboxes.a]\nmemory_mb = \n", /forgevm\.toml:2: Invalid TOML document/],
     ];
     const good = await readFile(join(dir, "forgevm.toml"), "utf8");

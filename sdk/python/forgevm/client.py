@@ -98,7 +98,7 @@ class Client:
         has the egress proxy add those headers, the stored secret filled in, to requests for that host only.
         ``deny=[]`` (network "allowlist") opens egress to every public destination, ``deny=["10.0.0.0/8"]`` to all but those.
         ``forkable=True`` keeps its RAM in a file of its own: a fork stops it only to copy that file, a pause copies nothing.
-        ``forward=["ssh-agent"]`` gives it an SSH_AUTH_SOCK that reaches the ssh agent where the server runs (signatures, never keys).
+        ``forward=["ssh-agent"]`` gives it an SSH_AUTH_SOCK that reaches the ssh agent where the server runs (signatures, never keys); ``"git"`` gives its git the server user's credentials for the hosts its egress allows.
         """
         body = {
             "image": image, "memory_mb": memory_mb, "vcpus": vcpus, "ttl": ttl, "template": template, "provider": provider,

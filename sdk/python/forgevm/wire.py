@@ -44,7 +44,7 @@ class SpawnOptions(TypedDict, total=False):
     forkable: bool
     #: A name to use instead of the id anywhere (unique among sandboxes not yet gone).
     name: str
-    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
     #: false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it).
     start: bool
@@ -341,7 +341,7 @@ class Template(_TemplateRequired, total=False):
     egress_rules: EgressRules
     idle: IdleSpec
     forkable: bool
-    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
 
 
@@ -370,7 +370,7 @@ class TemplateInput(_TemplateInputRequired, total=False):
     idle: IdleSpec
     #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
     forkable: bool
-    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
     #: The provider its sandboxes run on ("" or absent: the server's default).
     provider: str
@@ -402,7 +402,7 @@ class TemplateUpdate(TypedDict, total=False):
     idle: IdleSpec
     #: Its sandboxes keep their RAM in a file of their own (fast forks and pauses).
     forkable: bool
-    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked.
+    #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
     #: The provider its sandboxes run on ("" or absent: the server's default).
     provider: str

@@ -84,7 +84,7 @@ export interface SpawnOptions {
   forkable?: boolean;
   /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
   name?: string;
-  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
   /** false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it). */
   start?: boolean;
@@ -354,7 +354,7 @@ export interface Template {
   pool_size: number;
   idle?: IdleSpec;
   forkable?: boolean;
-  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
   provider: string;
   metadata: Record<string, string>;
@@ -386,7 +386,7 @@ export interface TemplateInput {
   idle?: IdleSpec;
   /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
   forkable?: boolean;
-  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider?: string;
@@ -420,7 +420,7 @@ export interface TemplateUpdate {
   idle?: IdleSpec;
   /** Its sandboxes keep their RAM in a file of their own (fast forks and pauses). */
   forkable?: boolean;
-  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys). Nothing unless asked. */
+  /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider?: string;

@@ -36,7 +36,7 @@ export function sandboxOptions(c: Command): Command {
     .option("--idle-pause <duration>", "pause it after this long with nothing in flight; any later call or connection resumes it", durationOption("--idle-pause"))
     .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)")
     .option("--forkable", "keep its RAM in a file of its own: forks stop it only to copy that file, pauses copy nothing")
-    .option("--forward <kinds>", "credentials forwarded from the host while it runs: ssh-agent (comma-separated)", commaListOption)
+    .option("--forward <kinds>", "credentials forwarded from the host while it runs: ssh-agent, git (comma-separated)", commaListOption)
     .option("-l, --label <KEY=VALUE>", "a label in its metadata (repeatable; `Sandbox.list` and E2B's filters match them)", pairOption("--label"))
     .option("--owner <id>", "whose sandbox it is (as the X-User-ID header: lists filtered by owner show it)");
 }

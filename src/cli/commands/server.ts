@@ -1,7 +1,7 @@
 // The server itself: serve, setup, doctor, version.
 import type { Command } from "commander";
 import { stat } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
+import { INSTALL_ROOT, IS_CHECKOUT } from "../../setup/install.js";
 import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
@@ -120,8 +120,10 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .description("print the version")
     .option("--json", "print JSON")
     .action((o: { json?: boolean }) => {
-      const from = fileURLToPath(new URL("../../../../", import.meta.url)).replace(/\/$/, "");
-      emit(o.json, { version, from, node: process.version }, () => console.log(`forgevm ${version} (${from}, Node.js ${process.version})`));
+      const how = IS_CHECKOUT ? "checkout" : "package";
+      emit(o.json, { version, from: INSTALL_ROOT, installed_as: how, node: process.version }, () =>
+        console.log(`forgevm ${version} (${how === "checkout" ? "a checkout" : "the npm package"} at ${INSTALL_ROOT}, Node.js ${process.version})`),
+      );
     });
 }
 

@@ -6,17 +6,16 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile, readdir, stat, statfs } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import type { Command } from "commander";
 import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
 import { SYSTEM_UNIT } from "./service.js";
+import { INSTALL_ROOT as INSTALL, IS_CHECKOUT } from "../../setup/install.js";
 
 const run = promisify(execFile);
-const INSTALL = join(dirname(fileURLToPath(import.meta.url)), "../../../..");
 
 export function statusCommands(program: Command, cli: Cli, version: string): void {
   program
@@ -44,9 +43,9 @@ export function statusCommands(program: Command, cli: Cli, version: string): voi
       if (!kernel || !existsSync(paths.initramfs)) updates.push("the data directory is not set up: forgevm setup");
       else if (await agentDiffers(paths.agentBinary)) updates.push("the guest agent was rebuilt since the initramfs: forgevm setup (new sandboxes get it)");
       if (!ssh) updates.push("no ssh server for guests: forgevm setup");
-      if (!qemu) updates.push("QEMU is not installed: ./setup.sh, or apt-get install qemu-system-x86");
+      if (!qemu) updates.push("QEMU is not installed: forgevm setup (as root), or apt-get install qemu-system-x86");
       const status = {
-        forgevm: { version, from: INSTALL, node: process.version },
+        forgevm: { version, from: INSTALL, installed_as: IS_CHECKOUT ? "checkout" : "package", node: process.version },
         qemu,
         kernel: kernel ? `${kernel.package} ${kernel.version}` : null,
         images,
@@ -58,7 +57,7 @@ export function statusCommands(program: Command, cli: Cli, version: string): voi
         updates,
       };
       emit(o.json, status, () => {
-        console.log(`ForgeVM ${version} (${INSTALL}, Node.js ${process.version})`);
+        console.log(`ForgeVM ${version} (${IS_CHECKOUT ? "a checkout" : "the npm package"} at ${INSTALL}, Node.js ${process.version})`);
         console.log(`QEMU: ${qemu ?? "not installed"}`);
         console.log(`guest kernel: ${status.kernel ?? "not installed"}`);
         console.log(`images: ${images.length ? images.map((i) => `${i.name} (${i.created})`).join(", ") : "none"}`);

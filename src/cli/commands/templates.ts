@@ -25,7 +25,7 @@ function templateFlags(c: Command): Command {
       egressHeaderOption,
     )
     .option("--pool-size <n>", "warm sandboxes kept ready", intOption("--pool-size", 0, 64))
-    .option("--forward <kinds>", "credentials its sandboxes have forwarded from the host: ssh-agent (comma-separated)", commaListOption)
+    .option("--forward <kinds>", "credentials its sandboxes have forwarded from the host: ssh-agent, git (comma-separated)", commaListOption)
     .option("--description <text>", "what it is for")
     .option("--json", "print JSON");
 }

@@ -7,6 +7,7 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { Value } from "typebox/value";
 import { SpawnRequest } from "../../schemas/rest.js";
+import { FORWARD_KINDS } from "../../schemas/bounds.js";
 
 /** One sandbox of a project, as the server is asked for it. */
 export interface ProjectSandbox {
@@ -92,8 +93,8 @@ function sandboxOf(name: string, table: unknown, dir: string, at: (path: string[
     if (!BODY_KEYS.includes(k) && !FILE_KEYS.includes(k))
       throw new ProjectFileError(`${where(k)}: unknown key "${k}" in [sandboxes.${name}] (known: ${[...BODY_KEYS, ...FILE_KEYS].sort().join(", ")})`);
   }
-  if (t.forward !== undefined && (!Array.isArray(t.forward) || t.forward.some((k) => k !== "ssh-agent")))
-    throw new ProjectFileError(`${where("forward")}: forward is a list of what to forward from the host: "ssh-agent"`);
+  if (t.forward !== undefined && (!Array.isArray(t.forward) || t.forward.some((k) => !(FORWARD_KINDS as readonly unknown[]).includes(k))))
+    throw new ProjectFileError(`${where("forward")}: forward is a list of what to forward from the host: ${FORWARD_KINDS.map((k) => `"${k}"`).join(", ")}`);
   if (t.image !== undefined && t.build !== undefined) throw new ProjectFileError(`${where("build")}: give "image" or "build", not both`);
   const body: Record<string, unknown> = { ttl: "0" };
   for (const k of BODY_KEYS) if (t[k] !== undefined) body[k] = t[k];

@@ -15,7 +15,7 @@ import type { Providers } from "../providers.js";
 import type { Networks } from "../network.js";
 import type { Volumes } from "../volumes.js";
 import type { HostDirs } from "../host-dirs/host-dirs.js";
-import { checkForward, GUEST_SSH_AUTH_SOCK, type Forwards } from "../guest/forwards.js";
+import { checkForward, forwardEnv, type Forwards } from "../guest/forwards.js";
 import type { ForgeOptions, SpawnDefaults } from "../options.js";
 import { badRequest, conflict, notFound } from "../../http/errors.js";
 import type { IdlePolicy, SpawnOptions } from "../options.js";
@@ -158,8 +158,8 @@ export class Planner {
     });
     const forward = checkForward(opts.forward ?? tpl?.forward);
     this.d.forwards.require(forward);
-    // A forwarded agent is where ssh and git look for one.
-    const agentEnv = forward.includes("ssh-agent") ? { SSH_AUTH_SOCK: GUEST_SSH_AUTH_SOCK } : undefined;
+    // Where ssh and git look for what is forwarded.
+    const agentEnv = forwardEnv(forward);
     const env = tpl?.env || opts.env || agentEnv ? { ...tpl?.env, ...agentEnv, ...opts.env } : null;
     const metadata = tpl?.metadata || opts.metadata ? { ...tpl?.metadata, ...opts.metadata } : null;
     let execUser: string | null = null;
