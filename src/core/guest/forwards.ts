@@ -64,6 +64,8 @@ export interface ForwardsOptions {
 
 export class Forwards {
   private readonly live = new Map<string, GuestListener[]>();
+  /** Each sandbox's last git credential request: the next one waits for it. */
+  private readonly asking = new Map<string, Promise<unknown>>();
 
   constructor(private readonly o: ForwardsOptions) {}
 
@@ -104,6 +106,7 @@ export class Forwards {
   forget(id: string): void {
     for (const l of this.live.get(id) ?? []) l.close();
     this.live.delete(id);
+    this.asking.delete(id);
   }
 
   /** Puts the helper where the environment says it is, unless the same one is there already. */
@@ -131,7 +134,11 @@ export class Forwards {
       inGuest.on("close", () => resolve(null));
     });
     if (request === null) return;
-    const { answer, refused } = await answerGitCredential(request, (host, port) => this.o.egressAllows(id, host, port), this.o.fill);
+    // One host `git credential fill` at a time per sandbox: a guest cannot start them by the hundred.
+    const before = this.asking.get(id) ?? Promise.resolve();
+    const mine = before.then(() => answerGitCredential(request, (host, port) => this.o.egressAllows(id, host, port), this.o.fill));
+    this.asking.set(id, mine.catch(ignore("its own caller hears of it")));
+    const { answer, refused } = await mine;
     if (refused) this.o.refused?.(id, `git credential: ${refused}`);
     inGuest.end(answer);
   }
