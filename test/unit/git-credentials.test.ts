@@ -10,7 +10,11 @@ const allowOnly = (name: string, port: number) => (host: string, p: number) => h
 
 function recordingFill(reply: string) {
   const asked: string[] = [];
-  return { asked, fill: async (request: string) => (asked.push(request), reply) };
+  const fill = async (request: string) => {
+    asked.push(request);
+    return reply;
+  };
+  return { asked, fill };
 }
 
 describe("git credential answers", () => {
