@@ -1,7 +1,7 @@
 // The web console in a real browser: Debian's chromium driven by playwright-core against a real
-// server with real VMs. Log in with the API key; launch from the form; a command typed in the
-// terminal; a file uploaded, edited and downloaded; charts that fill; fork and destroy from the
-// page; an image pulled from a local registry with progress; no console errors on any page.
+// server with real VMs. Log in with the API key; launch from the form; the balloon set from the
+// overview; a command typed in the terminal; a file uploaded, edited and downloaded; charts that
+// fill; fork and destroy from the page; an image pulled from a local registry with progress; no console errors on any page.
 // Screenshots of the main pages go to .forgevm-test/screenshots (docs/console.md's are chosen from them).
 import assert from "node:assert/strict";
 import { mkdir, mkdtemp, readFile } from "node:fs/promises";
@@ -105,6 +105,18 @@ describe("the web console", () => {
     await waitFor(async () => Date.parse((await api("GET", `/sandboxes/${id}`)).body.expires_at) > before + 25 * 60_000, 10_000, "the later expiry");
     const after = Date.parse((await api("GET", `/sandboxes/${id}`)).body.expires_at);
     assert.ok(Math.abs(after - (before + 30 * 60_000)) < 60_000, `expiry moved by ${(after - before) / 60_000} min`);
+  });
+
+  it("the balloon: the overview sets how much of its memory the running sandbox may use, and shows what the guest sees", async () => {
+    const balloon = page.getByTestId("balloon");
+    await balloon.getByText(/384 of 384 MiB usable/).waitFor({ timeout: 15_000 });
+    await page.getByLabel("Memory to leave it (MiB)").fill("256");
+    await balloon.getByRole("button", { name: "Set" }).click();
+    await balloon.getByText(/256 of 384 MiB usable/).waitFor({ timeout: 30_000 });
+    const now = (await api("GET", `/sandboxes/${id}/balloon`)).body;
+    assert.equal(now.actual_mb, 256);
+    assert.ok(now.guest_total_mb < 300, `the guest sees ${now.guest_total_mb} MiB`);
+    assert.equal((await api("PUT", `/sandboxes/${id}/balloon`, { memory_mb: 384 })).status, 200);
   });
 
   it("Launch… on an image opens the form with that image chosen", async () => {

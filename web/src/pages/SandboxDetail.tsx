@@ -99,6 +99,32 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
   );
 }
 
+/** The balloon: how much of its memory a running sandbox may use now, changed without a restart. */
+function Balloon({ id }: { id: string }) {
+  const b = useData<any>(() => api("GET", `/sandboxes/${q(id)}/balloon`), [id], 5000);
+  const [size, setSize] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <>
+      <dt>Balloon</dt>
+      <dd data-testid="balloon">
+        {b.data ? `${b.data.actual_mb} of ${b.data.memory_mb} MiB usable (the guest sees ${b.data.guest_total_mb} MiB, ${b.data.guest_available_mb} available) ` : "… "}
+        <input aria-label="Memory to leave it (MiB)" type="number" min={96} value={size} onChange={(e) => setSize(e.target.value)} style={{ width: "6em" }} />{" "}
+        <Action
+          label="Set"
+          title="give the rest back to the host; the sandbox keeps running"
+          onError={setError}
+          run={async () => {
+            await api("PUT", `/sandboxes/${q(id)}/balloon`, { memory_mb: Number(size) });
+            b.reload();
+          }}
+        />
+        {error && <span className="error-text"> {error}</span>}
+      </dd>
+    </>
+  );
+}
+
 function Overview({ s }: { s: any }) {
   const [range, setRange] = useState("10 m");
   const m = useData<any>(() => api("GET", `/sandboxes/${q(s.id)}/metrics?since=${RANGES[range]}`), [s.id, range], 5000);
@@ -173,6 +199,7 @@ function Overview({ s }: { s: any }) {
               </dd>
             </>
           )}
+          {s.state === "running" && <Balloon id={s.id} />}
           <dt>Provider</dt>
           <dd>
             {s.provider}
