@@ -1,6 +1,5 @@
 // The `forgevm` command line. Commands that talk to a server use the TypeScript SDK (see
 // context.ts for which server); each group of commands is a file in commands/.
-import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { ForgevmError } from "forgevm";
 import { ForgevmError as CoreError } from "../http/errors.js";
@@ -26,13 +25,14 @@ import { balloonCommands } from "./commands/balloon.js";
 import { projectCommands } from "./commands/project.js";
 import { statusCommands } from "./commands/status.js";
 import { upgradeCommands } from "./commands/upgrade.js";
+import { PACKAGE } from "../setup/install.js";
 import { networkCommands } from "./commands/network.js";
 import { sandboxCommands } from "./commands/sandboxes.js";
 import { serverCommands } from "./commands/server.js";
 import { serviceCommands } from "./commands/service.js";
 import { templateCommands } from "./commands/templates.js";
 
-const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
+const pkg = PACKAGE;
 
 const program = new Command("forgevm")
   .description("Disposable, isolated microVMs for AI agents and people")

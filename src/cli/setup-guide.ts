@@ -48,8 +48,9 @@ export async function guidedSetup(cli: Cli, o: GuideOptions, installService: () 
 
   const { runSetup } = await import("../setup/index.js");
   const lines: string[] = [];
-  await (await import("../setup/system-packages.js")).ensureSystemPackages((m) => (o.quiet ? lines.push(m) : say(m)));
-  await runSetup(paths, (m) => (o.quiet ? lines.push(m) : say(m)), { images });
+  const log = (m: string) => (o.quiet ? lines.push(m) : say(m));
+  await (await import("../setup/system-packages.js")).ensureSystemPackages(log);
+  await runSetup(paths, log, { images });
   if (service) await installService();
   else if (serviceInstalled) say("boot-time service: installed (forgevm service uninstall removes it)");
 

@@ -1,12 +1,12 @@
 // `forgevm setup` after the system packages and the build: kernel, initramfs, default image.
 // Each step checks what is already there and says so, so a second run does nothing.
 import { existsSync } from "node:fs";
-import { rename, rm, stat } from "node:fs/promises";
+import { readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
 import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages } from "./base-image.js";
-import { ensureInitramfs } from "./initramfs.js";
+import { ensureInitramfs, installBinary } from "./initramfs.js";
 import { INSTALL_ROOT, IS_CHECKOUT } from "./install.js";
 import { ensureKernel } from "./kernel.js";
 import { ensureSshServer } from "./ssh-server.js";
@@ -15,6 +15,8 @@ import { seedDataDir } from "./seed.js";
 
 /** Where the build puts the static agent, relative to the repository. */
 export const AGENT_BINARY = join(INSTALL_ROOT, "agent", "build", "forgevm-agent");
+/** ... and the guest's git credential helper, built beside it. */
+const GIT_HELPER_BINARY = join(INSTALL_ROOT, "agent", "build", "git-credential-forgevm");
 
 /**
  * The checkout's own copy of what setup prepared (kernel, initramfs, built-in images, by hard
@@ -36,6 +38,10 @@ export async function runSetup(paths: Paths, log: (m: string) => void, o: SetupO
   ssh.catch(ignore("awaited below, where its failure is reported"));
   await ensureKernel(paths, log);
   await ensureInitramfs(paths, AGENT_BINARY, log);
+  const helper = await readFile(GIT_HELPER_BINARY).catch(() => {
+    throw new Error(`the guest's git credential helper is missing at ${GIT_HELPER_BINARY} (build it with: make -C agent)`);
+  });
+  await installBinary(paths.gitCredentialHelper, helper);
   await ensureBaseImages(paths, log, o.images);
   await ssh;
   // An installed package runs no tests: nothing to keep a copy for.

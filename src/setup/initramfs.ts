@@ -23,13 +23,7 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
   const digest = createHash("sha256").update(archive).digest("hex");
   const stampFile = `${paths.initramfs}.sha256`;
   const current = await readFile(stampFile, "utf8").catch(() => "");
-  await installAgent(paths.agentBinary, agent);
-  await installAgent(
-    paths.gitCredentialHelper,
-    await readFile(join(dirname(agentBinary), "git-credential-forgevm")).catch(() => {
-      throw new Error(`the guest's git credential helper is missing beside ${agentBinary} (build it with: make -C agent)`);
-    }),
-  );
+  await installBinary(paths.agentBinary, agent);
   if (current.trim() === digest) {
     log(`initramfs: up to date (agent ${digest.slice(0, 12)})`);
     return;
@@ -42,10 +36,10 @@ export async function ensureInitramfs(paths: Paths, agentBinary: string, log: (m
 }
 
 /**
- * Copies a guest binary into the data directory: the agent (the local provider runs it without a
- * VM) and the git credential helper (copied into sandboxes that forward git).
+ * Copies a guest binary into the data directory unless it is there already: the agent (the local
+ * provider runs it without a VM), the git credential helper (copied into sandboxes that forward git).
  */
-async function installAgent(to: string, binary: Buffer): Promise<void> {
+export async function installBinary(to: string, binary: Buffer): Promise<void> {
   const now = await readFile(to).catch(() => null);
   if (now?.equals(binary)) return;
   await mkdir(dirname(to), { recursive: true });

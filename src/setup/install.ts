@@ -11,6 +11,10 @@ export const INSTALL_ROOT = fileURLToPath(new URL("../../../", import.meta.url))
 /** Whether this is a git checkout (tests and benchmarks run only from one). */
 export const IS_CHECKOUT = existsSync(join(INSTALL_ROOT, ".git"));
 
+/** How this ForgeVM is installed, as `version` and `status` say it. */
+export const INSTALLED_AS = IS_CHECKOUT ? "checkout" : "package";
+export const INSTALLED_AS_WORDS = `${IS_CHECKOUT ? "a checkout" : "the npm package"} at ${INSTALL_ROOT}`;
+
 /** The package's name and version, as its package.json says. */
 export const PACKAGE = JSON.parse(readFileSync(join(INSTALL_ROOT, "package.json"), "utf8")) as { name: string; version: string };
 

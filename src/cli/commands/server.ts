@@ -1,7 +1,7 @@
 // The server itself: serve, setup, doctor, version.
 import type { Command } from "commander";
 import { stat } from "node:fs/promises";
-import { INSTALL_ROOT, IS_CHECKOUT } from "../../setup/install.js";
+import { INSTALL_ROOT, INSTALLED_AS, INSTALLED_AS_WORDS } from "../../setup/install.js";
 import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
@@ -120,9 +120,8 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .description("print the version")
     .option("--json", "print JSON")
     .action((o: { json?: boolean }) => {
-      const how = IS_CHECKOUT ? "checkout" : "package";
-      emit(o.json, { version, from: INSTALL_ROOT, installed_as: how, node: process.version }, () =>
-        console.log(`forgevm ${version} (${how === "checkout" ? "a checkout" : "the npm package"} at ${INSTALL_ROOT}, Node.js ${process.version})`),
+      emit(o.json, { version, from: INSTALL_ROOT, installed_as: INSTALLED_AS, node: process.version }, () =>
+        console.log(`forgevm ${version} (${INSTALLED_AS_WORDS}, Node.js ${process.version})`),
       );
     });
 }

@@ -13,7 +13,7 @@ import { pathsFor } from "../../config/paths.js";
 import type { Cli } from "../context.js";
 import { emit } from "../output.js";
 import { SYSTEM_UNIT } from "./service.js";
-import { INSTALL_ROOT as INSTALL, IS_CHECKOUT } from "../../setup/install.js";
+import { INSTALL_ROOT as INSTALL, INSTALLED_AS, INSTALLED_AS_WORDS } from "../../setup/install.js";
 
 const run = promisify(execFile);
 
@@ -45,7 +45,7 @@ export function statusCommands(program: Command, cli: Cli, version: string): voi
       if (!ssh) updates.push("no ssh server for guests: forgevm setup");
       if (!qemu) updates.push("QEMU is not installed: forgevm setup (as root), or apt-get install qemu-system-x86");
       const status = {
-        forgevm: { version, from: INSTALL, installed_as: IS_CHECKOUT ? "checkout" : "package", node: process.version },
+        forgevm: { version, from: INSTALL, installed_as: INSTALLED_AS, node: process.version },
         qemu,
         kernel: kernel ? `${kernel.package} ${kernel.version}` : null,
         images,
@@ -57,7 +57,7 @@ export function statusCommands(program: Command, cli: Cli, version: string): voi
         updates,
       };
       emit(o.json, status, () => {
-        console.log(`ForgeVM ${version} (${IS_CHECKOUT ? "a checkout" : "the npm package"} at ${INSTALL}, Node.js ${process.version})`);
+        console.log(`ForgeVM ${version} (${INSTALLED_AS_WORDS}, Node.js ${process.version})`);
         console.log(`QEMU: ${qemu ?? "not installed"}`);
         console.log(`guest kernel: ${status.kernel ?? "not installed"}`);
         console.log(`images: ${images.length ? images.map((i) => `${i.name} (${i.created})`).join(", ") : "none"}`);

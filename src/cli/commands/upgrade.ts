@@ -87,7 +87,8 @@ export function upgradeCommands(program: Command): void {
       const wanted = !spec ? `${PACKAGE.name}@latest` : existsSync(spec) ? resolve(spec) : spec;
       const quiet = !!(o.quiet || o.json);
       const say = (m: string) => quiet || console.error(`upgrade: ${m}`);
-      const bin = join(prefix, "lib", "node_modules", PACKAGE.name, "dist", "src", "cli", "main.js");
+      // npm installs the new version over this one: its entry point is where this one's is.
+      const bin = join(INSTALL_ROOT, "dist", "src", "cli", "main.js");
       const npm = (args: string[]) => step("npm", [...args, "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error"], quiet);
       const keep = await mkdtemp(join(tmpdir(), "forgevm-upgrade-"));
       try {

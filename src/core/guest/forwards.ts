@@ -64,6 +64,8 @@ export interface ForwardsOptions {
 
 export class Forwards {
   private readonly live = new Map<string, GuestListener[]>();
+  /** The helper's bytes, read once (every sandbox that forwards git gets the same). */
+  private helper: Promise<Buffer> | null = null;
   /** Each sandbox's last git credential request: the next one waits for it. */
   private readonly asking = new Map<string, Promise<unknown>>();
 
@@ -111,9 +113,11 @@ export class Forwards {
 
   /** Puts the helper where the environment says it is, unless the same one is there already. */
   private async installHelper(sb: Sandbox): Promise<void> {
-    const helper = await readFile(this.o.gitHelper).catch(() => {
+    this.helper ??= readFile(this.o.gitHelper).catch((): never => {
+      this.helper = null; // a later setup may put it there
       throw new ForgevmError("INTERNAL_ERROR", `forward: git needs the guest's credential helper at ${this.o.gitHelper} (run forgevm setup)`);
     });
+    const helper = await this.helper;
     const there = await sb.stat(GUEST_GIT_HELPER).catch(() => null);
     if (there?.size === helper.length) return;
     await sb.mkdir("/opt/forgevm/bin", 0o755);
