@@ -15,7 +15,6 @@
 #define MAX_PAYLOAD (1u << 20)      /* frames larger than this are refused by both sides */
 #define DATA_CHUNK 65536            /* largest DATA payload the agent sends */
 #define INITIAL_WINDOW (1024u * 1024) /* per-stream credit before the first WINDOW frame */
-#define SANDBOX_CGROUP "/sys/fs/cgroup/sandbox" /* cgroup of every exec'd process */
 #define OUTQ_HIGH (4u * 1024 * 1024) /* stop producing while this much waits for the host */
 
 enum frame_kind { K_HELLO = 1, K_REQ = 2, K_RES = 3, K_DATA = 4, K_WINDOW = 5, K_EVENT = 6 };
@@ -167,6 +166,18 @@ void op_mount(uint32_t id, const jdoc *d);
 void op_shutdown(uint32_t id, const jdoc *d);
 void boot_init(void);
 void power_off(void);
+void read_cmdline(void);
+const char *cmdline_get(const char *key, char *out, size_t outsz);
+void mount_fs(const char *src, const char *dst, const char *type, unsigned long fl, const char *opt);
+int write_str(const char *path, const char *v);
+int set_hostname(const char *name);
+/* The cgroup of every exec'd process: /sys/fs/cgroup/sandbox, or under the agent's own
+ * delegated cgroup when systemd runs the agent (systemd.c). */
+extern char sandbox_cgroup[160];
+/* systemd.c: a system image's boot, where systemd is PID 1 and the agent its service */
+void systemd_handover(void);
+void service_init(void);
+extern int service_mode;
 extern int shutdown_requested;
 /* Set by "--fd N": the host channel is an inherited socket and there is no VM (local provider). */
 extern int host_fd_mode;

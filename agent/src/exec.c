@@ -37,10 +37,12 @@ extern char **environ;
 
 static size_t kept_total;
 
+char sandbox_cgroup[160] = "/sys/fs/cgroup/sandbox";
+
 /* The path of `file` in the cgroup of the exec whose first process is `pid`, made when `file` is
  * its cgroup.procs (the child calls this before it execs). */
 void exec_cgroup(char *out, size_t size, pid_t pid, const char *file) {
-  snprintf(out, size, SANDBOX_CGROUP "/x%d", (int)pid);
+  snprintf(out, size, "%s/x%d", sandbox_cgroup, (int)pid);
   if (!strcmp(file, "cgroup.procs") && mkdir(out, 0755) < 0 && errno != EEXIST) { snprintf(out, size, "/nonexistent"); return; }
   size_t n = strlen(out);
   snprintf(out + n, size - n, "/%s", file);
@@ -48,7 +50,7 @@ void exec_cgroup(char *out, size_t size, pid_t pid, const char *file) {
 
 /* Ends every process an exec made, whatever session or group it moved to (cgroup.kill). */
 void exec_cgroup_kill(pid_t pid) {
-  char path[80];
+  char path[256];
   exec_cgroup(path, sizeof path, pid, "cgroup.kill");
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd >= 0) { if (write(fd, "1", 1) < 0) {} close(fd); }
@@ -56,12 +58,12 @@ void exec_cgroup_kill(pid_t pid) {
 
 /* Removes the cgroups of execs whose processes have all gone (rmdir refuses a populated one). */
 static void sweep_cgroups(void) {
-  DIR *d = opendir(SANDBOX_CGROUP);
+  DIR *d = opendir(sandbox_cgroup);
   struct dirent *e;
   while (d && (e = readdir(d))) {
     if (e->d_name[0] != 'x') continue;
-    char path[300];
-    snprintf(path, sizeof path, SANDBOX_CGROUP "/%s", e->d_name);
+    char path[448];
+    snprintf(path, sizeof path, "%s/%s", sandbox_cgroup, e->d_name);
     rmdir(path);
   }
   if (d) closedir(d);
@@ -493,10 +495,13 @@ void op_exec(uint32_t id, const jdoc *d) {
      * it, and the guard and the end of the exec reach every process it makes, setsid or not (a
      * missing cgroup only loses the limits). */
     {
-      char cg[80];
+      char cg[256];
       exec_cgroup(cg, sizeof cg, getpid(), "cgroup.procs");
       int fd = open(cg, O_WRONLY | O_CLOEXEC);
-      if (fd < 0) fd = open(SANDBOX_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
+      if (fd < 0) {
+        snprintf(cg, sizeof cg, "%s/cgroup.procs", sandbox_cgroup);
+        fd = open(cg, O_WRONLY | O_CLOEXEC);
+      }
       if (fd >= 0) { if (write(fd, "0", 1) < 0) {} close(fd); }
     }
     /* Credentials first, then the directory: a user may only start where it may go. */
@@ -693,7 +698,9 @@ void op_adopt(uint32_t id, const jdoc *d) {
  * as a stop does before the sandbox is saved. Feature killall. */
 void op_killall(uint32_t id, const jdoc *d) {
   (void)d;
-  int fd = open(SANDBOX_CGROUP "/cgroup.kill", O_WRONLY | O_CLOEXEC);
+  char path[256];
+  snprintf(path, sizeof path, "%s/cgroup.kill", sandbox_cgroup);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) { send_errno(id, errno, "cgroup.kill"); return; }
   int r = write(fd, "1", 1) < 0 ? errno : 0;
   close(fd);

@@ -38,7 +38,9 @@ static long long refused_count(void) {
 
 int pids_guard_fd(void) {
   if (events_fd >= 0) return events_fd;
-  events_fd = open(SANDBOX_CGROUP "/pids.events", O_RDONLY | O_CLOEXEC);
+  char path[256];
+  snprintf(path, sizeof path, "%s/pids.events", sandbox_cgroup);
+  events_fd = open(path, O_RDONLY | O_CLOEXEC);
   if (events_fd >= 0) refused_seen = refused_count();
   return events_fd;
 }
@@ -83,12 +85,12 @@ static pid_t largest_group(int *tasks) {
 static pid_t largest_exec(int *tasks) {
   pid_t best = 0;
   *tasks = 0;
-  DIR *d = opendir(SANDBOX_CGROUP);
+  DIR *d = opendir(sandbox_cgroup);
   struct dirent *e;
   while (d && (e = readdir(d))) {
     if (e->d_name[0] != 'x') continue;
-    char path[300];
-    snprintf(path, sizeof path, SANDBOX_CGROUP "/%s/cgroup.procs", e->d_name);
+    char path[448];
+    snprintf(path, sizeof path, "%s/%s/cgroup.procs", sandbox_cgroup, e->d_name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     int lines = 0;

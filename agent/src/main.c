@@ -250,6 +250,7 @@ int main(int argc, char **argv) {
   int given_fd = parse_fd_arg(argc, argv);
   host_fd_mode = given_fd >= 0;
   if (getpid() == 1) boot_init();
+  else for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--service")) service_init();
 
   sigset_t mask;
   sigemptyset(&mask);
@@ -274,6 +275,7 @@ int main(int argc, char **argv) {
   }
   if (port_fd < 0 || !inbuf || epfd < 0 || sig_fd < 0) {
     alog("cannot open the host channel %s: %s", PORT_NAME, strerror(errno));
+    if (service_mode) exit(1); /* systemd starts it again */
     for (;;) pause(); /* PID 1 must not exit; the host times out and shows this log */
   }
   watch_fd(sig_fd, EPOLLIN, &tag_sig);

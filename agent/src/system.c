@@ -1,5 +1,4 @@
-/* Past 400 lines because bring-up is one ordered sequence best read top to bottom.
- * Guest bring-up as PID 1 (mounts, modules, root switch, hostname, disk growth) and the
+/* Guest bring-up as PID 1 (mounts, modules, root switch, hostname, disk growth) and the
  * system-level operations: configure (identity, clock, entropy), shutdown. metrics.c reports. */
 #define _GNU_SOURCE
 #include "agent.h"
@@ -43,25 +42,6 @@
 
 int shutdown_requested = 0;
 int host_fd_mode = 0;
-
-static char cmdline[4096];
-static int set_hostname(const char *name);
-
-/* Value of fvm.KEY=... on the kernel command line, or NULL. */
-static const char *cmdline_get(const char *key, char *out, size_t outsz) {
-  size_t kl = strlen(key);
-  for (char *p = cmdline; (p = strstr(p, key)); p += kl) {
-    if ((p == cmdline || p[-1] == ' ') && p[kl] == '=') {
-      const char *v = p + kl + 1;
-      size_t n = strcspn(v, " \n");
-      if (n >= outsz) n = outsz - 1;
-      memcpy(out, v, n);
-      out[n] = 0;
-      return out;
-    }
-  }
-  return NULL;
-}
 
 static void load_modules(void) {
   FILE *f = fopen("/modules.order", "re");
@@ -173,19 +153,6 @@ out:
   return rc;
 }
 
-static void mount_fs(const char *src, const char *dst, const char *type, unsigned long fl, const char *opt) {
-  mkdir(dst, 0755);
-  if (mount(src, dst, type, fl, opt) < 0 && errno != EBUSY) alog("mount %s on %s: %s", type, dst, strerror(errno));
-}
-
-static int write_str(const char *path, const char *v) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = write(fd, v, strlen(v));
-  close(fd);
-  return n < 0 ? -1 : 0;
-}
-
 /* Every exec'd process (and all it starts) lives in one cgroup with a pids and a memory limit
  * and one CPU share (however many processes it has, the agent competes with it as an equal),
  * while the agent stays outside it: a fork bomb or a memory hog exhausts the sandbox's share,
@@ -193,15 +160,16 @@ static int write_str(const char *path, const char *v) {
 static void sandbox_cgroup_init(void) {
   mount_fs("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   if (write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids +memory +cpu") < 0) alog("cgroup controllers: %s", strerror(errno));
-  if (mkdir(SANDBOX_CGROUP, 0755) < 0 && errno != EEXIST) alog("cgroup %s: %s", SANDBOX_CGROUP, strerror(errno));
+  if (mkdir(sandbox_cgroup, 0755) < 0 && errno != EEXIST) alog("cgroup %s: %s", sandbox_cgroup, strerror(errno));
 }
 
 /* Sets the sandbox cgroup's limits: at most pids_max tasks, and all of memory but reserve_mb. */
 static int set_limits(int64_t pids_max, int64_t reserve_mb) {
-  char v[32];
+  char v[32], file[200];
   if (pids_max > 0) {
     snprintf(v, sizeof v, "%lld", (long long)pids_max);
-    if (write_str(SANDBOX_CGROUP "/pids.max", v) < 0) return -1;
+    snprintf(file, sizeof file, "%s/pids.max", sandbox_cgroup);
+    if (write_str(file, v) < 0) return -1;
   }
   if (reserve_mb > 0) {
     struct sysinfo si;
@@ -209,7 +177,8 @@ static int set_limits(int64_t pids_max, int64_t reserve_mb) {
     uint64_t total = (uint64_t)si.totalram * si.mem_unit, reserve = (uint64_t)reserve_mb << 20;
     if (total > 2 * reserve) {
       snprintf(v, sizeof v, "%llu", (unsigned long long)(total - reserve));
-      if (write_str(SANDBOX_CGROUP "/memory.max", v) < 0) return -1;
+      snprintf(file, sizeof file, "%s/memory.max", sandbox_cgroup);
+      if (write_str(file, v) < 0) return -1;
     }
   }
   return 0;
@@ -219,12 +188,7 @@ void boot_init(void) {
   mount_fs("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
   mount_fs("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   mount_fs("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-  int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
-    if (n > 0) cmdline[n] = 0;
-    close(fd);
-  }
+  read_cmdline();
   load_modules();
 
   char root[64], val[256];
@@ -250,6 +214,8 @@ void boot_init(void) {
       if (chdir("/newroot") == 0 && mount(".", "/", NULL, MS_MOVE, NULL) == 0 && chroot(".") == 0) {
         if (chdir("/") < 0) {}
         if (!ro) grow_root(dev);
+        /* A system image: systemd becomes PID 1 and runs this agent as its first service. */
+        if (cmdline_get("fvm.init", val, sizeof val) && !strcmp(val, "systemd")) systemd_handover();
       } else {
         alog("switching root failed: %s", strerror(errno));
       }
@@ -262,15 +228,6 @@ void boot_init(void) {
   if (cmdline_get("fvm.hostname", val, sizeof val)) set_hostname(val);
   loopback_up();
   sandbox_cgroup_init();
-}
-
-/* The kernel's hostname and /etc/hostname agree, so tools reading either see the same name. */
-static int set_hostname(const char *name) {
-  size_t n = strlen(name);
-  if (n == 0 || n > 63 || sethostname(name, n) < 0) return -1;
-  int fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd >= 0) { dprintf(fd, "%s\n", name); close(fd); }
-  return 0;
 }
 
 static int hexnib(char c) {
@@ -365,7 +322,7 @@ void op_shutdown(uint32_t id, const jdoc *d) {
   sync();
   send_ok(id);
   /* main.c powers off once the reply has been written to the host */
-  if (getpid() == 1 || host_fd_mode) shutdown_requested = 1;
+  if (getpid() == 1 || host_fd_mode || service_mode) shutdown_requested = 1;
 }
 
 void power_off(void) {

@@ -136,6 +136,8 @@ export interface SpawnOptions {
   volumes?: string[];
   /** Credentials forwarded into it ("ssh-agent", "git"): guest/forwards.ts. Nothing unless asked. */
   forward?: string[];
+  /** Boot the image's systemd as init, with the agent as its service (default: what the image says; docs/system-images.md). */
+  system?: boolean;
   /** Allowlist mode: package files fetched over HTTP go through the host's package cache (default: the config's network.cache). */
   cache?: boolean;
   bootTimeoutMs?: number;

@@ -12,8 +12,9 @@ export function providerWarning(name: string): string | undefined {
 }
 
 /** What each refused feature is called in the error a user sees. */
-const FEATURE_WORDS: Record<"snapshots" | "volumes" | "commit", string> = {
+const FEATURE_WORDS: Record<"snapshots" | "volumes" | "commit" | "init", string> = {
   snapshots: "take snapshots",
+  init: "boot an image's systemd as init",
   volumes: "attach volumes or host directories",
   commit: "commit a sandbox to an image",
 };

@@ -37,7 +37,12 @@ export interface ImageConfig {
   Volumes?: string[];
   /** Docker's HEALTHCHECK: Test is ["CMD", argv…], ["CMD-SHELL", command] or ["NONE"]; durations in ns. */
   Healthcheck?: { Test: string[]; Interval?: number; Timeout?: number; StartPeriod?: number; Retries?: number };
+  /** What boots as init: "systemd" when the image's label org.forgevm.init says so (docs/system-images.md). */
+  Init?: "systemd";
 }
+
+/** The label that makes an image a system image, booted with systemd as init. */
+export const INIT_LABEL = "org.forgevm.init";
 
 export class ImageFormatError extends Error {
   override name = "ImageFormatError";
@@ -113,6 +118,7 @@ export function parseImageConfig(bytes: Uint8Array): ImageConfig {
     ...(typeof c.StopSignal === "string" && c.StopSignal.length <= 16 ? { StopSignal: c.StopSignal } : {}),
     ...(c.Volumes && typeof c.Volumes === "object" && !Array.isArray(c.Volumes) ? { Volumes: Object.keys(c.Volumes).slice(0, 64) } : {}),
     ...healthcheckOf(c.Healthcheck),
+    ...(c.Labels && typeof c.Labels === "object" && c.Labels[INIT_LABEL] === "systemd" ? { Init: "systemd" as const } : {}),
   };
 }
 

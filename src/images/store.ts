@@ -9,6 +9,8 @@ import { familiarName, parseReference } from "./reference.js";
 export const DEFAULT_IMAGE = "forgevm/debian:bookworm";
 /** The default image plus what code contexts use most: matplotlib (charts), pandas, Node.js (E2B's code-interpreter-v1). */
 export const CODE_IMAGE = "forgevm/code-interpreter:bookworm";
+/** The system image (docs/system-images.md): Debian 12 booted by systemd, with sshd and journald. */
+export const SYSTEM_IMAGE = "forgevm/system:debian-12";
 
 export interface ImageMeta {
   name: string;
@@ -30,6 +32,13 @@ export interface ImageMeta {
   pushedTo?: string[];
   /** Env, working directory, user, entrypoint and cmd from the image config. */
   config?: import("./oci.js").ImageConfig;
+  /** "systemd": a system image, which boots systemd as init with the agent as its service (docs/system-images.md). */
+  init?: "systemd";
+}
+
+/** What a sandbox of this image boots as init when its spawn does not say: systemd, or the agent itself (null). */
+export function imageInit(image: ImageMeta): "systemd" | null {
+  return image.init ?? image.config?.Init ?? null;
 }
 
 export interface LocalImage extends ImageMeta {

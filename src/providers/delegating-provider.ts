@@ -31,7 +31,7 @@ export const KEEPALIVE_MS = 30 * 60_000;
 
 export abstract class DelegatingProvider implements Provider {
   abstract readonly name: string;
-  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "vm" };
+  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, init: false, commit: false, isolation: "vm" };
   private readonly live = new Set<DelegatedVm>();
   private agent: Promise<Buffer> | null = null;
 

@@ -22,6 +22,8 @@ export interface VmSpec {
    */
   baseDisk?: { file: string; bytes: number };
   hostname?: string;
+  /** Boot the image's systemd as PID 1, which starts the agent as its first service (docs/system-images.md). */
+  init?: "systemd";
   /** How long to wait for the agent's hello. */
   bootTimeoutMs?: number;
   /** Extra QEMU arguments, for debugging and tests. */
@@ -238,6 +240,8 @@ export interface ProviderFeatures {
   reattach: boolean;
   /** Volumes (VmSpec.volumes) and live host directories (the agent's share op) can be attached. */
   volumes: boolean;
+  /** VMs can boot the image's systemd as init, with the agent as its service (VmSpec.init). */
+  init: boolean;
   /** A sandbox's disk can be copied into an image (Vm.copyDisk: commit). */
   commit: boolean;
   /**

@@ -260,6 +260,12 @@ export const SpawnRequest = Body(
       Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", description: "A name to use instead of the id anywhere (unique among sandboxes not yet gone)." }),
     ),
     forward: Type.Optional(Forward),
+    system: Type.Optional(
+      Type.Boolean({
+        description:
+          "Boot the image's systemd as init, with the ForgeVM agent as its first service (docs/system-images.md). Default: what the image says (a system image, or the label org.forgevm.init=systemd). Refused for an image without systemd.",
+      }),
+    ),
     start: Type.Optional(Type.Boolean({ description: "false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it)." })),
     main: Type.Optional(
       Type.Object(

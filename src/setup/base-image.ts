@@ -3,10 +3,11 @@
 // same plus matplotlib, pandas, Node.js, git and ssh's client), made with debootstrap from the Debian archive and packed into read-only ext4
 // files with mkfs.ext4 -d (no loop mounts needed). A fresh machine with no registry access still
 // has working images this way.
+import { createHash } from "node:crypto";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { CODE_IMAGE, DEFAULT_IMAGE, imageDir, storedImageDir, type ImageMeta } from "../images/store.js";
+import { CODE_IMAGE, DEFAULT_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 
@@ -21,11 +22,36 @@ const ADD_USER = "useradd --create-home --uid 1000 --user-group --shell /bin/bas
 /** ... and in the code image: matplotlib's font cache, which its first import would spend seconds on. */
 const CODE_AFTER = `${ADD_USER} && mkdir -p /var/cache/matplotlib && MPLCONFIGDIR=/var/cache/matplotlib MPLBACKEND=Agg python3 -c 'import matplotlib.pyplot' && chmod -R a+rwX /var/cache/matplotlib`;
 
+/**
+ * The system image: systemd as init (with journald and D-Bus), an sshd, and nothing started that a
+ * sandbox does not need: no getty on the console, no daily apt runs. Its ssh host keys are made
+ * when sshd first starts, not at build time, and marked with the machine's id: every sandbox has
+ * an id of its own, so ForgeVM's ssh makes them again in a sandbox restored from the image's base
+ * snapshot before it pins them (core/guest/ssh.ts), and no two sandboxes share them.
+ */
+const SYSTEM_PACKAGES = [...PACKAGES, "systemd", "systemd-sysv", "dbus"];
+const SYSTEM_FILES: Record<string, string> = {
+  "etc/systemd/system/ssh.service.d/host-keys.conf": `[Service]
+ExecStartPre=
+ExecStartPre=/bin/sh -c 'ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || { ssh-keygen -A && cat /etc/machine-id > /etc/ssh/forgevm-host-keys; }'
+ExecStartPre=/usr/sbin/sshd -t
+`,
+};
+const SYSTEM_AFTER = [
+  ADD_USER,
+  "rm -f /etc/ssh/ssh_host_*",
+  ...["serial-getty@ttyS0.service", "getty@tty1.service", "apt-daily.timer", "apt-daily-upgrade.timer"].map((u) => `ln -sf /dev/null /etc/systemd/system/${u}`),
+].join(" && ");
+
 interface BuiltIn {
   name: string;
   packages: string[];
   extras?: string[];
   after?: string;
+  /** "systemd": a system image (docs/system-images.md). */
+  init?: "systemd";
+  /** Files written into it (paths relative to its root) after the packages and before `after`. */
+  files?: Record<string, string>;
 }
 
 /** The images setup builds, and what is in each. */
@@ -33,6 +59,22 @@ export const BUILT_IN_IMAGES: BuiltIn[] = [
   { name: DEFAULT_IMAGE, packages: PACKAGES, after: ADD_USER },
   { name: CODE_IMAGE, packages: PACKAGES, extras: CODE_EXTRAS, after: CODE_AFTER },
 ];
+
+/** System images, built when asked for (forgevm image system NAME, or setup's question), by their short names. */
+export const SYSTEM_IMAGES: Record<string, BuiltIn> = {
+  "debian-12": { name: SYSTEM_IMAGE, packages: SYSTEM_PACKAGES, extras: ["openssh-server"], files: SYSTEM_FILES, after: SYSTEM_AFTER, init: "systemd" },
+};
+
+/** Builds the system image `short` ("debian-12") unless it is built; its name in the store. */
+export async function ensureSystemImage(paths: Paths, short: string, log: (m: string) => void): Promise<string> {
+  const image = SYSTEM_IMAGES[short];
+  if (!image) {
+    const ubuntu = short.startsWith("ubuntu") ? "; Ubuntu's need its archive, which this machine's package sources do not reach (docs/system-images.md)" : "";
+    throw new Error(`no system image "${short}": the ones ForgeVM builds are ${Object.keys(SYSTEM_IMAGES).join(", ")}${ubuntu}`);
+  }
+  await ensureDebianImage(paths, image, log);
+  return image.name;
+}
 
 /** The Debian mirror to use: $FORGEVM_DEBIAN_MIRROR, else the host's apt source, else deb.debian.org. */
 export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promise<string> {
@@ -52,7 +94,7 @@ export async function ensureBaseImages(paths: Paths, log: (m: string) => void, n
 
 /** Whether a built-in image is in the store with its current package list (nothing to build). */
 export async function baseImageBuilt(paths: Paths, name: string): Promise<boolean> {
-  const image = BUILT_IN_IMAGES.find((i) => i.name === name);
+  const image = [...BUILT_IN_IMAGES, ...Object.values(SYSTEM_IMAGES)].find((i) => i.name === name);
   if (!image) return false;
   const meta = await readFile(join(await storedImageDir(paths, name), "image.json"), "utf8").then(
     (t) => JSON.parse(t) as ImageMeta,
@@ -61,12 +103,18 @@ export async function baseImageBuilt(paths: Paths, name: string): Promise<boolea
   return meta?.description === describe(image);
 }
 
-function describe({ packages, extras = [], after }: BuiltIn): string {
-  return `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}`;
+function describe({ packages, extras = [], after, init, files = {} }: BuiltIn): string {
+  const own = Object.keys(files).length
+    ? ` (${createHash("sha256")
+        .update(JSON.stringify([files, after]))
+        .digest("hex")
+        .slice(0, 8)})`
+    : "";
+  return `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}${init ? `, booted by ${init}${own}` : ""}`;
 }
 
 async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) => void): Promise<void> {
-  const { name, packages, extras = [], after } = image;
+  const { name, packages, extras = [], after, init, files = {} } = image;
   const description = describe(image);
   const dir = imageDir(paths, name);
   const stored = await storedImageDir(paths, name);
@@ -97,8 +145,19 @@ async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) 
       const kept = await readFile(resolv).catch(() => Buffer.alloc(0));
       await writeFile(resolv, await readFile("/etc/resolv.conf").catch(() => ""));
       if (extras.length) {
-        await run("chroot", [rootfs, "apt-get", "update", "-q"], { env });
-        await run("chroot", [rootfs, "apt-get", "install", "-y", "-q", "--no-install-recommends", ...extras], { env });
+        // No package's maintainer script may start its service: in a chroot it would run on the host.
+        const policy = join(rootfs, "usr", "sbin", "policy-rc.d");
+        await writeFile(policy, "#!/bin/sh\nexit 101\n", { mode: 0o755 });
+        try {
+          await run("chroot", [rootfs, "apt-get", "update", "-q"], { env });
+          await run("chroot", [rootfs, "apt-get", "install", "-y", "-q", "--no-install-recommends", ...extras], { env });
+        } finally {
+          await rm(policy, { force: true });
+        }
+      }
+      for (const [path, text] of Object.entries(files)) {
+        await mkdir(dirname(join(rootfs, path)), { recursive: true });
+        await writeFile(join(rootfs, path), text);
       }
       if (after) await run("chroot", [rootfs, "sh", "-c", after], { env });
       await writeFile(resolv, kept);
@@ -115,6 +174,7 @@ async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) 
       createdAt: new Date().toISOString(),
       size,
       description,
+      ...(init ? { init } : {}),
     };
     await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
     await rm(stored, { recursive: true, force: true });

@@ -204,6 +204,8 @@ export const MIGRATIONS: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN idempotency_fingerprint TEXT;`,
   // What it forwards from the host (guest/forwards.ts).
   `ALTER TABLE sandboxes ADD COLUMN forward TEXT;`,
+  // What it boots as init ("systemd": a system image; docs/system-images.md).
+  `ALTER TABLE sandboxes ADD COLUMN init TEXT;`,
 ];
 
 /** Opens (creating and migrating) the database at `path`, or in memory for ":memory:". */

@@ -62,6 +62,8 @@ export interface SandboxRow {
   host_dirs: HostDirMount[] | null;
   /** What it forwards from the host ("ssh-agent", "git"), comma-separated; null: nothing. */
   forward?: string | null;
+  /** "systemd": it boots its image's systemd as init, so a cold start of it does again; null: the agent is init. */
+  init?: "systemd" | null;
   /** What its expiry does, and whether a call for it wakes it once paused (null: destroyed at expiry). */
   lifecycle: LifecycleRecord | null;
   /** The key its create was sent with: a retry with the same key gets this sandbox, not another. */
@@ -182,8 +184,8 @@ export class SandboxStore {
   insert(row: SandboxRow): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, forkable, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key, forward)
-         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @forkable, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key, @forward)`,
+        `INSERT INTO sandboxes (id, state, provider, image, memory_mb, vcpus, disk_mb, owner_id, metadata, created_at, expires_at, destroyed_at, error, vm_pid, vm_dir, manager_pid, env, template, exec_user, snapshot_id, origin, vm_id, network, name, main, idle_ms, idle_action, forkable, paused_reason, paused_keep, spec, volumes, host_dirs, lifecycle, idempotency_key, forward, init)
+         VALUES (@id, @state, @provider, @image, @memory_mb, @vcpus, @disk_mb, @owner_id, @metadata, @created_at, @expires_at, @destroyed_at, @error, @vm_pid, @vm_dir, @manager_pid, @env, @template, @exec_user, @snapshot_id, @origin, @vm_id, @network, @name, @main, @idle_ms, @idle_action, @forkable, @paused_reason, @paused_keep, @spec, @volumes, @host_dirs, @lifecycle, @idempotency_key, @forward, @init)`,
       )
       .run({
         ...row,
@@ -195,6 +197,7 @@ export class SandboxStore {
         host_dirs: row.host_dirs?.length ? JSON.stringify(row.host_dirs) : null,
         lifecycle: row.lifecycle ? JSON.stringify(row.lifecycle) : null,
         forward: row.forward ?? null,
+        init: row.init ?? null,
       });
   }
 

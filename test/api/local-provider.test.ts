@@ -39,7 +39,7 @@ describe("local provider", () => {
   it("says it is no security boundary and what it cannot do", async () => {
     const h = await provider.health();
     assert.match(h.details.warning, /not a security boundary/);
-    assert.deepEqual(provider.features, { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "namespaces" });
+    assert.deepEqual(provider.features, { snapshots: false, reattach: false, volumes: false, init: false, commit: false, isolation: "namespaces" });
   });
 
   it("sees its own processes, its own files and only loopback; writes stay in the sandbox", async () => {

@@ -46,6 +46,8 @@ class SpawnOptions(TypedDict, total=False):
     name: str
     #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
+    #: Boot the image's systemd as init, with the ForgeVM agent as its first service (docs/system-images.md). Default: what the image says (a system image, or the label org.forgevm.init=systemd). Refused for an image without systemd.
+    system: bool
     #: false: define it without starting it (state `created`; POST /sandboxes/{id}/start boots it).
     start: bool
     #: Run a main process: the image's ENTRYPOINT with `command` (else its CMD), under a restart policy.

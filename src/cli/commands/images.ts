@@ -63,6 +63,21 @@ export function imageCommands(program: Command, cli: Cli): void {
     });
 
   program
+    .command("image")
+    .description("built-in images: forgevm image system debian-12 builds a system image (systemd as init) from Debian's archive")
+    .command("system")
+    .description("build a system image, booted by systemd with sshd and journald (docs/system-images.md): debian-12")
+    .argument("<name>", "which one: debian-12")
+    .option("--json", "print JSON")
+    .action(async (short: string, o: { json?: boolean }) => {
+      const { pathsFor } = await import("../../config/paths.js");
+      const { ensureSystemImage } = await import("../../setup/base-image.js");
+      const paths = pathsFor(await cli.dataDir());
+      const name = await ensureSystemImage(paths, short, (m) => (o.json ? undefined : console.log(m)));
+      emit(o.json, { name }, () => console.log(`${name}: forgevm run ${name} …, or any spawn of it, boots systemd`));
+    });
+
+  program
     .command("rmi")
     .description("remove local images (refused while a sandbox or a kept snapshot uses one) and prune unused blobs")
     .argument("<name...>", "image names")

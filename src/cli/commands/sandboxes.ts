@@ -37,6 +37,8 @@ export function sandboxOptions(c: Command): Command {
     .option("--no-idle", "never pause or stop it when idle (overrides the server's defaults.idle)")
     .option("--forkable", "keep its RAM in a file of its own: forks stop it only to copy that file, pauses copy nothing")
     .option("--forward <kinds>", "credentials forwarded from the host while it runs: ssh-agent, git (comma-separated)", commaListOption)
+    .option("--system", "boot the image's systemd as init, the agent as its service (a system image does by itself; --no-system: never)")
+    .option("--no-system", "boot without the image's systemd, even for a system image")
     .option("-l, --label <KEY=VALUE>", "a label in its metadata (repeatable; `Sandbox.list` and E2B's filters match them)", pairOption("--label"))
     .option("--owner <id>", "whose sandbox it is (as the X-User-ID header: lists filtered by owner show it)");
 }
@@ -71,6 +73,7 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     cache: o.cache,
     forkable: o.forkable,
     forward: o.forward,
+    system: o.system,
   };
 }
 

@@ -145,7 +145,17 @@ printf '%s\\n' "$5" | while IFS= read -r k; do grep -qxF "$k" "$f" || printf '%s
 chown "$3:$4" "$2/.ssh" "$f"
 `;
 
-const IMAGE_HOST_KEYS = "cat /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub /etc/ssh/ssh_host_rsa_key.pub 2>/dev/null; true";
+/**
+ * The image's public host keys. A system image's sshd makes its keys when it first starts and
+ * marks them with the machine's id (setup/base-image.ts); a sandbox restored from the image's
+ * base snapshot has another id, so its keys are made again here, before they are pinned, and
+ * no two sandboxes share them. sshd is restarted to serve them (its sessions stay).
+ */
+const IMAGE_HOST_KEYS = `m=/etc/ssh/forgevm-host-keys
+if [ -f $m ] && [ "$(cat $m)" != "$(cat /etc/machine-id)" ]; then
+  rm -f /etc/ssh/ssh_host_*; ssh-keygen -A >/dev/null 2>&1 && cat /etc/machine-id > $m && systemctl restart ssh.service >/dev/null 2>&1
+fi
+cat /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub /etc/ssh/ssh_host_rsa_key.pub 2>/dev/null; true`;
 
 /**
  * Without PAM, OpenSSH refuses key logins to an account ($1) whose password field is only a lock

@@ -2,7 +2,7 @@
 // paused once), and restores of a snapshot into new sandboxes.
 import { join } from "node:path";
 import type { Writable } from "node:stream";
-import { resolveImage, type LocalImage } from "../../images/store.js";
+import { imageInit, resolveImage, type LocalImage } from "../../images/store.js";
 import { BootError, type RestoreSource, type Vm, type VmSpec } from "../../providers/provider.js";
 import type { SandboxRow } from "../../store/sandboxes.js";
 import type { SnapshotRow } from "../../store/snapshots.js";
@@ -210,6 +210,7 @@ export class Copies {
         ...this.d.planner.rowOf({ ...src, network }, { ttlMs, ownerId: opts.ownerId ?? src.owner_id, metadata, snapshotId: snap.id }),
         name,
         forkable: opts.forkable ? 1 : 0,
+        init: src.init ?? null,
       };
       this.d.sandboxes.insert(row);
       this.d.events.emit("sandbox.created", row.id, { image: row.image, forked_from: src.id });
@@ -225,7 +226,10 @@ export class Copies {
     const count = opts.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORK) throw badRequest(`count must be an integer from 1 to ${MAX_FORK}`);
     const image = await resolveImage(this.d.paths, snap.image).catch(() => null);
-    const source = snap.source_id ? this.d.sandboxes.get(snap.source_id)?.network : null;
+    const sourceRow = snap.source_id ? this.d.sandboxes.get(snap.source_id) : undefined;
+    const source = sourceRow?.network ?? null;
+    // What a later cold start of a copy boots as init: its source's, else what its image says.
+    const init = sourceRow ? (sourceRow.init ?? null) : image ? imageInit(image) : null;
     const planned =
       opts.network !== undefined || opts.allow !== undefined
         ? this.d.networks.plan({ mode: opts.network, allow: opts.allow })
@@ -248,6 +252,7 @@ export class Copies {
           ...this.d.planner.rowOf({ ...snap, network, env }, { ttlMs: opts.ttlMs ?? this.d.defaults.ttlMs, ownerId: opts.ownerId, metadata: opts.metadata, snapshotId: snap.id }),
           forkable: opts.forkable ? 1 : 0,
           lifecycle,
+          init,
         };
         this.d.sandboxes.insert(row);
         this.d.events.emit("sandbox.created", row.id, { image: row.image, snapshot_id: snap.id });

@@ -149,7 +149,17 @@ export class Pauses {
     try {
       const files = Snapshots.files(snap);
       const forkable = !!row.forkable;
-      const spec = { id, memoryMb: snap.memory_mb, vcpus: snap.vcpus, hostname: id, nic: !!snap.nic, volumes: await this.d.volumes.disks(row.volumes), forkable };
+      // A cold boot of a system sandbox boots its systemd again; a restore has it running already.
+      const spec = {
+        id,
+        memoryMb: snap.memory_mb,
+        vcpus: snap.vcpus,
+        hostname: id,
+        nic: !!snap.nic,
+        volumes: await this.d.volumes.disks(row.volumes),
+        forkable,
+        ...(row.init ? { init: row.init } : {}),
+      };
       // A pause that kept the disk only: a cold boot over it, as after a crash (the disk was synced first).
       const cold = from === "paused" && (row.paused_keep === "disk" || !!opts.reboot);
       let asleep = from === "paused" ? this.d.table.sleeping.get(id) : undefined;

@@ -4,7 +4,8 @@
 import { constants as osConstants } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Provider } from "../../providers/provider.js";
-import { ImageNotFoundError, resolveImage, type LocalImage } from "../../images/store.js";
+import { ImageNotFoundError, imageInit, resolveImage, type LocalImage } from "../../images/store.js";
+import { ext4Has } from "../../images/ext4.js";
 import type { HostDirMount, LifecycleRecord, MainRecord, NetworkRecord, RestartPolicy, SandboxRow, VolumeMount } from "../../store/sandboxes.js";
 import { isHostDirSpec } from "../host-dirs/host-dirs.js";
 import type { TemplateRow } from "../../store/templates.js";
@@ -32,6 +33,8 @@ export interface SpawnPlan {
   /** What it forwards from the host (guest/forwards.ts). */
   forward: string[];
   image: LocalImage;
+  /** "systemd": it boots its image's systemd as init (a system image, or `system: true`). */
+  init: "systemd" | null;
   template?: TemplateRow;
   memoryMb: number;
   vcpus: number;
@@ -175,6 +178,7 @@ export class Planner {
       provider,
       forward,
       image,
+      init: await this.planInit(opts.system, image, provider),
       template: tpl,
       memoryMb,
       vcpus,
@@ -194,6 +198,23 @@ export class Planner {
       forkable: this.planForkable(opts, tpl ?? null, provider),
       ...mounts,
     };
+  }
+
+  /**
+   * Whether a sandbox boots systemd: `system` when given, else its image's own say (a system image,
+   * or the label org.forgevm.init). Asked of an image without systemd, or of a provider that boots
+   * no kernel of ours, it is refused before anything starts.
+   */
+  private async planInit(system: boolean | undefined, image: LocalImage, provider: Provider): Promise<"systemd" | null> {
+    if (system === false) return null;
+    if (system === undefined) return provider.features.init ? imageInit(image) : null;
+    this.d.providers.require(provider, "init", "system");
+    if (imageInit(image)) return "systemd";
+    if (!(await ext4Has(image.rootfs, SYSTEMD_PATHS)).size)
+      throw badRequest(
+        `system: image ${image.name} has no systemd (${SYSTEMD_PATHS.join(" or ")}); use a system image (forgevm image system debian-12) or one that installs systemd`,
+      );
+    return "systemd";
   }
 
   /** Whether its RAM is a file of its own: asked for, or its template's; only where the provider can snapshot. */
@@ -248,6 +269,7 @@ export class Planner {
       volumes: plan.volumes.length ? plan.volumes : null,
       host_dirs: plan.hostDirs.length ? plan.hostDirs : null,
       forward: plan.forward.length ? plan.forward.join(",") : null,
+      init: plan.init,
     };
   }
 
@@ -346,3 +368,6 @@ export function parseRestart(text: string): { policy: RestartPolicy; max?: numbe
 export function newSandboxId(): string {
   return `sb-${randomBytes(4).toString("hex")}`;
 }
+
+/** Where an image keeps systemd: merged /usr first, then a /lib of its own. */
+const SYSTEMD_PATHS = ["/usr/lib/systemd/systemd", "/lib/systemd/systemd"];

@@ -36,8 +36,21 @@ export async function prepareBase(core: SetupDeps, vm: Vm, p: SpawnPlan): Promis
     .catch(ignore("an image without Python: nothing to warm"));
 }
 
-/** Runs a template's setup commands; the first that fails fails the spawn. */
+/** How long a system image's boot may take to settle before a spawn goes on without waiting (TCG: seconds). */
+const SYSTEM_SETTLE_MS = 120_000;
+
+/**
+ * Runs a template's setup commands; the first that fails fails the spawn. A system image's VM
+ * first waits for systemd to finish starting its units: the agent answers early (it is ordered
+ * before sysinit.target), and a base snapshot should hold a system that is up, not one half way.
+ * A unit that fails leaves the system "degraded", which a spawn accepts, as a host's boot does.
+ */
 export async function runSetup(core: SetupDeps, vm: Vm, p: SpawnPlan): Promise<void> {
+  if (p.init === "systemd") {
+    await vm.guest
+      .execBuffered({ argv: ["systemctl", "is-system-running", "--wait"], timeout_ms: SYSTEM_SETTLE_MS }, { maxOutputBytes: 4096 })
+      .catch(ignore("systemd still starting: the sandbox is usable meanwhile"));
+  }
   const setup = p.template?.setup ?? [];
   if (!setup.length) return;
   // Setup commands get the template's allowlist (e.g. `pip install` through @pypi), logged

@@ -62,7 +62,7 @@ export class Spawner {
     if (this.d.table.closed) throw new ForgevmError("UNAVAILABLE", "the server is shutting down");
     // Pool mode shares the default provider's VMs; a spawn that names another provider gets its own sandbox.
     const tenants = this.d.tenantSpawner;
-    if (tenants && opts.template === undefined && (!opts.provider || opts.provider === this.d.provider.name)) return tenants.spawn(opts);
+    if (tenants && opts.template === undefined && !opts.system && (!opts.provider || opts.provider === this.d.provider.name)) return tenants.spawn(opts);
     const p = await this.d.planner.plan(opts);
     const pooled = await this.claimPooled(p, opts);
     if (pooled) return pooled;
@@ -91,7 +91,17 @@ export class Spawner {
    */
   async startVm(id: string, p: SpawnPlan, opts: SpawnOptions): Promise<{ vm: Vm; origin: string }> {
     const volumes = await this.d.volumes.disks(p.volumes);
-    const spec = { id, memoryMb: p.memoryMb, vcpus: p.vcpus, hostname: opts.hostname ?? id, bootTimeoutMs: opts.bootTimeoutMs, nic: p.nic, volumes, forkable: p.forkable };
+    const spec = {
+      id,
+      memoryMb: p.memoryMb,
+      vcpus: p.vcpus,
+      hostname: opts.hostname ?? id,
+      bootTimeoutMs: opts.bootTimeoutMs,
+      nic: p.nic,
+      volumes,
+      forkable: p.forkable,
+      ...(p.init ? { init: p.init } : {}),
+    };
     // A base snapshot's machine has no volume disks, and a restore needs the same devices.
     if (useBaseSnapshots(this.d, p.provider) && !opts.coldBoot && !volumes.length) {
       const base = await this.d.snaps.base(p, (vm) => prepareBase(this.d, vm, p));

@@ -20,6 +20,8 @@ export interface BaseSpec {
   vcpus: number;
   diskMb: number;
   template?: TemplateRow;
+  /** "systemd": a system image's base holds a booted systemd, so it is another base. */
+  init?: "systemd" | null;
   /** With a network device (network "full"): a different machine, so a different base. */
   nic?: boolean;
 }
@@ -82,6 +84,8 @@ export class Snapshots {
       kernel: await fileId(this.d.paths.kernel),
       initramfs: await fileId(this.d.paths.initramfs),
       machine: await this.d.provider.machineKey(),
+      // Only when set, so that the keys of every other base stay what they were.
+      ...(spec.init ? { init: spec.init } : {}),
     };
     return createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 32);
   }
@@ -137,6 +141,7 @@ export class Snapshots {
         hostname: "forgevm",
         memoryFile: join(row.dir, "memory"),
         nic: spec.nic,
+        ...(spec.init ? { init: spec.init } : {}),
       });
       await prepare(vm);
       const r = await vm.freeze(row.dir);

@@ -33,5 +33,6 @@ export function spawnOptionsOf(b: Static<typeof SpawnRequest>, ownerId: string |
     cache: b.cache,
     forkable: b.forkable,
     forward: b.forward,
+    system: b.system,
   };
 }

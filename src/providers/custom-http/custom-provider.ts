@@ -71,7 +71,7 @@ class CustomVm extends Vmless implements Vm {
 
 export class CustomProvider implements Provider {
   readonly name: string;
-  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "vm" };
+  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, init: false, commit: false, isolation: "vm" };
   private readonly api: CustomApi;
   private readonly dir: string;
   private readonly timeoutMs: number;

@@ -27,7 +27,7 @@ export interface LocalProviderOptions {
 
 export class LocalProvider implements Provider {
   readonly name = "local";
-  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, commit: false, isolation: "namespaces" };
+  readonly features: ProviderFeatures = { snapshots: false, reattach: false, volumes: false, init: false, commit: false, isolation: "namespaces" };
   private readonly rt: LocalRuntime;
   private readonly imagesDir: string;
 

@@ -71,6 +71,7 @@ export function kernelCmdline(spec: VmSpec, opts: { tscKhz?: number } = {}): str
   if (opts.tscKhz) parts.push(`tsc_early_khz=${opts.tscKhz}`, ...TCG_CLOCK);
   if (spec.rootfs || spec.baseDisk) parts.push("fvm.root=vda");
   if (spec.hostname) parts.push(`fvm.hostname=${spec.hostname}`);
+  if (spec.init && (spec.rootfs || spec.baseDisk)) parts.push(`fvm.init=${spec.init}`);
   return parts.join(" ");
 }
 

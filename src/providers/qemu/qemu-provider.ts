@@ -55,7 +55,7 @@ export interface QemuProviderOptions {
 
 export class QemuProvider implements Provider {
   readonly name = "qemu";
-  readonly features: ProviderFeatures = { snapshots: true, reattach: true, volumes: true, commit: true, isolation: "vm" };
+  readonly features: ProviderFeatures = { snapshots: true, reattach: true, volumes: true, init: true, commit: true, isolation: "vm" };
   private readonly rt: QemuRuntime;
   private verdict: Promise<AccelVerdict> | null = null;
   private firewall: Promise<void> | null = null;

@@ -1,0 +1,154 @@
+// System images (docs/system-images.md): forgevm/system:debian-12 boots systemd as PID 1, which
+// starts the agent as its first service, so exec, files, pause and ssh work as on any image while
+// `systemctl` manages real units. A unit's service runs, `systemctl status` answers, the service
+// survives a pause (same process) and comes back after a cold boot over the sandbox's disk; ssh
+// reaches the image's own sshd, socket-activated, with host keys of each sandbox's own. Asking for
+// systemd where an image has none, or for a system image ForgeVM does not build, is refused.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdir, mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { after, before, describe, it } from "node:test";
+import { pathsFor } from "../../src/config/paths.js";
+import { startServer, type RunningServer } from "../../src/compose/serve.js";
+import { DEFAULT_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE } from "../../src/images/store.js";
+import { ensureSystemImage } from "../../src/setup/base-image.js";
+import { INSTALL_ROOT } from "../../src/setup/install.js";
+import type { Sandbox } from "../../src/index.js";
+import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, runCli, testConfig } from "../helpers.js";
+
+const run = promisify(execFile);
+let server: RunningServer;
+let sb: Sandbox;
+
+const sh = async (command: string, box = sb) => {
+  const r = await box.exec(command, { timeoutMs: 60_000 });
+  return { code: r.exitCode, out: r.stdout.trim(), err: r.stderr.trim() };
+};
+
+/**
+ * The system image, built once per checkout (two minutes: debootstrap from Debian's archive) in a
+ * data directory of its own that setup's prepared copy does not replace, and linked into `dataDir`.
+ */
+async function linkSystemImage(dataDir: string): Promise<void> {
+  const cache = pathsFor(join(INSTALL_ROOT, ".forgevm-test", "system-images"));
+  const t0 = performance.now();
+  await ensureSystemImage(cache, "debian-12", () => {});
+  console.log(`# ${SYSTEM_IMAGE} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  await run("cp", ["-al", await storedImageDir(cache, SYSTEM_IMAGE), imageDir(pathsFor(dataDir), SYSTEM_IMAGE)]);
+}
+
+before(async () => {
+  const cfg = await testConfig(undefined, [DEFAULT_IMAGE]);
+  await linkSystemImage(cfg.data_dir);
+  server = await startServer(cfg, "test");
+  removeAtExit(cfg.data_dir);
+  const r = await apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, name: "sys", memory_mb: 512 });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  sb = server.forge.sandboxes.running(r.body.id);
+});
+
+after(async () => {
+  await server?.close();
+  if (server) await assertNoVmLeft(server.forge);
+});
+
+describe("system images", () => {
+  it("boot systemd as PID 1, with the agent as its first service and execs in a cgroup under it", async () => {
+    assert.equal((await sh("readlink /proc/1/exe")).out, "/usr/lib/systemd/systemd");
+    // Spawning waits for the boot to settle: the system is up, not starting.
+    const state = await sh("systemctl is-system-running");
+    assert.match(state.out, /^(running|degraded)$/, `${state.out}\n${(await sh("systemctl --failed --no-legend")).out}`);
+    const agent = await sh("systemctl show -p ActiveState -p MainPID forgevm-agent.service");
+    assert.match(agent.out, /ActiveState=active/);
+    assert.equal((await sh("cat /proc/$(systemctl show -p MainPID --value forgevm-agent.service)/comm")).out, "agent");
+    assert.match((await sh("cat /proc/self/cgroup")).out, /^0::\/system\.slice\/forgevm-agent\.service\/sandbox\/x\d+$/);
+    // The hostname the host gave, journald running, files through the agent as anywhere.
+    assert.equal((await sh("hostname")).out, sb.id);
+    assert.equal((await sh("systemctl is-active systemd-journald.service")).out, "active");
+    await sb.writeFile("/etc/motd", Buffer.from("a system sandbox\n"));
+    assert.equal((await sh("cat /etc/motd")).out, "a system sandbox");
+  });
+
+  it("runs a unit's service that `systemctl status` reports and that survives a pause with the same process", async () => {
+    const unit =
+      "[Unit]\nDescription=ticks once a second\n[Service]\nExecStart=/bin/sh -c 'while :; do date +%s >> /var/tmp/ticks; sleep 1; done'\n[Install]\nWantedBy=multi-user.target\n";
+    await sb.writeFile("/etc/systemd/system/ticker.service", Buffer.from(unit));
+    const enabled = await sh("systemctl daemon-reload && systemctl enable --now ticker.service");
+    assert.equal(enabled.code, 0, enabled.err);
+    const status = await sh("systemctl status ticker.service --no-pager");
+    assert.equal(status.code, 0, status.err);
+    assert.match(status.out, /Active: active \(running\)/);
+    // Started by systemd, not by the agent: the unit's own cgroup.
+    const pid = (await sh("systemctl show -p MainPID --value ticker.service")).out;
+    assert.match((await sh(`cat /proc/${pid}/cgroup`)).out, /system\.slice\/ticker\.service/);
+    await server.forge.sandboxes.pause(sb.id);
+    assert.equal(server.forge.sandboxes.get(sb.id).state, "paused");
+    sb = await server.forge.sandboxes.resume(sb.id);
+    assert.equal((await sh("systemctl show -p MainPID --value ticker.service")).out, pid, "the same process runs on after the pause");
+    const lines = Number((await sh("wc -l < /var/tmp/ticks")).out);
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.ok(Number((await sh("wc -l < /var/tmp/ticks")).out) > lines, "it still ticks");
+  });
+
+  it("starts the enabled service again when the sandbox boots cold over its disk", async () => {
+    await server.forge.sandboxes.pause(sb.id);
+    sb = await server.forge.sandboxes.resume(sb.id, undefined, { reboot: true });
+    assert.equal((await sh("readlink /proc/1/exe")).out, "/usr/lib/systemd/systemd");
+    // A fresh boot: the agent answered early, so systemd may still be starting units.
+    const up = await sh("systemctl is-system-running --wait; systemctl is-active ticker.service");
+    assert.match(up.out, /\nactive$/, up.out);
+    assert.equal((await sh("cat /etc/motd")).out, "a system sandbox", "the disk is the sandbox's");
+  });
+
+  it("answers ssh with the image's own sshd, whose host keys are each sandbox's own", async () => {
+    const home = await mkdtemp(join(tmpdir(), "fvt-system-home-"));
+    removeAtExit(home);
+    await mkdir(join(home, ".ssh"), { mode: 0o700 });
+    await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(home, ".ssh", "id_ed25519")]);
+    const key = (await readFile(join(home, ".ssh", "id_ed25519.pub"), "utf8")).trim();
+    const first = await apiRequest(server.url, "POST", `/sandboxes/${sb.id}/ssh`, { public_keys: [key] });
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(first.body.server, "image");
+    assert.equal((await sh("systemctl is-active ssh.service")).out, "active");
+    const other = await apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, memory_mb: 512, name: "sys2" });
+    assert.equal(other.status, 201, JSON.stringify(other.body));
+    assert.match(server.forge.sandboxes.get(other.body.id).origin ?? "", /^(snapshot|prestarted)$/, "a second spawn restores the image's base, systemd running");
+    // The host's own ssh client, through `forgevm ssh`'s ProxyCommand, into the image's sshd.
+    const login = await runCli(
+      ["--server", server.url, "ssh", "--key", `${join(home, ".ssh", "id_ed25519.pub")}`, "sys2", "--", "echo hi from $(hostname); ps -o comm= -p $PPID"],
+      childEnv({ HOME: home }),
+    );
+    assert.equal(login.status, 0, login.stderr);
+    assert.equal(login.stdout, `hi from ${other.body.id}\nsshd\n`);
+    const second = await apiRequest(server.url, "POST", `/sandboxes/${other.body.id}/ssh`, { public_keys: [key] });
+    assert.equal(second.status, 200, JSON.stringify(second.body));
+    assert.ok(first.body.host_keys.length && second.body.host_keys.length);
+    assert.notDeepEqual(first.body.host_keys, second.body.host_keys, "no two sandboxes of the image share a host key");
+    await server.forge.sandboxes.destroy(other.body.id);
+  });
+
+  it("refuses systemd for an image without it, and a system image ForgeVM does not build, before anything starts", async () => {
+    const before = server.forge.sandboxes.list().length;
+    const r = await apiRequest(server.url, "POST", "/sandboxes", { image: DEFAULT_IMAGE, system: true });
+    assert.equal(r.status, 400, JSON.stringify(r.body));
+    assert.match(r.body.message, /^system: image forgevm\/debian:bookworm has no systemd/);
+    assert.equal(server.forge.sandboxes.list().length, before);
+    const scratch = pathsFor(await mkdtemp(join(tmpdir(), "fvt-system-")));
+    removeAtExit(scratch.dataDir);
+    await assert.rejects(
+      ensureSystemImage(scratch, "ubuntu-24.04", () => {}),
+      /no system image "ubuntu-24\.04".*debian-12.*Ubuntu's need its archive/,
+    );
+  });
+
+  it("boots without systemd when a spawn says system: false", async () => {
+    const r = await apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, system: false, memory_mb: 512 });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const plain = server.forge.sandboxes.running(r.body.id);
+    assert.equal((await sh("cat /proc/1/comm", plain)).out, "init");
+    await server.forge.sandboxes.destroy(r.body.id);
+  });
+});
