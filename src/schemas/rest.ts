@@ -186,6 +186,7 @@ export const Sandbox = Type.Object(
       }),
     ),
     forkable: Type.Optional(Type.Boolean({ description: "Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over." })),
+    init: Type.Optional(Type.Literal("systemd", { description: "It boots its image's systemd as init, the agent as its first service (docs/system-images.md)." })),
     volumes: Type.Optional(Type.Array(VolumeMount, { description: "Named volumes it mounts." })),
     host_dirs: Type.Optional(Type.Array(HostDirMount, { description: "Host directories it mounts (live)." })),
   },

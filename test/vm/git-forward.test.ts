@@ -1,5 +1,5 @@
 // git with forwarded credentials (guest/forwards.ts, git-credentials.ts), in the code-interpreter
-// image, which has git and ssh's client. Over http: a repository the host serves behind Basic
+// image, which has git and ssh's client. Over http and https: a repository the host serves behind Basic
 // auth, whose password only the host user's own git credential store holds, is cloned in the
 // guest; a host its egress does not allow gets nothing, though the host knows a credential for it;
 // nothing the guest does reaches the host's store. Over ssh: `ssh-add -L` lists the key of an ssh
@@ -11,7 +11,8 @@ import assert from "node:assert/strict";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import { tmpdir } from "node:os";
 import { join, normalize } from "node:path";
 import { promisify } from "node:util";
@@ -26,6 +27,9 @@ const SECRET_HOST = "secret.forgevm.test"; // ... and this one is on no allowlis
 let dir: string;
 let web: Server;
 let port: number;
+let tls: HttpsServer;
+let tlsPort: number;
+let cert: string;
 let served = 0;
 let agent: ChildProcess;
 let publicLine: string;
@@ -52,7 +56,7 @@ before(async () => {
   await g(["push", "-q", join(dir, "origin.git"), "main"], join(dir, "work"));
   await g(["update-server-info"], join(dir, "origin.git"));
   const expected = `Basic ${Buffer.from("alice:s3cret-only-the-host-has").toString("base64")}`;
-  web = createServer(async (req, res) => {
+  const serve = async (req: IncomingMessage, res: ServerResponse) => {
     if (req.headers.authorization !== expected) {
       res.writeHead(401, { "WWW-Authenticate": 'Basic realm="git"' }).end();
       return;
@@ -62,12 +66,39 @@ before(async () => {
     const file = await readFile(join(dir, path)).catch(() => null);
     if (!file || !path.startsWith("/origin.git/")) res.writeHead(404).end();
     else res.writeHead(200).end(file);
-  });
+  };
+  web = createServer(serve);
   await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
   port = (web.address() as { port: number }).port;
+  // The same repository over https, with a certificate of its own that the guest is told to trust.
+  await run("openssl", [
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "1",
+    "-subj",
+    `/CN=${GIT_HOST}`,
+    "-addext",
+    `subjectAltName=DNS:${GIT_HOST}`,
+    "-keyout",
+    join(dir, "tls.key"),
+    "-out",
+    join(dir, "tls.crt"),
+  ]);
+  cert = await readFile(join(dir, "tls.crt"), "utf8");
+  tls = createHttpsServer({ key: await readFile(join(dir, "tls.key")), cert }, serve);
+  await new Promise<void>((r) => tls.listen(0, "127.0.0.1", r));
+  tlsPort = (tls.address() as { port: number }).port;
   // The host user's own credentials: git's store, read by `git credential fill` where the server runs.
   store = join(dir, "credentials");
-  await writeFile(store, `http://alice:s3cret-only-the-host-has@${GIT_HOST}%3a${port}\nhttp://bob:hunter2-for-another-host@${SECRET_HOST}%3a${port}\n`, { mode: 0o600 });
+  await writeFile(
+    store,
+    `http://alice:s3cret-only-the-host-has@${GIT_HOST}%3a${port}\nhttps://alice:s3cret-only-the-host-has@${GIT_HOST}%3a${tlsPort}\nhttp://bob:hunter2-for-another-host@${SECRET_HOST}%3a${port}\n`,
+    { mode: 0o600 },
+  );
   await writeFile(join(dir, "gitconfig"), `[credential]\n\thelper = store --file=${store}\n`);
   process.env.GIT_CONFIG_GLOBAL = join(dir, "gitconfig");
   process.env.GIT_CONFIG_NOSYSTEM = "1";
@@ -82,12 +113,13 @@ before(async () => {
   await run("ssh-add", ["-q", key], { env: { ...process.env, SSH_AUTH_SOCK: sock } });
 
   forge = await openForge({ sshAgentSocket: sock, network: { hostsOverride: { [GIT_HOST]: "127.0.0.1", [SECRET_HOST]: "127.0.0.1" } } }, [DEFAULT_IMAGE, CODE_IMAGE]);
-  sb = await forge.sandboxes.spawn({ image: CODE_IMAGE, memoryMb: 384, allow: [`${GIT_HOST}:${port}`], forward: ["ssh-agent", "git"] });
+  sb = await forge.sandboxes.spawn({ image: CODE_IMAGE, memoryMb: 384, allow: [`${GIT_HOST}:${port}`, `${GIT_HOST}:${tlsPort}`], forward: ["ssh-agent", "git"] });
 });
 
 after(async () => {
   await forge?.close();
   web?.close();
+  tls?.close();
   agent?.kill();
   if (forge) await assertNoVmLeft(forge);
 });
@@ -114,6 +146,21 @@ describe("git credentials forwarded", () => {
     await sh(`printf 'protocol=http\\nhost=${GIT_HOST}:${port}\\nusername=eve\\npassword=planted\\n\\n' | git credential approve`);
     await sh(`printf 'protocol=http\\nhost=${GIT_HOST}:${port}\\n\\n' | git credential reject`);
     assert.equal(await readFile(store, "utf8"), before);
+    const kept = await sh("grep -rl s3cret-only-the-host-has /root /home /tmp /etc 2>/dev/null || true");
+    assert.equal(kept.out, "", "git kept the password in no file");
+  });
+});
+
+describe("git credentials forwarded over https", () => {
+  it("clones over https with the password only the host has, the server's certificate trusted in the guest", async () => {
+    await sb.writeFile("/tmp/git-server.crt", Buffer.from(cert));
+    const before = served;
+    const clone = await sh(
+      `cd /tmp && GIT_TERMINAL_PROMPT=0 GIT_SSL_CAINFO=/tmp/git-server.crt git clone -q https://${GIT_HOST}:${tlsPort}/origin.git viahttps && cat viahttps/README`,
+    );
+    assert.equal(clone.code, 0, clone.err);
+    assert.equal(clone.out, "cloned with the host's credential\n");
+    assert.ok(served > before, "the https server let the clone in with the credential");
     const kept = await sh("grep -rl s3cret-only-the-host-has /root /home /tmp /etc 2>/dev/null || true");
     assert.equal(kept.out, "", "git kept the password in no file");
   });

@@ -58,6 +58,7 @@ after(async () => {
 describe("system images", () => {
   it("boot systemd as PID 1, with the agent as its first service and execs in a cgroup under it", async () => {
     assert.equal((await sh("readlink /proc/1/exe")).out, "/usr/lib/systemd/systemd");
+    assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${sb.id}`)).body.init, "systemd");
     // Spawning waits for the boot to settle: the system is up, not starting.
     const state = await sh("systemctl is-system-running");
     assert.match(state.out, /^(running|degraded)$/, `${state.out}\n${(await sh("systemctl --failed --no-legend")).out}`);
@@ -149,6 +150,7 @@ describe("system images", () => {
     assert.equal(r.status, 201, JSON.stringify(r.body));
     const plain = server.forge.sandboxes.running(r.body.id);
     assert.equal((await sh("cat /proc/1/comm", plain)).out, "init");
+    assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${r.body.id}`)).body.init, undefined);
     await server.forge.sandboxes.destroy(r.body.id);
   });
 });

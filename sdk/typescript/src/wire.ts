@@ -41,6 +41,8 @@ export interface SandboxInfo {
   paused_reason?: string;
   /** Its RAM is a file of its own: a fork stops it only to copy that file, and a pause hands it over. */
   forkable?: boolean;
+  /** It boots its image's systemd as init, the agent as its first service (docs/system-images.md). */
+  init?: "systemd";
   /** Named volumes it mounts. */
   volumes?: VolumeMount[];
   /** Host directories it mounts (live). */

@@ -54,6 +54,7 @@ const BODY_KEYS = [
   "secrets",
   "forkable",
   "forward",
+  "system",
 ];
 const FILE_KEYS = ["build", "command", "mounts", "restart"];
 /** A project's and a sandbox's name: together, "PROJECT-NAME", they make a sandbox name (at most 63). */

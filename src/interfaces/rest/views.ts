@@ -34,6 +34,7 @@ export function sandboxView(r: SandboxRow): SandboxT {
     ...(r.idle_ms && r.idle_action ? { idle: { after: formatDuration(r.idle_ms), action: r.idle_action } } : {}),
     ...(r.state === "paused" && r.paused_reason ? { paused_reason: r.paused_reason } : {}),
     ...(r.forkable ? { forkable: true } : {}),
+    ...(r.init ? { init: r.init } : {}),
     ...(r.volumes?.length ? { volumes: r.volumes } : {}),
     ...(r.host_dirs?.length ? { host_dirs: r.host_dirs } : {}),
     ...(r.main ? { main: mainView(r.main, r.state === "running" && !!r.main.started_at && r.main.finished_at === null) } : {}),
