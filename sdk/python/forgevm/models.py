@@ -66,6 +66,8 @@ class SandboxInfo:
     paused_reason: Optional[str] = None
     #: Its RAM is a file of its own: forks stop it only to copy that file, pauses copy nothing.
     forkable: Optional[bool] = None
+    #: "systemd": it boots its image's systemd as init, the agent as its first service.
+    init: Optional[str] = None
     volumes: Optional[List[Dict[str, Any]]] = None
     host_dirs: Optional[List[Dict[str, Any]]] = None
     #: Said by sandboxes whose provider is no security boundary (local).
