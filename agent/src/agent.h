@@ -82,6 +82,7 @@ void outq_release(void);
 void outq_hold_last(void);
 void outq_flush(int fd);
 void outq_clear(void);
+void outq_each_data(void (*fn)(uint32_t id, uint8_t chan, const uint8_t *p, size_t n));
 void outq_tail_to_front(void); /* the frame queued last (a HELLO) goes out first */
 char *req_str(const jdoc *d, const char *key);
 int req_int(const jdoc *d, const char *key, int64_t def, int64_t *out);
@@ -107,6 +108,7 @@ void exec_on_window(sess *s, uint8_t chan, uint32_t n);
 void exec_reap(pid_t pid, int status);
 void exec_tick(sess *s, uint64_t now);
 void exec_detach(sess *s);
+void exec_keep_queued(uint32_t id, uint8_t chan, const uint8_t *p, size_t n); /* output a gone host never got, kept (drop_sessions) */
 uint64_t exec_next_deadline(sess *s);
 int exec_detached_count(void);
 void exec_cgroup(char *out, size_t size, pid_t pid, const char *file);

@@ -129,6 +129,13 @@ static void keep_output(sess *s, int which, const char *p, size_t n) {
   s->kept_lost += drop;
 }
 
+/* Output a host never got (queued when it went away, or held before a server let go of the
+ * guest) goes to what the process keeps for the next host, before anything it writes later. */
+void exec_keep_queued(uint32_t id, uint8_t chan, const uint8_t *p, size_t n) {
+  sess *s = sess_find(id);
+  if (s && s->type == S_EXEC && !s->detached && (chan == CH_OUT || chan == CH_ERR)) keep_output(s, chan, (const char *)p, n);
+}
+
 static void unkeep(sess *s, int which) {
   kept_total -= s->kept_len[which];
   free(s->kept[which]);

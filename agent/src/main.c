@@ -119,10 +119,12 @@ static void port_watch_update(void) {
 /* Streams and queued output of a host that is gone: nobody will read the output or answer for
  * the requests, so transfers are dropped and queued output (possibly a half-written frame)
  * discarded. Processes in flight are detached, kept for a host to adopt (exec_detach), or killed
- * when a host that restores a snapshot says so. */
+ * when a host that restores a snapshot says so; a kept process's queued output is kept with it
+ * (exec_keep_queued), so the host that adopts it reads every byte a held channel kept back. */
 static int sessions_dropped; /* sessions were freed during the current epoll batch */
 static void drop_sessions(int keep_processes) {
   sessions_dropped = 1;
+  if (keep_processes) outq_each_data(exec_keep_queued);
   for (sess *s = sessions, *next; s; s = next) {
     next = s->next;
     if (s->type == S_EXEC && keep_processes) { exec_detach(s); continue; }

@@ -57,6 +57,12 @@ void outq_flush(int fd) {
   }
 }
 
+/* Calls fn with each DATA frame still wholly in the queue (none of it written), oldest first. */
+void outq_each_data(void (*fn)(uint32_t id, uint8_t chan, const uint8_t *p, size_t n)) {
+  for (frame *f = outq_head; f; f = f->next)
+    if (f->off == 0 && f->data[8] == K_DATA && f->len > HDR_SIZE) fn(get_le32(f->data + 4), f->data[9], f->data + HDR_SIZE, f->len - HDR_SIZE);
+}
+
 /* Discards every queued frame, a half-written one too, and ends a hold. */
 void outq_clear(void) {
   held = 0;

@@ -128,6 +128,10 @@ export class ServerStop {
    */
   async letGo(sb: Sandbox): Promise<void> {
     const id = sb.id;
+    // Held first: everything the guest sent before the hold's answer is read (the main process's
+    // log has it), and what it writes after waits in the agent, which keeps it with the process
+    // for the server that adopts it. Without a hold, frames in the port when it closed were lost.
+    if (sb.vm.guest.supports("continue-sessions")) await sb.vm.guest.hold().catch(ignore("a guest that does not answer is let go as it is"));
     this.d.table.mains.get(id)?.release(SERVER_LEFT);
     this.d.table.end(id);
     await this.d.networks.detach(id);
