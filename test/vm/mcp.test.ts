@@ -43,6 +43,7 @@ const CONTRACT_TOOLS = [
   "logs",
   "egress_log",
   "publish_port",
+  "set_memory",
   "images",
   "pull_image",
   "templates",
@@ -156,6 +157,15 @@ describe("streamable HTTP at /mcp", () => {
     assert.deepEqual([r.exit_code, r.stdout, r.stderr, r.truncated], [3, "hello from /work\n", "oops\n", false]);
     const argv = await ok(client, "exec", { sandbox_id: id, argv: ["cat"], stdin: "piped in" });
     assert.equal(argv.stdout, "piped in");
+    // Its memory by hand: less of it without a restart, the guest seeing less; more than it was given is refused with the figures.
+    const mem = await ok(client, "set_memory", { sandbox_id: id });
+    const lower = await ok(client, "set_memory", { sandbox_id: id, size_mb: mem.memory_mb - 64 });
+    assert.equal(lower.actual_mb, mem.memory_mb - 64);
+    assert.ok(lower.guest_total_mb < mem.guest_total_mb, `the guest sees less (${lower.guest_total_mb} < ${mem.guest_total_mb} MiB)`);
+    const tooMuch = await call(client, "set_memory", { sandbox_id: id, size_mb: mem.memory_mb + 1 });
+    assert.equal(tooMuch.isError, true);
+    assert.match(JSON.stringify(tooMuch.content), new RegExp(`more than sandbox ${id} was given \\(${mem.memory_mb} MiB\\)`));
+    assert.equal((await ok(client, "set_memory", { sandbox_id: id, size_mb: mem.memory_mb })).actual_mb, mem.memory_mb);
 
     const first = await ok(client, "run_code", { sandbox_id: id, code: "x = 20\nimport math" });
     const second = await ok(client, "run_code", { sandbox_id: id, code: "print('printed'); math.sqrt(x + 5) * 2" });

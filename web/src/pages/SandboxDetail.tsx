@@ -157,6 +157,12 @@ function Overview({ s }: { s: any }) {
               </dd>
             </>
           )}
+          {s.init && (
+            <>
+              <dt>Init</dt>
+              <dd data-testid="init">{s.init}, with the agent as its first service</dd>
+            </>
+          )}
           {s.forkable && (
             <>
               <dt>Memory</dt>

@@ -5,7 +5,7 @@ import { fork, restore, snapshot } from "./copies.js";
 import { exec, runCode } from "./exec.js";
 import { download, listFiles, readFile, upload, writeFile } from "./files.js";
 import { images, pullImage, templates } from "./images.js";
-import { createSandbox, destroySandbox, egressLog, listSandboxes, logs, publishPort } from "./sandboxes.js";
+import { createSandbox, destroySandbox, egressLog, listSandboxes, logs, publishPort, setMemory } from "./sandboxes.js";
 
 export const TOOLS: Tool[] = [
   createSandbox,
@@ -24,6 +24,7 @@ export const TOOLS: Tool[] = [
   logs,
   egressLog,
   publishPort,
+  setMemory,
   images,
   pullImage,
   templates,

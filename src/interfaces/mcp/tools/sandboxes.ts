@@ -1,4 +1,5 @@
-// Sandboxes: create, list, destroy, and what can be read of one (console log, egress log).
+// Sandboxes: create, list, destroy, their memory (the balloon), and what can be read of one
+// (console log, egress log).
 import { Type } from "typebox";
 import { ForgevmError } from "../../../http/errors.js";
 import { checkImage, checkSize, narrowNetwork } from "../policy.js";
@@ -127,6 +128,27 @@ export const destroySandbox = tool({
     ctx.agents.row(a.sandbox_id);
     await ctx.forge.sandboxes.destroy(a.sandbox_id, "mcp");
     return { result: { sandbox_id: a.sandbox_id, destroyed: true }, sandboxId: a.sandbox_id };
+  },
+});
+
+export const setMemory = tool({
+  name: "set_memory",
+  title: "Set a sandbox's memory",
+  description: "Set how much memory a running sandbox may use, up to what it was created with, without a restart (no size_mb: say what it has).",
+  input: Type.Object(
+    { sandbox_id: SandboxId, size_mb: Type.Optional(Type.Integer({ minimum: 1, maximum: 1 << 20, description: "What it may use from now, in MiB" })) },
+    { additionalProperties: false },
+  ),
+  output: Type.Object({ sandbox_id: Type.String(), memory_mb: Type.Integer(), actual_mb: Type.Integer(), guest_total_mb: Type.Integer(), guest_available_mb: Type.Integer() }),
+  annotations: { idempotentHint: true },
+  async run(ctx, a) {
+    ctx.agents.row(a.sandbox_id);
+    const b = await ctx.forge.sandboxes.balloon(a.sandbox_id, a.size_mb);
+    return {
+      result: { sandbox_id: a.sandbox_id, ...b },
+      text: `${a.sandbox_id}: ${b.actual_mb} of its ${b.memory_mb} MiB (the guest sees ${b.guest_total_mb} MiB, ${b.guest_available_mb} available)`,
+      sandboxId: a.sandbox_id,
+    };
   },
 });
 
