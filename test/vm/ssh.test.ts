@@ -9,7 +9,8 @@ import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { RunningServer } from "../../src/compose/serve.js";
-import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, runCli, startTestServer } from "../helpers.js";
+import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, runCli, startTestServer, waitFor } from "../helpers.js";
+import { freePort } from "../ports.js";
 import { writeBusyboxImage } from "../oci-writer.js";
 import { tmpdir } from "node:os";
 
@@ -115,6 +116,41 @@ describe("ssh into a sandbox", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, "awake\n");
     assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${id}`)).body.state, "running");
+  });
+
+  it("forwards a port of the host to one in the guest, as VS Code's Remote-SSH does to reach its server", async () => {
+    const served = await cli(
+      "exec",
+      "box",
+      "--",
+      "sh",
+      "-c",
+      "mkdir -p /tmp/served && echo forwarded > /tmp/served/hello.txt && cd /tmp/served && (nohup python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &)",
+    );
+    assert.equal(served.status, 0, served.stderr);
+    const port = await freePort();
+    const tunnel = spawn("ssh", ["-F", sshConfig, "-N", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes", "-L", `127.0.0.1:${port}:127.0.0.1:8765`, "forgevm-box"], {
+      env,
+      cwd: home,
+      stdio: "ignore",
+    });
+    try {
+      let body: string | null = null;
+      await waitFor(
+        async () => {
+          body = await fetch(`http://127.0.0.1:${port}/hello.txt`).then(
+            (r) => (r.ok ? r.text() : null),
+            () => null,
+          );
+          return body !== null;
+        },
+        30_000,
+        "the forwarded port",
+      );
+      assert.equal(body, "forwarded\n");
+    } finally {
+      tunnel.kill();
+    }
   });
 
   it("a host key that changed is refused", async () => {
