@@ -44,7 +44,7 @@ export const TIERS: Record<Tier, string[]> = Object.fromEntries(
 export const FILE_SECONDS: Record<string, number> = {
   environments: 173,
   // With its image built: two minutes of debootstrap on a fresh machine.
-  "system-image": 190,
+  "system-image": 220,
   snapshots: 130,
   e2b: 119,
   "pause-cycles": 100,

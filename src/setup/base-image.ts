@@ -72,7 +72,7 @@ export async function ensureSystemImage(paths: Paths, short: string, log: (m: st
     const ubuntu = short.startsWith("ubuntu") ? "; Ubuntu's need its archive, which this machine's package sources do not reach (docs/system-images.md)" : "";
     throw new Error(`no system image "${short}": the ones ForgeVM builds are ${Object.keys(SYSTEM_IMAGES).join(", ")}${ubuntu}`);
   }
-  await ensureDebianImage(paths, image, log);
+  await ensureDebianImage(paths, image, log, `sudo forgevm image system ${short}`);
   return image.name;
 }
 
@@ -113,7 +113,7 @@ function describe({ packages, extras = [], after, init, files = {} }: BuiltIn): 
   return `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}${init ? `, booted by ${init}${own}` : ""}`;
 }
 
-async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) => void): Promise<void> {
+async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) => void, asRoot = "sudo ./setup.sh"): Promise<void> {
   const { name, packages, extras = [], after, init, files = {} } = image;
   const description = describe(image);
   const dir = imageDir(paths, name);
@@ -128,7 +128,7 @@ async function ensureDebianImage(paths: Paths, image: BuiltIn, log: (m: string) 
   }
   if (built) log(`image ${name}: rebuilding (its package list changed)`);
   if (process.getuid?.() !== 0) {
-    throw new Error(`building ${name} needs root (debootstrap creates device nodes and owners): run sudo ./setup.sh`);
+    throw new Error(`building ${name} needs root (debootstrap creates device nodes and owners): run ${asRoot}`);
   }
   const staging = `${dir}.build-${process.pid}`;
   const rootfs = join(staging, "rootfs");

@@ -1,7 +1,8 @@
 // System images (docs/system-images.md): forgevm/system:debian-12 boots systemd as PID 1, which
 // starts the agent as its first service, so exec, files, pause and ssh work as on any image while
 // `systemctl` manages real units. A unit's service runs, `systemctl status` answers, the service
-// survives a pause (same process) and comes back after a cold boot over the sandbox's disk; ssh
+// survives a pause (same process) and comes back after a cold boot over the sandbox's disk; a
+// unit's server answers on a published port, a fork runs on with its services, metrics answer; ssh
 // reaches the image's own sshd, socket-activated, with host keys of each sandbox's own. Asking for
 // systemd where an image has none, or for a system image ForgeVM does not build, is refused.
 import assert from "node:assert/strict";
@@ -92,6 +93,28 @@ describe("system images", () => {
     const lines = Number((await sh("wc -l < /var/tmp/ticks")).out);
     await new Promise((r) => setTimeout(r, 2500));
     assert.ok(Number((await sh("wc -l < /var/tmp/ticks")).out) > lines, "it still ticks");
+  });
+
+  it("serves a unit's web server on a published port, forks with its services running, and reports metrics", async () => {
+    await sb.writeFile("/srv/index.html", Buffer.from("served by a unit\n"));
+    const unit = "[Service]\nExecStart=/usr/bin/python3 -m http.server 8080 --bind 127.0.0.1 --directory /srv\n[Install]\nWantedBy=multi-user.target\n";
+    await sb.writeFile("/etc/systemd/system/web.service", Buffer.from(unit));
+    assert.equal((await sh("systemctl daemon-reload && systemctl enable --now web.service")).code, 0);
+    const up = await sh("for i in $(seq 100); do curl -sf http://127.0.0.1:8080/ && exit 0; sleep 0.2; done; exit 1");
+    assert.equal(up.code, 0, "the unit's server answers in the guest");
+    const port = await server.forge.network.publishPort(sb.id, "0:8080");
+    const res = await fetch(`http://127.0.0.1:${port.host_port}/`);
+    assert.equal(await res.text(), "served by a unit\n");
+    const fork = await server.forge.snapshots.fork(sb.id);
+    const child = fork.sandboxes[0];
+    try {
+      assert.equal((await sh("readlink /proc/1/exe; systemctl is-active ticker.service web.service", child)).out, "/usr/lib/systemd/systemd\nactive\nactive");
+      assert.equal(server.forge.sandboxes.get(child.id).init, "systemd", "a fork boots systemd too if it ever boots cold");
+    } finally {
+      await server.forge.sandboxes.destroy(child.id);
+    }
+    const m = await sb.metrics();
+    assert.ok(m.memory.total > 0 && m.processes > 10 && m.disk.total > 0, JSON.stringify(m));
   });
 
   it("starts the enabled service again when the sandbox boots cold over its disk", async () => {
