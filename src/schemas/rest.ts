@@ -462,6 +462,7 @@ export const TemplateFields = {
   idle: Type.Optional(IdleSpec),
   forkable: Type.Optional(Type.Boolean({ description: "Its sandboxes keep their RAM in a file of their own (fast forks and pauses)." })),
   forward: Type.Optional(Forward),
+  system: Type.Optional(Type.Boolean({ description: "Its sandboxes boot their image's systemd as init (default: what the image says; docs/system-images.md)." })),
   provider: Type.Optional(Type.String({ description: 'The provider its sandboxes run on ("" or absent: the server\'s default).' })),
   /** Copied into the metadata of every sandbox spawned from it. */
   metadata: Type.Optional(StringMap),
@@ -495,6 +496,7 @@ export const Template = Type.Object(
     idle: Type.Optional(IdleSpec),
     forkable: Type.Optional(Type.Boolean()),
     forward: Type.Optional(Forward),
+    system: Type.Optional(Type.Boolean()),
     provider: Type.String(),
     metadata: StringMap,
     created_at: Type.String(),

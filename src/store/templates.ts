@@ -25,6 +25,8 @@ export interface TemplateBody {
   forkable?: boolean;
   /** What its sandboxes have forwarded from the host (guest/forwards.ts). */
   forward?: string[];
+  /** Its sandboxes boot their image's systemd (SpawnOptions.system); absent: what the image says. */
+  system?: boolean;
   /** The provider its sandboxes run on (absent: the server's default). */
   provider?: string;
   /** Copied into the metadata of every sandbox spawned from it. */

@@ -166,6 +166,21 @@ describe("system images", () => {
       ensureSystemImage(scratch, "ubuntu-24.04", () => {}),
       /no system image "ubuntu-24\.04".*debian-12.*Ubuntu's need its archive/,
     );
+    // The same through the CLI, as a user types it.
+    const cli = await runCli(["--data-dir", scratch.dataDir, "image", "system", "ubuntu-24.04"], childEnv());
+    assert.notEqual(cli.status, 0);
+    assert.match(cli.stderr, /no system image "ubuntu-24\.04": the ones ForgeVM builds are debian-12/);
+    const run = await runCli(["--server", server.url, "run", "--system", DEFAULT_IMAGE, "--", "true"], childEnv());
+    assert.notEqual(run.status, 0);
+    assert.match(run.stderr, /system: image forgevm\/debian:bookworm has no systemd/);
+    // A template says it for its sandboxes, and the refusal names the template.
+    const tpl = await apiRequest(server.url, "POST", "/templates", { name: "sys-on-plain", image: DEFAULT_IMAGE, system: true });
+    assert.equal(tpl.status, 201, JSON.stringify(tpl.body));
+    assert.equal(tpl.body.system, true);
+    const fromTpl = await apiRequest(server.url, "POST", "/sandboxes", { template: "sys-on-plain" });
+    assert.equal(fromTpl.status, 400, JSON.stringify(fromTpl.body));
+    assert.match(fromTpl.body.message, /^template sys-on-plain: system: image forgevm\/debian:bookworm has no systemd/);
+    assert.equal(server.forge.sandboxes.list().length, before, "nothing started");
   });
 
   it("boots without systemd when a spawn says system: false", async () => {

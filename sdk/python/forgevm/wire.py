@@ -345,6 +345,7 @@ class Template(_TemplateRequired, total=False):
     forkable: bool
     #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
+    system: bool
 
 
 class _TemplateInputRequired(TypedDict):
@@ -374,6 +375,8 @@ class TemplateInput(_TemplateInputRequired, total=False):
     forkable: bool
     #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
+    #: Its sandboxes boot their image's systemd as init (default: what the image says; docs/system-images.md).
+    system: bool
     #: The provider its sandboxes run on ("" or absent: the server's default).
     provider: str
     metadata: Dict[str, str]
@@ -406,6 +409,8 @@ class TemplateUpdate(TypedDict, total=False):
     forkable: bool
     #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
     forward: List[str]
+    #: Its sandboxes boot their image's systemd as init (default: what the image says; docs/system-images.md).
+    system: bool
     #: The provider its sandboxes run on ("" or absent: the server's default).
     provider: str
     metadata: Dict[str, str]

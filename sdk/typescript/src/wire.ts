@@ -360,6 +360,7 @@ export interface Template {
   forkable?: boolean;
   /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
+  system?: boolean;
   provider: string;
   metadata: Record<string, string>;
   created_at: string;
@@ -392,6 +393,8 @@ export interface TemplateInput {
   forkable?: boolean;
   /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
+  /** Its sandboxes boot their image's systemd as init (default: what the image says; docs/system-images.md). */
+  system?: boolean;
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider?: string;
   metadata?: Record<string, string>;
@@ -426,6 +429,8 @@ export interface TemplateUpdate {
   forkable?: boolean;
   /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
   forward?: string[];
+  /** Its sandboxes boot their image's systemd as init (default: what the image says; docs/system-images.md). */
+  system?: boolean;
   /** The provider its sandboxes run on ("" or absent: the server's default). */
   provider?: string;
   metadata?: Record<string, string>;

@@ -178,7 +178,7 @@ export class Planner {
       provider,
       forward,
       image,
-      init: await this.planInit(opts.system, image, provider),
+      init: await this.planInit(opts.system ?? tpl?.system, image, provider, opts.system === undefined && tpl ? `template ${tpl.name}: system` : "system"),
       template: tpl,
       memoryMb,
       vcpus,
@@ -205,14 +205,14 @@ export class Planner {
    * or the label org.forgevm.init). Asked of an image without systemd, or of a provider that boots
    * no kernel of ours, it is refused before anything starts.
    */
-  private async planInit(system: boolean | undefined, image: LocalImage, provider: Provider): Promise<"systemd" | null> {
+  private async planInit(system: boolean | undefined, image: LocalImage, provider: Provider, field: string): Promise<"systemd" | null> {
     if (system === false) return null;
     if (system === undefined) return provider.features.init ? imageInit(image) : null;
-    this.d.providers.require(provider, "init", "system");
+    this.d.providers.require(provider, "init", field);
     if (imageInit(image)) return "systemd";
     if (!(await ext4Has(image.rootfs, SYSTEMD_PATHS)).size)
       throw badRequest(
-        `system: image ${image.name} has no systemd (${SYSTEMD_PATHS.join(" or ")}); use a system image (forgevm image system debian-12) or one that installs systemd`,
+        `${field}: image ${image.name} has no systemd (${SYSTEMD_PATHS.join(" or ")}); use a system image (forgevm image system debian-12) or one that installs systemd`,
       );
     return "systemd";
   }

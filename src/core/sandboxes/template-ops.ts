@@ -49,6 +49,7 @@ export function templateBody(t: TemplateInput): TemplateBody {
     idle: t.idle ? checkedIdle(t.idle) : undefined,
     forkable: t.forkable || undefined,
     forward: t.forward?.length ? checkForward(t.forward) : undefined,
+    system: t.system,
     provider: t.provider || undefined,
     metadata: t.metadata && Object.keys(t.metadata).length ? t.metadata : undefined,
   };

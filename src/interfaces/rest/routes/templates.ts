@@ -33,6 +33,7 @@ function view(forge: Forge, t: TemplateRow) {
     ...(t.idle ? { idle: t.idle } : {}),
     ...(t.forkable ? { forkable: true } : {}),
     ...(t.forward?.length ? { forward: t.forward } : {}),
+    ...(t.system !== undefined ? { system: t.system } : {}),
     provider: t.provider ?? forge.providers.defaultName,
     metadata: t.metadata ?? {},
     created_at: t.created_at,
