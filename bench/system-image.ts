@@ -5,16 +5,11 @@
 //   count (MemTotal − MemAvailable) and its VMM's PSS on the host. The default image is the
 //   baseline; the ratios are what carries across machines.
 // Prints one JSON document. Usage: node dist/bench/system-image.js [--runs 5]
-import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { parseArgs } from "node:util";
-import { pathsFor } from "../src/config/paths.js";
-import { DEFAULT_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE } from "../src/images/store.js";
-import { ensureSystemImage } from "../src/setup/base-image.js";
-import { INSTALL_ROOT } from "../src/setup/install.js";
+import { DEFAULT_IMAGE, SYSTEM_IMAGE } from "../src/images/store.js";
+import { preparedSystemImage } from "../src/setup/index.js";
 import { benchDataDir, benchForge } from "./data-dir.js";
 import { pct } from "./stats.js";
 
@@ -30,11 +25,9 @@ async function pssMib(pid: number): Promise<number> {
 
 async function main() {
   const started = Date.now();
-  // The system image as the tests keep it: built once per checkout, linked into this data directory.
-  const cache = pathsFor(join(INSTALL_ROOT, ".forgevm-test", "system-images"));
-  await ensureSystemImage(cache, "debian-12", () => {});
+  // The system image as the tests keep it: built once per checkout, shared into this data directory.
   const dataDir = await benchDataDir();
-  await promisify(execFile)("cp", ["-al", await storedImageDir(cache, SYSTEM_IMAGE), imageDir(pathsFor(dataDir), SYSTEM_IMAGE)]);
+  await preparedSystemImage(dataDir);
   const forge = await benchForge({ dataDir, prestart: 0, reapIntervalMs: 0, metrics: { enabled: false } });
   const accel = (await forge.providers.health()).accel;
   const measure = async (image: string) => {

@@ -176,6 +176,7 @@ int set_hostname(const char *name);
 /* The cgroup of every exec'd process: /sys/fs/cgroup/sandbox, or under the agent's own
  * delegated cgroup when systemd runs the agent (systemd.c). */
 extern char sandbox_cgroup[160];
+char *sandbox_file(char *out, size_t size, const char *file); /* exec.c: a file of that cgroup, in out */
 /* systemd.c: a system image's boot, where systemd is PID 1 and the agent its service */
 void systemd_handover(void);
 void service_init(void);

@@ -39,6 +39,12 @@ static size_t kept_total;
 
 char sandbox_cgroup[160] = "/sys/fs/cgroup/sandbox";
 
+/* The path of `file` in the sandbox's cgroup. */
+char *sandbox_file(char *out, size_t size, const char *file) {
+  snprintf(out, size, "%s/%s", sandbox_cgroup, file);
+  return out;
+}
+
 /* The path of `file` in the cgroup of the exec whose first process is `pid`, made when `file` is
  * its cgroup.procs (the child calls this before it execs). */
 void exec_cgroup(char *out, size_t size, pid_t pid, const char *file) {
@@ -505,10 +511,7 @@ void op_exec(uint32_t id, const jdoc *d) {
       char cg[256];
       exec_cgroup(cg, sizeof cg, getpid(), "cgroup.procs");
       int fd = open(cg, O_WRONLY | O_CLOEXEC);
-      if (fd < 0) {
-        snprintf(cg, sizeof cg, "%s/cgroup.procs", sandbox_cgroup);
-        fd = open(cg, O_WRONLY | O_CLOEXEC);
-      }
+      if (fd < 0) fd = open(sandbox_file(cg, sizeof cg, "cgroup.procs"), O_WRONLY | O_CLOEXEC);
       if (fd >= 0) { if (write(fd, "0", 1) < 0) {} close(fd); }
     }
     /* Credentials first, then the directory: a user may only start where it may go. */
@@ -706,8 +709,7 @@ void op_adopt(uint32_t id, const jdoc *d) {
 void op_killall(uint32_t id, const jdoc *d) {
   (void)d;
   char path[256];
-  snprintf(path, sizeof path, "%s/cgroup.kill", sandbox_cgroup);
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  int fd = open(sandbox_file(path, sizeof path, "cgroup.kill"), O_WRONLY | O_CLOEXEC);
   if (fd < 0) { send_errno(id, errno, "cgroup.kill"); return; }
   int r = write(fd, "1", 1) < 0 ? errno : 0;
   close(fd);

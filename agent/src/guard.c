@@ -39,8 +39,7 @@ static long long refused_count(void) {
 int pids_guard_fd(void) {
   if (events_fd >= 0) return events_fd;
   char path[256];
-  snprintf(path, sizeof path, "%s/pids.events", sandbox_cgroup);
-  events_fd = open(path, O_RDONLY | O_CLOEXEC);
+  events_fd = open(sandbox_file(path, sizeof path, "pids.events"), O_RDONLY | O_CLOEXEC);
   if (events_fd >= 0) refused_seen = refused_count();
   return events_fd;
 }

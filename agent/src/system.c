@@ -168,8 +168,7 @@ static int set_limits(int64_t pids_max, int64_t reserve_mb) {
   char v[32], file[200];
   if (pids_max > 0) {
     snprintf(v, sizeof v, "%lld", (long long)pids_max);
-    snprintf(file, sizeof file, "%s/pids.max", sandbox_cgroup);
-    if (write_str(file, v) < 0) return -1;
+    if (write_str(sandbox_file(file, sizeof file, "pids.max"), v) < 0) return -1;
   }
   if (reserve_mb > 0) {
     struct sysinfo si;
@@ -177,8 +176,7 @@ static int set_limits(int64_t pids_max, int64_t reserve_mb) {
     uint64_t total = (uint64_t)si.totalram * si.mem_unit, reserve = (uint64_t)reserve_mb << 20;
     if (total > 2 * reserve) {
       snprintf(v, sizeof v, "%llu", (unsigned long long)(total - reserve));
-      snprintf(file, sizeof file, "%s/memory.max", sandbox_cgroup);
-      if (write_str(file, v) < 0) return -1;
+      if (write_str(sandbox_file(file, sizeof file, "memory.max"), v) < 0) return -1;
     }
   }
   return 0;

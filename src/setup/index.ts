@@ -5,13 +5,13 @@ import { readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
-import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages } from "./base-image.js";
+import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages, ensureSystemImage } from "./base-image.js";
 import { ensureInitramfs, installBinary } from "./initramfs.js";
 import { INSTALL_ROOT, IS_CHECKOUT } from "./install.js";
 import { ensureKernel } from "./kernel.js";
 import { ensureSshServer } from "./ssh-server.js";
 import { ignore } from "../util/ignore.js";
-import { seedDataDir } from "./seed.js";
+import { seedDataDir, shareImage } from "./seed.js";
 
 /** Where the build puts the static agent, relative to the repository. */
 export const AGENT_BINARY = join(INSTALL_ROOT, "agent", "build", "forgevm-agent");
@@ -94,6 +94,18 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
   await rm(PREPARED, { recursive: true, force: true });
   await rename(staging, PREPARED);
   log(`kept a copy for this checkout's tests and benchmarks in ${PREPARED}`);
+}
+
+/**
+ * Gives data directory `to` the system image (docs/system-images.md), built once per checkout
+ * (about two minutes of debootstrap) in a data directory of its own beside the prepared one, which
+ * a later setup replaces but never this: tests and benchmarks of system images share it.
+ */
+export async function preparedSystemImage(to: string, log: (m: string) => void = () => {}): Promise<string> {
+  const cache = join(INSTALL_ROOT, ".forgevm-test", "system-images");
+  const name = await ensureSystemImage(pathsFor(cache), "debian-12", log);
+  await shareImage(cache, to, name);
+  return name;
 }
 
 /**

@@ -29,16 +29,21 @@ export async function seedDataDir(from: string, to: string, images: string[] = [
   await share(src.initramfs, dst.initramfs);
   await share(`${src.initramfs}.sha256`, `${dst.initramfs}.sha256`);
   for (const binary of ["agentBinary", "gitCredentialHelper"] as const) if (await lstat(src[binary]).catch(() => null)) await share(src[binary], dst[binary]);
-  for (const [n, i] of images.entries()) {
-    await shareTree(stored[n], imageDir(dst, i));
-    await shareBlobs(src.blobsDir, dst.blobsDir, stored[n]);
-  }
+  for (const i of images) await shareImage(from, to, i);
   if (await lstat(src.sshServer).catch(() => null)) await shareTree(src.sshServer, dst.sshServer);
   const accel = join(src.stateDir, "accel.json");
   if (await lstat(accel).catch(() => null)) {
     await mkdir(dst.stateDir, { recursive: true });
     await share(accel, join(dst.stateDir, "accel.json"));
   }
+}
+
+/** Gives data directory `to` the image `name` of data directory `from`: its files and the blobs its metadata names, shared. */
+export async function shareImage(from: string, to: string, name: string): Promise<void> {
+  const src = pathsFor(from);
+  const dir = await storedImageDir(src, name);
+  await shareTree(dir, imageDir(pathsFor(to), name));
+  await shareBlobs(src.blobsDir, pathsFor(to).blobsDir, dir);
 }
 
 /** The blobs an image's metadata names (manifest, config, layers), where `from` has them: a seeded image keeps its OCI form. */

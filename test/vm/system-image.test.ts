@@ -14,9 +14,9 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { pathsFor } from "../../src/config/paths.js";
 import { startServer, type RunningServer } from "../../src/compose/serve.js";
-import { DEFAULT_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE } from "../../src/images/store.js";
+import { DEFAULT_IMAGE, SYSTEM_IMAGE } from "../../src/images/store.js";
 import { ensureSystemImage } from "../../src/setup/base-image.js";
-import { INSTALL_ROOT } from "../../src/setup/install.js";
+import { preparedSystemImage } from "../../src/setup/index.js";
 import type { Sandbox } from "../../src/index.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, runCli, testConfig } from "../helpers.js";
 
@@ -29,21 +29,11 @@ const sh = async (command: string, box = sb) => {
   return { code: r.exitCode, out: r.stdout.trim(), err: r.stderr.trim() };
 };
 
-/**
- * The system image, built once per checkout (two minutes: debootstrap from Debian's archive) in a
- * data directory of its own that setup's prepared copy does not replace, and linked into `dataDir`.
- */
-async function linkSystemImage(dataDir: string): Promise<void> {
-  const cache = pathsFor(join(INSTALL_ROOT, ".forgevm-test", "system-images"));
-  const t0 = performance.now();
-  await ensureSystemImage(cache, "debian-12", () => {});
-  console.log(`# ${SYSTEM_IMAGE} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  await run("cp", ["-al", await storedImageDir(cache, SYSTEM_IMAGE), imageDir(pathsFor(dataDir), SYSTEM_IMAGE)]);
-}
-
 before(async () => {
   const cfg = await testConfig(undefined, [DEFAULT_IMAGE]);
-  await linkSystemImage(cfg.data_dir);
+  const t0 = performance.now();
+  await preparedSystemImage(cfg.data_dir);
+  console.log(`# ${SYSTEM_IMAGE} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   server = await startServer(cfg, "test");
   removeAtExit(cfg.data_dir);
   const r = await apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, name: "sys", memory_mb: 512 });

@@ -149,11 +149,12 @@ chown "$3:$4" "$2/.ssh" "$f"
  * The image's public host keys. A system image's sshd makes its keys when it first starts and
  * marks them with the machine's id (setup/base-image.ts); a sandbox restored from the image's
  * base snapshot has another id, so its keys are made again here, before they are pinned, and
- * no two sandboxes share them. sshd is restarted to serve them (its sessions stay).
+ * no two sandboxes share them. Only an ed25519 key is made: an RSA key takes seconds to tens of
+ * seconds under TCG. sshd is restarted to serve it (its sessions stay).
  */
 const IMAGE_HOST_KEYS = `m=/etc/ssh/forgevm-host-keys
 if [ -f $m ] && [ "$(cat $m)" != "$(cat /etc/machine-id)" ]; then
-  rm -f /etc/ssh/ssh_host_*; ssh-keygen -A >/dev/null 2>&1 && cat /etc/machine-id > $m && systemctl restart ssh.service >/dev/null 2>&1
+  rm -f /etc/ssh/ssh_host_*; ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key && cat /etc/machine-id > $m && systemctl restart ssh.service >/dev/null 2>&1
 fi
 cat /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub /etc/ssh/ssh_host_rsa_key.pub 2>/dev/null; true`;
 
