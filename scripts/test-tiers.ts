@@ -43,8 +43,8 @@ export const TIERS: Record<Tier, string[]> = Object.fromEntries(
  */
 export const FILE_SECONDS: Record<string, number> = {
   environments: 173,
-  // With its image built: two minutes of debootstrap on a fresh machine.
-  "system-image": 220,
+  // With its image built, which the runner starts ahead of the phase (two minutes of debootstrap on a fresh machine).
+  "system-image": 120,
   snapshots: 130,
   e2b: 119,
   "pause-cycles": 100,

@@ -1,8 +1,9 @@
 // `forgevm setup` after the system packages and the build: kernel, initramfs, default image.
 // Each step checks what is already there and says so, so a second run does nothing.
 import { existsSync } from "node:fs";
-import { readFile, rename, rm, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
 import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages, ensureSystemImage } from "./base-image.js";
@@ -99,13 +100,45 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
 /**
  * Gives data directory `to` the system image (docs/system-images.md), built once per checkout
  * (about two minutes of debootstrap) in a data directory of its own beside the prepared one, which
- * a later setup replaces but never this: tests and benchmarks of system images share it.
+ * a later setup replaces but never this: tests and benchmarks of system images share it. One
+ * process builds it at a time (the test runner starts it ahead of the test file that waits here).
  */
-export async function preparedSystemImage(to: string, log: (m: string) => void = () => {}): Promise<string> {
+export async function preparedSystemImage(to?: string, log: (m: string) => void = () => {}): Promise<string> {
   const cache = join(INSTALL_ROOT, ".forgevm-test", "system-images");
-  const name = await ensureSystemImage(pathsFor(cache), "debian-12", log);
-  await shareImage(cache, to, name);
+  const name = await oneAtATime(join(cache, ".building"), () => ensureSystemImage(pathsFor(cache), "debian-12", log));
+  if (to) await shareImage(cache, to, name);
   return name;
+}
+
+/** Runs `fn` while holding `lock` (a file with the holder's pid): a second process waits for the first, or takes over from one that died. */
+async function oneAtATime<T>(lock: string, fn: () => Promise<T>): Promise<T> {
+  await mkdir(dirname(lock), { recursive: true });
+  for (;;) {
+    try {
+      await writeFile(lock, String(process.pid), { flag: "wx" });
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    }
+    const holder = Number(await readFile(lock, "utf8").catch(() => "0"));
+    if (holder && alive(holder)) await sleep(1000);
+    else if (holder) await rm(lock, { force: true });
+    else await sleep(100); // made but not yet written
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(lock, { force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**

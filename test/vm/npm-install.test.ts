@@ -93,8 +93,8 @@ describe("the npm package", () => {
     assert.equal(v.installed_as, "package");
     assert.equal(v.from, join(prefix, "lib", "node_modules", PACKAGE.name));
 
-    // A data directory with the kernel and images already fetched (the setup guide's own test builds from nothing).
-    dataDir = await testDataDir([DEFAULT_IMAGE, CODE_IMAGE], { sharedBases: false });
+    // A data directory with the kernel, images and base snapshots already made (the setup guide's own test builds from nothing).
+    dataDir = await testDataDir([DEFAULT_IMAGE, CODE_IMAGE]);
     const setup = await installed(["--data-dir", dataDir, "setup", "-y"]);
     assert.equal(setup.status, 0, setup.stderr);
     assert.match(setup.stdout, /setup: system packages: already installed/);
