@@ -9,6 +9,7 @@ import { stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import type { Paths } from "../../config/paths.js";
+import { Gate } from "../../util/gate.js";
 import { run } from "../../util/process.js";
 import {
   DEFAULT_GUEST_LIMITS,
@@ -53,6 +54,15 @@ export interface QemuProviderOptions {
   killOnExit?: boolean;
 }
 
+/**
+ * How many VMs start at once; the others wait their turn in order (util/gate.ts). A start is mostly
+ * CPU: under TCG about half a second of it for a restore, most of it the guest's code translated
+ * afresh; under KVM far less, and no translation. A burst of more than the host has cores only
+ * makes every start late; twice the cores leaves room for starts that wait on the disk or on a
+ * guest that is slow to answer.
+ */
+const STARTS_AT_ONCE = Math.max(4, 2 * availableParallelism());
+
 export class QemuProvider implements Provider {
   readonly name = "qemu";
   readonly features: ProviderFeatures = { snapshots: true, reattach: true, volumes: true, init: true, commit: true, isolation: "vm" };
@@ -61,6 +71,7 @@ export class QemuProvider implements Provider {
   private firewall: Promise<void> | null = null;
   private firewallReady = false;
   private nicCheck: Promise<string | null> | null = null;
+  private readonly starts = new Gate(STARTS_AT_ONCE);
 
   constructor(private readonly opts: QemuProviderOptions) {
     const jail = opts.jail === false ? null : jailConfig(opts.paths.dataDir);
@@ -206,7 +217,8 @@ export class QemuProvider implements Provider {
   async spawn(spec: VmSpec): Promise<Vm> {
     validateSpec(spec);
     const { accel } = await this.accel();
-    return launch(this.rt, spec, accel);
+    // Background starts (warm pools fill at a lower priority) run beside the others; the scheduler already puts them last.
+    return spec.nice ? launch(this.rt, spec, accel) : this.starts.run(() => launch(this.rt, spec, accel));
   }
 
   async prestart(spec: VmSpec): Promise<PrestartedVm> {
