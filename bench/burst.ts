@@ -9,7 +9,8 @@ import { cpus, totalmem } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
-import { startServer } from "../src/compose/serve.js";
+import { writeFile } from "node:fs/promises";
+import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
 import { pct } from "./stats.js";
@@ -93,6 +94,8 @@ async function scenario(change: (c: Config) => void, pool: number) {
 }
 
 async function main() {
+  // The server runs in this process as `forgevm serve` would as a service: its session raised (compose/serve.ts).
+  await writeFile("/proc/self/autogroup", String(SERVER_AUTOGROUP_NICE)).catch(() => console.error("# the session's scheduling group could not be raised (not root?)"));
   const plain = await scenario((c) => {
     c.snapshots.prestart = 0;
     c.warm_pool = { size: 0, memory_budget_mb: 0 };

@@ -9,9 +9,8 @@ import { policyFromConfig } from "../interfaces/mcp/policy.js";
 import { buildApp } from "./app.js";
 import { startFront } from "../front/front.js";
 import { parseDuration } from "../schemas/durations.js";
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import { ignore } from "../util/ignore.js";
 
 /** How long a graceful shutdown waits for requests in flight before stopping the VMs. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -29,9 +28,25 @@ export interface RunningServer {
  * about nine busy VMs' worth. Every VMM runs in a session of its own, and with autogroup scheduling
  * (the Linux default) each session competes as one whole, so at nice 0 the server had one share
  * among a hundred restoring VMs and its event loop stood still for up to 2 s (`bench/burst.ts`),
- * every request with it. Only root may raise it; otherwise it stays as it is.
+ * every request with it.
  */
-const SERVER_AUTOGROUP_NICE = -10;
+export const SERVER_AUTOGROUP_NICE = -10;
+
+/**
+ * Raises the session's scheduling group when this process leads its session (a service, or a
+ * server started with setsid): a server started from a terminal or inside another program shares
+ * their session, and raising it would raise them too, so it is left as it is. Root only.
+ */
+export async function raiseSchedulingGroup(): Promise<boolean> {
+  if (process.getuid?.() !== 0) return false;
+  const stat = await readFile("/proc/self/stat", "utf8").catch(() => "");
+  const session = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3]);
+  if (session !== process.pid) return false;
+  return writeFile("/proc/self/autogroup", String(SERVER_AUTOGROUP_NICE)).then(
+    () => true,
+    () => false, // no autogroup scheduling: nothing to raise
+  );
+}
 
 /** Starts the server from a validated config; resolves once it listens. */
 export async function startServer(
@@ -40,7 +55,6 @@ export async function startServer(
   opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {},
 ): Promise<RunningServer> {
   const mcp = cfg.mcp.enabled ? policyFromConfig(cfg.mcp) : undefined;
-  if (process.getuid?.() === 0) await writeFile("/proc/self/autogroup", String(SERVER_AUTOGROUP_NICE)).catch(ignore("no autogroup scheduling: nothing to raise"));
   const forge = await Forge.open(forgeOptions(cfg, opts.env));
   try {
     await forge.templates.apply(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));
@@ -163,6 +177,7 @@ export async function serveForever(version: string, cfg: Config, notes: string[]
   for (const n of notes) console.log(`note: ${n}`);
   if (cfg.cluster.role === "front") return serveFront(version, cfg);
   surviveStrayErrors();
+  await raiseSchedulingGroup();
   const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });
   // Signals are handled from the moment the server answers: a stop that comes while the
   // provider's health is still being read must be graceful too.

@@ -3,11 +3,12 @@
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdir, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
+import { SERVER_AUTOGROUP_NICE } from "../../src/compose/serve.js";
 import { childEnv, freePort, removeAtExit, testDataDir, waitFor } from "../helpers.js";
 
 const main = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
@@ -22,11 +23,11 @@ interface Served {
 }
 
 /** Starts `forgevm serve` with a config file naming `dataDir` and a free port. */
-async function serve(dataDir: string, extra = ""): Promise<Served> {
+async function serve(dataDir: string, extra = "", ownSession = false): Promise<Served> {
   const port = await freePort();
   const config = join(dataDir, `forgevm-${port}.yaml`);
   await writeFile(config, `data_dir: ${dataDir}\nserver:\n  port: ${port}\n  on_stop: destroy\nauth:\n  api_key: ${KEY}\n${extra}`);
-  const proc = spawn(process.execPath, [main, "serve", "--config", config], { env: childEnv(), stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(process.execPath, [main, "serve", "--config", config], { env: childEnv(), stdio: ["ignore", "pipe", "pipe"], detached: ownSession });
   let out = "";
   proc.stdout!.on("data", (d) => (out += d));
   proc.stderr!.on("data", (d) => (out += d));
@@ -179,6 +180,22 @@ describe("one owner per data directory", () => {
   });
   after(async () => {
     await stop(first);
+  });
+
+  const notRoot = process.getuid?.() !== 0 ? "only root may raise a scheduling group; the server then leaves it as it is" : false;
+  it("raises its session's scheduling group when it leads the session (a service), and leaves a session it shares alone", { skip: notRoot }, async () => {
+    const own = await readFile("/proc/self/autogroup", "utf8");
+    const shared = await serve(await testDataDir());
+    const led = await serve(await testDataDir(), "", true);
+    try {
+      await ready(shared);
+      await ready(led);
+      assert.match(await readFile(`/proc/${led.proc.pid}/autogroup`, "utf8"), new RegExp(`nice ${SERVER_AUTOGROUP_NICE}\\b`));
+      assert.equal(await readFile("/proc/self/autogroup", "utf8"), own, "the session it shares is as it was");
+    } finally {
+      await stop(shared);
+      await stop(led);
+    }
   });
 
   it("a second server on the same data directory refuses to start, naming the first one's pid and address", async () => {
