@@ -1,3 +1,4 @@
+// Past 400 lines because it is the whole run in its one order: the stand-in user, what is made ahead, the phases.
 // `npm test`: the whole suite, run as if on a user's machine, and a check that it left that user
 // alone. Before the suite, a stand-in for the user starts `forgevm serve` from their own home
 // (config file, data directory, port 7423 when free) with a running sandbox, a snapshot and a
