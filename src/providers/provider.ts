@@ -121,10 +121,12 @@ export interface RestoreSource {
 
 /**
  * Where a snapshot's guest RAM goes: into the migration stream (the default, and what an
- * export carries); copied from a forkable VM's RAM file while it is stopped ("copy"); or that
- * file itself, linked, for a VM that never runs again ("give": it stays stopped until destroyed).
+ * export carries); copied from a forkable VM's RAM file while it is stopped ("copy"); that file
+ * itself, linked, for a VM that never runs again ("give": it stays stopped until destroyed); or,
+ * for a VM restored from a snapshot whose RAM file it maps, that file linked and the stream
+ * less the pages it holds ("delta": what a pause stores; the stream where there is no such file).
  */
-export type SnapshotMemory = "stream" | "copy" | "give";
+export type SnapshotMemory = "stream" | "copy" | "give" | "delta";
 
 export interface CaptureResult {
   files: SnapshotFiles;
@@ -132,6 +134,8 @@ export interface CaptureResult {
   pauseMs: number;
   /** Size of the migration stream. */
   bytes: number;
+  /** The RAM file is the one the VM was restored from, linked (a delta): its space is not this snapshot's. */
+  memoryShared?: boolean;
 }
 
 export interface VmInfo {

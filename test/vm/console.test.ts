@@ -184,6 +184,8 @@ describe("the web console", () => {
       await page.getByTestId("console-log").waitFor();
       await shot("service-logs");
     } finally {
+      // Off its page first: a page polling a sandbox that goes away logs the 404.
+      await page.goto(`${server.url}/#/sandboxes`);
       await api("DELETE", `/sandboxes/${svc}`);
     }
   });

@@ -1,7 +1,8 @@
 // Pauses that lose nothing, against real VMs: fifty pause/resume cycles by every way in (the CLI,
 // the SDK, REST, a call that wakes it) keep every acknowledged file, a writer process with its pid
 // and its output, and a code context's variables; a pause whose snapshot cannot be recorded
-// leaves the sandbox running in the same VM, and it pauses later. Nothing here measures time, so
+// leaves the sandbox running in the same VM, and it pauses later; a pause stores only the pages
+// that differ from the RAM file the sandbox was restored from. Nothing here measures time, so
 // the file runs beside others (standby.test.ts has the idle timers).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -80,6 +81,33 @@ describe("pauses that lose nothing", () => {
     assert.match(metrics, /forgevm_resume_duration_seconds_count\{by="request"\} \d+/);
     assert.match(metrics, /forgevm_resume_duration_seconds_count\{by="rest"\} \d+/);
     console.log(JSON.stringify({ cycles: 50, ms_per_cycle: Math.round(cycleMs) }));
+    await api("DELETE", `/sandboxes/${sb}`);
+  });
+
+  it("a pause stores only what differs from the RAM it was restored from: an idle sandbox at most 10 MiB, 20 MiB written in memory kept across two pauses", async () => {
+    const sb = (await api("POST", "/sandboxes", {})).body.id;
+    const exec = async (command: string) => (await api("POST", `/sandboxes/${sb}/exec`, { command })).body;
+    const pausedMiB = async () => {
+      assert.equal((await api("POST", `/sandboxes/${sb}/pause`)).status, 200);
+      const snap = server.forge.snapshots.list().find((r) => r.id === server.forge.sandboxes.get(sb).snapshot_id)!;
+      assert.equal(snap.format, "mapped", "its RAM is the file it was restored from, linked");
+      return snap.size_bytes / 1048576;
+    };
+    const idle = await pausedMiB();
+    assert.ok(idle <= 10, `an idle sandbox's pause stores ${idle.toFixed(1)} MiB`);
+    assert.equal((await api("POST", `/sandboxes/${sb}/resume`, {})).status, 200);
+    // Random bytes in RAM (tmpfs): pages no file holds, which the pause must store.
+    assert.equal((await exec("head -c 20M /dev/urandom > /dev/shm/r && sha256sum /dev/shm/r > /root/r.sum")).exit_code, 0);
+    const busy = await pausedMiB();
+    assert.ok(busy >= 20 && busy <= 20 + idle + 10, `after writing 20 MiB to memory the pause stores ${busy.toFixed(1)} MiB`);
+    assert.equal((await api("POST", `/sandboxes/${sb}/resume`, {})).status, 200);
+    // Paused again from the resumed VM (which maps the same file): still a delta, still whole.
+    const again = await pausedMiB();
+    assert.ok(again <= busy + 5, `the second pause stores ${again.toFixed(1)} MiB`);
+    assert.equal((await api("POST", `/sandboxes/${sb}/resume`, {})).status, 200);
+    const check = await exec("sha256sum -c /root/r.sum");
+    assert.equal(check.exit_code, 0, check.stdout + check.stderr);
+    console.log(JSON.stringify({ pause_mib: { idle: Math.round(idle * 10) / 10, after_20_mib_written: Math.round(busy * 10) / 10, again: Math.round(again * 10) / 10 } }));
     await api("DELETE", `/sandboxes/${sb}`);
   });
 

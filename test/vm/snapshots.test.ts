@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Forge, Sandbox } from "../../src/index.js";
+import { MAPPED_RAM } from "../../src/providers/qemu/ram-file.js";
 import { alive, assertNoVmLeft, testForge, waitFor } from "../helpers.js";
 import { writeBusyboxImage } from "../oci-writer.js";
 
@@ -242,8 +243,16 @@ describe("copy-on-write forks", () => {
     // set, but counted once across the ten (proportional set size), and what is private to a
     // copy is only what it wrote since.
     await Promise.all(ten.sandboxes.map((c) => out(c, "cat /dev/shm/blob > /dev/null")));
+    // Each maps it by the link in its own directory (the same inode as the snapshot's file).
     const file = join(snapshotRow(forge.sandboxes.get(ten.sandboxes[0].id).snapshot_id!)!.dir, "memory");
-    const maps = await Promise.all(ten.sandboxes.map((c) => mappingKib(c.vm.info.pid, file)));
+    const inode = (await stat(file)).ino;
+    const maps = await Promise.all(
+      ten.sandboxes.map(async (c) => {
+        const link = join(c.vm.info.dir, MAPPED_RAM);
+        assert.equal((await stat(link)).ino, inode, "the copy maps the fork's RAM file");
+        return mappingKib(c.vm.info.pid, link);
+      }),
+    );
     const rss = Math.min(...maps.map((m) => m.rss));
     const pss = maps.reduce((a, m) => a + m.pss, 0);
     const priv = maps.map((m) => m.private).sort((a, b) => a - b)[5];

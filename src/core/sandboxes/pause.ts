@@ -92,7 +92,8 @@ export class Pauses {
     try {
       if (carry) await sb.vm.guest.hold();
       // A forkable VM hands its RAM file over (a link, no copy): the save is its devices only.
-      const saved = await sb.vm.snapshot(snap.dir, sb.vm.info.forkable ? { memory: "give" } : {});
+      // Any other stores what differs from the RAM file it was restored from.
+      const saved = await sb.vm.snapshot(snap.dir, { memory: sb.vm.info.forkable ? "give" : "delta" });
       given = !!sb.vm.info.forkable;
       await this.d.snaps.finish(snap, saved);
     } catch (e) {

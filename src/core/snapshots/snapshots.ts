@@ -215,7 +215,7 @@ export class Snapshots {
 
   /** Marks a snapshot taken. */
   async finish(row: SnapshotRow, r: CaptureResult): Promise<SnapshotRow> {
-    const size = await allocatedBytes(row.dir);
+    const size = await allocatedBytes(row.dir, r.memoryShared ? ["memory"] : []);
     // A forkable VM's fork or pause keeps its RAM as a file beside the stream: a mapped snapshot.
     const format = r.files.memory ? "mapped" : row.format;
     this.d.store.update(row.id, { state: "ready", size_bytes: size, disk_bytes: r.files.diskBytes ?? null, format });
@@ -319,10 +319,11 @@ export class Snapshots {
   }
 }
 
-/** Disk space a directory's files really use (RAM files and overlays are sparse). */
-async function allocatedBytes(dir: string): Promise<number> {
+/** Disk space a directory's files really use (RAM files and overlays are sparse), but for `shared` ones. */
+async function allocatedBytes(dir: string, shared: string[]): Promise<number> {
   let total = 0;
   for (const name of await readdir(dir)) {
+    if (shared.includes(name)) continue;
     const st = await stat(join(dir, name)).catch(() => null);
     if (st?.isFile()) total += st.blocks * 512;
   }

@@ -18,9 +18,10 @@ import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure, HelloError } from "../handshake.js";
 import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
 import { loadState, letRun } from "./migration.js";
+import { streamLeavesRamOut } from "./ram-delta.js";
 import { Qmp } from "./qmp.js";
 import { QemuVm, setAutogroupNice, setVmmNice } from "./qemu-vm.js";
-import { prepareRam } from "./ram-file.js";
+import { MAPPED_RAM, giveRam, prepareRam } from "./ram-file.js";
 import { limitFields, type QemuRuntime } from "./runtime.js";
 import { connectQemuSocket } from "./unix-socket.js";
 import { ignore } from "../../util/ignore.js";
@@ -102,6 +103,8 @@ interface Vmm {
   consoleLog: ConsoleLog;
   channel: AgentChannel;
   ownRam: string | undefined;
+  /** A snapshot's RAM file it maps privately (linked into its directory). */
+  mappedRam: string | undefined;
   started: number;
   qemuLog: () => Promise<string>;
   /** Kills the QEMU and removes everything it had; safe to call twice. */
@@ -172,10 +175,15 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
     }
     // A RAM file the VM maps shared: a base snapshot's in the making, or a forkable VM's own.
     const ownRam = spec.memoryFile ?? (spec.forkable ? join(dir, "memory") : undefined);
-    if (restore) files.incoming = { ignoreShared: !!restore.files.memory };
+    // A stream saved from a file's RAM leaves that RAM out, unless it is a pause's delta (ram-delta.ts).
+    if (restore) files.incoming = { ignoreShared: !!restore.files.memory && (!!restore.feed || (await streamLeavesRamOut(spec.id, restore.files.state))) };
     if (restore?.files.memory && !spec.forkable) {
       // Mapped privately: copy-on-write, so every VM restored from it shares its untouched pages.
-      files.memory = { file: restore.files.memory, share: false };
+      // Linked into the VM's own directory, so it is there for as long as the VM is, to be linked
+      // into this VM's pauses (which store only the pages that differ from it).
+      const mapped = join(dir, MAPPED_RAM);
+      await giveRam(restore.files.memory, mapped);
+      files.memory = { file: mapped, share: false };
     } else if (ownRam) {
       // QEMU (as the VM's uid) sizes and fills an empty one; a base's becomes read-only once frozen.
       const from = restore?.files.memory ? { file: restore.files.memory, take: !!restore.adoptMemory } : undefined;
@@ -240,13 +248,14 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
     if (carried) carried.continueOn(agentSocket);
     const channel = carried ?? new AgentChannel(agentSocket, { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
     if (restore) {
-      await loadState(files, exited, !!restore.files.memory).catch(async (e: Error) => {
+      await loadState(files, exited, !!files.incoming?.ignoreShared).catch(async (e: Error) => {
         channel.close();
         await Promise.race([exited, sleep(500)]);
         throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog!.getTail());
       });
     }
-    return { dir, files, proc, exited, consoleLog, channel, ownRam, started, qemuLog, cleanup };
+    const mappedRam = files.memory && !files.memory.share ? files.memory.file : undefined;
+    return { dir, files, proc, exited, consoleLog, channel, ownRam, mappedRam, started, qemuLog, cleanup };
   } catch (e) {
     await cleanup();
     if (child?.pid) rt.launching.delete(child.pid);
@@ -307,7 +316,7 @@ async function runGuest(rt: QemuRuntime, vmm: Vmm, spec: VmSpec, accel: Accel, s
       proc.unref();
       (proc.stdio[3] as Writable | null)?.destroy();
     };
-    const vm = new QemuVm(info, channel, consoleLog, exited, vmm.cleanup, forget, vmm.ownRam);
+    const vm = new QemuVm(info, channel, consoleLog, exited, vmm.cleanup, forget, vmm.ownRam, vmm.mappedRam);
     rt.live.add(vm);
     // A restored guest's disk is its snapshot's chain and one layer more (a pause resumed adds one each time).
     if (restore && files.disk) void vm.collapseLayers().catch(ignore("the chain stays as it is until the next snapshot"));

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Writable } from "node:stream";
 import type { VmFiles } from "./args.js";
 import { Qmp, type QmpEvent } from "./qmp.js";
+import { RamFile, deltaFilter, type DeltaCounts } from "./ram-delta.js";
 
 /** Tuning every outgoing migration gets: never throttled (it is a local copy), short downtime. */
 export const MIGRATION_PARAMETERS = { "max-bandwidth": 64 * 1024 * 1024 * 1024, "downtime-limit": 50 };
@@ -17,20 +18,37 @@ export interface StreamSink {
   uri: string;
   /** Resolves with the byte count once QEMU has closed the stream and the file is flushed. */
   done: Promise<number>;
+  /** For a stream stored as a delta: the guest-RAM pages kept and left out. */
+  delta(): DeltaCounts | undefined;
   /** Why writing the stream failed (a full disk), once it has: the cause of a migration that then fails. */
   failure(): Error | null;
   close(): void;
 }
 
+/** A stream to be stored as what differs from the RAM file the VM maps (see ram-delta.ts). */
+export interface DeltaTarget {
+  /** The RAM file the guest's RAM block was mapped from. */
+  base: string;
+  /** The name of that block in the stream. */
+  block: string;
+}
+
 /**
- * Serves one unix socket that accepts one QEMU migration stream and writes it to `file`, and
- * to every `tee` as well (a fork's children load while the parent is still sending).
+ * Serves one unix socket that accepts one QEMU migration stream and writes it to `file` (less
+ * the pages `delta`'s file already holds), and to every `tee` as it is (a fork's children load
+ * while the parent is still sending).
  */
-export async function receiveStream(socketPath: string, file: string, tees: Writable[] = []): Promise<StreamSink> {
+export async function receiveStream(socketPath: string, file: string, opts: { tees?: Writable[]; delta?: DeltaTarget } = {}): Promise<StreamSink> {
+  const tees = opts.tees ?? [];
+  // Opened first: a base that cannot be read fails the save before QEMU is asked for anything.
+  const base = opts.delta ? new RamFile(opts.delta.base) : null;
   const server: Server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(socketPath, () => resolve());
+  }).catch((e) => {
+    base?.close();
+    throw e;
   });
   // A confined QEMU runs as its own uid and needs write access to connect; the socket lives in
   // that VM's private directory, so nobody else can reach it.
@@ -38,47 +56,67 @@ export async function receiveStream(socketPath: string, file: string, tees: Writ
   let conn: Socket | null = null;
   let out: WriteStream | null = null;
   let failure: Error | null = null;
+  let counts: DeltaCounts | undefined;
   const done = new Promise<number>((resolve, reject) => {
     server.once("connection", (sock: Socket) => {
       conn = sock;
       server.close();
-      out = createWriteStream(file, { mode: 0o600 });
-      const sinks: Writable[] = [out, ...tees];
+      const fileOut = (out = createWriteStream(file, { mode: 0o600 }));
       let bytes = 0;
       let waiting = 0;
       const resume = () => {
         if (--waiting === 0) sock.resume();
       };
+      const send = (s: Writable, chunk: Buffer) => {
+        if (s.destroyed || s.write(chunk)) return;
+        waiting++;
+        sock.pause();
+        s.once("drain", resume);
+      };
+      // The filter's pieces (record heads, kept pages) go out as one write per chunk received.
+      let pieces: Buffer[] = [];
+      const delta = base && opts.delta ? deltaFilter(base, opts.delta.block, (b) => pieces.push(b)) : null;
+      counts = delta?.counts;
       sock.on("data", (chunk: Buffer) => {
         bytes += chunk.length;
-        for (const s of sinks) {
-          if (s.destroyed) continue;
-          if (!s.write(chunk)) {
-            waiting++;
-            sock.pause();
-            s.once("drain", resume);
-          }
+        for (const t of tees) send(t, chunk);
+        if (!delta) return send(fileOut, chunk);
+        try {
+          delta.filter.push(chunk);
+        } catch (e) {
+          sock.destroy();
+          return reject(e);
         }
+        // Copied: the pieces are views into buffers the filter reuses.
+        if (pieces.length) send(fileOut, Buffer.concat(pieces));
+        pieces = [];
       });
       // A child that dies mid-load must not stop the others.
       for (const t of tees) t.on("error", () => {});
       sock.once("error", reject);
       sock.once("end", () => {
         for (const t of tees) t.end();
-        out!.end(() => resolve(bytes));
+        try {
+          delta?.filter.end();
+        } catch (e) {
+          return reject(e);
+        }
+        fileOut.end(() => resolve(bytes));
       });
-      out.once("error", reject);
+      fileOut.once("error", reject);
     });
   });
   done.catch((e) => (failure = e as Error));
   return {
     uri: `unix:${socketPath}`,
     done,
+    delta: () => counts,
     failure: () => failure,
     close: () => {
       server.close();
       (conn as Socket | null)?.destroy();
       (out as WriteStream | null)?.destroy();
+      base?.close();
     },
   };
 }

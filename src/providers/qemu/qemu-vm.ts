@@ -9,6 +9,7 @@ import type { AgentChannel } from "../../agent-client/index.js";
 import { HostDiskFullError, type CaptureResult, type SnapshotMemory, type Vm, type VmInfo, type VmUsage } from "../provider.js";
 import { processUsage } from "../process-usage.js";
 import type { ConsoleLog } from "../console-log.js";
+import { RAM_BACKEND_ID } from "./args.js";
 import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "./migration.js";
 import { Qmp } from "./qmp.js";
 import { copyRam, giveRam } from "./ram-file.js";
@@ -28,6 +29,8 @@ export class QemuVm implements Vm {
     private readonly forget: () => void,
     /** Its shared RAM file: a base snapshot's being made (see freeze), or a forkable VM's own. */
     private readonly memoryFile?: string,
+    /** The snapshot RAM file it maps privately: what its pauses store only the differences from. */
+    private readonly mappedRam?: string,
   ) {}
 
   consoleTail(bytes = 4096): string {
@@ -67,8 +70,10 @@ export class QemuVm implements Vm {
       });
       await settleJobs(qmp).catch(ignore("no block job to wait for; the save goes on"));
       const state = join(dir, "state");
+      // A delta: the stream less the pages its mapped RAM file holds, which the snapshot links.
+      const delta = opts.memory === "delta" && this.mappedRam && !opts.tees?.length ? { base: this.mappedRam, block: RAM_BACKEND_ID } : undefined;
       // In the VM's own directory: the only place a confined QEMU can reach.
-      const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, opts.tees);
+      const sink = await receiveStream(join(this.info.dir, "migrate.sock"), state, { tees: opts.tees, delta });
       await copyFile(join(this.info.dir, "console.log"), join(dir, "console.log")).catch(ignore("a snapshot without the console log still restores"));
       let stopped = false;
       let overlay: Overlay | null = null;
@@ -102,7 +107,11 @@ export class QemuVm implements Vm {
         // The frozen disk belongs to the snapshot now: not even this VM's QEMU may change it.
         if (disk) await sealFile(disk);
         let memory: string | undefined;
-        if (byFile) {
+        if (delta) {
+          // The same sealed file (a link): it must outlive this VM and the snapshot it came from.
+          memory = join(dir, "memory");
+          await giveRam(delta.base, memory);
+        } else if (byFile) {
           memory = join(dir, "memory");
           if (opts.memory === "give") await giveRam(this.memoryFile!, memory);
           else await copyRam(this.memoryFile!, memory);
@@ -116,7 +125,7 @@ export class QemuVm implements Vm {
         const pauseMs = eventGapMs(await stopEvent, await resumed);
         // One layer more below the guest's disk: past the bound, they are collapsed while it runs.
         if (switched) await collapseIfDeep(qmp, this.info.dir).catch(ignore("the chain stays as it is until the next snapshot"));
-        return { files: { state, memory, disk, diskBytes }, pauseMs, bytes };
+        return { files: { state, memory, disk, diskBytes }, pauseMs, bytes, memoryShared: !!delta };
       } catch (e) {
         await qmp.execute("migrate_cancel").catch(ignore("no migration may be running any more"));
         if (overlay && !switched) await rm(overlay.file, { force: true });

@@ -5,6 +5,9 @@ import { chmod, chown, link, rename, rm, writeFile } from "node:fs/promises";
 import { run } from "../../util/process.js";
 import { ignore } from "../../util/ignore.js";
 
+/** A snapshot's RAM file a VM maps privately, as linked into the VM's directory. */
+export const MAPPED_RAM = "mapped-memory";
+
 /**
  * Copies a RAM file keeping its holes: coreutils' cp walks the data extents (SEEK_DATA) and
  * copies only those, and clones them where the filesystem can (a reflink on XFS or Btrfs makes

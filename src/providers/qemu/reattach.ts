@@ -9,6 +9,7 @@ import type { Accel, AttachSpec, VmInfo } from "../provider.js";
 import { emptyAndRemoveCgroup, sweepVmCgroups } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure } from "../handshake.js";
+import { MAPPED_RAM } from "./ram-file.js";
 import { QemuVm } from "./qemu-vm.js";
 import { isQemuCommand, limitFields, type QemuRuntime } from "./runtime.js";
 import { connectQemuSocket } from "./unix-socket.js";
@@ -76,7 +77,13 @@ export async function attach(rt: QemuRuntime, a: AttachSpec, accel: Accel): Prom
       () => false,
     );
     if (forkable) info.forkable = true;
-    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), forkable ? ram : undefined);
+    // A restored VM's snapshot RAM file, linked there too: its pauses go on storing deltas.
+    const mapped = join(a.dir, MAPPED_RAM);
+    const maps = await stat(mapped).then(
+      (s) => s.isFile(),
+      () => false,
+    );
+    const vm = new QemuVm(info, channel, consoleLog, exited, cleanup, () => rt.live.delete(vm), forkable ? ram : undefined, maps ? mapped : undefined);
     rt.live.add(vm);
     return vm;
   } catch (e) {

@@ -1,7 +1,7 @@
 // One sandbox: its details and live charts (host and guest, 10 m / 1 h / 24 h), a terminal,
 // files, processes, the console log, network (components/NetworkTab.tsx) and the actions:
 // snapshot, fork, stop/start, extend, destroy.
-import { useState } from "react";
+import { useRef, useState } from "react";
 import { api, bytes, q, relative } from "../api";
 import { Chart } from "../components/Chart";
 import { FileBrowser } from "../components/FileBrowser";
@@ -15,7 +15,20 @@ const rate = (v: number) => `${bytes(v)}/s`;
 
 export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
   const [error, setError] = useState<string | null>(null);
-  const sb = useData<any>(() => api("GET", `/sandboxes/${q(id)}`), [id], 3000);
+  // Set while it is being destroyed: its page stops asking for it (an answer of 404 would be
+  // logged by the browser as an error) and goes to the list once it is gone.
+  const destroying = useRef(false);
+  // While the page pauses or stops it, what only a running sandbox answers (the balloon) is not asked.
+  const [changing, setChanging] = useState(false);
+  const change = (fn: () => Promise<unknown>) => async () => {
+    setChanging(true);
+    try {
+      await fn();
+    } finally {
+      setChanging(false);
+    }
+  };
+  const sb = useData<any>(() => (destroying.current ? new Promise(() => {}) : api("GET", `/sandboxes/${q(id)}`)), [id], 3000);
   const s = sb.data;
   const running = s?.state === "running";
   const usable = running || s?.state === "paused";
@@ -62,10 +75,10 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
               <Action
                 label="Pause"
                 onError={setError}
-                run={() => api("POST", `/sandboxes/${q(id)}/pause`).then(sb.reload)}
+                run={change(() => api("POST", `/sandboxes/${q(id)}/pause`).then(sb.reload))}
                 title="keep memory and processes on disk and free the VM; any use resumes it"
               />
-              <Action label="Stop" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/stop`, {}).then(sb.reload)} title="stop the VM and keep its disk" />
+              <Action label="Stop" onError={setError} run={change(() => api("POST", `/sandboxes/${q(id)}/stop`, {}).then(sb.reload))} title="stop the VM and keep its disk" />
             </>
           )}
           {s?.state === "paused" && <Action label="Resume" kind="primary" onError={setError} run={() => api("POST", `/sandboxes/${q(id)}/resume`, {}).then(sb.reload)} />}
@@ -77,7 +90,15 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
               confirm={`Destroy ${id}? Its files are gone for good.`}
               onError={setError}
               run={async () => {
-                await api("DELETE", `/sandboxes/${q(id)}`);
+                destroying.current = true;
+                setChanging(true);
+                try {
+                  await api("DELETE", `/sandboxes/${q(id)}`);
+                } catch (e) {
+                  destroying.current = false;
+                  setChanging(false);
+                  throw e;
+                }
                 go("sandboxes");
               }}
             />
@@ -86,7 +107,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
       </div>
       <ErrorBox error={error ?? sb.error} onClose={() => setError(null)} />
       <Tabs tabs={tabs} active={active} onChange={(t) => go(`sandboxes/${id}/${t}`)} />
-      {s && active === "Overview" && <Overview s={s} />}
+      {s && active === "Overview" && <Overview s={s} changing={changing} />}
       {/* A paused sandbox is resumed by the terminal's or the file browser's first call. */}
       {active === "Terminal" && (usable ? <Terminal id={id} /> : <p className="muted">the sandbox is not running</p>)}
       {active === "Files" && (usable ? <FileBrowser id={id} /> : <p className="muted">the sandbox is not running</p>)}
@@ -125,7 +146,7 @@ function Balloon({ id }: { id: string }) {
   );
 }
 
-function Overview({ s }: { s: any }) {
+function Overview({ s, changing }: { s: any; changing: boolean }) {
   const [range, setRange] = useState("10 m");
   const m = useData<any>(() => api("GET", `/sandboxes/${q(s.id)}/metrics?since=${RANGES[range]}`), [s.id, range], 5000);
   const samples: any[] = m.data?.samples ?? [];
@@ -205,7 +226,7 @@ function Overview({ s }: { s: any }) {
               </dd>
             </>
           )}
-          {s.state === "running" && <Balloon id={s.id} />}
+          {s.state === "running" && !changing && <Balloon id={s.id} />}
           <dt>Provider</dt>
           <dd>
             {s.provider}
