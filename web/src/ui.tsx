@@ -4,13 +4,14 @@ import { type ReactNode, useCallback, useEffect, useRef, useState } from "react"
 import { ApiError } from "./api";
 
 /** Loads `load()` now, again when `deps` change, and every `everyMs` if given; `reload` on demand. */
-export function useData<T>(load: () => Promise<T>, deps: unknown[], everyMs?: number): { data: T | null; error: string | null; reload: () => void } {
+export function useData<T>(load: () => Promise<T>, deps: unknown[], everyMs?: number): { data: T | null; error: string | null; reload: () => Promise<void> } {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<string | null>(null);
   const current = useRef(load);
   current.current = load;
+  // Settles once the new data (or error) is in, so an action can wait for the page to show its effect.
   const reload = useCallback(() => {
-    current.current().then(
+    return current.current().then(
       (d) => {
         setData(d);
         setError(null);
