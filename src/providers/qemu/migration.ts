@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Writable } from "node:stream";
 import type { VmFiles } from "./args.js";
 import { Qmp, type QmpEvent } from "./qmp.js";
-import { RamFile, deltaFilter, type DeltaCounts } from "./ram-delta.js";
+import { RamFile, deltaFilter } from "./ram-delta.js";
 
 /** Tuning every outgoing migration gets: never throttled (it is a local copy), short downtime. */
 export const MIGRATION_PARAMETERS = { "max-bandwidth": 64 * 1024 * 1024 * 1024, "downtime-limit": 50 };
@@ -18,8 +18,6 @@ export interface StreamSink {
   uri: string;
   /** Resolves with the byte count once QEMU has closed the stream and the file is flushed. */
   done: Promise<number>;
-  /** For a stream stored as a delta: the guest-RAM pages kept and left out. */
-  delta(): DeltaCounts | undefined;
   /** Why writing the stream failed (a full disk), once it has: the cause of a migration that then fails. */
   failure(): Error | null;
   close(): void;
@@ -56,7 +54,6 @@ export async function receiveStream(socketPath: string, file: string, opts: { te
   let conn: Socket | null = null;
   let out: WriteStream | null = null;
   let failure: Error | null = null;
-  let counts: DeltaCounts | undefined;
   const done = new Promise<number>((resolve, reject) => {
     server.once("connection", (sock: Socket) => {
       conn = sock;
@@ -75,8 +72,7 @@ export async function receiveStream(socketPath: string, file: string, opts: { te
       };
       // The filter's pieces (record heads, kept pages) go out as one write per chunk received.
       let pieces: Buffer[] = [];
-      const delta = base && opts.delta ? deltaFilter(base, opts.delta.block, (b) => pieces.push(b)) : null;
-      counts = delta?.counts;
+      const delta = base ? deltaFilter(base, opts.delta!.block, (b) => pieces.push(b)) : null;
       sock.on("data", (chunk: Buffer) => {
         bytes += chunk.length;
         for (const t of tees) send(t, chunk);
@@ -110,7 +106,6 @@ export async function receiveStream(socketPath: string, file: string, opts: { te
   return {
     uri: `unix:${socketPath}`,
     done,
-    delta: () => counts,
     failure: () => failure,
     close: () => {
       server.close();

@@ -320,7 +320,9 @@ export class StreamFilter {
 export async function leavesSharedRamOut(state: string): Promise<boolean> {
   const fh = await open(state, "r");
   try {
-    const head = Buffer.alloc(64 * 1024);
+    // The configuration and the RAM section's start are the stream's first few hundred bytes;
+    // this runs at every restore from a RAM file (each spawn from a base), so it reads no more.
+    const head = Buffer.alloc(4096);
     const { bytesRead } = await fh.read(head, 0, head.length, 0);
     let found: boolean | null = null;
     const filter = new StreamFilter({
