@@ -48,8 +48,9 @@ fi
 # 2. Node.js 20+ and npm dependencies.
 node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "setup: Node.js 20 or newer is required" >&2; exit 1; }
 # The packages' install scripts (better-sqlite3's compile of SQLite: a minute on one core) run
-# beside the builds of step 3, which need only the packages' files; step 4 waits for them. The
-# marker is written once they succeed, so an interrupted install is done again.
+# beside the builds of step 3 and the data directory's set-up of step 4, which need only the
+# packages' files; the step after 4 waits for them. The marker is written once they succeed, so
+# an interrupted install is done again.
 DEPS=node_modules/.forgevm-installed
 SCRIPTS_PID=""
 if [ ! -f $DEPS ] || [ package-lock.json -nt $DEPS ]; then
@@ -104,16 +105,17 @@ else
   make -s -C jail
 fi
 
+# 4. Guest kernel, initramfs, the built-in images and the ssh server for guests, under the data
+#    directory (`forgevm setup` asks about the optional ones; -y takes the defaults). It opens no
+#    store, so it runs while the npm packages' install scripts (SQLite's compile) finish.
+if [ "$QUIET" = 1 ]; then node dist/src/cli/main.js setup -y --no-test-sandbox --quiet; else node dist/src/cli/main.js setup -y --no-test-sandbox; fi
+
 if [ -n "$SCRIPTS_PID" ]; then
   status=0
   wait $SCRIPTS_PID || status=$?
   SCRIPTS_PID=""
   [ $status = 0 ] || { cat node_modules/.forgevm-scripts.log >&2; echo "setup: the npm packages' install scripts failed (above)" >&2; exit 1; }
 fi
-
-# 4. Guest kernel, initramfs, the built-in images and the ssh server for guests, under the data
-#    directory (`forgevm setup` asks about the optional ones; -y takes the defaults).
-if [ "$QUIET" = 1 ]; then node dist/src/cli/main.js setup -y --no-test-sandbox --quiet; else node dist/src/cli/main.js setup -y --no-test-sandbox; fi
 
 # 5. Put `forgevm` on the PATH.
 target="$(pwd)/bin/forgevm"
