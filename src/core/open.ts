@@ -125,6 +125,8 @@ function makeProviders(paths: Paths, opts: ForgeOptions): Providers {
       accel: opts.accel,
       guestLimits: opts.guestLimits,
       jail: opts.jail,
+      // Resumes take VMMs started ahead as spawns from a base do (snapshots.prestart).
+      blanksPerShape: opts.baseSnapshots === false ? 0 : (opts.prestart ?? 0),
       firewall: { blockedV4: BLOCKED_V4.map(([a, p]) => `${a}/${p}`), allowV4: (opts.network?.allowPrivate ?? []).filter((c) => isIP(c.split("/")[0]) === 4) },
     });
   return new Providers([vms, ...makeExtraProviders(paths, opts.extraProviders)], opts.defaultProvider ?? vms.name);

@@ -29,10 +29,16 @@ export interface VmFiles {
    * Restore instead of booting: the migration stream arrives on file descriptor 3, and the
    * guest stays paused until a QMP `cont` (so the host can connect first). `ignoreShared` says
    * the stream leaves RAM out because it lives in `memory.file`; the host then starts the load
-   * over QMP.
+   * over QMP. `deferred`: the host starts the load over QMP whatever the stream holds (a VMM
+   * started ahead of the restore it serves, blank-vmms.ts).
    */
-  incoming?: { ignoreShared: boolean };
+  incoming?: { ignoreShared: boolean; deferred?: boolean };
+  /** The root disk's nodes are named (BLANK_DISK_NODES), for its backing to be set later (a VMM started ahead). */
+  namedDisk?: boolean;
 }
+
+/** Node names of a root disk whose backing is set after QEMU starts (blank-vmms.ts): its qcow2 node and its file's. */
+export const BLANK_DISK_NODES = { format: "root-0", file: "root-0-file" } as const;
 
 /**
  * QEMU's own seccomp filter: no obsolete system calls, no privilege changes, no new processes,
@@ -132,7 +138,8 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
   // the host firewall that keeps VMMs off private networks is IPv4.
   if (spec.nic) args.push("-netdev", "user,id=net0,ipv6=off", "-device", "virtio-net-device,netdev=net0");
   if (files.disk) {
-    args.push("-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap`, "-device", "virtio-blk-device,drive=root");
+    const nodes = files.namedDisk ? `,node-name=${BLANK_DISK_NODES.format},file.node-name=${BLANK_DISK_NODES.file}` : "";
+    args.push("-drive", `id=root,file=${files.disk},format=qcow2,if=none,discard=unmap${nodes}`, "-device", "virtio-blk-device,drive=root");
   }
   for (const [i, v] of (spec.volumes ?? []).entries()) {
     args.push(
@@ -144,7 +151,7 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
   }
   // x-ignore-shared can only be set over QMP (QEMU 7.2 has no command-line switch for it), so
   // such a restore waits for `migrate-incoming`.
-  if (files.incoming) args.push("-S", "-incoming", files.incoming.ignoreShared ? "defer" : "fd:3");
+  if (files.incoming) args.push("-S", "-incoming", files.incoming.ignoreShared || files.incoming.deferred ? "defer" : "fd:3");
   return args.concat(spec.qemuArgs ?? []);
 }
 

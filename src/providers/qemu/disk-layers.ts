@@ -88,7 +88,10 @@ export async function collapseIfDeep(qmp: Qmp, vmDir: string): Promise<boolean> 
   const image = await deepChain(vmDir);
   if (!image) return false;
   const nodes = await qmp.execute<Array<{ "node-name": string; drv: string; file: string }>>("query-named-block-nodes", { flat: true });
-  const base = nodes.find((n) => n.drv !== "file" && n.file === image)?.["node-name"];
+  // A VMM started blank opened its chain through links in its own directory (blank-vmms.ts): the same file.
+  const imageId = await fileId(image);
+  let base: string | undefined;
+  for (const n of nodes) if (n.drv !== "file" && (n.file === image || (imageId !== null && (await fileId(n.file)) === imageId))) base ??= n["node-name"];
   const blocks = await qmp.execute<Array<{ device: string; inserted?: { "node-name": string } }>>("query-block");
   const active = blocks.find((b) => b.device === "root")?.inserted?.["node-name"];
   if (!base || !active) return false;
@@ -112,4 +115,10 @@ export async function settleJobs(qmp: Qmp): Promise<void> {
   }
   for (const j of running) await qmp.execute("block-job-cancel", { device: j.device }).catch(ignore("it ended meanwhile"));
   for (let i = 0; i < 100 && (await jobs()).length; i++) await sleep(100);
+}
+
+/** A file's device and inode, or null when it cannot be read. */
+async function fileId(path: string): Promise<string | null> {
+  const st = await stat(path).catch(() => null);
+  return st ? `${st.dev}:${st.ino}` : null;
 }

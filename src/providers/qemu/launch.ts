@@ -13,17 +13,19 @@ import { AgentChannel } from "../../agent-client/index.js";
 import { run } from "../../util/process.js";
 import { BootError, type Accel, type PrestartedVm, type VmInfo, type VmSpec } from "../provider.js";
 import { qemuArgs, type VmFiles } from "./args.js";
-import { createVmCgroup, removeVmCgroup } from "../cgroups.js";
+import { removeVmCgroup } from "../cgroups.js";
 import { ConsoleLog } from "../console-log.js";
 import { awaitHello, configure, HelloError } from "../handshake.js";
-import { JAIL_PRELOAD, allocateUid, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
+import { JAIL_PRELOAD, allocateUid } from "./jail.js";
+import { jailPrefix } from "./jail-command.js";
 import { loadState, letRun } from "./migration.js";
 import { streamLeavesRamOut } from "./ram-delta.js";
 import { Qmp } from "./qmp.js";
 import { QemuVm, setAutogroupNice, setVmmNice } from "./qemu-vm.js";
 import { MAPPED_RAM, giveRam, prepareRam } from "./ram-file.js";
 import { limitFields, type QemuRuntime } from "./runtime.js";
-import { connectQemuSocket } from "./unix-socket.js";
+import { connectQemuSocket, waitForSockets } from "./unix-socket.js";
+import { BLANK_INCOMING, type BlankDisk, type Vmm, type VmmProcess } from "./vmm.js";
 import { ignore } from "../../util/ignore.js";
 
 const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
@@ -31,18 +33,14 @@ const MAX_SOCKET_PATH = 107; // sun_path holds 108 bytes including the NUL
 /** The guest's side of QEMU's user-mode network (its defaults). */
 const USER_NET = { addr: "10.0.2.15", netmask: "255.255.255.0", gateway: "10.0.2.2", dns: "10.0.2.3" };
 
-/** Host memory a VMM may use beyond guest RAM (its own heap, TCG code buffer, I/O page cache); seen ~0.1–0.3 GiB. */
-const VMM_MEMORY_OVERHEAD_MIB = 512;
-/** Threads a VMM may have (seen: 10 for one vCPU). */
-const VMM_PIDS_MAX = 256;
-/** Extra address space a VMM needs beyond guest RAM (code buffer, threads, libraries); peak seen ~0.9 GiB. */
-const VMM_ADDRESS_SPACE_OVERHEAD_MIB = 2048;
-
 /** Boots (or restores) one VM and returns it once its agent has said hello and been configured. */
 export async function launch(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<QemuVm> {
-  const vmm = await startVmm(rt, spec, accel);
+  const t0 = performance.now();
+  const blank = await rt.blanks?.take(spec);
+  const vmm = blank ?? (await startVmm(rt, spec, accel));
   try {
-    return await runGuest(rt, vmm, spec, accel);
+    // A blank VMM's boot time counts from the restore that took it.
+    return await runGuest(rt, vmm, spec, accel, blank ? t0 : vmm.started);
   } catch (e) {
     await vmm.cleanup();
     throw e;
@@ -94,25 +92,24 @@ export async function prestart(rt: QemuRuntime, spec: VmSpec, accel: Accel): Pro
   };
 }
 
-/** A QEMU that has started, its console and agent sockets connected and a restore's state loaded; its guest does not run yet. */
-interface Vmm {
-  dir: string;
-  files: VmFiles;
-  proc: ChildProcess;
-  exited: Promise<void>;
-  consoleLog: ConsoleLog;
-  channel: AgentChannel;
-  ownRam: string | undefined;
-  /** A snapshot's RAM file it maps privately (linked into its directory). */
-  mappedRam: string | undefined;
-  started: number;
-  qemuLog: () => Promise<string>;
-  /** Kills the QEMU and removes everything it had; safe to call twice. */
-  cleanup: () => Promise<void>;
-}
-
 /** Everything up to the guest's first instruction: directory, disk, RAM file, the confined QEMU, its sockets, a restore's state. */
 async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vmm> {
+  const p = await startProcess(rt, spec, accel);
+  try {
+    return await loadRestore(p, spec);
+  } catch (e) {
+    await p.cleanup();
+    rt.launching.delete(p.proc.pid!);
+    throw e;
+  }
+}
+
+/**
+ * Directory, disk, RAM file, the confined QEMU and its sockets. With `blank`, a VMM for a restore
+ * not yet asked for (blank-vmms.ts): an empty overlay of that size for its disk, that RAM file
+ * mapped, and a pipe on fd 3 for the state it will load.
+ */
+export async function startProcess(rt: QemuRuntime, spec: VmSpec, accel: Accel, blank?: BlankDisk): Promise<VmmProcess> {
   const dir = join(rt.paths.vmsDir, spec.id);
   const files: VmFiles = {
     kernel: rt.paths.kernel,
@@ -159,7 +156,11 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
   };
   try {
     const restore = spec.restore;
-    if (restore?.files.disk) {
+    if (blank) {
+      files.disk = join(dir, "disk.qcow2");
+      files.namedDisk = true;
+      await run("qemu-img", ["create", "-q", "-f", "qcow2", files.disk, String(blank.diskBytes)]);
+    } else if (restore?.files.disk) {
       // The overlay keeps the snapshot's size: the guest's filesystem was grown to it at boot.
       files.disk = join(dir, "disk.qcow2");
       const size = restore.files.diskBytes ?? (await stat(restore.files.disk)).size;
@@ -177,12 +178,14 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
     const ownRam = spec.memoryFile ?? (spec.forkable ? join(dir, "memory") : undefined);
     // A stream saved from a file's RAM leaves that RAM out, unless it is a pause's delta (ram-delta.ts).
     if (restore) files.incoming = { ignoreShared: !!restore.files.memory && (!!restore.feed || (await streamLeavesRamOut(spec.id, restore.files.state))) };
-    if (restore?.files.memory && !spec.forkable) {
+    if (blank) files.incoming = { ignoreShared: false, deferred: true };
+    const mapFrom = blank?.ramFile ?? (restore?.files.memory && !spec.forkable ? restore.files.memory : undefined);
+    if (mapFrom) {
       // Mapped privately: copy-on-write, so every VM restored from it shares its untouched pages.
       // Linked into the VM's own directory, so it is there for as long as the VM is, to be linked
       // into this VM's pauses (which store only the pages that differ from it).
       const mapped = join(dir, MAPPED_RAM);
-      await giveRam(restore.files.memory, mapped);
+      await giveRam(mapFrom, mapped);
       files.memory = { file: mapped, share: false };
     } else if (ownRam) {
       // QEMU (as the VM's uid) sizes and fills an empty one; a base's becomes read-only once frozen.
@@ -203,8 +206,9 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
     }
     const errFd = openSync(join(dir, "qemu.log"), "w", 0o600);
     // A restore reads its migration stream from fd 3: the snapshot file, or a pipe fed live.
-    const stateFd = restore && !restore.feed ? openSync(restore.files.state, "r") : null;
-    const fd3 = restore ? (stateFd ?? "pipe") : "ignore";
+    // A blank VMM's is a file of its own, empty until a restore copies its stream in (blank-vmms.ts).
+    const stateFd = blank ? openSync(join(dir, BLANK_INCOMING), "w+", 0o600) : restore && !restore.feed ? openSync(restore.files.state, "r") : null;
+    const fd3 = restore || blank ? (stateFd ?? "pipe") : "ignore";
     const argv = qemuArgs(spec, files, accel, rt.tscKhz);
     // QEMU gets no environment of the server's (which may hold the API key).
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
@@ -239,28 +243,38 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
       throw new BootError(`QEMU did not start: ${e.message}\n${(await qemuLog()).trim()}`, "");
     });
     consoleLog.attach(await connectQemuSocket(files.consoleSocket));
-    // A restored guest still thinks its old host is connected: introduce ourselves, then let
-    // it run (QEMU holds it paused until `cont`, and defers that until the state is loaded).
     const agentSocket = await connectQemuSocket(files.agentSocket);
-    // Only our agent's channel can be held across a save and carried over to the restored guest.
-    const carried = restore?.guest;
-    if (carried && !(carried instanceof AgentChannel)) throw new Error(`VM ${spec.id}: only an agent channel can be carried over to a restored VM`);
-    if (carried) carried.continueOn(agentSocket);
-    const channel = carried ?? new AgentChannel(agentSocket, { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
-    if (restore) {
-      await loadState(files, exited, !!files.incoming?.ignoreShared).catch(async (e: Error) => {
-        channel.close();
-        await Promise.race([exited, sleep(500)]);
-        throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await qemuLog()).trim()}`, consoleLog!.getTail());
-      });
-    }
     const mappedRam = files.memory && !files.memory.share ? files.memory.file : undefined;
-    return { dir, files, proc, exited, consoleLog, channel, ownRam, mappedRam, started, qemuLog, cleanup };
+    return { dir, files, proc, exited, consoleLog, agentSocket, ownRam, mappedRam, started, qemuLog, cleanup };
   } catch (e) {
     await cleanup();
     if (child?.pid) rt.launching.delete(child.pid);
     throw e;
   }
+}
+
+/**
+ * Takes the agent's channel and loads a restore's state; the guest does not run yet. A restored
+ * guest still thinks its old host is connected: the channel introduces itself, and the guest runs
+ * once `cont` is sent (QEMU holds it paused until then, and defers that until the state is
+ * loaded). `load` as loadState takes it (a blank VMM's: started over QMP, on its connection).
+ */
+export async function loadRestore(p: VmmProcess, spec: VmSpec, load: { deferred?: boolean; qmp?: Qmp } = {}): Promise<Vmm> {
+  const { agentSocket, ...vmm } = p;
+  const restore = spec.restore;
+  // Only our agent's channel can be held across a save and carried over to the restored guest.
+  const carried = restore?.guest;
+  if (carried && !(carried instanceof AgentChannel)) throw new Error(`VM ${spec.id}: only an agent channel can be carried over to a restored VM`);
+  if (carried) carried.continueOn(agentSocket);
+  const channel = carried ?? new AgentChannel(agentSocket, { introduce: !!restore, keepProcesses: !!restore?.keepProcesses });
+  if (restore) {
+    await loadState(p.files, p.exited, !!p.files.incoming?.ignoreShared, load).catch(async (e: Error) => {
+      channel.close();
+      await Promise.race([p.exited, sleep(500)]);
+      throw new BootError(`VM ${spec.id} could not be restored: ${e.message}\nQEMU: ${(await p.qemuLog()).trim()}`, p.consoleLog.getTail());
+    });
+  }
+  return { ...vmm, channel };
 }
 
 /** Lets the guest run: a restore's `cont`, the agent's hello, and `configure` with its new identity. */
@@ -324,41 +338,6 @@ async function runGuest(rt: QemuRuntime, vmm: Vmm, spec: VmSpec, accel: Accel, s
   }
 }
 
-/** The jail helper's command line that starts a VMM confined to this VM's own files. */
-async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, dir: string, uid: number, accel: Accel, env: Record<string, string>): Promise<string[]> {
-  const jail = rt.jail!;
-  const ro = [rt.paths.kernel, rt.paths.initramfs];
-  if (files.disk) ro.push(...(await backingChain(files.disk)).slice(1));
-  const rw = [dir];
-  for (const v of spec.volumes ?? []) (v.readOnly ? ro : rw).push(v.file);
-  if (files.memory?.share) rw.push(files.memory.file);
-  else if (files.memory) ro.push(files.memory.file, JAIL_PRELOAD);
-  const kvm = accel === "kvm" ? kvmGroup() : null;
-  const MiB = 1048576;
-  // the largest file it writes: its overlay (bounded by the disk's virtual size) or its RAM file
-  const diskBytes = files.disk ? await qcowVirtualSize(files.disk) : 0;
-  const cgroups = rt.cgroups
-    ? await createVmCgroup(rt.cgroups, spec.id, { memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB) * MiB, cpus: spec.vcpus + 1, pidsMax: VMM_PIDS_MAX })
-    : [];
-  const args = jailArgs(jail, {
-    cgroups,
-    hostNet: !!spec.nic,
-    uid,
-    groups: kvm !== null ? [kvm] : [],
-    rw,
-    ro,
-    rlimits: {
-      as: (spec.memoryMb + VMM_ADDRESS_SPACE_OVERHEAD_MIB) * MiB,
-      nofile: 4096,
-      core: 0,
-      fsize: Math.round(Math.max(diskBytes, spec.memoryMb * MiB, ...(spec.volumes ?? []).map((v) => v.bytes)) * 1.25) + 256 * MiB,
-    },
-    nice: spec.nice,
-    env,
-  });
-  return [jail.helper, ...args, "--"];
-}
-
 /** What QEMU says of a VM whose agent is silent (" (QEMU: status running)"), or nothing when it cannot say. */
 async function vmStatus(qmpSocket: string): Promise<string> {
   const qmp = await Qmp.connect(qmpSocket, 2000).catch(() => null);
@@ -370,24 +349,5 @@ async function vmStatus(qmpSocket: string): Promise<string> {
     return "";
   } finally {
     qmp.close();
-  }
-}
-
-/** Refuses a spec no VM can be made from, naming the field. */
-async function waitForSockets(paths: string[], proc: ChildProcess, timeoutMs: number): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`QEMU exited with ${proc.exitCode ?? proc.signalCode}`);
-    const ok = await Promise.all(
-      paths.map((p) =>
-        stat(p).then(
-          () => true,
-          () => false,
-        ),
-      ),
-    );
-    if (ok.every(Boolean)) return;
-    if (Date.now() > end) throw new Error(`its sockets did not appear within ${timeoutMs} ms`);
-    await sleep(5);
   }
 }

@@ -145,15 +145,16 @@ export function eventGapMs(from: QmpEvent, to: QmpEvent): number {
 /**
  * Loads a restore's state and returns once it is loaded; the guest stays stopped. With RAM in
  * its own file the stream leaves RAM out (x-ignore-shared, which only QMP can set), so the load
- * is started here; otherwise QEMU reads fd 3 from its start.
+ * is started here; otherwise QEMU reads fd 3 from its start, unless it was started `deferred`
+ * (a VMM started ahead, args.ts), when the load is started here too. `qmp`: a connection of the
+ * caller's to use (QEMU's monitor serves one at a time), left open.
  */
-export async function loadState(files: VmFiles, exited: Promise<void>, ignoreShared: boolean): Promise<void> {
-  const qmp = await Qmp.connect(files.qmpSocket);
+export async function loadState(files: VmFiles, exited: Promise<void>, ignoreShared: boolean, o: { deferred?: boolean; qmp?: Qmp } = {}): Promise<void> {
+  const deferred = !!o.deferred;
+  const qmp = o.qmp ?? (await Qmp.connect(files.qmpSocket));
   try {
-    if (ignoreShared) {
-      await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: true }] });
-      await qmp.execute("migrate-incoming", { uri: "fd:3" });
-    }
+    if (ignoreShared) await qmp.execute("migrate-set-capabilities", { capabilities: [{ capability: "x-ignore-shared", state: true }] });
+    if (ignoreShared || deferred) await qmp.execute("migrate-incoming", { uri: "fd:3" });
     let gone = false;
     void exited.then(() => (gone = true));
     for (let delay = 2; ; delay = Math.min(delay * 2, 20)) {
@@ -163,7 +164,7 @@ export async function loadState(files: VmFiles, exited: Promise<void>, ignoreSha
       await sleep(delay);
     }
   } finally {
-    qmp.close();
+    if (!o.qmp) qmp.close();
   }
 }
 

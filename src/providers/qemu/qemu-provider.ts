@@ -29,7 +29,8 @@ import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
 import { hostMemoryCapMb, validateSpec } from "../spec.js";
-import { launch, prestart } from "./launch.js";
+import { launch, prestart, startProcess } from "./launch.js";
+import { BlankVmms } from "./blank-vmms.js";
 import { attach, sweepOrphans } from "./reattach.js";
 import type { QemuRuntime } from "./runtime.js";
 
@@ -52,6 +53,8 @@ export interface QemuProviderOptions {
    * re-attaches to its VMs after a restart turns this off.
    */
   killOnExit?: boolean;
+  /** Blank VMMs kept started for each shape of restore lately made (blank-vmms.ts; default 0: none). */
+  blanksPerShape?: number;
 }
 
 /**
@@ -86,8 +89,12 @@ export class QemuProvider implements Provider {
       tscKhz: hostTscKhz(readFileSync("/proc/cpuinfo", "utf8")),
       guestLimits: opts.guestLimits ?? DEFAULT_GUEST_LIMITS,
       bootTimeoutMs: opts.bootTimeoutMs,
+      blanks: null,
       ensureFirewall: () => this.ensureFirewall(),
     };
+    if (opts.blanksPerShape) {
+      this.rt.blanks = new BlankVmms(this.rt, opts.blanksPerShape, async (spec, blank) => startProcess(this.rt, spec, (await this.accel()).accel, blank));
+    }
     if (opts.killOnExit !== false) process.once("exit", () => this.killAllSync());
   }
 
@@ -228,6 +235,7 @@ export class QemuProvider implements Provider {
   }
 
   async destroyAll(): Promise<void> {
+    await this.rt.blanks?.close();
     await Promise.all([...this.rt.live].map((vm) => vm.destroy()));
   }
 

@@ -1,7 +1,7 @@
 // VMs a previous server process left: taking one over (its QEMU runs detached and its sockets
 // survive), and removing those no live server owns.
 import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AgentChannel } from "../../agent-client/index.js";
 import { processAlive } from "../../util/process.js";
@@ -48,7 +48,8 @@ export async function attach(rt: QemuRuntime, a: AttachSpec, accel: Accel): Prom
     while (processAlive(a.pid)) await sleep(10);
     await rm(a.dir, { recursive: true, force: true });
     // Its cgroup may still count it for a moment (it is not our child to reap): tried until it goes.
-    if (rt.cgroups) await emptyAndRemoveCgroup(rt.cgroups, a.id);
+    // (named by its directory: a VM started ahead as a blank one keeps its own id there, blank-vmms.ts)
+    if (rt.cgroups) await emptyAndRemoveCgroup(rt.cgroups, basename(a.dir));
   };
   const started = performance.now();
   try {
@@ -104,7 +105,8 @@ export async function sweepOrphans(rt: QemuRuntime, keep: Set<string>, isLiveSer
     if (keep.has(id)) continue;
     const dir = join(rt.paths.vmsDir, id);
     const manager = Number((await readFile(join(dir, "manager.pid"), "utf8").catch(() => "")).trim());
-    if (manager === process.pid && [...rt.live].some((vm) => vm.info.dir === dir)) continue;
+    // A live VM of this process (its directory may be named otherwise than its sandbox: blank-vmms.ts).
+    if ([...rt.live].some((vm) => vm.info.dir === dir)) continue;
     if (manager && manager !== process.pid && (await isLiveServer(manager))) continue;
     if ([...rt.launching.values()].includes(dir)) continue;
     const pid = Number((await readFile(join(dir, "qemu.pid"), "utf8").catch(() => "")).trim());

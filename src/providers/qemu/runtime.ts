@@ -5,6 +5,7 @@ import type { GuestLimits } from "../provider.js";
 import type { CgroupVersion } from "../cgroups.js";
 import type { JailConfig } from "./jail.js";
 import type { QemuVm } from "./qemu-vm.js";
+import type { BlankSource } from "./vmm.js";
 
 export interface QemuRuntime {
   paths: Paths;
@@ -23,6 +24,8 @@ export interface QemuRuntime {
   guestLimits: GuestLimits;
   /** Default hello deadline (the accelerator's default when unset). */
   bootTimeoutMs?: number;
+  /** VMMs started ahead for restores of file-mapped snapshots (blank-vmms.ts); null when off. */
+  blanks: BlankSource | null;
   /** Installs (or checks) the host firewall before a VMM with a network device starts. */
   ensureFirewall(): Promise<void>;
 }
