@@ -107,7 +107,7 @@ async function startVmm(rt: QemuRuntime, spec: VmSpec, accel: Accel): Promise<Vm
 /**
  * Directory, disk, RAM file, the confined QEMU and its sockets. With `blank`, a VMM for a restore
  * not yet asked for (blank-vmms.ts): an empty overlay of that size for its disk, that RAM file
- * mapped, and a pipe on fd 3 for the state it will load.
+ * mapped, and an empty file of its own on fd 3 for the state it will load.
  */
 export async function startProcess(rt: QemuRuntime, spec: VmSpec, accel: Accel, blank?: BlankDisk): Promise<VmmProcess> {
   const dir = join(rt.paths.vmsDir, spec.id);
