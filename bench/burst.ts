@@ -13,14 +13,14 @@ import { writeFile } from "node:fs/promises";
 import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { restApi } from "./rest.js";
+import { tail as summary } from "./stats.js";
 
 const { values } = parseArgs({ options: { burst: { type: "string", default: "100" }, pool: { type: "string", default: "10" }, alone: { type: "string", default: "5" } } });
 const BURST = Number(values.burst);
 const POOL = Number(values.pool);
 const ALONE = Number(values.alone);
 const COMMAND = "python3 -V";
-const summary = (xs: number[]) => ({ n: xs.length, p50: Math.round(pct(xs, 50)), p95: Math.round(pct(xs, 95)), p99: Math.round(pct(xs, 99)), max: Math.round(Math.max(0, ...xs)) });
 
 async function scenario(change: (c: Config) => void, pool: number) {
   const cfg = await benchConfig((c) => {
@@ -28,16 +28,7 @@ async function scenario(change: (c: Config) => void, pool: number) {
     change(c);
   });
   const server = await startServer(cfg, "bench");
-  const api = async (method: string, path: string, body?: unknown) => {
-    const r = await fetch(`${server.url}/api/v1${path}`, {
-      method,
-      headers: body === undefined ? {} : { "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await r.text();
-    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text.slice(0, 200)}`);
-    return text ? JSON.parse(text) : null;
-  };
+  const api = restApi(server.url);
   const createAndRun = async () => {
     const t0 = performance.now();
     const sb = await api("POST", "/sandboxes", {});

@@ -14,8 +14,10 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { promisify } from "node:util";
 import { parseArgs } from "node:util";
 import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
+import { isQemuCommand } from "../src/providers/qemu/runtime.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { restApi } from "./rest.js";
+import { pct, tail as summary } from "./stats.js";
 
 const { values } = parseArgs({
   options: {
@@ -30,7 +32,6 @@ const RUNNING = Math.min(COUNT, Number(values.running));
 const LANES = Number(values.lanes);
 const WAKES = Math.min(COUNT - RUNNING, Number(values.wakes));
 const run = promisify(execFile);
-const summary = (xs: number[]) => ({ n: xs.length, p50: Math.round(pct(xs, 50)), p95: Math.round(pct(xs, 95)), p99: Math.round(pct(xs, 99)), max: Math.round(Math.max(0, ...xs)) });
 const problems: string[] = [];
 const check = (ok: boolean, what: string) => {
   if (!ok) problems.push(what);
@@ -51,7 +52,7 @@ async function holdings(dataDir: string) {
   for (const pid of await readdir("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     const argv = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-    if (argv.startsWith("qemu-system") || argv.includes("/qemu-system")) if (argv.includes(dataDir)) vmms++;
+    if (isQemuCommand(argv) && argv.includes(dataDir)) vmms++;
   }
   const { stdout } = await run("du", ["-s", "-B1", dataDir]);
   return { open_files: fds.length, by_kind: kinds, vmms, disk_mib: Math.round(Number(stdout.split("\t")[0]) / 1048576), rss_mib: Math.round(process.memoryUsage().rss / 1048576) };
@@ -63,16 +64,7 @@ async function main() {
     c.defaults.ttl = "24h";
   });
   const server = await startServer(cfg, "bench");
-  const api = async (method: string, path: string, body?: unknown) => {
-    const r = await fetch(`${server.url}/api/v1${path}`, {
-      method,
-      headers: body === undefined ? {} : { "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await r.text();
-    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text.slice(0, 200)}`);
-    return text ? JSON.parse(text) : null;
-  };
+  const api = restApi(server.url);
   const exec = async (id: string, command: string) => {
     const r = await api("POST", `/sandboxes/${id}/exec`, { command });
     if (r.exit_code !== 0) throw new Error(`${id}: ${command} exited ${r.exit_code}: ${r.stderr}`);

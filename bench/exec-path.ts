@@ -22,6 +22,7 @@ import { Sandbox as E2bSandbox } from "e2b";
 import { startServer } from "../src/compose/serve.js";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
+import { restApi } from "./rest.js";
 import { pct } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "60" } } });
@@ -35,16 +36,7 @@ const DAYTONA_GUEST = "exec 2>&1; exec /bin/bash -c true";
 async function measure(change: (c: Config) => void, busy: boolean) {
   const cfg = await benchConfig(change);
   const server = await startServer(cfg, "bench");
-  const api = async (method: string, path: string, body?: unknown) => {
-    const r = await fetch(`${server.url}/api/v1${path}`, {
-      method,
-      headers: body === undefined ? {} : { "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const j = (await r.json()) as any;
-    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(j)}`);
-    return j;
-  };
+  const api = restApi(server.url);
   for (const k of Object.keys(process.env)) if (k.startsWith("E2B_")) delete process.env[k];
   Object.assign(process.env, { E2B_API_URL: server.url, E2B_SANDBOX_URL: server.url, E2B_API_KEY: "e2b_0000" });
 

@@ -17,3 +17,8 @@ export async function timed(n: number, fn: () => Promise<unknown>): Promise<numb
   }
   return out;
 }
+
+/** Count, p50, p95, p99 and max of the samples, rounded to whole milliseconds. */
+export function tail(xs: number[]) {
+  return { n: xs.length, p50: Math.round(pct(xs, 50)), p95: Math.round(pct(xs, 95)), p99: Math.round(pct(xs, 99)), max: Math.round(Math.max(0, ...xs)) };
+}

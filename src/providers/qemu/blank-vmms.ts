@@ -18,7 +18,7 @@ import { link, open, readFile, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import type { VmSpec } from "../provider.js";
 import { BLANK_DISK_NODES } from "./args.js";
-import { backingChain } from "./jail.js";
+import { backingChain, isQcow2 } from "./jail.js";
 import { loadRestore } from "./launch.js";
 import { Qmp } from "./qmp.js";
 import { streamLeavesRamOut } from "./ram-delta.js";
@@ -127,8 +127,8 @@ export class BlankVmms implements BlankSource {
     this.entries.clear();
   }
 
-  private async discard({ p, qmp }: Blank): Promise<void> {
-    qmp.close();
+  private async discard({ p, qmp }: { p: VmmProcess; qmp?: Qmp }): Promise<void> {
+    qmp?.close();
     await p.cleanup();
     this.rt.launching.delete(p.proc.pid!);
   }
@@ -153,7 +153,7 @@ export class BlankVmms implements BlankSource {
         try {
           const p = await this.start({ id, memoryMb: shape.memoryMb, vcpus: shape.vcpus, nic: shape.nic, nice: BLANK_NICE }, shape);
           const qmp = await Qmp.connect(p.files.qmpSocket).catch(async (err: Error) => {
-            await this.discard({ p, qmp: { close() {} } as Qmp });
+            await this.discard({ p });
             throw err;
           });
           if (this.closed || this.entries.get(key) !== e) await this.discard({ p, qmp });
@@ -211,17 +211,6 @@ async function chainNode(dir: string, disk: string): Promise<Record<string, unkn
     };
   }
   return node!;
-}
-
-async function isQcow2(file: string): Promise<boolean> {
-  const fh = await open(file, "r");
-  try {
-    const head = Buffer.alloc(4);
-    await fh.read(head, 0, 4, 0);
-    return head.readUInt32BE(0) === 0x514649fb;
-  } finally {
-    await fh.close();
-  }
 }
 
 /** Copies `from` into the existing file `to` (its inode kept: QEMU has it open). */

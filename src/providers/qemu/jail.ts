@@ -62,6 +62,21 @@ export function kvmGroup(): number | null {
   }
 }
 
+/** The first four bytes of a qcow2 image ("QFI\xfb"). */
+const QCOW2_MAGIC = 0x514649fb;
+
+/** Whether a disk image is qcow2 (else raw). */
+export async function isQcow2(file: string): Promise<boolean> {
+  const fh = await open(file, "r");
+  try {
+    const head = Buffer.alloc(4);
+    await fh.read(head, 0, 4, 0);
+    return head.readUInt32BE(0) === QCOW2_MAGIC;
+  } finally {
+    await fh.close();
+  }
+}
+
 /**
  * Every file a qcow2 image reads through: itself and its backing files, following relative
  * names from each file's directory. Read from the headers directly (qemu-img costs ~30 ms).
@@ -75,7 +90,7 @@ export async function backingChain(file: string): Promise<string[]> {
     try {
       const head = Buffer.alloc(20);
       await fh.read(head, 0, 20, 0);
-      if (head.readUInt32BE(0) !== 0x514649fb) break; // not qcow2 (a raw image): the chain ends
+      if (head.readUInt32BE(0) !== QCOW2_MAGIC) break; // not qcow2 (a raw image): the chain ends
       const offset = Number(head.readBigUInt64BE(8));
       const size = head.readUInt32BE(16);
       if (!offset || !size || size > 4096) break;
@@ -96,7 +111,7 @@ export async function qcowVirtualSize(file: string): Promise<number> {
   try {
     const head = Buffer.alloc(32);
     await fh.read(head, 0, 32, 0);
-    return head.readUInt32BE(0) === 0x514649fb ? Number(head.readBigUInt64BE(24)) : (await fh.stat()).size;
+    return head.readUInt32BE(0) === QCOW2_MAGIC ? Number(head.readBigUInt64BE(24)) : (await fh.stat()).size;
   } finally {
     await fh.close();
   }
