@@ -102,6 +102,7 @@ describe("Environments API", () => {
       base_image: "forgevm/debian:bookworm",
       python_packages: [" demo-env-pkg ", "demo-env-pkg", ""],
       apt_packages: ["forgevm-hello", " forgevm-hello"],
+      python_version: "3.11",
     });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     spec = r.body;
@@ -192,6 +193,7 @@ describe("Environments API", () => {
     const text = lines.map((l) => l.line ?? "").join("\n");
     assert.match(text, /apt-get/);
     assert.match(text, /the image has no pip: running pip from/);
+    assert.match(text, /RUN command -v python3\.11 .* python3\.11 -c/, "python_version takes effect: pip runs in python3.11");
     assert.match(text, /Successfully installed demo-env-pkg/);
     assert.equal(first.log.trim().split("\n").length, lines.length - 1, "the log's lines are the stream's");
     assert.deepEqual(
@@ -357,7 +359,8 @@ describe("Environments API", () => {
       return r;
     };
     const cli = (...args: string[]) => cliWith("", ...args);
-    // python_version takes effect: pip runs in python3.11 (the apt step comes from the cache).
+    // The same packages and Python as the first spec: the build is the same, so every step comes
+    // from the cache (a build of its own is the first test's).
     const made = await cli(
       "env",
       "create",
