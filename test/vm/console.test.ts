@@ -84,7 +84,7 @@ describe("the web console", () => {
   it("launches a sandbox from the form", async () => {
     await page.goto(`${server.url}/#/sandboxes/new`);
     await page.getByLabel("Name").fill("from-the-page");
-    await page.getByLabel("Memory (MiB)").fill("384");
+    await page.getByLabel("Memory (MiB)").fill("256");
     await page.getByLabel("Environment (KEY=value per line)").fill("GREETING=hello");
     // Forkable: the pause, resume and fork below then hand over and copy its RAM file.
     await page.getByLabel("Forkable (fast forks)").check();
@@ -94,7 +94,7 @@ describe("the web console", () => {
     const row = (await api("GET", `/sandboxes/${id}`)).body;
     assert.equal(row.state, "running");
     assert.equal(row.name, "from-the-page");
-    assert.equal(row.memory_mb, 384);
+    assert.equal(row.memory_mb, 256);
     assert.equal(row.forkable, true);
     await page.getByTestId("forkable").waitFor();
   });
@@ -109,14 +109,14 @@ describe("the web console", () => {
 
   it("the balloon: the overview sets how much of its memory the running sandbox may use, and shows what the guest sees", async () => {
     const balloon = page.getByTestId("balloon");
-    await balloon.getByText(/384 of 384 MiB usable/).waitFor({ timeout: 15_000 });
-    await page.getByLabel("Memory to leave it (MiB)").fill("256");
+    await balloon.getByText(/256 of 256 MiB usable/).waitFor({ timeout: 15_000 });
+    await page.getByLabel("Memory to leave it (MiB)").fill("192");
     await balloon.getByRole("button", { name: "Set" }).click();
-    await balloon.getByText(/256 of 384 MiB usable/).waitFor({ timeout: 30_000 });
+    await balloon.getByText(/192 of 256 MiB usable/).waitFor({ timeout: 30_000 });
     const now = (await api("GET", `/sandboxes/${id}/balloon`)).body;
-    assert.equal(now.actual_mb, 256);
-    assert.ok(now.guest_total_mb < 300, `the guest sees ${now.guest_total_mb} MiB`);
-    assert.equal((await api("PUT", `/sandboxes/${id}/balloon`, { memory_mb: 384 })).status, 200);
+    assert.equal(now.actual_mb, 192);
+    assert.ok(now.guest_total_mb < 220, `the guest sees ${now.guest_total_mb} MiB`);
+    assert.equal((await api("PUT", `/sandboxes/${id}/balloon`, { memory_mb: 256 })).status, 200);
   });
 
   it("Launch… on an image opens the form with that image chosen", async () => {

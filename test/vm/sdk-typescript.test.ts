@@ -75,10 +75,10 @@ describe("TypeScript SDK: client", () => {
   });
 
   it("manages templates", async () => {
-    await client.templates.create({ name: "sdk-tpl", env: { GREETING: "hi" }, memory_mb: 384 });
-    assert.equal((await client.templates.get("sdk-tpl")).memory_mb, 384);
+    await client.templates.create({ name: "sdk-tpl", env: { GREETING: "hi" }, memory_mb: 256 });
+    assert.equal((await client.templates.get("sdk-tpl")).memory_mb, 256);
     assert.ok((await client.templates.list()).some((t) => t.name === "sdk-tpl"));
-    await client.templates.update("sdk-tpl", { env: { GREETING: "hello" }, memory_mb: 384 });
+    await client.templates.update("sdk-tpl", { env: { GREETING: "hello" }, memory_mb: 256 });
     const t = await client.templates.spawn("sdk-tpl");
     assert.equal((await t.exec("echo $GREETING")).stdout, "hello\n");
     await t.destroy();

@@ -38,8 +38,8 @@ after(async () => {
 
 describe("base snapshots", () => {
   it("spawns restore from the image's base snapshot, each with its own identity and the size asked for", async () => {
-    const a = await forge.sandboxes.spawn({ memoryMb: 384 });
-    const b = await forge.sandboxes.spawn({ memoryMb: 384 });
+    const a = await forge.sandboxes.spawn();
+    const b = await forge.sandboxes.spawn();
     for (const sb of [a, b]) {
       assert.equal(forge.sandboxes.get(sb.id).origin, "snapshot");
       assert.equal(sb.vm.info.restored, true);
@@ -60,11 +60,11 @@ describe("base snapshots", () => {
   });
 
   it("boots cold when the base snapshot is unusable, and stops using it", async () => {
-    const first = await forge.sandboxes.spawn({ memoryMb: 320 });
+    const first = await forge.sandboxes.spawn({ memoryMb: 256 });
     const base = snapshotRow(forge.sandboxes.get(first.id).snapshot_id!)!;
     await first.destroy();
     await truncate(join(base.dir, "state"), 100);
-    const sb = await forge.sandboxes.spawn({ memoryMb: 320 });
+    const sb = await forge.sandboxes.spawn({ memoryMb: 256 });
     assert.equal(forge.sandboxes.get(sb.id).origin, "boot");
     assert.equal(await out(sb, "echo ok"), "ok");
     assert.equal(snapshotRow(base.id)?.state ?? "deleted", "deleted");

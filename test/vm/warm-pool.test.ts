@@ -62,13 +62,13 @@ describe("warm pool", () => {
   });
 
   it("a template's pool_size keeps its own pool, made after its setup commands", async () => {
-    assert.ok(await forge.templates.create({ name: "test-warm-tpl", setup: ["echo prepared > /root/setup.txt"], pool_size: 1, memory_mb: 384 }));
+    assert.ok(await forge.templates.create({ name: "test-warm-tpl", setup: ["echo prepared > /root/setup.txt"], pool_size: 1, memory_mb: 256 }));
     try {
       await waitFor(() => forge.pools.warm().some((p) => p.pool === "template:test-warm-tpl" && p.ready === 1), 120_000, "the template pool");
       const sb = await forge.sandboxes.spawn({ template: "test-warm-tpl" });
       assert.equal(forge.sandboxes.get(sb.id).origin, "pool");
       assert.equal(await out(sb, "cat /root/setup.txt"), "prepared");
-      assert.equal(sb.vm.info.memoryMb, 384);
+      assert.equal(sb.vm.info.memoryMb, 256);
       await sb.destroy();
     } finally {
       await forge.templates.remove("test-warm-tpl");
