@@ -45,6 +45,9 @@ export const FILE_SECONDS: Record<string, number> = {
   environments: 173,
   // With its image built, which the runner starts ahead of the phase (two minutes of debootstrap on a fresh machine).
   "system-image": 120,
+  // It takes about 200 s, and is listed lower so that it starts once its image, built ahead after
+  // the system image (three more minutes of one core at the lowest priority), is likely ready.
+  desktop: 61,
   snapshots: 130,
   e2b: 119,
   "pause-cycles": 100,

@@ -1,5 +1,5 @@
 // `forgevm setup`, guided: every step checked first and skipped when done (the system packages,
-// then setup/index.ts), a question before anything optional (the code-interpreter image, the system image, the
+// then setup/index.ts), a question before anything optional (the code-interpreter image, the system and desktop images, the
 // boot-time service), and at the end a test sandbox booted and a command run in it, timed. `-y`, or no terminal to ask on,
 // takes the defaults. ./setup.sh runs it with `-y --no-test-sandbox`.
 import { existsSync } from "node:fs";
@@ -12,6 +12,8 @@ export interface GuideOptions {
   yes?: boolean;
   quiet?: boolean;
   testSandbox: boolean;
+  /** Build the desktop image without asking. */
+  desktop?: boolean;
 }
 
 /** An optional step: its question, its default, and whether it is done already. */
@@ -23,8 +25,9 @@ interface Choice {
 export async function guidedSetup(cli: Cli, o: GuideOptions, installService: () => Promise<void>): Promise<void> {
   const paths = pathsFor(await cli.dataDir());
   const say = (m: string) => (o.quiet ? undefined : console.log(`setup: ${m}`));
-  const { BUILT_IN_IMAGES, SYSTEM_IMAGES, baseImageBuilt, ensureSystemImage } = await import("../setup/base-image.js");
+  const { BUILT_IN_IMAGES, SYSTEM_IMAGES, baseImageBuilt, ensureSystemImages } = await import("../setup/base-image.js");
   const SYSTEM_IMAGE = SYSTEM_IMAGES["debian-12"].name;
+  const DESKTOP_IMAGE = SYSTEM_IMAGES.desktop.name;
   const [DEFAULT_IMAGE, CODE_IMAGE] = BUILT_IN_IMAGES.map((i) => i.name);
   const interactive = !o.yes && process.stdin.isTTY === true && process.stdout.isTTY === true;
   if (!o.yes && !interactive) say("no terminal to ask on: taking the defaults (-y says so)");
@@ -46,6 +49,10 @@ export async function guidedSetup(cli: Cli, o: GuideOptions, installService: () 
   const systemBuilt = await baseImageBuilt(paths, SYSTEM_IMAGE);
   const system =
     !systemBuilt && (await choose({ ask: `Build the system image ${SYSTEM_IMAGE} (systemd as init, sshd, journald: forgevm image system debian-12 later)?`, default: false }));
+  const desktop =
+    !(await baseImageBuilt(paths, DESKTOP_IMAGE)) &&
+    (o.desktop ||
+      (await choose({ ask: `Build the desktop image ${DESKTOP_IMAGE} (XFCE, Firefox, noVNC for computer-use agents: forgevm image system desktop later)?`, default: false })));
   const hasSystemd = existsSync("/run/systemd/system");
   const serviceInstalled = existsSync(SYSTEM_UNIT);
   const service = hasSystemd && !serviceInstalled && (await choose({ ask: "Start the server at boot (a systemd service: forgevm service install)?", default: false }));
@@ -55,7 +62,8 @@ export async function guidedSetup(cli: Cli, o: GuideOptions, installService: () 
   const log = (m: string) => (o.quiet ? lines.push(m) : say(m));
   await (await import("../setup/system-packages.js")).ensureSystemPackages(log);
   await runSetup(paths, log, { images });
-  if (system) await ensureSystemImage(paths, "debian-12", log);
+  const systemImages = [...(system ? ["debian-12"] : []), ...(desktop ? ["desktop"] : [])];
+  if (systemImages.length) await ensureSystemImages(paths, systemImages, log);
   if (service) await installService();
   else if (serviceInstalled) say("boot-time service: installed (forgevm service uninstall removes it)");
 

@@ -26,7 +26,7 @@ export { MAX_FORK } from "./core.js";
 export type { LogLine } from "./sandboxes/main-process.js";
 export type { OnStop, StopReport } from "./sandboxes/server-stop.js";
 export type { TakeBackReport } from "./sandboxes/recovery.js";
-export { CODE_IMAGE, DEFAULT_IMAGE } from "../images/store.js";
+export { CODE_IMAGE, DEFAULT_IMAGE, DESKTOP_IMAGE } from "../images/store.js";
 export type { VolumeInfo } from "./volumes.js";
 export type { MetricSample } from "../store/metrics.js";
 export type { BuildJob } from "./builder/jobs.js";

@@ -1,6 +1,7 @@
 // One HTTP request relayed to a server inside a sandbox over a connection its agent opened:
 // method, path, headers and both bodies streamed, hop-by-hop headers dropped. E2B's port traffic
-// and Daytona's preview URLs both go through here.
+// and Daytona's preview URLs both go through here. An upgrade (a WebSocket: noVNC's live view, a
+// dev server's reload channel) is relayed as bytes, so the guest's server makes the handshake.
 import { request as httpRequest } from "node:http";
 import type { Duplex } from "node:stream";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -40,4 +41,32 @@ export function forwardRaw(req: IncomingMessage, res: ServerResponse, conn: Dupl
   });
   res.on("close", () => upstream.destroy());
   req.pipe(upstream);
+}
+
+/**
+ * Relays an upgrade request (`req.ws`: the server's WebSocket plugin routed it here) as bytes: its
+ * head, with this Host and without the headers in `drop`, written to `conn`, then the two sockets
+ * piped both ways. The guest's server answers the handshake itself, so subprotocols, extensions
+ * and frames pass as they are; a client sends nothing before that answer, so no bytes are behind.
+ */
+export function forwardUpgrade(req: FastifyRequest, reply: FastifyReply, conn: Duplex, path: string, host: string, drop: string[] = []): void {
+  reply.hijack();
+  const socket = req.raw.socket;
+  const head = [`${req.method} ${path} HTTP/1.1`, `Host: ${host}`];
+  const raw = req.raw.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    if (name === "host" || drop.includes(name) || /[\r\n]/.test(raw[i + 1])) continue;
+    head.push(`${raw[i]}: ${raw[i + 1]}`);
+  }
+  const end = () => {
+    socket.destroy();
+    conn.destroy();
+  };
+  socket.setTimeout(0);
+  socket.on("error", end).on("close", end);
+  conn.on("error", end).on("close", end);
+  conn.write(`${head.join("\r\n")}\r\n\r\n`);
+  conn.pipe(socket);
+  socket.pipe(conn);
 }

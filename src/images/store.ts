@@ -11,6 +11,8 @@ export const DEFAULT_IMAGE = "forgevm/debian:bookworm";
 export const CODE_IMAGE = "forgevm/code-interpreter:bookworm";
 /** The system image (docs/system-images.md): Debian 12 booted by systemd, with sshd and journald. */
 export const SYSTEM_IMAGE = "forgevm/system:debian-12";
+/** The desktop image (docs/desktop.md): the system image with a running XFCE desktop, Firefox and the tools to drive them. */
+export const DESKTOP_IMAGE = "forgevm/desktop:bookworm";
 
 export interface ImageMeta {
   name: string;

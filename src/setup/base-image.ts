@@ -7,9 +7,10 @@ import { createHash } from "node:crypto";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { CODE_IMAGE, DEFAULT_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta } from "../images/store.js";
+import { CODE_IMAGE, DEFAULT_IMAGE, DESKTOP_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
+import { DESKTOP_AFTER, DESKTOP_FILES, DESKTOP_PACKAGES } from "./desktop-image.js";
 
 const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl", "procps", "iproute2"];
 /**
@@ -63,17 +64,44 @@ export const BUILT_IN_IMAGES: BuiltIn[] = [
 /** System images, built when asked for (forgevm image system NAME, or setup's question), by their short names. */
 export const SYSTEM_IMAGES: Record<string, BuiltIn> = {
   "debian-12": { name: SYSTEM_IMAGE, packages: SYSTEM_PACKAGES, extras: ["openssh-server"], files: SYSTEM_FILES, after: SYSTEM_AFTER, init: "systemd" },
+  // The same Debian with a desktop that runs from boot (desktop-image.ts).
+  desktop: {
+    name: DESKTOP_IMAGE,
+    packages: SYSTEM_PACKAGES,
+    extras: ["openssh-server", ...DESKTOP_PACKAGES],
+    files: { ...SYSTEM_FILES, ...DESKTOP_FILES },
+    after: [SYSTEM_AFTER, ...DESKTOP_AFTER].join(" && "),
+    init: "systemd",
+  },
 };
 
-/** Builds the system image `short` ("debian-12") unless it is built; its name in the store. */
+/** Builds the system image `short` ("debian-12", "desktop") unless it is built; its name in the store. */
 export async function ensureSystemImage(paths: Paths, short: string, log: (m: string) => void): Promise<string> {
-  const image = SYSTEM_IMAGES[short];
-  if (!image) {
+  return (await ensureSystemImages(paths, [short], log))[0];
+}
+
+/** ensureSystemImage for several: those with one package list share a debootstrap (the system and desktop images do). */
+export async function ensureSystemImages(paths: Paths, shorts: string[], log: (m: string) => void): Promise<string[]> {
+  const images = shorts.map((short) => {
+    const image = SYSTEM_IMAGES[short];
+    if (image) return image;
     const ubuntu = short.startsWith("ubuntu") ? "; Ubuntu's need its archive, which this machine's package sources do not reach (docs/system-images.md)" : "";
     throw new Error(`no system image "${short}": the ones ForgeVM builds are ${Object.keys(SYSTEM_IMAGES).join(", ")}${ubuntu}`);
+  });
+  const wanted: BuiltIn[] = [];
+  for (const image of images) if (await needsBuild(paths, image, log)) wanted.push(image);
+  for (const group of byPackages(wanted)) await buildDebianImages(paths, group, log, `sudo forgevm image system ${shorts.join(" ")}`);
+  return images.map((i) => i.name);
+}
+
+/** Images grouped by package list: each group is built from one debootstrap. */
+function byPackages(images: BuiltIn[]): BuiltIn[][] {
+  const groups = new Map<string, BuiltIn[]>();
+  for (const image of images) {
+    const key = image.packages.join(",");
+    groups.set(key, [...(groups.get(key) ?? []), image]);
   }
-  if (await needsBuild(paths, image, log)) await buildDebianImages(paths, [image], log, `sudo forgevm image system ${short}`);
-  return image.name;
+  return [...groups.values()];
 }
 
 /** The Debian mirror to use: $FORGEVM_DEBIAN_MIRROR, else the host's apt source, else deb.debian.org. */
@@ -94,13 +122,9 @@ export async function debianMirror(env: NodeJS.ProcessEnv = process.env): Promis
  * code-interpreter images do.
  */
 export async function ensureBaseImages(paths: Paths, log: (m: string) => void, names = BUILT_IN_IMAGES.map((i) => i.name)): Promise<void> {
-  const groups = new Map<string, BuiltIn[]>();
-  for (const image of BUILT_IN_IMAGES) {
-    if (!names.includes(image.name) || !(await needsBuild(paths, image, log))) continue;
-    const key = image.packages.join(",");
-    groups.set(key, [...(groups.get(key) ?? []), image]);
-  }
-  for (const images of groups.values()) await buildDebianImages(paths, images, log);
+  const wanted: BuiltIn[] = [];
+  for (const image of BUILT_IN_IMAGES) if (names.includes(image.name) && (await needsBuild(paths, image, log))) wanted.push(image);
+  for (const images of byPackages(wanted)) await buildDebianImages(paths, images, log);
 }
 
 /** Whether a built-in image is in the store with its current package list (nothing to build). */

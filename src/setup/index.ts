@@ -98,14 +98,15 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
 }
 
 /**
- * Gives data directory `to` the system image (docs/system-images.md), built once per checkout
- * (about two minutes of debootstrap) in a data directory of its own beside the prepared one, which
- * a later setup replaces but never this: tests and benchmarks of system images share it. One
- * process builds it at a time (the test runner starts it ahead of the test file that waits here).
+ * Gives data directory `to` the system image (docs/system-images.md), or another of SYSTEM_IMAGES
+ * by its short name (the desktop image), built once per checkout (a few minutes of debootstrap) in
+ * a data directory of its own beside the prepared one, which a later setup replaces but never
+ * this: tests and benchmarks of system images share it. One process builds at a time (the test
+ * runner starts the builds ahead of the test files that wait here).
  */
-export async function preparedSystemImage(to?: string, log: (m: string) => void = () => {}): Promise<string> {
+export async function preparedSystemImage(to?: string, log: (m: string) => void = () => {}, short = "debian-12"): Promise<string> {
   const cache = join(INSTALL_ROOT, ".forgevm-test", "system-images");
-  const name = await oneAtATime(join(cache, ".building"), () => ensureSystemImage(pathsFor(cache), "debian-12", log));
+  const name = await oneAtATime(join(cache, ".building"), () => ensureSystemImage(pathsFor(cache), short, log));
   if (to) await shareImage(cache, to, name);
   return name;
 }

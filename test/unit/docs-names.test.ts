@@ -29,6 +29,7 @@ const CODE = ["src", "web/src", "scripts", "agent", "sdk/typescript/src", "sdk/p
 const SDKS = [
   ...files(join(repo, "node_modules/e2b/dist"), [".d.ts"]),
   ...files(join(repo, "node_modules/@e2b/code-interpreter/dist"), [".d.ts"]),
+  ...files(join(repo, "node_modules/@e2b/desktop/dist"), [".d.ts"]),
   ...files(join(repo, "node_modules/@daytonaio/sdk/esm"), [".d.ts"]),
 ];
 

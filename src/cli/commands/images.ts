@@ -64,17 +64,19 @@ export function imageCommands(program: Command, cli: Cli): void {
 
   program
     .command("image")
-    .description("built-in images: forgevm image system debian-12 builds a system image (systemd as init) from Debian's archive")
+    .description("built-in images: forgevm image system debian-12 (or desktop) builds a system image (systemd as init) from Debian's archive")
     .command("system")
-    .description("build a system image, booted by systemd with sshd and journald (docs/system-images.md): debian-12")
-    .argument("<name>", "which one: debian-12")
+    .description("build system images, booted by systemd (docs/system-images.md): debian-12 (sshd, journald), desktop (an XFCE desktop with Firefox, docs/desktop.md)")
+    .argument("<name...>", "which: debian-12, desktop (several share one debootstrap)")
     .option("--json", "print JSON")
-    .action(async (short: string, o: { json?: boolean }) => {
+    .action(async (shorts: string[], o: { json?: boolean }) => {
       const { pathsFor } = await import("../../config/paths.js");
-      const { ensureSystemImage } = await import("../../setup/base-image.js");
+      const { ensureSystemImages } = await import("../../setup/base-image.js");
       const paths = pathsFor(await cli.dataDir());
-      const name = await ensureSystemImage(paths, short, (m) => (o.json ? undefined : console.log(m)));
-      emit(o.json, { name }, () => console.log(`${name}: forgevm run ${name} …, or any spawn of it, boots systemd`));
+      const names = await ensureSystemImages(paths, shorts, (m) => (o.json ? undefined : console.log(m)));
+      emit(o.json, names.length === 1 ? { name: names[0] } : { names }, () => {
+        for (const name of names) console.log(`${name}: forgevm run ${name} …, or any spawn of it, boots systemd`);
+      });
     });
 
   program

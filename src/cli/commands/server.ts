@@ -62,7 +62,8 @@ SIGTERM) leaves sandboxes running for the next start (server.on_stop: keep | pau
     .option("-y, --yes", "take the defaults without asking (the code-interpreter image: yes; the service: no)")
     .option("-q, --quiet", "print nothing but the test sandbox's line")
     .option("--no-test-sandbox", "end without booting a test sandbox")
-    .action(async (o: { yes?: boolean; quiet?: boolean; testSandbox: boolean }) => {
+    .option("--desktop", "build the desktop image too (docs/desktop.md: XFCE, Firefox, noVNC; several minutes), without asking")
+    .action(async (o: { yes?: boolean; quiet?: boolean; testSandbox: boolean; desktop?: boolean }) => {
       const { guidedSetup } = await import("../setup-guide.js");
       const { installService } = await import("./service.js");
       await guidedSetup(cli, o, () => installService(cli, { name: "forgevm", enable: true }, program.opts().config));

@@ -4,14 +4,15 @@
 // agent. Port 49983 is envd and 49999 the code interpreter (served here, not in the guest); any
 // other port is proxied. A sandbox made with `allowPublicTraffic: false` needs its traffic access
 // token in `e2b-traffic-access-token`; `maskRequestHost` is the Host the guest's server sees. A
-// sandbox paused with auto-resume wakes for the request; a closed port is a 502.
+// sandbox paused with auto-resume wakes for the request; a closed port is a 502. WebSocket upgrades
+// are relayed as they are (http/forward.ts forwardUpgrade).
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Forge } from "../../core/forge.js";
 import { PORT_PLACEHOLDER } from "../../core/network.js";
 import { badRequest } from "../../http/errors.js";
-import { forwardRequest } from "../../http/forward.js";
+import { forwardRequest, forwardUpgrade } from "../../http/forward.js";
 import { LOCALHOST, sandboxHostOf } from "../../http/sandbox-host.js";
 import { ignore } from "../../util/ignore.js";
 import { PORT_HEADER, SANDBOX_HEADER } from "./envd/context.js";
@@ -56,7 +57,11 @@ export async function portRoutes(app: FastifyInstance, { forge }: { forge: Forge
   // The body is the guest server's to read: passed on as it arrives, never parsed here.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", (_req, _payload, done) => done(null));
-  app.all("/_e2b/port/:port/*", { schema: { hide: true } }, async (req, reply) => {
+  // A WebSocket upgrade is relayed before the WebSocket plugin's handler would answer it itself.
+  const relayUpgrade = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (req.ws) return serve(req, reply);
+  };
+  const serve = async (req: FastifyRequest, reply: FastifyReply) => {
     const port = Number((req.params as { port: string }).port);
     const id = String(req.headers[SANDBOX_HEADER]);
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw badRequest(`E2b-Sandbox-Port must be a port number, got "${(req.params as { port: string }).port}"`);
@@ -86,6 +91,9 @@ export async function portRoutes(app: FastifyInstance, { forge }: { forge: Forge
     }
     if (!conn) return unreachable(reply, row.id, 502, `port ${port} of sandbox ${row.id} is closed: nothing listens on it`);
     const path = req.url.slice(`/_e2b/port/${port}`.length) || "/";
-    forwardRequest(req, reply, conn, path, guestHost(net?.mask_host, port, req.headers.host), [SANDBOX_HEADER, PORT_HEADER, TRAFFIC_TOKEN_HEADER]);
-  });
+    const forward = req.ws ? forwardUpgrade : forwardRequest;
+    forward(req, reply, conn, path, guestHost(net?.mask_host, port, req.headers.host), [SANDBOX_HEADER, PORT_HEADER, TRAFFIC_TOKEN_HEADER]);
+    return reply;
+  };
+  app.all("/_e2b/port/:port/*", { schema: { hide: true }, preHandler: relayUpgrade }, serve);
 }

@@ -1,17 +1,20 @@
 // E2B template IDs and what they mean here: `base` is the default image, `code-interpreter-v1`
 // the built-in code-interpreter image (matplotlib, pandas, Node.js; a ForgeVM template of that
-// name wins), `mcp-gateway` (what the SDK asks for with `mcp`) the default image with the MCP
+// name wins), `desktop` (what E2B's desktop SDK creates) the desktop image, `mcp-gateway` (what the SDK asks for with `mcp`) the default image with the MCP
 // gateway put in at create unless a template or image has that name, a name the e2b SDK's
 // Template.build built (template-builds.ts), anything else a ForgeVM template by name or an image
 // reference.
 import { ForgevmError } from "../../http/errors.js";
 import type { Forge } from "../../core/forge.js";
-import { CODE_IMAGE } from "../../core/forge.js";
+import { CODE_IMAGE, DESKTOP_IMAGE } from "../../core/forge.js";
 import type { SandboxRow } from "../../core/types.js";
 
 export const BASE_TEMPLATE = "base";
 export const CODE_INTERPRETER_TEMPLATE = "code-interpreter-v1";
 export const MCP_GATEWAY_TEMPLATE = "mcp-gateway";
+export const DESKTOP_TEMPLATE = "desktop";
+/** A desktop's size when its template does not say: XFCE, Firefox and the X server want more than a shell does. */
+const DESKTOP_SHAPE = { memoryMb: 2048, vcpus: 2 };
 
 /** The image a template built by the e2b SDK (template-builds.ts) is built into, `name` or `name:tag`. */
 export function templateImage(name: string, tag = "latest"): string {
@@ -19,8 +22,14 @@ export function templateImage(name: string, tag = "latest"): string {
 }
 
 /** What a spawn for this templateID asks for. */
-export async function spawnTarget(forge: Forge, templateID: string): Promise<{ image?: string; template?: string }> {
+export async function spawnTarget(forge: Forge, templateID: string): Promise<{ image?: string; template?: string; memoryMb?: number; vcpus?: number }> {
   if (templateID === BASE_TEMPLATE) return { image: forge.defaults.image };
+  if (templateID === DESKTOP_TEMPLATE && !forge.templates.list().some((t) => t.name === templateID)) {
+    if (!(await forge.images.list()).some((i) => i.name === DESKTOP_IMAGE)) {
+      throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${DESKTOP_IMAGE}, which this server does not have: run sudo forgevm image system desktop`);
+    }
+    return { image: DESKTOP_IMAGE, ...DESKTOP_SHAPE };
+  }
   if (templateID === CODE_INTERPRETER_TEMPLATE) {
     if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
     if (!(await forge.images.list()).some((i) => i.name === CODE_IMAGE)) {
@@ -45,6 +54,7 @@ export function templateIdOf(forge: Forge, row: SandboxRow): string {
   if (row.template) return row.template;
   if (row.image === forge.defaults.image) return BASE_TEMPLATE;
   if (row.image === CODE_IMAGE) return CODE_INTERPRETER_TEMPLATE;
+  if (row.image === DESKTOP_IMAGE) return DESKTOP_TEMPLATE;
   const built = /^forgevm\/e2b-([a-z0-9_-]+):(.+)$/.exec(row.image);
   if (built) return built[2] === "latest" ? built[1] : `${built[1]}:${built[2]}`;
   return row.image;

@@ -9,6 +9,16 @@ export const AGENT_PORT_NAME = "org.forgevm.agent";
  */
 export const TCG_TB_MIB = 64;
 
+/**
+ * A VM's TCG translation cache: TCG_TB_MIB, and for a VM of more than 1 GiB, made for large
+ * programs, a quarter of its memory up to 512 MiB: a desktop's Firefox is ~100 MiB of machine code,
+ * whose translation overflows 64 MiB, and each time the cache fills QEMU empties it and translates
+ * everything again. KVM runs guest code natively and has no such cache.
+ */
+export function tcgTranslationMib(memoryMb: number): number {
+  return memoryMb <= 1024 ? TCG_TB_MIB : Math.min(512, Math.floor(memoryMb / 4));
+}
+
 export interface VmFiles {
   kernel: string;
   initramfs: string;
@@ -86,7 +96,7 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
     "-M",
     "microvm,rtc=on",
     "-accel",
-    accel === "tcg" ? `tcg,tb-size=${TCG_TB_MIB}` : accel,
+    accel === "tcg" ? `tcg,tb-size=${tcgTranslationMib(spec.memoryMb)}` : accel,
     "-cpu",
     accel === "kvm" ? "host" : "max",
     "-m",

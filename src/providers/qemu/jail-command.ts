@@ -2,7 +2,7 @@
 // kernel, initramfs, disk backing chain and snapshot RAM read-only), its cgroup and its limits.
 import { createVmCgroup } from "../cgroups.js";
 import type { Accel, VmSpec } from "../provider.js";
-import type { VmFiles } from "./args.js";
+import { TCG_TB_MIB, tcgTranslationMib, type VmFiles } from "./args.js";
 import { JAIL_PRELOAD, backingChain, jailArgs, kvmGroup, qcowVirtualSize } from "./jail.js";
 import type { QemuRuntime } from "./runtime.js";
 
@@ -26,8 +26,10 @@ export async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, 
   const MiB = 1048576;
   // the largest file it writes: its overlay (bounded by the disk's virtual size) or its RAM file
   const diskBytes = files.disk ? await qcowVirtualSize(files.disk) : 0;
+  // A translation cache larger than the usual one (args.ts) is room the VMM needs besides.
+  const cache = accel === "tcg" ? tcgTranslationMib(spec.memoryMb) - TCG_TB_MIB : 0;
   const cgroups = rt.cgroups
-    ? await createVmCgroup(rt.cgroups, spec.id, { memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB) * MiB, cpus: spec.vcpus + 1, pidsMax: VMM_PIDS_MAX })
+    ? await createVmCgroup(rt.cgroups, spec.id, { memoryBytes: (spec.memoryMb + VMM_MEMORY_OVERHEAD_MIB + cache) * MiB, cpus: spec.vcpus + 1, pidsMax: VMM_PIDS_MAX })
     : [];
   const args = jailArgs(jail, {
     cgroups,
@@ -37,7 +39,7 @@ export async function jailPrefix(rt: QemuRuntime, spec: VmSpec, files: VmFiles, 
     rw,
     ro,
     rlimits: {
-      as: (spec.memoryMb + VMM_ADDRESS_SPACE_OVERHEAD_MIB) * MiB,
+      as: (spec.memoryMb + VMM_ADDRESS_SPACE_OVERHEAD_MIB + cache) * MiB,
       nofile: 4096,
       core: 0,
       fsize: Math.round(Math.max(diskBytes, spec.memoryMb * MiB, ...(spec.volumes ?? []).map((v) => v.bytes)) * 1.25) + 256 * MiB,

@@ -24,7 +24,7 @@ import {
   type VmSpec,
 } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
-import { hostTscKhz, MACHINE_LAYOUT, TCG_TB_MIB } from "./args.js";
+import { hostTscKhz, MACHINE_LAYOUT, TCG_TB_MIB, tcgTranslationMib } from "./args.js";
 import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
@@ -204,7 +204,11 @@ export class QemuProvider implements Provider {
     details.vmm_cgroups = this.rt.cgroups ?? "none (rlimits only)";
     details.network_full = (await this.nicProblem()) ?? "available";
     details.memory_free_page_reporting = "on (virtio-balloon: blocks the guest keeps free go back to the host; the same under KVM)";
-    if (accel) details.memory_translation_cache = accel === "tcg" ? `${TCG_TB_MIB} MiB at most per VM (TCG translates guest code into it)` : "none (KVM runs guest code natively)";
+    if (accel)
+      details.memory_translation_cache =
+        accel === "tcg"
+          ? `${TCG_TB_MIB} MiB at most per VM of up to 1 GiB, ${tcgTranslationMib(2048)} MiB for one of 2 GiB (TCG translates guest code into it)`
+          : "none (KVM runs guest code natively)";
     return { name: this.name, healthy: problems.length === 0, accel, problems, details };
   }
 
