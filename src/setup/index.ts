@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
-import { BUILT_IN_IMAGES, baseImageBuilt, ensureBaseImages, ensureSystemImage } from "./base-image.js";
+import { BUILT_IN_IMAGES, SYSTEM_IMAGES, baseImageBuilt, ensureBaseImages, ensureSystemImage } from "./base-image.js";
 import { ensureInitramfs, installBinary } from "./initramfs.js";
 import { INSTALL_ROOT, IS_CHECKOUT } from "./install.js";
 import { ensureKernel } from "./kernel.js";
@@ -106,7 +106,9 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
  */
 export async function preparedSystemImage(to?: string, log: (m: string) => void = () => {}, short = "debian-12"): Promise<string> {
   const cache = join(INSTALL_ROOT, ".forgevm-test", "system-images");
-  const name = await oneAtATime(join(cache, ".building"), () => ensureSystemImage(pathsFor(cache), short, log));
+  const built = SYSTEM_IMAGES[short] && (await baseImageBuilt(pathsFor(cache), SYSTEM_IMAGES[short].name));
+  // One that is built is not waited for while another image of the cache builds.
+  const name = built ? SYSTEM_IMAGES[short].name : await oneAtATime(join(cache, ".building"), () => ensureSystemImage(pathsFor(cache), short, log));
   if (to) await shareImage(cache, to, name);
   return name;
 }

@@ -1,0 +1,121 @@
+// Benchmark of the desktop image (docs/desktop.md), in one Forge: spawn → first screenshot, cold
+// (a boot: systemd, X and the XFCE session) and restored from the image's base snapshot (the
+// desktop already up); a screenshot's latency and size (scrot, then the file read back, as E2B's
+// desktop SDK does); a click → screenshot round trip; idle memory ten seconds after a restore (the
+// guest's count and its VMM's PSS). The default image's restore → first exec, in the same process,
+// is the baseline; the ratios are what carries across machines.
+// Prints one JSON document. Usage: node dist/bench/desktop.js [--runs 5]
+import { readFile } from "node:fs/promises";
+import { cpus, totalmem } from "node:os";
+import { parseArgs } from "node:util";
+import type { Sandbox } from "../src/index.js";
+import { DEFAULT_IMAGE, DESKTOP_IMAGE } from "../src/images/store.js";
+import { preparedSystemImage } from "../src/setup/index.js";
+import { benchDataDir, benchForge } from "./data-dir.js";
+import { pct } from "./stats.js";
+
+const { values } = parseArgs({ options: { runs: { type: "string", default: "5" } } });
+const RUNS = Number(values.runs);
+/** The size E2B's desktop template gets here (interfaces/e2b/templates.ts). */
+const DESKTOP = { image: DESKTOP_IMAGE, memoryMb: 2048, vcpus: 2 };
+const AS_USER = { user: "user", env: { DISPLAY: ":0" } };
+const round = (x: number) => Math.round(x * 10) / 10;
+const summary = (xs: number[]) => ({ n: xs.length, p50: round(pct(xs, 50)), p95: round(pct(xs, 95)), max: round(pct(xs, 100)) });
+
+async function pssMib(pid: number): Promise<number> {
+  const text = await readFile(`/proc/${pid}/smaps_rollup`, "utf8");
+  return round(Number(/^Pss:\s+(\d+)/m.exec(text)?.[1] ?? 0) / 1024);
+}
+
+/** A screenshot as the desktop SDK takes one: scrot into a file, read back; its size in bytes. */
+async function screenshot(sb: Sandbox): Promise<number> {
+  const r = await sb.exec("scrot --pointer -o /tmp/bench.png", AS_USER);
+  if (r.exitCode !== 0) throw new Error(`scrot: ${r.stderr}`);
+  return (await sb.readFile("/tmp/bench.png")).length;
+}
+
+async function main() {
+  const started = Date.now();
+  const dataDir = await benchDataDir();
+  await preparedSystemImage(dataDir, () => {}, "desktop");
+  const forge = await benchForge({ dataDir, prestart: 0, reapIntervalMs: 0, metrics: { enabled: false } });
+  const accel = (await forge.providers.health()).accel;
+  try {
+    // The baseline: the default image restored from its base, then one command.
+    await (await forge.sandboxes.spawn({ image: DEFAULT_IMAGE })).destroy();
+    const baseline: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const t0 = performance.now();
+      const sb = await forge.sandboxes.spawn({ image: DEFAULT_IMAGE });
+      await sb.exec("true");
+      baseline.push(performance.now() - t0);
+      await sb.destroy();
+    }
+
+    // Cold: the boot that makes the base snapshot, to the first screenshot.
+    let t0 = performance.now();
+    let sb = await forge.sandboxes.spawn(DESKTOP);
+    await screenshot(sb);
+    const cold = performance.now() - t0;
+    await sb.destroy();
+
+    const restored: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      t0 = performance.now();
+      sb = await forge.sandboxes.spawn(DESKTOP);
+      await screenshot(sb);
+      restored.push(performance.now() - t0);
+      if (i < RUNS - 1) await sb.destroy();
+    }
+
+    const shots: number[] = [];
+    const sizes: number[] = [];
+    const clicks: number[] = [];
+    for (let i = 0; i < RUNS * 2; i++) {
+      t0 = performance.now();
+      sizes.push(await screenshot(sb));
+      shots.push(performance.now() - t0);
+      t0 = performance.now();
+      await sb.exec(`xdotool mousemove --sync ${100 + i * 20} ${100 + i * 10} click 1`, AS_USER);
+      await screenshot(sb);
+      clicks.push(performance.now() - t0);
+    }
+    await new Promise((r) => setTimeout(r, 10_000));
+    const used = Number((await sb.exec("awk '/^MemTotal/{t=$2} /^MemAvailable/{a=$2} END{print int((t-a)/1024)}' /proc/meminfo")).stdout.trim());
+    const pss = await pssMib(forge.sandboxes.get(sb.id).vm_pid!);
+    await sb.destroy();
+
+    const restoredP50 = pct(restored, 50);
+    console.log(
+      JSON.stringify(
+        {
+          bench: "desktop",
+          date: new Date().toISOString(),
+          machine: { cpus: cpus().length, model: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30) },
+          accel,
+          desktop: { memory_mb: DESKTOP.memoryMb, vcpus: DESKTOP.vcpus, screen: "1024x768x24" },
+          runs: RUNS,
+          default_restore_to_exec_ms: summary(baseline),
+          cold_spawn_to_screenshot_ms: round(cold),
+          restored_spawn_to_screenshot_ms: summary(restored),
+          screenshot_ms: summary(shots),
+          screenshot_png_bytes: summary(sizes),
+          click_to_screenshot_ms: summary(clicks),
+          idle_guest_used_mib: used,
+          idle_vmm_pss_mib: pss,
+          ratios: {
+            restored_screenshot_to_default_exec: round(restoredP50 / pct(baseline, 50)),
+            cold_to_restored: round(cold / restoredP50),
+          },
+          wall_s: Math.round((Date.now() - started) / 1000),
+        },
+        null,
+        2,
+      ),
+    );
+  } finally {
+    await forge.close();
+  }
+}
+
+await main();
