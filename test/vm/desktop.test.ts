@@ -67,7 +67,7 @@ before(async () => {
   removeAtExit(cfg.data_dir);
   e2bEnv(server.url, API_KEY);
   const t1 = performance.now();
-  desktop = await Sandbox.create({ timeoutMs: 900_000, requestTimeoutMs: 600_000 });
+  desktop = await Sandbox.create({ timeoutMs: 1_800_000, requestTimeoutMs: 600_000 });
   console.log(JSON.stringify({ desktop_create_ms: Math.round(performance.now() - t1) }));
 });
 
@@ -97,7 +97,7 @@ describe("E2B's desktop SDK", () => {
     await desktop.files.write("/home/user/page.html", PAGE);
     await desktop.files.write("/home/user/server.py", SERVER);
     await desktop.commands.run("python3 /home/user/server.py", { background: true, timeoutMs: 0 });
-    await waitFor(async () => (await desktop.commands.run("curl -sf http://127.0.0.1:8000/ >/dev/null && echo up || true")).stdout.includes("up"), 30_000, "the page's server");
+    await waitFor(async () => (await desktop.commands.run("curl -sf http://127.0.0.1:8000/ >/dev/null && echo up || true")).stdout.includes("up"), 60_000, "the page's server");
     const before = await desktop.screenshot();
     await desktop.open("http://127.0.0.1:8000/");
     let win = "";
@@ -108,7 +108,8 @@ describe("E2B's desktop SDK", () => {
         }
         return win !== "";
       },
-      300_000,
+      // About a minute on an idle machine under TCG, four under the test suite's load.
+      600_000,
       "Firefox to show the page",
     );
     const geometry = (await desktop.commands.run(`xdotool getwindowgeometry --shell ${win}`)).stdout;
@@ -126,11 +127,11 @@ describe("E2B's desktop SDK", () => {
     await desktop.write("hello desktop", { chunkSize: 5, delayInMs: 20 });
     await desktop.press("enter");
     await desktop.leftClick(x + Math.round(w / 2), top + Math.round(pageHeight * 0.25));
-    await waitFor(async () => (await desktop.commands.run("cat /tmp/record.txt 2>/dev/null || true")).stdout.includes("click:"), 60_000, "the page to record the click");
+    await waitFor(async () => (await desktop.commands.run("cat /tmp/record.txt 2>/dev/null || true")).stdout.includes("click:"), 120_000, "the page to record the click");
     // Each event is its own request to a threaded server: they may be recorded in either order.
     const recorded = (await desktop.commands.run("cat /tmp/record.txt")).stdout.trim().split("\n").sort();
     assert.deepEqual(recorded, ["click:hello desktop", "enter:hello desktop"]);
-    await waitFor(async () => (await desktop.getWindowTitle(win)).includes("clicked hello desktop"), 30_000, "the page's new title");
+    await waitFor(async () => (await desktop.getWindowTitle(win)).includes("clicked hello desktop"), 120_000, "the page's new title");
     assert.equal(await desktop.getCurrentWindowId(), win, "the browser has the focus");
     const afterShot = await desktop.screenshot();
     assert.notDeepEqual(Buffer.from(afterShot), Buffer.from(before), "the screen shows what happened");
@@ -139,7 +140,7 @@ describe("E2B's desktop SDK", () => {
     await desktop.press(["ctrl", "a"]);
     await desktop.write("again");
     await desktop.press("enter");
-    await waitFor(async () => (await desktop.commands.run("cat /tmp/record.txt")).stdout.includes("enter:again"), 60_000, "the second entry");
+    await waitFor(async () => (await desktop.commands.run("cat /tmp/record.txt")).stdout.includes("enter:again"), 120_000, "the second entry");
   });
 
   it("streams the screen with noVNC: the URL opens in a browser and draws the desktop", async () => {
@@ -151,12 +152,12 @@ describe("E2B's desktop SDK", () => {
     const page = await browser.newPage();
     await page.goto(url);
     const canvas = page.locator("canvas");
-    await canvas.waitFor({ timeout: 60_000 });
-    await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width)) ?? 0) >= 1024, 60_000, "noVNC to size its canvas to the screen");
+    await canvas.waitFor({ timeout: 120_000 });
+    await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width)) ?? 0) >= 1024, 120_000, "noVNC to size its canvas to the screen");
     const first = await canvas.screenshot();
     await desktop.moveMouse(500, 400);
     await desktop.commands.run("xdotool key super", { background: true }).catch(() => {});
-    await waitFor(async () => !(await canvas.screenshot()).equals(first), 60_000, "the live view to change");
+    await waitFor(async () => !(await canvas.screenshot()).equals(first), 120_000, "the live view to change");
     await desktop.stream.stop();
   });
 
