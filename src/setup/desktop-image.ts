@@ -72,6 +72,16 @@ if info=$(xdpyinfo -display "$display" 2>/dev/null); then
   pkill -f "^/usr/bin/Xvfb.real $display( |$)"
   i=0
   while xdpyinfo -display "$display" >/dev/null 2>&1 && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+  # The old session ends with its X server; it must be gone before the client starts a new one,
+  # or startxfce4 would take it for the session that runs.
+  sessions() {
+    for p in $(pgrep -x xfce4-session); do
+      tr '\\0' '\\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DISPLAY=$display" && echo "$p"
+    done
+  }
+  for p in $(sessions); do kill "$p"; done
+  i=0
+  while [ -n "$(sessions)" ] && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.1; done
 fi
 exec /usr/bin/Xvfb.real "$@"
 `;

@@ -1,10 +1,11 @@
 // Desktops for computer-use agents (docs/desktop.md), driven by E2B's desktop SDK (npm
 // `@e2b/desktop@2.4.0`), unmodified, against a real server and the desktop image in a real VM: a
 // create restores a desktop that is up; screenshots are PNGs of the screen's size whose pixels
-// follow what happens; Firefox opens a page served in the sandbox, and a click and typed keys reach
-// it (the page's own record, read back by a command); windows are found by class and title; the
-// noVNC live view opens in a headless Chromium through the server's port proxy (a WebSocket) and
-// draws the screen; a pause and a resume keep the desktop and its windows.
+// follow what happens; Firefox opens a page served in the sandbox, and
+// a click and typed keys reach it (the page's own record, read back by a command); windows are
+// found by class and title; the noVNC live view opens in a headless Chromium through the server's
+// port proxy (a WebSocket) and draws the screen; a pause and a resume keep the desktop and its
+// windows.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Sandbox } from "@e2b/desktop";
