@@ -1,7 +1,8 @@
 // E2B template IDs and what they mean here: `base` is the default image, `code-interpreter-v1`
 // the built-in code-interpreter image (matplotlib, pandas, Node.js; a ForgeVM template of that
-// name wins), `desktop` (what E2B's desktop SDK creates) the desktop image, `mcp-gateway` (what the SDK asks for with `mcp`) the default image with the MCP
-// gateway put in at create unless a template or image has that name, a name the e2b SDK's
+// name wins), `desktop` (what E2B's desktop SDK creates) the desktop image (the same rule),
+// `mcp-gateway` (what the SDK asks for with `mcp`) the default image with the MCP gateway put in at
+// create unless a template or image has that name, a name the e2b SDK's
 // Template.build built (template-builds.ts), anything else a ForgeVM template by name or an image
 // reference.
 import { ForgevmError } from "../../http/errors.js";
@@ -14,29 +15,21 @@ export const CODE_INTERPRETER_TEMPLATE = "code-interpreter-v1";
 export const MCP_GATEWAY_TEMPLATE = "mcp-gateway";
 export const DESKTOP_TEMPLATE = "desktop";
 /** A desktop's size when its template does not say: XFCE, Firefox and the X server want more than a shell does. */
-const DESKTOP_SHAPE = { memoryMb: 2048, vcpus: 2 };
+const DESKTOP_SHAPE: Shape = { memoryMb: 2048, vcpus: 2 };
 
 /** The image a template built by the e2b SDK (template-builds.ts) is built into, `name` or `name:tag`. */
 export function templateImage(name: string, tag = "latest"): string {
   return `forgevm/e2b-${name}:${tag}`;
 }
 
+type Shape = { memoryMb?: number; vcpus?: number };
+type SpawnTarget = { image?: string; template?: string } & Shape;
+
 /** What a spawn for this templateID asks for. */
-export async function spawnTarget(forge: Forge, templateID: string): Promise<{ image?: string; template?: string; memoryMb?: number; vcpus?: number }> {
+export async function spawnTarget(forge: Forge, templateID: string): Promise<SpawnTarget> {
   if (templateID === BASE_TEMPLATE) return { image: forge.defaults.image };
-  if (templateID === DESKTOP_TEMPLATE && !forge.templates.list().some((t) => t.name === templateID)) {
-    if (!(await forge.images.list()).some((i) => i.name === DESKTOP_IMAGE)) {
-      throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${DESKTOP_IMAGE}, which this server does not have: run sudo forgevm image system desktop`);
-    }
-    return { image: DESKTOP_IMAGE, ...DESKTOP_SHAPE };
-  }
-  if (templateID === CODE_INTERPRETER_TEMPLATE) {
-    if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
-    if (!(await forge.images.list()).some((i) => i.name === CODE_IMAGE)) {
-      throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${CODE_IMAGE}, which this server does not have: run ./setup.sh`);
-    }
-    return { image: CODE_IMAGE };
-  }
+  if (templateID === DESKTOP_TEMPLATE) return builtIn(forge, templateID, DESKTOP_IMAGE, "sudo forgevm image system desktop", DESKTOP_SHAPE);
+  if (templateID === CODE_INTERPRETER_TEMPLATE) return builtIn(forge, templateID, CODE_IMAGE, "./setup.sh");
   if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
   const images = new Set((await forge.images.list()).map((i) => i.name));
   if (images.has(templateID)) return { image: templateID };
@@ -47,6 +40,15 @@ export async function spawnTarget(forge: Forge, templateID: string): Promise<{ i
   // A reference that names a registry or a tag is pulled; a bare word is a template that is not there.
   if (/[/:.@]/.test(templateID)) return { image: templateID };
   throw new ForgevmError("NOT_FOUND", `template "${templateID}" not found: use "base", "${CODE_INTERPRETER_TEMPLATE}", a ForgeVM template name or an image reference`);
+}
+
+/** A template name that means a built-in image: a ForgeVM template of that name wins, else the image, which `build` makes when the server lacks it. */
+async function builtIn(forge: Forge, templateID: string, image: string, build: string, shape: Shape = {}): Promise<SpawnTarget> {
+  if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
+  if (!(await forge.images.list()).some((i) => i.name === image)) {
+    throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${image}, which this server does not have: run ${build}`);
+  }
+  return { image, ...shape };
 }
 
 /** The templateID a sandbox answers with. */
