@@ -2,8 +2,10 @@
 // (a boot: systemd, X and the XFCE session) and restored from the image's base snapshot (the
 // desktop already up); a screenshot's latency and size (scrot, then the file read back, as E2B's
 // desktop SDK does); a click → screenshot round trip; idle memory ten seconds after a restore (the
-// guest's count and its VMM's PSS). The default image's restore → first exec, in the same process,
-// is the baseline; the ratios are what carries across machines.
+// guest's count and its VMM's PSS); Firefox from its start to a page on the screen, in a restored
+// desktop, with the profile the image carries (made when the image is built) and without it (as
+// Firefox's own first start makes one). The default image's restore → first exec, in the same
+// process, is the baseline; the ratios are what carries across machines.
 // Prints one JSON document. Usage: node dist/bench/desktop.js [--runs 5]
 import { readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
@@ -32,6 +34,32 @@ async function screenshot(sb: Sandbox): Promise<number> {
   const r = await sb.exec("scrot --pointer -o /tmp/bench.png", AS_USER);
   if (r.exitCode !== 0) throw new Error(`scrot: ${r.stderr}`);
   return (await sb.readFile("/tmp/bench.png")).length;
+}
+
+/** The host's CPU seconds so far, all processes (the VM's QEMU is most of them here). */
+async function hostCpuS(): Promise<number> {
+  const f = (await readFile("/proc/stat", "utf8")).split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+  return (f[0] + f[1] + f[2] + f[5] + f[6]) / 100;
+}
+
+/**
+ * Firefox in a restored desktop, from `xdg-open` to a page served in the sandbox in its window's
+ * title; `fresh`: the profile the image carries removed first. The time and the host's CPU.
+ */
+async function firefoxFirstPage(forge: Awaited<ReturnType<typeof benchForge>>, fresh: boolean): Promise<{ ms: number; host_cpu_s: number }> {
+  const sb = await forge.sandboxes.spawn(DESKTOP);
+  try {
+    if (fresh) await sb.exec("rm -rf /home/user/.mozilla /home/user/.cache/mozilla", AS_USER);
+    await sb.exec("echo '<title>bench page</title>' >/tmp/page.html && cd /tmp && setsid -f python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1");
+    await sb.exec("until curl -sf http://127.0.0.1:8000/page.html >/dev/null; do sleep 0.1; done", { timeoutMs: 60_000 });
+    const c0 = await hostCpuS();
+    const t0 = performance.now();
+    const r = await sb.exec("setsid -f xdg-open http://127.0.0.1:8000/page.html >/dev/null 2>&1; until xdotool search --name 'bench page' >/dev/null 2>&1; do sleep 0.2; done", { ...AS_USER, timeoutMs: 600_000 });
+    if (r.exitCode !== 0) throw new Error(`Firefox did not show the page: ${r.exitCode} ${r.stderr}`);
+    return { ms: round(performance.now() - t0), host_cpu_s: round((await hostCpuS()) - c0) };
+  } finally {
+    await sb.destroy();
+  }
 }
 
 async function main() {
@@ -85,6 +113,8 @@ async function main() {
     const pss = await pssMib(forge.sandboxes.get(sb.id).vm_pid!);
     await sb.destroy();
 
+    const firefox = { image_profile: await firefoxFirstPage(forge, false), fresh_profile: await firefoxFirstPage(forge, true) };
+
     const restoredP50 = pct(restored, 50);
     console.log(
       JSON.stringify(
@@ -103,9 +133,11 @@ async function main() {
           click_to_screenshot_ms: summary(clicks),
           idle_guest_used_mib: used,
           idle_vmm_pss_mib: pss,
+          firefox_first_page: firefox,
           ratios: {
             restored_screenshot_to_default_exec: round(restoredP50 / pct(baseline, 50)),
             cold_to_restored: round(cold / restoredP50),
+            firefox_fresh_to_image_profile: round(firefox.fresh_profile.ms / firefox.image_profile.ms),
           },
           wall_s: Math.round((Date.now() - started) / 1000),
         },

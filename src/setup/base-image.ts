@@ -10,7 +10,7 @@ import type { Paths } from "../config/paths.js";
 import { CODE_IMAGE, DEFAULT_IMAGE, DESKTOP_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
-import { DESKTOP_AFTER, DESKTOP_FILES, DESKTOP_PACKAGES } from "./desktop-image.js";
+import { DESKTOP_AFTER, DESKTOP_FILES, DESKTOP_PACKAGES, DESKTOP_WARM } from "./desktop-image.js";
 
 const PACKAGES = ["python3", "bash", "ca-certificates", "coreutils", "iputils-ping", "curl", "procps", "iproute2"];
 /**
@@ -53,6 +53,13 @@ interface BuiltIn {
   init?: "systemd";
   /** Files written into it (paths relative to its root) after the packages and before `after`. */
   files?: Record<string, string>;
+  /**
+   * A shell script for work that a VM under TCG does slowly on first use and the host does in
+   * seconds: run on the host after `after`, as root, in mount, PID and network namespaces of its
+   * own (what it starts ends with it, and it reaches no network), with the image's root as $1. A
+   * failure is logged and the image is kept: the work is then done on first use, as before.
+   */
+  warm?: string;
 }
 
 /** The images setup builds, and what is in each. */
@@ -72,6 +79,7 @@ export const SYSTEM_IMAGES: Record<string, BuiltIn> = {
     files: { ...SYSTEM_FILES, ...DESKTOP_FILES },
     after: [SYSTEM_AFTER, ...DESKTOP_AFTER].join(" && "),
     init: "systemd",
+    warm: DESKTOP_WARM,
   },
 };
 
@@ -138,10 +146,10 @@ export async function baseImageBuilt(paths: Paths, name: string): Promise<boolea
   return meta?.description === describe(image);
 }
 
-function describe({ packages, extras = [], after, init, files = {} }: BuiltIn): string {
+function describe({ packages, extras = [], after, init, files = {}, warm }: BuiltIn): string {
   const own = Object.keys(files).length
     ? ` (${createHash("sha256")
-        .update(JSON.stringify([files, after]))
+        .update(JSON.stringify(warm ? [files, after, warm] : [files, after]))
         .digest("hex")
         .slice(0, 8)})`
     : "";
@@ -189,7 +197,7 @@ async function buildDebianImages(paths: Paths, images: BuiltIn[], log: (m: strin
 
 /** Adds `image`'s own packages, files and commands to the debootstrapped root in `staging`, packs it and stores it. */
 async function finishDebianImage(paths: Paths, image: BuiltIn, staging: string, mirror: string, log: (m: string) => void): Promise<void> {
-  const { name, extras = [], after, init, files = {} } = image;
+  const { name, extras = [], after, init, files = {}, warm } = image;
   const rootfs = join(staging, "rootfs");
   if (extras.length || after) {
     if (extras.length) log(`image ${name}: installing ${extras.join(", ")}`);
@@ -214,6 +222,13 @@ async function finishDebianImage(paths: Paths, image: BuiltIn, staging: string, 
     }
     if (after) await run("chroot", [rootfs, "sh", "-c", after], { env });
     await writeFile(resolv, kept);
+  }
+  if (warm) {
+    const t0 = performance.now();
+    await run("unshare", ["--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", warm, "warm", rootfs], { env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } }).then(
+      () => log(`image ${name}: first uses made ahead (${((performance.now() - t0) / 1000).toFixed(0)} s)`),
+      (e) => log(`image ${name}: first uses not made ahead, they happen in each sandbox instead: ${(e as Error).message.split("\n").slice(-3).join(" ")}`),
+    );
   }
   // Caches and package lists are not part of an image; machine identity is set per VM.
   await run("sh", ["-c", 'rm -rf "$0"/var/cache/apt/archives/*.deb "$0"/var/lib/apt/lists/* "$0"/var/log/*.log; : > "$0"/etc/machine-id', rootfs]);

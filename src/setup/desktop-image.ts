@@ -165,6 +165,44 @@ export const DESKTOP_FILES: Record<string, string> = {
   [SCREEN_FILE.slice(1)]: `WIDTH=${DEFAULT_SCREEN.width}\nHEIGHT=${DEFAULT_SCREEN.height}\nDPI=${DEFAULT_SCREEN.dpi}\n`,
 };
 
+/**
+ * Firefox's first start, made when the image is built (base-image.ts runs this on the host, in
+ * namespaces of its own, with the image's root as $1) so that no sandbox makes it: a first start
+ * creates the profile (its databases, the add-ons' and search engines' registries) and compiles
+ * the browser's scripts into its caches, which under TCG took 30 of the 60 seconds to a first
+ * page, and seconds natively. Headless, offline (no network in its namespace), as the sandbox's
+ * user; a page closes the only window after the start's delayed work, so Firefox ends as on a quit
+ * and writes its caches. What names one profile (its ids, its session, the crash and telemetry
+ * directories, the key database) is removed: each sandbox makes its own.
+ */
+export const DESKTOP_WARM = `set -eu
+root=$1
+mount -t proc proc "$root/proc"
+mount -t tmpfs tmpfs "$root/dev/shm"
+pref=$root/usr/lib/firefox-esr/browser/defaults/preferences/forgevm-warm.js
+echo 'pref("dom.allow_scripts_to_close_windows", true);' >"$pref"
+echo '<title>warm</title><script>setTimeout(() => window.close(), 8000)</script>' >"$root/tmp/forgevm-warm.html"
+status=0
+timeout 180 chroot --userspec=user:user "$root" env -i HOME=/home/user LANG=C.UTF-8 PATH=/usr/bin:/bin MOZ_CRASHREPORTER_DISABLE=1 MOZ_DISABLE_CONTENT_SANDBOX=1 \
+  firefox-esr --headless file:///tmp/forgevm-warm.html >/dev/null 2>&1 || status=$?
+rm -f "$pref"
+find "$root/tmp" -mindepth 1 -delete
+home=$root/home/user
+if [ $status -ne 0 ] || ! ls "$home"/.mozilla/firefox/*.default-esr/times.json >/dev/null 2>&1; then
+  rm -rf "$home/.mozilla" "$home/.cache/mozilla"
+  echo "Firefox's first start failed (status $status)" >&2
+  exit 1
+fi
+cd "$home/.mozilla/firefox"
+rm -rf "Crash Reports" "Pending Pings" "Profile Groups"
+for p in *.default-esr; do
+  (cd "$p" && rm -rf lock .parentlock key4.db sessionstore.jsonlz4 sessionstore-backups sessionCheckpoints.json xulstore.json crashes minidumps datareporting)
+  grep -v -E 'contextId|impressionId|nimbus.profileId|cachedUsageProfile|reauth.optout' "$p/prefs.js" >"$p/prefs.js.new" || true
+  mv "$p/prefs.js.new" "$p/prefs.js"
+  chown 1000:1000 "$p/prefs.js"
+done
+`;
+
 /** Run in the image once its packages and files are in (after the user is added). */
 export const DESKTOP_AFTER = [
   "chmod 755 /usr/local/lib/forgevm-desktop/*",
@@ -176,5 +214,10 @@ export const DESKTOP_AFTER = [
   "mkdir -p /etc/xdg/xfce4/xfconf/xfce-perchannel-xml && cp /etc/xdg/xfce4/panel/default.xml /etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfce4-panel.xml",
   // Where E2B's desktop SDK runs noVNC from.
   "ln -s /usr/share/novnc /opt/noVNC",
+  // The image keeps whole seconds of a file's time, and fontconfig takes a cache whose directory's
+  // time differs by a nanosecond for a stale one: each VM would scan every font again at its first
+  // start (seconds under TCG). Whole-second times for the font directories (and those their links
+  // name), then their caches.
+  "t=$(date +%s) && find -L /usr/share/fonts /usr/local/share/fonts -type d -exec touch -m -d @$t {} + && fc-cache -f -s",
   "systemctl enable forgevm-desktop.service",
 ];
