@@ -54,7 +54,10 @@ async function firefoxFirstPage(forge: Awaited<ReturnType<typeof benchForge>>, f
     await sb.exec("until curl -sf http://127.0.0.1:8000/page.html >/dev/null; do sleep 0.1; done", { timeoutMs: 60_000 });
     const c0 = await hostCpuS();
     const t0 = performance.now();
-    const r = await sb.exec("setsid -f xdg-open http://127.0.0.1:8000/page.html >/dev/null 2>&1; until xdotool search --name 'bench page' >/dev/null 2>&1; do sleep 0.2; done", { ...AS_USER, timeoutMs: 600_000 });
+    const r = await sb.exec("setsid -f xdg-open http://127.0.0.1:8000/page.html >/dev/null 2>&1; until xdotool search --name 'bench page' >/dev/null 2>&1; do sleep 0.2; done", {
+      ...AS_USER,
+      timeoutMs: 600_000,
+    });
     if (r.exitCode !== 0) throw new Error(`Firefox did not show the page: ${r.exitCode} ${r.stderr}`);
     return { ms: round(performance.now() - t0), host_cpu_s: round((await hostCpuS()) - c0) };
   } finally {

@@ -5,9 +5,12 @@
 // a click and typed keys reach it (the page's own record, read back by a command); windows are
 // found by class and title; the noVNC live view opens in a headless Chromium through the server's
 // port proxy (a WebSocket) and draws the screen; a pause and a resume keep the desktop and its
-// windows.
+// windows. Then Daytona's SDK (`@daytonaio/sdk`, unmodified) drives the same desktop through its
+// computer-use API: its processes, display, screenshots (whole, a region, compressed), mouse and
+// keyboard (the page records them again), and the 4xx of bad input and of a sandbox without one.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { Daytona, DaytonaError } from "@daytonaio/sdk";
 import { Sandbox } from "@e2b/desktop";
 import { type Browser, chromium } from "playwright-core";
 import { startServer, type RunningServer } from "../../src/compose/serve.js";
@@ -86,7 +89,9 @@ describe("E2B's desktop SDK", () => {
     assert.deepEqual(pngSize(shot), { width: 1024, height: 768 });
     // The panel and the desktop are drawn: a screen of one colour compresses to a few kilobytes.
     assert.ok(shot.length > 8_000, `a screenshot of ${shot.length} bytes`);
-    assert.ok((await desktop.getApplicationWindows("xfce4-panel")).length > 0, "XFCE's panel is on the screen");
+    // The panel's windows come and go while it settles after a restore, and xdotool fails on one
+    // that goes while it looks: asked again until it answers.
+    await waitFor(async () => (await desktop.getApplicationWindows("xfce4-panel").catch(() => [])).length > 0, 60_000, "XFCE's panel on the screen");
   });
 
   it("moves the mouse and reports where it is", async () => {
@@ -168,5 +173,89 @@ describe("E2B's desktop SDK", () => {
     const back = await Sandbox.connect(desktop.sandboxId);
     assert.deepEqual(await back.getApplicationWindows("firefox"), windows);
     assert.deepEqual(pngSize(await back.screenshot()), { width: 1024, height: 768 });
+  });
+});
+
+/** Fails unless `p` rejects with the Daytona SDK's error for an HTTP `status` whose message matches `message`. */
+async function refused(p: Promise<unknown>, status: number, message: RegExp): Promise<void> {
+  await assert.rejects(p, (e: unknown) => {
+    assert.ok(e instanceof DaytonaError, String(e));
+    assert.equal((e as DaytonaError).statusCode, status, (e as Error).message);
+    assert.match((e as Error).message, message);
+    return true;
+  });
+}
+
+describe("Daytona's computer-use API on the same desktop", () => {
+  let cu: Awaited<ReturnType<Daytona["get"]>>["computerUse"];
+  before(async () => {
+    const daytona = new Daytona({ apiKey: API_KEY, apiUrl: `${server.url}/daytona`, target: "us" });
+    cu = (await daytona.get(desktop.sandboxId)).computerUse;
+  });
+
+  it("starts the live view beside the running desktop: every process runs", async () => {
+    const started = await cu.start();
+    assert.deepEqual(Object.keys(started.status ?? {}).sort(), ["novnc", "x11vnc", "xfce4", "xvfb"]);
+    assert.equal((await cu.getStatus()).status, "active", JSON.stringify(started.status));
+    assert.equal((await cu.getProcessStatus("novnc")).running, true);
+    await refused(cu.getProcessStatus("nosuch"), 404, /no process "nosuch"/);
+  });
+
+  it("reports the display and its windows, and takes screenshots: whole, a region, compressed", async () => {
+    const info = await cu.display.getInfo();
+    assert.equal(info.displays?.[0]?.width, 1024);
+    assert.equal(info.displays?.[0]?.height, 768);
+    const wins = (await cu.display.getWindows()).windows ?? [];
+    // The page's title is the click's by now.
+    assert.ok(
+      wins.some((w) => w.title?.includes("clicked hello desktop")),
+      JSON.stringify(wins.map((w) => w.title)),
+    );
+    const full = await cu.screenshot.takeFullScreen(true);
+    assert.deepEqual(pngSize(Buffer.from(full.screenshot ?? "", "base64")), { width: 1024, height: 768 });
+    assert.equal(full.sizeBytes, Buffer.from(full.screenshot ?? "", "base64").length);
+    const part = await cu.screenshot.takeCompressedRegion({ x: 10, y: 20, width: 200, height: 100 }, { format: "png" });
+    assert.deepEqual(pngSize(Buffer.from(part.screenshot ?? "", "base64")), { width: 200, height: 100 });
+    // The SDK's takeRegion hands its HTTP client (height, width, y, x) where the client takes
+    // (x, y, width, height): the server is asked for 20x10 at (100, 200), as Daytona's own is.
+    const swapped = await cu.screenshot.takeRegion({ x: 10, y: 20, width: 200, height: 100 });
+    assert.deepEqual(pngSize(Buffer.from(swapped.screenshot ?? "", "base64")), { width: 20, height: 10 });
+    const small = Buffer.from((await cu.screenshot.takeCompressed({ format: "jpeg", quality: 40, scale: 0.5 })).screenshot ?? "", "base64");
+    assert.deepEqual([...small.subarray(0, 3)], [0xff, 0xd8, 0xff], "a JPEG");
+    assert.ok(small.length < (full.sizeBytes ?? 0), `${small.length} bytes against ${full.sizeBytes}`);
+    await refused(cu.screenshot.takeCompressedRegion({ x: 1000, y: 700, width: 100, height: 100 }), 400, /\(1099, 799\) is off the screen, which is 1024x768/);
+    await refused(cu.screenshot.takeCompressed({ format: "gif" }), 400, /format must be png or jpeg/);
+  });
+
+  it("moves and clicks the mouse, types and presses keys: the page records them", async () => {
+    await cu.mouse.move(321, 123);
+    assert.deepEqual(await cu.mouse.getPosition(), { x: 321, y: 123 });
+    const win = ((await cu.display.getWindows()).windows ?? []).find((w) => w.title?.includes("clicked hello desktop"));
+    assert.ok(win?.x !== undefined && win.y !== undefined && win.width && win.height);
+    const top = win.y + Math.min(120, win.height / 4);
+    await cu.mouse.click(win.x + Math.round(win.width / 2), Math.round(top + (win.y + win.height - top) * 0.75));
+    await cu.keyboard.hotkey("ctrl+a");
+    await cu.keyboard.type("daytona");
+    await cu.keyboard.press("Enter");
+    await waitFor(async () => (await desktop.commands.run("cat /tmp/record.txt")).stdout.includes("enter:daytona"), 120_000, "the page to record Daytona's keys");
+    await refused(cu.mouse.move(5000, 10), 400, /x, y: \(5000, 10\) is off the screen/);
+    await refused(cu.keyboard.press("nosuchkey"), 400, /unknown key "nosuchkey"/);
+    await refused(cu.mouse.click(10, 10, "sideways"), 400, /button must be left, middle or right/);
+  });
+
+  it("answers 409 for a sandbox without a desktop, and for a desktop that is stopped", async () => {
+    const plain = await server.forge.sandboxes.spawn({ image: DEFAULT_IMAGE });
+    try {
+      const daytona = new Daytona({ apiKey: API_KEY, apiUrl: `${server.url}/daytona`, target: "us" });
+      await refused((await daytona.get(plain.id)).computerUse.screenshot.takeFullScreen(), 409, /has no desktop/);
+    } finally {
+      await plain.destroy();
+    }
+    const stopped = await cu.stop();
+    assert.equal((await cu.getStatus()).status, "inactive", JSON.stringify(stopped.status));
+    await refused(cu.screenshot.takeFullScreen(), 409, /desktop is not running/);
+    await cu.start();
+    assert.equal((await cu.getStatus()).status, "active");
+    assert.deepEqual(pngSize(Buffer.from((await cu.screenshot.takeFullScreen()).screenshot ?? "", "base64")), { width: 1024, height: 768 });
   });
 });

@@ -15,6 +15,7 @@ import { apiError, toolboxError } from "./errors.js";
 import { hasPreviewToken, previewRoutes } from "./preview.js";
 import { SignedPreviews } from "./signed-preview.js";
 import { socketIoRoutes } from "./socket-io.js";
+import { computerUseRoutes } from "./toolbox/computer-use.js";
 import { fileRoutes } from "./toolbox/files.js";
 import { processRoutes } from "./toolbox/process.js";
 import { ptyRoutes } from "./toolbox/pty.js";
@@ -83,6 +84,7 @@ export async function daytonaRoutes(
       await toolbox.register(processRoutes, { forge });
       await toolbox.register(sessionRoutes, { forge });
       await toolbox.register(ptyRoutes, { forge });
+      await toolbox.register(computerUseRoutes, { forge });
       await toolbox.register(async (files) => {
         files.setErrorHandler((err, req, reply) => toolboxError(req, reply, err, "FILE_NOT_FOUND"));
         await files.register(fileRoutes, { forge });

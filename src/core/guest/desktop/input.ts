@@ -1,0 +1,80 @@
+// The mouse and the keyboard, with xdotool: each operation one command, its points checked
+// against the screen first (run.ts). Buttons and keys are checked on the host (keys.ts).
+import { badRequest } from "../../../http/errors.js";
+import { combination } from "./keys.js";
+import { type DesktopGuest, runOnDesktop } from "./run.js";
+
+export type Button = "left" | "middle" | "right";
+export type ScrollDirection = "up" | "down" | "left" | "right";
+
+const BUTTONS: Record<Button, number> = { left: 1, middle: 2, right: 3 };
+const WHEEL: Record<ScrollDirection, number> = { up: 4, down: 5, left: 6, right: 7 };
+
+function button(b: string | undefined, field = "button"): number {
+  const n = BUTTONS[(b ?? "left").toLowerCase() as Button];
+  if (!n) throw badRequest(`${field} must be left, middle or right, got "${String(b).slice(0, 20)}"`);
+  return n;
+}
+
+/** Where the pointer is. */
+export async function cursor(guest: DesktopGuest): Promise<{ x: number; y: number }> {
+  const out = await runOnDesktop(guest, "xdotool getmouselocation --shell");
+  const x = Number(/^X=(\d+)$/m.exec(out)?.[1]);
+  const y = Number(/^Y=(\d+)$/m.exec(out)?.[1]);
+  if (!Number.isFinite(x) || !Number.isFinite(y)) throw new Error("the desktop did not say where the pointer is");
+  return { x, y };
+}
+
+export async function move(guest: DesktopGuest, x: number, y: number): Promise<void> {
+  await runOnDesktop(guest, `xdotool mousemove --sync ${x} ${y}`, { points: [{ x, y, field: "x, y" }] });
+}
+
+/** A click at (x, y), or where the pointer is when neither is given. */
+export async function click(guest: DesktopGuest, o: { x?: number; y?: number; button?: string; double?: boolean }): Promise<void> {
+  const b = button(o.button);
+  const at = o.x === undefined && o.y === undefined ? null : { x: o.x ?? Number.NaN, y: o.y ?? Number.NaN, field: "x, y" };
+  await runOnDesktop(guest, `${at ? `xdotool mousemove --sync ${at.x} ${at.y} && ` : ""}xdotool click --repeat ${o.double ? 2 : 1} ${b}`, { points: at ? [at] : [] });
+}
+
+/** Presses a button at one point, moves to another and releases it there. */
+export async function drag(guest: DesktopGuest, o: { startX: number; startY: number; endX: number; endY: number; button?: string }): Promise<void> {
+  const b = button(o.button);
+  await runOnDesktop(guest, `xdotool mousemove --sync ${o.startX} ${o.startY} mousedown ${b} && xdotool mousemove --sync ${o.endX} ${o.endY} && xdotool mouseup ${b}`, {
+    points: [
+      { x: o.startX, y: o.startY, field: "startX, startY" },
+      { x: o.endX, y: o.endY, field: "endX, endY" },
+    ],
+  });
+}
+
+/** Presses or releases a button where the pointer is. */
+export async function buttonUpDown(guest: DesktopGuest, down: boolean, b?: string): Promise<void> {
+  await runOnDesktop(guest, `xdotool ${down ? "mousedown" : "mouseup"} ${button(b)}`);
+}
+
+export async function scroll(guest: DesktopGuest, o: { x?: number; y?: number; direction: string; amount?: number }): Promise<void> {
+  const wheel = WHEEL[String(o.direction).toLowerCase() as ScrollDirection];
+  if (!wheel) throw badRequest(`direction must be up, down, left or right, got "${String(o.direction).slice(0, 20)}"`);
+  const amount = o.amount ?? 1;
+  if (!Number.isInteger(amount) || amount < 1 || amount > 100) throw badRequest(`amount must be an integer from 1 to 100, got ${amount}`);
+  const at = o.x === undefined && o.y === undefined ? null : { x: o.x ?? Number.NaN, y: o.y ?? Number.NaN, field: "x, y" };
+  await runOnDesktop(guest, `${at ? `xdotool mousemove --sync ${at.x} ${at.y} && ` : ""}xdotool click --repeat ${amount} ${wheel}`, { points: at ? [at] : [] });
+}
+
+/** Types text as key presses (from stdin: any character, nothing for a shell to read), `delayMs` between keys. */
+export async function type(guest: DesktopGuest, text: string, delayMs = 12): Promise<void> {
+  if (typeof text !== "string") throw badRequest("text must be a string");
+  if (text.length > 100_000) throw badRequest(`text must be at most 100000 characters, got ${text.length}`);
+  if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > 10_000) throw badRequest(`delay must be an integer from 0 to 10000 ms, got ${delayMs}`);
+  if (text === "") return;
+  // At most a minute of typing per 5,000 characters at the default delay, and never under a minute.
+  const timeoutMs = 60_000 + text.length * (delayMs + 20);
+  await runOnDesktop(guest, `xdotool type --delay ${delayMs} --file -`, { stdin: text, timeoutMs });
+}
+
+/** Presses and releases a key or a combination ("ctrl+c", or its keys as a list; `modifiers` held with `key`). */
+export async function press(guest: DesktopGuest, keys: string | string[], modifiers: string[] = [], field = "key"): Promise<void> {
+  if (!Array.isArray(modifiers)) throw badRequest("modifiers must be a list of key names");
+  const combo = [...modifiers.map((m) => combination(m, "modifiers")), combination(keys, field)].join("+");
+  await runOnDesktop(guest, `xdotool key --clearmodifiers ${combo}`);
+}

@@ -1,0 +1,110 @@
+// What is on the screen: its size, a screenshot (scrot: the whole screen or a region, PNG or JPEG,
+// scaled down, with or without the pointer), and the windows (xdotool). Everything the guest
+// prints is parsed as numbers and capped text; a screenshot comes back as base64 in the command's
+// output, one round trip.
+import { badRequest } from "../../../http/errors.js";
+import { type DesktopGuest, type Point, quote, runOnDesktop } from "./run.js";
+
+export interface Screen {
+  width: number;
+  height: number;
+}
+
+export interface ShotOptions {
+  /** Part of the screen; the whole of it when absent. */
+  region?: { x: number; y: number; width: number; height: number };
+  /** Draw the pointer into the image. */
+  cursor?: boolean;
+  format?: string;
+  /** JPEG quality, 1 to 100. */
+  quality?: number;
+  /** The image's size against the screen's, 0.1 to 1. */
+  scale?: number;
+}
+
+export interface Shot {
+  data: Buffer;
+  format: "png" | "jpeg";
+  /** Where the pointer was when it was taken. */
+  cursor: { x: number; y: number };
+}
+
+export interface WindowInfo {
+  id: number;
+  title: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  active: boolean;
+}
+
+const MAX_SHOT = 64 * 1024 * 1024;
+
+export async function screen(guest: DesktopGuest): Promise<Screen> {
+  const [width, height] = (await runOnDesktop(guest, 'echo "$W $H"')).trim().split(" ").map(Number);
+  if (!(width > 0 && height > 0)) throw new Error("the desktop did not say its screen's size");
+  return { width, height };
+}
+
+export async function screenshot(guest: DesktopGuest, o: ShotOptions = {}): Promise<Shot> {
+  const format = (o.format ?? "png").toLowerCase() === "jpg" ? "jpeg" : (o.format ?? "png").toLowerCase();
+  if (format !== "png" && format !== "jpeg") throw badRequest(`format must be png or jpeg, got "${String(o.format).slice(0, 20)}"`);
+  const args = ["--overwrite", "--silent"];
+  if (o.cursor) args.push("--pointer");
+  if (o.quality !== undefined) {
+    if (!Number.isInteger(o.quality) || o.quality < 1 || o.quality > 100) throw badRequest(`quality must be an integer from 1 to 100, got ${o.quality}`);
+    args.push("--quality", String(o.quality));
+  }
+  let thumb = false;
+  if (o.scale !== undefined && o.scale !== 1) {
+    if (typeof o.scale !== "number" || !(o.scale >= 0.1 && o.scale <= 1)) throw badRequest(`scale must be a number from 0.1 to 1, got ${o.scale}`);
+    args.push("--thumb", String(Math.round(o.scale * 100)));
+    thumb = true;
+  }
+  const points: Point[] = [];
+  if (o.region) {
+    const { x, y, width, height } = o.region;
+    for (const [k, v] of Object.entries({ x, y, width, height })) if (!Number.isInteger(v)) throw badRequest(`${k} must be an integer, got ${v}`);
+    if (width < 1 || height < 1) throw badRequest(`width and height must be at least 1, got ${width}x${height}`);
+    points.push({ x, y, field: "x, y" }, { x: x + width - 1, y: y + height - 1, field: "x + width - 1, y + height - 1" });
+    args.push("--autoselect", `${x},${y},${width},${height}`);
+  }
+  const ext = format === "png" ? "png" : "jpg";
+  const body = `f=$(mktemp -d /tmp/forgevm-shot.XXXXXX) || exit 1
+trap 'rm -rf "$f"' EXIT
+scrot ${args.map(quote).join(" ")} "$f/shot.${ext}" || exit 1
+xdotool getmouselocation --shell | sed -n 's/^[XY]=//p' | tr '\\n' ' '; echo
+base64 -w0 "$f/shot${thumb ? "-thumb" : ""}.${ext}"
+`;
+  const out = await runOnDesktop(guest, body, { points, maxOutputBytes: MAX_SHOT });
+  const nl = out.indexOf("\n");
+  const [x, y] = out.slice(0, nl).trim().split(" ").map(Number);
+  const data = Buffer.from(out.slice(nl + 1).trim(), "base64");
+  if (data.length === 0) throw new Error("the desktop's screenshot came back empty");
+  return { data, format, cursor: { x: Number.isFinite(x) ? x : 0, y: Number.isFinite(y) ? y : 0 } };
+}
+
+const WINDOWS = `active=$(xdotool getactivewindow 2>/dev/null)
+for w in $(xdotool search --onlyvisible --name '' 2>/dev/null); do
+  g=$(xdotool getwindowgeometry --shell "$w" 2>/dev/null) || continue
+  eval "$g"
+  t=$(xdotool getwindowname "$w" 2>/dev/null | head -c 1000 | tr '\\t\\n\\r' '   ')
+  printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' "$w" "$X" "$Y" "$WIDTH" "$HEIGHT" "$([ "$w" = "$active" ] && echo 1 || echo 0)" "$t"
+done
+`;
+
+/** The visible windows with a name, the active one marked. */
+export async function windows(guest: DesktopGuest): Promise<WindowInfo[]> {
+  const out = await runOnDesktop(guest, WINDOWS, { maxOutputBytes: 4 * 1024 * 1024 });
+  const list: WindowInfo[] = [];
+  for (const line of out.split("\n")) {
+    const f = line.split("\t");
+    if (f.length < 7) continue;
+    const [id, x, y, width, height] = f.slice(0, 5).map(Number);
+    if (![id, x, y, width, height].every(Number.isFinite)) continue;
+    list.push({ id, x, y, width, height, active: f[5] === "1", title: f.slice(6).join(" ").trim() });
+    if (list.length >= 1000) break;
+  }
+  return list;
+}
