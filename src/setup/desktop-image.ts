@@ -199,7 +199,7 @@ for p in *.default-esr; do
   (cd "$p" && rm -rf lock .parentlock key4.db sessionstore.jsonlz4 sessionstore-backups sessionCheckpoints.json xulstore.json crashes minidumps datareporting)
   grep -v -E 'contextId|impressionId|nimbus.profileId|cachedUsageProfile|reauth.optout' "$p/prefs.js" >"$p/prefs.js.new" || true
   mv "$p/prefs.js.new" "$p/prefs.js"
-  chown 1000:1000 "$p/prefs.js"
+  chown --reference="$p/times.json" "$p/prefs.js"
 done
 `;
 

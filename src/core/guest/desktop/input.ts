@@ -2,7 +2,7 @@
 // against the screen first (run.ts). Buttons and keys are checked on the host (keys.ts).
 import { badRequest } from "../../../http/errors.js";
 import { combination } from "./keys.js";
-import { type DesktopGuest, runOnDesktop } from "./run.js";
+import { type DesktopGuest, type Point, runOnDesktop } from "./run.js";
 
 export type Button = "left" | "middle" | "right";
 export type ScrollDirection = "up" | "down" | "left" | "right";
@@ -15,6 +15,14 @@ function button(b: string | undefined, field = "button"): number {
   if (!n) throw badRequest(`${field} must be left, middle or right, got "${String(b).slice(0, 20)}"`);
   return n;
 }
+
+/** The point a click or a scroll names, or null for where the pointer is (one of x and y alone is a 400, by the point check). */
+function pointOrPointer(o: { x?: number; y?: number }): Point | null {
+  return o.x === undefined && o.y === undefined ? null : { x: o.x ?? Number.NaN, y: o.y ?? Number.NaN, field: "x, y" };
+}
+
+/** The command that moves the pointer to `at` first, if there is one. */
+const moveTo = (at: Point | null) => (at ? `xdotool mousemove --sync ${at.x} ${at.y} && ` : "");
 
 /** Where the pointer is. */
 export async function cursor(guest: DesktopGuest): Promise<{ x: number; y: number }> {
@@ -32,8 +40,8 @@ export async function move(guest: DesktopGuest, x: number, y: number): Promise<v
 /** A click at (x, y), or where the pointer is when neither is given. */
 export async function click(guest: DesktopGuest, o: { x?: number; y?: number; button?: string; double?: boolean }): Promise<void> {
   const b = button(o.button);
-  const at = o.x === undefined && o.y === undefined ? null : { x: o.x ?? Number.NaN, y: o.y ?? Number.NaN, field: "x, y" };
-  await runOnDesktop(guest, `${at ? `xdotool mousemove --sync ${at.x} ${at.y} && ` : ""}xdotool click --repeat ${o.double ? 2 : 1} ${b}`, { points: at ? [at] : [] });
+  const at = pointOrPointer(o);
+  await runOnDesktop(guest, `${moveTo(at)}xdotool click --repeat ${o.double ? 2 : 1} ${b}`, { points: at ? [at] : [] });
 }
 
 /** Presses a button at one point, moves to another and releases it there. */
@@ -47,18 +55,13 @@ export async function drag(guest: DesktopGuest, o: { startX: number; startY: num
   });
 }
 
-/** Presses or releases a button where the pointer is. */
-export async function buttonUpDown(guest: DesktopGuest, down: boolean, b?: string): Promise<void> {
-  await runOnDesktop(guest, `xdotool ${down ? "mousedown" : "mouseup"} ${button(b)}`);
-}
-
 export async function scroll(guest: DesktopGuest, o: { x?: number; y?: number; direction: string; amount?: number }): Promise<void> {
   const wheel = WHEEL[String(o.direction).toLowerCase() as ScrollDirection];
   if (!wheel) throw badRequest(`direction must be up, down, left or right, got "${String(o.direction).slice(0, 20)}"`);
   const amount = o.amount ?? 1;
   if (!Number.isInteger(amount) || amount < 1 || amount > 100) throw badRequest(`amount must be an integer from 1 to 100, got ${amount}`);
-  const at = o.x === undefined && o.y === undefined ? null : { x: o.x ?? Number.NaN, y: o.y ?? Number.NaN, field: "x, y" };
-  await runOnDesktop(guest, `${at ? `xdotool mousemove --sync ${at.x} ${at.y} && ` : ""}xdotool click --repeat ${amount} ${wheel}`, { points: at ? [at] : [] });
+  const at = pointOrPointer(o);
+  await runOnDesktop(guest, `${moveTo(at)}xdotool click --repeat ${amount} ${wheel}`, { points: at ? [at] : [] });
 }
 
 /** Types text as key presses (from stdin: any character, nothing for a shell to read), `delayMs` between keys. */

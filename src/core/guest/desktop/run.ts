@@ -63,6 +63,3 @@ export async function runOnDesktop(
   }
   throw new Error(`the desktop's command failed (exit ${r.exitCode}${r.timedOut ? ", timed out" : ""}): ${r.stderr.trim().slice(0, 300)}`);
 }
-
-/** A shell word for `s` (single-quoted). */
-export const quote = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;

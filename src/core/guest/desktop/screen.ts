@@ -3,7 +3,8 @@
 // prints is parsed as numbers and capped text; a screenshot comes back as base64 in the command's
 // output, one round trip.
 import { badRequest } from "../../../http/errors.js";
-import { type DesktopGuest, type Point, quote, runOnDesktop } from "./run.js";
+import { shellQuote } from "../../../util/shell-quote.js";
+import { type DesktopGuest, type Point, runOnDesktop } from "./run.js";
 
 export interface Screen {
   width: number;
@@ -48,7 +49,8 @@ export async function screen(guest: DesktopGuest): Promise<Screen> {
 }
 
 export async function screenshot(guest: DesktopGuest, o: ShotOptions = {}): Promise<Shot> {
-  const format = (o.format ?? "png").toLowerCase() === "jpg" ? "jpeg" : (o.format ?? "png").toLowerCase();
+  const asked = (o.format ?? "png").toLowerCase();
+  const format = asked === "jpg" ? "jpeg" : asked;
   if (format !== "png" && format !== "jpeg") throw badRequest(`format must be png or jpeg, got "${String(o.format).slice(0, 20)}"`);
   const args = ["--overwrite", "--silent"];
   if (o.cursor) args.push("--pointer");
@@ -73,7 +75,7 @@ export async function screenshot(guest: DesktopGuest, o: ShotOptions = {}): Prom
   const ext = format === "png" ? "png" : "jpg";
   const body = `f=$(mktemp -d /tmp/forgevm-shot.XXXXXX) || exit 1
 trap 'rm -rf "$f"' EXIT
-scrot ${args.map(quote).join(" ")} "$f/shot.${ext}" || exit 1
+scrot ${args.map(shellQuote).join(" ")} "$f/shot.${ext}" || exit 1
 xdotool getmouselocation --shell | sed -n 's/^[XY]=//p' | tr '\\n' ' '; echo
 base64 -w0 "$f/shot${thumb ? "-thumb" : ""}.${ext}"
 `;
