@@ -10,14 +10,20 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 /** Headers of the hop to this server, never passed to the guest. */
 const HOP = new Set(["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"]);
 
+/**
+ * Response headers the host sets whatever the guest answered: each replaces the guest's header of
+ * that name (lower case), and null removes it.
+ */
+export type FixedHeaders = Record<string, string | null>;
+
 /** Proxies `req` to `path` over `conn` with this Host, leaving out the headers named in `drop` (lower case). */
-export function forwardRequest(req: FastifyRequest, reply: FastifyReply, conn: Duplex, path: string, host: string, drop: string[] = []): void {
+export function forwardRequest(req: FastifyRequest, reply: FastifyReply, conn: Duplex, path: string, host: string, drop: string[] = [], fixed: FixedHeaders = {}): void {
   reply.hijack();
-  forwardRaw(req.raw, reply.raw, conn, path, host, drop);
+  forwardRaw(req.raw, reply.raw, conn, path, host, drop, fixed);
 }
 
 /** forwardRequest for a plain Node request; a Set-Cookie already on `res` is kept beside the guest's. */
-export function forwardRaw(req: IncomingMessage, res: ServerResponse, conn: Duplex, path: string, host: string, drop: string[] = []): void {
+export function forwardRaw(req: IncomingMessage, res: ServerResponse, conn: Duplex, path: string, host: string, drop: string[] = [], fixed: FixedHeaders = {}): void {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(req.headers)) {
     if (v === undefined || HOP.has(k) || drop.includes(k)) continue;
@@ -27,7 +33,8 @@ export function forwardRaw(req: IncomingMessage, res: ServerResponse, conn: Dupl
   const upstream = httpRequest({ method: req.method, path, headers, createConnection: () => conn });
   upstream.on("response", (r) => {
     const out: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k)) out[k] = v;
+    for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k) && !(k in fixed)) out[k] = v;
+    for (const [k, v] of Object.entries(fixed)) if (v !== null) out[k] = v;
     const mine = res.getHeader("set-cookie");
     if (mine !== undefined && out["set-cookie"]) out["set-cookie"] = [...[mine].flat().map(String), ...[out["set-cookie"]].flat()];
     res.writeHead(r.statusCode ?? 502, r.statusMessage, out);

@@ -59,7 +59,8 @@ export function installAccessControl(app: FastifyInstance, o: AccessOptions): vo
       );
     }
     const origin = typeof req.headers.origin === "string" ? req.headers.origin.toLowerCase() : null;
-    if (origin !== null) {
+    const sandboxedPage = origin === "null" && o.interfaces.some((i) => i.fromSandboxedPage?.(req));
+    if (origin !== null && !sandboxedPage) {
       const own = origin === `http://${host.toLowerCase()}` || origin === `https://${host.toLowerCase()}`;
       if (!own && !origins.has(origin)) {
         return refuse(reply, new ForgevmError("FORBIDDEN", `requests from web pages at ${origin} are not allowed (add the origin to server.allowed_origins)`));

@@ -15,6 +15,12 @@ export interface ServerInterface {
    * accepts): a token of its own checked in its routes, a bearer form, files that hold no data.
    */
   admits?(req: FastifyRequest, apiKey: string): boolean;
+  /**
+   * Whether a request with `Origin: null` comes from a page this interface serves under a CSP
+   * `sandbox` policy (an opaque origin, so a guest's page never runs as this server's origin) and
+   * may pass the origin check: it must still carry its own credential, and reaches only a guest.
+   */
+  fromSandboxedPage?(req: FastifyRequest): boolean;
   /** Where a request without the key is told to send it besides X-API-Key ("on /mcp, as Authorization: Bearer KEY"). */
   readonly keyHint?: string;
   /** A request addressed by its Host (a sandbox's port under a domain) moved to this interface's routes, or undefined when it is not one. */

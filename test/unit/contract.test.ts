@@ -59,7 +59,7 @@ describe("the OpenAPI document and the error table", () => {
     assert.deepEqual(committed, JSON.parse(JSON.stringify(await current())), "docs/openapi.json has drifted from the schemas: run npm run docs");
   });
 
-  it("documents every route but the WebSocket upgrades (docs/rest-api.md), the document itself, the console's files, E2B's (docs/e2b.md), Daytona's (docs/daytona.md) and the Custom HTTP protocol's (docs/custom-http.md)", async () => {
+  it("documents every route but the WebSocket upgrades (docs/rest-api.md), a desktop's relayed live view (docs/desktop.md), the document itself, the console's files, E2B's (docs/e2b.md), Daytona's (docs/daytona.md) and the Custom HTTP protocol's (docs/custom-http.md)", async () => {
     const { buildApp } = await import("../../src/compose/app.js");
     const { routesOf } = await import("../../src/server/app.js");
     const app = await buildApp({ forge: {} as never, version: "test" });
@@ -77,7 +77,14 @@ describe("the OpenAPI document and the error table", () => {
     const hidden = routesOf(app)
       .filter((r) => !r.documented && !e2b(r.url))
       .map((r) => `${r.method} ${r.url}`);
-    assert.deepEqual(hidden.sort(), ["GET /", "GET /api/v1/openapi.json", "GET /api/v1/sandboxes/:id/exec/ws", "GET /api/v1/sandboxes/:id/tcp/:port", "GET /assets/:file"]);
+    assert.deepEqual(hidden.sort(), [
+      "GET /",
+      "GET /api/v1/openapi.json",
+      "GET /api/v1/sandboxes/:id/desktop/stream/:mode/:token/*",
+      "GET /api/v1/sandboxes/:id/exec/ws",
+      "GET /api/v1/sandboxes/:id/tcp/:port",
+      "GET /assets/:file",
+    ]);
     for (const r of routesOf(app).filter((x) => x.documented)) {
       const path = r.url.replace(/:([a-z_]+)/g, "{$1}");
       assert.ok(d.paths[path]?.[r.method.toLowerCase()], `${r.method} ${path} is in the OpenAPI document`);

@@ -8,16 +8,27 @@
 // windows. Then Daytona's SDK (`@daytonaio/sdk`, unmodified) drives the same desktop through its
 // computer-use API: its processes, display, screenshots (whole, a region, compressed), mouse and
 // keyboard (the page records them again), and the 4xx of bad input and of a sandbox without one.
+// Last, ForgeVM's own interfaces on the same desktop: the REST API through the TypeScript SDK
+// (input checked by an X client that logs what reaches it), the live view in Chromium (a click in
+// the interactive one reaches the sandbox, in the watch-only one it does not, and the guest's page
+// runs in an origin of its own), MCP's `computer` tool in a desktop an agent makes, the CLI's
+// screenshot and live view, and the console's Desktop tab.
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Daytona, DaytonaError } from "@daytonaio/sdk";
 import { Sandbox } from "@e2b/desktop";
-import { type Browser, chromium } from "playwright-core";
+import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { BadRequestError, Client, ConflictError, type Sandbox as ForgeSandbox } from "forgevm";
+import { type Browser, chromium, type Locator, type Page } from "playwright-core";
 import { startServer, type RunningServer } from "../../src/compose/serve.js";
 import { DEFAULT_IMAGE, DESKTOP_IMAGE } from "../../src/images/store.js";
 import { preparedSystemImage } from "../../src/setup/index.js";
 import { e2bEnv } from "../e2b-env.js";
-import { assertNoVmLeft, removeAtExit, testConfig, waitFor } from "../helpers.js";
+import { assertNoVmLeft, childEnv, removeAtExit, runCli, testConfig, waitFor } from "../helpers.js";
 
 const API_KEY = "e2b_desktop0123456789";
 let server: RunningServer;
@@ -52,6 +63,24 @@ class H(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(('127.0.0.1', 8000), H).serve_forever()
 `;
+
+/**
+ * Starts an X client that logs the keys and buttons that reach its window (xev, line-buffered),
+ * and answers the window's place once the window manager has shown it.
+ */
+async function xevWindow(exec: (command: string) => Promise<string>): Promise<{ x: number; y: number; width: number; height: number }> {
+  await exec("rm -f /tmp/xev.log; DISPLAY=:0 setsid -f stdbuf -oL xev -name forgevm-xev -geometry 320x240+300+200 -event keyboard -event button >/tmp/xev.log 2>&1 </dev/null");
+  const out = await exec("DISPLAY=:0 xdotool search --sync --onlyvisible --name forgevm-xev getwindowgeometry --shell | head -n 5");
+  const g = Object.fromEntries(out.split("\n").map((l) => l.split("=")));
+  return { x: Number(g.X), y: Number(g.Y), width: Number(g.WIDTH), height: Number(g.HEIGHT) };
+}
+
+/** Where a point of the screen (1024x768) is in a noVNC canvas that scales it. */
+async function onCanvas(canvas: Locator, x: number, y: number): Promise<{ x: number; y: number }> {
+  const box = await canvas.boundingBox();
+  assert.ok(box && box.width > 0, "the canvas is on the page");
+  return { x: box.x + (x * box.width) / 1024, y: box.y + (y * box.height) / 768 };
+}
 
 /** The PNG's width and height, from its header; fails on anything that is not a PNG. */
 function pngSize(png: Uint8Array): { width: number; height: number } {
@@ -257,5 +286,197 @@ describe("Daytona's computer-use API on the same desktop", () => {
     await cu.start();
     assert.equal((await cu.getStatus()).status, "active");
     assert.deepEqual(pngSize(Buffer.from((await cu.screenshot.takeFullScreen()).screenshot ?? "", "base64")), { width: 1024, height: 768 });
+  });
+});
+
+describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the live view, MCP, the CLI, the console", () => {
+  let sb: ForgeSandbox;
+  let client: Client;
+  const exec = async (command: string) => {
+    const r = await sb.exec(command, { timeout: "60s" });
+    assert.equal(r.exit_code, 0, r.stderr);
+    return r.stdout;
+  };
+  before(async () => {
+    client = new Client({ baseUrl: server.url, apiKey: API_KEY, timeout: 120_000 });
+    sb = await client.get(desktop.sandboxId);
+    browser ??= await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+  });
+
+  it("drives the desktop over REST with the TypeScript SDK: state, screenshots, the pointer, clicks and keys, windows", async () => {
+    const info = await sb.desktop.info();
+    assert.equal(info.running, true, JSON.stringify(info));
+    assert.deepEqual(info.screen, { width: 1024, height: 768 });
+    assert.deepEqual(pngSize(await sb.desktop.screenshot()), { width: 1024, height: 768 });
+    const part = await sb.desktop.screenshot({ format: "jpeg", quality: 50, region: { x: 0, y: 0, width: 320, height: 200 } });
+    assert.deepEqual([...part.subarray(0, 3)], [0xff, 0xd8, 0xff], "a JPEG");
+    await sb.desktop.moveMouse(200, 150);
+    assert.deepEqual(await sb.desktop.cursor(), { x: 200, y: 150 });
+    const win = await xevWindow(exec);
+    await sb.desktop.click(win.x + Math.round(win.width / 2), win.y + Math.round(win.height / 2));
+    await sb.desktop.type("rest");
+    await sb.desktop.press("Return");
+    await sb.desktop.press(["ctrl", "a"]);
+    await waitFor(async () => /keysym 0x61, a\)/.test(await exec("cat /tmp/xev.log")), 60_000, "xev to log the keys");
+    const log = await exec("cat /tmp/xev.log");
+    assert.match(log, /ButtonPress event[\s\S]*button 1,/, "the click reached the window");
+    for (const k of ["0x72, r", "0x65, e", "0x73, s", "0x74, t", "0xff0d, Return", "0xffe3, Control_L"]) assert.ok(log.includes(`(keysym ${k})`), `${k} in ${log.slice(-2000)}`);
+    const wins = await sb.desktop.windows();
+    assert.ok(
+      wins.some((w) => w.title === "forgevm-xev" && w.active),
+      JSON.stringify(wins),
+    );
+    await assert.rejects(sb.desktop.moveMouse(5000, 10), (e: Error) => e instanceof BadRequestError && /x, y: \(5000, 10\) is off the screen, which is 1024x768/.test(e.message));
+    await assert.rejects(sb.desktop.press("nosuchkey"), (e: Error) => e instanceof BadRequestError && /unknown key "nosuchkey"/.test(e.message));
+    await assert.rejects(sb.desktop.drag([0, 0], [10, 900]), (e: Error) => e instanceof BadRequestError && /end_x, end_y: \(10, 900\) is off the screen/.test(e.message));
+    await assert.rejects(sb.desktop.click(1, 1, { button: "sideways" as "left" }), (e: Error) => e instanceof BadRequestError && /button/.test(e.message));
+  });
+
+  it("serves the live view: a click in the interactive one reaches the sandbox, the watch-only one takes none, and the guest's page runs in an origin of its own", async () => {
+    const live = await sb.desktop.stream();
+    assert.equal(live.view_only, false);
+    assert.match(live.url, new RegExp(`^${server.url}/api/v1/sandboxes/${sb.id}/desktop/stream/interactive/\\d+\\.[^/]+/vnc_lite\\.html\\?`));
+    const page = await browser!.newPage();
+    await page.goto(live.url);
+    const canvas = page.locator("canvas");
+    await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, "noVNC to draw the screen");
+    assert.equal(await page.evaluate("origin"), "null", "the guest's page runs in an opaque origin");
+    const at = await onCanvas(canvas, 400, 300);
+    await page.mouse.click(at.x, at.y);
+    await waitFor(
+      async () => {
+        const c = await sb.desktop.cursor();
+        return Math.abs(c.x - 400) <= 4 && Math.abs(c.y - 300) <= 4;
+      },
+      30_000,
+      "the page's click to move the sandbox's pointer",
+    );
+    const watch = await sb.desktop.stream({ viewOnly: true });
+    assert.match(watch.url, /\/desktop\/stream\/view\/.*view_only=true/);
+    const viewer = await browser!.newPage();
+    await viewer.goto(watch.url);
+    const screen = viewer.locator("canvas");
+    await waitFor(async () => ((await screen.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, "the watch-only view to draw");
+    await sb.desktop.moveMouse(10, 10);
+    const there = await onCanvas(screen, 600, 500);
+    await viewer.mouse.click(there.x, there.y);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.deepEqual(await sb.desktop.cursor(), { x: 10, y: 10 }, "a watcher's click does not reach the desktop");
+    // Its token names its mode: on the interactive path it is no credential.
+    const swapped = watch.url.replace("/desktop/stream/view/", "/desktop/stream/interactive/");
+    assert.equal((await fetch(swapped)).status, 401);
+    const res = await fetch(watch.url);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-security-policy") ?? "", /^sandbox allow-scripts/);
+    await viewer.close();
+    await page.close();
+  });
+
+  it("answers 409 for a screenshot of a sandbox without a desktop, and for the live view of a paused one", async () => {
+    const plain = await client.spawn({ image: DEFAULT_IMAGE });
+    try {
+      await assert.rejects(plain.desktop.screenshot(), (e: Error) => e instanceof ConflictError && /has no desktop/.test(e.message));
+      await plain.pause();
+      await assert.rejects(plain.desktop.stream(), (e: Error) => e instanceof ConflictError && /is paused: resume it/.test(e.message));
+    } finally {
+      await plain.destroy();
+    }
+  });
+
+  it("gives an agent MCP's computer tool: a screenshot as an image, clicks, typed text and keys at coordinates", async () => {
+    const mcp = new McpClient({ name: "forgevm-desktop-test", version: "1.0.0" });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL("/mcp", server.url), { requestInit: { headers: { Authorization: `Bearer ${API_KEY}` } } }));
+    const call = async (name: string, args: Record<string, unknown>) => (await mcp.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: any };
+    // The size E2B's desktop template has, whose base the E2B part restored: this one restores it too.
+    const made = await call("create_sandbox", { image: DESKTOP_IMAGE, memory_mb: 2048, vcpus: 2 });
+    assert.ok(!made.isError, JSON.stringify(made.content));
+    const id = made.structuredContent.sandbox_id as string;
+    try {
+      const run = async (command: string) => {
+        const r = await call("exec", { sandbox_id: id, command });
+        assert.equal(r.structuredContent?.exit_code, 0, JSON.stringify(r.content));
+        return r.structuredContent.stdout as string;
+      };
+      const shot = await call("computer", { sandbox_id: id, action: "screenshot" });
+      const image = shot.content.find((c) => c.type === "image") as { data: string; mimeType: string } | undefined;
+      assert.equal(image?.mimeType, "image/png");
+      assert.deepEqual(pngSize(Buffer.from(image.data, "base64")), { width: 1024, height: 768 });
+      assert.deepEqual(shot.structuredContent.screen, { width: 1024, height: 768 });
+      const win = await xevWindow(run);
+      const center = [win.x + Math.round(win.width / 2), win.y + Math.round(win.height / 2)];
+      const clicked = await call("computer", { sandbox_id: id, action: "left_click", coordinate: center, screenshot: false });
+      assert.ok(!clicked.isError && !clicked.content.some((c) => c.type === "image"), JSON.stringify(clicked.content));
+      await call("computer", { sandbox_id: id, action: "type", text: "mcp", screenshot: false });
+      const keyed = await call("computer", { sandbox_id: id, action: "key", text: "ctrl+a Return" });
+      assert.ok(
+        keyed.content.some((c) => c.type === "image"),
+        "an action answers with the screen after it",
+      );
+      assert.deepEqual((await call("computer", { sandbox_id: id, action: "cursor_position" })).structuredContent.cursor, { x: center[0], y: center[1] });
+      await waitFor(async () => (await run("cat /tmp/xev.log")).includes("(keysym 0xff0d, Return)"), 60_000, "xev to log the agent's keys");
+      const log = await run("cat /tmp/xev.log");
+      for (const k of ["0x6d, m", "0x63, c", "0x70, p", "0xffe3, Control_L", "0x61, a"]) assert.ok(log.includes(`(keysym ${k})`), `${k} in ${log.slice(-2000)}`);
+      const off = await call("computer", { sandbox_id: id, action: "mouse_move", coordinate: [5000, 10] });
+      assert.ok(off.isError);
+      assert.match(JSON.stringify(off.content), /coordinate|x, y: \(5000, 10\) is off the screen/);
+      const bad = await call("computer", { sandbox_id: id, action: "key", text: "nosuchkey" });
+      assert.ok(bad.isError);
+      assert.match(JSON.stringify(bad.content), /unknown key \\"nosuchkey\\"/);
+      const missing = await call("computer", { sandbox_id: id, action: "left_click_drag", coordinate: [1, 1] });
+      assert.match(JSON.stringify(missing.content), /left_click_drag needs start_coordinate/);
+    } finally {
+      await call("destroy_sandbox", { sandbox_id: id });
+      await mcp.close();
+    }
+  });
+
+  it("saves a screenshot and prints the live view's URL with the CLI", async () => {
+    const dir = server.forge.paths.dataDir;
+    const file = join(dir, "cli-shot.png");
+    const env = childEnv();
+    const shot = await runCli(["--server", server.url, "--api-key", API_KEY, "screenshot", sb.id, "-o", file], env);
+    assert.equal(shot.status, 0, shot.stderr);
+    assert.deepEqual(pngSize(await readFile(file)), { width: 1024, height: 768 });
+    const view = await runCli(["--server", server.url, "--api-key", API_KEY, "desktop", sb.id, "--view-only", "--no-open", "--json"], env);
+    assert.equal(view.status, 0, view.stderr);
+    const printed = JSON.parse(view.stdout);
+    assert.equal(printed.view_only, true);
+    assert.equal((await fetch(printed.url)).status, 200);
+    const bad = await runCli(["--server", server.url, "--api-key", API_KEY, "screenshot", sb.id, "-o", file, "--region", "1,2"], env);
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /--region must be X,Y,WIDTH,HEIGHT/);
+  });
+
+  it("shows the screen in the console's Desktop tab, where a click reaches the sandbox and a screenshot is taken", async () => {
+    const page: Page = await browser!.newPage({ viewport: { width: 1400, height: 1000 } });
+    await page.goto(server.url);
+    await page.getByLabel("API key").fill(API_KEY);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("heading", { name: "Dashboard" }).waitFor();
+    await page.goto(`${server.url}/#/sandboxes/${sb.id}/Desktop`);
+    const canvas = page.frameLocator("[data-testid=desktop-view]").locator("canvas");
+    await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, "the console's view to draw");
+    await sb.desktop.moveMouse(5, 5);
+    const at = await onCanvas(canvas, 700, 500);
+    await page.mouse.click(at.x, at.y);
+    await waitFor(
+      async () => {
+        const c = await sb.desktop.cursor();
+        return Math.abs(c.x - 700) <= 4 && Math.abs(c.y - 500) <= 4;
+      },
+      30_000,
+      "the console's click to reach the sandbox",
+    );
+    await page.getByRole("button", { name: "Screenshot" }).click();
+    const img = page.getByTestId("desktop-shot");
+    await img.waitFor();
+    assert.equal(await img.evaluate((i) => (i as unknown as { naturalWidth: number }).naturalWidth), 1024);
+    await page.getByRole("button", { name: "Watch only" }).click();
+    await page.getByRole("heading", { name: "Desktop (watching)" }).waitFor();
+    assert.match((await page.getByTestId("desktop-view").getAttribute("src")) ?? "", /\/desktop\/stream\/view\//);
+    await page.close();
+    await sb.desktop.stopStream();
+    const info = await sb.desktop.info();
+    assert.deepEqual([info.processes.x11vnc.running, info.processes.novnc.running], [false, false]);
   });
 });

@@ -47,6 +47,7 @@ const CONTRACT_TOOLS = [
   "images",
   "pull_image",
   "templates",
+  "computer",
 ];
 
 let server: RunningServer;

@@ -42,7 +42,7 @@ it("the Python SDK's suite passes against the server (every method, errors, file
   }).catch((e) => e);
   const report = `${r.stdout ?? ""}${r.stderr ?? ""}`;
   assert.equal(r.code ?? 0, 0, report);
-  assert.match(report, /Ran 16 tests/);
+  assert.match(report, /Ran 17 tests/);
   assert.doesNotMatch(report, /skipped/);
   // Nothing the suite started is left running.
   assert.deepEqual(

@@ -1,7 +1,8 @@
 """ForgeVM Python SDK (standard library only): disposable, isolated microVMs for AI agents."""
 
-from .async_client import AsyncClient, AsyncExecStream, AsyncSandbox
+from .async_client import AsyncClient, AsyncDesktop, AsyncExecStream, AsyncSandbox
 from .client import Client, Templates
+from .desktop import Desktop
 from .environments import Environments
 from .errors import (
     AuthenticationError,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncClient",
+    "AsyncDesktop",
     "AsyncExecStream",
     "AsyncSandbox",
     "Environments",
@@ -35,6 +37,7 @@ __all__ = [
     "Client",
     "CodeContext",
     "CodeError",
+    "Desktop",
     "ConflictError",
     "ConnectionError",
     "ERROR_CLASSES",

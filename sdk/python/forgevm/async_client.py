@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional, TypeVar, 
 from ._http import DEFAULT_TIMEOUT
 from .client import Client
 from .models import CodeContext, ExecResult, Execution, FileInfo, SandboxInfo, StreamChunk
+from .desktop import Desktop
 from .sandbox import Sandbox
 from .streaming import ExecStream
 
@@ -46,11 +47,25 @@ class AsyncExecStream:
         return chunk
 
 
+class AsyncDesktop:
+    """``sandbox.desktop`` with its calls awaited: the same names and arguments as Desktop's."""
+
+    def __init__(self, desktop: Desktop):
+        self._d = desktop
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        fn = getattr(self._d, name)
+        if name.startswith("_") or not callable(fn):
+            raise AttributeError(name)
+        return functools.partial(_run, fn)
+
+
 class AsyncSandbox:
     """A sandbox whose calls are awaited; ``async with`` destroys it afterwards."""
 
     def __init__(self, sandbox: Sandbox):
         self._sb = sandbox
+        self.desktop = AsyncDesktop(sandbox.desktop)
 
     @property
     def id(self) -> str:

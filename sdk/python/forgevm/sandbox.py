@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from ._http import Transport
 from .code import context_id, run_code
+from .desktop import Desktop
 from .models import CodeContext, ExecResult, Execution, FileInfo, SandboxInfo, _pick
 from .streaming import ExecStream
 
@@ -41,6 +42,8 @@ class Sandbox:
     def __init__(self, http: Transport, info: Dict[str, Any]):
         self._http = http
         self._info = _pick(SandboxInfo, info)
+        #: Its desktop, for a sandbox of the desktop image: screenshots, mouse, keyboard, windows, the live view.
+        self.desktop = Desktop(http, self._info.id)
 
     # -- what it is
     @property

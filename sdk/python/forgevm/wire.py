@@ -145,6 +145,70 @@ class BalloonInfo(_BalloonInfoRequired):
     """A sandbox's balloon: the memory it was given, what the balloon leaves it, and what its guest counts."""
 
 
+class _DesktopProcessStateRequired(TypedDict):
+    running: bool
+
+
+class DesktopProcessState(_DesktopProcessStateRequired, total=False):
+    """One of a desktop's processes: whether it runs, and its pid."""
+
+    pid: int
+
+
+class _DesktopInfoRequired(TypedDict):
+    #: its display and session run
+    running: bool
+    #: null while it is stopped
+    screen: Optional[Dict[str, Any]]
+    #: xvfb, xfce4, x11vnc, novnc
+    processes: Dict[str, DesktopProcessState]
+
+
+class DesktopInfo(_DesktopInfoRequired):
+    """A sandbox's desktop: whether it runs, its screen's size, and its processes."""
+
+
+class _DesktopWindowRequired(TypedDict):
+    id: int
+    title: str
+    x: int
+    y: int
+    width: int
+    height: int
+    #: it has the focus
+    active: bool
+
+
+class DesktopWindow(_DesktopWindowRequired):
+    """A visible window of a desktop, with its place, size and whether it has the focus."""
+
+
+class _DesktopStreamRequired(TypedDict):
+    #: noVNC's page, served through this server; it works on its own in a browser until it expires
+    url: str
+    view_only: bool
+    expires_at: str
+
+
+class DesktopStream(_DesktopStreamRequired):
+    """A desktop's live view: noVNC's page through the server, a URL that works on its own in a browser until it expires."""
+
+
+class DesktopClickOptions(TypedDict, total=False):
+    """What a click sends: where (or where the pointer is), the button, how many clicks, and keys held."""
+
+    #: where; both or neither of x and y (neither: where the pointer is)
+    x: int
+    #: where
+    y: int
+    #: default left
+    button: Literal["left", "middle", "right"]
+    #: 1 (default), 2 for a double click, 3 for a triple
+    count: int
+    #: keys held while it clicks: ["shift"]
+    modifiers: List[str]
+
+
 class _SshAccessRequired(TypedDict):
     #: the account the keys were authorized for
     user: str

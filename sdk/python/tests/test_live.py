@@ -111,6 +111,27 @@ class Live(unittest.TestCase):
         with self.assertRaises(SandboxNotFound):
             gone.exec("true")
 
+    def test_desktop_of_a_sandbox_without_one(self):
+        # sandbox.desktop's calls reach the server's desktop routes (test/vm/desktop.test.ts drives a
+        # real desktop through the same routes); a sandbox of another image has no desktop.
+        with self.assertRaises(ConflictError) as e:
+            self.sb.desktop.screenshot(format="jpeg", region=(0, 0, 10, 10))
+        self.assertIn("has no desktop", str(e.exception))
+        self.assertIn("forgevm/desktop:bookworm", str(e.exception))
+        with self.assertRaises(ConflictError):
+            self.sb.desktop.click(10, 10, count=2, modifiers=["shift"])
+        with self.assertRaises(BadRequestError) as e:
+            self.sb.desktop.scroll("sideways")
+        self.assertIn("direction", str(e.exception))
+
+        async def body():
+            async with AsyncClient(URL, api_key=KEY) as client:
+                sb = await client.get(self.sb.id)
+                with self.assertRaises(ConflictError):
+                    await sb.desktop.press("ctrl+c")
+
+        asyncio.run(body())
+
     def test_context_managers_destroy_even_when_the_body_raises(self):
         ids = []
         with self.assertRaises(RuntimeError):

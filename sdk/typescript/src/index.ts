@@ -6,6 +6,7 @@ export { Environments } from "./environments.js";
 export { Volumes } from "./volumes.js";
 export { Secrets } from "./secrets.js";
 export { Sandbox } from "./sandbox.js";
+export { Desktop, type ScreenshotOptions } from "./desktop.js";
 export { ExecStream } from "./stream.js";
 export {
   AuthenticationError,

@@ -1,6 +1,7 @@
 // A sandbox on a ForgeVM server: commands, files, lifetime. Obtained from Client.spawn or get.
 import type { Transport } from "./http.js";
 import { contextId, runCode } from "./code.js";
+import { Desktop } from "./desktop.js";
 import { durationMs, durationString } from "./durations.js";
 import { ExecStream } from "./stream.js";
 import type {
@@ -35,6 +36,8 @@ function base64(b: Uint8Array): string {
 
 export class Sandbox implements AsyncDisposable {
   private _info: SandboxInfo;
+  /** Its desktop, for a sandbox of the desktop image: screenshots, mouse, keyboard, windows, the live view. */
+  readonly desktop: Desktop;
 
   /** @internal use Client.spawn or Client.get */
   constructor(
@@ -42,6 +45,7 @@ export class Sandbox implements AsyncDisposable {
     info: SandboxInfo,
   ) {
     this._info = info;
+    this.desktop = new Desktop(http, info.id);
   }
 
   get id(): string {

@@ -179,6 +179,59 @@ export interface BalloonInfo {
   guest_available_mb: number;
 }
 
+/** One of a desktop's processes: whether it runs, and its pid. */
+export interface DesktopProcessState {
+  running: boolean;
+  pid?: number;
+}
+
+/** A sandbox's desktop: whether it runs, its screen's size, and its processes. */
+export interface DesktopInfo {
+  /** its display and session run */
+  running: boolean;
+  /** null while it is stopped */
+  screen: {
+    width: number;
+    height: number;
+  } | null;
+  /** xvfb, xfce4, x11vnc, novnc */
+  processes: Record<string, DesktopProcessState>;
+}
+
+/** A visible window of a desktop, with its place, size and whether it has the focus. */
+export interface DesktopWindow {
+  id: number;
+  title: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  /** it has the focus */
+  active: boolean;
+}
+
+/** A desktop's live view: noVNC's page through the server, a URL that works on its own in a browser until it expires. */
+export interface DesktopStream {
+  /** noVNC's page, served through this server; it works on its own in a browser until it expires */
+  url: string;
+  view_only: boolean;
+  expires_at: string;
+}
+
+/** What a click sends: where (or where the pointer is), the button, how many clicks, and keys held. */
+export interface DesktopClickOptions {
+  /** where; both or neither of x and y (neither: where the pointer is) */
+  x?: number;
+  /** where */
+  y?: number;
+  /** default left */
+  button?: "left" | "middle" | "right";
+  /** 1 (default), 2 for a double click, 3 for a triple */
+  count?: number;
+  /** keys held while it clicks: ["shift"] */
+  modifiers?: string[];
+}
+
 /** What an ssh client pins and logs in as, once a sandbox's sshd is ready for its keys. */
 export interface SshAccess {
   /** the account the keys were authorized for */

@@ -1,7 +1,8 @@
 // The REST interface: the ForgeVM API under /api/v1 (one file of routes/ per resource), its OpenAPI
 // document, and the Prometheus exposition at /metrics. Its callers send the API key as X-API-Key;
 // a browser's EventSource and WebSocket, which cannot set headers, send it as a query parameter
-// or cookie on those two routes alone.
+// or cookie on those two routes alone; a desktop's live view carries a token of its own in its
+// path (routes/desktop-stream.ts).
 import type { FastifyInstance } from "fastify";
 import type { Forge } from "../../core/forge.js";
 import { browserStreamKeyMatches } from "../../http/browser-keys.js";
@@ -12,6 +13,8 @@ import { balloonRoutes } from "./routes/balloon.js";
 import { buildRoutes } from "./routes/builds.js";
 import { codeRoutes } from "./routes/code.js";
 import { commitRoutes } from "./routes/commit.js";
+import { desktopStreamRoutes, streamTokenAdmits } from "./routes/desktop-stream.js";
+import { desktopRoutes } from "./routes/desktop.js";
 import { environmentRoutes } from "./routes/environments.js";
 import { eventRoutes } from "./routes/events.js";
 import { execWsRoutes } from "./routes/exec-ws.js";
@@ -42,7 +45,8 @@ export interface RestOptions {
 export function restInterface({ forge, version, maxOutputBytes }: RestOptions): ServerInterface {
   return {
     name: "rest",
-    admits: (req, apiKey) => browserStreamKeyMatches(req.url, req.headers.cookie, apiKey),
+    admits: (req, apiKey) => browserStreamKeyMatches(req.url, req.headers.cookie, apiKey) || streamTokenAdmits(forge, req),
+    fromSandboxedPage: (req) => streamTokenAdmits(forge, req),
     async register(app: FastifyInstance) {
       await app.register(
         async (api) => {
@@ -60,6 +64,8 @@ export function restInterface({ forge, version, maxOutputBytes }: RestOptions): 
           await api.register(networkRoutes, { forge });
           await api.register(sshRoutes, { forge });
           await api.register(balloonRoutes, { forge });
+          await api.register(desktopRoutes, { forge });
+          await api.register(desktopStreamRoutes, { forge });
           await api.register(imageRoutes, { forge });
           await api.register(commitRoutes, { forge });
           await api.register(volumeRoutes, { forge });

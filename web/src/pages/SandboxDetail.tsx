@@ -1,9 +1,11 @@
 // One sandbox: its details and live charts (host and guest, 10 m / 1 h / 24 h), a terminal,
-// files, processes, the console log, network (components/NetworkTab.tsx) and the actions:
+// files, processes, the console log, network (components/NetworkTab.tsx), the desktop of a
+// desktop sandbox (components/DesktopTab.tsx) and the actions:
 // snapshot, fork, stop/start, extend, destroy.
 import { useRef, useState } from "react";
 import { api, bytes, q, relative } from "../api";
 import { Chart } from "../components/Chart";
+import { DesktopTab } from "../components/DesktopTab";
 import { FileBrowser } from "../components/FileBrowser";
 import { NetworkTab } from "../components/NetworkTab";
 import { Terminal } from "../components/Terminal";
@@ -33,7 +35,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
   const running = s?.state === "running";
   const usable = running || s?.state === "paused";
   const active = tab ?? "Overview";
-  const tabs = ["Overview", "Terminal", "Files", "Processes", "Logs", "Network"];
+  const tabs = ["Overview", "Terminal", "Files", "Processes", "Logs", "Network", "Desktop"];
   return (
     <div className="page">
       <div className="page-head">
@@ -116,6 +118,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
       {/* A paused or stopped sandbox's network is the one it keeps for when it runs again. */}
       {active === "Network" &&
         (running || s?.state === "paused" || s?.state === "stopped" ? <NetworkTab id={id} onError={setError} /> : <p className="muted">the sandbox is not running</p>)}
+      {active === "Desktop" && s && <DesktopTab id={id} state={s.state} />}
     </div>
   );
 }

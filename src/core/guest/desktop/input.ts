@@ -37,31 +37,51 @@ export async function move(guest: DesktopGuest, x: number, y: number): Promise<v
   await runOnDesktop(guest, `xdotool mousemove --sync ${x} ${y}`, { points: [{ x, y, field: "x, y" }] });
 }
 
-/** A click at (x, y), or where the pointer is when neither is given. */
-export async function click(guest: DesktopGuest, o: { x?: number; y?: number; button?: string; double?: boolean }): Promise<void> {
+/** A click at (x, y), or where the pointer is when neither is given; `count` clicks (a double click is 2), `modifiers` held. */
+export async function click(guest: DesktopGuest, o: { x?: number; y?: number; button?: string; double?: boolean; count?: number; modifiers?: string[] }): Promise<void> {
   const b = button(o.button);
+  const count = o.count ?? (o.double ? 2 : 1);
+  if (!Number.isInteger(count) || count < 1 || count > 3) throw badRequest(`count must be 1, 2 or 3 clicks, got ${count}`);
   const at = pointOrPointer(o);
-  await runOnDesktop(guest, `${moveTo(at)}xdotool click --repeat ${o.double ? 2 : 1} ${b}`, { points: at ? [at] : [] });
+  await runOnDesktop(guest, `${moveTo(at)}${holding(o.modifiers, `xdotool click --repeat ${count} ${b}`)}`, { points: at ? [at] : [] });
 }
 
-/** Presses a button at one point, moves to another and releases it there. */
-export async function drag(guest: DesktopGuest, o: { startX: number; startY: number; endX: number; endY: number; button?: string }): Promise<void> {
+/** `command` with these keys held down (released whatever it does). */
+function holding(modifiers: string[] | undefined, command: string): string {
+  if (!modifiers?.length) return command;
+  const keys = combination(modifiers, "modifiers");
+  return `xdotool keydown ${keys} && ${command}; r=$?; xdotool keyup ${keys}; exit $r`;
+}
+
+/** Presses (`down`) or releases a button, at (x, y) or where the pointer is: a drag a client makes step by step. */
+export async function pressButton(guest: DesktopGuest, o: { x?: number; y?: number; button?: string; down: boolean }): Promise<void> {
+  const b = button(o.button);
+  const at = pointOrPointer(o);
+  await runOnDesktop(guest, `${moveTo(at)}xdotool ${o.down ? "mousedown" : "mouseup"} ${b}`, { points: at ? [at] : [] });
+}
+
+/** Presses a button at one point, moves to another and releases it there; `fields` names the two points for errors as the caller's request does. */
+export async function drag(
+  guest: DesktopGuest,
+  o: { startX: number; startY: number; endX: number; endY: number; button?: string },
+  fields: [start: string, end: string] = ["startX, startY", "endX, endY"],
+): Promise<void> {
   const b = button(o.button);
   await runOnDesktop(guest, `xdotool mousemove --sync ${o.startX} ${o.startY} mousedown ${b} && xdotool mousemove --sync ${o.endX} ${o.endY} && xdotool mouseup ${b}`, {
     points: [
-      { x: o.startX, y: o.startY, field: "startX, startY" },
-      { x: o.endX, y: o.endY, field: "endX, endY" },
+      { x: o.startX, y: o.startY, field: fields[0] },
+      { x: o.endX, y: o.endY, field: fields[1] },
     ],
   });
 }
 
-export async function scroll(guest: DesktopGuest, o: { x?: number; y?: number; direction: string; amount?: number }): Promise<void> {
+export async function scroll(guest: DesktopGuest, o: { x?: number; y?: number; direction: string; amount?: number; modifiers?: string[] }): Promise<void> {
   const wheel = WHEEL[String(o.direction).toLowerCase() as ScrollDirection];
   if (!wheel) throw badRequest(`direction must be up, down, left or right, got "${String(o.direction).slice(0, 20)}"`);
   const amount = o.amount ?? 1;
   if (!Number.isInteger(amount) || amount < 1 || amount > 100) throw badRequest(`amount must be an integer from 1 to 100, got ${amount}`);
   const at = pointOrPointer(o);
-  await runOnDesktop(guest, `${moveTo(at)}xdotool click --repeat ${amount} ${wheel}`, { points: at ? [at] : [] });
+  await runOnDesktop(guest, `${moveTo(at)}${holding(o.modifiers, `xdotool click --repeat ${amount} ${wheel}`)}`, { points: at ? [at] : [] });
 }
 
 /** Types text as key presses (from stdin: any character, nothing for a shell to read), `delayMs` between keys. */
@@ -80,4 +100,10 @@ export async function press(guest: DesktopGuest, keys: string | string[], modifi
   if (!Array.isArray(modifiers)) throw badRequest("modifiers must be a list of key names");
   const combo = [...modifiers.map((m) => combination(m, "modifiers")), combination(keys, field)].join("+");
   await runOnDesktop(guest, `xdotool key --clearmodifiers ${combo}`);
+}
+
+/** Presses combinations one after the other ("ctrl+a", "Delete"), all checked before the first is pressed. */
+export async function pressEach(guest: DesktopGuest, combos: string[], field = "keys"): Promise<void> {
+  if (combos.length === 0 || combos.length > 32) throw badRequest(`${field} must name 1 to 32 keys or combinations`);
+  await runOnDesktop(guest, `xdotool key --clearmodifiers ${combos.map((c) => combination(c, field)).join(" ")}`);
 }

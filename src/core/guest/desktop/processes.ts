@@ -17,8 +17,9 @@ export type DesktopProcess = (typeof DESKTOP_PROCESSES)[number];
 const FIND: Record<DesktopProcess, { pgrep: string; log: string }> = {
   xvfb: { pgrep: "-x Xvfb.real", log: "/tmp/xvfb.log" },
   xfce4: { pgrep: "-x xfce4-session", log: "/tmp/xfce4.log" },
-  x11vnc: { pgrep: "-x x11vnc", log: "/tmp/forgevm-x11vnc.log" },
-  novnc: { pgrep: "-f '^[^ ]*python3[^ ]* [^ ]*websockify'", log: "/tmp/forgevm-novnc.log" },
+  // The interactive view's pair, by port: a watch-only pair may run beside it (stream.ts).
+  x11vnc: { pgrep: "-f '^x11vnc .*-rfbport 5900( |$)'", log: "/tmp/forgevm-x11vnc.log" },
+  novnc: { pgrep: "-f '^[^ ]*python3[^ ]* [^ ]*websockify .*6080 '", log: "/tmp/forgevm-novnc.log" },
 };
 
 export interface ProcessState {
@@ -26,13 +27,21 @@ export interface ProcessState {
   pid?: number;
 }
 
-const DESKTOP_USER = `u=$(ps -o user= -p "$(pgrep -x Xvfb.real | head -n1)" 2>/dev/null | tr -d ' '); [ -n "$u" ] || u=root`;
-const START_VIEW = `${DESKTOP_USER}
+/** Sets $u to the display's owner, whom the VNC servers run as. */
+export const DESKTOP_USER = `u=$(ps -o user= -p "$(pgrep -x Xvfb.real | head -n1)" 2>/dev/null | tr -d ' '); [ -n "$u" ] || u=root`;
+/** Starts the interactive live view (VNC on 5900, noVNC on 6080) where it does not run, and waits for noVNC to listen. */
+export const START_VIEW = `${DESKTOP_USER}
 pgrep ${FIND.x11vnc.pgrep} >/dev/null || runuser -u "$u" -- setsid -f x11vnc -display :0 -forever -shared -wait 50 -rfbport 5900 -nopw -localhost >${FIND.x11vnc.log} 2>&1
 pgrep ${FIND.novnc.pgrep} >/dev/null || runuser -u "$u" -- setsid -f websockify --web /usr/share/novnc 6080 localhost:5900 >${FIND.novnc.log} 2>&1
 i=0; until ss -ltn 2>/dev/null | grep -q ':6080 ' || [ $i -ge 100 ]; do i=$((i + 1)); sleep 0.1; done
 `;
-const STOP_VIEW = `pkill ${FIND.novnc.pgrep}; pkill ${FIND.x11vnc.pgrep}; true
+/**
+ * Stops every live view, the interactive one and a watch-only one beside it, and waits until they
+ * are gone: an x11vnc can take seconds to act on its TERM while its display is busy, so whatever
+ * is left after 3 s is killed.
+ */
+export const STOP_VIEW = `end() { pkill "$@"; i=0; while pgrep "$@" >/dev/null; do i=$((i + 1)); [ $i -lt 30 ] || { pkill -KILL "$@"; break; }; sleep 0.1; done; }
+end -f '^[^ ]*python3[^ ]* [^ ]*websockify'; end -x x11vnc; true
 `;
 
 function known(name: string): DesktopProcess {

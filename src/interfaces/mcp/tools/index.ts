@@ -2,6 +2,7 @@
 // contract (docs/mcp.md); test/vm/mcp.test.ts checks this list against it.
 import type { Tool } from "../tool.js";
 import { fork, restore, snapshot } from "./copies.js";
+import { computer } from "./desktop.js";
 import { exec, runCode } from "./exec.js";
 import { download, listFiles, readFile, upload, writeFile } from "./files.js";
 import { images, pullImage, templates } from "./images.js";
@@ -28,6 +29,7 @@ export const TOOLS: Tool[] = [
   images,
   pullImage,
   templates,
+  computer,
 ];
 
 export const TOOLS_BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));
