@@ -1,7 +1,9 @@
 // Benchmark of the desktop image (docs/desktop.md), in one Forge: spawn → first screenshot, cold
 // (a boot: systemd, X and the XFCE session) and restored from the image's base snapshot (the
 // desktop already up); a screenshot's latency and size (scrot, then the file read back, as E2B's
-// desktop SDK does); a click → screenshot round trip; idle memory ten seconds after a restore (the
+// desktop SDK does, and as core's desktop operations take one for REST, MCP and Daytona: one command
+// whose output carries the image); a click → screenshot round trip, both ways; a change of screen
+// size (a mode of the running X server, and back); idle memory ten seconds after a restore (the
 // guest's count and its VMM's PSS); Firefox from its start to a page on the screen, in a restored
 // desktop, with the profile the image carries (made when the image is built) and without it (as
 // Firefox's own first start makes one). The default image's restore → first exec, in the same
@@ -10,6 +12,7 @@
 import { readFile } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
+import * as desktop from "../src/core/guest/desktop/index.js";
 import type { Sandbox } from "../src/index.js";
 import { DEFAULT_IMAGE, DESKTOP_IMAGE } from "../src/images/store.js";
 import { preparedSystemImage } from "../src/setup/index.js";
@@ -18,7 +21,7 @@ import { pct } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" } } });
 const RUNS = Number(values.runs);
-/** The size E2B's desktop template gets here (interfaces/e2b/templates.ts). */
+/** The desktop image at its own size (2 GiB, two vCPUs): what every interface's create gets. */
 const DESKTOP = { image: DESKTOP_IMAGE, memoryMb: 2048, vcpus: 2 };
 const AS_USER = { user: "user", env: { DISPLAY: ":0" } };
 const round = (x: number) => Math.round(x * 10) / 10;
@@ -111,6 +114,28 @@ async function main() {
       await screenshot(sb);
       clicks.push(performance.now() - t0);
     }
+    // The same through core's desktop operations (REST, MCP, Daytona's computer use).
+    const coreShots: number[] = [];
+    const coreSizes: number[] = [];
+    const coreClicks: number[] = [];
+    for (let i = 0; i < RUNS * 2; i++) {
+      t0 = performance.now();
+      coreSizes.push((await desktop.screenshot(sb)).data.length);
+      coreShots.push(performance.now() - t0);
+      t0 = performance.now();
+      await desktop.click(sb, { x: 120 + i * 20, y: 110 + i * 10 });
+      await desktop.screenshot(sb);
+      coreClicks.push(performance.now() - t0);
+    }
+    const screens: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      t0 = performance.now();
+      await desktop.setScreen(sb, { width: 1280, height: 800 });
+      screens.push(performance.now() - t0);
+      t0 = performance.now();
+      await desktop.setScreen(sb, { width: 1024, height: 768 });
+      screens.push(performance.now() - t0);
+    }
     await new Promise((r) => setTimeout(r, 10_000));
     const used = Number((await sb.exec("awk '/^MemTotal/{t=$2} /^MemAvailable/{a=$2} END{print int((t-a)/1024)}' /proc/meminfo")).stdout.trim());
     const pss = await pssMib(forge.sandboxes.get(sb.id).vm_pid!);
@@ -134,6 +159,10 @@ async function main() {
           screenshot_ms: summary(shots),
           screenshot_png_bytes: summary(sizes),
           click_to_screenshot_ms: summary(clicks),
+          core_screenshot_ms: summary(coreShots),
+          core_screenshot_png_bytes: summary(coreSizes),
+          core_click_to_screenshot_ms: summary(coreClicks),
+          screen_change_ms: summary(screens),
           idle_guest_used_mib: used,
           idle_vmm_pss_mib: pss,
           firefox_first_page: firefox,
@@ -141,6 +170,7 @@ async function main() {
             restored_screenshot_to_default_exec: round(restoredP50 / pct(baseline, 50)),
             cold_to_restored: round(cold / restoredP50),
             firefox_fresh_to_image_profile: round(firefox.fresh_profile.ms / firefox.image_profile.ms),
+            core_screenshot_to_sdk_way: round(pct(coreShots, 50) / pct(shots, 50)),
           },
           wall_s: Math.round((Date.now() - started) / 1000),
         },

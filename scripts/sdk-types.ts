@@ -32,6 +32,7 @@ const TYPES: [name: string, from: Source, doc: string][] = [
   ["VolumeMount", { schema: "VolumeMount" }, "A named volume mounted in a sandbox."],
   ["HostDirMount", { schema: "HostDirMount" }, "A host directory mounted in a sandbox."],
   ["BalloonInfo", { response: ["get", "/sandboxes/{id}/balloon", 200] }, "A sandbox's balloon: the memory it was given, what the balloon leaves it, and what its guest counts."],
+  ["DesktopScreen", { schema: "DesktopScreen" }, "A desktop's screen: its size and DPI (a spawn's `screen`, or `desktop.setScreen`)."],
   ["DesktopProcessState", { schema: "DesktopProcessState" }, "One of a desktop's processes: whether it runs, and its pid."],
   ["DesktopInfo", { response: ["get", "/sandboxes/{id}/desktop", 200] }, "A sandbox's desktop: whether it runs, its screen's size, and its processes."],
   ["DesktopWindow", { response: ["get", "/sandboxes/{id}/desktop/windows", 200] }, "A visible window of a desktop, with its place, size and whether it has the focus."],

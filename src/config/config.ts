@@ -41,7 +41,7 @@ export function defaultConfig(env: NodeJS.ProcessEnv = process.env): Config {
     memory: { reclaim_after: "10m", ksm: false },
     pool: { enabled: false, max_vms: 10, max_users_per_vm: 5, image: "", memory_mb: 2048, vcpus: 2, overflow: "reject", queue_timeout: "30s" },
     limits: { pids_max: 1024, memory_reserve_mb: 48 },
-    network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048, upstream_ca_file: "" },
+    network: { default: "none", allow_private: [], presets_file: "", cache: false, cache_max_mb: 2048, upstream_ca_file: "", hosts: {} },
     mounts: { host_dirs: [] },
     forward: { ssh_agent: "" },
     e2b: { domain: "" },

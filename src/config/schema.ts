@@ -93,6 +93,8 @@ export const ConfigSchema = Type.Object(
         cache_max_mb: Type.Integer({ minimum: 16, maximum: 1048576 }),
         /** CAs (a PEM file) the egress proxy trusts, with the host's, for destinations whose requests it reads to add egress rules' headers. */
         upstream_ca_file: Type.String(),
+        /** Names the egress proxy resolves to these addresses without DNS (an internal service with no DNS entry, as Docker's --add-host); the operator allows those addresses. */
+        hosts: Type.Record(Type.String({ minLength: 1, maxLength: 253 }), Type.String({ pattern: "^[0-9A-Fa-f:.]{2,45}$", description: "an IPv4 or IPv6 address" })),
       },
       strict,
     ),

@@ -54,6 +54,7 @@ export function forgeOptions(cfg: Config, env: NodeJS.ProcessEnv = {}): ForgeOpt
       cache: cfg.network.cache,
       cacheMaxMb: cfg.network.cache_max_mb,
       upstreamCaFile: cfg.network.upstream_ca_file || undefined,
+      hostsOverride: Object.keys(cfg.network.hosts).length ? cfg.network.hosts : undefined,
     },
     pool: {
       enabled: cfg.pool.enabled,

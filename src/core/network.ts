@@ -18,6 +18,7 @@ import { AddressSet } from "../net/addresses.js";
 import { trustEnv } from "./guest/trust.js";
 import type { NetworkRecord } from "../store/sandboxes.js";
 import { badRequest, conflict, notFound, sandboxGone } from "../http/errors.js";
+import { GUEST_PROXY_ADDR, GUEST_PROXY_PORT } from "../schemas/guest-egress.js";
 
 export type NetworkMode = NetworkRecord["mode"];
 export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];
@@ -25,13 +26,9 @@ export const NETWORK_MODES: NetworkMode[] = ["none", "allowlist", "full"];
 /** No network: what a sandbox that asked for none has, and what a row without one means. */
 export const NO_NETWORK: NetworkRecord = { mode: "none", allow: [], ports: [] };
 
-/** Where the egress proxy answers inside the guest. */
-export const PROXY_ADDR = "127.0.0.1";
-export const PROXY_PORT = 3128;
-
 /** Environment that points HTTP clients in the guest at the egress proxy. */
 export function proxyEnv(): Record<string, string> {
-  const url = `http://${PROXY_ADDR}:${PROXY_PORT}`;
+  const url = `http://${GUEST_PROXY_ADDR}:${GUEST_PROXY_PORT}`;
   const none = "localhost,127.0.0.1,::1";
   return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, NO_PROXY: none, no_proxy: none };
 }
@@ -390,7 +387,7 @@ function portSpec(spec: string, field: string): PortMapping {
 
 /** Listens on the guest's proxy port and hands each connection over as a duplex stream. */
 function listenForProxy(guest: Guest, onConnection: (d: ReturnType<typeof tunnelDuplex>) => void): GuestListener {
-  return guest.listen({ addr: PROXY_ADDR, port: PROXY_PORT }, (conn) => {
+  return guest.listen({ addr: GUEST_PROXY_ADDR, port: GUEST_PROXY_PORT }, (conn) => {
     if (!guest.isOpen) return;
     onConnection(tunnelDuplex(guest.connect({ conn })));
   });

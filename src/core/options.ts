@@ -76,8 +76,9 @@ export interface NetworkOptions {
   /** A JSON file of extra egress presets ({"@name": ["host", …]}). */
   presetsFile?: string;
   /**
-   * Test only: the egress proxy resolves these names to these addresses, trusted as if the
-   * operator allowed them (a local server standing in for a public host).
+   * The egress proxy resolves these names to these addresses without DNS, trusted as if the
+   * operator allowed them (`network.hosts`: an internal service with no DNS entry; in tests, a
+   * local server standing in for a public host).
    */
   hostsOverride?: Record<string, string>;
   /** Allowlisted sandboxes use the package cache unless a spawn says otherwise. */
@@ -185,6 +186,8 @@ export interface SpawnOptions {
    * Costs its RAM's sharing with the base snapshot (see docs/benchmarks.md). Default: its template's, else false.
    */
   forkable?: boolean;
+  /** A desktop sandbox's screen (the desktop image): its size and DPI, set once it runs. */
+  screen?: { width: number; height: number; dpi?: number };
   /** A key its client sends with every try of this create: a sandbox already made with it is returned, not made again. */
   idempotencyKey?: string;
   /** At its expiry pause it instead of destroying it; with `autoResume`, a call for it while paused wakes it to live `resumeTtlMs`. */

@@ -36,6 +36,14 @@ export interface ImageMeta {
   config?: import("./oci.js").ImageConfig;
   /** "systemd": a system image, which boots systemd as init with the agent as its service (docs/system-images.md). */
   init?: "systemd";
+  /** The size a sandbox of it gets when neither its spawn nor its template says (the desktop image: 2 GiB, two vCPUs). */
+  sandboxSize?: ImageSize;
+}
+
+/** An image's own idea of the machine it needs. */
+export interface ImageSize {
+  memoryMb: number;
+  vcpus: number;
 }
 
 /** What a sandbox of this image boots as init when its spawn does not say: systemd, or the agent itself (null). */
@@ -108,7 +116,13 @@ export async function resolveImage(paths: Paths, name: string = DEFAULT_IMAGE): 
     await stat(rootfs);
     return { ...meta, dir, rootfs };
   } catch {
-    const hint = wanted === DEFAULT_IMAGE ? "run ./setup.sh to build it" : `local images: ${(await listImages(paths)).map((i) => familiarName(i.name)).join(", ") || "none"}`;
+    const canonical = canonicalName(wanted);
+    const hint =
+      wanted === DEFAULT_IMAGE
+        ? "run ./setup.sh to build it"
+        : canonical === DESKTOP_IMAGE || canonical === SYSTEM_IMAGE
+          ? `build it on the server's machine: sudo forgevm image system ${canonical === DESKTOP_IMAGE ? "desktop" : "debian-12"} (a few minutes, from Debian's archive)`
+          : `local images: ${(await listImages(paths)).map((i) => familiarName(i.name)).join(", ") || "none"}`;
     throw new ImageNotFoundError(`image "${familiarName(wanted)}" is not in ${paths.imagesDir} (${hint})`);
   }
 }

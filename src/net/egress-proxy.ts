@@ -34,8 +34,8 @@ export interface EgressProxyOptions {
   /** Networks the operator lets guests reach although they are private or the host's own. */
   allowPrivate?: string[];
   /**
-   * Test only: names resolved to these addresses instead of through DNS, and trusted as if the
-   * operator had allowed them (a local test server standing in for a public host).
+   * Names resolved to these addresses instead of through DNS, and trusted as if the operator had
+   * allowed them (network.hosts; in tests, a local server standing in for a public host).
    */
   hostsOverride?: Record<string, string>;
   /** Resolver (default: the system's, via getaddrinfo). */
@@ -322,7 +322,7 @@ export class EgressProxy {
     const listed = matchHost(rules, t.host, t.port);
     if (!listed && !deny) throw new Refusal(403, `${t.host}:${t.port} is not on this sandbox's allowlist`);
     const rule = listed ?? OPEN;
-    // A test override is trusted for its own name only, never for the address it maps to.
+    // A name the operator mapped (network.hosts) is trusted for its own name only, never for the address it maps to.
     const override = this.opts.hostsOverride?.[t.host];
     if (override) {
       if (!listed && deny?.has(override) && !matchAddress(rules, override, t.port))

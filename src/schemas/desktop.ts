@@ -2,7 +2,27 @@
 // input, windows and the live view. Coordinates are the screen's pixels from its top left corner;
 // a point off the screen is refused with the screen's size.
 import { Type } from "typebox";
-import { Body } from "./rest.js";
+import { Body } from "./fields.js";
+
+/** The screen a desktop boots with when its spawn does not say: E2B's desktop SDK's defaults. */
+export const DEFAULT_SCREEN = { width: 1024, height: 768, dpi: 96 };
+/**
+ * The largest screen a desktop takes: its X server's framebuffer, allocated when it starts, within
+ * which a screen size is a mode switched to (RandR) without a restart. Only the part in use is
+ * drawn, so the larger framebuffer costs a sandbox almost nothing.
+ */
+export const MAX_SCREEN = { width: 2560, height: 1600 };
+/** The desktop image's script that sets the running screen: `screen WIDTH HEIGHT [DPI]`. */
+export const SCREEN_SCRIPT = "/usr/local/lib/forgevm-desktop/screen";
+
+export const ScreenRequest = Body(
+  {
+    width: Type.Integer({ minimum: 320, maximum: MAX_SCREEN.width, description: "pixels" }),
+    height: Type.Integer({ minimum: 240, maximum: MAX_SCREEN.height, description: "pixels" }),
+    dpi: Type.Optional(Type.Integer({ minimum: 48, maximum: 480, description: "what applications scale text and icons by (default: as it is; 96 at first)" })),
+  },
+  { $id: "DesktopScreen", description: "A desktop's screen: its size and DPI" },
+);
 
 const Coordinate = (description: string) => Type.Integer({ minimum: -1_000_000, maximum: 1_000_000, description });
 const Button = Type.Union([Type.Literal("left"), Type.Literal("middle"), Type.Literal("right")], { description: "default left" });

@@ -4,13 +4,13 @@
 // wire message. They validate requests, shape responses and generate the OpenAPI document
 // (committed as docs/openapi.json; a test fails when it drifts). Request bodies refuse fields
 // they do not define, so a typo is a 400 that names it rather than a default taking its place.
-import { Type, type Static, type TProperties } from "typebox";
-import { StringMap } from "./fields.js";
+import { Type, type Static } from "typebox";
+import { Body, StringMap } from "./fields.js";
 import { MAX_TTL_MS } from "./durations.js";
 import { DiskMb, MemoryMb, Vcpus } from "./fields.js";
+import { ScreenRequest } from "./desktop.js";
 
-/** A request body: unknown fields are refused. */
-export const Body = <T extends TProperties>(props: T, opts: { $id?: string; description?: string } = {}) => Type.Object(props, { ...opts, additionalProperties: false });
+export { Body };
 
 export { StringMap };
 
@@ -257,6 +257,7 @@ export const SpawnRequest = Body(
           "Keep its RAM in a file of its own: forks stop it only to copy that file (children share the copy's pages), pauses and resumes copy nothing. Default: its template's, else false.",
       }),
     ),
+    screen: Type.Optional(ScreenRequest),
     name: Type.Optional(
       Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", description: "A name to use instead of the id anywhere (unique among sandboxes not yet gone)." }),
     ),

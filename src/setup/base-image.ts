@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Paths } from "../config/paths.js";
-import { CODE_IMAGE, DEFAULT_IMAGE, DESKTOP_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta } from "../images/store.js";
+import { CODE_IMAGE, DEFAULT_IMAGE, DESKTOP_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta, type ImageSize } from "../images/store.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 import { DESKTOP_AFTER, DESKTOP_FILES, DESKTOP_PACKAGES, DESKTOP_WARM } from "./desktop-image.js";
@@ -51,6 +51,8 @@ interface BuiltIn {
   after?: string;
   /** "systemd": a system image (docs/system-images.md). */
   init?: "systemd";
+  /** The size its sandboxes get when their spawn does not say (ImageMeta.size). */
+  sandboxSize?: ImageSize;
   /** Files written into it (paths relative to its root) after the packages and before `after`. */
   files?: Record<string, string>;
   /**
@@ -80,6 +82,8 @@ export const SYSTEM_IMAGES: Record<string, BuiltIn> = {
     after: [SYSTEM_AFTER, ...DESKTOP_AFTER].join(" && "),
     init: "systemd",
     warm: DESKTOP_WARM,
+    // XFCE, Firefox and the X server want more than a shell does.
+    sandboxSize: { memoryMb: 2048, vcpus: 2 },
   },
 };
 
@@ -146,14 +150,15 @@ export async function baseImageBuilt(paths: Paths, name: string): Promise<boolea
   return meta?.description === describe(image);
 }
 
-function describe({ packages, extras = [], after, init, files = {}, warm }: BuiltIn): string {
+function describe({ packages, extras = [], after, init, files = {}, warm, sandboxSize: size }: BuiltIn): string {
   const own = Object.keys(files).length
     ? ` (${createHash("sha256")
         .update(JSON.stringify(warm ? [files, after, warm] : [files, after]))
         .digest("hex")
         .slice(0, 8)})`
     : "";
-  return `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}${init ? `, booted by ${init}${own}` : ""}`;
+  const sized = size ? `; sandboxes of ${size.memoryMb} MiB, ${size.vcpus} vCPUs` : "";
+  return `Debian 12 bookworm minbase with ${[...packages, ...extras].join(", ")}${after?.includes(ADD_USER) ? ", and user" : ""}${init ? `, booted by ${init}${own}` : ""}${sized}`;
 }
 
 /** Whether `image` is to be built: not in the store, or there with another package list (said in the log). */
@@ -243,6 +248,7 @@ async function finishDebianImage(paths: Paths, image: BuiltIn, staging: string, 
     size,
     description: describe(image),
     ...(init ? { init } : {}),
+    ...(image.sandboxSize ? { sandboxSize: image.sandboxSize } : {}),
   };
   await writeFile(join(staging, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
   await rm(await storedImageDir(paths, name), { recursive: true, force: true });

@@ -9,6 +9,9 @@
 // wrapped (dpkg-divert) so that a client asking for the screen that runs keeps it, and one asking
 // for another size gets a new X server of that size, whose session it then starts.
 
+import { DEFAULT_SCREEN, MAX_SCREEN, SCREEN_SCRIPT } from "../schemas/desktop.js";
+import { GUEST_CA_FILE, GUEST_PROXY_ADDR, GUEST_PROXY_PORT } from "../schemas/guest-egress.js";
+
 /** The packages (Debian bookworm's names), installed without their recommendations. */
 export const DESKTOP_PACKAGES = [
   "xvfb",
@@ -35,11 +38,35 @@ export const DESKTOP_PACKAGES = [
   "adwaita-icon-theme",
 ];
 
-/** The screen a desktop boots with when its spawn does not say: E2B's desktop SDK's defaults. */
-export const DEFAULT_SCREEN = { width: 1024, height: 768, dpi: 96 };
-
-/** Where the running desktop's screen is written (by the start script), read by the wrappers. */
+/** Where the desktop's screen is kept (by the screen script), read at boot. */
 const SCREEN_FILE = "/etc/forgevm/desktop.env";
+
+const SCREEN = `#!/bin/sh
+# Sets the running display's screen to WIDTH x HEIGHT (within the X server's framebuffer) and, when
+# given, its DPI, without restarting anything: the X server switches to a mode of that size (RandR)
+# and the session's windows follow; the DPI is what applications read (Xft/DPI in XFCE's settings,
+# for the session's user). Kept in ${SCREEN_FILE} for the next boot. Exit 3: larger than the framebuffer.
+set -eu
+export DISPLAY=\${DISPLAY:-:0}
+w=$1 h=$2 dpi=\${3:-}
+max=$(xrandr 2>/dev/null | sed -n 's/.*maximum \\([0-9]*\\) x \\([0-9]*\\).*/\\1 \\2/p')
+set -- $max
+[ "$w" -le "\${1:-0}" ] && [ "$h" -le "\${2:-0}" ] || exit 3
+mode="\${w}x\${h}"
+xrandr | grep -q "^ *$mode " || { xrandr --newmode "$mode" 0 "$w" 0 0 0 "$h" 0 0 0; xrandr --addmode screen "$mode"; }
+xrandr --output screen --mode "$mode"
+old=$( [ -r ${SCREEN_FILE} ] && sed -n 's/^DPI=//p' ${SCREEN_FILE} )
+if [ -n "$dpi" ] && pid=$(pgrep -o -x xfce4-session); then
+  bus=$(tr '\\0' '\\n' <"/proc/$pid/environ" | sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p')
+  as=""
+  [ "$(id -u)" = 0 ] && as="runuser -u $(ps -o user= -p "$pid" | tr -d ' ') --"
+  $as env DISPLAY="$DISPLAY" DBUS_SESSION_BUS_ADDRESS="$bus" xfconf-query -c xsettings -p /Xft/DPI -n -t int -s "$dpi"
+fi
+# Only root keeps it: the boot (as the session's user) sets what the file says.
+[ "$(id -u)" = 0 ] || exit 0
+mkdir -p ${SCREEN_FILE.slice(0, SCREEN_FILE.lastIndexOf("/"))}
+printf 'WIDTH=%s\\nHEIGHT=%s\\nDPI=%s\\n' "$w" "$h" "\${dpi:-\${old:-${DEFAULT_SCREEN.dpi}}}" >${SCREEN_FILE}.new && mv ${SCREEN_FILE}.new ${SCREEN_FILE}
+`;
 
 const START = `#!/bin/sh
 # Starts the display and the XFCE session on it, and returns once the session's panel is on the
@@ -48,27 +75,30 @@ set -u
 [ -r ${SCREEN_FILE} ] && . ${SCREEN_FILE}
 : "\${WIDTH:=${DEFAULT_SCREEN.width}}" "\${HEIGHT:=${DEFAULT_SCREEN.height}}" "\${DPI:=${DEFAULT_SCREEN.dpi}}"
 export DISPLAY=:0
-setsid -f /usr/bin/Xvfb.real :0 -ac -screen 0 "\${WIDTH}x\${HEIGHT}x24" -retro -dpi "$DPI" -nolisten tcp -nolisten unix >/tmp/xvfb.log 2>&1
+# The framebuffer is the largest screen; the screen in use is a mode within it.
+setsid -f /usr/bin/Xvfb.real :0 -ac -screen 0 ${MAX_SCREEN.width}x${MAX_SCREEN.height}x24 -retro -dpi "$DPI" -nolisten tcp -nolisten unix >/tmp/xvfb.log 2>&1
 i=0
 until xdpyinfo >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { echo "X did not start" >&2; exit 1; }; sleep 0.1; done
+${SCREEN_SCRIPT} "$WIDTH" "$HEIGHT"
 xset s off -dpms
 setsid -f /usr/bin/startxfce4.real >/tmp/xfce4.log 2>&1
 i=0
 until xdotool search --onlyvisible --class xfce4-panel >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 1200 ] || { echo "the XFCE panel did not appear" >&2; exit 1; }; sleep 0.1; done
+${SCREEN_SCRIPT} "$WIDTH" "$HEIGHT" "$DPI"
 `;
 
 const XVFB = `#!/bin/sh
 # The desktop runs from boot (forgevm-desktop.service). A client that starts an X server itself, as
-# E2B's desktop SDK does on create, keeps the running one when it asks for the same screen, and gets
-# a new one of the size it asks for otherwise (the old one's session ends with it).
+# E2B's desktop SDK does on create, keeps the running one and gets the screen it asks for as a mode
+# of it (the screen script: no restart); one larger than the running server's framebuffer gets a
+# new server of that size (the old one's session ends with it).
 display=\${1:-}
 case "$display" in :[0-9]*) ;; *) exec /usr/bin/Xvfb.real "$@" ;; esac
 want=$(printf '%s\\n' "$*" | sed -n 's/.*-screen [0-9][0-9]* \\([0-9][0-9]*x[0-9][0-9]*\\).*/\\1/p')
 dpi=$(printf '%s\\n' "$*" | sed -n 's/.*-dpi \\([0-9][0-9]*\\).*/\\1/p')
-if info=$(xdpyinfo -display "$display" 2>/dev/null); then
-  have=$(printf '%s\\n' "$info" | awk '/dimensions:/ {print $2; exit}')
-  havedpi=$(printf '%s\\n' "$info" | awk '/resolution:/ {split($2, r, "x"); print r[1]; exit}')
-  [ "$have" = "\${want:-$have}" ] && [ "$havedpi" = "\${dpi:-$havedpi}" ] && exit 0
+if xdpyinfo -display "$display" >/dev/null 2>&1; then
+  [ -z "$want" ] && exit 0
+  DISPLAY=$display ${SCREEN_SCRIPT} "\${want%x*}" "\${want#*x}" $dpi && exit 0
   pkill -f "^/usr/bin/Xvfb.real $display( |$)"
   i=0
   while xdpyinfo -display "$display" >/dev/null 2>&1 && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
@@ -113,9 +143,28 @@ TimeoutStartSec=300
 WantedBy=multi-user.target
 `;
 
-/** Firefox as a sandbox's user meets it: no first-run pages, no update or default-browser checks. */
+/**
+ * How Firefox reaches the web, whatever the sandbox's network: through the egress proxy on the
+ * guest's loopback where there is one (an allowlisted sandbox, whose only way out it is), else
+ * directly (a sandbox with a network device has no proxy: the refused connection sends Firefox
+ * straight on). The guest's own servers are reached directly. A proxy file rather than the
+ * environment, because Firefox started from the desktop's menu has no proxy variables.
+ */
+const PROXY_PAC = `function FindProxyForURL(url, host) {
+  if (isPlainHostName(host) || host === "localhost" || shExpMatch(host, "*.localhost") || shExpMatch(host, "127.*") || host === "[::1]" || host === "::1") return "DIRECT";
+  return "PROXY ${GUEST_PROXY_ADDR}:${GUEST_PROXY_PORT}; DIRECT";
+}
+`;
+const PROXY_PAC_FILE = "/usr/local/lib/forgevm-desktop/proxy.pac";
+
+/**
+ * Firefox as a sandbox's user meets it: no first-run pages, no update or default-browser checks,
+ * and the egress CA trusted when the sandbox has one (egress rules write it before any browser
+ * starts; a Firefox already running when rules are first set trusts it from its next start).
+ */
 const FIREFOX_POLICIES = {
   policies: {
+    Certificates: { Install: [GUEST_CA_FILE] },
     DisableAppUpdate: true,
     DontCheckDefaultBrowser: true,
     DisableTelemetry: true,
@@ -150,6 +199,8 @@ const FIREFOX_PREFS = Object.entries({
   "toolkit.telemetry.enabled": false,
   "app.normandy.enabled": false,
   "extensions.pocket.enabled": false,
+  "network.proxy.type": 2,
+  "network.proxy.autoconfig_url": `file://${PROXY_PAC_FILE}`,
 })
   .map(([k, v]) => `pref(${JSON.stringify(k)}, ${JSON.stringify(v)});\n`)
   .join("");
@@ -157,11 +208,13 @@ const FIREFOX_PREFS = Object.entries({
 /** Files written into the image (paths relative to its root). */
 export const DESKTOP_FILES: Record<string, string> = {
   "usr/local/lib/forgevm-desktop/start": START,
+  [SCREEN_SCRIPT.slice(1)]: SCREEN,
   "usr/local/lib/forgevm-desktop/Xvfb": XVFB,
   "usr/local/lib/forgevm-desktop/startxfce4": STARTXFCE4,
   "etc/systemd/system/forgevm-desktop.service": UNIT,
   "usr/lib/firefox-esr/distribution/policies.json": `${JSON.stringify(FIREFOX_POLICIES, null, 2)}\n`,
   "usr/lib/firefox-esr/browser/defaults/preferences/forgevm.js": FIREFOX_PREFS,
+  [PROXY_PAC_FILE.slice(1)]: PROXY_PAC,
   [SCREEN_FILE.slice(1)]: `WIDTH=${DEFAULT_SCREEN.width}\nHEIGHT=${DEFAULT_SCREEN.height}\nDPI=${DEFAULT_SCREEN.dpi}\n`,
 };
 

@@ -1,24 +1,28 @@
 // Desktops for computer-use agents (docs/desktop.md), driven by E2B's desktop SDK (npm
 // `@e2b/desktop@2.4.0`), unmodified, against a real server and the desktop image in a real VM: a
 // create restores a desktop that is up; screenshots are PNGs of the screen's size whose pixels
-// follow what happens; Firefox opens a page served in the sandbox, and
-// a click and typed keys reach it (the page's own record, read back by a command); windows are
-// found by class and title; the noVNC live view opens in a headless Chromium through the server's
-// port proxy (a WebSocket) and draws the screen; a pause and a resume keep the desktop and its
-// windows. Then Daytona's SDK (`@daytonaio/sdk`, unmodified) drives the same desktop through its
-// computer-use API: its processes, display, screenshots (whole, a region, compressed), mouse and
-// keyboard (the page records them again), and the 4xx of bad input and of a sandbox without one.
-// Last, ForgeVM's own interfaces on the same desktop: the REST API through the TypeScript SDK
-// (input checked by an X client that logs what reaches it), the live view in Chromium (a click in
-// the interactive one reaches the sandbox, in the watch-only one it does not, and the guest's page
-// runs in an origin of its own), MCP's `computer` tool in a desktop an agent makes, the CLI's
-// screenshot and live view, and the console's Desktop tab.
+// follow what happens; Firefox opens a page served in the sandbox, and a click and typed keys
+// reach it (the page's own record, read back by a command); the sandbox's only way out is its
+// egress proxy, and Firefox loads an HTTPS page through it, the egress rule's secret added and the
+// egress CA trusted; windows are found by class and title; the noVNC live view opens in a
+// headless Chromium through the server's port proxy (a WebSocket) and draws the screen; a pause
+// and a resume keep the desktop and its windows. Then Daytona's SDK (`@daytonaio/sdk`,
+// unmodified) drives the same desktop through its computer-use API: its processes, display,
+// screenshots (whole, a region, compressed), mouse and keyboard (the page records them again), and
+// the 4xx of bad input and of a sandbox without one. Last, ForgeVM's own interfaces on the same
+// desktop: the REST API through the TypeScript SDK (input checked by an X client that logs what
+// reaches it), the live view in Chromium (a click in the interactive one reaches the sandbox, in
+// the watch-only one it does not, and the guest's page runs in an origin of its own), MCP's
+// `computer` tool in a desktop an agent makes, the CLI's screenshot and live view, and the
+// console's Desktop tab.
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { createServer } from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Daytona, DaytonaError } from "@daytonaio/sdk";
 import { Sandbox } from "@e2b/desktop";
+import { ALL_TRAFFIC, Secret } from "e2b";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -26,11 +30,17 @@ import { BadRequestError, Client, ConflictError, type Sandbox as ForgeSandbox } 
 import { type Browser, chromium, type Locator, type Page } from "playwright-core";
 import { startServer, type RunningServer } from "../../src/compose/serve.js";
 import { DEFAULT_IMAGE, DESKTOP_IMAGE } from "../../src/images/store.js";
+import { EgressCa } from "../../src/net/egress-ca.js";
 import { preparedSystemImage } from "../../src/setup/index.js";
 import { e2bEnv } from "../e2b-env.js";
 import { assertNoVmLeft, childEnv, removeAtExit, runCli, testConfig, waitFor } from "../helpers.js";
 
 const API_KEY = "e2b_desktop0123456789";
+/** A destination on the web, stood in for by a local HTTPS server, and the secret its egress rule adds. */
+const API = "api.desktop.test";
+const SECRET = "sk-desktop-7a1c9e3b5d";
+let apiPort: number;
+const apiSeen: { path: string; auth: string | undefined }[] = [];
 let server: RunningServer;
 let desktop: Sandbox;
 let browser: Browser | undefined;
@@ -96,11 +106,38 @@ before(async () => {
   await preparedSystemImage(cfg.data_dir, () => {}, "desktop");
   console.log(`# ${DESKTOP_IMAGE} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   cfg.auth = { enabled: true, api_key: API_KEY };
-  server = await startServer(cfg, "test");
   removeAtExit(cfg.data_dir);
+  // The destination's certificate comes from a CA of the test's, which only the server trusts.
+  const caDir = join(cfg.data_dir, "test-destination-ca");
+  await mkdir(caDir, { recursive: true });
+  const testCa = new EgressCa(caDir);
+  await writeFile(join(caDir, "ca.pem"), await testCa.certPem());
+  const leaf = await testCa.leaf(API);
+  const https = createServer({ cert: leaf.cert, key: leaf.key }, (req, res) => {
+    apiSeen.push({ path: req.url ?? "", auth: req.headers.authorization });
+    req.resume();
+    res.setHeader("content-type", "text/html");
+    res.end("<!doctype html><title>egress ok</title>ok");
+  });
+  await new Promise<void>((r) => https.listen(0, "127.0.0.1", r));
+  https.unref();
+  apiPort = (https.address() as { port: number }).port;
+  cfg.network.hosts = { [API]: "127.0.0.1" };
+  cfg.network.upstream_ca_file = join(caDir, "ca.pem");
+  server = await startServer(cfg, "test");
   e2bEnv(server.url, API_KEY);
+  await Secret.create("desktop-api-key", SECRET);
   const t1 = performance.now();
-  desktop = await Sandbox.create({ timeoutMs: 1_800_000, requestTimeoutMs: 600_000 });
+  // Its only way out is the egress proxy, whose rule for API adds the secret: Firefox goes through it too.
+  desktop = await Sandbox.create({
+    timeoutMs: 1_800_000,
+    requestTimeoutMs: 600_000,
+    network: {
+      allowOut: [`${API}:${apiPort}`],
+      denyOut: [ALL_TRAFFIC],
+      rules: { [API]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill("desktop-api-key")}` } } }] },
+    },
+  });
   console.log(JSON.stringify({ desktop_create_ms: Math.round(performance.now() - t1) }));
 });
 
@@ -176,6 +213,17 @@ describe("E2B's desktop SDK", () => {
     await desktop.write("again");
     await desktop.press("enter");
     await waitFor(async () => (await desktop.commands.run("cat /tmp/record.txt")).stdout.includes("enter:again"), 120_000, "the second entry");
+  });
+
+  it("takes Firefox through the sandbox's egress: an HTTPS page whose rule adds a secret loads with it, the egress CA trusted", async () => {
+    await desktop.open(`https://${API}:${apiPort}/egress`);
+    await waitFor(() => apiSeen.some((r) => r.path === "/egress"), 300_000, "Firefox's request to reach the destination");
+    assert.equal(apiSeen.find((r) => r.path === "/egress")?.auth, `Bearer ${SECRET}`, "the egress proxy added the secret");
+    const titles = async () => Promise.all((await desktop.getApplicationWindows("firefox")).map((id) => desktop.getWindowTitle(id)));
+    await waitFor(async () => (await titles()).some((t) => t.includes("egress ok")), 120_000, "Firefox to show the page");
+    // Back to the test page's tab for what follows.
+    await desktop.press(["ctrl", "w"]);
+    await waitFor(async () => (await titles()).some((t) => t.includes("clicked")), 120_000, "the test page's tab again");
   });
 
   it("streams the screen with noVNC: the URL opens in a browser and draws the desktop", async () => {
@@ -332,6 +380,30 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
     await assert.rejects(sb.desktop.click(1, 1, { button: "sideways" as "left" }), (e: Error) => e instanceof BadRequestError && /button/.test(e.message));
   });
 
+  it("sets the screen's size and DPI without a restart: through REST, as a spawn option, and as E2B's resolution", async () => {
+    const before = (await exec("pgrep -o -x xfce4-session")).trim();
+    const bigger = await sb.desktop.setScreen(1280, 800, 120);
+    assert.deepEqual(bigger.screen, { width: 1280, height: 800 });
+    assert.deepEqual(pngSize(await sb.desktop.screenshot()), { width: 1280, height: 800 });
+    assert.match(await exec("cat /etc/forgevm/desktop.env"), /WIDTH=1280\nHEIGHT=800\nDPI=120/, "kept for the next boot");
+    assert.equal((await exec("pgrep -o -x xfce4-session")).trim(), before, "the session kept running");
+    assert.deepEqual((await sb.desktop.setScreen(1024, 768, 96)).screen, { width: 1024, height: 768 });
+    await assert.rejects(sb.desktop.setScreen(5000, 800), (e: Error) => e instanceof BadRequestError && /width/.test(e.message));
+    const small = await client.spawn({ image: DESKTOP_IMAGE, screen: { width: 800, height: 600 } });
+    try {
+      assert.deepEqual([small.memoryMb, small.vcpus], [2048, 2], "the image's own size");
+      assert.deepEqual(pngSize(await small.desktop.screenshot()), { width: 800, height: 600 });
+    } finally {
+      await small.destroy();
+    }
+    const wide = await Sandbox.create({ resolution: [1280, 720], dpi: 120, timeoutMs: 600_000, requestTimeoutMs: 600_000 });
+    try {
+      assert.deepEqual(await wide.getScreenSize(), { width: 1280, height: 720 });
+    } finally {
+      await wide.kill();
+    }
+  });
+
   it("serves the live view: a click in the interactive one reaches the sandbox, the watch-only one takes none, and the guest's page runs in an origin of its own", async () => {
     const live = await sb.desktop.stream();
     assert.equal(live.view_only, false);
@@ -387,9 +459,10 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
     const mcp = new McpClient({ name: "forgevm-desktop-test", version: "1.0.0" });
     await mcp.connect(new StreamableHTTPClientTransport(new URL("/mcp", server.url), { requestInit: { headers: { Authorization: `Bearer ${API_KEY}` } } }));
     const call = async (name: string, args: Record<string, unknown>) => (await mcp.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: any };
-    // The size E2B's desktop template has, whose base the E2B part restored: this one restores it too.
-    const made = await call("create_sandbox", { image: DESKTOP_IMAGE, memory_mb: 2048, vcpus: 2 });
+    // No size asked: the image's own (2 GiB, two vCPUs), as E2B's create got, so it restores the same base.
+    const made = await call("create_sandbox", { image: DESKTOP_IMAGE });
     assert.ok(!made.isError, JSON.stringify(made.content));
+    assert.deepEqual([made.structuredContent.memory_mb, made.structuredContent.vcpus], [2048, 2]);
     const id = made.structuredContent.sandbox_id as string;
     try {
       const run = async (command: string) => {

@@ -86,6 +86,7 @@ class Client:
         deny: Optional[List[str]] = None,
         forward: Optional[List[str]] = None,
         system: Optional[bool] = None,
+        screen: Optional[Dict[str, int]] = None,
     ) -> Sandbox:
         """Starts a sandbox; ``with client.spawn(...) as sb:`` destroys it afterwards.
 
@@ -100,6 +101,7 @@ class Client:
         ``deny=[]`` (network "allowlist") opens egress to every public destination, ``deny=["10.0.0.0/8"]`` to all but those.
         ``forkable=True`` keeps its RAM in a file of its own: a fork stops it only to copy that file, a pause copies nothing.
         ``system=True`` boots the image's systemd as init (a system image such as ``forgevm/system:debian-12`` does by itself).
+        ``screen={"width": 1280, "height": 800, "dpi": 120}`` sets a desktop sandbox's screen (the image ``forgevm/desktop:bookworm``).
         ``forward=["ssh-agent"]`` gives it an SSH_AUTH_SOCK that reaches the ssh agent where the server runs (signatures, never keys); ``"git"`` gives its git the server user's credentials for the hosts its egress allows.
         """
         body = {
@@ -107,7 +109,7 @@ class Client:
             "owner_id": owner_id, "metadata": metadata, "env": env, "disk_mb": disk_mb, "user": user,
             "network": network, "allow": allow, "ports": ports, "secrets": secrets, "name": name, "main": main, "idle_stop": idle_stop, "start": start,
             "volumes": volumes, "cache": cache, "idle": idle, "forkable": forkable, "egress_rules": egress_rules, "deny": deny,
-            "forward": forward, "system": system,
+            "forward": forward, "system": system, "screen": screen,
         }
         return Sandbox(self._http, self._http.json("POST", "/sandboxes", body=body, timeout=max(self._http.timeout, SPAWN_TIMEOUT)))
 

@@ -37,6 +37,11 @@ class Desktop:
         """Stops the display, its session and the live view."""
         return self._http.json("POST", self._path("/stop"), sandbox_id=self._id, timeout=max(self._http.timeout or 0, 150.0))
 
+    def set_screen(self, width: int, height: int, dpi: Optional[int] = None) -> DesktopInfo:
+        """Sets the screen's size (and, when given, its DPI) without a restart; kept for the next boot."""
+        body = {"width": width, "height": height, "dpi": dpi}
+        return self._http.json("PUT", self._path("/screen"), body=body, sandbox_id=self._id, timeout=max(self._http.timeout or 0, 90.0))
+
     def screen_size(self) -> Tuple[int, int]:
         """The screen's (width, height) in pixels."""
         screen = self.info()["screen"]

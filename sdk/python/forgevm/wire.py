@@ -42,6 +42,7 @@ class SpawnOptions(TypedDict, total=False):
     idle: IdleSpec
     #: Keep its RAM in a file of its own: forks stop it only to copy that file (children share the copy's pages), pauses and resumes copy nothing. Default: its template's, else false.
     forkable: bool
+    screen: DesktopScreen
     #: A name to use instead of the id anywhere (unique among sandboxes not yet gone).
     name: str
     #: Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked.
@@ -143,6 +144,20 @@ class _BalloonInfoRequired(TypedDict):
 
 class BalloonInfo(_BalloonInfoRequired):
     """A sandbox's balloon: the memory it was given, what the balloon leaves it, and what its guest counts."""
+
+
+class _DesktopScreenRequired(TypedDict):
+    #: pixels
+    width: int
+    #: pixels
+    height: int
+
+
+class DesktopScreen(_DesktopScreenRequired, total=False):
+    """A desktop's screen: its size and DPI (a spawn's ``screen``, or ``desktop.setScreen``)."""
+
+    #: what applications scale text and icons by (default: as it is; 96 at first)
+    dpi: int
 
 
 class _DesktopProcessStateRequired(TypedDict):

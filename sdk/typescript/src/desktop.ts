@@ -50,6 +50,11 @@ export class Desktop {
     return this.http.json("POST", this.path("/stop"), { sandboxId: this.sandboxId, timeoutMs: Math.max(this.http.timeoutMs, 150_000) });
   }
 
+  /** Sets the screen's size (and, when given, its DPI) without a restart; kept for the sandbox's next boot. */
+  setScreen(width: number, height: number, dpi?: number): Promise<DesktopInfo> {
+    return this.http.json("PUT", this.path("/screen"), { body: { width, height, dpi }, sandboxId: this.sandboxId, timeoutMs: Math.max(this.http.timeoutMs, 90_000) });
+  }
+
   /** The screen's size in pixels. */
   async screenSize(): Promise<{ width: number; height: number }> {
     const i = await this.info();

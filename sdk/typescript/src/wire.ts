@@ -84,6 +84,7 @@ export interface SpawnOptions {
   idle?: IdleSpec;
   /** Keep its RAM in a file of its own: forks stop it only to copy that file (children share the copy's pages), pauses and resumes copy nothing. Default: its template's, else false. */
   forkable?: boolean;
+  screen?: DesktopScreen;
   /** A name to use instead of the id anywhere (unique among sandboxes not yet gone). */
   name?: string;
   /** Credentials forwarded from the host while it runs: "ssh-agent" (its SSH_AUTH_SOCK reaches the ssh agent where the server runs: signatures, never keys), "git" (git's credential helper asks the server's user's `git credential fill`, for http(s) hosts its egress allows). Nothing unless asked. */
@@ -177,6 +178,16 @@ export interface BalloonInfo {
   guest_total_mb: number;
   /** what the guest kernel counts as available (MemAvailable) now */
   guest_available_mb: number;
+}
+
+/** A desktop's screen: its size and DPI (a spawn's `screen`, or `desktop.setScreen`). */
+export interface DesktopScreen {
+  /** pixels */
+  width: number;
+  /** pixels */
+  height: number;
+  /** what applications scale text and icons by (default: as it is; 96 at first) */
+  dpi?: number;
 }
 
 /** One of a desktop's processes: whether it runs, and its pid. */

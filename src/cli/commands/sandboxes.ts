@@ -39,6 +39,7 @@ export function sandboxOptions(c: Command): Command {
     .option("--forward <kinds>", "credentials forwarded from the host while it runs: ssh-agent, git (comma-separated)", commaListOption)
     .option("--system", "boot the image's systemd as init, the agent as its service (a system image does by itself; --no-system: never)")
     .option("--no-system", "boot without the image's systemd, even for a system image")
+    .option("--screen <WxH[@DPI]>", "a desktop sandbox's screen (the image forgevm/desktop:bookworm), e.g. 1280x800 or 1280x800@120", screenOption)
     .option("-l, --label <KEY=VALUE>", "a label in its metadata (repeatable; `Sandbox.list` and E2B's filters match them)", pairOption("--label"))
     .option("--owner <id>", "whose sandbox it is (as the X-User-ID header: lists filtered by owner show it)");
 }
@@ -74,7 +75,15 @@ export function spawnRequest(o: Record<string, any>): SpawnOptions {
     forkable: o.forkable,
     forward: o.forward,
     system: o.system,
+    screen: o.screen,
   };
+}
+
+/** --screen 1280x800 or 1280x800@120. */
+function screenOption(v: string): { width: number; height: number; dpi?: number } {
+  const m = /^(\d{3,4})x(\d{3,4})(?:@(\d{2,3}))?$/.exec(v.trim());
+  if (!m) throw new InvalidArgumentError(`--screen must be WIDTHxHEIGHT or WIDTHxHEIGHT@DPI, e.g. 1280x800 or 1280x800@120 (got "${v}")`);
+  return { width: Number(m[1]), height: Number(m[2]), ...(m[3] ? { dpi: Number(m[3]) } : {}) };
 }
 
 /** --idle-pause, or --no-idle (commander sets `idle` false), as the request's `idle`. */

@@ -3,7 +3,7 @@
 import type { Readable } from "node:stream";
 import type { BlobStore } from "../../images/blobs.js";
 import type { Credentials, RegistryOptions } from "../../images/registry.js";
-import { canonicalName, listImages, type LocalImage } from "../../images/store.js";
+import { canonicalName, type ImageSize, listImages, type LocalImage, resolveImage } from "../../images/store.js";
 import { commit, type CommitDeps, type CommitOptions, type CommitResult } from "../images/commit.js";
 import type { SnapshotStore } from "../../store/snapshots.js";
 import type { DiskSpace } from "../host/disk-space.js";
@@ -83,6 +83,14 @@ export class ImagesFacade {
   }
 
   /** Starts pulling an image and returns the job at once; its progress and outcome are kept for an hour. */
+  /** The size an image says its sandboxes need (the desktop image's 2 GiB and two vCPUs); null when it says none or is not local. */
+  async sandboxSize(name: string): Promise<ImageSize | null> {
+    return resolveImage(this.core.paths, name).then(
+      (i) => i.sandboxSize ?? null,
+      () => null,
+    );
+  }
+
   startPull(reference: string): PullJob {
     this.core.disk.require("a pull");
     parseImageReference(reference);

@@ -30,6 +30,7 @@ import type { Sandbox } from "../guest/sandbox.js";
 import { requireState } from "../sandboxes/states.js";
 import { balloonState, setBalloon, type BalloonState } from "../sandboxes/balloon.js";
 import type { Tokens } from "../sandboxes/tokens.js";
+import { setScreen } from "../guest/desktop/screen.js";
 
 /** The cluster node this server is, once it joined one: it names itself in every sandbox's JSON. */
 export interface ClusterLink {
@@ -82,6 +83,13 @@ export class SandboxesFacade {
       const member = this.hooks.cluster.member;
       if (member && opts.template && !this.d.templates.get(opts.template)) await member.mirrorTemplates();
       const sb = await this.d.spawner.spawn(opts);
+      // A desktop's screen is a mode of its running X server: set once it runs (the base snapshot holds the default one).
+      if (opts.screen) {
+        await setScreen(sb, opts.screen).catch(async (e) => {
+          await this.destroy(sb.id, "spawn", "failed").catch(ignore("the sandbox may be gone already; the screen's error is the one reported"));
+          throw e;
+        });
+      }
       this.d.prom.spawned((performance.now() - started) / 1000, this.d.sandboxes.get(sb.id)?.origin ?? "boot");
       return sb;
     } catch (e) {

@@ -5,8 +5,7 @@
 // goes in: the key never leaves the host. Written idempotently, since a restored disk has it already.
 import type { Vm } from "../../providers/provider.js";
 
-/** The CA certificate's own file in the guest. */
-export const GUEST_CA_FILE = "/usr/local/share/ca-certificates/forgevm-egress.crt";
+import { GUEST_CA_FILE } from "../../schemas/guest-egress.js";
 /** The system bundle, where Debian's and most images' TLS libraries look. */
 export const GUEST_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 

@@ -148,10 +148,6 @@ export class Planner {
     const secrets = planSecrets(opts.secrets, tpl?.secrets, this.d.opts.hostSecrets);
     if (network.mode === "full") await checkFullNetwork(provider);
     const d = this.d.defaults;
-    const vcpus = opts.vcpus ?? tpl?.cpu_cores ?? d.vcpus;
-    checkVcpus(provider, vcpus, opts.vcpus !== undefined ? "vcpus" : tpl?.cpu_cores !== undefined ? `template ${tpl.name}: cpu_cores` : "defaults.vcpus");
-    const memoryMb = opts.memoryMb ?? tpl?.memory_mb ?? d.memoryMb;
-    checkMemory(provider, memoryMb, opts.memoryMb !== undefined ? "memory_mb" : tpl?.memory_mb !== undefined ? `template ${tpl.name}: memory_mb` : "defaults.memory_mb");
     const imageName = opts.image ?? tpl?.image ?? d.image;
     // An image that is not local is pulled first when its name is a registry reference.
     const image = await resolveImage(this.d.paths, imageName).catch((e) => {
@@ -159,6 +155,12 @@ export class Planner {
       if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
       return this.d.pull(imageName);
     });
+    // The spawn's size, else its template's, else what the image says it needs, else the defaults.
+    const own = image.sandboxSize ? `image ${image.name}'s size` : null;
+    const vcpus = opts.vcpus ?? tpl?.cpu_cores ?? image.sandboxSize?.vcpus ?? d.vcpus;
+    checkVcpus(provider, vcpus, opts.vcpus !== undefined ? "vcpus" : tpl?.cpu_cores !== undefined ? `template ${tpl.name}: cpu_cores` : (own ?? "defaults.vcpus"));
+    const memoryMb = opts.memoryMb ?? tpl?.memory_mb ?? image.sandboxSize?.memoryMb ?? d.memoryMb;
+    checkMemory(provider, memoryMb, opts.memoryMb !== undefined ? "memory_mb" : tpl?.memory_mb !== undefined ? `template ${tpl.name}: memory_mb` : (own ?? "defaults.memory_mb"));
     const forward = checkForward(opts.forward ?? tpl?.forward);
     this.d.forwards.require(forward);
     // Where ssh and git look for what is forwarded.

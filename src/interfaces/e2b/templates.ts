@@ -14,21 +14,19 @@ export const BASE_TEMPLATE = "base";
 export const CODE_INTERPRETER_TEMPLATE = "code-interpreter-v1";
 export const MCP_GATEWAY_TEMPLATE = "mcp-gateway";
 export const DESKTOP_TEMPLATE = "desktop";
-/** A desktop's size when its template does not say: XFCE, Firefox and the X server want more than a shell does. */
-const DESKTOP_SHAPE: Shape = { memoryMb: 2048, vcpus: 2 };
 
 /** The image a template built by the e2b SDK (template-builds.ts) is built into, `name` or `name:tag`. */
 export function templateImage(name: string, tag = "latest"): string {
   return `forgevm/e2b-${name}:${tag}`;
 }
 
-type Shape = { memoryMb?: number; vcpus?: number };
-type SpawnTarget = { image?: string; template?: string } & Shape;
+/** What a spawn names; its size is the image's own where it says one (the desktop image's), else the defaults. */
+type SpawnTarget = { image?: string; template?: string };
 
 /** What a spawn for this templateID asks for. */
 export async function spawnTarget(forge: Forge, templateID: string): Promise<SpawnTarget> {
   if (templateID === BASE_TEMPLATE) return { image: forge.defaults.image };
-  if (templateID === DESKTOP_TEMPLATE) return builtIn(forge, templateID, DESKTOP_IMAGE, "sudo forgevm image system desktop", DESKTOP_SHAPE);
+  if (templateID === DESKTOP_TEMPLATE) return builtIn(forge, templateID, DESKTOP_IMAGE, "sudo forgevm image system desktop");
   if (templateID === CODE_INTERPRETER_TEMPLATE) return builtIn(forge, templateID, CODE_IMAGE, "./setup.sh");
   if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
   const images = new Set((await forge.images.list()).map((i) => i.name));
@@ -43,12 +41,12 @@ export async function spawnTarget(forge: Forge, templateID: string): Promise<Spa
 }
 
 /** A template name that means a built-in image: a ForgeVM template of that name wins, else the image, which `build` makes when the server lacks it. */
-async function builtIn(forge: Forge, templateID: string, image: string, build: string, shape: Shape = {}): Promise<SpawnTarget> {
+async function builtIn(forge: Forge, templateID: string, image: string, build: string): Promise<SpawnTarget> {
   if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
   if (!(await forge.images.list()).some((i) => i.name === image)) {
     throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${image}, which this server does not have: run ${build}`);
   }
-  return { image, ...shape };
+  return { image };
 }
 
 /** The templateID a sandbox answers with. */

@@ -32,6 +32,7 @@ export function spawnOptionsOf(b: Static<typeof SpawnRequest>, ownerId: string |
     volumes: b.volumes,
     cache: b.cache,
     forkable: b.forkable,
+    screen: b.screen,
     forward: b.forward,
     system: b.system,
   };

@@ -4,7 +4,7 @@ import { formatDuration, NO_EXPIRY } from "../../schemas/durations.js";
 import { familiarName } from "../../core/images/image-reference.js";
 import { providerWarning } from "../../core/providers.js";
 import { badRequest } from "../../http/errors.js";
-import { PROXY_ADDR, PROXY_PORT } from "../../core/network.js";
+import { GUEST_PROXY_ADDR, GUEST_PROXY_PORT } from "../../schemas/guest-egress.js";
 import type { SandboxT, SnapshotT } from "../../schemas/rest.js";
 import { shellQuote } from "../../util/shell-quote.js";
 
@@ -59,7 +59,7 @@ export function networkView(n: NetworkRecord | null) {
   const { rules, nic: _nic, ...rec } = n ?? { mode: "none" as const, allow: [], ports: [] };
   return {
     ...rec,
-    ...(rec.mode === "allowlist" ? { proxy: `http://${PROXY_ADDR}:${PROXY_PORT}` } : {}),
+    ...(rec.mode === "allowlist" ? { proxy: `http://${GUEST_PROXY_ADDR}:${GUEST_PROXY_PORT}` } : {}),
     ...(rules ? { egress_rules: Object.fromEntries(Object.entries(rules).map(([host, headers]) => [host, { headers }])) } : {}),
   };
 }

@@ -4,5 +4,5 @@ export { click, cursor, drag, move, press, pressButton, pressEach, scroll, type 
 export { combination, keysym } from "./keys.js";
 export { DESKTOP_PROCESSES, processLog, processState, processStates, restartProcess, startDesktop, stopDesktop, type DesktopProcess, type ProcessState } from "./processes.js";
 export type { DesktopGuest } from "./run.js";
-export { screen, screenshot, windows, type Screen, type Shot, type ShotOptions, type WindowInfo } from "./screen.js";
+export { screen, screenshot, setScreen, windows, type Screen, type Shot, type ShotOptions, type WindowInfo } from "./screen.js";
 export { STREAM_PORT, startStream, stopStream, type StreamMode } from "./stream.js";

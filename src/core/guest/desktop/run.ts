@@ -38,7 +38,15 @@ on() { [ "$1" -ge 0 ] && [ "$1" -lt "$W" ] && [ "$2" -ge 0 ] && [ "$2" -lt "$H" 
 export async function runOnDesktop(
   guest: DesktopGuest,
   body: string,
-  o: { points?: Point[]; stdin?: string; timeoutMs?: number; maxOutputBytes?: number; displayOff?: boolean } = {},
+  o: {
+    points?: Point[];
+    stdin?: string;
+    timeoutMs?: number;
+    maxOutputBytes?: number;
+    displayOff?: boolean;
+    /** The errors the body's own exit statuses mean (below 120: the prelude's are its own). */
+    exits?: Record<number, () => Error>;
+  } = {},
 ): Promise<string> {
   const points = o.points ?? [];
   for (const p of points) {
@@ -52,6 +60,8 @@ export async function runOnDesktop(
     maxOutputBytes: o.maxOutputBytes ?? 1024 * 1024,
   });
   if (r.exitCode === 0) return r.stdout;
+  const own = o.exits?.[r.exitCode];
+  if (own) throw own();
   if (r.exitCode === NO_DESKTOP)
     throw conflict(`sandbox ${guest.id} has no desktop (xdotool is not installed): spawn the image forgevm/desktop:bookworm, or E2B's template "desktop" (docs/desktop.md)`);
   if (r.exitCode === NO_DISPLAY)

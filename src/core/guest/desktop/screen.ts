@@ -2,7 +2,8 @@
 // scaled down, with or without the pointer), and the windows (xdotool). Everything the guest
 // prints is parsed as numbers and capped text; a screenshot comes back as base64 in the command's
 // output, one round trip.
-import { badRequest } from "../../../http/errors.js";
+import { badRequest, conflict } from "../../../http/errors.js";
+import { MAX_SCREEN, SCREEN_SCRIPT } from "../../../schemas/desktop.js";
 import { shellQuote } from "../../../util/shell-quote.js";
 import { type DesktopGuest, type Point, runOnDesktop } from "./run.js";
 
@@ -46,6 +47,32 @@ export async function screen(guest: DesktopGuest): Promise<Screen> {
   const [width, height] = (await runOnDesktop(guest, 'echo "$W $H"')).trim().split(" ").map(Number);
   if (!(width > 0 && height > 0)) throw new Error("the desktop did not say its screen's size");
   return { width, height };
+}
+
+/** The screen script's exit status for a size beyond the X server's framebuffer. */
+const TOO_LARGE = 3;
+const NO_SCRIPT = 4;
+
+/**
+ * Sets the screen's size and, when given, its DPI, without a restart (a mode of the X server's
+ * framebuffer; the desktop image's screen script), and keeps them for its next boot.
+ */
+export async function setScreen(guest: DesktopGuest, o: { width: number; height: number; dpi?: number }): Promise<Screen> {
+  const { width, height, dpi } = o;
+  if (!Number.isInteger(width) || width < 320 || width > MAX_SCREEN.width) throw badRequest(`width must be an integer from 320 to ${MAX_SCREEN.width}, got ${width}`);
+  if (!Number.isInteger(height) || height < 240 || height > MAX_SCREEN.height) throw badRequest(`height must be an integer from 240 to ${MAX_SCREEN.height}, got ${height}`);
+  if (dpi !== undefined && (!Number.isInteger(dpi) || dpi < 48 || dpi > 480)) throw badRequest(`dpi must be an integer from 48 to 480, got ${dpi}`);
+  const body = `[ -x ${SCREEN_SCRIPT} ] || exit ${NO_SCRIPT}
+${SCREEN_SCRIPT} ${width} ${height} ${dpi ?? ""} >&2 || { r=$?; [ $r -eq ${TOO_LARGE} ] && exit ${TOO_LARGE}; exit $r; }
+`;
+  await runOnDesktop(guest, body, {
+    timeoutMs: 60_000,
+    exits: {
+      [TOO_LARGE]: () => conflict(`sandbox ${guest.id}'s X server cannot take a ${width}x${height} screen (larger than its framebuffer)`),
+      [NO_SCRIPT]: () => conflict(`sandbox ${guest.id}'s desktop image cannot change its screen: rebuild it (sudo forgevm image system desktop)`),
+    },
+  });
+  return screen(guest);
 }
 
 export async function screenshot(guest: DesktopGuest, o: ShotOptions = {}): Promise<Shot> {

@@ -66,8 +66,10 @@ export const createSandbox = tool({
       checkImage(policy, image, "image", forge.images.canonicalName(image));
     }
     const ttlMs = ms(a.ttl, "ttl") ?? Math.min(forge.defaults.ttlMs, policy.maxTtlMs);
-    const memoryMb = a.memory_mb ?? (a.template ? undefined : Math.min(forge.defaults.memoryMb, policy.maxMemoryMb));
-    const vcpus = a.vcpus ?? (a.template ? undefined : Math.min(forge.defaults.vcpus, policy.maxVcpus));
+    // The image's own size where it says one (the desktop image's), else the defaults, within the policy.
+    const own = a.template ? null : await forge.images.sandboxSize(a.image ?? forge.defaults.image);
+    const memoryMb = a.memory_mb ?? (a.template ? undefined : Math.min(own?.memoryMb ?? forge.defaults.memoryMb, policy.maxMemoryMb));
+    const vcpus = a.vcpus ?? (a.template ? undefined : Math.min(own?.vcpus ?? forge.defaults.vcpus, policy.maxVcpus));
     checkSize(policy, { memoryMb, vcpus, ttlMs });
     const net = narrowNetwork(policy, a, forge.network.defaultMode, (x, p) => forge.network.allowlistOutside(x, p));
     const sb = await ctx.agents.withSlots(session, 1, async () => {

@@ -1,5 +1,5 @@
-// A sandbox's desktop over REST (docs/desktop.md): its state, start and stop, the screen and a
-// screenshot (image bytes, as a file download is), the pointer, input, and the windows. Each route
+// A sandbox's desktop over REST (docs/desktop.md): its state, start and stop, the screen (its size
+// and DPI set without a restart) and a screenshot (image bytes, as a file download is), the pointer, input, and the windows. Each route
 // is one call of core's desktop operations (core/guest/desktop/); the live view is stream.ts's.
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
@@ -14,6 +14,7 @@ import {
   MoveRequest,
   Pointer,
   PressRequest,
+  ScreenRequest,
   ScreenshotQuery,
   ScrollRequest,
   TypeRequest,
@@ -52,6 +53,12 @@ export const desktopRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async 
   app.post("/sandboxes/:id/desktop/stop", { schema: { tags: TAGS, params: IdParams, response: { 200: DesktopInfo } } }, async (req) => {
     const sb = await guest(req.params.id);
     await desktop.stopDesktop(sb);
+    return info(sb);
+  });
+
+  app.put("/sandboxes/:id/desktop/screen", { schema: { tags: TAGS, params: IdParams, body: ScreenRequest, response: { 200: DesktopInfo } } }, async (req) => {
+    const sb = await guest(req.params.id);
+    await desktop.setScreen(sb, req.body);
     return info(sb);
   });
 
