@@ -1,8 +1,11 @@
 // How every desktop operation reaches the guest: one command (a shell script) per operation, run
-// as root against the display :0, whose prelude checks that the sandbox has a desktop, that its
-// display runs, and that each point the operation names is on the screen. Its exit status says
-// which check failed; the host turns that into a 409 or a 400 that says what to do. Nothing the
-// guest prints is taken as more than numbers and text to hand back.
+// as root against the display :0, whose prelude checks that the sandbox has a desktop and, for an
+// operation that names points, reads the screen's size and checks each point against it. An
+// operation without points learns that the display is down only when it fails: the check then
+// runs, after the fact, so the common case starts no process for it (under TCG every process a
+// guest starts costs tens of milliseconds). The exit status says which check failed; the host
+// turns that into a 409 or a 400 that says what to do. Nothing the guest prints is taken as more
+// than numbers and text to hand back.
 import { badRequest, conflict } from "../../../http/errors.js";
 import type { ExecOptions, ExecOutput } from "../guest.js";
 
@@ -28,10 +31,20 @@ const OFF_SCREEN = 122;
 const HAS_DESKTOP = `export DISPLAY=${DISPLAY} PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 command -v xdotool >/dev/null 2>&1 || exit ${NO_DESKTOP}
 `;
-const PRELUDE = `${HAS_DESKTOP}set -- $(xdpyinfo 2>/dev/null | sed -n 's/^ *dimensions: *\\([0-9]*\\)x\\([0-9]*\\) .*/\\1 \\2/p')
+/** The screen's size as $W and $H (the display must run), and `on X Y I`, which fails the operation for a point off it. */
+const GEOMETRY = `set -- $(xdotool getdisplaygeometry 2>/dev/null)
 [ $# -eq 2 ] || exit ${NO_DISPLAY}
 W=$1 H=$2
 on() { [ "$1" -ge 0 ] && [ "$1" -lt "$W" ] && [ "$2" -ge 0 ] && [ "$2" -lt "$H" ] || { echo "$3 $W $H" >&2; exit ${OFF_SCREEN}; }; }
+`;
+
+/** `body` in a subshell whose failure is put down to a display that does not run when that is so. */
+const checkedAfter = (body: string) => `(
+${body}
+)
+r=$?
+[ $r -eq 0 ] || xdotool getdisplaygeometry >/dev/null 2>&1 || exit ${NO_DISPLAY}
+exit $r
 `;
 
 /** Runs `body` after the prelude (and a check of each point); its stdout, or the error its status means. */
@@ -54,7 +67,8 @@ export async function runOnDesktop(
   }
   const checks = points.map((p, i) => `on ${p.x} ${p.y} ${i}\n`).join("");
   // Starting and stopping the desktop work whether or not its display runs.
-  const r = await guest.exec(["/bin/sh", "-c", `${o.displayOff ? HAS_DESKTOP : PRELUDE}${checks}${body}`], {
+  const script = o.displayOff ? `${HAS_DESKTOP}${body}` : points.length ? `${HAS_DESKTOP}${GEOMETRY}${checks}${body}` : `${HAS_DESKTOP}${checkedAfter(body)}`;
+  const r = await guest.exec(["/bin/sh", "-c", script], {
     stdin: o.stdin,
     timeoutMs: o.timeoutMs ?? 60_000,
     maxOutputBytes: o.maxOutputBytes ?? 1024 * 1024,

@@ -44,7 +44,7 @@ export interface WindowInfo {
 const MAX_SHOT = 64 * 1024 * 1024;
 
 export async function screen(guest: DesktopGuest): Promise<Screen> {
-  const [width, height] = (await runOnDesktop(guest, 'echo "$W $H"')).trim().split(" ").map(Number);
+  const [width, height] = (await runOnDesktop(guest, "xdotool getdisplaygeometry")).trim().split(" ").map(Number);
   if (!(width > 0 && height > 0)) throw new Error("the desktop did not say its screen's size");
   return { width, height };
 }
@@ -100,11 +100,13 @@ export async function screenshot(guest: DesktopGuest, o: ShotOptions = {}): Prom
     args.push("--autoselect", `${x},${y},${width},${height}`);
   }
   const ext = format === "png" ? "png" : "jpg";
-  const body = `f=$(mktemp -d /tmp/forgevm-shot.XXXXXX) || exit 1
-trap 'rm -rf "$f"' EXIT
-scrot ${args.map(shellQuote).join(" ")} "$f/shot.${ext}" || exit 1
-xdotool getmouselocation --shell | sed -n 's/^[XY]=//p' | tr '\\n' ' '; echo
-base64 -w0 "$f/shot${thumb ? "-thumb" : ""}.${ext}"
+  // A file named after this shell, so that concurrent screenshots never meet; the pointer parsed by the shell itself.
+  const body = `f=/tmp/forgevm-shot-$$
+trap 'rm -f "$f.${ext}" "$f-thumb.${ext}"' EXIT
+scrot ${args.map(shellQuote).join(" ")} "$f.${ext}" || exit 1
+set -- $(xdotool getmouselocation)
+echo "\${1#x:} \${2#y:}"
+base64 -w0 "$f${thumb ? "-thumb" : ""}.${ext}"
 `;
   const out = await runOnDesktop(guest, body, { points, maxOutputBytes: MAX_SHOT });
   const nl = out.indexOf("\n");
