@@ -1,6 +1,7 @@
 // The REST shapes of a sandbox's desktop (docs/desktop.md): its state, the screen, the pointer,
-// input, windows and the live view. Coordinates are the screen's pixels from its top left corner;
-// a point off the screen is refused with the screen's size.
+// input, windows and the live view; and the screen's bounds and the image's screen script, which
+// the image's build (setup/desktop-image.ts) and core's operations share. Coordinates are the
+// screen's pixels from its top left corner; a point off the screen is refused with its size.
 import { Type } from "typebox";
 import { Body } from "./fields.js";
 
