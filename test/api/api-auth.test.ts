@@ -73,6 +73,18 @@ it("takes the key as a query parameter or cookie on the event stream only", asyn
   assert.equal((await fetch(`${url}/health`, { headers: { cookie: "forgevm_api_key=s3cret-key" } })).status, 401);
 });
 
+it("a desktop's live view path admits only its own token: a made-up, malformed or expired one is a 401, a path that does not decode a 400, and a page's Origin null passes no other route", async () => {
+  const view = "/api/v1/sandboxes/sb-12345678/desktop/stream/view";
+  for (const token of ["9999999999999.AAAAAAAAAAAAAAAA", "1000000000000.AAAAAAAAAAAAAAAA", "not-a-token"]) {
+    assert.equal((await app.inject({ method: "GET", url: `${view}/${token}/vnc_lite.html` })).statusCode, 401, token);
+  }
+  // A path that does not decode is the server's 400, never a crash of the token check.
+  assert.equal((await app.inject({ method: "GET", url: "/api/v1/sandboxes/%E0%A4%A/desktop/stream/view/9999999999999.AAAAAAAAAAAAAAAA/x" })).statusCode, 400);
+  // A page in an opaque origin (the view's CSP sandbox) reaches nothing else, even with the key.
+  const r = await app.inject({ method: "GET", url: "/api/v1/health", headers: { origin: "null", "x-api-key": "s3cret-key" } });
+  assert.equal(r.statusCode, 403);
+});
+
 it("refuses bodies over the size limit with 413 and gives every response a request id", async () => {
   const small = await buildApp({ forge, version: "test", bodyLimitBytes: 1024 });
   const r = await small.inject({ method: "POST", url: "/api/v1/sandboxes", payload: { metadata: { pad: "x".repeat(4096) } } });

@@ -56,7 +56,14 @@ function tokenValid(forge: Forge, id: string, mode: desktop.StreamMode, token: s
 /** Whether a request names a stream path with a valid token for its sandbox and mode (the REST interface admits it without the key). */
 export function streamTokenAdmits(forge: Forge, req: FastifyRequest): boolean {
   const m = ROUTE.exec(req.url);
-  return !!m && tokenValid(forge, decodeURIComponent(m[1]), m[2] as desktop.StreamMode, m[3]);
+  if (!m) return false;
+  let id: string;
+  try {
+    id = decodeURIComponent(m[1]);
+  } catch {
+    return false;
+  }
+  return tokenValid(forge, id, m[2] as desktop.StreamMode, m[3]);
 }
 
 export const desktopStreamRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async (app, { forge }) => {
