@@ -46,11 +46,18 @@ export class PackageCache {
   private loaded: Promise<void> | null = null;
   private hits = 0;
   private misses = 0;
+  /** The last use stamped: uses within one millisecond still get distinct, ordered stamps, so the least recent goes first. */
+  private lastStamp = 0;
 
   constructor(
     private readonly dir: string,
     private readonly maxBytes: number,
   ) {}
+
+  private stamp(): number {
+    this.lastStamp = Math.max(Date.now(), this.lastStamp + 1);
+    return this.lastStamp;
+  }
 
   private key(url: string): string {
     return createHash("sha256").update(url).digest("hex");
@@ -79,6 +86,7 @@ export class PackageCache {
           continue;
         }
         this.index.set(f.slice(0, -5), meta);
+        this.lastStamp = Math.max(this.lastStamp, meta.lastUsed);
         this.bytes += meta.size;
       }
     })();
@@ -95,7 +103,7 @@ export class PackageCache {
       return null;
     }
     this.hits++;
-    meta.lastUsed = Date.now();
+    meta.lastUsed = this.stamp();
     return { file: this.body(key), meta };
   }
 
@@ -123,7 +131,7 @@ export class PackageCache {
       commit: async () => {
         await new Promise<void>((r) => out.end(r));
         if (failed || (expected !== null && written !== expected)) return void (await rm(tmp, { force: true }));
-        const meta: CachedFile = { url, size: written, contentType, storedAt: new Date().toISOString(), lastUsed: Date.now() };
+        const meta: CachedFile = { url, size: written, contentType, storedAt: new Date().toISOString(), lastUsed: this.stamp() };
         await rename(tmp, this.body(key));
         await writeFile(join(this.dir, `${key}.json`), JSON.stringify(meta));
         if (!this.index.has(key)) this.bytes += written;
