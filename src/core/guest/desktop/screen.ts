@@ -3,7 +3,8 @@
 // prints is parsed as numbers and capped text; a screenshot comes back as base64 in the command's
 // output, one round trip.
 import { badRequest, conflict } from "../../../http/errors.js";
-import { MAX_SCREEN, SCREEN_SCRIPT } from "../../../schemas/desktop.js";
+import type { Static } from "typebox";
+import { type DesktopWindow, MAX_SCREEN, SCREEN_SCRIPT } from "../../../schemas/desktop.js";
 import { shellQuote } from "../../../util/shell-quote.js";
 import { type DesktopGuest, type Point, runOnDesktop } from "./run.js";
 
@@ -31,15 +32,8 @@ export interface Shot {
   cursor: { x: number; y: number };
 }
 
-export interface WindowInfo {
-  id: number;
-  title: string;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-  active: boolean;
-}
+/** A visible window: its id, title, place and size, and whether it has the focus (the REST shape, one definition). */
+export type WindowInfo = Static<typeof DesktopWindow>;
 
 const MAX_SHOT = 64 * 1024 * 1024;
 
