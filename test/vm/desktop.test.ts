@@ -398,7 +398,8 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
     }
     const wide = await Sandbox.create({ resolution: [1280, 720], dpi: 120, timeoutMs: 600_000, requestTimeoutMs: 600_000 });
     try {
-      assert.deepEqual(await wide.getScreenSize(), { width: 1280, height: 720 });
+      // E2B's create starts Xvfb in the background and does not wait for it: the switch lands a moment after.
+      await waitFor(async () => JSON.stringify(await wide.getScreenSize()) === JSON.stringify({ width: 1280, height: 720 }), 30_000, "the screen E2B's create asked for");
     } finally {
       await wide.kill();
     }

@@ -45,22 +45,23 @@ export function SandboxDetail({ id, tab }: { id: string; tab?: string }) {
         <div className="actions">
           {running && (
             <>
+              {/* A snapshot and a fork stop the VM for a moment: the balloon is not asked meanwhile. */}
               <Action
                 label="Snapshot"
                 onError={setError}
-                run={async () => {
+                run={change(async () => {
                   const name = window.prompt("Snapshot name (empty for none)") ?? undefined;
                   await api("POST", `/sandboxes/${q(id)}/snapshot`, name ? { name } : {});
                   go("snapshots");
-                }}
+                })}
               />
               <Action
                 label="Fork"
                 onError={setError}
-                run={async () => {
+                run={change(async () => {
                   const r = await api("POST", `/sandboxes/${q(id)}/fork`, { count: 1 });
                   go(`sandboxes/${r.sandboxes[0].id}`);
-                }}
+                })}
               />
               {s?.expires_at && (
                 <Action
