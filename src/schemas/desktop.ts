@@ -13,14 +13,18 @@ export const DEFAULT_SCREEN = { width: 1024, height: 768, dpi: 96 };
  * drawn, so the larger framebuffer costs a sandbox almost nothing.
  */
 export const MAX_SCREEN = { width: 2560, height: 1600 };
+/** What a screen may be set to, inclusive: every interface's check and the REST schema's. */
+export const SCREEN_LIMITS = { width: [320, MAX_SCREEN.width], height: [240, MAX_SCREEN.height], dpi: [48, 480] } as const;
 /** The desktop image's script that sets the running screen: `screen WIDTH HEIGHT [DPI]`. */
 export const SCREEN_SCRIPT = "/usr/local/lib/forgevm-desktop/screen";
 
 export const ScreenRequest = Body(
   {
-    width: Type.Integer({ minimum: 320, maximum: MAX_SCREEN.width, description: "pixels" }),
-    height: Type.Integer({ minimum: 240, maximum: MAX_SCREEN.height, description: "pixels" }),
-    dpi: Type.Optional(Type.Integer({ minimum: 48, maximum: 480, description: "what applications scale text and icons by (default: as it is; 96 at first)" })),
+    width: Type.Integer({ minimum: SCREEN_LIMITS.width[0], maximum: SCREEN_LIMITS.width[1], description: "pixels" }),
+    height: Type.Integer({ minimum: SCREEN_LIMITS.height[0], maximum: SCREEN_LIMITS.height[1], description: "pixels" }),
+    dpi: Type.Optional(
+      Type.Integer({ minimum: SCREEN_LIMITS.dpi[0], maximum: SCREEN_LIMITS.dpi[1], description: "what applications scale text and icons by (default: as it is; 96 at first)" }),
+    ),
   },
   { $id: "DesktopScreen", description: "A desktop's screen: its size and DPI" },
 );

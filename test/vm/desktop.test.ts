@@ -92,6 +92,25 @@ async function onCanvas(canvas: Locator, x: number, y: number): Promise<{ x: num
   return { x: box.x + (x * box.width) / 1024, y: box.y + (y * box.height) / 768 };
 }
 
+/** Waits until a noVNC canvas has the screen's width (1024): it is drawing the desktop. */
+async function drawn(canvas: Locator, what: string): Promise<void> {
+  await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, what);
+}
+
+/** Clicks a point of the screen on a noVNC canvas and waits for the sandbox's pointer to be there (within 4 px). */
+async function clickReaches(page: Page, canvas: Locator, sb: ForgeSandbox, x: number, y: number, what: string): Promise<void> {
+  const at = await onCanvas(canvas, x, y);
+  await page.mouse.click(at.x, at.y);
+  await waitFor(
+    async () => {
+      const c = await sb.desktop.cursor();
+      return Math.abs(c.x - x) <= 4 && Math.abs(c.y - y) <= 4;
+    },
+    30_000,
+    what,
+  );
+}
+
 /** The PNG's width and height, from its header; fails on anything that is not a PNG. */
 function pngSize(png: Uint8Array): { width: number; height: number } {
   const b = Buffer.from(png);
@@ -412,24 +431,15 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
     const page = await browser!.newPage();
     await page.goto(live.url);
     const canvas = page.locator("canvas");
-    await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, "noVNC to draw the screen");
+    await drawn(canvas, "noVNC to draw the screen");
     assert.equal(await page.evaluate("origin"), "null", "the guest's page runs in an opaque origin");
-    const at = await onCanvas(canvas, 400, 300);
-    await page.mouse.click(at.x, at.y);
-    await waitFor(
-      async () => {
-        const c = await sb.desktop.cursor();
-        return Math.abs(c.x - 400) <= 4 && Math.abs(c.y - 300) <= 4;
-      },
-      30_000,
-      "the page's click to move the sandbox's pointer",
-    );
+    await clickReaches(page, canvas, sb, 400, 300, "the page's click to move the sandbox's pointer");
     const watch = await sb.desktop.stream({ viewOnly: true });
     assert.match(watch.url, /\/desktop\/stream\/view\/.*view_only=true/);
     const viewer = await browser!.newPage();
     await viewer.goto(watch.url);
     const screen = viewer.locator("canvas");
-    await waitFor(async () => ((await screen.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, "the watch-only view to draw");
+    await drawn(screen, "the watch-only view to draw");
     await sb.desktop.moveMouse(10, 10);
     const there = await onCanvas(screen, 600, 500);
     await viewer.mouse.click(there.x, there.y);
@@ -529,18 +539,9 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
     await page.getByRole("heading", { name: "Dashboard" }).waitFor();
     await page.goto(`${server.url}/#/sandboxes/${sb.id}/Desktop`);
     const canvas = page.frameLocator("[data-testid=desktop-view]").locator("canvas");
-    await waitFor(async () => ((await canvas.evaluate((c) => (c as unknown as { width: number }).width).catch(() => 0)) ?? 0) === 1024, 120_000, "the console's view to draw");
+    await drawn(canvas, "the console's view to draw");
     await sb.desktop.moveMouse(5, 5);
-    const at = await onCanvas(canvas, 700, 500);
-    await page.mouse.click(at.x, at.y);
-    await waitFor(
-      async () => {
-        const c = await sb.desktop.cursor();
-        return Math.abs(c.x - 700) <= 4 && Math.abs(c.y - 500) <= 4;
-      },
-      30_000,
-      "the console's click to reach the sandbox",
-    );
+    await clickReaches(page, canvas, sb, 700, 500, "the console's click to reach the sandbox");
     await page.getByRole("button", { name: "Screenshot" }).click();
     const img = page.getByTestId("desktop-shot");
     await img.waitFor();

@@ -4,7 +4,7 @@
 // output, one round trip.
 import { badRequest, conflict } from "../../../http/errors.js";
 import type { Static } from "typebox";
-import { type DesktopWindow, MAX_SCREEN, SCREEN_SCRIPT } from "../../../schemas/desktop.js";
+import { type DesktopWindow, SCREEN_LIMITS, SCREEN_SCRIPT } from "../../../schemas/desktop.js";
 import { shellQuote } from "../../../util/shell-quote.js";
 import { type DesktopGuest, type Point, runOnDesktop } from "./run.js";
 
@@ -51,13 +51,19 @@ const NO_SCRIPT = 4;
  * Sets the screen's size and, when given, its DPI, without a restart (a mode of the X server's
  * framebuffer; the desktop image's screen script), and keeps them for its next boot.
  */
-export async function setScreen(guest: DesktopGuest, o: { width: number; height: number; dpi?: number }): Promise<Screen> {
+export async function setScreen(guest: DesktopGuest, o: { width: number; height: number; dpi?: number }): Promise<void> {
   const { width, height, dpi } = o;
-  if (!Number.isInteger(width) || width < 320 || width > MAX_SCREEN.width) throw badRequest(`width must be an integer from 320 to ${MAX_SCREEN.width}, got ${width}`);
-  if (!Number.isInteger(height) || height < 240 || height > MAX_SCREEN.height) throw badRequest(`height must be an integer from 240 to ${MAX_SCREEN.height}, got ${height}`);
-  if (dpi !== undefined && (!Number.isInteger(dpi) || dpi < 48 || dpi > 480)) throw badRequest(`dpi must be an integer from 48 to 480, got ${dpi}`);
+  for (const [field, value] of [
+    ["width", width],
+    ["height", height],
+    ["dpi", dpi],
+  ] as const) {
+    const [min, max] = SCREEN_LIMITS[field];
+    if (value === undefined && field === "dpi") continue;
+    if (!Number.isInteger(value) || (value as number) < min || (value as number) > max) throw badRequest(`${field} must be an integer from ${min} to ${max}, got ${value}`);
+  }
   const body = `[ -x ${SCREEN_SCRIPT} ] || exit ${NO_SCRIPT}
-${SCREEN_SCRIPT} ${width} ${height} ${dpi ?? ""} >&2 || { r=$?; [ $r -eq ${TOO_LARGE} ] && exit ${TOO_LARGE}; exit $r; }
+${SCREEN_SCRIPT} ${width} ${height} ${dpi ?? ""} >&2
 `;
   await runOnDesktop(guest, body, {
     timeoutMs: 60_000,
@@ -66,7 +72,6 @@ ${SCREEN_SCRIPT} ${width} ${height} ${dpi ?? ""} >&2 || { r=$?; [ $r -eq ${TOO_L
       [NO_SCRIPT]: () => conflict(`sandbox ${guest.id}'s desktop image cannot change its screen: rebuild it (sudo forgevm image system desktop)`),
     },
   });
-  return screen(guest);
 }
 
 export async function screenshot(guest: DesktopGuest, o: ShotOptions = {}): Promise<Shot> {
