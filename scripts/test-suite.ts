@@ -226,6 +226,8 @@ async function runFiles(what: string, files: string[], concurrency: number, env:
   const suite = spawn(
     process.execPath,
     [
+      // each file's process notes its tests' progress: a file stopped for its time is said to have hung in one
+      `--import=${join(repo, "dist", "scripts", "test-progress.js")}`,
       "--test",
       `--test-concurrency=${concurrency}`,
       `--test-timeout=${FILE_LIMIT_MS}`,
@@ -339,7 +341,10 @@ async function main(): Promise<number> {
     ready.push(packages);
     const seed = join(runDir, "seed");
     await seedDataDir(installed, seed, [DEFAULT_IMAGE, CODE_IMAGE]);
-    const files = process.argv.slice(2);
+    // `--jobs N` runs the named files N at a time, as the full run does (a flake seen only beside another file).
+    const jobsAt = process.argv.indexOf("--jobs");
+    const jobs = jobsAt >= 0 ? Number(process.argv[jobsAt + 1]) || 1 : 1;
+    const files = process.argv.slice(2).filter((_, i) => jobsAt < 0 || (i + 2 !== jobsAt && i + 2 !== jobsAt + 1));
     // The shared bases boot their VMs while the stand-in user starts and the unit tier runs, and
     // the frameworks' providers are installed (mostly waiting on the registry) meanwhile; both are
     // awaited before the first file that needs them, and a failure is rethrown there.
@@ -382,7 +387,7 @@ async function main(): Promise<number> {
     let code = 0;
     if (files.length) {
       await awaitReady();
-      code = await runFiles("the files named", files, 1, env, deadline);
+      code = await runFiles("the files named", files, jobs, env, deadline);
     } else {
       // Unit first: a broken build fails in seconds, before any test boots a VM.
       code = await runFiles("tier unit", tierPaths("unit"), 2, env, deadline);

@@ -4,7 +4,7 @@
 // file and reason, so a check this machine cannot make is never read as one that passed. Each
 // failure's message is also appended to the run directory's failures file, which the suite prints
 // again as its last lines: CI keeps only the end of a long run's output.
-import { appendFileSync, realpathSync } from "node:fs";
+import { appendFileSync, readFileSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
 
 interface TestEvent {
@@ -32,7 +32,36 @@ function failure(e: TestEvent): string {
   const text = [...full.split("\n").filter((l) => !/^\s+at /.test(l)), ...frames.slice(0, 3)].join("\n");
   const cut = text.length > 2000 ? `${text.slice(0, 2000)} …` : text;
   const where = `${e.data.file ? own(e.data.file) : "?"}${e.data.line ? `:${e.data.line}` : ""}`;
-  return `# FAILED ${where}: ${e.data.name ?? "?"}\n${cut.replace(/^/gm, "#   ")}\n`;
+  const hung = e.data.nesting === 0 && /timed out/.test(text) && e.data.file ? `\n${runningIn(e.data.file)}` : "";
+  return `# FAILED ${where}: ${e.data.name ?? "?"}\n${(cut + hung).replace(/^/gm, "#   ")}\n`;
+}
+
+/** test-progress.ts's notes in a run directory: one line per event, `ms\tstart|end\tfile\ttest`. */
+export const progressFile = (runDir: string) => join(runDir, "progress.tsv");
+
+/** What a file stopped for its time was doing: the test it had started and not ended (test-progress.ts). */
+function runningIn(file: string): string {
+  const dir = process.env.TEST_RUN_DIR;
+  if (!dir) return "";
+  const path = realpathSync(file);
+  const open = new Map<string, number>();
+  let last = "";
+  try {
+    for (const line of readFileSync(progressFile(dir), "utf8").split("\n")) {
+      const [ms, what, f, name] = line.split("\t");
+      if (f !== path) continue;
+      if (what === "start") open.set(name, Number(ms));
+      else {
+        open.delete(name);
+        last = name;
+      }
+    }
+  } catch {
+    return "(no notes of its tests' progress)";
+  }
+  const running = [...open].map(([name, ms]) => `"${name}", started ${Math.round((Date.now() - ms) / 1000)} s before`);
+  if (running.length) return `still running then: ${running.join("; ")}`;
+  return last ? `no test was running: after "${last}" it hung in a hook` : "no test had started: it hung in a before hook or while loading";
 }
 
 /** A test file's own path: the runner hands node links to it, named by rank (test-suite.ts). */

@@ -9,7 +9,8 @@ import { policyFromConfig } from "../interfaces/mcp/policy.js";
 import { buildApp } from "./app.js";
 import { startFront } from "../front/front.js";
 import { parseDuration } from "../schemas/durations.js";
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
+import { sessionOf } from "../util/process.js";
 import { hostname } from "node:os";
 
 /** How long a graceful shutdown waits for requests in flight before stopping the VMs. */
@@ -24,13 +25,15 @@ export interface RunningServer {
 }
 
 /**
- * The scheduling weight of the server's own session (its autogroup) against each VMM's: -10 is
- * about nine busy VMs' worth. Every VMM runs in a session of its own, and with autogroup scheduling
- * (the Linux default) each session competes as one whole, so at nice 0 the server had one share
- * among a hundred restoring VMs and its event loop stood still for up to 2 s (`bench/burst.ts`),
- * every request with it.
+ * The scheduling weight of the server's own session (its autogroup) against each VMM's: -20 is
+ * about eighty-seven busy VMs' worth. Every VMM runs in a session of its own, and with autogroup
+ * scheduling (the Linux default) each session competes as one whole, so at nice 0 the server had
+ * one share among a hundred restoring VMs and its event loop stood still for up to 2 s
+ * (`bench/burst.ts`), every request with it; at -10 (nine VMs' worth) still 60–110 ms at a time,
+ * at -20 20–45 ms. The server uses little CPU, so the weight buys promptness, not a larger share;
+ * what it starts in its own session (qemu-img, mkfs, an image's build) shares the weight.
  */
-export const SERVER_AUTOGROUP_NICE = -10;
+export const SERVER_AUTOGROUP_NICE = -20;
 
 /**
  * Raises the session's scheduling group when this process leads its session (a service, or a
@@ -39,9 +42,7 @@ export const SERVER_AUTOGROUP_NICE = -10;
  */
 export async function raiseSchedulingGroup(): Promise<boolean> {
   if (process.getuid?.() !== 0) return false;
-  const stat = await readFile("/proc/self/stat", "utf8").catch(() => "");
-  const session = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3]);
-  if (session !== process.pid) return false;
+  if (sessionOf(process.pid) !== process.pid) return false;
   return writeFile("/proc/self/autogroup", String(SERVER_AUTOGROUP_NICE)).then(
     () => true,
     () => false, // no autogroup scheduling: nothing to raise

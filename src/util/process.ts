@@ -55,3 +55,14 @@ export function processAlive(pid: number): boolean {
     return false;
   }
 }
+
+/** A process's session id (null when it is gone). */
+export function sessionOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // after the name: state, parent, process group, session
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3]);
+  } catch {
+    return null;
+  }
+}

@@ -8,7 +8,7 @@
 import { chown, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { run } from "../../util/process.js";
+import { createOverlay } from "./overlay-file.js";
 import { ignore } from "../../util/ignore.js";
 import { backingChain } from "./jail.js";
 import type { Qmp } from "./qmp.js";
@@ -49,7 +49,7 @@ export interface Overlay {
  * Makes the overlay a VM moves onto when its current disk is frozen for a snapshot. Its backing
  * is named by the snapshot's link (`frozen`), not by the disk's name in the VM's directory: that
  * directory goes with the VM, the snapshot's files stay while anything is backed by them. It is
- * written here, by qemu-img: QEMU's own blockdev-snapshot-sync writes the backing's description,
+ * written here, as qemu-img writes it: QEMU's own blockdev-snapshot-sync writes the backing's description,
  * which once a backing was renamed is a json:{…} nesting one level per snapshot, and past eight
  * snapshots it outgrew the 1023 bytes a qcow2 header holds (every later snapshot, fork, pause and
  * stop of the sandbox failed). Made as the VM's own uid when it is confined.
@@ -59,7 +59,7 @@ export async function newOverlay(vmDir: string, frozen: string, bytes: number): 
   let n = 1;
   while (names.includes(`disk.${n}.qcow2`)) n++;
   const file = join(vmDir, `disk.${n}.qcow2`);
-  await run("qemu-img", ["create", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b", frozen, file, String(bytes)]);
+  await createOverlay(file, { bytes, backing: frozen, unsafe: true });
   const owner = (await stat(vmDir)).uid;
   if (owner !== (process.getuid?.() ?? 0)) await chown(file, owner, owner);
   return { file, node: `root-${n}` };

@@ -14,7 +14,7 @@ import { MIGRATION_PARAMETERS, eventGapMs, receiveStream, waitMigration } from "
 import { Qmp } from "./qmp.js";
 import { copyRam, giveRam } from "./ram-file.js";
 import { activeDisk, collapseIfDeep, deepChain, newOverlay, type Overlay, settleJobs, switchDisk } from "./disk-layers.js";
-import { run } from "../../util/process.js";
+import { run, sessionOf } from "../../util/process.js";
 import { ignore } from "../../util/ignore.js";
 
 export class QemuVm implements Vm {
@@ -339,6 +339,8 @@ export async function setVmmNice(pid: number, nice: number): Promise<void> {
  * threads compete with others as one group whose weight is the group's nice, not the threads'.
  */
 export async function setAutogroupNice(pid: number, nice: number): Promise<void> {
+  // A process not yet in its own session would renice its parent's group: the server's.
+  if (sessionOf(pid) !== pid) return;
   await writeFile(`/proc/${pid}/autogroup`, String(nice)).catch(ignore("no autogroup support: niceness is a hint"));
 }
 

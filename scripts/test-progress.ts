@@ -1,0 +1,16 @@
+// Loaded into every test file's process by the suite (`node --import`): notes when each test
+// starts and ends, in the run directory, so that a file stopped for running too long can be said
+// to have hung in that test (node's runner reports a timed-out file as a whole, and the tests it
+// had passed only with it). test-times.ts reads the notes back.
+import { appendFileSync, realpathSync } from "node:fs";
+import { afterEach, beforeEach } from "node:test";
+import { progressFile } from "./test-times.js";
+
+const dir = process.env.TEST_RUN_DIR;
+const file = process.argv[1];
+if (dir && file) {
+  const own = realpathSync(file);
+  const note = (what: string, name: string) => appendFileSync(progressFile(dir), `${Date.now()}\t${what}\t${own}\t${name.replace(/\s+/g, " ")}\n`);
+  beforeEach((t) => note("start", t.name));
+  afterEach((t) => note("end", t.name));
+}
