@@ -158,7 +158,15 @@ out:
  * while the agent stays outside it: a fork bomb or a memory hog exhausts the sandbox's share,
  * never the agent's, so the host can still talk to the guest and kill it. */
 static void sandbox_cgroup_init(void) {
-  mount_fs("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  /* favordynmods (Linux 6.0+): every exec moves its first process into a cgroup of its own, and
+   * without it each move waits for an RCU grace period (the lock a move takes is one whose writers
+   * wait for one; the option keeps it on its slow path, which costs forks and exits a little
+   * instead). Under TCG a grace period is long: an exec of `true` took 37 ms without the option
+   * against 28 ms with it; under KVM the gain is smaller. An older kernel refuses the option, and
+   * gets the mount without it. */
+  mkdir("/sys/fs/cgroup", 0755);
+  if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, "favordynmods") < 0 && errno != EBUSY)
+    mount_fs("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   if (write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids +memory +cpu") < 0) alog("cgroup controllers: %s", strerror(errno));
   if (mkdir(sandbox_cgroup, 0755) < 0 && errno != EEXIST) alog("cgroup %s: %s", sandbox_cgroup, strerror(errno));
 }
