@@ -8,7 +8,8 @@ import { progressFile } from "./test-times.js";
 
 const dir = process.env.TEST_RUN_DIR;
 const file = process.argv[1];
-if (dir && file) {
+// Only in a test file's own process (the runner says so): not in a node program it might start with its options.
+if (dir && file && process.env.NODE_TEST_CONTEXT) {
   const own = realpathSync(file);
   const note = (what: string, name: string) => appendFileSync(progressFile(dir), `${Date.now()}\t${what}\t${own}\t${name.replace(/\s+/g, " ")}\n`);
   beforeEach((t) => note("start", t.name));

@@ -1,4 +1,4 @@
-// The first spawn of an image or template pulls it, boots it and freezes it into a base
+// The first spawn of an image or template pulls it (or builds it: a system image), boots it and freezes it into a base
 // snapshot, which takes a while: the CLI shows those steps as the server reports them.
 import type { Client, EventInfo } from "forgevm";
 import { progress } from "./output.js";
@@ -11,6 +11,10 @@ function describe(e: EventInfo): string | null {
       return String(e.message);
     case "image.pulled":
       return `pulled ${e.image}`;
+    case "image.building":
+      return `building ${e.image} from Debian's archive (a few minutes, once)`;
+    case "image.built":
+      return `built ${e.image}`;
     case "snapshot.building":
       return `first start of ${e.template ? `template ${e.template}` : e.image}: booting it for its base snapshot (later spawns restore it)`;
     case "snapshot.created":

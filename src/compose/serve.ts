@@ -4,6 +4,7 @@ import { ConfigError, type Config } from "../config/config.js";
 import { templateBody } from "../core/sandboxes/template-ops.js";
 import { forgeOptions } from "../core/forge-options.js";
 import { Forge, type OnStop, type StopReport, type TakeBackReport } from "../core/forge.js";
+import type { ForgeOptions } from "../core/options.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { policyFromConfig } from "../interfaces/mcp/policy.js";
 import { buildApp } from "./app.js";
@@ -11,6 +12,8 @@ import { startFront } from "../front/front.js";
 import { parseDuration } from "../schemas/durations.js";
 import { writeFile } from "node:fs/promises";
 import { sessionOf } from "../util/process.js";
+import { pathsFor } from "../config/paths.js";
+import { systemImageBuilder } from "../setup/base-image.js";
 import { hostname } from "node:os";
 
 /** How long a graceful shutdown waits for requests in flight before stopping the VMs. */
@@ -53,10 +56,11 @@ export async function raiseSchedulingGroup(): Promise<boolean> {
 export async function startServer(
   cfg: Config,
   version: string,
-  opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void } = {},
+  opts: { logger?: boolean; env?: NodeJS.ProcessEnv; requestLog?: (line: string) => void; builtInImages?: ForgeOptions["builtInImages"] } = {},
 ): Promise<RunningServer> {
   const mcp = cfg.mcp.enabled ? policyFromConfig(cfg.mcp) : undefined;
-  const forge = await Forge.open(forgeOptions(cfg, opts.env));
+  // The system images a spawn names before anyone built them are built then (setup's builder).
+  const forge = await Forge.open({ ...forgeOptions(cfg, opts.env), builtInImages: opts.builtInImages ?? systemImageBuilder(pathsFor(cfg.data_dir)) });
   try {
     await forge.templates.apply(Object.entries(cfg.templates).map(([name, t]) => templateBody({ name, ...t })));
   } catch (e) {

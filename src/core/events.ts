@@ -23,6 +23,7 @@ export type EventType =
   | "sandbox.main_restarted"
   | "sandbox.health"
   | "image.pulling"
+  | "image.building"
   | "image.progress"
   | "image.pulled"
   | "image.imported"

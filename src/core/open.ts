@@ -58,7 +58,7 @@ import { PRESTART_BASES, Prestarts } from "./pools/prestart.js";
 import { Providers } from "./providers.js";
 import type { TakeBackReport } from "./sandboxes/recovery.js";
 import { Snapshots } from "./snapshots/snapshots.js";
-import { Planner, type Pull } from "./sandboxes/plan.js";
+import { type Build, Planner, type Pull } from "./sandboxes/plan.js";
 import { makeOperations, type Operations } from "./operations.js";
 import { snapshotsInUse } from "./sandboxes/spawn.js";
 import type { OnStop, StopReport } from "./sandboxes/server-stop.js";
@@ -257,6 +257,15 @@ function pullWithRoom(core: Pick<Core, "disk" | "images">): Pull {
   };
 }
 
+/** Builds one of the server's own images for a spawn where it can (else null), refused while the data directory is full. */
+function buildWithRoom(core: Pick<Core, "disk" | "images">): Build {
+  return (name) => {
+    if (!core.images.canBuild(name)) return null;
+    core.disk.require("an image build");
+    return core.images.build(name);
+  };
+}
+
 /** The stores and services of one core context, wired to each other. */
 function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions, hooks: CoreParts): Core {
   const sandboxes = new SandboxStore(db);
@@ -327,16 +336,9 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
       blobs: hooks.blobs,
       events,
       registryAuth: opts.registryAuth,
-      sandboxesUsing: (image) =>
-        sandboxes
-          .list(["creating", "running"])
-          .filter((r) => r.image === image)
-          .map((r) => r.id),
-      snapshotsUsing: (image) =>
-        snapshotRows
-          .list(["ready"])
-          .filter((r) => r.image === image && r.kind !== "base")
-          .map((r) => r.name ?? r.id),
+      builtIn: opts.builtInImages,
+      sandboxesUsing: (image) => sandboxes.list(["creating", "running"]).flatMap((r) => (r.image === image ? [r.id] : [])),
+      snapshotsUsing: (image) => snapshotRows.list(["ready"]).flatMap((r) => (r.image === image && r.kind !== "base" ? [r.name ?? r.id] : [])),
       dropBases: (image) => core.snaps.dropBases((r) => r.image === image),
       keepBlobs: hooks.keepBlobs,
     }),
@@ -353,7 +355,7 @@ function makeCore(paths: Paths, providers: Providers, db: Db, opts: ForgeOptions
     }),
   };
   // Plans pull what they name and is not local: refused while the data directory is full.
-  const core: Core = { ...services, planner: new Planner({ ...services, pull: pullWithRoom(services) }) };
+  const core: Core = { ...services, planner: new Planner({ ...services, pull: pullWithRoom(services), build: buildWithRoom(services) }) };
   return core;
 }
 

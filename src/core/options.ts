@@ -1,5 +1,6 @@
 // What a Forge and its spawns, forks and restores can be asked for: the options every
 // interface (library, CLI, REST) fills in.
+import type { BuiltInImages } from "../images/built-in.js";
 import type { MetricsOptions } from "./metrics/sampler.js";
 import type { ExtraProviders } from "../providers/registry.js";
 import type { Credentials } from "../images/registry.js";
@@ -37,6 +38,8 @@ export interface ForgeOptions {
   environments?: EnvironmentOptions;
   /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
   registryAuth?: Record<string, Credentials>;
+  /** Images it builds itself when a spawn first names one (the system images; `forgevm serve` gives it setup's builder). */
+  builtInImages?: BuiltInImages;
   /** Restore spawns from base snapshots made at each image's first boot (default true). */
   baseSnapshots?: boolean;
   /**

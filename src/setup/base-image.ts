@@ -8,6 +8,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Paths } from "../config/paths.js";
 import { CODE_IMAGE, DEFAULT_IMAGE, DESKTOP_IMAGE, imageDir, storedImageDir, SYSTEM_IMAGE, type ImageMeta, type ImageSize } from "../images/store.js";
+import type { BuiltInImages } from "../images/built-in.js";
 import { buildExt4 } from "../images/ext4.js";
 import { run } from "../util/process.js";
 import { DESKTOP_AFTER, DESKTOP_FILES, DESKTOP_PACKAGES, DESKTOP_WARM } from "./desktop-image.js";
@@ -111,6 +112,19 @@ export async function ensureSystemImages(paths: Paths, shorts: string[], log: (m
   for (const image of images) if (await needsBuild(paths, image, log)) wanted.push(image);
   for (const group of byPackages(wanted)) await buildDebianImages(paths, group, log, `sudo forgevm image system ${shorts.join(" ")}`);
   return images.map((i) => i.name);
+}
+
+/** The server's builder of system images, for a spawn that names one nobody built yet (root only: debootstrap makes device nodes). */
+export function systemImageBuilder(paths: Paths): BuiltInImages {
+  const short = (name: string) => Object.keys(SYSTEM_IMAGES).find((k) => SYSTEM_IMAGES[k].name === name);
+  return {
+    canBuild: (name) => process.getuid?.() === 0 && short(name) !== undefined,
+    build: async (name, log) => {
+      const which = short(name);
+      if (!which) throw new Error(`${name} is not an image this server builds`);
+      await ensureSystemImages(paths, [which], log);
+    },
+  };
 }
 
 /** Images grouped by package list: each group is built from one debootstrap. */

@@ -38,7 +38,7 @@ const ALLOWED: Record<string, string[]> = {
   server: [...GROUND, "core"],
   interfaces: [...GROUND, "core", "server"],
   front: [...GROUND, "core", "interfaces"],
-  compose: [...GROUND, "core", "server", "interfaces", "front"],
+  compose: [...GROUND, "core", "server", "interfaces", "front", "setup"],
   cli: [...GROUND, "core", "compose", "interfaces", "setup"],
   setup: [...GROUND, "images"],
 };

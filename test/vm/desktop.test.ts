@@ -5,8 +5,9 @@
 // reach it (the page's own record, read back by a command); the sandbox's only way out is its
 // egress proxy, and Firefox loads an HTTPS page through it, the egress rule's secret added and the
 // egress CA trusted; windows are found by class and title; the noVNC live view opens in a
-// headless Chromium through the server's port proxy (a WebSocket) and draws the screen; a pause
-// and a resume keep the desktop and its windows. Then Daytona's SDK (`@daytonaio/sdk`,
+// headless Chromium through the server's port proxy (a WebSocket) and draws the screen, or one
+// window alone (the SDK's window-scoped stream); a pause and a resume keep the desktop and its
+// windows. Then Daytona's SDK (`@daytonaio/sdk`,
 // unmodified) drives the same desktop through its computer-use API: its processes, display,
 // screenshots (whole, a region, compressed), mouse and keyboard (the page records them again), and
 // the 4xx of bad input and of a sandbox without one. Last, ForgeVM's own interfaces on the same
@@ -245,7 +246,7 @@ describe("E2B's desktop SDK", () => {
     await waitFor(async () => (await titles()).some((t) => t.includes("clicked")), 120_000, "the test page's tab again");
   });
 
-  it("streams the screen with noVNC: the URL opens in a browser and draws the desktop", async () => {
+  it("streams the screen with noVNC: the URL opens in a browser and draws the desktop, or one window of it", async () => {
     await desktop.stream.start();
     // The SDK names https: the server here speaks plain HTTP (behind a TLS front, https works as given).
     const url = desktop.stream.getUrl({ viewOnly: true }).replace(/^https:/, "http:");
@@ -260,6 +261,16 @@ describe("E2B's desktop SDK", () => {
     await desktop.moveMouse(500, 400);
     await desktop.commands.run("xdotool key super", { background: true }).catch(() => {});
     await waitFor(async () => !(await canvas.screenshot()).equals(first), 120_000, "the live view to change");
+    await desktop.stream.stop();
+    // A stream of one window (x11vnc -id): the canvas is that window's size, not the screen's.
+    const [win] = await desktop.getApplicationWindows("firefox");
+    const shell = (await desktop.commands.run(`xdotool getwindowgeometry --shell ${win}`)).stdout;
+    const size = { width: Number(/WIDTH=(\d+)/.exec(shell)?.[1]), height: Number(/HEIGHT=(\d+)/.exec(shell)?.[1]) };
+    assert.ok(size.width > 0 && size.height > 0 && size.height < 768, shell);
+    await desktop.stream.start({ windowId: win });
+    await page.goto(desktop.stream.getUrl({ viewOnly: true }).replace(/^https:/, "http:"));
+    const sized = async () => canvas.evaluate((c) => ({ width: (c as unknown as { width: number }).width, height: (c as unknown as { height: number }).height }));
+    await waitFor(async () => JSON.stringify(await sized()) === JSON.stringify(size), 120_000, `noVNC to draw the window alone (${JSON.stringify(size)})`);
     await desktop.stream.stop();
   });
 

@@ -18,6 +18,7 @@ import { DEFAULT_IMAGE, SYSTEM_IMAGE } from "../../src/images/store.js";
 import { ensureSystemImage } from "../../src/setup/base-image.js";
 import { preparedSystemImage } from "../../src/setup/index.js";
 import type { Sandbox } from "../../src/index.js";
+import type { BuiltInImages } from "../../src/images/built-in.js";
 import { apiRequest, assertNoVmLeft, childEnv, removeAtExit, runCli, testConfig } from "../helpers.js";
 
 const run = promisify(execFile);
@@ -29,15 +30,42 @@ const sh = async (command: string, box = sb) => {
   return { code: r.exitCode, out: r.stdout.trim(), err: r.stderr.trim() };
 };
 
+let firstSpawn: { events: { type: string; image?: unknown; message?: unknown }[]; concurrent: number };
+
 before(async () => {
   const cfg = await testConfig(undefined, [DEFAULT_IMAGE]);
   const t0 = performance.now();
-  await preparedSystemImage(cfg.data_dir);
-  console.log(`# ${SYSTEM_IMAGE} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  server = await startServer(cfg, "test");
+  // The server builds the image when a spawn first names it. Its builder here gives the data
+  // directory the checkout's prepared copy (built once by setup's ensureSystemImage, the function
+  // the server's own builder runs), so the build's minutes are not spent again in every run.
+  let builds = 0;
+  const builtInImages: BuiltInImages = {
+    canBuild: (name) => name === SYSTEM_IMAGE,
+    build: async (_name, log) => {
+      builds++;
+      log("giving the data directory the prepared system image");
+      await preparedSystemImage(cfg.data_dir, log);
+    },
+  };
+  server = await startServer(cfg, "test", { builtInImages });
   removeAtExit(cfg.data_dir);
-  const r = await apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, name: "sys", memory_mb: 512 });
+  const from = server.forge.events.lastSeq();
+  // Two spawns that name it at once share one build.
+  const [r, other] = await Promise.all([
+    apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, name: "sys", memory_mb: 512 }),
+    apiRequest(server.url, "POST", "/sandboxes", { image: SYSTEM_IMAGE, memory_mb: 512 }),
+  ]);
+  console.log(`# ${SYSTEM_IMAGE} built by the first spawn and running in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   assert.equal(r.status, 201, JSON.stringify(r.body));
+  assert.equal(other.status, 201, JSON.stringify(other.body));
+  await apiRequest(server.url, "DELETE", `/sandboxes/${other.body.id}`);
+  firstSpawn = {
+    events: server.forge.events
+      .replay(from, 1_000_000)
+      .filter((e) => e.type.startsWith("image."))
+      .map((e) => ({ type: e.type, ...(e.data as object) })),
+    concurrent: builds,
+  };
   sb = server.forge.sandboxes.running(r.body.id);
 });
 
@@ -47,6 +75,19 @@ after(async () => {
 });
 
 describe("system images", () => {
+  it("are built by the first spawn that names one, with its steps as events; spawns at once share the build", () => {
+    assert.equal(firstSpawn.concurrent, 1);
+    const types = firstSpawn.events.map((e) => e.type);
+    assert.equal(types[0], "image.building", types.join());
+    assert.equal(types.at(-1), "image.built", types.join());
+    assert.ok(
+      types.slice(1, -1).every((t) => t === "image.progress"),
+      types.join(),
+    );
+    assert.ok(firstSpawn.events.every((e) => e.image === SYSTEM_IMAGE));
+    assert.equal(firstSpawn.events[1].message, "giving the data directory the prepared system image");
+  });
+
   it("boot systemd as PID 1, with the agent as its first service and execs in a cgroup under it", async () => {
     assert.equal((await sh("readlink /proc/1/exe")).out, "/usr/lib/systemd/systemd");
     assert.equal((await apiRequest(server.url, "GET", `/sandboxes/${sb.id}`)).body.init, "systemd");
@@ -156,6 +197,10 @@ describe("system images", () => {
       ensureSystemImage(scratch, "ubuntu-24.04", () => {}),
       /no system image "ubuntu-24\.04".*debian-12.*Ubuntu's need its archive/,
     );
+    // A spawn of a forgevm/ image the server neither has nor builds is a 400 that says how to get one.
+    const unknown = await apiRequest(server.url, "POST", "/sandboxes", { image: "forgevm/system:ubuntu-24.04" });
+    assert.equal(unknown.status, 400, JSON.stringify(unknown.body));
+    assert.match(unknown.body.message, /^image: image "forgevm\/system:ubuntu-24\.04" is not in /);
     // The same through the CLI, as a user types it.
     const cli = await runCli(["--data-dir", scratch.dataDir, "image", "system", "ubuntu-24.04"], childEnv());
     assert.notEqual(cli.status, 0);

@@ -70,6 +70,17 @@ export class ImagesFacade {
     return this.core.images.pull(reference, log, onLayerBytes);
   }
 
+  /** Whether a spawn that names `name` before it exists gets it built (a system image, on a server running as root). */
+  canBuild(name: string): boolean {
+    return this.core.images.canBuild(name);
+  }
+
+  /** Builds one of the server's own images (what a spawn of it does first); concurrent calls share the build. */
+  build(name: string): Promise<LocalImage> {
+    this.core.disk.require("an image build");
+    return this.core.images.build(name);
+  }
+
   /** Imports an image from an OCI layout directory, an OCI archive or a `docker save` tarball on this host. */
   async import(source: string, opts: ImportOptions = {}): Promise<LocalImage> {
     this.core.disk.require("an image import");

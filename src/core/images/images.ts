@@ -8,6 +8,7 @@ import { pipeline } from "node:stream/promises";
 import { join } from "node:path";
 import type { Paths } from "../../config/paths.js";
 import { importArchive } from "../../images/archive.js";
+import type { BuiltInImages } from "../../images/built-in.js";
 import { DigestMismatchError, type BlobStore } from "../../images/blobs.js";
 import { LayerError } from "../../images/flatten.js";
 import { installImage } from "../../images/install.js";
@@ -27,6 +28,8 @@ export interface ImageDeps {
   events: EventBus;
   /** Registry logins from the config, by registry host; ~/.docker/config.json is the fallback. */
   registryAuth?: Record<string, Credentials>;
+  /** What the server builds itself (system images) when a spawn first names one. */
+  builtIn?: BuiltInImages;
   /** Live sandboxes running this image. */
   sandboxesUsing: (image: string) => string[];
   /** Kept snapshots made from this image (their disks are backed by it). */
@@ -61,6 +64,7 @@ export function withTag(name: string, tag: string): string {
 
 export class Images {
   private readonly pulls = new Map<string, Promise<LocalImage>>();
+  private readonly builds = new Map<string, Promise<LocalImage>>();
   private readonly credentials = async (registry: string) => this.d.registryAuth?.[registry] ?? dockerConfigCredentials(registry);
 
   constructor(private readonly d: ImageDeps) {}
@@ -93,6 +97,36 @@ export class Images {
       return resolveImage(paths, ref.canonical);
     })().finally(() => this.pulls.delete(ref.canonical));
     this.pulls.set(ref.canonical, p);
+    return p;
+  }
+
+  /** Whether a spawn that names `name` before it exists gets it built here (a system image, on a server running as root). */
+  canBuild(name: string): boolean {
+    return !!this.d.builtIn?.canBuild(canonicalName(name));
+  }
+
+  /** Builds one of the server's own images (concurrent spawns of it share the build), saying each step as events and on the server's log. */
+  build(name: string): Promise<LocalImage> {
+    const image = canonicalName(name);
+    const running = this.builds.get(image);
+    if (running) return running;
+    const { builtIn, events, paths } = this.d;
+    if (!builtIn?.canBuild(image)) return Promise.reject(new ForgevmError("BAD_REQUEST", `image: ${image} is not one this server builds`));
+    const p = (async () => {
+      events.emit("image.building", null, { image });
+      const progress = (m: string) => {
+        console.error(`forgevm: ${m}`);
+        events.emit("image.progress", null, { image, message: m });
+      };
+      try {
+        await builtIn.build(image, progress);
+      } catch (e) {
+        throw new ForgevmError("UNAVAILABLE", `image ${image} could not be built: ${(e as Error).message}`);
+      }
+      events.emit("image.built", null, { image });
+      return resolveImage(paths, image);
+    })().finally(() => this.builds.delete(image));
+    this.builds.set(image, p);
     return p;
   }
 

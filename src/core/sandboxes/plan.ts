@@ -62,6 +62,8 @@ export interface SpawnPlan {
 
 /** Pulls an image that a spawn names but that is not local. */
 export type Pull = (ref: string) => Promise<LocalImage>;
+/** Builds an image of the server's own, or says it cannot (null). */
+export type Build = (name: string) => Promise<LocalImage> | null;
 
 /** What planning a spawn reads: the providers, the defaults, the names taken, the templates, and the services that check a network or a mount. */
 export interface PlannerDeps {
@@ -77,6 +79,8 @@ export interface PlannerDeps {
   readonly forwards: Pick<Forwards, "require">;
   /** Pulls an image a spawn names that is not local. */
   readonly pull: Pull;
+  /** Builds one of the server's own images (a system image) a spawn names before it exists; null where it cannot. */
+  readonly build: Build;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -149,10 +153,11 @@ export class Planner {
     if (network.mode === "full") await checkFullNetwork(provider);
     const d = this.d.defaults;
     const imageName = opts.image ?? tpl?.image ?? d.image;
-    // An image that is not local is pulled first when its name is a registry reference.
+    // An image that is not local is pulled first when its name is a registry reference, and
+    // built first when it is one of the server's own that it can build (the system images).
     const image = await resolveImage(this.d.paths, imageName).catch((e) => {
       if (!(e instanceof ImageNotFoundError)) throw e;
-      if (imageName.startsWith("forgevm/")) throw badRequest(`image: ${e.message}`);
+      if (imageName.startsWith("forgevm/")) return this.d.build(imageName) ?? Promise.reject(badRequest(`image: ${e.message}`));
       return this.d.pull(imageName);
     });
     // The spawn's size, else its template's, else what the image says it needs, else the defaults.

@@ -44,6 +44,15 @@ export async function spawnTarget(forge: Forge, templateID: string): Promise<Spa
 async function builtIn(forge: Forge, templateID: string, image: string, build: string): Promise<SpawnTarget> {
   if (forge.templates.list().some((t) => t.name === templateID)) return { template: templateID };
   if (!(await forge.images.list()).some((i) => i.name === image)) {
+    // One the server builds itself takes minutes, once, and E2B's SDK gives up on a request after
+    // one: the build starts now, and the create is told to come back.
+    if (forge.images.canBuild(image)) {
+      forge.images.build(image).catch((e) => console.error(`forgevm: ${(e as Error).message}`));
+      throw new ForgevmError(
+        "UNAVAILABLE",
+        `template "${templateID}" needs the image ${image}, which this server is building now (a few minutes, once; its steps are in GET /api/v1/events): try again then`,
+      );
+    }
     throw new ForgevmError("NOT_FOUND", `template "${templateID}" needs the image ${image}, which this server does not have: run ${build}`);
   }
   return { image };
