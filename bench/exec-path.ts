@@ -12,14 +12,15 @@
 // falls on all of them alike. Twice: on a quiet server (no pool, no prestarted VMM), then on a
 // busy one (a warm pool of 2 held full, a prestarted VMM, and 3 sandboxes each running a loop
 // that wakes every 100 ms).
-// Usage: node dist/bench/exec-path.js [--rounds 60]
+// Usage: setsid node dist/bench/exec-path.js [--rounds 60]
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Daytona } from "@daytonaio/sdk";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Sandbox as E2bSandbox } from "e2b";
-import { startServer } from "../src/compose/serve.js";
+import { writeFile } from "node:fs/promises";
+import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
 import { restApi } from "./rest.js";
@@ -114,6 +115,9 @@ async function measure(change: (c: Config) => void, busy: boolean) {
 }
 
 async function main() {
+  // The server runs in this process as `forgevm serve` would as a service: its session raised
+  // (compose/serve.ts), which counts on the busy server, whose VMs compete with it. Run it with setsid.
+  await writeFile("/proc/self/autogroup", String(SERVER_AUTOGROUP_NICE)).catch(() => console.error("# the session's scheduling group could not be raised (not root?)"));
   const quiet = await measure((c) => {
     c.snapshots.prestart = 0;
     c.warm_pool = { size: 0, memory_budget_mb: 0 };
