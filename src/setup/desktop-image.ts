@@ -19,6 +19,8 @@ export const DESKTOP_PACKAGES = [
   "x11-xserver-utils",
   "xdotool",
   "scrot",
+  // screen recordings (Ogg Theora): a handful of packages where ffmpeg brings 78
+  "recordmydesktop",
   "x11vnc",
   "novnc",
   "python3-websockify",

@@ -7,9 +7,9 @@
 // egress CA trusted; windows are found by class and title; the noVNC live view opens in a
 // headless Chromium through the server's port proxy (a WebSocket) and draws the screen, or one
 // window alone (the SDK's window-scoped stream); a pause and a resume keep the desktop and its
-// windows. Then Daytona's SDK (`@daytonaio/sdk`,
-// unmodified) drives the same desktop through its computer-use API: its processes, display,
-// screenshots (whole, a region, compressed), mouse and keyboard (the page records them again), and
+// windows. Then Daytona's SDK (`@daytonaio/sdk`, unmodified) drives the same desktop through its
+// computer-use API: its processes, display, screenshots (whole, a region, compressed), mouse and
+// keyboard (the page records them again), screen recordings (an Ogg Theora file downloaded), and
 // the 4xx of bad input and of a sandbox without one. Last, ForgeVM's own interfaces on the same
 // desktop: the REST API through the TypeScript SDK (input checked by an X client that logs what
 // reaches it), the live view in Chromium (a click in the interactive one reaches the sandbox, in
@@ -348,6 +348,31 @@ describe("Daytona's computer-use API on the same desktop", () => {
     await refused(cu.mouse.move(5000, 10), 400, /x, y: \(5000, 10\) is off the screen/);
     await refused(cu.keyboard.press("nosuchkey"), 400, /unknown key "nosuchkey"/);
     await refused(cu.mouse.click(10, 10, "sideways"), 400, /button must be left, middle or right/);
+  });
+
+  it("records the screen: start, list, stop, get, download (an Ogg video of what happened), delete", async () => {
+    const started = await cu.recording.start("forgevm-test");
+    assert.equal(started.status, "recording");
+    assert.match(started.fileName, /^forgevm-test-.*\.ogv$/);
+    assert.ok((await cu.recording.list()).recordings?.some((r) => r.id === started.id && r.status === "recording"));
+    for (const x of [100, 300, 500]) await cu.mouse.move(x, 200);
+    await new Promise((r) => setTimeout(r, 2000));
+    const stopped = await cu.recording.stop(started.id);
+    assert.equal(stopped.status, "completed");
+    assert.ok((stopped.durationSeconds ?? 0) >= 2, JSON.stringify(stopped));
+    assert.ok((stopped.sizeBytes ?? 0) > 0, JSON.stringify(stopped));
+    assert.deepEqual(await cu.recording.get(started.id), stopped);
+    const local = join(server.forge.paths.dataDir, "downloaded-recording.ogv");
+    await cu.recording.download(started.id, local);
+    const video = await readFile(local);
+    assert.equal(video.length, stopped.sizeBytes);
+    assert.equal(video.subarray(0, 4).toString("latin1"), "OggS");
+    assert.ok(video.includes(Buffer.from("theora")), "a Theora stream");
+    await cu.recording.delete(started.id);
+    assert.ok(!(await cu.recording.list()).recordings?.some((r) => r.id === started.id));
+    await refused(cu.recording.get(started.id), 404, /recording [0-9a-f]+ not found/);
+    await refused(cu.recording.stop("0123456789abcdef"), 404, /not found/);
+    await refused(cu.recording.start("no spaces"), 400, /label must be/);
   });
 
   it("answers 409 for a sandbox without a desktop, and for a desktop that is stopped", async () => {

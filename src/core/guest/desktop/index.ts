@@ -5,4 +5,5 @@ export { combination, keysym } from "./keys.js";
 export { DESKTOP_PROCESSES, processLog, processState, processStates, restartProcess, startDesktop, stopDesktop, type DesktopProcess, type ProcessState } from "./processes.js";
 export type { DesktopGuest } from "./run.js";
 export { screen, screenshot, setScreen, windows, type Screen, type Shot, type ShotOptions, type WindowInfo } from "./screen.js";
+export { deleteRecording, listRecordings, recording, startRecording, stopRecording, type Recording } from "./recordings.js";
 export { STREAM_PORT, startStream, stopStream, type StreamMode } from "./stream.js";

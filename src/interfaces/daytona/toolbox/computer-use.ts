@@ -2,12 +2,13 @@
 // mouse, the keyboard, screenshots (whole, a region, compressed) and the display's windows, each
 // route one call of core's desktop operations (core/guest/desktop/). A sandbox without the
 // desktop image answers 409, a point off the screen or an unknown key 400, as everywhere else.
-// Screen recordings and the accessibility tree are not served yet: they answer 400 and say so.
+// Screen recordings are Ogg Theora files (core/guest/desktop/recordings.ts says why); the
+// accessibility tree is not served yet: it answers 400 and says so.
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import type { Forge } from "../../../core/forge.js";
 import * as desktop from "../../../core/guest/desktop/index.js";
-import { badRequest } from "../../../http/errors.js";
+import { badRequest, conflict } from "../../../http/errors.js";
 import { toolboxOf } from "./context.js";
 
 const Int = Type.Integer({ minimum: -1_000_000, maximum: 1_000_000 });
@@ -37,6 +38,22 @@ const ShotQuery = Type.Object(
   { additionalProperties: true },
 );
 const Name = Type.Object({ sandboxId: Type.String(), processName: Type.String() });
+const RecordingId = Type.Object({ sandboxId: Type.String(), id: Type.String({ maxLength: 64 }) });
+const StartRecording = Type.Object({ label: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: true });
+const StopRecording = Type.Object({ id: Type.String({ maxLength: 64 }) }, { additionalProperties: true });
+
+/** A recording as Daytona's SDK reads it. */
+function recordingView(r: desktop.Recording) {
+  return {
+    id: r.id,
+    fileName: r.file.slice(r.file.lastIndexOf("/") + 1),
+    filePath: r.file,
+    startTime: r.startedAt.toISOString(),
+    ...(r.endedAt ? { endTime: r.endedAt.toISOString(), durationSeconds: (r.endedAt.getTime() - r.startedAt.getTime()) / 1000 } : {}),
+    status: r.status,
+    sizeBytes: r.sizeBytes,
+  };
+}
 
 type Q = Static<typeof ShotQuery>;
 
@@ -156,10 +173,32 @@ export async function computerUseRoutes(app: FastifyInstance, { forge }: { forge
     })),
   }));
 
-  const notYet = (what: string) => async () => {
-    throw badRequest(`${what} is not served by this server's desktop yet (docs/daytona.md#computer-use)`);
-  };
-  app.all("/computeruse/recordings", { schema: h }, notYet("screen recording"));
-  app.all("/computeruse/recordings/*", { schema: h }, notYet("screen recording"));
-  app.all("/computeruse/a11y/*", { schema: h }, notYet("the accessibility tree"));
+  app.post("/computeruse/recordings/start", { schema: { ...h, body: StartRecording } }, async (req: FastifyRequest<{ Body: Static<typeof StartRecording> }>, reply) => {
+    const t = await toolboxOf(forge, req);
+    return reply.status(201).send(recordingView(await desktop.startRecording(t.sandbox, req.body?.label || undefined)));
+  });
+  app.post("/computeruse/recordings/stop", { schema: { ...h, body: StopRecording } }, async (req: FastifyRequest<{ Body: Static<typeof StopRecording> }>) =>
+    recordingView(await desktop.stopRecording((await toolboxOf(forge, req)).sandbox, req.body.id)),
+  );
+  app.get("/computeruse/recordings", { schema: h }, async (req) => ({ recordings: (await desktop.listRecordings((await toolboxOf(forge, req)).sandbox)).map(recordingView) }));
+  app.get("/computeruse/recordings/:id", { schema: { ...h, params: RecordingId } }, async (req: FastifyRequest<{ Params: Static<typeof RecordingId> }>) =>
+    recordingView(await desktop.recording((await toolboxOf(forge, req)).sandbox, req.params.id)),
+  );
+  app.delete("/computeruse/recordings/:id", { schema: { ...h, params: RecordingId } }, async (req: FastifyRequest<{ Params: Static<typeof RecordingId> }>, reply) => {
+    await desktop.deleteRecording((await toolboxOf(forge, req)).sandbox, req.params.id);
+    return reply.status(204).send();
+  });
+  app.get("/computeruse/recordings/:id/download", { schema: { ...h, params: RecordingId } }, async (req: FastifyRequest<{ Params: Static<typeof RecordingId> }>, reply) => {
+    const t = await toolboxOf(forge, req);
+    const r = await desktop.recording(t.sandbox, req.params.id);
+    if (r.status === "recording") throw conflict(`recording ${r.id} is still running: stop it first`);
+    const opened = await t.sandbox.openRead(r.file);
+    reply.header("Content-Type", "video/ogg").header("Content-Disposition", `attachment; filename="${recordingView(r).fileName}"`);
+    if (opened.length !== undefined) reply.header("Content-Length", String(opened.length));
+    return reply.send(opened.stream);
+  });
+
+  app.all("/computeruse/a11y/*", { schema: h }, async () => {
+    throw badRequest("the accessibility tree is not served by this server's desktop yet (docs/daytona.md#computer-use)");
+  });
 }
