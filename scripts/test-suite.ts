@@ -342,9 +342,10 @@ async function main(): Promise<number> {
     const seed = join(runDir, "seed");
     await seedDataDir(installed, seed, [DEFAULT_IMAGE, CODE_IMAGE]);
     // `--jobs N` runs the named files N at a time, as the full run does (a flake seen only beside another file).
-    const jobsAt = process.argv.indexOf("--jobs");
-    const jobs = jobsAt >= 0 ? Number(process.argv[jobsAt + 1]) || 1 : 1;
-    const files = process.argv.slice(2).filter((_, i) => jobsAt < 0 || (i + 2 !== jobsAt && i + 2 !== jobsAt + 1));
+    const args = process.argv.slice(2);
+    const jobsAt = args.indexOf("--jobs");
+    const jobs = jobsAt >= 0 ? Number(args[jobsAt + 1]) || 1 : 1;
+    const files = jobsAt >= 0 ? args.filter((_, i) => i !== jobsAt && i !== jobsAt + 1) : args;
     // The shared bases boot their VMs while the stand-in user starts and the unit tier runs, and
     // the frameworks' providers are installed (mostly waiting on the registry) meanwhile; both are
     // awaited before the first file that needs them, and a failure is rethrown there.

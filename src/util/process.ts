@@ -43,26 +43,27 @@ export function run(cmd: string, args: string[], opts: SpawnOptions & { input?: 
   });
 }
 
+/** /proc/PID/stat's fields after the name (which may hold spaces): state, parent, process group, session, … (null when it is gone). */
+function statFields(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Whether a process exists and has not exited. A zombie counts as exited: a VM adopted from a
  * dead server is not our child, and some container inits are slow to reap (or never reap) it.
  */
 export function processAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.charAt(stat.lastIndexOf(")") + 2) !== "Z";
-  } catch {
-    return false;
-  }
+  const f = statFields(pid);
+  return !!f && f[0] !== "Z";
 }
 
 /** A process's session id (null when it is gone). */
 export function sessionOf(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // after the name: state, parent, process group, session
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3]);
-  } catch {
-    return null;
-  }
+  const f = statFields(pid);
+  return f ? Number(f[3]) : null;
 }
