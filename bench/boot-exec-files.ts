@@ -31,7 +31,7 @@ async function rssKb(pid: number): Promise<number> {
 function bareBoot(kernel: string, initramfs: string, accel: string, tscKhz?: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const append = kernelCmdline({ id: "bare", memoryMb: 256, vcpus: 1 }, { tscKhz: accel === "tcg" ? tscKhz : undefined }).replace(" quiet", "");
+    const append = kernelCmdline({ id: "bare", memoryMb: 256, vcpus: 1 }, { tcg: accel === "tcg", tscKhz }).replace(" quiet", "");
     const q = spawn(
       "qemu-system-x86_64",
       [

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathsFor, type Paths } from "../config/paths.js";
 import { storedImageDir } from "../images/store.js";
-import { BUILT_IN_IMAGES, SYSTEM_IMAGES, baseImageBuilt, ensureBaseImages, ensureSystemImage } from "./base-image.js";
+import { BUILT_IN_IMAGES, SYSTEM_IMAGES, baseImageBuilt, ensureBaseImages, ensureSystemImages } from "./base-image.js";
 import { ensureInitramfs, installBinary } from "./initramfs.js";
 import { INSTALL_ROOT, IS_CHECKOUT } from "./install.js";
 import { ensureKernel } from "./kernel.js";
@@ -105,16 +105,32 @@ async function keepPrepared(paths: Paths, log: (m: string) => void): Promise<voi
  * runner starts the builds ahead of the test files that wait here).
  */
 export async function preparedSystemImage(to?: string, log: (m: string) => void = () => {}, short = "debian-12"): Promise<string> {
-  const cache = join(INSTALL_ROOT, ".forgevm-test", "system-images");
-  const built = SYSTEM_IMAGES[short] && (await baseImageBuilt(pathsFor(cache), SYSTEM_IMAGES[short].name));
-  // One that is built is not waited for while another image of the cache builds.
-  const name = built ? SYSTEM_IMAGES[short].name : await oneAtATime(join(cache, ".building"), () => ensureSystemImage(pathsFor(cache), short, log));
-  if (to) await shareImage(cache, to, name);
+  const [name] = await preparedSystemImages([short], log);
+  if (to) await shareImage(SYSTEM_IMAGE_CACHE, to, name);
   return name;
 }
 
-/** Runs `fn` while holding `lock` (a file with the holder's pid): a second process waits for the first, or takes over from one that died. */
-async function oneAtATime<T>(lock: string, fn: () => Promise<T>): Promise<T> {
+const SYSTEM_IMAGE_CACHE = join(INSTALL_ROOT, ".forgevm-test", "system-images");
+
+/**
+ * preparedSystemImage's build for several at once: images with one package list share a
+ * debootstrap (the system and the desktop images do), and each is stored, and can be shared, as
+ * soon as it is built, while the next one builds.
+ */
+export async function preparedSystemImages(shorts: string[], log: (m: string) => void = () => {}): Promise<string[]> {
+  const paths = pathsFor(SYSTEM_IMAGE_CACHE);
+  const built = async () => (await Promise.all(shorts.map((s) => SYSTEM_IMAGES[s] && baseImageBuilt(paths, SYSTEM_IMAGES[s].name)))).every(Boolean);
+  // What is built is not waited for while another image of the cache builds.
+  if (await built()) return shorts.map((s) => SYSTEM_IMAGES[s].name);
+  return oneAtATime(join(SYSTEM_IMAGE_CACHE, ".building"), () => ensureSystemImages(paths, shorts, log), built);
+}
+
+/**
+ * Runs `fn` while holding `lock` (a file with the holder's pid): a second process waits for the
+ * first, or takes over from one that died. A waiter whose `done` comes true while it waits (the
+ * holder made what it wanted, and goes on with more) runs `fn` without the lock: it finds nothing to do.
+ */
+async function oneAtATime<T>(lock: string, fn: () => Promise<T>, done: () => Promise<boolean>): Promise<T> {
   await mkdir(dirname(lock), { recursive: true });
   for (;;) {
     try {
@@ -123,6 +139,7 @@ async function oneAtATime<T>(lock: string, fn: () => Promise<T>): Promise<T> {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }
+    if (await done()) return fn();
     const holder = Number(await readFile(lock, "utf8").catch(() => "0"));
     if (holder && alive(holder)) await sleep(1000);
     else if (holder) await rm(lock, { force: true });

@@ -5,12 +5,14 @@ import { hostTscKhz, kernelCmdline, qemuArgs } from "../../src/providers/qemu/ar
 const files = { kernel: "/k", initramfs: "/i", agentSocket: "/a.sock", consoleSocket: "/c.sock", qmpSocket: "/q.sock" };
 
 describe("qemu command line", () => {
-  it("passes the host TSC rate under TCG only", () => {
+  it("passes the host TSC rate and turns address-space randomization off under TCG only", () => {
     const spec = { id: "x", memoryMb: 256, vcpus: 2, rootfs: "/img", hostname: "h1" };
     const tcg = qemuArgs(spec, { ...files, disk: "/d.qcow2" }, "tcg", 2596138);
-    assert.match(tcg[tcg.indexOf("-append") + 1], /tsc_early_khz=2596138/);
+    assert.match(tcg[tcg.indexOf("-append") + 1], /tsc_early_khz=2596138 tsc=reliable norandmaps/);
+    const unrated = qemuArgs(spec, files, "tcg");
+    assert.match(unrated[unrated.indexOf("-append") + 1], /reboot=t norandmaps/, "without a TSC rate too");
     const kvm = qemuArgs(spec, files, "kvm", 2596138);
-    assert.doesNotMatch(kvm[kvm.indexOf("-append") + 1], /tsc_early_khz/);
+    assert.doesNotMatch(kvm[kvm.indexOf("-append") + 1], /tsc_early_khz|norandmaps/);
     assert.equal(kvm[kvm.indexOf("-cpu") + 1], "host");
     assert.equal(tcg[tcg.indexOf("-m") + 1], "256");
     assert.equal(tcg[tcg.indexOf("-smp") + 1], "2");

@@ -77,14 +77,35 @@ export const RAM_BACKEND_ID = "ram0";
 const TCG_CLOCK = ["tsc=reliable"];
 
 /**
+ * TCG keeps the host code it translated from guest code under the guest's virtual address: a
+ * library that every process maps at an address of its own (address-space layout randomization)
+ * is translated again in every process, and a desktop's Firefox, a dozen processes, overflows the
+ * translation cache with copies. Without randomization each program and library is where it was in
+ * the last process, and the translations are reused: an exec of `true` 47 → 16 ms, `bash -l -c
+ * true` 147 → 36 ms, `python3 -c 1` 230 → 139 ms, Firefox's first page 82 → 65 host CPU-s
+ * (docs/benchmarks.md). The VM is what confines a sandbox's code; randomization inside it only
+ * hardens one guest program against another (docs/security.md). Under KVM guest code runs
+ * natively, nothing is translated, and the guest keeps its randomization.
+ */
+const TCG_SHARED_TRANSLATIONS = ["norandmaps"];
+
+/**
+ * What a guest kernel is told at boot under TCG, as one version, part of the machine key (a base
+ * snapshot holds a booted kernel, so bases booted with other arguments are remade).
+ * 1: no address-space randomization.
+ */
+export const TCG_BOOT = 1;
+
+/**
  * Kernel command line: quiet serial console (a chatty console costs seconds under TCG). Under
  * TCG the guest's TSC runs at the host's rate, and calibrating it against the emulated PIT
  * fails now and then (about one boot in six here), after which the kernel hangs waiting for a
  * clock; passing the host's TSC rate skips that calibration.
  */
-export function kernelCmdline(spec: VmSpec, opts: { tscKhz?: number } = {}): string {
+export function kernelCmdline(spec: VmSpec, opts: { tcg?: boolean; tscKhz?: number } = {}): string {
   const parts = ["console=ttyS0", "quiet", "panic=-1", "reboot=t"];
-  if (opts.tscKhz) parts.push(`tsc_early_khz=${opts.tscKhz}`, ...TCG_CLOCK);
+  if (opts.tcg && opts.tscKhz) parts.push(`tsc_early_khz=${opts.tscKhz}`, ...TCG_CLOCK);
+  if (opts.tcg) parts.push(...TCG_SHARED_TRANSLATIONS);
   if (spec.rootfs || spec.baseDisk) parts.push("fvm.root=vda");
   if (spec.hostname) parts.push(`fvm.hostname=${spec.hostname}`);
   if (spec.init && (spec.rootfs || spec.baseDisk)) parts.push(`fvm.init=${spec.init}`);
@@ -120,7 +141,7 @@ export function qemuArgs(spec: VmSpec, files: VmFiles, accel: Accel, hostTscKhz?
     "-initrd",
     files.initramfs,
     "-append",
-    kernelCmdline(spec, { tscKhz: accel === "tcg" ? hostTscKhz : undefined }),
+    kernelCmdline(spec, { tcg: accel === "tcg", tscKhz: hostTscKhz }),
     "-chardev",
     `socket,id=con,path=${files.consoleSocket},server=on,wait=off`,
     "-serial",

@@ -24,7 +24,7 @@ import {
   type VmSpec,
 } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
-import { hostTscKhz, MACHINE_LAYOUT, TCG_TB_MIB, tcgTranslationMib } from "./args.js";
+import { hostTscKhz, MACHINE_LAYOUT, TCG_BOOT, TCG_TB_MIB, tcgTranslationMib } from "./args.js";
 import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
@@ -155,7 +155,7 @@ export class QemuProvider implements Provider {
 
   async machineKey(): Promise<string> {
     const v = await this.accel();
-    return `${v.key}/${v.accel}/m${MACHINE_LAYOUT}`;
+    return `${v.key}/${v.accel}/m${MACHINE_LAYOUT}${v.accel === "tcg" ? `/b${TCG_BOOT}` : ""}`;
   }
 
   maxVcpus(): number {
