@@ -36,7 +36,7 @@ function failure(e: TestEvent): string {
   return `# FAILED ${where}: ${e.data.name ?? "?"}\n${(cut + hung).replace(/^/gm, "#   ")}\n`;
 }
 
-/** test-progress.ts's notes in a run directory: one line per event, `ms\tstart|end\tfile\ttest`. */
+/** test-progress.ts's notes in a run directory: one line per event, `ms\tstart|end\tfile\ttest`, and `ms\tcpu\tfile\tseconds` at a file's end. */
 export const progressFile = (runDir: string) => join(runDir, "progress.tsv");
 
 /** What a file stopped for its time was doing: the test it had started and not ended (test-progress.ts). */
@@ -51,7 +51,7 @@ function runningIn(file: string): string {
       const [ms, what, f, name] = line.split("\t");
       if (f !== path) continue;
       if (what === "start") open.set(name, Number(ms));
-      else {
+      else if (what === "end") {
         open.delete(name);
         last = name;
       }
@@ -62,6 +62,22 @@ function runningIn(file: string): string {
   const running = [...open].map(([name, ms]) => `"${name}", started ${Math.round((Date.now() - ms) / 1000)} s before`);
   if (running.length) return `still running then: ${running.join("; ")}`;
   return last ? `no test was running: after "${last}" it hung in a hook` : "no test had started: it hung in a before hook or while loading";
+}
+
+/** CPU seconds each test file's process used, with what it started (test-progress.ts), by its own path. */
+function cpuPerFile(): Map<string, number> {
+  const cpu = new Map<string, number>();
+  const dir = process.env.TEST_RUN_DIR;
+  if (!dir) return cpu;
+  try {
+    for (const line of readFileSync(progressFile(dir), "utf8").split("\n")) {
+      const [, what, f, seconds] = line.split("\t");
+      if (what === "cpu") cpu.set(relative(process.cwd(), f), Number(seconds));
+    }
+  } catch {
+    // No notes: the table has no CPU column.
+  }
+  return cpu;
 }
 
 /** A test file's own path: the runner hands node links to it, named by rank (test-suite.ts). */
@@ -88,9 +104,12 @@ export default async function* testTimes(source: AsyncIterable<TestEvent>): Asyn
   }
   const rows = [...files].sort((a, b) => b[1].ms - a[1].ms);
   const total = rows.reduce((s, [, f]) => s + f.ms, 0);
-  let out = "\n# time per test file (top-level tests and hooks, summed)\n";
-  for (const [file, f] of rows) out += `#   ${(f.ms / 1000).toFixed(1).padStart(7)} s  ${String(f.tests).padStart(3)}  ${file}\n`;
-  out += `#   ${(total / 1000).toFixed(1).padStart(7)} s  in ${rows.length} files\n`;
+  const cpu = cpuPerFile();
+  const cpuOf = (file: string) => (cpu.has(file) ? `${cpu.get(file)!.toFixed(1).padStart(7)} CPU-s  ` : "");
+  let out = `\n# time per test file (top-level tests and hooks, summed)${cpu.size ? ", and the CPU its process used with what it started" : ""}\n`;
+  for (const [file, f] of rows) out += `#   ${(f.ms / 1000).toFixed(1).padStart(7)} s  ${String(f.tests).padStart(3)}  ${cpuOf(file)}${file}\n`;
+  const cpuTotal = rows.reduce((s, [file]) => s + (cpu.get(file) ?? 0), 0);
+  out += `#   ${(total / 1000).toFixed(1).padStart(7)} s  in ${rows.length} files${cpu.size ? `, ${cpuTotal.toFixed(0)} CPU-s` : ""}\n`;
   if (skipped.length) {
     out += `\n# SKIPPED: ${skipped.length} test${skipped.length === 1 ? "" : "s"} did not run here, and prove nothing on this machine:\n`;
     for (const line of skipped) out += `#   SKIPPED ${line}\n`;

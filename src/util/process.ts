@@ -62,6 +62,18 @@ export function processAlive(pid: number): boolean {
   return !!f && f[0] !== "Z";
 }
 
+/**
+ * CPU seconds a process has used, and with `children` those of its children it has waited for
+ * (and theirs, as each waited in turn); null when it is gone. The kernel counts in clock ticks
+ * of 1/100 s on every Linux ABI.
+ */
+export function cpuSeconds(pid: number, children = false): number | null {
+  const f = statFields(pid);
+  if (!f) return null;
+  const ticks = [11, 12, ...(children ? [13, 14] : [])].reduce((sum, i) => sum + Number(f[i]), 0);
+  return ticks / 100;
+}
+
 /** A process's session id (null when it is gone). */
 export function sessionOf(pid: number): number | null {
   const f = statFields(pid);

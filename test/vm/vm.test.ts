@@ -52,6 +52,16 @@ describe("the guest", () => {
     assert.match(root, / \/ ext4 rw,/, "the root is writable ext4, where lazy init would run");
     assert.match(root, /\bnoinit_itable\b/, root);
   });
+
+  it("maps programs without address-space randomization under TCG only, where translated code is then shared by processes", async () => {
+    const forge = await testForge();
+    const accel = (await forge.providers.health()).accel;
+    const r = await sb.exec("cat /proc/sys/kernel/randomize_va_space; grep -m1 ' r-xp .*/libc' /proc/self/maps; grep -m1 ' r-xp .*/libc' /proc/self/maps");
+    const [setting, first, second] = r.stdout.trim().split("\n");
+    assert.equal(setting, accel === "tcg" ? "0" : "2", `under ${accel}`);
+    // Two processes, libc where it was in the one before under TCG; elsewhere at addresses of their own.
+    assert.equal(first.split("-")[0] === second.split("-")[0], accel === "tcg", `${first}\n${second}`);
+  });
 });
 
 describe("exec", () => {
