@@ -11,7 +11,7 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { benchForge } from "./data-dir.js";
 import { resolveImage } from "../src/images/store.js";
-import { kernelCmdline, hostTscKhz } from "../src/providers/qemu/args.js";
+import { kernelCmdline, hostTscKhz, TCG_CPU } from "../src/providers/qemu/args.js";
 import { QemuProvider } from "../src/providers/qemu/qemu-provider.js";
 import { pct } from "./stats.js";
 
@@ -40,7 +40,7 @@ function bareBoot(kernel: string, initramfs: string, accel: string, tscKhz?: num
         "-accel",
         accel,
         "-cpu",
-        accel === "kvm" ? "host" : "max",
+        accel === "kvm" ? "host" : TCG_CPU,
         "-m",
         "256",
         "-smp",

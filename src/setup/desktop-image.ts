@@ -57,6 +57,15 @@ set -- $max
 mode="\${w}x\${h}"
 xrandr | grep -q "^ *$mode " || { xrandr --newmode "$mode" 0 "$w" 0 0 0 "$h" 0 0 0; xrandr --addmode screen "$mode"; }
 xrandr --output screen --mode "$mode"
+# The session's settings daemon (xfsettingsd) reads the outputs again on every RandR change, and
+# under load it has been seen to put the output back to its preferred mode (the framebuffer's
+# size) or to the one before: the size must read right twice, 0.3 s apart, or the mode is set again.
+ok=0 i=0
+while [ $ok -lt 2 ] && [ $i -lt 20 ]; do
+  sleep 0.3; i=$((i + 1))
+  if [ "$(xdotool getdisplaygeometry)" = "$w $h" ]; then ok=$((ok + 1)); else ok=0; xrandr --output screen --mode "$mode"; fi
+done
+[ $ok -ge 2 ] || { echo "the screen did not stay at $mode" >&2; exit 1; }
 old=$( [ -r ${SCREEN_FILE} ] && sed -n 's/^DPI=//p' ${SCREEN_FILE} )
 if [ -n "$dpi" ] && pid=$(pgrep -o -x xfce4-session); then
   bus=$(tr '\\0' '\\n' <"/proc/$pid/environ" | sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p')

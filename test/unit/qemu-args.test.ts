@@ -14,6 +14,7 @@ describe("qemu command line", () => {
     const kvm = qemuArgs(spec, files, "kvm", 2596138);
     assert.doesNotMatch(kvm[kvm.indexOf("-append") + 1], /tsc_early_khz|norandmaps/);
     assert.equal(kvm[kvm.indexOf("-cpu") + 1], "host");
+    assert.equal(tcg[tcg.indexOf("-cpu") + 1], "max,-erms,-fsrm", "every feature TCG has but the fast-string hints");
     assert.equal(tcg[tcg.indexOf("-m") + 1], "256");
     assert.equal(tcg[tcg.indexOf("-smp") + 1], "2");
     assert.ok(tcg.includes("virtio-blk-device,drive=root"));

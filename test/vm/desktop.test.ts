@@ -262,6 +262,8 @@ describe("E2B's desktop SDK", () => {
     await desktop.commands.run("xdotool key super", { background: true }).catch(() => {});
     await waitFor(async () => !(await canvas.screenshot()).equals(first), 120_000, "the live view to change");
     await desktop.stream.stop();
+    // The SDK's stop sends x11vnc a SIGTERM and does not wait; its start refuses while one runs.
+    await waitFor(async () => (await desktop.commands.run("pgrep -x x11vnc || true")).stdout.trim() === "", 60_000, "x11vnc to end");
     // A stream of one window (x11vnc -id): the canvas is that window's size, not the screen's.
     const [win] = await desktop.getApplicationWindows("firefox");
     const shell = (await desktop.commands.run(`xdotool getwindowgeometry --shell ${win}`)).stdout;

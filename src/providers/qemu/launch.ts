@@ -209,7 +209,7 @@ export async function startProcess(rt: QemuRuntime, spec: VmSpec, accel: Accel, 
     // A blank VMM's is a file of its own, empty until a restore copies its stream in (blank-vmms.ts).
     const stateFd = blank ? openSync(join(dir, BLANK_INCOMING), "w+", 0o600) : restore && !restore.feed ? openSync(restore.files.state, "r") : null;
     const fd3 = restore || blank ? (stateFd ?? "pipe") : "ignore";
-    const argv = qemuArgs(spec, files, accel, rt.tscKhz);
+    const argv = qemuArgs(spec, files, accel, rt.tscKhz, rt.tcgCpu);
     // QEMU gets no environment of the server's (which may hold the API key).
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
     const sharedRam = files.memory && !files.memory.share ? files.memory.file : null;

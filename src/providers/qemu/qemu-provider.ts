@@ -24,7 +24,7 @@ import {
   type VmSpec,
 } from "../provider.js";
 import { resolveAccel, type AccelMode, type AccelVerdict } from "./accel.js";
-import { hostTscKhz, MACHINE_LAYOUT, TCG_BOOT, TCG_TB_MIB, tcgTranslationMib } from "./args.js";
+import { hostTscKhz, MACHINE_LAYOUT, TCG_BOOT, TCG_CPU, TCG_TB_MIB, tcgTranslationMib } from "./args.js";
 import { cgroupVersion } from "../cgroups.js";
 import { firewallIntact, firewallProblem, installFirewall, type FirewallSpec } from "./firewall.js";
 import { jailConfig } from "./jail.js";
@@ -55,6 +55,8 @@ export interface QemuProviderOptions {
   killOnExit?: boolean;
   /** Blank VMMs kept started for each shape of restore lately made (blank-vmms.ts; default 0: none). */
   blanksPerShape?: number;
+  /** The CPU model guests see under TCG (default TCG_CPU); bench/tcg-cpu.ts compares others. */
+  tcgCpu?: string;
 }
 
 /**
@@ -87,6 +89,7 @@ export class QemuProvider implements Provider {
       live: new Set(),
       launching: new Map(),
       tscKhz: hostTscKhz(readFileSync("/proc/cpuinfo", "utf8")),
+      tcgCpu: opts.tcgCpu ?? TCG_CPU,
       guestLimits: opts.guestLimits ?? DEFAULT_GUEST_LIMITS,
       bootTimeoutMs: opts.bootTimeoutMs,
       blanks: null,
@@ -155,7 +158,9 @@ export class QemuProvider implements Provider {
 
   async machineKey(): Promise<string> {
     const v = await this.accel();
-    return `${v.key}/${v.accel}/m${MACHINE_LAYOUT}${v.accel === "tcg" ? `/b${TCG_BOOT}` : ""}`;
+    // A CPU other than TCG_CPU (a benchmark's) is another machine: its snapshots must not be shared.
+    const cpu = this.rt.tcgCpu === TCG_CPU ? "" : `/${this.rt.tcgCpu}`;
+    return `${v.key}/${v.accel}/m${MACHINE_LAYOUT}${v.accel === "tcg" ? `/b${TCG_BOOT}${cpu}` : ""}`;
   }
 
   maxVcpus(): number {

@@ -21,6 +21,8 @@ export interface QemuRuntime {
   /** VMs between QEMU start and hello, by pid → directory: theirs to clean up at exit. */
   launching: Map<number, string>;
   tscKhz: number | undefined;
+  /** The CPU model guests see under TCG (args.ts TCG_CPU unless a benchmark compares another). */
+  tcgCpu: string;
   guestLimits: GuestLimits;
   /** Default hello deadline (the accelerator's default when unset). */
   bootTimeoutMs?: number;
