@@ -261,6 +261,9 @@ describe("E2B's desktop SDK", () => {
     await desktop.moveMouse(500, 400);
     await desktop.commands.run("xdotool key super", { background: true }).catch(() => {});
     await waitFor(async () => !(await canvas.screenshot()).equals(first), 120_000, "the live view to change");
+    // The viewer leaves first, as a person closing the tab would: an x11vnc serving one under TCG's
+    // slowness can take its TERM inside an X call and hang (docs/desktop.md).
+    await page.goto("about:blank");
     await desktop.stream.stop();
     // The SDK's stop sends x11vnc a SIGTERM and does not wait; its start refuses while one runs.
     await waitFor(async () => (await desktop.commands.run("pgrep -x x11vnc || true")).stdout.trim() === "", 60_000, "x11vnc to end");

@@ -180,9 +180,11 @@ export class Spawner {
     const row = { ...this.d.planner.newRow(p, opts, got.vm.info.id), snapshot_id: got.snapshotId };
     this.d.sandboxes.insert(row);
     this.d.events.emit("sandbox.created", row.id, { image: row.image, memory_mb: row.memory_mb, vcpus: row.vcpus });
-    void got.vm.setNice(0);
+    // Back to normal priority beside the admission, and done before the sandbox is handed out.
+    const reniced = got.vm.setNice(0);
     try {
-      return await this.d.lifecycle.admit(row, got.vm, p.image, "pool", p.secrets);
+      const [sb] = await Promise.all([this.d.lifecycle.admit(row, got.vm, p.image, "pool", p.secrets), reniced]);
+      return sb;
     } catch (e) {
       await this.d.lifecycle.recordFailure(row.id, e);
       throw e;
