@@ -12,14 +12,17 @@
 // keyboard (the page records them again), screen recordings (an Ogg Theora file downloaded), and
 // the 4xx of bad input and of a sandbox without one. Last, ForgeVM's own interfaces on the same
 // desktop: the REST API through the TypeScript SDK (input checked by an X client that logs what
-// reaches it), the live view in Chromium (a click in the interactive one reaches the sandbox, in
+// reaches it) and the Python SDK, the live view in Chromium (a click in the interactive one reaches the sandbox, in
 // the watch-only one it does not, and the guest's page runs in an origin of its own), MCP's
 // `computer` tool in a desktop an agent makes, the CLI's screenshot and live view, and the
 // console's Desktop tab.
 import assert from "node:assert/strict";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:https";
+import { execFile } from "node:child_process";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { Daytona, DaytonaError } from "@daytonaio/sdk";
 import { Sandbox } from "@e2b/desktop";
@@ -37,6 +40,8 @@ import { e2bEnv } from "../e2b-env.js";
 import { assertNoVmLeft, childEnv, removeAtExit, runCli, testConfig, waitFor } from "../helpers.js";
 
 const API_KEY = "e2b_desktop0123456789";
+const REPO = fileURLToPath(new URL("../../..", import.meta.url));
+const runFile = promisify(execFile);
 /** A destination on the web, stood in for by a local HTTPS server, and the secret its egress rule adds. */
 const API = "api.desktop.test";
 const SECRET = "sk-desktop-7a1c9e3b5d";
@@ -438,6 +443,28 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
     await assert.rejects(sb.desktop.press("nosuchkey"), (e: Error) => e instanceof BadRequestError && /unknown key "nosuchkey"/.test(e.message));
     await assert.rejects(sb.desktop.drag([0, 0], [10, 900]), (e: Error) => e instanceof BadRequestError && /end_x, end_y: \(10, 900\) is off the screen/.test(e.message));
     await assert.rejects(sb.desktop.click(1, 1, { button: "sideways" as "left" }), (e: Error) => e instanceof BadRequestError && /button/.test(e.message));
+  });
+
+  it("drives the same desktop with the Python SDK: screen, screenshot, pointer, keys, windows", async () => {
+    // sdk/python as its README uses it, in a python3 of its own; the xev window above has the focus.
+    const script = `import json, struct
+from forgevm import Client
+sb = Client(base_url=${JSON.stringify(server.url)}, api_key=${JSON.stringify(API_KEY)}).get(${JSON.stringify(sb.id)})
+png = sb.desktop.screenshot()
+sb.desktop.move_mouse(123, 45)
+cursor = sb.desktop.cursor()
+sb.desktop.type("py")
+sb.desktop.press("F6")
+print(json.dumps({"size": sb.desktop.screen_size(), "png": [png[:8].hex(), *struct.unpack(">II", png[16:24])], "cursor": cursor, "titles": [w["title"] for w in sb.desktop.windows()]}))`;
+    const r = await runFile("python3", ["-c", script], { env: { ...childEnv(), PYTHONPATH: join(REPO, "sdk", "python"), PYTHONDONTWRITEBYTECODE: "1" }, timeout: 120_000 });
+    const got = JSON.parse(r.stdout);
+    assert.deepEqual(got.size, [1024, 768]);
+    assert.deepEqual(got.png, ["89504e470d0a1a0a", 1024, 768], "a PNG of the screen");
+    assert.deepEqual(got.cursor, [123, 45]);
+    assert.ok(got.titles.includes("forgevm-xev"), JSON.stringify(got.titles));
+    await waitFor(async () => (await exec("cat /tmp/xev.log")).includes("(keysym 0xffc3, F6)"), 60_000, "xev to log the Python SDK's keys");
+    const log = await exec("cat /tmp/xev.log");
+    for (const k of ["0x70, p", "0x79, y"]) assert.ok(log.includes(`(keysym ${k})`), `${k} in ${log.slice(-2000)}`);
   });
 
   it("sets the screen's size and DPI without a restart: through REST, as a spawn option, and as E2B's resolution", async () => {
