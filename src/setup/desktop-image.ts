@@ -191,7 +191,11 @@ const FIREFOX_POLICIES = {
 /**
  * Firefox's own defaults, for a small VM: one content process and no site isolation (each process
  * is a large program started again, which under TCG takes tens of seconds), no preloaded spare
- * process, and nothing that calls home (safe browsing, telemetry, studies, the new-tab feeds).
+ * process or new-tab page, and nothing that calls home (safe browsing, telemetry, studies, the
+ * new-tab feeds, remote settings, update and region checks, the connectivity and captive-portal
+ * probes, the video codec's download). In a sandbox whose only way out is an allowlist, each of
+ * those is a request refused at the egress proxy; under TCG they were the browser's busiest half
+ * minute after its first page (docs/benchmarks.md, desktop).
  */
 const FIREFOX_PREFS = Object.entries({
   "fission.autostart": false,
@@ -210,6 +214,30 @@ const FIREFOX_PREFS = Object.entries({
   "toolkit.telemetry.enabled": false,
   "app.normandy.enabled": false,
   "extensions.pocket.enabled": false,
+  "browser.newtab.preload": false,
+  "browser.newtabpage.enabled": false,
+  "browser.startup.page": 0,
+  "browser.search.update": false,
+  "browser.region.update.enabled": false,
+  "browser.region.network.url": "",
+  "browser.discovery.enabled": false,
+  "browser.urlbar.quicksuggest.enabled": false,
+  "browser.safebrowsing.blockedURIs.enabled": false,
+  "browser.safebrowsing.passwords.enabled": false,
+  "browser.ping-centre.telemetry": false,
+  "extensions.getAddons.cache.enabled": false,
+  "extensions.update.enabled": false,
+  "extensions.systemAddon.update.enabled": false,
+  "toolkit.telemetry.unified": false,
+  "toolkit.telemetry.archive.enabled": false,
+  "datareporting.healthreport.uploadEnabled": false,
+  "services.settings.server": "data:,#remote-settings-off",
+  "network.connectivity-service.enabled": false,
+  "network.captive-portal-service.enabled": false,
+  "network.process.enabled": false,
+  "media.rdd-process.enabled": false,
+  "media.gmp-manager.updateEnabled": false,
+  "media.gmp-gmpopenh264.enabled": false,
   "network.proxy.type": 2,
   "network.proxy.autoconfig_url": `file://${PROXY_PAC_FILE}`,
 })
@@ -223,6 +251,15 @@ export const DESKTOP_FILES: Record<string, string> = {
   "usr/local/lib/forgevm-desktop/Xvfb": XVFB,
   "usr/local/lib/forgevm-desktop/startxfce4": STARTXFCE4,
   "etc/systemd/system/forgevm-desktop.service": UNIT,
+  // No compositing: under a virtual framebuffer xfwm4 composites in software, which costs every
+  // redraw (and a session's start) CPU for shadows nobody needs.
+  "etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfwm4.xml": `<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfwm4" version="1.0">
+  <property name="general" type="empty">
+    <property name="use_compositing" type="bool" value="false"/>
+  </property>
+</channel>
+`,
   "usr/lib/firefox-esr/distribution/policies.json": `${JSON.stringify(FIREFOX_POLICIES, null, 2)}\n`,
   "usr/lib/firefox-esr/browser/defaults/preferences/forgevm.js": FIREFOX_PREFS,
   [PROXY_PAC_FILE.slice(1)]: PROXY_PAC,
