@@ -21,7 +21,7 @@ import { pushImage, startRegistry, type LocalRegistry } from "../test/local-regi
 import { buildSharedBases } from "../test/shared-bases.js";
 import { installFrameworks } from "./test-frameworks.js";
 import { failuresFile } from "./test-times.js";
-import { ALONE, FILE_SECONDS, HOST_STATE, TIER_NAMES, TIERS, type Tier, UNLISTED_SECONDS } from "./test-tiers.js";
+import { APART, FILE_SECONDS, HOST_STATE, TIER_NAMES, TIERS, type Tier, UNLISTED_SECONDS } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
@@ -303,8 +303,8 @@ function testPackages(): Promise<void> {
 }
 
 /**
- * The system image `system-image.test` uses, built while the machine has a core to spare (the
- * files that run alone use about one): at the lowest CPU and I/O priority, in a session of its
+ * The system image `system-image.test` uses, built with the CPU the tests leave (the files kept
+ * apart wait on their deadlines, phase 3's on theirs): at the lowest CPU and I/O priority, in a session of its
  * own (scripts/system-image-ahead.ts). Root only, as the build is; the test file waits for it, or
  * builds it itself when this did not.
  */
@@ -397,11 +397,12 @@ async function main(): Promise<number> {
       await awaitReady();
       if (code === 0) {
         const rest = (["api", "vm", "cluster"] as const).flatMap((t) => tierPaths(t));
-        const together = longestFirst(rest.filter((f) => !(testName(f) in ALONE) && !(testName(f) in HOST_STATE)));
+        const together = longestFirst(rest.filter((f) => !(testName(f) in APART) && !(testName(f) in HOST_STATE)));
         const hostState = longestFirst(rest.filter((f) => testName(f) in HOST_STATE));
-        const alone = rest.filter((f) => testName(f) in ALONE);
-        // The files that run alone go first, while the system image builds on the core they leave.
-        code = (await runFiles("the files that run alone", alone, 1, env, deadline)) || code;
+        // In APART's order, which says which two start together.
+        const apart = Object.keys(APART).flatMap((name) => rest.filter((f) => testName(f) === name));
+        // The files kept apart go first, while the system image builds with what CPU they leave.
+        code = (await runFiles("the files kept apart, two at a time among themselves", apart, 2, env, deadline)) || code;
         code = (await runFiles("tiers api, vm and cluster, two files at a time", together, 2, env, deadline)) || code;
         code = (await runFiles("the files that change host state, two at a time among themselves", hostState, 2, env, deadline)) || code;
       } else console.error("# tier unit failed: the VM tiers were not run");

@@ -3,7 +3,7 @@
 // test/unit/layers.test.ts fails when the committed table is not what this writes.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ALONE, HOST_STATE, TIERS, type Tier } from "./test-tiers.js";
+import { APART, HOST_STATE, TIERS, type Tier } from "./test-tiers.js";
 
 const repo = fileURLToPath(new URL("../../", import.meta.url));
 export const TESTING_FILE = join(repo, "docs", "testing.md");
@@ -20,10 +20,10 @@ export function testingDoc(text: string): string {
   const rows = (Object.keys(TIERS) as Tier[]).map((t) => {
     const files = TIERS[t] as readonly string[];
     const hostState = files.filter((f) => f in HOST_STATE).length;
-    const alone = files.filter((f) => f in ALONE).length;
-    return `| \`${t}\` | ${WHAT[t]} | ${files.length} | ${hostState} | ${alone} |`;
+    const apart = files.filter((f) => f in APART).length;
+    return `| \`${t}\` | ${WHAT[t]} | ${files.length} | ${hostState} | ${apart} |`;
   });
-  const table = ["| tier | what | files | of which change host state | of which run alone |", "|---|---|---|---|---|", ...rows].join("\n");
+  const table = ["| tier | what | files | of which change host state | of which are kept apart |", "|---|---|---|---|---|", ...rows].join("\n");
   const start = "<!-- tiers:start -->\n";
   const end = "<!-- tiers:end -->";
   const i = text.indexOf(start);

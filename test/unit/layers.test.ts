@@ -14,7 +14,7 @@ import { it } from "node:test";
 import { ARCHITECTURE_FILE, architectureDoc } from "../../scripts/architecture-doc.js";
 import { MODULES_FILE, modulesDoc } from "../../scripts/modules-doc.js";
 import { TESTING_FILE, testingDoc } from "../../scripts/testing-doc.js";
-import { ALONE, FILE_SECONDS, HOST_STATE, TIERS } from "../../scripts/test-tiers.js";
+import { APART, FILE_SECONDS, HOST_STATE, TIERS } from "../../scripts/test-tiers.js";
 import { circles, importsOf, sourceFiles, type Graph } from "../dependency-graph.js";
 import { openDb } from "../../src/store/db.js";
 
@@ -249,17 +249,17 @@ it("every test file lives in the folder of its tier, no name is in two, and each
   assert.deepEqual(loose, [], "a test file outside test/unit, test/api, test/vm or test/cluster");
   const listed = Object.values(TIERS).flat() as string[];
   assert.ok(listed.length > 70, `the tiers were read (${listed.length} files)`);
-  assert.equal(new Set(listed).size, listed.length, "one name in two tiers: the runner and ALONE name files by name");
-  assert.ok(Object.entries({ ...ALONE, ...HOST_STATE }).every(([f, why]) => listed.includes(f) && why.length > 10));
+  assert.equal(new Set(listed).size, listed.length, "one name in two tiers: the runner and APART name files by name");
+  assert.ok(Object.entries({ ...APART, ...HOST_STATE }).every(([f, why]) => listed.includes(f) && why.length > 10));
   assert.deepEqual(
-    Object.keys(ALONE).filter((f) => f in HOST_STATE),
+    Object.keys(APART).filter((f) => f in HOST_STATE),
     [],
-    "a file both runs alone and shares the host-state phase",
+    "a file both is kept apart and shares the host-state phase",
   );
   assert.deepEqual(
-    Object.keys(FILE_SECONDS).filter((f) => !listed.includes(f) || f in ALONE || TIERS.unit.includes(f)),
+    Object.keys(FILE_SECONDS).filter((f) => !listed.includes(f) || f in APART || TIERS.unit.includes(f)),
     [],
-    "FILE_SECONDS names a file that is gone, runs alone or is in the unit tier",
+    "FILE_SECONDS names a file that is gone, is kept apart or is in the unit tier",
   );
 });
 
