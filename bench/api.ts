@@ -3,11 +3,10 @@
 //   the core directly in the same run (the HTTP overhead is the difference), and requests per
 //   second for 16 concurrent clients each running execs in a loop for 20 s, with the error count.
 // Usage: node dist/bench/api.js [--seconds 20] [--clients 16] [--runs 300]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { benchConfig } from "./data-dir.js";
 import { startServer } from "../src/compose/serve.js";
-import { pct, timed } from "./stats.js";
+import { pct, timed, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "20" }, clients: { type: "string", default: "16" }, runs: { type: "string", default: "300" } } });
 const SECONDS = Number(values.seconds);
@@ -62,7 +61,7 @@ async function main() {
       {
         benchmark: "api",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel: verdict.accel,
         runs: RUNS,
         get_health_ms: { p50: pct(health, 50), p99: pct(health, 99) },

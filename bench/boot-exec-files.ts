@@ -7,13 +7,12 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { benchForge } from "./data-dir.js";
 import { resolveImage } from "../src/images/store.js";
 import { kernelCmdline, hostTscKhz, TCG_CPU } from "../src/providers/qemu/args.js";
 import { QemuProvider } from "../src/providers/qemu/qemu-provider.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({
   options: { boots: { type: "string", default: "7" }, execs: { type: "string", default: "300" }, mib: { type: "string", default: "100" } },
@@ -130,7 +129,7 @@ async function main() {
       {
         benchmark: "boot-exec-files",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel: verdict.accel,
         accel_reason: verdict.reason,
         image: image.name,

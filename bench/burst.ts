@@ -5,7 +5,6 @@
 // from running (its delay, sampled every 10 ms; the server runs in this process). Twice: with no
 // warm pool and no prestarted VMM, then with a warm pool and a prestarted VMM.
 // Usage: node dist/bench/burst.js [--burst 100] [--pool 10] [--alone 5]
-import { cpus, totalmem } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
@@ -14,7 +13,7 @@ import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
 import { restApi } from "./rest.js";
-import { tail as summary } from "./stats.js";
+import { tail as summary, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { burst: { type: "string", default: "100" }, pool: { type: "string", default: "10" }, alone: { type: "string", default: "5" } } });
 const BURST = Number(values.burst);
@@ -100,7 +99,7 @@ async function main() {
       {
         benchmark: "burst",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), accel: plain.accel },
+        machine: machine(plain.accel),
         what: `${BURST} concurrent POST /sandboxes, each followed by exec \`${COMMAND}\`: ms from the create to the command's answer`,
         no_pool_no_prestart: plain,
         [`warm_pool_${POOL}_and_prestart`]: pooled,

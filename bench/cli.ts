@@ -8,10 +8,9 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { parseArgs } from "node:util";
-import { cpus, totalmem } from "node:os";
 import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
-import { pct, timed } from "./stats.js";
+import { pct, timed, machine } from "./stats.js";
 
 const run = promisify(execFile);
 const { values } = parseArgs({ options: { runs: { type: "string", default: "20" }, compare: { type: "string" } } });
@@ -41,9 +40,7 @@ async function main() {
   }
   await sb.destroy();
   await server.close();
-  console.log(
-    JSON.stringify({ bench: "cli", date: new Date().toISOString(), machine: { cpus: cpus().length, memory_gib: Math.round(totalmem() / 2 ** 30) }, runs: RUNS, results }, null, 2),
-  );
+  console.log(JSON.stringify({ bench: "cli", date: new Date().toISOString(), machine: machine(), runs: RUNS, results }, null, 2));
 }
 
 main().catch((e) => {

@@ -6,11 +6,11 @@
 // round trip that reads the guest's clock.
 // Prints one JSON document. Usage: node dist/bench/clock.js [--minutes 10]
 import { spawn, type ChildProcess } from "node:child_process";
-import { cpus, totalmem } from "node:os";
+import { cpus } from "node:os";
 import { parseArgs } from "node:util";
 import type { Sandbox } from "../src/core/guest/sandbox.js";
 import { benchForge } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { minutes: { type: "string", default: "10" } } });
 const MINUTES = Number(values.minutes);
@@ -57,7 +57,7 @@ async function main() {
       {
         benchmark: "clock",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), accel },
+        machine: machine(accel),
         host_load: `${cpus().length} busy loops, one per core`,
         minutes: MINUTES,
         baseline_half_exec_rtt_ms: { p50: Math.round(pct(rtts, 50) / 2), p95: Math.round(pct(rtts, 95) / 2) },

@@ -5,13 +5,12 @@
 // against the same burst on one node. The nodes share this machine's cores, so the burst ratio
 // says what placement costs, not what three machines would give.
 // Usage: node dist/bench/cluster.js [--rounds 8] [--burst 9]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { startServer } from "../src/compose/serve.js";
 import { startFront } from "../src/front/front.js";
 import { startPostgres } from "../test/postgres.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "8" }, burst: { type: "string", default: "9" } } });
 const ROUNDS = Number(values.rounds);
@@ -90,7 +89,7 @@ async function main() {
       {
         benchmark: "cluster",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         spawn_to_first_exec_ms: { through_front: stats(firstExec.front), on_node: stats(firstExec.node) },
         exec_round_trip_ms: { through_front: stats(execs.front), on_node: stats(execs.node) },

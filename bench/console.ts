@@ -3,12 +3,11 @@
 // windows with the sampler on against windows with it off, alternating), and the web console's
 // time to interactive (the dashboard drawn with its data) against a plain document from the same
 // server. Usage: node dist/bench/console.js [--rounds 3] [--window 20]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
 import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "3" }, window: { type: "string", default: "20" }, sandboxes: { type: "string", default: "10" } } });
 const ROUNDS = Number(values.rounds);
@@ -97,7 +96,7 @@ async function main() {
       {
         benchmark: "console",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         sampler: {
           sandboxes: SANDBOXES,

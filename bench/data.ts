@@ -5,13 +5,13 @@
 // sandbox of the built image against a spawn of it. Usage: node dist/bench/data.js [--rounds 3]
 import { rmSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startServer } from "../src/compose/serve.js";
 import type { BuildReport } from "../src/core/builder/builder.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "3" } } });
 const ROUNDS = Number(values.rounds);
@@ -92,7 +92,7 @@ async function main() {
       {
         benchmark: "data",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         dd_64MiB_MiB_per_s: {
           root_write: stats(mibps.root.write),

@@ -4,14 +4,13 @@
 //     made at create, and the shell every command runs in);
 //   - a command on a running sandbox, both ways, and ours through the shells the toolbox runs.
 // Usage: node dist/bench/daytona.js [--runs 8] [--calls 40]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Daytona } from "@daytonaio/sdk";
 import { Client } from "forgevm";
 import { startServer } from "../src/compose/serve.js";
 import { DEFAULT_IMAGE } from "../src/core/forge.js";
 import { benchConfig } from "./data-dir.js";
-import { pct, timed } from "./stats.js";
+import { pct, timed, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "8" }, calls: { type: "string", default: "40" } } });
 const RUNS = Number(values.runs);
@@ -62,7 +61,7 @@ async function main() {
       {
         benchmark: "daytona",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         spawn_to_first_command_ms: { forgevm_sdk: stats(ours), daytona_sdk: stats(theirs), ratio_p50: Math.round((pct(theirs, 50) / pct(ours, 50)) * 100) / 100 },
         command_on_running_sandbox_ms: {

@@ -8,7 +8,6 @@
 // Usage: node dist/bench/density.js [--count 1000] [--running 50] [--lanes 2] [--wakes 20]
 import { execFile } from "node:child_process";
 import { readdir, readFile, readlink, writeFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { basename } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { promisify } from "node:util";
@@ -17,7 +16,7 @@ import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
 import { isQemuCommand } from "../src/providers/qemu/runtime.js";
 import { benchConfig } from "./data-dir.js";
 import { restApi } from "./rest.js";
-import { pct, tail as summary } from "./stats.js";
+import { pct, tail as summary, machine } from "./stats.js";
 
 const { values } = parseArgs({
   options: {
@@ -194,7 +193,7 @@ async function main() {
       {
         benchmark: "density",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), accel },
+        machine: machine(accel),
         what: `${COUNT} sandboxes of the default image, ${RUNNING} running and the rest paused, ${LANES} created at a time`,
         create_and_first_exec_ms: summary(createMs),
         pause_ms: summary(pauseMs),

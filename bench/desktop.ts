@@ -10,14 +10,13 @@
 // process, is the baseline; the ratios are what carries across machines.
 // Prints one JSON document. Usage: node dist/bench/desktop.js [--runs 5]
 import { readFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import * as desktop from "../src/core/guest/desktop/index.js";
 import type { Sandbox } from "../src/index.js";
 import { DEFAULT_IMAGE, DESKTOP_IMAGE } from "../src/images/store.js";
 import { preparedSystemImage } from "../src/setup/index.js";
 import { benchDataDir, benchForge } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" } } });
 const RUNS = Number(values.runs);
@@ -154,7 +153,7 @@ async function main() {
         {
           bench: "desktop",
           date: new Date().toISOString(),
-          machine: { cpus: cpus().length, model: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30) },
+          machine: machine(),
           accel,
           desktop: { memory_mb: DESKTOP.memoryMb, vcpus: DESKTOP.vcpus, screen: "1024x768x24" },
           runs: RUNS,

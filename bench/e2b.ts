@@ -6,7 +6,6 @@
 //   - a Python code context's start in a sandbox just restored;
 //   - `runCode("1+1")` in a warm context through @e2b/code-interpreter and through our SDK.
 // Usage: node dist/bench/e2b.js [--runs 8] [--calls 40]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
 import { Sandbox as E2bSandbox } from "e2b";
@@ -14,7 +13,7 @@ import { Client } from "forgevm";
 import { startServer } from "../src/compose/serve.js";
 import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/core/forge.js";
 import { benchConfig } from "./data-dir.js";
-import { pct, timed } from "./stats.js";
+import { pct, timed, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "8" }, calls: { type: "string", default: "40" } } });
 const RUNS = Number(values.runs);
@@ -79,7 +78,7 @@ async function main() {
       {
         benchmark: "e2b",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         spawn_to_first_command_ms: { forgevm_sdk: stats(ours), e2b_sdk: stats(theirs), ratio_p50: Math.round((pct(theirs, 50) / pct(ours, 50)) * 100) / 100 },
         command_on_running_sandbox_ms: {

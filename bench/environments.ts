@@ -6,7 +6,7 @@
 // takes to answer. Usage: node dist/bench/environments.js [--rounds 2]
 import { rmSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { BuildReport } from "../src/core/builder/builder.js";
@@ -14,7 +14,7 @@ import { cleanSpec } from "../src/core/environments/spec.js";
 import { environmentDockerfile } from "../src/core/environments/steps.js";
 import { startPackageIndex } from "../test/package-index.js";
 import { benchForge } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "2" } } });
 const ROUNDS = Number(values.rounds);
@@ -83,7 +83,7 @@ async function main() {
       {
         benchmark: "environments",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         spec: { apt: input.apt_packages, pip: input.python_packages, base: input.base_image },
         build_ms: {

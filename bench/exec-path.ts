@@ -13,7 +13,6 @@
 // busy one (a warm pool of 2 held full, a prestarted VMM, and 3 sandboxes each running a loop
 // that wakes every 100 ms).
 // Usage: setsid node dist/bench/exec-path.js [--rounds 60]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Daytona } from "@daytonaio/sdk";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
@@ -24,7 +23,7 @@ import { SERVER_AUTOGROUP_NICE, startServer } from "../src/compose/serve.js";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
 import { restApi } from "./rest.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "60" } } });
 const ROUNDS = Number(values.rounds);
@@ -131,7 +130,7 @@ async function main() {
       {
         benchmark: "exec-path",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), accel: quiet.accel },
+        machine: machine(quiet.accel),
         rounds: ROUNDS,
         quiet_server: quiet,
         busy_server: busy,

@@ -7,12 +7,11 @@
 // `true`, `sh -c true`, a login bash (what E2B's SDK runs), Python. Under KVM nothing is
 // translated and the guest keeps randomization; the two columns then show what it costs there.
 // Usage: node dist/bench/guest-aslr.js [--rounds 15]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
 import { restApi } from "./rest.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "15" } } });
 const ROUNDS = Number(values.rounds);
@@ -54,7 +53,7 @@ async function main() {
       {
         benchmark: "guest-aslr",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), accel },
+        machine: machine(accel),
         rounds: ROUNDS,
         runs_per_round: RUNS,
         guest_booted_with_randomize_va_space: Number(booted),

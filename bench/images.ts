@@ -5,11 +5,12 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { benchForge } from "./data-dir.js";
 import { run } from "../src/util/process.js";
 import { writeImage, writeIndex } from "../test/oci-writer.js";
+import { machine } from "./stats.js";
 
 async function main() {
   const work = await mkdtemp(join(tmpdir(), "fvm-bench-img-"));
@@ -69,7 +70,7 @@ async function main() {
         {
           benchmark: "images",
           date: new Date().toISOString(),
-          machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+          machine: machine(),
           accel: (await forge.providers.health()).accel,
           image: { layers_mb: Math.round((busybox.length + big.length) / 1e6), rootfs_mib: Math.round(img.size / 1048576) },
           pull_and_install_ms: Math.round(pullMs),

@@ -6,13 +6,12 @@
 // end (the baseline is the same calls on the fresh sandbox, in the same run), and the chain's
 // length at the end.
 // Prints one JSON document. Usage: node dist/bench/layers.js [--snapshots 50] [--forks 50]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import type { Sandbox } from "../src/core/guest/sandbox.js";
 import { backingChain } from "../src/providers/qemu/jail.js";
 import { topFile } from "../src/providers/qemu/disk-layers.js";
 import { benchForge } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { snapshots: { type: "string", default: "50" }, forks: { type: "string", default: "50" } } });
 const SNAPSHOTS = Number(values.snapshots);
@@ -78,7 +77,7 @@ async function main() {
       {
         benchmark: "layers",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), accel },
+        machine: machine(accel),
         snapshots: SNAPSHOTS,
         forks: FORKS,
         snapshot_ms: { first10_p50: p50(snapMs.slice(0, 10)), last10_p50: p50(snapMs.slice(-10)) },

@@ -3,7 +3,6 @@
 // on stdio relaying to the server, and through the REST API (our SDK's exec) as the baseline.
 // The ratios are what MCP costs over REST (JSON-RPC, SSE framing, the policy and audit write).
 // Usage: node dist/bench/mcp.js [--calls 60]
-import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
@@ -12,7 +11,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Client } from "forgevm";
 import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
-import { pct, timed } from "./stats.js";
+import { pct, timed, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { calls: { type: "string", default: "60" } } });
 const CALLS = Number(values.calls);
@@ -66,7 +65,7 @@ async function main() {
       {
         benchmark: "mcp",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         exec_true_round_trip_ms: {
           rest_sdk: stats(restMs),

@@ -5,11 +5,10 @@
 // each guest operation one HTTP call); and the second server's own qemu exec round trip, so that
 // the relays' cost is a ratio measured here.
 // Usage: node dist/bench/providers.js [--rounds 5] [--execs 30]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "5" }, execs: { type: "string", default: "30" } } });
 const ROUNDS = Number(values.rounds);
@@ -79,7 +78,7 @@ async function main() {
       {
         benchmark: "providers",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         rounds: ROUNDS,
         ...out,

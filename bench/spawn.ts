@@ -10,11 +10,11 @@
 // Prints one JSON document. Cold boot is the baseline: the ratios are what carries across machines.
 // Usage: node dist/bench/spawn.js [--runs 20] [--burst 20]
 import { readdir, readFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import type { Config } from "../src/config/config.js";
 import { benchConfig } from "./data-dir.js";
 import { startServer } from "../src/compose/serve.js";
+import { machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "20" }, burst: { type: "string", default: "20" }, idle: { type: "string", default: "10" } } });
 const RUNS = Number(values.runs);
@@ -300,7 +300,7 @@ async function main() {
       {
         benchmark: "spawn",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), accel: machineAccel },
+        machine: machine(machineAccel),
         what: "POST /sandboxes then exec `true`, ms to the exec's answer",
         cold_boot: { sequential: cold, burst: coldBurst },
         restore_base_snapshot: { mechanism: "RAM file mapped copy-on-write (x-ignore-shared)", sequential: restore, burst: restoreBurst, speedup_p50_vs_cold: ratio(restore.p50) },

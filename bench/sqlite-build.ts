@@ -7,11 +7,10 @@
 import { execFile } from "node:child_process";
 import { cp, mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { cpus, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { promisify } from "node:util";
-import { pct } from "./stats.js";
+import { parseArgs, promisify } from "node:util";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "7" } } });
 const ROUNDS = Number(values.rounds);
@@ -68,7 +67,7 @@ async function main() {
         {
           bench: "sqlite-build",
           date: new Date().toISOString(),
-          host: { cpus: cpus().length, model: cpus()[0]?.model },
+          machine: machine(),
           rounds: ROUNDS,
           baseline: "-O3",
           compile_ms: Object.fromEntries(Object.entries(compileMs).map(([k, v]) => [k, Math.round(v)])),

@@ -9,11 +9,10 @@
 // Prints one JSON document; the ratios to the restore baseline are what carries across machines.
 // Usage: node dist/bench/standby.js [--runs 10]
 import { readFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { startServer } from "../src/compose/serve.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "10" } } });
 const RUNS = Number(values.runs);
@@ -106,7 +105,7 @@ async function main() {
       {
         benchmark: "standby",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), accel },
+        machine: machine(accel),
         baseline_restore_to_exec_ms: restore,
         pause_ms: summary(pauseMs),
         resume_to_exec_ms: { ...resume, speedup_p50_vs_restore: ratio(resume.p50) },

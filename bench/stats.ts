@@ -1,4 +1,10 @@
-// What every benchmark reports its samples with: percentiles, and timed repetitions.
+// What every benchmark reports its samples with: the machine, percentiles, and timed repetitions.
+import { cpus, totalmem } from "node:os";
+
+/** The machine a result was measured on, as every benchmark's JSON names it (with the accel, where VMs ran). */
+export function machine(accel?: string | null) {
+  return { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), ...(accel !== undefined ? { accel } : {}) };
+}
 
 /** The p-th percentile of the samples (nearest rank), rounded to 0.01; NaN when there are none. */
 export function pct(xs: number[], p: number): number {

@@ -6,12 +6,11 @@
 //   baseline; the ratios are what carries across machines.
 // Prints one JSON document. Usage: node dist/bench/system-image.js [--runs 5]
 import { readFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { DEFAULT_IMAGE, SYSTEM_IMAGE } from "../src/images/store.js";
 import { preparedSystemImage } from "../src/setup/index.js";
 import { benchDataDir, benchForge } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" } } });
 const RUNS = Number(values.runs);
@@ -70,7 +69,7 @@ async function main() {
         {
           bench: "system-image",
           date: new Date().toISOString(),
-          machine: { cpus: cpus().length, model: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30) },
+          machine: machine(),
           accel,
           memory_mb: MEMORY_MB,
           runs: RUNS,

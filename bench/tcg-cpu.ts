@@ -5,14 +5,13 @@
 // alternate between them over a cold boot, process starts, memory copies and compute. Under KVM
 // both VMs get the host's CPU and the columns should agree.
 // Usage: node dist/bench/tcg-cpu.js [--rounds 5]
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { resolveImage } from "../src/images/store.js";
 import { TCG_CPU } from "../src/providers/qemu/args.js";
 import { QemuProvider } from "../src/providers/qemu/qemu-provider.js";
 import type { Vm } from "../src/providers/provider.js";
 import { benchForge } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "5" } } });
 const ROUNDS = Number(values.rounds);
@@ -69,7 +68,7 @@ async function main() {
       {
         benchmark: "tcg-cpu",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), accel },
+        machine: machine(accel),
         rounds: ROUNDS,
         models: { baseline: BASELINE, tcg_cpu: TCG_CPU },
         p50_ms: Object.fromEntries(names.map((w) => [w, { baseline: p50(BASELINE, w), tcg_cpu: p50(TCG_CPU, w) }])),

@@ -5,13 +5,12 @@
 // Also a tree copied in and out through the archive routes against single-file uploads and
 // downloads of the same bytes. Usage: node dist/bench/workloads.js [--rounds 5]
 import { randomBytes } from "node:crypto";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { Client } from "forgevm";
 import { startServer } from "../src/compose/serve.js";
 import { TAR_END, tarHeader, tarPadding } from "../src/util/tar-write.js";
 import { benchConfig } from "./data-dir.js";
-import { pct } from "./stats.js";
+import { pct, machine } from "./stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "5" } } });
 const ROUNDS = Number(values.rounds);
@@ -73,7 +72,7 @@ async function main() {
       {
         benchmark: "workloads",
         date: new Date().toISOString(),
-        machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30) },
+        machine: machine(),
         accel,
         memory_mb: server.forge.defaults.memoryMb,
         lifecycle_ms: {

@@ -1,5 +1,5 @@
-// Which tier each test file is in (the folder of test/ it lives in), and which files must run
-// alone. `npm test` runs the tiers in order (unit first, so that a broken build fails in seconds),
+// Which tier each test file is in (the folder of test/ it lives in), and which files are kept
+// apart from the shared phase. `npm test` runs the tiers in order (unit first, so that a broken build fails in seconds),
 // two files at a time except those kept apart; `npm run test:unit` runs the unit tier
 // only. A test file outside a tier folder fails test/unit/layers.test.ts. docs/testing.md says how
 // long each tier takes.

@@ -190,8 +190,8 @@ const FIREFOX_POLICIES = {
 
 /**
  * Firefox's own defaults, for a small VM: one content process and no site isolation (each process
- * is a large program started again, which under TCG takes tens of seconds), no preloaded spare
- * process or new-tab page, and nothing that calls home (safe browsing, telemetry, studies, the
+ * is a large program started again, which under TCG takes tens of seconds), networking and media
+ * decoding in the main process, no preloaded spare process or new-tab page, and nothing that calls home (safe browsing, telemetry, studies, the
  * new-tab feeds, remote settings, update and region checks, the connectivity and captive-portal
  * probes, the video codec's download). In a sandbox whose only way out is an allowlist, each of
  * those is a request refused at the egress proxy; under TCG they were the browser's busiest half
