@@ -86,9 +86,14 @@ http.server.ThreadingHTTPServer(('127.0.0.1', 8000), H).serve_forever()
  */
 async function xevWindow(exec: (command: string) => Promise<string>): Promise<{ x: number; y: number; width: number; height: number }> {
   await exec("rm -f /tmp/xev.log; DISPLAY=:0 setsid -f stdbuf -oL xev -name forgevm-xev -geometry 320x240+300+200 -event keyboard -event button >/tmp/xev.log 2>&1 </dev/null");
-  const out = await exec("DISPLAY=:0 xdotool search --sync --onlyvisible --name forgevm-xev getwindowgeometry --shell | head -n 5");
+  // Debian 12's xdotool dies of a BadWindow error when another window goes away while it searches: searched again.
+  const out = await exec(
+    'for i in $(seq 50); do g=$(DISPLAY=:0 xdotool search --sync --onlyvisible --name forgevm-xev getwindowgeometry --shell 2>&1) && break; sleep 0.1; done; echo "$g" | head -n 5',
+  );
   const g = Object.fromEntries(out.split("\n").map((l) => l.split("=")));
-  return { x: Number(g.X), y: Number(g.Y), width: Number(g.WIDTH), height: Number(g.HEIGHT) };
+  const win = { x: Number(g.X), y: Number(g.Y), width: Number(g.WIDTH), height: Number(g.HEIGHT) };
+  assert.ok(Object.values(win).every(Number.isInteger), `xev's window geometry: ${out}`);
+  return win;
 }
 
 /** Where a point of the screen (1024x768) is in a noVNC canvas that scales it. */
@@ -271,7 +276,13 @@ describe("E2B's desktop SDK", () => {
     await page.goto("about:blank");
     await desktop.stream.stop();
     // The SDK's stop sends x11vnc a SIGTERM and does not wait; its start refuses while one runs.
-    await waitFor(async () => (await desktop.commands.run("pgrep -x x11vnc || true")).stdout.trim() === "", 60_000, "x11vnc to end");
+    await waitFor(async () => (await desktop.commands.run("pgrep -x x11vnc || true")).stdout.trim() === "", 60_000, "x11vnc to end").catch(async (e: Error) => {
+      // What the x11vnc that did not end was doing: in its TERM handler (SigBlk has 0x4000), where in the kernel, what it logged.
+      const where = await desktop.commands.run(
+        "for p in $(pgrep -x x11vnc); do grep -E '^(State|Threads|Sig(Pnd|Blk|Cgt)|ShdPnd)' /proc/$p/status; echo wchan=$(cat /proc/$p/wchan); done; tail -n 15 /tmp/x11vnc_stderr.log",
+      );
+      throw new Error(`${e.message}\n${where.stdout}`);
+    });
     // A stream of one window (x11vnc -id): the canvas is that window's size, not the screen's.
     const [win] = await desktop.getApplicationWindows("firefox");
     const shell = (await desktop.commands.run(`xdotool getwindowgeometry --shell ${win}`)).stdout;
@@ -439,6 +450,10 @@ describe("ForgeVM's own desktop API on the same desktop: REST and the SDK, the l
       wins.some((w) => w.title === "forgevm-xev" && w.active),
       JSON.stringify(wins),
     );
+    assert.ok(
+      wins.every((w) => w.title.trim() !== ""),
+      `only windows with a name: ${JSON.stringify(wins)}`,
+    );
     await assert.rejects(sb.desktop.moveMouse(5000, 10), (e: Error) => e instanceof BadRequestError && /x, y: \(5000, 10\) is off the screen, which is 1024x768/.test(e.message));
     await assert.rejects(sb.desktop.press("nosuchkey"), (e: Error) => e instanceof BadRequestError && /unknown key "nosuchkey"/.test(e.message));
     await assert.rejects(sb.desktop.drag([0, 0], [10, 900]), (e: Error) => e instanceof BadRequestError && /end_x, end_y: \(10, 900\) is off the screen/.test(e.message));
@@ -576,6 +591,13 @@ print(json.dumps({"size": sb.desktop.screen_size(), "png": [png[:8].hex(), *stru
       assert.match(JSON.stringify(bad.content), /unknown key \\"nosuchkey\\"/);
       const missing = await call("computer", { sandbox_id: id, action: "left_click_drag", coordinate: [1, 1] });
       assert.match(JSON.stringify(missing.content), /left_click_drag needs start_coordinate/);
+      // Windows that come and go (menus, tooltips) while the list is taken: xev's is in every list.
+      await run("DISPLAY=:0 setsid -f sh -c 'while :; do timeout 0.3 xev -name churn -geometry 10x10+0+0; done' >/dev/null 2>&1 </dev/null");
+      const same = await client.get(id);
+      for (let i = 0; i < 5; i++) {
+        const titles = (await same.desktop.windows()).map((w) => w.title);
+        assert.ok(titles.includes("forgevm-xev"), `list ${i} while windows come and go: ${JSON.stringify(titles)}`);
+      }
     } finally {
       await call("destroy_sandbox", { sandbox_id: id });
       await mcp.close();

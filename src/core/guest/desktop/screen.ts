@@ -2,7 +2,7 @@
 // scaled down, with or without the pointer), and the windows (xdotool). Everything the guest
 // prints is parsed as numbers and capped text; a screenshot comes back as base64 in the command's
 // output, one round trip.
-import { badRequest, conflict } from "../../../http/errors.js";
+import { badRequest, conflict, ForgevmError } from "../../../http/errors.js";
 import type { Static } from "typebox";
 import { type DesktopWindow, SCREEN_LIMITS, SCREEN_SCRIPT } from "../../../schemas/desktop.js";
 import { shellQuote } from "../../../util/shell-quote.js";
@@ -115,8 +115,19 @@ base64 -w0 "$f${thumb ? "-thumb" : ""}.${ext}"
   return { data, format, cursor: { x: Number.isFinite(x) ? x : 0, y: Number.isFinite(y) ? y : 0 } };
 }
 
+// xdotool's search (Debian 12 has 3.20160805) dies of a BadWindow error when any window goes away
+// while it walks the tree (a tooltip, a menu, a page's popup), printing nothing: a list taken once
+// would be empty now and then on a busy desktop. A walk that died is walked again; one that ends
+// is the list, empty or not. One still dying after many tries is a 503, never a wrong list.
+const WINDOWS_CHURN = 90;
 const WINDOWS = `active=$(xdotool getactivewindow 2>/dev/null)
-for w in $(xdotool search --onlyvisible --name '' 2>/dev/null); do
+n=0
+until found=$(xdotool search --onlyvisible --name . 2>&1); case $found in *BadWindow*) false ;; esac; do
+  n=$((n + 1))
+  [ $n -lt 30 ] || exit \${WINDOWS_CHURN}
+done
+for w in $found; do
+  case $w in *[!0-9]*) continue ;; esac
   g=$(xdotool getwindowgeometry --shell "$w" 2>/dev/null) || continue
   eval "$g"
   t=$(xdotool getwindowname "$w" 2>/dev/null | head -c 1000 | tr '\\t\\n\\r' '   ')
@@ -126,7 +137,10 @@ done
 
 /** The visible windows with a name, the active one marked. */
 export async function windows(guest: DesktopGuest): Promise<WindowInfo[]> {
-  const out = await runOnDesktop(guest, WINDOWS, { maxOutputBytes: 4 * 1024 * 1024 });
+  const out = await runOnDesktop(guest, WINDOWS, {
+    maxOutputBytes: 4 * 1024 * 1024,
+    exits: { [WINDOWS_CHURN]: () => new ForgevmError("UNAVAILABLE", `sandbox ${guest.id}'s windows kept opening and closing while they were listed: try again`) },
+  });
   const list: WindowInfo[] = [];
   for (const line of out.split("\n")) {
     const f = line.split("\t");
