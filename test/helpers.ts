@@ -136,6 +136,12 @@ export async function stopServers(): Promise<void> {
   await Promise.all([...serverProcesses].map((p) => stopProcess(p)));
 }
 
+/** How a child process ended: its exit code, or "signal NAME" when a signal ended it (an exit code of 0 expected reads as which signal came). */
+export function exitOf(proc: ChildProcess): Promise<number | string> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve(proc.signalCode ? `signal ${proc.signalCode}` : (proc.exitCode as number));
+  return new Promise((resolve) => proc.once("exit", (code, signal) => resolve(signal ? `signal ${signal}` : (code as number))));
+}
+
 /**
  * `forgevm serve --config FILE` as a user runs it, in a process of its own (a test may SIGKILL
  * it); resolves once `<apiBase>/health` answers (with the key, when given).

@@ -165,16 +165,38 @@ export function surviveStrayErrors(log: (line: string) => void = (l) => console.
 /** Runs a front (cluster.role "front") until SIGINT or SIGTERM. */
 async function serveFront(version: string, cfg: Config): Promise<void> {
   surviveStrayErrors();
+  const onStop = stopSignals();
   const front = await startFront(cfg, version);
   console.log(`forgevm ${version} front listening on ${front.url} (catalogue ${redactUrl(cfg.cluster.database)}${cfg.auth.api_key ? ", API key required" : ""})`);
-  await new Promise<void>((resolve) => {
-    const stop = (sig: string) => {
+  await new Promise<void>((resolve) =>
+    onStop((sig) => {
       console.log(`forgevm: ${sig}, shutting down`);
       front.close().then(resolve, resolve);
-    };
-    process.once("SIGINT", () => stop("SIGINT"));
-    process.once("SIGTERM", () => stop("SIGTERM"));
-  });
+    }),
+  );
+}
+
+/**
+ * SIGINT and SIGTERM, heard from this call on: the first one is held until `onStop` says what a
+ * stop does (a signal that comes while the server starts, or after it answers but before it has
+ * written who owns the data directory, is a graceful stop once it can be, never Node's default
+ * exit that would leave its sandboxes to the next start), and a second one ends the process at once.
+ */
+function stopSignals(): (stop: (sig: string) => void) => void {
+  let heard: string | null = null;
+  let stop: ((sig: string) => void) | null = null;
+  const listeners = (["SIGINT", "SIGTERM"] as const).map((sig) => [sig, () => hear(sig)] as const);
+  const hear = (sig: string) => {
+    for (const [s, l] of listeners) process.off(s, l);
+    heard = sig;
+    if (stop) stop(sig);
+    else console.log(`forgevm: ${sig} while starting: the server stops once it has started (${sig} again stops it at once)`);
+  };
+  for (const [s, l] of listeners) process.on(s, l);
+  return (f) => {
+    stop = f;
+    if (heard) f(heard);
+  };
 }
 
 /** Runs the server until SIGINT or SIGTERM; `notes` (what the config loader read the ForgeVM API's names as) are printed first. */
@@ -182,12 +204,12 @@ export async function serveForever(version: string, cfg: Config, notes: string[]
   for (const n of notes) console.log(`note: ${n}`);
   if (cfg.cluster.role === "front") return serveFront(version, cfg);
   surviveStrayErrors();
+  const onStop = stopSignals();
   await raiseSchedulingGroup();
   const server = await startServer(cfg, version, { env: process.env, requestLog: cfg.server.request_log ? (l) => console.log(l) : undefined });
-  // Signals are handled from the moment the server answers: a stop that comes while the
-  // provider's health is still being read must be graceful too.
+  // A stop that comes while the provider's health is still being read is graceful too.
   const stopped = new Promise<void>((resolve) => {
-    const stop = (sig: string) => {
+    onStop((sig) => {
       console.log(`forgevm: ${sig}, shutting down (server.on_stop: ${cfg.server.on_stop})`);
       server.close().then(
         (report) => {
@@ -199,9 +221,7 @@ export async function serveForever(version: string, cfg: Config, notes: string[]
           resolve();
         },
       );
-    };
-    process.once("SIGINT", () => stop("SIGINT"));
-    process.once("SIGTERM", () => stop("SIGTERM"));
+    });
   });
   // (A stop during this read may close what it reads: then there is nothing to announce.)
   const providers = await server.forge.providers.list().catch(() => null);

@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, it } from "node:test";
-import { alive, freePort, removeAtExit, startServerProcess, stopProcess, testDataDir, waitFor } from "../helpers.js";
+import { alive, exitOf, freePort, removeAtExit, startServerProcess, stopProcess, testDataDir, waitFor } from "../helpers.js";
 
 let base: string;
 let dataDir: string;
@@ -65,7 +65,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
   assert.equal(qemuBefore.length, 2, "both VMs run");
 
   server.kill("SIGKILL");
-  await new Promise((r) => server!.once("exit", r));
+  await exitOf(server!);
   assert.ok((await inflight) instanceof Error, "the in-flight exec failed with the server");
   // QEMU runs detached: it outlives the server until the restart deals with it.
   assert.ok(qemuBefore.every(alive));
@@ -121,7 +121,7 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
 
   assert.equal((await fetch(`${base}/sandboxes/${ids[1]}`, { method: "DELETE" })).status, 200);
   server.kill("SIGTERM");
-  const code = await new Promise((r) => server!.once("exit", r));
+  const code = await exitOf(server!);
   assert.equal(code, 0);
   assert.deepEqual(await qemuPidsOf(ids[1]), []);
 });
@@ -129,7 +129,8 @@ it("after a SIGKILL and restart, running sandboxes are re-attached and usable, e
 it("with server.on_stop: destroy, a graceful stop finishes the exec in flight, ends event streams, destroys the sandbox saying why, and leaves no VM", async () => {
   const destroying = join(dataDir, "destroying.yaml");
   await writeFile(destroying, `${await readFile(configFile, "utf8")}  on_stop: destroy\n`);
-  server = await startServerProcess(destroying, base);
+  let said = "";
+  server = await startServerProcess(destroying, base, undefined, { stdout: (t) => (said += t) });
   const r = await fetch(`${base}/sandboxes`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
   const { id } = (await r.json()) as { id: string };
   const events = await fetch(`${base}/events`);
@@ -148,8 +149,7 @@ it("with server.on_stop: destroy, a graceful stop finishes the exec in flight, e
   server.kill("SIGTERM");
   assert.deepEqual(((await exec) as { stdout: string }).stdout, "fin\n");
   assert.equal(await eventsDone, "ended");
-  const code = await new Promise((res) => server!.once("exit", res));
-  assert.equal(code, 0);
+  assert.equal(await exitOf(server!), 0, `the server said:\n${said}`);
   await waitFor(() => !alive(pids[0]), 5000, "QEMU to stop");
   await assert.rejects(stat(join(dataDir, "vms", id)), { code: "ENOENT" });
   // Its record says why it ended, and who ended it.
@@ -158,7 +158,7 @@ it("with server.on_stop: destroy, a graceful stop finishes the exec in flight, e
   const row = all.find((x) => x.id === id);
   assert.deepEqual([row?.state, row?.end_reason, row?.ended_by, typeof row?.destroyed_at], ["destroyed", "server stop", "server", "string"]);
   server.kill("SIGTERM");
-  assert.equal(await new Promise((res) => server!.once("exit", res)), 0);
+  assert.equal(await exitOf(server!), 0);
 });
 
 it("after a SIGKILL and restart, a main process is taken over where it runs, whatever its restart policy: same pid, no restart, its log goes on", async () => {
@@ -180,7 +180,7 @@ it("after a SIGKILL and restart, a main process is taken over where it runs, wha
   for (const id of [always, never]) before.set(id, await lines(id));
 
   server.kill("SIGKILL");
-  await new Promise((r) => server!.once("exit", r));
+  await exitOf(server!);
   server = await startServerProcess(configFile, base);
   const info = async (id: string) => (await (await fetch(`${base}/sandboxes/${id}`)).json()) as { state: string; main: { running: boolean; restarts: number } };
   for (const id of [always, never]) {
@@ -200,7 +200,7 @@ it("after a SIGKILL and restart, a main process is taken over where it runs, wha
   await waitFor(async () => (await info(always)).main.restarts === 1 && (await lines(always)).length === 2, 20_000, "the always-policy main process to restart");
   for (const id of [always, never]) assert.equal((await fetch(`${base}/sandboxes/${id}`, { method: "DELETE" })).status, 200);
   server.kill("SIGTERM");
-  assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
+  assert.equal(await exitOf(server!), 0);
 });
 
 it("a sandbox paused when idle stays paused through a SIGKILL of the server, and the next exec after the restart resumes it with its files and processes", async () => {
@@ -221,7 +221,7 @@ it("a sandbox paused when idle stays paused through a SIGKILL of the server, and
   assert.deepEqual(await qemuPidsOf(id), [], "a paused sandbox has no QEMU");
 
   server.kill("SIGKILL");
-  await new Promise((res) => server!.once("exit", res));
+  await exitOf(server!);
   server = await startServerProcess(configFile, base);
   const after = await api("GET", `/sandboxes/${id}`);
   assert.equal(after.body.state, "paused", "what the server acknowledged (the pause) survived it");
@@ -232,7 +232,7 @@ it("a sandbox paused when idle stays paused through a SIGKILL of the server, and
   assert.equal((await api("GET", `/sandboxes/${id}`)).body.state, "running");
   assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
   server.kill("SIGTERM");
-  assert.equal(await new Promise((res) => server!.once("exit", res)), 0);
+  assert.equal(await exitOf(server!), 0);
 });
 
 /** A build of this checkout that says it is newer: its own copy of the compiled code, and a version of its own. */
@@ -321,7 +321,7 @@ it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, f
   const qemuBefore = Object.fromEntries(await Promise.all(Object.entries(ids).map(async ([k, id]) => [k, await qemuPidsOf(id)] as const)));
 
   server.kill("SIGTERM");
-  assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
+  assert.equal(await exitOf(server!), 0);
   // Every stream that was open got a clear end, saying what happened and what to do.
   assert.match(await execOut, /"code":"UNAVAILABLE".*the server is stopping: the sandbox and its processes run on/);
   assert.match((await followed).trim().split("\n").at(-1) ?? "", /forgevm: the server is stopping/);
@@ -384,6 +384,6 @@ it("a SIGTERM leaves six kinds of sandbox running (mid-exec, followed, paused, f
 
   for (const id of [...Object.values(ids), child]) assert.equal((await api("DELETE", `/sandboxes/${id}`)).status, 200);
   server.kill("SIGTERM");
-  assert.equal(await new Promise((r) => server!.once("exit", r)), 0);
+  assert.equal(await exitOf(server!), 0);
   for (const id of [...Object.values(ids), child]) assert.deepEqual(await qemuPidsOf(id), [], `${id}: no VMM left`);
 });

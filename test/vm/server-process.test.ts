@@ -213,6 +213,21 @@ describe("one owner per data directory", () => {
     assert.equal(r.status, 200);
   });
 
+  it("a SIGTERM that comes while it starts stops it gracefully once it has started (exit code 0, not the signal's default)", async () => {
+    const dir = await testDataDir();
+    const s = await serve(dir);
+    // Its data directory is claimed before anything else is opened, and the signals are heard by then.
+    await waitFor(async () => (await readFile(join(dir, "owner.json"), "utf8").catch(() => "")).includes(`"pid":${s.proc.pid}`), 30_000, "the server to claim its data directory");
+    s.proc.kill("SIGTERM");
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([s.exited, new Promise<string>((r) => (timer = setTimeout(() => r("still running after 30 s"), 30_000)))]);
+    clearTimeout(timer);
+    if (code === "still running after 30 s") s.proc.kill("SIGKILL");
+    removeAtExit(dir);
+    assert.equal(code, 0, s.output());
+    assert.match(s.output(), /SIGTERM (while starting|, shutting down)/);
+  });
+
   it("the data directory is free again once its server stopped", async () => {
     assert.equal(await stop(first), 0);
     const next = await serve(dataDir);
