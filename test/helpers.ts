@@ -190,7 +190,7 @@ export async function startServerProcess(
 /** Stops a child process: SIGTERM, then SIGKILL after `graceMs`; resolves once it has exited (at once if it had). */
 export async function stopProcess(proc: ChildProcess, graceMs = 10_000): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const gone = new Promise<void>((r) => proc.once("exit", () => r()));
+  const gone = exitOf(proc);
   proc.kill("SIGTERM");
   const timer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
   await gone;

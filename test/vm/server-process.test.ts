@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { SERVER_AUTOGROUP_NICE } from "../../src/compose/serve.js";
-import { childEnv, freePort, removeAtExit, testDataDir, waitFor } from "../helpers.js";
+import { childEnv, exitOf, freePort, removeAtExit, testDataDir, waitFor } from "../helpers.js";
 
 const main = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
 const KEY = "process-test-key";
@@ -19,7 +19,8 @@ interface Served {
   port: number;
   base: string;
   output: () => string;
-  exited: Promise<number | null>;
+  /** Its exit code, or "signal NAME". */
+  exited: Promise<number | string>;
 }
 
 /** Starts `forgevm serve` with a config file naming `dataDir` and a free port. */
@@ -31,7 +32,7 @@ async function serve(dataDir: string, extra = "", ownSession = false): Promise<S
   let out = "";
   proc.stdout!.on("data", (d) => (out += d));
   proc.stderr!.on("data", (d) => (out += d));
-  const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
+  const exited = exitOf(proc);
   return { proc, port, base: `http://127.0.0.1:${port}`, output: () => out, exited };
 }
 
@@ -48,9 +49,18 @@ async function ready(s: Served): Promise<void> {
   );
 }
 
-async function stop(s: Served): Promise<number | null> {
+async function stop(s: Served): Promise<number | string> {
   if (s.proc.exitCode === null) s.proc.kill("SIGTERM");
   return s.exited;
+}
+
+/** How `s` ended within `ms`; one still running then is killed, and the answer says so. */
+async function exitWithin(s: Served, ms: number): Promise<number | string> {
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([s.exited, new Promise<string>((r) => (timer = setTimeout(() => r(`still running after ${ms / 1000} s`), ms)))]);
+  clearTimeout(timer);
+  if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill("SIGKILL");
+  return code;
 }
 
 const openFds = async (pid: number) => (await readdir(`/proc/${pid}/fd`)).length;
@@ -164,9 +174,7 @@ describe("connections the server refuses", () => {
     const held: Socket[] = [];
     for (let i = 0; i < 20; i++) held.push((await upgrade(s.port, "/api/v1/events")).socket);
     s.proc.kill("SIGTERM");
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([s.exited, new Promise<string>((r) => (timer = setTimeout(() => r("still running after 15 s"), 15_000)))]);
-    clearTimeout(timer);
+    const code = await exitWithin(s, 15_000);
     for (const h of held) h.destroy();
     assert.equal(code, 0, s.output());
   });
@@ -200,10 +208,7 @@ describe("one owner per data directory", () => {
 
   it("a second server on the same data directory refuses to start, naming the first one's pid and address", async () => {
     const second = await serve(dataDir);
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([second.exited, new Promise<string>((r) => (timer = setTimeout(() => r("still running"), 20_000)))]);
-    clearTimeout(timer);
-    if (code === "still running") await stop(second);
+    const code = await exitWithin(second, 20_000);
     assert.equal(code, 1, second.output());
     // The first one logs each request it answered, one line each.
     assert.match(first.output(), /^\S+Z GET \/api\/v1\/health 200 \d+ms \S+$/m);
@@ -219,10 +224,7 @@ describe("one owner per data directory", () => {
     // Its data directory is claimed before anything else is opened, and the signals are heard by then.
     await waitFor(async () => (await readFile(join(dir, "owner.json"), "utf8").catch(() => "")).includes(`"pid":${s.proc.pid}`), 30_000, "the server to claim its data directory");
     s.proc.kill("SIGTERM");
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([s.exited, new Promise<string>((r) => (timer = setTimeout(() => r("still running after 30 s"), 30_000)))]);
-    clearTimeout(timer);
-    if (code === "still running after 30 s") s.proc.kill("SIGKILL");
+    const code = await exitWithin(s, 30_000);
     removeAtExit(dir);
     assert.equal(code, 0, s.output());
     assert.match(s.output(), /SIGTERM (while starting|, shutting down)/);
@@ -248,7 +250,7 @@ describe("a forgevm.yaml written for the ForgeVM API", () => {
     let out = "";
     proc.stdout!.on("data", (d) => (out += d));
     proc.stderr!.on("data", (d) => (out += d));
-    const s: Served = { proc, port, base: `http://127.0.0.1:${port}`, output: () => out, exited: new Promise((r) => proc.once("exit", (c) => r(c))) };
+    const s: Served = { proc, port, base: `http://127.0.0.1:${port}`, output: () => out, exited: exitOf(proc) };
     try {
       await ready(s);
       assert.match(
