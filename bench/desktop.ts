@@ -3,7 +3,9 @@
 // desktop already up); a screenshot's latency and size (scrot, then the file read back, as E2B's
 // desktop SDK does, and as core's desktop operations take one for REST, MCP and Daytona: one command
 // whose output carries the image); a click → screenshot round trip, both ways; a change of screen
-// size (a mode of the running X server, and back); idle memory ten seconds after a restore (the
+// size (a mode of the running X server, and back); the window list, quiet and while a window opens
+// and closes every 0.3 s as menus and tooltips do (each list checked for a window that stays
+// open: xdotool's search dies when a window goes away under it); idle memory ten seconds after a restore (the
 // guest's count and its VMM's PSS); Firefox from its start to a page on the screen, in a restored
 // desktop, with the profile the image carries (made when the image is built) and without it (as
 // Firefox's own first start makes one). The default image's restore → first exec, in the same
@@ -143,6 +145,24 @@ async function main() {
       await desktop.setScreen(sb, { width: 1024, height: 768 });
       screens.push(performance.now() - t0);
     }
+    await sb.exec("setsid -f xev -name forgevm-bench-xev -geometry 200x100+400+300 >/dev/null 2>&1 </dev/null", AS_USER);
+    await sb.exec("until xdotool search --name forgevm-bench-xev >/dev/null 2>&1; do sleep 0.1; done", { ...AS_USER, timeoutMs: 60_000 });
+    const lists = async () => {
+      const ms: number[] = [];
+      const counts: number[] = [];
+      let missing = 0;
+      for (let i = 0; i < RUNS * 2; i++) {
+        t0 = performance.now();
+        const w = await desktop.windows(sb);
+        ms.push(performance.now() - t0);
+        counts.push(w.length);
+        if (!w.some((x) => x.title === "forgevm-bench-xev")) missing++;
+      }
+      return { ms: summary(ms), windows: summary(counts), lists_missing_the_window: `${missing}/${ms.length}` };
+    };
+    const windowsQuiet = await lists();
+    await sb.exec("setsid -f sh -c 'while :; do timeout 0.3 xev -name churn -geometry 10x10+0+0; done' >/dev/null 2>&1 </dev/null", AS_USER);
+    const windowsChurn = await lists();
     await sb.destroy();
 
     const firefox = { image_profile: await firefoxFirstPage(forge, false), fresh_profile: await firefoxFirstPage(forge, true) };
@@ -167,6 +187,7 @@ async function main() {
           core_screenshot_png_bytes: summary(coreSizes),
           core_click_to_screenshot_ms: summary(coreClicks),
           screen_change_ms: summary(screens),
+          window_list: { quiet: windowsQuiet, while_windows_come_and_go: windowsChurn },
           idle_guest_used_mib: used,
           idle_vmm_pss_mib: pss,
           firefox_first_page: firefox,
@@ -175,6 +196,7 @@ async function main() {
             cold_to_restored: round(cold / restoredP50),
             firefox_fresh_to_image_profile: round(firefox.fresh_profile.ms / firefox.image_profile.ms),
             core_screenshot_to_sdk_way_beside_it: round(pct(coreShots, 50) / pct(sdkBeside, 50)),
+            window_list_to_core_screenshot: round(windowsQuiet.ms.p50 / pct(coreShots, 50)),
           },
           wall_s: Math.round((Date.now() - started) / 1000),
         },
