@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <arpa/inet.h>
@@ -245,6 +246,25 @@ static int hexnib(char c) {
 
 /* Identity and host-provided state: hostname, wall clock, entropy. Run at boot and after a
  * restore, so that clones never share random state or a stale clock. */
+/* journald keeps writing into the directory named for the machine ID it read at boot (the base
+ * snapshot's, or a parent's), while journalctl reads the one named for the current ID: without a
+ * link from the new name to where the journal is, a restored or forked sandbox's journal reads as
+ * empty. Both places journald may keep it: on disk, or in /run when there is no disk journal. */
+static void link_journal(const char *old_id, const char *new_id) {
+  static const char *const dirs[] = {"/var/log/journal", "/run/log/journal"};
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    char from[96], to[96], real[PATH_MAX];
+    snprintf(from, sizeof from, "%s/%s", dirs[i], old_id);
+    snprintf(to, sizeof to, "%s/%s", dirs[i], new_id);
+    size_t n = strlen(dirs[i]);
+    if (!realpath(from, real) || strncmp(real, dirs[i], n) || real[n] != '/') continue;
+    if (symlink(real, to) < 0 && errno == EEXIST) {
+      unlink(to);
+      if (symlink(real, to) < 0) {}
+    }
+  }
+}
+
 void op_configure(uint32_t id, const jdoc *d) {
   char *host = req_str(d, "hostname");
   if (host) {
@@ -312,12 +332,16 @@ void op_configure(uint32_t id, const jdoc *d) {
     int ok = strlen(mid) == 32;
     for (int i = 0; ok && i < 32; i++) ok = hexnib(mid[i]) >= 0;
     if (!ok) { free(mid); send_error(id, "EINVAL", "\"machine_id\" must be 32 hexadecimal digits"); return; }
+    char old_id[40] = "";
+    read_small("/etc/machine-id", old_id, sizeof old_id);
+    old_id[strcspn(old_id, "\n")] = 0;
     int fd = open("/etc/machine-id", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
     if (fd >= 0) {
       mid[32] = 0;
       if (write(fd, mid, 32) < 0 || write(fd, "\n", 1) < 0) {}
       close(fd);
     }
+    if (strlen(old_id) == 32 && strcmp(old_id, mid)) link_journal(old_id, mid);
     free(mid);
   }
   send_ok(id);

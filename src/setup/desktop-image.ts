@@ -136,6 +136,62 @@ done
 exec /usr/bin/startxfce4.real "$@"
 `;
 
+/**
+ * x11vnc's TERM handler (HUP's and QUIT's too) makes X calls, and libX11 1.8 (Debian 12's) locks
+ * every display: a signal that lands while x11vnc waits inside Xlib for the X server's answer, as
+ * it does all the time a viewer watches, leaves the handler waiting for ever on the lock its own
+ * interrupted call holds. Reproduced every time by stopping the X server for a second under a
+ * watching viewer (the desktop test does); under TCG it also came unforced, in about one desktop
+ * test run of eight, and under KVM it can as well, less often, as the window is as wide as the
+ * server's answers are slow. E2B's desktop SDK stops its stream with `pkill x11vnc` and refuses to
+ * start one while an x11vnc runs, so a hung one ended its live view for good. The wrapper starts
+ * the watcher and runs the real x11vnc under its own name (the SDK finds it with `pgrep -x x11vnc`,
+ * the desktop's processes by its command line).
+ */
+const X11VNC_REAL = "/usr/local/lib/forgevm-desktop/x11vnc.real/x11vnc";
+const VNC_WATCH = "/usr/local/lib/forgevm-desktop/vnc-term-watch";
+const X11VNC = `#!/bin/bash
+setsid -f ${VNC_WATCH} </dev/null >/dev/null 2>&1
+exec -a x11vnc ${X11VNC_REAL} "$@"
+`;
+
+/**
+ * One per user, while any of the user's x11vnc runs: an x11vnc seen inside one of those handlers
+ * (the signal blocked, which x11vnc does nowhere else) at three looks a second apart is killed,
+ * and the journal says so. Its name leaves out "x11vnc", or the SDK's `pkill x11vnc` would end it too.
+ */
+const VNC_TERM_WATCH = `#!/bin/bash
+set -u
+uid=$(id -u)
+exec 9>>"/tmp/.forgevm-vnc-term-watch.$uid" || exit 0
+flock -n 9 || exit 0
+# SIGHUP, SIGQUIT and SIGTERM in /proc's signal masks.
+handled=$((1 << 0 | 1 << 2 | 1 << 14))
+declare -A inside=() seen=()
+idle=0
+while [ $idle -lt 10 ]; do
+  sleep 1
+  pids=$(pgrep -u "$uid" -x x11vnc) || { idle=$((idle + 1)); inside=(); continue; }
+  idle=0
+  seen=()
+  for p in $pids; do
+    blocked=0
+    while read -r key value; do [ "$key" = SigBlk: ] && blocked=$value && break; done 2>/dev/null <"/proc/$p/status"
+    (( 16#$blocked & handled )) || continue
+    seen[$p]=$(( \${inside[$p]:-0} + 1 ))
+    if [ "\${seen[$p]}" -ge 3 ] && kill -KILL "$p" 2>/dev/null; then
+      logger -t forgevm-vnc-term-watch "killed x11vnc $p, inside its signal handler for 3 s (a signal during an X call)"
+    fi
+  done
+  inside=()
+  for p in "\${!seen[@]}"; do inside[$p]=\${seen[$p]}; done
+done
+exec 9>&-
+# An x11vnc started while this watcher gave up found the lock taken: look once more.
+pgrep -u "$uid" -x x11vnc >/dev/null && exec "$0"
+exit 0
+`;
+
 const UNIT = `[Unit]
 Description=ForgeVM desktop: X on a virtual framebuffer with an XFCE session
 After=dbus.service systemd-user-sessions.service
@@ -250,6 +306,8 @@ export const DESKTOP_FILES: Record<string, string> = {
   [SCREEN_SCRIPT.slice(1)]: SCREEN,
   "usr/local/lib/forgevm-desktop/Xvfb": XVFB,
   "usr/local/lib/forgevm-desktop/startxfce4": STARTXFCE4,
+  "usr/local/lib/forgevm-desktop/x11vnc": X11VNC,
+  [VNC_WATCH.slice(1)]: VNC_TERM_WATCH,
   "etc/systemd/system/forgevm-desktop.service": UNIT,
   // No compositing: under a virtual framebuffer xfwm4 composites in software, which costs every
   // redraw (and a session's start) CPU for shadows nobody needs.
@@ -311,6 +369,8 @@ export const DESKTOP_AFTER = [
   ...["Xvfb", "startxfce4"].map(
     (p) => `dpkg-divert --quiet --local --rename --divert /usr/bin/${p}.real --add /usr/bin/${p} && ln -s /usr/local/lib/forgevm-desktop/${p} /usr/bin/${p}`,
   ),
+  // x11vnc's keeps its name (a process is found by it), in a directory of its own.
+  `mkdir -p ${X11VNC_REAL.slice(0, X11VNC_REAL.lastIndexOf("/"))} && dpkg-divert --quiet --local --rename --divert ${X11VNC_REAL} --add /usr/bin/x11vnc && ln -s /usr/local/lib/forgevm-desktop/x11vnc /usr/bin/x11vnc`,
   // The panel's own default layout as the system's, so that no first-start dialog asks for one.
   "mkdir -p /etc/xdg/xfce4/xfconf/xfce-perchannel-xml && cp /etc/xdg/xfce4/panel/default.xml /etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfce4-panel.xml",
   // Where E2B's desktop SDK runs noVNC from.

@@ -30,6 +30,16 @@ const sh = async (command: string, box = sb) => {
   return { code: r.exitCode, out: r.stdout.trim(), err: r.stderr.trim() };
 };
 
+/** Logs a line to the journal and reads it back with journalctl, as a user of the sandbox would. */
+const journalReads = async (box = sb) => {
+  const mark = `journal-${process.hrtime.bigint()}`;
+  const r = await sh(
+    `logger -t forgevm-test ${mark} && for i in $(seq 100); do journalctl -q -t forgevm-test --no-pager | grep -q ${mark} && exit 0; sleep 0.1; done; ls -l /var/log/journal; cat /etc/machine-id; exit 1`,
+    box,
+  );
+  return { ok: r.code === 0, why: `${r.out}\n${r.err}` };
+};
+
 let firstSpawn: { events: { type: string; image?: unknown; message?: unknown }[]; concurrent: number };
 
 before(async () => {
@@ -104,6 +114,10 @@ describe("system images", () => {
     // The hostname the host gave, journald running, files through the agent as anywhere.
     assert.equal((await sh("hostname")).out, sb.id);
     assert.equal((await sh("systemctl is-active systemd-journald.service")).out, "active");
+    // journald writes where it started, under the machine ID it read then; journalctl reads under
+    // the sandbox's own: the agent links the one to the other.
+    const journal = await journalReads();
+    assert.ok(journal.ok, `journalctl shows what was just logged: ${journal.why}`);
     await sb.writeFile("/etc/motd", Buffer.from("a system sandbox\n"));
     assert.equal((await sh("cat /etc/motd")).out, "a system sandbox");
   });
@@ -144,6 +158,8 @@ describe("system images", () => {
     try {
       assert.equal((await sh("readlink /proc/1/exe; systemctl is-active ticker.service web.service", child)).out, "/usr/lib/systemd/systemd\nactive\nactive");
       assert.equal(server.forge.sandboxes.get(child.id).init, "systemd", "a fork boots systemd too if it ever boots cold");
+      const journal = await journalReads(child);
+      assert.ok(journal.ok, `a fork's journalctl shows what it just logged: ${journal.why}`);
     } finally {
       await server.forge.sandboxes.destroy(child.id);
     }

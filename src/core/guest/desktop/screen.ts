@@ -116,13 +116,16 @@ base64 -w0 "$f${thumb ? "-thumb" : ""}.${ext}"
 }
 
 // xdotool's search (Debian 12 has 3.20160805) dies of a BadWindow error when any window goes away
-// while it walks the tree (a tooltip, a menu, a page's popup), printing nothing: a list taken once
-// would be empty now and then on a busy desktop. A walk that died is walked again; one that ends
-// is the list, empty or not. One still dying after many tries is a 503, never a wrong list.
+// while it walks the tree (a tooltip, a menu, a page's popup), printing no window: a list taken once
+// would be empty now and then on a busy desktop. A walk that did not end well (killed, or anything
+// in its output but window ids: an X error, a display that did not open) is walked again; one that
+// ends is the list, empty or not (status 1 and no output: no window has a name). One still failing
+// after many tries is a 503, never a wrong list. (The desktop test once got an empty list with no
+// BadWindow in it, so every failure is taken again, not that one alone.)
 const WINDOWS_CHURN = 90;
 const WINDOWS = `active=$(xdotool getactivewindow 2>/dev/null)
 n=0
-until found=$(xdotool search --onlyvisible --name . 2>&1); case $found in *BadWindow*) false ;; esac; do
+until found=$(xdotool search --onlyvisible --name . 2>&1); [ $? -le 1 ] && [ -z "$(printf '%s' "$found" | tr -d '0-9\\n')" ]; do
   n=$((n + 1))
   [ $n -lt 30 ] || exit \${WINDOWS_CHURN}
 done
@@ -139,7 +142,10 @@ done
 export async function windows(guest: DesktopGuest): Promise<WindowInfo[]> {
   const out = await runOnDesktop(guest, WINDOWS, {
     maxOutputBytes: 4 * 1024 * 1024,
-    exits: { [WINDOWS_CHURN]: () => new ForgevmError("UNAVAILABLE", `sandbox ${guest.id}'s windows kept opening and closing while they were listed: try again`) },
+    exits: {
+      [WINDOWS_CHURN]: () =>
+        new ForgevmError("UNAVAILABLE", `sandbox ${guest.id}'s windows kept opening and closing while they were listed (or its display did not answer): try again`),
+    },
   });
   const list: WindowInfo[] = [];
   for (const line of out.split("\n")) {
