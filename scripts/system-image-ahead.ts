@@ -6,6 +6,8 @@ import { writeFile } from "node:fs/promises";
 import { preparedSystemImages } from "../src/setup/index.js";
 import { ignore } from "../src/util/ignore.js";
 
+// A stop of the run: exit as at an end, so that the exit hooks kill the build's VM.
+for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
 await writeFile("/proc/self/autogroup", "19").catch(ignore("no autogroup scheduling: the process's niceness applies as it is"));
 const t0 = performance.now();
 // One debootstrap for both; the system image is stored first, and its test can start while the desktop's builds.

@@ -20,6 +20,7 @@ import { CODE_IMAGE, DEFAULT_IMAGE } from "../src/images/store.js";
 import { pushImage, startRegistry, type LocalRegistry } from "../test/local-registry.js";
 import { buildSharedBases } from "../test/shared-bases.js";
 import { installFrameworks } from "./test-frameworks.js";
+import { listenForStop, ownGroup, stopSignal } from "./test-signals.js";
 import { failuresFile } from "./test-times.js";
 import { APART, FILE_SECONDS, HOST_STATE, TIER_NAMES, TIERS, type Tier, UNLISTED_SECONDS } from "./test-tiers.js";
 import { freePort, portFree } from "../test/ports.js";
@@ -76,7 +77,10 @@ async function startUser(runDir: string, installed: string): Promise<User> {
   const port = (await portFree(7423)) ? 7423 : await freePort();
   await mkdir(join(home, ".forgevm"), { recursive: true });
   await writeFile(join(home, ".forgevm", "config.yaml"), `server:\n  port: ${port}\nauth:\n  api_key: ${USER_KEY}\ndefaults:\n  memory_mb: 384\n`);
-  const server = spawn(process.execPath, [cli, "serve"], { cwd: home, env: { PATH: process.env.PATH, HOME: home }, stdio: ["ignore", "ignore", "inherit"] });
+  // In a group of its own: a terminal's Ctrl-C reaches the suite alone, which ends this server's
+  // sandbox before the server (a stopped server leaves its sandboxes running).
+  const server = spawn(process.execPath, [cli, "serve"], { cwd: home, env: { PATH: process.env.PATH, HOME: home }, stdio: ["ignore", "ignore", "inherit"], detached: true });
+  server.once("exit", ownGroup(server.pid, "last"));
   const url = `http://127.0.0.1:${port}`;
   const u = { url };
   await until("the user's server", 30_000, async () => server.exitCode === null && (await api(u, "GET", "/health")));
@@ -213,6 +217,7 @@ function longestFirst(files: string[]): string[] {
  * stopped, with a message naming it.
  */
 async function runFiles(what: string, files: string[], concurrency: number, env: NodeJS.ProcessEnv, deadline: number): Promise<number> {
+  if (stopSignal()) return 130;
   const t0 = performance.now();
   console.log(`\n# ${what}: ${files.length} files, ${concurrency} at a time`);
   // Node 20's runner sorts the files it is given by path: links named by rank make its order ours
@@ -241,6 +246,7 @@ async function runFiles(what: string, files: string[], concurrency: number, env:
     ],
     { cwd: repo, env, stdio: "inherit", detached: true },
   );
+  const forget = ownGroup(suite.pid, "runner");
   // A test that hangs must fail the run with a message, not use up the CI's time in silence.
   const watchdog = setTimeout(
     () => {
@@ -254,6 +260,7 @@ async function runFiles(what: string, files: string[], concurrency: number, env:
     Math.max(0, deadline - Date.now()),
   );
   const code: number = await new Promise((r) => suite.once("exit", (c, sig) => r(c ?? (sig ? 128 : 1))));
+  forget();
   clearTimeout(watchdog);
   await rm(ranked, { recursive: true, force: true });
   console.log(`# ${what}: ${((performance.now() - t0) / 1000).toFixed(1)} s${code ? `, exit code ${code}` : ""}`);
@@ -313,6 +320,8 @@ function testPackages(): Promise<void> {
 function systemImageAhead(): Promise<void> {
   if (process.getuid?.() !== 0) return Promise.resolve();
   const p = spawn("ionice", ["-c3", "nice", "-n", "19", process.execPath, join(repo, "dist", "scripts", "system-image-ahead.js")], { cwd: repo, stdio: "inherit", detached: true });
+  const forget = ownGroup(p.pid);
+  p.once("exit", forget);
   return new Promise((resolve) => {
     const notBuilt = (why: string) => {
       console.log(`# the system image was not built ahead (${why}): its test builds it`);
@@ -331,6 +340,7 @@ const held = (p: Promise<unknown>): Promise<unknown> =>
   );
 
 async function main(): Promise<number> {
+  listenForStop();
   const tierAt = process.argv.indexOf("--tier");
   if (tierAt >= 0) return runTier(process.argv[tierAt + 1] ?? "");
   const installed = preparedDataDir();
@@ -434,7 +444,7 @@ async function main(): Promise<number> {
       return code || 1;
     }
     console.log("# the user's server, sandbox, snapshot, image and data directory are as they were");
-    return code;
+    return stopSignal() ? 130 : code;
   } finally {
     // Nothing started here outlives the run: the bases' VMs are done before their directory goes.
     await Promise.all([...ready, ahead]);

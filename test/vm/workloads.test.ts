@@ -160,6 +160,31 @@ describe("an image's own command as the main process", () => {
     } finally {
       await api("DELETE", `/sandboxes/${slow.body.id}`);
     }
+
+    // Followers that come while lines pour out, and after the end: each gets every line once, in
+    // order (a line written while a follower read the log's past went to nobody).
+    const N = 2000;
+    const fast = await api("POST", "/sandboxes", { image: IMAGE, main: { command: ["sh", "-c", `i=0; while [ $i -lt ${N} ]; do i=$((i + 1)); echo n $i; done`] } });
+    try {
+      const follow = async (delayMs: number) => {
+        await new Promise((r) => setTimeout(r, delayMs));
+        const text = await (await fetch(`${base}/api/v1/sandboxes/${fast.body.id}/main/logs?follow=true`)).text();
+        return text
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l).line as string);
+      };
+      const all = Array.from({ length: N }, (_, i) => `n ${i + 1}`);
+      for (const [i, got] of (await Promise.all([0, 30, 60, 100, 150, 250, 400, 700].map(follow))).entries()) {
+        const first = got.findIndex((l, j) => l !== all[j]);
+        assert.ok(
+          first < 0 && got.length === N,
+          `follower ${i}: ${got.length} lines, the first out of order at ${first}: ${JSON.stringify(got.slice(Math.max(0, first - 1), first + 2))}`,
+        );
+      }
+    } finally {
+      await api("DELETE", `/sandboxes/${fast.body.id}`);
+    }
   });
 
   it("stops a sandbox left idle, and not one in use", async () => {

@@ -23,7 +23,7 @@ import type { Creates } from "../sandboxes/create.js";
 import type { Reaper } from "../sandboxes/reaper.js";
 import { guestProcesses, type GuestProcess } from "../guest/guest-processes.js";
 import { logs, type EndReason } from "../sandboxes/lifecycle.js";
-import { readMainLog, type LogLine } from "../sandboxes/main-process.js";
+import { followMainLog, readMainLog, type LogLine } from "../sandboxes/main-process.js";
 import type { SpawnOptions } from "../options.js";
 import { lifeAfterWake } from "../sandboxes/pause.js";
 import type { Sandbox } from "../guest/sandbox.js";
@@ -295,29 +295,30 @@ export class SandboxesFacade {
     return readMainLog(this.d, row.id, opts);
   }
 
-  /** Calls `onLine` for each line the main process writes from now on, and `onEnd` when it has ended for good or the sandbox stops running; returns the unsubscribe function. */
-  followMain(id: string, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
+  /**
+   * A sandbox's main process output, the past first (the last `tail` lines, or those since
+   * `sinceMs`) and then each line it writes, every line once (main-process.ts `followMainLog`);
+   * `onEnd` once it has ended for good or the sandbox stops running. Returns the unsubscribe function.
+   */
+  followMain(id: string, opts: { tail?: number; sinceMs?: number }, onLine: (l: LogLine) => void, onEnd: () => void): () => void {
     const row = this.get(id);
     const runner = this.d.table.mains.get(row.id);
+    const follower = followMainLog(this.d, row.id, runner, opts, onLine, onEnd);
     if (!runner || runner.finished) {
-      onEnd();
-      return () => {};
+      follower.end();
+      return follower.off;
     }
     // A pause that carried the sandbox's streams over (pause.ts) leaves the main process running.
-    const off = this.d.events.subscribe((e) => {
+    const offEvents = this.d.events.subscribe((e) => {
       if (e.sandbox_id !== row.id) return;
-      if (["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error"].includes(e.type) || (e.type === "sandbox.paused" && !e.data?.streams_kept)) onEnd();
+      if (["sandbox.stopped", "sandbox.destroyed", "sandbox.expired", "sandbox.error"].includes(e.type) || (e.type === "sandbox.paused" && !e.data?.streams_kept)) follower.end();
     });
-    const done = () => onEnd();
     // A client following the logs: the sandbox does not idle meanwhile, but the follower wakes no pause.
-    const end = (this.d.table.live.get(row.id) ?? this.d.table.sleeping.get(row.id))?.follow() ?? (() => {});
-    runner.lines.on("line", onLine);
-    runner.lines.once("done", done);
+    const offIdle = (this.d.table.live.get(row.id) ?? this.d.table.sleeping.get(row.id))?.follow() ?? (() => {});
     return () => {
-      end();
-      off();
-      runner.lines.off("line", onLine);
-      runner.lines.off("done", done);
+      offIdle();
+      offEvents();
+      follower.off();
     };
   }
 

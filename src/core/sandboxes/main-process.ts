@@ -70,9 +70,11 @@ export class MainRunner {
   private health: HealthMonitor | null = null;
   private disposed = false;
   private released = false;
-  /** Emits "line" (LogLine) and "exit" (exit code). */
+  /** Emits "line" (LogLine, and its number in the log when it is the log's), "exit" (exit code) and "done". */
   readonly lines = new EventEmitter();
   private writes: Promise<void> = Promise.resolve();
+  /** How many lines the log has been given: the number of the next. */
+  private count = 0;
 
   constructor(
     private readonly core: MainHost,
@@ -98,7 +100,7 @@ export class MainRunner {
     const ts = new Date().toISOString();
     const lines = text.split("\n");
     const out = lines.map((line) => ({ ts, stream, line }));
-    for (const l of out) this.lines.emit("line", l);
+    for (const l of out) this.lines.emit("line", l, this.count++);
     const file = mainLogPath(this.core, this.sb.id);
     this.writes = this.writes.then(async () => {
       await appendFile(file, out.map((l) => `${JSON.stringify(l)}\n`).join("")).catch(ignore("a full disk: the log loses these lines, the process goes on"));
@@ -262,6 +264,21 @@ export class MainRunner {
   flushed(): Promise<void> {
     return this.writes;
   }
+
+  /**
+   * Runs `read` between two of the log's writes, so that the file it reads holds exactly the
+   * lines numbered below `next` (less what the cap dropped): a follower that heard lines while it
+   * read knows which of them the file already had.
+   */
+  between<T>(read: () => Promise<T>): Promise<{ value: T; next: number }> {
+    const next = this.count;
+    const done = this.writes.then(read);
+    this.writes = done.then(
+      () => {},
+      () => {},
+    );
+    return done.then((value) => ({ value, next }));
+  }
 }
 
 /** Keeps a log file within `max` bytes: past it, the file keeps its newest half, from a line's start. */
@@ -282,4 +299,63 @@ export async function readMainLog(core: { paths: Paths }, id: string, opts: { ta
     .map((l) => JSON.parse(l) as LogLine);
   if (opts.sinceMs !== undefined) lines = lines.filter((l) => Date.parse(l.ts) >= (opts.sinceMs as number));
   return opts.tail !== undefined ? lines.slice(-opts.tail) : lines;
+}
+
+/**
+ * Follows a main process log: `onLine` gets the past first (the last `tail` lines, or those since
+ * `sinceMs`), then each line `runner` writes, every line once; `onEnd` after the past once the
+ * runner says it is done or `end` is called. Lines that come while the past is read are held and
+ * sent after it, only those the file did not have yet (`MainRunner.between`): a command that writes
+ * and ends at once (`forgevm run IMAGE -- echo hi`) lost its output when they went to nobody.
+ */
+export function followMainLog(
+  core: { paths: Paths },
+  id: string,
+  runner: MainRunner | undefined,
+  opts: { tail?: number; sinceMs?: number },
+  onLine: (l: LogLine) => void,
+  onEnd: () => void,
+): { end: () => void; off: () => void } {
+  let gone = false;
+  // Until the past is out: the lines that come, with their number in the log, and whether it ended.
+  let held: { line: LogLine; n: number }[] | null = [];
+  let endHeld = false;
+  let ended = false;
+  const endOnce = () => {
+    if (!ended && !gone) onEnd();
+    ended = true;
+  };
+  const line = (l: LogLine, n = Number.POSITIVE_INFINITY) => {
+    if (held) held.push({ line: l, n });
+    else if (!gone) onLine(l);
+  };
+  const end = () => {
+    if (held) endHeld = true;
+    else endOnce();
+  };
+  runner?.lines.on("line", line);
+  runner?.lines.once("done", end);
+  const release = (past: LogLine[], next: number) => {
+    const early = held ?? [];
+    held = null;
+    if (gone) return;
+    for (const l of past) onLine(l);
+    for (const h of early) if (h.n >= next) onLine(h.line);
+    if (endHeld) endOnce();
+  };
+  const read = () => readMainLog(core, id, opts);
+  const past = runner ? runner.between(read) : read().then((value) => ({ value, next: 0 }));
+  // An unreadable log: the follower gets what came meanwhile and what comes.
+  past.then(
+    ({ value, next }) => release(value, next),
+    () => release([], 0),
+  );
+  return {
+    end,
+    off: () => {
+      gone = true;
+      runner?.lines.off("line", line);
+      runner?.lines.off("done", end);
+    },
+  };
 }

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { badRequest } from "../../../http/errors.js";
 import { parseDuration, parseTtl } from "../../../schemas/durations.js";
-import type { Forge } from "../../../core/forge.js";
+import type { Forge, LogLine } from "../../../core/forge.js";
 import { IdParams, Sandbox } from "../../../schemas/rest.js";
 import { followNdjson } from "../stream-end.js";
 import { sandboxView } from "../views.js";
@@ -118,10 +118,10 @@ export const workloadRoutes: FastifyPluginAsyncTypebox<{ forge: Forge }> = async
         if (Number.isNaN(sinceMs)) throw badRequest(`since must be an RFC 3339 time or a duration, got "${q.since}"`);
       }
       const row = forge.sandboxes.get(req.params.id);
-      const past = await forge.sandboxes.mainLogs(row.id, { tail: q.tail !== undefined ? Number(q.tail) : undefined, sinceMs });
-      if (q.follow !== "true") return { lines: past };
+      const opts = { tail: q.tail !== undefined ? Number(q.tail) : undefined, sinceMs };
+      if (q.follow !== "true") return { lines: await forge.sandboxes.mainLogs(row.id, opts) };
       reply.hijack();
-      await followNdjson(reply.raw, req.id, past, (write, end) => forge.sandboxes.followMain(row.id, write, end));
+      await followNdjson<LogLine>(reply.raw, req.id, [], (write, end) => forge.sandboxes.followMain(row.id, opts, write, end));
     },
   );
 };
