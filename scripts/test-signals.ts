@@ -7,15 +7,15 @@
 // Node's test runner is not told: on a signal it kills the files it runs before their exit hooks
 // can run (their VMs were left running, seen here), and it starts the next file when one ends. It
 // is held (SIGSTOP) while the rest of its group is told, and killed once they have ended.
-import { readdirSync, readFileSync } from "node:fs";
+import { groupMembers } from "../src/util/process.js";
 
 /** Process groups this run started and stops on a signal (the system image's build), and the test runners' groups. */
 const groups = new Set<number>();
 const runners = new Set<number>();
-/** How long the files of a held runner have to end before the group is killed. */
-const FILES_END_MS = 15_000;
 /** Those only a second signal stops (the stand-in user's server, whose sandbox the run's cleanup ends first). */
 const lastGroups = new Set<number>();
+/** How long the files of a held runner have to end before the group is killed. */
+const FILES_END_MS = 15_000;
 let stopped: NodeJS.Signals | null = null;
 
 /** The signal that stopped the run, or null while it runs. */
@@ -30,24 +30,6 @@ function signalGroup(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-/** The live processes of the group `pgid` leads, but not its leader (from /proc). */
-function members(pgid: number): number[] {
-  const found: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name) || Number(name) === pgid) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      // pid (comm) state ppid pgrp …: the command may hold spaces and parentheses. A zombie has
-      // ended (its parent, the held runner, cannot reap it).
-      const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(pgrp) === pgid && state !== "Z") found.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
-
 /** Holds a test runner, tells its files to stop, and kills its group once they have ended (or after FILES_END_MS). */
 function stopRunner(pgid: number): void {
   try {
@@ -55,7 +37,8 @@ function stopRunner(pgid: number): void {
   } catch {
     return; // gone
   }
-  for (const pid of members(pgid)) {
+  // A zombie counts as ended: its parent, the held runner, cannot reap it.
+  for (const pid of groupMembers(pgid)) {
     try {
       process.kill(pid, "SIGTERM");
     } catch {
@@ -64,7 +47,7 @@ function stopRunner(pgid: number): void {
   }
   const until = Date.now() + FILES_END_MS;
   const look = setInterval(() => {
-    if (members(pgid).length && Date.now() < until) return;
+    if (groupMembers(pgid).length && Date.now() < until) return;
     clearInterval(look);
     signalGroup(pgid, "SIGKILL");
   }, 100);

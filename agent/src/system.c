@@ -244,8 +244,6 @@ static int hexnib(char c) {
   return -1;
 }
 
-/* Identity and host-provided state: hostname, wall clock, entropy. Run at boot and after a
- * restore, so that clones never share random state or a stale clock. */
 /* journald keeps writing into the directory named for the machine ID it read at boot (the base
  * snapshot's, or a parent's), while journalctl reads the one named for the current ID: without a
  * link from the new name to where the journal is, a restored or forked sandbox's journal reads as
@@ -265,6 +263,8 @@ static void link_journal(const char *old_id, const char *new_id) {
   }
 }
 
+/* Identity and host-provided state: hostname, wall clock, entropy. Run at boot and after a
+ * restore, so that clones never share random state or a stale clock. */
 void op_configure(uint32_t id, const jdoc *d) {
   char *host = req_str(d, "hostname");
   if (host) {

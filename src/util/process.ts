@@ -1,6 +1,6 @@
 // Running host programs (qemu-img, mkfs.ext4, …) with their output captured for error messages.
 import { spawn, type SpawnOptions } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 export class CommandError extends Error {
   override name = "CommandError";
@@ -72,6 +72,18 @@ export function cpuSeconds(pid: number, children = false): number | null {
   if (!f) return null;
   const ticks = [11, 12, ...(children ? [13, 14] : [])].reduce((sum, i) => sum + Number(f[i]), 0);
   return ticks / 100;
+}
+
+/** The live processes (no zombie) of the process group `pgid`, its leader left out. */
+export function groupMembers(pgid: number): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid === pgid) continue;
+    const f = statFields(pid);
+    if (f && f[0] !== "Z" && Number(f[2]) === pgid) found.push(pid);
+  }
+  return found;
 }
 
 /** A process's session id (null when it is gone). */

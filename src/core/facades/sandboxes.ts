@@ -291,8 +291,9 @@ export class SandboxesFacade {
   /** A sandbox's main process output: the last `tail` lines, or those since `sinceMs` (kept after it is gone). */
   async mainLogs(id: string, opts: { tail?: number; sinceMs?: number } = {}): Promise<LogLine[]> {
     const row = this.get(id);
-    await this.d.table.mains.get(row.id)?.flushed();
-    return readMainLog(this.d, row.id, opts);
+    const read = () => readMainLog(this.d, row.id, opts);
+    const runner = this.d.table.mains.get(row.id);
+    return runner ? (await runner.between(read)).value : read();
   }
 
   /**

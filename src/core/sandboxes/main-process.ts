@@ -260,15 +260,10 @@ export class MainRunner {
     this.lines.removeAllListeners();
   }
 
-  /** Resolves when every line so far is in the file. */
-  flushed(): Promise<void> {
-    return this.writes;
-  }
-
   /**
-   * Runs `read` between two of the log's writes, so that the file it reads holds exactly the
-   * lines numbered below `next` (less what the cap dropped): a follower that heard lines while it
-   * read knows which of them the file already had.
+   * Runs `read` between two of the log's writes, once every line so far is in the file: what it
+   * reads holds exactly the lines numbered below `next` (less what the cap dropped), so a follower
+   * that heard lines while it read knows which of them the file already had.
    */
   between<T>(read: () => Promise<T>): Promise<{ value: T; next: number }> {
     const next = this.count;
